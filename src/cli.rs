@@ -1,0 +1,234 @@
+//! The command line, as clap derive types. Their doc comments are the `--help` text and the
+//! man pages. No I/O here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  success
+  1  failure not listed here (I/O error and the like)
+  2  invalid usage or input
+  3  not found (state directory, pool)
+  4  conflict with the current state
+  5  pool exhausted
+
+Examples:
+  ipamctl init state && cd state
+  ipamctl apply -f pools.yaml
+  IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$UID\")
+  ipamctl list -n acme/prod
+  ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0";
+
+/// IPv4 address management in a git-friendly state directory.
+///
+/// ipamctl keeps IPv4 pools (IPAMPool) and the addresses handed out from them (IPAllocation)
+/// as Kubernetes-style YAML manifests, one file per object. An address is claimed by
+/// creating its file exclusively, so any number of ipamctl processes can allocate at once
+/// without a server: two never get the same address, and an owner that asks twice gets the
+/// same address back.
+#[derive(Debug, Parser)]
+#[command(name = "ipamctl", version, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options that every command takes, before or after the subcommand.
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// The state directory [default: the nearest parent directory holding `.ipamctl`].
+    #[arg(
+        short = 'd',
+        long,
+        global = true,
+        env = "IPAMCTL_STATE_DIR",
+        value_name = "DIR"
+    )]
+    pub state_dir: Option<PathBuf>,
+
+    /// Output format. `allocate` prints the address alone unless json or yaml is asked for.
+    #[arg(short, long, global = true, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+
+    /// The namespace of the pool or allocations (omit for cluster-scoped public pools).
+    #[arg(short, long, global = true, value_name = "NS")]
+    pub namespace: Option<String>,
+
+    /// Every namespace (the default for `list`, `pool list` and uid-wide `release`).
+    #[arg(short = 'A', long, global = true, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+}
+
+/// `-o` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// A human-readable table.
+    Table,
+    /// JSON, for `jq`.
+    Json,
+    /// YAML manifests, as stored.
+    Yaml,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Make a directory an ipamctl state directory (idempotent).
+    ///
+    /// Writes the `.ipamctl` marker (which carries the layout version) and a `.gitignore`
+    /// that keeps locks, the derived index and temporary files out of git.
+    Init(InitArgs),
+    /// Create or update pools from YAML manifests, all or nothing.
+    ///
+    /// Every document of every file is validated before any pool is written. Prints
+    /// `ipampool/<name> created|configured|unchanged` per pool.
+    Apply(ApplyArgs),
+    /// Claim an address for an owner and print it.
+    ///
+    /// An owner that already holds an address in the pool gets it back. Otherwise the lowest
+    /// free candidate is claimed: a host address of the pool that is not the gateway, not
+    /// excluded, inside `--within`, not `--reserved` and not taken.
+    Allocate(AllocateArgs),
+    /// Free addresses: one address, an owner's address, or everything a uid holds.
+    ///
+    /// Releasing what is not held succeeds (a note goes to stderr), so retries are safe.
+    /// With `--owner`/`--uid` next to an address, they guard it: the release happens only
+    /// if they match the holder (else exit 4).
+    Release(ReleaseArgs),
+    /// List allocations, sorted by namespace, pool and address.
+    List(ListArgs),
+    /// Inspect and delete pools.
+    #[command(subcommand)]
+    Pool(PoolCommand),
+    /// Print a shell completion script.
+    ///
+    /// For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`.
+    Completions(CompletionsArgs),
+}
+
+/// `ipamctl init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The directory [default: `--state-dir`, else the current directory].
+    pub dir: Option<PathBuf>,
+}
+
+/// `ipamctl apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A YAML file of IPAMPool documents; `-` reads stdin. Repeatable.
+    #[arg(short, long = "filename", value_name = "FILE", required = true)]
+    pub file: Vec<String>,
+}
+
+/// `ipamctl allocate`.
+#[derive(Debug, Args)]
+pub struct AllocateArgs {
+    /// The pool to claim from.
+    pub pool: String,
+
+    /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name>, VPC/router
+    /// or Node/<subnet>.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: String,
+
+    /// The owner's uid. Part of its identity: omitted means an owner without a uid.
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
+
+    /// Only claim inside this subnet of the pool (its network and broadcast are skipped).
+    #[arg(long, value_name = "CIDR")]
+    pub within: Option<String>,
+
+    /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
+    #[arg(long, value_name = "ADDR")]
+    pub reserved: Vec<String>,
+
+    /// Claim exactly this address (exit 4 if someone else holds it).
+    #[arg(long, value_name = "ADDR")]
+    pub address: Option<String>,
+
+    /// Print what would be allocated; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The pool (optional with `--uid`, which then covers every pool).
+    pub pool: Option<String>,
+
+    /// The address to release.
+    pub address: Option<String>,
+
+    /// Only the allocation(s) of this owner (KIND/NAME); a guard when an address is given.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: Option<String>,
+
+    /// Only the allocation(s) of this owner uid; a guard when an address is given.
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
+}
+
+/// `ipamctl list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only allocations of this pool.
+    #[arg(long, value_name = "POOL")]
+    pub pool: Option<String>,
+
+    /// Only allocations of this owner (KIND/NAME).
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: Option<String>,
+
+    /// Only allocations of this owner uid.
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
+
+    /// Only the allocation of this address.
+    #[arg(long, value_name = "ADDR")]
+    pub address: Option<String>,
+}
+
+/// `ipamctl pool ...`.
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// List pools with their usage: candidates, allocated, free, percent used.
+    List,
+    /// Show one pool, its usage and its free addresses as compact ranges.
+    Show(PoolArg),
+    /// Delete a pool; refused (exit 4) while it has allocations.
+    Delete(PoolArg),
+}
+
+/// A pool name argument.
+#[derive(Debug, Args)]
+pub struct PoolArg {
+    /// The pool.
+    pub pool: String,
+}
+
+/// `ipamctl completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Shells with completion scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    /// GNU bash.
+    Bash,
+    /// Z shell.
+    Zsh,
+    /// fish.
+    Fish,
+}

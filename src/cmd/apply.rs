@@ -1,0 +1,226 @@
+//! `ipamctl apply`: create or update pools from YAML, all or nothing.
+
+use std::collections::{BTreeSet, HashSet};
+use std::io::{Read, Write};
+
+use crate::alloc::{self, PoolRef};
+use crate::cli::ApplyArgs;
+use crate::error::{Error, Result};
+use crate::model::{Namespace, PoolKind, PoolManifest};
+use crate::pool::Candidates;
+use crate::store::{LockGuard, LockMode, ObjectKind, Store};
+use crate::{output, yaml};
+
+/// Reads one `-f` argument (`-` = stdin), bounded like any manifest.
+fn read_input(file: &str) -> Result<String> {
+    let mut bytes = Vec::new();
+    let limit = 16 * yaml::MAX_MANIFEST_BYTES;
+    let read = if file == "-" {
+        std::io::stdin().take(limit + 1).read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(file).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::invalid(file, "no such file"),
+        _ => Error::io(file, e),
+    })?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::invalid(
+            file,
+            format!("is larger than {limit} bytes"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::invalid(file, "is not UTF-8 text"))
+}
+
+/// Parses every document of every file; nothing is written if any is invalid.
+fn parse_all(files: &[String]) -> Result<Vec<PoolManifest>> {
+    let mut pools = Vec::new();
+    let mut seen = HashSet::new();
+    for file in files {
+        let origin = if file == "-" {
+            "<stdin>"
+        } else {
+            file.as_str()
+        };
+        let text = read_input(file)?;
+        for (i, doc) in yaml::decode_documents(&text)
+            .map_err(|e| Error::invalid(origin, e))?
+            .into_iter()
+            .enumerate()
+        {
+            let pool = match doc {
+                yaml::Document::Pool(pool) => pool,
+                yaml::Document::Allocation => {
+                    return Err(Error::invalid(
+                        origin,
+                        format!(
+                            "document {}: IPAllocation objects are not applied; they are made with `ipamctl allocate`",
+                            i + 1
+                        ),
+                    ));
+                }
+            };
+            let key = (pool.metadata.namespace.clone(), pool.metadata.name.clone());
+            if !seen.insert(key) {
+                return Err(Error::invalid(
+                    origin,
+                    format!(
+                        "document {}: pool `{}` appears twice in the input",
+                        i + 1,
+                        pool_ref(&pool)
+                    ),
+                ));
+            }
+            pools.push(pool);
+        }
+    }
+    Ok(pools)
+}
+
+fn pool_ref(pool: &PoolManifest) -> PoolRef {
+    PoolRef {
+        namespace: pool.metadata.namespace.clone(),
+        name: pool.name(),
+    }
+}
+
+/// The existing manifest of `pool`, if any.
+fn existing(store: &dyn Store, pool: &PoolRef) -> Result<Option<PoolManifest>> {
+    match alloc::load_pool(store, pool) {
+        Ok(m) => Ok(Some(m)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Refuses a public pool overlapping another public pool (existing or in the input).
+fn check_overlaps(store: &dyn Store, incoming: &[PoolManifest]) -> Result<()> {
+    let incoming_public: Vec<&PoolManifest> = incoming
+        .iter()
+        .filter(|p| p.spec.kind == PoolKind::Public)
+        .collect();
+    if incoming_public.is_empty() {
+        return Ok(());
+    }
+    let replaced: HashSet<&str> = incoming_public
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    let mut others: Vec<PoolManifest> = Vec::new();
+    for entry in store.list(ObjectKind::Pool, None)? {
+        if replaced.contains(entry.name.as_str()) {
+            continue;
+        }
+        let Ok(name) = crate::model::PoolName::new(&entry.name) else {
+            continue;
+        };
+        if let Some(m) = existing(
+            store,
+            &PoolRef {
+                namespace: None,
+                name,
+            },
+        )? {
+            others.push(m);
+        }
+    }
+    for (i, pool) in incoming_public.iter().enumerate() {
+        let clash = others
+            .iter()
+            .chain(incoming_public[..i].iter().copied())
+            .find(|o| {
+                o.spec.cidr.contains(&pool.spec.cidr.network())
+                    || pool.spec.cidr.contains(&o.spec.cidr.network())
+            });
+        if let Some(other) = clash {
+            return Err(Error::conflict(format!(
+                "public pool `{}` ({}) overlaps public pool `{}` ({}); nothing applied",
+                pool.metadata.name, pool.spec.cidr, other.metadata.name, other.spec.cidr
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an update that would strand an allocation (outside the new prefix, on its
+/// network/broadcast address, gateway or an exclude), naming the allocations.
+fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
+    let pref = pool_ref(pool);
+    let candidates = Candidates::of_pool(&pool.spec);
+    let ns = pref.namespace.as_ref();
+    let entries = store.list(ObjectKind::Allocation, ns)?;
+    let stranded: Vec<String> = alloc::pool_entries(&entries, &pref.name)
+        .filter(|(addr, _)| !candidates.contains(*addr))
+        .map(|(addr, e)| format!("{} ({addr})", e.name))
+        .collect();
+    if stranded.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<_> = stranded.iter().take(10).cloned().collect();
+    let more = stranded.len().saturating_sub(shown.len());
+    Err(Error::Conflict {
+        message: format!(
+            "updating pool `{pref}` would leave {} allocation{} outside its candidates: {}{}; nothing applied",
+            stranded.len(),
+            if stranded.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
+        hint: Some("release those allocations first, or keep their addresses in the pool".into()),
+    })
+}
+
+pub fn run(store: &dyn Store, args: &ApplyArgs, out: &mut dyn Write) -> Result<()> {
+    let pools = parse_all(&args.file)?;
+    // Lock every scope written to, then every pool, in a fixed order (no deadlock between
+    // concurrent applies). Held until all writes are done.
+    let scopes: BTreeSet<Option<Namespace>> =
+        pools.iter().map(|p| p.metadata.namespace.clone()).collect();
+    let mut locks: Vec<LockGuard> = Vec::new();
+    for ns in &scopes {
+        locks.push(store.lock_scope(ns.as_ref())?);
+    }
+    let mut order: Vec<&PoolManifest> = pools.iter().collect();
+    order.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
+    for pool in order {
+        locks.push(store.lock_pool(
+            pool.metadata.namespace.as_ref(),
+            &pool.name(),
+            LockMode::Exclusive,
+        )?);
+    }
+    check_overlaps(store, &pools)?;
+    let mut plan = Vec::new();
+    for pool in &pools {
+        let verb = match existing(store, &pool_ref(pool))? {
+            None => "created",
+            Some(old) if old == *pool => "unchanged",
+            Some(_) => {
+                check_allocations(store, pool)?;
+                "configured"
+            }
+        };
+        plan.push((pool, verb));
+    }
+    for (pool, verb) in &plan {
+        if *verb != "unchanged" {
+            let ns = pool.metadata.namespace.as_ref();
+            store.replace(
+                ObjectKind::Pool,
+                ns,
+                &pool.metadata.name,
+                yaml::encode(pool).as_bytes(),
+            )?;
+        }
+    }
+    drop(locks);
+    for (pool, verb) in plan {
+        output::line(out, &format!("ipampool/{} {verb}", pool.metadata.name))?;
+    }
+    Ok(())
+}

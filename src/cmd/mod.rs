@@ -1,0 +1,97 @@
+//! Dispatch: one module per subcommand, each turning arguments into calls on the core and
+//! rendering the result.
+
+mod allocate;
+mod apply;
+mod completions;
+mod init;
+mod list;
+mod pool;
+mod release;
+
+use std::io::Write;
+
+use crate::alloc::PoolRef;
+use crate::cli::{Cli, Command, GlobalArgs};
+use crate::error::{Error, Result, exit};
+use crate::model::{Namespace, OwnerFilter, PoolName, Uid, parse_addr, parse_net};
+use crate::store::Store;
+use crate::store::fs::FsStore;
+
+/// Runs a parsed command line, writing to stdout; returns the exit code on success.
+pub fn run(cli: Cli) -> Result<i32> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let code = run_to(cli, &mut out)?;
+    out.flush()
+        .map_err(|e| Error::io(crate::output::STDOUT, e))?;
+    Ok(code)
+}
+
+/// Runs a parsed command line, writing its output to `out`.
+pub fn run_to(cli: Cli, out: &mut dyn Write) -> Result<i32> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Init(args) => init::run(g, &args, out),
+        Command::Completions(args) => completions::run(&args, out),
+        Command::Apply(args) => apply::run(&open(g)?, &args, out),
+        Command::Allocate(args) => allocate::run(&open(g)?, g, &args, out),
+        Command::Release(args) => release::run(&open(g)?, g, &args, out),
+        Command::List(args) => list::run(&open(g)?, g, &args, out),
+        Command::Pool(command) => pool::run(&open(g)?, g, &command, out),
+    }
+    .map(|()| exit::OK)
+}
+
+fn open(g: &GlobalArgs) -> Result<FsStore> {
+    FsStore::discover(g.state_dir.as_deref())
+}
+
+/// Turns a validation message about a flag's value into an exit-2 error naming the flag.
+fn flag<T>(name: &str, parsed: std::result::Result<T, String>) -> Result<T> {
+    parsed.map_err(|e| Error::invalid(name, e))
+}
+
+/// `-n`, validated.
+fn namespace(g: &GlobalArgs) -> Result<Option<Namespace>> {
+    g.namespace
+        .as_deref()
+        .map(|ns| flag("--namespace", Namespace::new(ns)))
+        .transpose()
+}
+
+/// The pool named on the command line, in the `-n` scope.
+fn pool_ref(g: &GlobalArgs, pool: &str) -> Result<PoolRef> {
+    Ok(PoolRef {
+        namespace: namespace(g)?,
+        name: flag("POOL", PoolName::new(pool))?,
+    })
+}
+
+/// `--uid`, validated.
+fn uid(uid: Option<&str>) -> Result<Option<Uid>> {
+    uid.map(|u| flag("--uid", Uid::new(u))).transpose()
+}
+
+/// `--owner`/`--uid` as a filter.
+fn owner_filter(owner: Option<&str>, uid_flag: Option<&str>) -> Result<OwnerFilter> {
+    flag("--owner", OwnerFilter::new(owner, uid(uid_flag)?))
+}
+
+/// An address flag or argument.
+fn address(name: &str, s: &str) -> Result<std::net::Ipv4Addr> {
+    flag(name, parse_addr(s))
+}
+
+/// A prefix flag.
+fn prefix(name: &str, s: &str) -> Result<ipnet::Ipv4Net> {
+    flag(name, parse_net(s))
+}
+
+/// The scopes a reading command covers: `-n NS` alone, else every scope.
+fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
+    match namespace(g)? {
+        Some(ns) => Ok(vec![Some(ns)]),
+        None => store.scopes(),
+    }
+}

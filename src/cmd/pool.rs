@@ -1,0 +1,218 @@
+//! `ipamctl pool list|show|delete`.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+
+use crate::alloc::{self, PoolRef, pool_entries};
+use crate::cli::{GlobalArgs, OutputFormat, PoolArg, PoolCommand};
+use crate::error::{Error, Result};
+use crate::model::{Namespace, PoolManifest, PoolName};
+use crate::pool::{Candidates, Usage, format_spans};
+use crate::store::{LockMode, ObjectKind, Store};
+use crate::{output, yaml};
+
+pub fn run(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    command: &PoolCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match command {
+        PoolCommand::List => list(store, g, out),
+        PoolCommand::Show(arg) => show(store, g, arg, out),
+        PoolCommand::Delete(arg) => delete(store, g, arg, out),
+    }
+}
+
+/// Addresses taken in `pool`, from the listing alone (no file is read).
+fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<Ipv4Addr>> {
+    let entries = store.list(ObjectKind::Allocation, ns)?;
+    Ok(pool_entries(&entries, pool).map(|(a, _)| a).collect())
+}
+
+/// The manifest as JSON with `status` added.
+fn with_status(pool: &PoolManifest, status: Value) -> Value {
+    let mut value = serde_json::to_value(pool).expect("manifests serialize to JSON");
+    value["status"] = status;
+    value
+}
+
+fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let mut pools = Vec::new();
+    for ns in super::scopes(store, g)? {
+        let entries = store.list(ObjectKind::Allocation, ns.as_ref())?;
+        let mut names: Vec<_> = store
+            .list(ObjectKind::Pool, ns.as_ref())?
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        names.sort();
+        for name in names {
+            let Ok(name) = PoolName::new(&name) else {
+                eprintln!(
+                    "warning: {}: not a valid pool name (skipped; run `ipamctl check`)",
+                    store.locate(ObjectKind::Pool, ns.as_ref(), &name)
+                );
+                continue;
+            };
+            let pool = PoolRef {
+                namespace: ns.clone(),
+                name,
+            };
+            let manifest = match alloc::load_pool(store, &pool) {
+                Ok(m) => m,
+                Err(Error::NotFound { .. }) => continue, // deleted since the listing
+                Err(e) => {
+                    eprintln!("warning: {e} (skipped; run `ipamctl check`)");
+                    continue;
+                }
+            };
+            let taken: Vec<Ipv4Addr> = pool_entries(&entries, &pool.name).map(|(a, _)| a).collect();
+            let usage = Usage::of(&manifest.spec, &taken);
+            pools.push((manifest, usage));
+        }
+    }
+    match g.output {
+        Some(OutputFormat::Json) => {
+            let values: Vec<Value> = pools
+                .iter()
+                .map(|(m, u)| with_status(m, json!(u)))
+                .collect();
+            output::write(out, &output::json(&values))
+        }
+        Some(OutputFormat::Yaml) => {
+            let values: Vec<Value> = pools
+                .iter()
+                .map(|(m, u)| with_status(m, json!(u)))
+                .collect();
+            output::write(out, &yaml::encode_stream(&values))
+        }
+        Some(OutputFormat::Table) | None => {
+            if pools.is_empty() {
+                eprintln!("No pools found.");
+                return Ok(());
+            }
+            let rows = pools
+                .iter()
+                .map(|(m, u)| {
+                    vec![
+                        output::or_dash(m.metadata.namespace.as_ref()),
+                        m.metadata.name.clone(),
+                        m.spec.kind.to_string(),
+                        m.spec.cidr.to_string(),
+                        output::or_dash(m.spec.zone.as_ref()),
+                        u.candidates.to_string(),
+                        u.allocated.to_string(),
+                        u.free.to_string(),
+                        format!("{:.1}%", u.percent_used),
+                    ]
+                })
+                .collect();
+            let headers = [
+                "NAMESPACE",
+                "NAME",
+                "KIND",
+                "CIDR",
+                "ZONE",
+                "CANDIDATES",
+                "ALLOCATED",
+                "FREE",
+                "USED",
+            ];
+            output::write(out, &output::table(&headers, rows, &[5, 6, 7, 8]))
+        }
+    }
+}
+
+fn show(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -> Result<()> {
+    let pool = super::pool_ref(g, &arg.pool)?;
+    let manifest = alloc::load_pool(store, &pool)?;
+    let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
+    let usage = Usage::of(&manifest.spec, &taken);
+    let free = format_spans(
+        &Candidates::of_pool(&manifest.spec)
+            .without(taken.iter().copied())
+            .spans(),
+    );
+    match g.output {
+        Some(OutputFormat::Json) => {
+            let mut status = json!(usage);
+            status["freeRanges"] = json!(free);
+            output::write(out, &output::json(&with_status(&manifest, status)))
+        }
+        Some(OutputFormat::Yaml) => {
+            let mut status = json!(usage);
+            status["freeRanges"] = json!(free);
+            output::write(out, &yaml::encode(&with_status(&manifest, status)))
+        }
+        Some(OutputFormat::Table) | None => {
+            let spec = &manifest.spec;
+            let excludes: Vec<String> = spec.exclude.iter().map(|e| e.to_string()).collect();
+            let fields = [
+                ("Name", manifest.metadata.name.clone()),
+                (
+                    "Namespace",
+                    output::or_dash(manifest.metadata.namespace.as_ref()),
+                ),
+                ("Kind", spec.kind.to_string()),
+                ("CIDR", spec.cidr.to_string()),
+                ("Gateway", output::or_dash(spec.gateway)),
+                (
+                    "Exclude",
+                    if excludes.is_empty() {
+                        "-".into()
+                    } else {
+                        excludes.join(", ")
+                    },
+                ),
+                ("Zone", output::or_dash(spec.zone.as_ref())),
+                ("Candidates", usage.candidates.to_string()),
+                ("Allocated", usage.allocated.to_string()),
+                (
+                    "Free",
+                    format!("{} ({:.1}% used)", usage.free, usage.percent_used),
+                ),
+                (
+                    "Free ranges",
+                    if free.is_empty() {
+                        "none".into()
+                    } else {
+                        free.join(", ")
+                    },
+                ),
+            ];
+            for (key, value) in fields {
+                output::line(out, &format!("{:<12} {value}", format!("{key}:")))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn delete(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -> Result<()> {
+    let pool = super::pool_ref(g, &arg.pool)?;
+    let ns = pool.namespace.as_ref();
+    alloc::load_pool(store, &pool)?;
+    // Exclusive: no allocate can be between reading this pool and claiming (invariant 6).
+    let _lock = store.lock_pool(ns, &pool.name, LockMode::Exclusive)?;
+    let held = taken(store, ns, &pool.name)?.len();
+    if held > 0 {
+        return Err(Error::Conflict {
+            message: format!(
+                "pool `{pool}` still has {held} allocation{}",
+                if held == 1 { "" } else { "s" }
+            ),
+            hint: Some(format!(
+                "release them first: ipamctl list --pool {}{}",
+                pool.name,
+                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
+            )),
+        });
+    }
+    if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
+        return Err(alloc::pool_not_found(store, &pool));
+    }
+    output::line(out, &format!("ipampool/{} deleted", pool.name))
+}

@@ -1,0 +1,122 @@
+//! Typed errors of the library and the one place that maps each to an exit code.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Exit codes, documented in README and `ipamctl(1)`.
+pub mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// A failure not listed below (I/O error and the like).
+    pub const FAILURE: i32 = 1;
+    /// Invalid usage or input.
+    pub const INVALID: i32 = 2;
+    /// Not found: the state directory, a pool.
+    pub const NOT_FOUND: i32 = 3;
+    /// Conflict with the current state.
+    pub const CONFLICT: i32 = 4;
+    /// The pool (or the requested range of it) has no free candidate left.
+    pub const EXHAUSTED: i32 = 5;
+}
+
+/// Everything that can go wrong, each variant carrying what the user needs to act.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line or a value on it is wrong.
+    #[error("{message}")]
+    Usage {
+        message: String,
+        hint: Option<String>,
+    },
+    /// A manifest (from `apply -f` or from the state directory) is invalid.
+    #[error("{origin}: {message}")]
+    Invalid { origin: String, message: String },
+    /// No state directory was found.
+    #[error("{message}")]
+    NoStateDir { message: String },
+    /// A pool (or another named object) does not exist.
+    #[error("{message}")]
+    NotFound {
+        message: String,
+        hint: Option<String>,
+    },
+    /// The request conflicts with what the state directory holds.
+    #[error("{message}")]
+    Conflict {
+        message: String,
+        hint: Option<String>,
+    },
+    /// No candidate address is left.
+    #[error("pool `{pool}` is exhausted: no free address in {range}")]
+    Exhausted { pool: String, range: String },
+    /// An I/O operation on a path failed.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    /// A file the tool itself must trust is damaged (e.g. the state marker).
+    #[error("{}: {message}", path.display())]
+    Corrupt { path: PathBuf, message: String },
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The process exit code for this error. Exhaustive on purpose: a new variant must decide.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage { .. } | Error::Invalid { .. } => exit::INVALID,
+            Error::NoStateDir { .. } | Error::NotFound { .. } => exit::NOT_FOUND,
+            Error::Conflict { .. } => exit::CONFLICT,
+            Error::Exhausted { .. } => exit::EXHAUSTED,
+            Error::Io { .. } | Error::Corrupt { .. } => exit::FAILURE,
+        }
+    }
+
+    /// An optional `hint:` line telling the user what to do next.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            Error::Usage { hint, .. }
+            | Error::NotFound { hint, .. }
+            | Error::Conflict { hint, .. } => hint.as_deref(),
+            Error::NoStateDir { .. } => {
+                Some("run `ipamctl init` to create one, or pass `--state-dir DIR`")
+            }
+            Error::Invalid { .. }
+            | Error::Exhausted { .. }
+            | Error::Io { .. }
+            | Error::Corrupt { .. } => None,
+        }
+    }
+
+    /// A usage error without a hint.
+    pub fn usage(message: impl Into<String>) -> Error {
+        Error::Usage {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// A conflict without a hint.
+    pub fn conflict(message: impl Into<String>) -> Error {
+        Error::Conflict {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// An invalid-input error about `origin` (a file, or a flag like `--within`).
+    pub fn invalid(origin: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Invalid {
+            origin: origin.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Wraps an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

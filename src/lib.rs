@@ -1,0 +1,21 @@
+//! ipamctl: IPv4 pools and allocations kept as Kubernetes-style YAML manifests in a state
+//! directory, claimed by exclusive file creation so that concurrent processes never collide.
+//!
+//! The binary (`src/main.rs`) only parses arguments and calls [`run`]; everything else,
+//! including what integration tests, benchmarks and the man-page generator use, is here.
+
+#![forbid(unsafe_code)]
+
+pub mod alloc;
+pub mod cli;
+pub mod cmd;
+pub mod docs;
+pub mod error;
+pub mod model;
+pub mod output;
+pub mod pool;
+pub mod store;
+pub mod yaml;
+
+pub use cmd::run;
+pub use error::{Error, Result};

@@ -1,0 +1,27 @@
+//! The `ipamctl` binary: parse, run, report the error, exit with its code.
+
+use std::io::ErrorKind;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ipamctl::error::exit;
+use ipamctl::{Error, cli::Cli};
+
+fn main() -> ExitCode {
+    #[cfg(feature = "failpoints")]
+    let _scenario = fail::FailScenario::setup();
+    let cli = Cli::parse();
+    let code = match ipamctl::run(cli) {
+        Ok(code) => code,
+        // `ipamctl list | head` closing the pipe early is not an error.
+        Err(Error::Io { source, .. }) if source.kind() == ErrorKind::BrokenPipe => exit::OK,
+        Err(err) => {
+            eprintln!("error: {err}");
+            if let Some(hint) = err.hint() {
+                eprintln!("hint: {hint}");
+            }
+            err.exit_code()
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}

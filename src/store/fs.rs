@@ -1,0 +1,604 @@
+//! The filesystem store: one YAML file per object, at a path derived from (kind, namespace,
+//! name) alone, so the path is the unique index.
+//!
+//! ```text
+//! <root>/.ipamctl                                   marker: identifies the root, layout version
+//! <root>/.gitignore                                 keeps the dot-files below out of git
+//! <root>/cluster/ipampools/<pool>.yaml              public pools
+//! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
+//! <root>/namespaces/<ns segments>/ipampools/<pool>.yaml
+//! <root>/namespaces/<ns segments>/ipallocations/<pool>-<a-b-c-d>.yaml
+//! ipampools/.<pool>.lock                            pool lock (shared: allocate; exclusive: apply, delete)
+//! ipampools/.lock                                   held by apply while it checks overlaps and writes
+//! ipallocations/.index/<pool>.lock-<nn>             owner lock stripes (nn = owner key mod 32)
+//! ipallocations/.index/<pool>.log                   owner index: `<address> <stamp> <key>` lines
+//! ipallocations/.index/<pool>.owners/<key>          owner index: key -> address hint
+//! ipampools/.tmp-*, ipallocations/.tmp-*            temporary files of writes in flight
+//! ```
+//!
+//! # Write protocol, and the crash window each step closes
+//!
+//! `create` (every claim):
+//! 1. write the manifest to `.tmp-XXXX` in the target directory and `fsync` it: a crash leaves
+//!    only a dot-file that no reader takes for a manifest (`check --fix` removes it);
+//! 2. link it to `<name>.yaml` without replacing (`renameat2(RENAME_NOREPLACE)`, or
+//!    `link(2)`): the single atomic step that claims the name. It fails if the name exists,
+//!    which is how concurrent claimers of one address are arbitrated. Because the data was
+//!    fsynced first, the name never points at incomplete bytes, even after a power loss;
+//! 3. `fsync` the directory, so the new name itself survives a power loss before the caller
+//!    reports the claim. A crash before this step may lose the claim, but nothing was printed.
+//!
+//! `replace` is the same with a plain rename (readers see old or new bytes, never a mix);
+//! `delete` is `unlink` then a directory `fsync`.
+//!
+//! Lock files are never deleted: a process that opened a lock file and waits on it must lock
+//! the same inode that later lockers open, so the path must never be re-created.
+//!
+//! Nothing outside the root is touched: names are validated before they reach here, and any
+//! symlink among the layout's directories or files is refused.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::Ipv4Addr;
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::model::{Namespace, PoolName};
+use crate::store::{Entry, IndexEntry, IndexMap, LockGuard, LockMode, Object, ObjectKind, Store};
+use crate::yaml::MAX_MANIFEST_BYTES;
+
+/// The marker file that identifies a state directory.
+pub const MARKER: &str = ".ipamctl";
+/// The layout version written into the marker.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Prefix of temporary files.
+pub const TMP_PREFIX: &str = ".tmp-";
+/// Directory of the derived owner index and owner locks, inside each `ipallocations/`.
+pub const INDEX_DIR: &str = ".index";
+/// Number of owner lock stripes per pool.
+const OWNER_STRIPES: u64 = 32;
+
+/// Expands to a fail point when built with `--features failpoints`; to nothing otherwise.
+/// The action `return` aborts the process on the spot, as a crash would.
+macro_rules! failpoint {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name, |_| std::process::abort());
+    };
+}
+
+/// The contents of `.gitignore` written by `init`.
+pub const GITIGNORE: &str = "\
+# Written by `ipamctl init`: locks, the derived owner index and temporary files are
+# local to each checkout and never committed.
+.tmp-*
+.lock
+.*.lock
+.index/
+";
+
+/// A state directory on the local filesystem.
+#[derive(Debug, Clone)]
+pub struct FsStore {
+    root: PathBuf,
+}
+
+fn kind_dir(kind: ObjectKind) -> &'static str {
+    match kind {
+        ObjectKind::Pool => "ipampools",
+        ObjectKind::Allocation => "ipallocations",
+    }
+}
+
+/// `fsync`s a directory so that names created or removed in it are durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Refuses a path that is a symlink (which could lead outside the root).
+fn refuse_symlink(path: &Path) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(Error::Corrupt {
+            path: path.to_owned(),
+            message: "is a symlink; ipamctl never follows symlinks inside the state directory"
+                .into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+impl FsStore {
+    /// Opens the state directory at `root`, which must hold the marker.
+    pub fn open(root: &Path) -> Result<FsStore> {
+        let marker = root.join(MARKER);
+        match fs::read_to_string(&marker) {
+            Ok(text) => {
+                check_marker(&marker, &text)?;
+                Ok(FsStore {
+                    root: root.to_owned(),
+                })
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NoStateDir {
+                message: format!(
+                    "`{}` is not an ipamctl state directory (no `{MARKER}` file)",
+                    root.display()
+                ),
+            }),
+            Err(e) => Err(Error::io(marker, e)),
+        }
+    }
+
+    /// Finds the state directory: `root` itself if given, else the nearest ancestor of the
+    /// current directory that holds the marker, as git finds `.git`.
+    pub fn discover(root: Option<&Path>) -> Result<FsStore> {
+        if let Some(root) = root {
+            return FsStore::open(root);
+        }
+        let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+        for dir in cwd.ancestors() {
+            if dir.join(MARKER).is_file() {
+                return FsStore::open(dir);
+            }
+        }
+        Err(Error::NoStateDir {
+            message: format!(
+                "no ipamctl state directory found in `{}` or any parent directory",
+                cwd.display()
+            ),
+        })
+    }
+
+    /// Makes `root` a state directory (creating it if needed). Idempotent; returns whether
+    /// it was new.
+    pub fn init(root: &Path) -> Result<bool> {
+        fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let marker = root.join(MARKER);
+        if let Ok(text) = fs::read_to_string(&marker) {
+            check_marker(&marker, &text)?;
+            return Ok(false);
+        }
+        let store = FsStore {
+            root: root.to_owned(),
+        };
+        let marker_text = format!(
+            "# This directory is an ipamctl state directory. Do not remove this file.\nlayout: {LAYOUT_VERSION}\n"
+        );
+        store.write_file(root, ".gitignore", GITIGNORE.as_bytes(), false)?;
+        store.write_file(root, MARKER, marker_text.as_bytes(), true)?;
+        Ok(true)
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Directory of `kind` objects in scope `ns`, relative to the root.
+    pub fn relative_dir(kind: ObjectKind, ns: Option<&Namespace>) -> PathBuf {
+        let mut dir = PathBuf::new();
+        match ns {
+            None => dir.push("cluster"),
+            Some(ns) => {
+                dir.push("namespaces");
+                dir.extend(ns.as_str().split('/'));
+            }
+        }
+        dir.push(kind_dir(kind));
+        dir
+    }
+
+    /// The directory of `kind` objects in scope `ns`, after checking that no directory on
+    /// the way from the root is a symlink.
+    fn dir(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<PathBuf> {
+        let mut path = self.root.clone();
+        for component in FsStore::relative_dir(kind, ns).components() {
+            path.push(component);
+            refuse_symlink(&path)?;
+        }
+        Ok(path)
+    }
+
+    /// Like [`FsStore::dir`], creating missing directories durably.
+    fn dir_created(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<PathBuf> {
+        let dir = self.dir(kind, ns)?;
+        if !dir.is_dir() {
+            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            // The new directories must survive a crash along with the first file in them.
+            let mut p = dir.as_path();
+            while let Some(parent) = p.parent() {
+                sync_dir(parent)?;
+                if parent == self.root {
+                    break;
+                }
+                p = parent;
+            }
+        }
+        Ok(dir)
+    }
+
+    fn file_path(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<PathBuf> {
+        Ok(self.dir(kind, ns)?.join(format!("{name}.yaml")))
+    }
+
+    /// Writes `file` in `dir` via a synced temporary file; `noclobber` keeps an existing one.
+    /// Returns the inode number, or `None` if `noclobber` found the name taken.
+    fn write_file(
+        &self,
+        dir: &Path,
+        file: &str,
+        bytes: &[u8],
+        noclobber: bool,
+    ) -> Result<Option<u64>> {
+        let target = dir.join(file);
+        let mut tmp = tempfile::Builder::new()
+            .prefix(TMP_PREFIX)
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        tmp.write_all(bytes).map_err(|e| Error::io(tmp.path(), e))?;
+        failpoint!("write-after-temp-written");
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| Error::io(tmp.path(), e))?;
+        failpoint!("write-after-temp-synced");
+        let stamp = tmp
+            .as_file()
+            .metadata()
+            .map_err(|e| Error::io(tmp.path(), e))?
+            .ino();
+        if noclobber {
+            match tmp.persist_noclobber(&target) {
+                Ok(_) => {}
+                Err(e) if e.error.kind() == ErrorKind::AlreadyExists => return Ok(None),
+                Err(e) => return Err(Error::io(&target, e.error)),
+            }
+        } else {
+            tmp.persist(&target)
+                .map_err(|e| Error::io(&target, e.error))?;
+        }
+        failpoint!("write-after-name-claimed");
+        sync_dir(dir)?;
+        failpoint!("write-after-dir-synced");
+        Ok(Some(stamp))
+    }
+
+    fn lock_file(&self, path: &Path, mode: LockMode) -> Result<LockGuard> {
+        refuse_symlink(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        match mode {
+            LockMode::Shared => file.lock_shared(),
+            LockMode::Exclusive => file.lock(),
+        }
+        .map_err(|e| Error::io(path, e))?;
+        Ok(Box::new(file))
+    }
+
+    fn index_dir(&self, ns: Option<&Namespace>) -> Result<PathBuf> {
+        let dir = self
+            .dir_created(ObjectKind::Allocation, ns)?
+            .join(INDEX_DIR);
+        refuse_symlink(&dir)?;
+        match fs::create_dir(&dir) {
+            Ok(()) => Ok(dir),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(dir),
+            Err(e) => Err(Error::io(&dir, e)),
+        }
+    }
+
+    fn owners_dir(&self, ns: Option<&Namespace>, pool: &PoolName) -> Result<PathBuf> {
+        Ok(self
+            .dir(ObjectKind::Allocation, ns)?
+            .join(INDEX_DIR)
+            .join(format!("{pool}.owners")))
+    }
+}
+
+fn check_marker(path: &Path, text: &str) -> Result<()> {
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("layout:"))
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    match version {
+        Some(LAYOUT_VERSION) => Ok(()),
+        Some(v) => Err(Error::Corrupt {
+            path: path.to_owned(),
+            message: format!(
+                "layout version {v} is not supported by this ipamctl (it reads version {LAYOUT_VERSION})"
+            ),
+        }),
+        None => Err(Error::Corrupt {
+            path: path.to_owned(),
+            message: "has no `layout: N` line".into(),
+        }),
+    }
+}
+
+/// Reads at most [`MAX_MANIFEST_BYTES`]; a larger file is an error, not a memory blow-up.
+fn read_bounded(file: &mut File, path: &Path) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(Error::Corrupt {
+            path: path.to_owned(),
+            message: format!("is larger than {MAX_MANIFEST_BYTES} bytes; not a manifest"),
+        });
+    }
+    Ok(bytes)
+}
+
+impl Store for FsStore {
+    fn locate(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
+        FsStore::relative_dir(kind, ns)
+            .join(format!("{name}.yaml"))
+            .display()
+            .to_string()
+    }
+
+    fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Object>> {
+        let path = self.file_path(kind, ns, name)?;
+        refuse_symlink(&path)?;
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let stamp = file.metadata().map_err(|e| Error::io(&path, e))?.ino();
+        let bytes = read_bounded(&mut file, &path)?;
+        Ok(Some(Object { bytes, stamp }))
+    }
+
+    fn create(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Option<u64>> {
+        let dir = self.dir_created(kind, ns)?;
+        self.write_file(&dir, &format!("{name}.yaml"), bytes, true)
+    }
+
+    fn replace(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let dir = self.dir_created(kind, ns)?;
+        self.write_file(&dir, &format!("{name}.yaml"), bytes, false)?;
+        Ok(())
+    }
+
+    fn delete(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<bool> {
+        let path = self.file_path(kind, ns, name)?;
+        refuse_symlink(&path)?;
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+        failpoint!("delete-after-unlink");
+        sync_dir(path.parent().expect("object paths have a parent"))?;
+        Ok(true)
+    }
+
+    fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<Entry>> {
+        let dir = self.dir(kind, ns)?;
+        let read = match fs::read_dir(&dir) {
+            Ok(r) => r,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        let mut entries = Vec::new();
+        for entry in read {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let file_name = entry.file_name();
+            let Some(name) = file_name.to_str() else {
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            if let Some(stem) = name.strip_suffix(".yaml") {
+                entries.push(Entry {
+                    name: stem.to_owned(),
+                    stamp: entry.ino(),
+                });
+            }
+        }
+        Ok(entries)
+    }
+
+    fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
+        let mut scopes = vec![None];
+        let base = self.root.join("namespaces");
+        refuse_symlink(&base)?;
+        let mut stack = vec![(base, String::new())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let read = match fs::read_dir(&dir) {
+                Ok(r) => r,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io(&dir, e)),
+            };
+            let mut is_scope = false;
+            for entry in read {
+                let entry = entry.map_err(|e| Error::io(&dir, e))?;
+                // file_type() comes from the directory entry: symlinks are seen, not followed.
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !is_dir || name.starts_with('.') {
+                    continue;
+                }
+                if name == "ipampools" || name == "ipallocations" {
+                    is_scope = true;
+                    continue;
+                }
+                let child = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                stack.push((entry.path(), child));
+            }
+            if is_scope && let Ok(ns) = Namespace::new(&prefix) {
+                scopes.push(Some(ns));
+            }
+        }
+        scopes.sort();
+        Ok(scopes)
+    }
+
+    fn lock_pool(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        mode: LockMode,
+    ) -> Result<LockGuard> {
+        let dir = self.dir_created(ObjectKind::Pool, ns)?;
+        self.lock_file(&dir.join(format!(".{pool}.lock")), mode)
+    }
+
+    fn lock_scope(&self, ns: Option<&Namespace>) -> Result<LockGuard> {
+        let dir = self.dir_created(ObjectKind::Pool, ns)?;
+        self.lock_file(&dir.join(".lock"), LockMode::Exclusive)
+    }
+
+    fn lock_owner(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Result<LockGuard> {
+        let dir = self.index_dir(ns)?;
+        let stripe = key % OWNER_STRIPES;
+        self.lock_file(
+            &dir.join(format!("{pool}.lock-{stripe:02}")),
+            LockMode::Exclusive,
+        )
+    }
+
+    fn index_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
+        let path = self.owners_dir(ns, pool).ok()?.join(format!("{key:016x}"));
+        let text = fs::read_to_string(path).ok()?;
+        text.strip_suffix('\n')?.parse().ok()
+    }
+
+    fn index_load(&self, ns: Option<&Namespace>, pool: &PoolName) -> IndexMap {
+        let Ok(dir) = self.dir(ObjectKind::Allocation, ns) else {
+            return HashMap::new();
+        };
+        let path = dir.join(INDEX_DIR).join(format!("{pool}.log"));
+        let Ok(text) = fs::read_to_string(path) else {
+            return HashMap::new();
+        };
+        parse_index_log(&text)
+    }
+
+    fn index_record(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        entries: &[IndexEntry],
+        hint: Option<IndexEntry>,
+    ) {
+        // Best effort by design: losing any of this only makes a later look-up read files.
+        let _ = self.try_index_record(ns, pool, entries, hint);
+    }
+}
+
+impl FsStore {
+    fn try_index_record(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        entries: &[IndexEntry],
+        hint: Option<IndexEntry>,
+    ) -> io::Result<()> {
+        let dir = self.index_dir(ns).map_err(io::Error::other)?;
+        if !entries.is_empty() {
+            let mut text = String::with_capacity(entries.len() * 48);
+            for e in entries {
+                text.push_str(&format!("{} {} {:016x}\n", e.address, e.stamp, e.key));
+            }
+            // One O_APPEND write: concurrent appenders do not interleave within it. A torn
+            // tail (power loss) fails to parse and is ignored.
+            OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(dir.join(format!("{pool}.log")))?
+                .write_all(text.as_bytes())?;
+        }
+        if let Some(h) = hint {
+            let owners = dir.join(format!("{pool}.owners"));
+            match fs::create_dir(&owners) {
+                Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+            // Written under the owner's lock, so no two writers race on one key file.
+            fs::write(
+                owners.join(format!("{:016x}", h.key)),
+                format!("{}\n", h.address),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses index log lines `<address> <stamp> <key>`; later lines win, malformed lines are
+/// skipped (they only cost a re-read of the file they would have described).
+fn parse_index_log(text: &str) -> IndexMap {
+    let mut map = HashMap::new();
+    for line in text.split_terminator('\n') {
+        let mut fields = line.split(' ');
+        let (Some(a), Some(s), Some(k), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if k.len() != 16 {
+            continue;
+        }
+        if let (Ok(a), Ok(s), Ok(k)) = (
+            a.parse::<Ipv4Addr>(),
+            s.parse::<u64>(),
+            u64::from_str_radix(k, 16),
+        ) {
+            map.insert(a, (s, k));
+        }
+    }
+    // A final line without its newline may be torn: drop whatever it claimed.
+    if !text.is_empty()
+        && !text.ends_with('\n')
+        && let Some(last) = text.rsplit('\n').next()
+        && let Some(a) = last
+            .split(' ')
+            .next()
+            .and_then(|a| a.parse::<Ipv4Addr>().ok())
+    {
+        map.remove(&a);
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_log_skips_torn_and_malformed_lines() {
+        let key = format!("{:016x}", 7u64);
+        let text = format!(
+            "10.0.0.1 5 {key}\ngarbage\n10.0.0.2 6 {key}10.0.0.3 1 {key}\n10.0.0.1 9 {key}\n10.0.0.4 3 {key}"
+        );
+        let map = parse_index_log(&text);
+        assert_eq!(map.get(&"10.0.0.1".parse().unwrap()), Some(&(9, 7)));
+        assert_eq!(map.len(), 1);
+    }
+}

@@ -403,7 +403,7 @@ fn held_by_other(store: &dyn Store, req: &Request, addr: Ipv4Addr) -> Error {
 #[derive(Clone, Debug)]
 pub enum Released {
     /// The allocation was deleted.
-    Deleted(AllocationManifest),
+    Deleted(Box<AllocationManifest>),
     /// Nothing held the address.
     NotHeld,
 }
@@ -440,7 +440,7 @@ pub fn release_address(
         match read_allocation(store, ns, &name)? {
             Some((Ok(now), _)) if now == manifest => {
                 store.delete(ObjectKind::Allocation, ns, &name)?;
-                return Ok(Released::Deleted(manifest));
+                return Ok(Released::Deleted(Box::new(manifest)));
             }
             None => return Ok(Released::NotHeld),
             Some(_) => continue,

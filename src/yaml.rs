@@ -51,7 +51,7 @@ struct Header {
 #[derive(Debug)]
 pub enum Document {
     /// A pool, parsed and validated.
-    Pool(PoolManifest),
+    Pool(Box<PoolManifest>),
     /// An allocation document: `apply` refuses these.
     Allocation,
 }
@@ -94,7 +94,7 @@ fn decode_document(text: &str) -> Result<Document, String> {
         Some(POOL_KIND) => {
             let pool: PoolManifest = from_str(text)?;
             pool.validate()?;
-            Ok(Document::Pool(pool))
+            Ok(Document::Pool(Box::new(pool)))
         }
         Some(ALLOCATION_KIND) => Ok(Document::Allocation),
         Some(other) => Err(format!(

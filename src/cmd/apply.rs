@@ -50,7 +50,7 @@ fn parse_all(files: &[String]) -> Result<Vec<PoolManifest>> {
             .enumerate()
         {
             let pool = match doc {
-                yaml::Document::Pool(pool) => pool,
+                yaml::Document::Pool(pool) => *pool,
                 yaml::Document::Allocation => {
                     return Err(Error::invalid(
                         origin,

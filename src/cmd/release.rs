@@ -69,7 +69,7 @@ fn release_one(
         ));
     }
     match alloc::release_address(store, pool, *addr, guard)? {
-        Released::Deleted(m) => Ok(vec![m]),
+        Released::Deleted(m) => Ok(vec![*m]),
         Released::NotHeld if spec.is_none() => Err(alloc::pool_not_found(store, pool)),
         Released::NotHeld => {
             eprintln!("note: {addr} in pool `{pool}` is not allocated; nothing to release");
@@ -108,7 +108,7 @@ fn release_all(
             uid: owner.uid().cloned(),
         };
         match alloc::release_address(store, pool, m.spec.address, &guard) {
-            Ok(Released::Deleted(m)) => released.push(m),
+            Ok(Released::Deleted(m)) => released.push(*m),
             Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
             Err(e) => return Err(e),
         }

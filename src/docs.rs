@@ -8,7 +8,9 @@ use crate::cli::Cli;
 /// Every man page as (file name, roff source).
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let mut pages = Vec::new();
-    let root = Cli::command().name("ipamctl");
+    let mut root = Cli::command().name("ipamctl");
+    // Propagates the global options into every subcommand, so each page lists them.
+    root.build();
     collect(&root, "ipamctl", &mut pages);
     pages
 }

@@ -317,6 +317,10 @@ fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> 
             format!("{addr} is not a candidate of this request: {why}"),
         ));
     }
+    if let Some(addr) = req.address {
+        // `--address` asks for exactly this address: it is the request's only candidate.
+        candidates = candidates.within(Ipv4Net::from(addr));
+    }
     Ok(candidates)
 }
 
@@ -367,6 +371,7 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
             yaml::encode(&manifest).as_bytes(),
         )? {
             Some(stamp) => {
+                failpoint!("allocate-before-index");
                 let fact = IndexEntry {
                     address: addr,
                     stamp,

@@ -6,6 +6,16 @@
 
 #![forbid(unsafe_code)]
 
+/// Expands to a fail point when built with `--features failpoints`; to nothing otherwise.
+/// Enabled at run time with `FAILPOINTS=<name>=return`, which aborts the process on the
+/// spot, as a crash would. `tests/crash.rs` walks every point of every write path.
+macro_rules! failpoint {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name, |_| std::process::abort());
+    };
+}
+
 pub mod alloc;
 pub mod cli;
 pub mod cmd;

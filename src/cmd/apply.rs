@@ -150,8 +150,13 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
     let candidates = Candidates::of_pool(&pool.spec);
     let ns = pref.namespace.as_ref();
     let entries = store.list(ObjectKind::Allocation, ns)?;
-    let stranded: Vec<String> = alloc::pool_entries(&entries, &pref.name)
+    let mut stranded: Vec<_> = alloc::pool_entries(&entries, &pref.name)
         .filter(|(addr, _)| !candidates.contains(*addr))
+        .collect();
+    // The listing comes in directory order; name them by address so the message is stable.
+    stranded.sort_by_key(|(addr, _)| *addr);
+    let stranded: Vec<String> = stranded
+        .into_iter()
         .map(|(addr, e)| format!("{} ({addr})", e.name))
         .collect();
     if stranded.is_empty() {
@@ -216,6 +221,9 @@ pub fn run(store: &dyn Store, args: &ApplyArgs, out: &mut dyn Write) -> Result<(
                 &pool.metadata.name,
                 yaml::encode(pool).as_bytes(),
             )?;
+            // A crash between two pools leaves the first written: each file is whole, and
+            // applying the same input again converges (`unchanged`, then `created`).
+            failpoint!("apply-between-pools");
         }
     }
     drop(locks);

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::net::Ipv4Addr;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::alloc::{self, PoolRef, pool_entries};
@@ -32,11 +33,17 @@ fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<V
     Ok(pool_entries(&entries, pool).map(|(a, _)| a).collect())
 }
 
-/// The manifest as JSON with `status` added.
-fn with_status(pool: &PoolManifest, status: Value) -> Value {
-    let mut value = serde_json::to_value(pool).expect("manifests serialize to JSON");
-    value["status"] = status;
-    value
+/// A pool manifest with `status` added after `spec`; the manifest keeps its file key order.
+#[derive(Serialize)]
+struct WithStatus<'a> {
+    #[serde(flatten)]
+    manifest: &'a PoolManifest,
+    status: Value,
+}
+
+/// The manifest with `status` added.
+fn with_status(manifest: &PoolManifest, status: Value) -> WithStatus<'_> {
+    WithStatus { manifest, status }
 }
 
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
@@ -76,14 +83,14 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     }
     match g.output {
         Some(OutputFormat::Json) => {
-            let values: Vec<Value> = pools
+            let values: Vec<WithStatus> = pools
                 .iter()
                 .map(|(m, u)| with_status(m, json!(u)))
                 .collect();
             output::write(out, &output::json(&values))
         }
         Some(OutputFormat::Yaml) => {
-            let values: Vec<Value> = pools
+            let values: Vec<WithStatus> = pools
                 .iter()
                 .map(|(m, u)| with_status(m, json!(u)))
                 .collect();

@@ -60,15 +60,6 @@ pub const INDEX_DIR: &str = ".index";
 /// Number of owner lock stripes per pool.
 const OWNER_STRIPES: u64 = 32;
 
-/// Expands to a fail point when built with `--features failpoints`; to nothing otherwise.
-/// The action `return` aborts the process on the spot, as a crash would.
-macro_rules! failpoint {
-    ($name:literal) => {
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!($name, |_| std::process::abort());
-    };
-}
-
 /// The contents of `.gitignore` written by `init`.
 pub const GITIGNORE: &str = "\
 # Written by `ipamctl init`: locks, the derived owner index and temporary files are
@@ -536,6 +527,7 @@ impl FsStore {
                 .write_all(text.as_bytes())?;
         }
         if let Some(h) = hint {
+            failpoint!("index-between-log-and-hint");
             let owners = dir.join(format!("{pool}.owners"));
             match fs::create_dir(&owners) {
                 Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(e),

@@ -1,0 +1,298 @@
+//! Crash injection: every fail point of every write path aborts a real `ipamctl` process in
+//! turn; afterwards the state must satisfy invariants 1–4 and a retry of the same request
+//! must converge. Needs `cargo test --features failpoints --test crash` (CI runs it).
+#![cfg(feature = "failpoints")]
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use ipamctl::model::AllocationManifest;
+
+const POOLS: &str = "\
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: edge
+spec:
+  cidr: 198.51.100.0/28
+  kind: public
+  gateway: 198.51.100.1
+";
+
+/// Every fail point an `allocate` of a new owner passes, in order.
+const ALLOCATE_POINTS: [&str; 6] = [
+    "write-after-temp-written",
+    "write-after-temp-synced",
+    "write-after-name-claimed",
+    "write-after-dir-synced",
+    "allocate-before-index",
+    "index-between-log-and-hint",
+];
+
+struct State {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl State {
+    fn new() -> State {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("state");
+        let state = State { _dir: dir, root };
+        assert!(
+            state
+                .run(&["init", state.root.to_str().unwrap()], None)
+                .status
+                .success()
+        );
+        let apply = state.run_stdin(&["apply", "-f", "-"], POOLS);
+        assert!(
+            apply.status.success(),
+            "{}",
+            String::from_utf8_lossy(&apply.stderr)
+        );
+        state
+    }
+
+    fn command(&self, args: &[&str], failpoint: Option<&str>) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ipamctl"));
+        cmd.arg("-d").arg(&self.root).args(args);
+        cmd.env_remove("FAILPOINTS");
+        if let Some(point) = failpoint {
+            cmd.env("FAILPOINTS", format!("{point}=return"));
+        }
+        cmd
+    }
+
+    fn run(&self, args: &[&str], failpoint: Option<&str>) -> Output {
+        self.command(args, failpoint).output().unwrap()
+    }
+
+    fn run_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child = self
+            .command(args, None)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn allocate(&self, owner: &str, failpoint: Option<&str>) -> Output {
+        self.run(
+            &["allocate", "edge", "--owner", owner, "--uid", "u-1"],
+            failpoint,
+        )
+    }
+
+    /// Invariants 1–3 from the files: every manifest parses (so none is half-written), no
+    /// address twice, no owner twice. Returns owner → address.
+    fn check_invariants(&self) -> HashMap<String, String> {
+        let dir = self.root.join("cluster/ipallocations");
+        let mut by_owner = HashMap::new();
+        let mut addresses = Vec::new();
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let text = fs::read_to_string(&path).unwrap();
+            let m: AllocationManifest = ipamctl::yaml::decode_allocation(&text)
+                .unwrap_or_else(|e| panic!("{name} does not parse after a crash: {e}"));
+            addresses.push(m.spec.address);
+            let owner = m.spec.owner.to_string();
+            let address = m.spec.address.to_string();
+            assert!(
+                by_owner.insert(owner.clone(), address).is_none(),
+                "{owner} holds two addresses"
+            );
+        }
+        let before = addresses.len();
+        addresses.sort();
+        addresses.dedup();
+        assert_eq!(before, addresses.len(), "an address is held twice");
+        by_owner
+    }
+
+    fn leftover_temps(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        walk(&self.root, &mut found);
+        found
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(".tmp-")
+            })
+            .collect()
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+fn aborted(output: &Output) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    output.status.signal() == Some(6)
+}
+
+#[test]
+fn allocate_converges_after_a_crash_at_every_point() {
+    for point in ALLOCATE_POINTS {
+        let state = State::new();
+        assert!(state.allocate("FloatingIP/before", None).status.success());
+
+        let crashed = state.allocate("FloatingIP/victim", Some(point));
+        assert!(
+            aborted(&crashed),
+            "{point}: the fail point was not reached: {crashed:?}"
+        );
+        assert!(
+            crashed.stdout.is_empty(),
+            "{point}: printed an address before crashing"
+        );
+        let after_crash = state.check_invariants();
+        let claimed = after_crash.get("FloatingIP/victim").cloned();
+        let claim_expected = !point.starts_with("write-after-temp");
+        assert_eq!(
+            claimed.is_some(),
+            claim_expected,
+            "{point}: claim presence after the crash"
+        );
+
+        // Invariant 4: the retry gets the claimed address back, or a fresh one, never a second.
+        let retry = state.allocate("FloatingIP/victim", None);
+        assert!(
+            retry.status.success(),
+            "{point}: {}",
+            String::from_utf8_lossy(&retry.stderr)
+        );
+        let address = String::from_utf8(retry.stdout).unwrap().trim().to_owned();
+        if let Some(claimed) = &claimed {
+            assert_eq!(&address, claimed, "{point}: the retry got a second address");
+        }
+        let again = state.allocate("FloatingIP/victim", None);
+        assert_eq!(
+            String::from_utf8(again.stdout).unwrap().trim(),
+            address,
+            "{point}"
+        );
+
+        let other = state.allocate("FloatingIP/other", None);
+        let other_address = String::from_utf8(other.stdout).unwrap().trim().to_owned();
+        assert_ne!(
+            other_address, address,
+            "{point}: an address was handed out twice"
+        );
+        let final_state = state.check_invariants();
+        assert_eq!(final_state.len(), 3, "{point}: {final_state:?}");
+
+        // Only the crash before the name was claimed can leave a temporary file; nothing
+        // else is ever left behind.
+        let temps = state.leftover_temps();
+        assert!(
+            temps.len() <= usize::from(!claim_expected),
+            "{point}: {temps:?}"
+        );
+    }
+}
+
+#[test]
+fn release_converges_after_a_crash_between_unlink_and_directory_sync() {
+    let state = State::new();
+    let held = state.allocate("FloatingIP/victim", None);
+    let address = String::from_utf8(held.stdout).unwrap().trim().to_owned();
+
+    let crashed = state.run(
+        &["release", "edge", &address, "--owner", "FloatingIP/victim"],
+        Some("delete-after-unlink"),
+    );
+    assert!(aborted(&crashed), "{crashed:?}");
+    state.check_invariants();
+
+    let retry = state.run(
+        &["release", "edge", &address, "--owner", "FloatingIP/victim"],
+        None,
+    );
+    assert!(retry.status.success());
+    assert!(String::from_utf8_lossy(&retry.stderr).contains("not allocated"));
+    assert!(state.check_invariants().is_empty());
+
+    // The stale index entries the crash left do not confuse the next claim.
+    let again = state.allocate("FloatingIP/victim", None);
+    assert_eq!(String::from_utf8(again.stdout).unwrap().trim(), address);
+    assert_eq!(state.check_invariants().len(), 1);
+}
+
+#[test]
+fn apply_converges_after_a_crash_at_every_point() {
+    let second = "---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: tenant\n  namespace: acme\nspec:\n  cidr: 10.9.0.0/24\n  kind: private\n";
+    let points = [
+        "write-after-temp-written",
+        "write-after-temp-synced",
+        "write-after-name-claimed",
+        "write-after-dir-synced",
+        "apply-between-pools",
+    ];
+    for point in points {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("state");
+        let input = dir.path().join("pools.yaml");
+        fs::write(&input, format!("{POOLS}{second}")).unwrap();
+        let ipamctl = |failpoint: Option<&str>, args: &[&str]| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_ipamctl"));
+            cmd.arg("-d").arg(&root).args(args).env_remove("FAILPOINTS");
+            if let Some(p) = failpoint {
+                cmd.env("FAILPOINTS", format!("{p}=return"));
+            }
+            cmd.output().unwrap()
+        };
+        assert!(
+            ipamctl(None, &["init", root.to_str().unwrap()])
+                .status
+                .success()
+        );
+        let crashed = ipamctl(Some(point), &["apply", "-f", input.to_str().unwrap()]);
+        assert!(aborted(&crashed), "{point}: {crashed:?}");
+        // Whatever pool file exists is whole.
+        for pool in [
+            root.join("cluster/ipampools/edge.yaml"),
+            root.join("namespaces/acme/ipampools/tenant.yaml"),
+        ] {
+            if let Ok(text) = fs::read_to_string(&pool) {
+                ipamctl::yaml::decode_pool(&text)
+                    .unwrap_or_else(|e| panic!("{point}: {} is torn: {e}", pool.display()));
+            }
+        }
+        let retry = ipamctl(None, &["apply", "-f", input.to_str().unwrap()]);
+        assert!(
+            retry.status.success(),
+            "{point}: {}",
+            String::from_utf8_lossy(&retry.stderr)
+        );
+        let listed = ipamctl(None, &["pool", "list", "-o", "json"]);
+        let pools: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert_eq!(pools.as_array().unwrap().len(), 2, "{point}");
+    }
+}

@@ -349,19 +349,41 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
         return Ok(Allocated::Existing(held));
     }
     let entries = entries.expect("find_owner lists when the owner holds nothing");
-    let taken: HashSet<Ipv4Addr> = pool_entries(&entries, &req.pool.name)
-        .map(|(a, _)| a)
-        .collect();
+    let range = candidates.describe();
+    match claim(store, req, &candidates, &entries)? {
+        Some(allocated) => Ok(allocated),
+        None => Err(Error::Exhausted {
+            what: format!("pool `{}`", req.pool),
+            range: if req.within.is_some() || !req.reserved.is_empty() {
+                format!("{range} (after `--within`/`--reserved`)")
+            } else {
+                range
+            },
+        }),
+    }
+}
+
+/// Claims the lowest free candidate of `pool` for `req.owner`, moving on when another
+/// claimer wins an address; `None` when no candidate is left. The caller holds the pool's
+/// lock (shared) and the owner's lock, and found that the owner holds nothing here.
+fn claim(
+    store: &dyn Store,
+    req: &Request,
+    candidates: &Candidates,
+    entries: &[Entry],
+) -> Result<Option<Allocated>> {
+    let pool = &req.pool;
+    let ns = pool.namespace.as_ref();
+    let taken: HashSet<Ipv4Addr> = pool_entries(entries, &pool.name).map(|(a, _)| a).collect();
     if let Some(addr) = req.address
         && taken.contains(&addr)
     {
         return Err(held_by_other(store, req, addr));
     }
-    let range = candidates.describe();
     for addr in candidates.iter().filter(|a| !taken.contains(a)) {
-        let manifest = AllocationManifest::new(&req.pool.name, ns, addr, req.owner.clone());
+        let manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
         if req.dry_run {
-            return Ok(Allocated::WouldCreate(manifest));
+            return Ok(Some(Allocated::WouldCreate(manifest)));
         }
         let name = &manifest.metadata.name;
         match store.create(
@@ -377,21 +399,98 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
                     stamp,
                     key: req.owner.key(),
                 };
-                store.index_record(ns, &req.pool.name, &[fact], Some(fact));
-                return Ok(Allocated::Created(manifest));
+                store.index_record(ns, &pool.name, &[fact], Some(fact));
+                return Ok(Some(Allocated::Created(manifest)));
             }
             None if req.address.is_some() => return Err(held_by_other(store, req, addr)),
             // Lost the race for this address to another claimer: try the next one.
             None => continue,
         }
     }
+    Ok(None)
+}
+
+/// Claims a floating IP from the public pools of `zone`, in name order, moving to the next
+/// pool when one is exhausted. Idempotent across the zone: an owner holding an address in
+/// any of its pools gets that one back.
+///
+/// Every pool lock, then every owner lock, is taken in pool-name order, so two requests for
+/// one owner cannot claim in two different pools, and no lock order can deadlock.
+pub fn allocate_zone(
+    store: &dyn Store,
+    zone: &str,
+    owner: &Owner,
+    dry_run: bool,
+) -> Result<Allocated> {
+    let mut names: Vec<String> = store
+        .list(ObjectKind::Pool, None)?
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    let mut pools = Vec::new();
+    for name in names {
+        let Ok(name) = PoolName::new(&name) else {
+            continue;
+        };
+        let pool = PoolRef {
+            namespace: None,
+            name,
+        };
+        let Ok(spec) = load_pool(store, &pool) else {
+            continue;
+        };
+        if spec.spec.zone.as_deref() == Some(zone)
+            && spec.spec.kind == crate::model::PoolKind::Public
+        {
+            pools.push(pool);
+        }
+    }
+    if pools.is_empty() {
+        return Err(Error::NotFound {
+            message: format!("no public pool in zone `{zone}`"),
+            hint: Some("`ipamctl pool list` shows each pool's zone".into()),
+        });
+    }
+    let mut locks = Vec::new();
+    if !dry_run {
+        for pool in &pools {
+            locks.push(store.lock_pool(None, &pool.name, LockMode::Shared)?);
+        }
+        for pool in &pools {
+            locks.push(store.lock_owner(None, &pool.name, owner.key())?);
+        }
+    }
+    let mut listings = Vec::new();
+    for pool in &pools {
+        let (held, entries) = find_owner(store, pool, owner, !dry_run)?;
+        if let Some(held) = held {
+            return Ok(Allocated::Existing(held));
+        }
+        listings.push(entries.expect("find_owner lists when the owner holds nothing"));
+    }
+    for (pool, entries) in pools.iter().zip(&listings) {
+        // Re-read under the lock: a pool deleted or changed meanwhile is skipped or current.
+        let Ok(spec) = load_pool(store, pool) else {
+            continue;
+        };
+        let candidates = Candidates::of_pool(&spec.spec);
+        let req = Request {
+            pool: pool.clone(),
+            owner: owner.clone(),
+            within: None,
+            reserved: Vec::new(),
+            address: None,
+            dry_run,
+        };
+        if let Some(allocated) = claim(store, &req, &candidates, entries)? {
+            return Ok(allocated);
+        }
+    }
+    let names: Vec<String> = pools.iter().map(|p| format!("`{}`", p.name)).collect();
     Err(Error::Exhausted {
-        pool: req.pool.to_string(),
-        range: if req.within.is_some() || !req.reserved.is_empty() {
-            format!("{range} (after `--within`/`--reserved`)")
-        } else {
-            range
-        },
+        what: format!("zone `{zone}`"),
+        range: format!("any of its pools ({})", names.join(", ")),
     })
 }
 

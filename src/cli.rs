@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success
-  1  failure not listed here (I/O error and the like)
+  1  `check` found errors; any failure not listed here (I/O error and the like)
   2  invalid usage or input
   3  not found (state directory, pool)
   4  conflict with the current state
@@ -19,7 +19,8 @@ Examples:
   ipamctl apply -f pools.yaml
   IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$UID\")
   ipamctl list -n acme/prod
-  ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0";
+  ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0
+  ipamctl check -o json   # in CI: exit 1 on any error";
 
 /// IPv4 address management in a git-friendly state directory.
 ///
@@ -105,6 +106,37 @@ pub enum Command {
     /// Inspect and delete pools.
     #[command(subcommand)]
     Pool(PoolCommand),
+    /// Create and delete VPCs: each owns a private pool `vpc-<NAME>` in its namespace.
+    #[command(subcommand)]
+    Vpc(VpcCommand),
+    /// Find (and with `--apply`, release) allocations whose owners no longer exist.
+    ///
+    /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
+    /// bare uid (e.g. the output of `virsh list --uuid`); `#` starts a comment. Every
+    /// allocation in scope whose owner matches no line is a leak. Each release is guarded
+    /// by the reported owner, so an address re-allocated to a live owner meanwhile stays.
+    Reconcile(ReconcileArgs),
+    /// Validate the whole state directory; exit 1 if anything is wrong (a CI gate).
+    ///
+    /// Reads every manifest and reports, as errors: files that do not parse, have a wrong
+    /// apiVersion or kind, or unknown fields; a metadata.name or metadata.namespace that
+    /// disagrees with the file's path; an allocation whose file name is not
+    /// `<pool>-<a-b-c-d>` of its own address, whose pool does not exist, or whose address
+    /// is not a candidate of its pool (outside the prefix, the network or broadcast
+    /// address, the gateway, an exclude: a pool edited after the fact); an owner holding
+    /// two addresses in one pool; overlapping public pools; a private pool outside
+    /// `namespaces/` or a public one inside; symlinks. As warnings: files and directories
+    /// the layout does not have, dot-files in `ipampools/` and `ipallocations/` other than
+    /// ipamctl's own lock and index files, and leftover temporary files (`.tmp-*`).
+    /// Outside `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore`
+    /// are looked at, so the state directory can be a repository's root.
+    ///
+    /// Findings go to stdout (SEVERITY, PATH, MESSAGE; or `-o json|yaml`, an array of
+    /// `{severity, path, message}`), sorted by path. A one-line summary goes to stderr:
+    /// `ok: ...` or `error: N errors, M warnings in DIR ...`. Exit 0 when there is no
+    /// error (warnings allowed), 1 when there is one: run it on every pull request of the
+    /// repository that holds the state directory. Nothing is written, unless `--fix`.
+    Check(CheckArgs),
     /// Print a shell completion script.
     ///
     /// For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`.
@@ -129,8 +161,14 @@ pub struct ApplyArgs {
 /// `ipamctl allocate`.
 #[derive(Debug, Args)]
 pub struct AllocateArgs {
-    /// The pool to claim from.
-    pub pool: String,
+    /// The pool to claim from (omit with `--zone`).
+    #[arg(required_unless_present = "zone")]
+    pub pool: Option<String>,
+
+    /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
+    /// name order, moving on when one is exhausted (exit 5 only when all are).
+    #[arg(long, value_name = "ZONE", conflicts_with_all = ["pool", "namespace", "within", "address"])]
+    pub zone: Option<String>,
 
     /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name>, VPC/router
     /// or Node/<subnet>.
@@ -207,11 +245,81 @@ pub enum PoolCommand {
     Delete(PoolArg),
 }
 
+/// `ipamctl vpc ...`.
+#[derive(Debug, Subcommand)]
+pub enum VpcCommand {
+    /// Create a VPC's private pool `vpc-<NAME>` in `-n NS`, owned by the VPC; print its uid.
+    ///
+    /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. A second VPC of
+    /// the same name in the namespace is exit 4.
+    Create(VpcCreateArgs),
+    /// Delete a VPC: release every allocation of its pool, then remove the pool.
+    ///
+    /// Holds the pool's lock exclusively, so no concurrent `allocate` can leave an
+    /// allocation behind; after a crash half-way, running it again finishes the job.
+    Delete(VpcDeleteArgs),
+}
+
+/// `ipamctl vpc create`.
+#[derive(Debug, Args)]
+pub struct VpcCreateArgs {
+    /// The VPC's name; its pool is `vpc-<NAME>`.
+    pub name: String,
+
+    /// The VPC's range, e.g. 10.42.0.0/16.
+    #[arg(long, value_name = "CIDR")]
+    pub cidr: String,
+
+    /// The VPC's uid [default: a fresh random UUID].
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
+}
+
+/// `ipamctl vpc delete`.
+#[derive(Debug, Args)]
+pub struct VpcDeleteArgs {
+    /// The VPC's name.
+    pub name: String,
+
+    /// List what would be released and removed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The owners that still exist: `KIND/NAME` or a uid per line; `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub live: String,
+
+    /// Only allocations of owners of this kind (VirtualMachine, FloatingIP, VPC, Node).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+
+    /// Release the leaked allocations (without it, only report them).
+    #[arg(long)]
+    pub apply: bool,
+
+    /// Allow `--apply` with an empty live list (which would release everything in scope).
+    #[arg(long)]
+    pub allow_empty: bool,
+}
+
 /// A pool name argument.
 #[derive(Debug, Args)]
 pub struct PoolArg {
     /// The pool.
     pub pool: String,
+}
+
+/// `ipamctl check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Remove leftover temporary files (`.tmp-*`) untouched for 5 minutes, printing
+    /// `removed PATH` to stderr for each. Never a manifest, a lock file or the index.
+    #[arg(long)]
+    pub fix: bool,
 }
 
 /// `ipamctl completions`.

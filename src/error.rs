@@ -47,8 +47,8 @@ pub enum Error {
         hint: Option<String>,
     },
     /// No candidate address is left.
-    #[error("pool `{pool}` is exhausted: no free address in {range}")]
-    Exhausted { pool: String, range: String },
+    #[error("{what} is exhausted: no free address in {range}")]
+    Exhausted { what: String, range: String },
     /// An I/O operation on a path failed.
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },

@@ -17,6 +17,7 @@ macro_rules! failpoint {
 }
 
 pub mod alloc;
+pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod docs;
@@ -24,6 +25,7 @@ pub mod error;
 pub mod model;
 pub mod output;
 pub mod pool;
+pub mod reconcile;
 pub mod store;
 pub mod yaml;
 

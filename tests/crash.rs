@@ -296,3 +296,65 @@ fn apply_converges_after_a_crash_at_every_point() {
         assert_eq!(pools.as_array().unwrap().len(), 2, "{point}");
     }
 }
+
+#[test]
+fn vpc_delete_crashed_half_way_is_finished_by_a_second_delete() {
+    // vpc delete writes no file: its only fail point is between an unlink and its sync.
+    for point in ["delete-after-unlink"] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("state");
+        let ipamctl = |failpoint: Option<&str>, args: &[&str]| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_ipamctl"));
+            cmd.arg("-d").arg(&root).args(args).env_remove("FAILPOINTS");
+            if let Some(p) = failpoint {
+                cmd.env("FAILPOINTS", format!("{p}=return"));
+            }
+            cmd.output().unwrap()
+        };
+        ipamctl(None, &["init", root.to_str().unwrap()]);
+        ipamctl(
+            None,
+            &[
+                "vpc",
+                "create",
+                "main",
+                "-n",
+                "acme",
+                "--cidr",
+                "10.1.0.0/24",
+            ],
+        );
+        for vm in ["VirtualMachine/a/0", "VirtualMachine/b/0"] {
+            assert!(
+                ipamctl(None, &["allocate", "vpc-main", "-n", "acme", "--owner", vm])
+                    .status
+                    .success()
+            );
+        }
+        let crashed = ipamctl(Some(point), &["vpc", "delete", "main", "-n", "acme"]);
+        assert!(aborted(&crashed), "{crashed:?}");
+        let retry = ipamctl(None, &["vpc", "delete", "main", "-n", "acme"]);
+        assert!(
+            retry.status.success(),
+            "{point}: {}",
+            String::from_utf8_lossy(&retry.stderr)
+        );
+        let left = fs::read_dir(root.join("namespaces/acme/ipallocations"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".yaml")
+            })
+            .count();
+        assert_eq!(left, 0, "{point}");
+        assert!(
+            !root
+                .join("namespaces/acme/ipampools/vpc-main.yaml")
+                .exists(),
+            "{point}"
+        );
+    }
+}

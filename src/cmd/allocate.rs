@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::alloc::{self, Allocated, Request};
 use crate::cli::{AllocateArgs, GlobalArgs, OutputFormat};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Owner;
 use crate::store::Store;
 use crate::{output, yaml};
@@ -15,12 +15,22 @@ pub fn run(
     args: &AllocateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let request = Request {
-        pool: super::pool_ref(g, &args.pool)?,
-        owner: super::flag(
-            "--owner",
-            Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
-        )?,
+    let owner = super::flag(
+        "--owner",
+        Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
+    )?;
+    let allocated = match (&args.zone, &args.pool) {
+        (Some(zone), None) => alloc::allocate_zone(store, zone, &owner, args.dry_run)?,
+        (None, Some(pool)) => alloc::allocate(store, &request(g, args, pool, owner)?)?,
+        _ => return Err(Error::usage("allocate takes either POOL or `--zone ZONE`")),
+    };
+    render(&allocated, args.dry_run, g, out)
+}
+
+fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Result<Request> {
+    Ok(Request {
+        pool: super::pool_ref(g, pool)?,
+        owner,
         within: args
             .within
             .as_deref()
@@ -37,10 +47,12 @@ pub fn run(
             .map(|a| super::address("--address", a))
             .transpose()?,
         dry_run: args.dry_run,
-    };
-    let allocated = alloc::allocate(store, &request)?;
-    if let Allocated::WouldCreate(m) | Allocated::Existing(m) = &allocated
-        && args.dry_run
+    })
+}
+
+fn render(allocated: &Allocated, dry_run: bool, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    if let Allocated::WouldCreate(m) | Allocated::Existing(m) = allocated
+        && dry_run
     {
         let verb = if matches!(allocated, Allocated::Existing(_)) {
             "already holds"

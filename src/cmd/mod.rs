@@ -3,11 +3,14 @@
 
 mod allocate;
 mod apply;
+mod check;
 mod completions;
 mod init;
 mod list;
 mod pool;
+mod reconcile;
 mod release;
+mod vpc;
 
 use std::io::Write;
 
@@ -31,7 +34,9 @@ pub fn run(cli: Cli) -> Result<i32> {
 /// Runs a parsed command line, writing its output to `out`.
 pub fn run_to(cli: Cli, out: &mut dyn Write) -> Result<i32> {
     let g = &cli.global;
-    match cli.command {
+    let done = match cli.command {
+        // The one command whose exit code is a result, not an error: findings exit 1.
+        Command::Check(args) => return check::run(&open(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, out),
         Command::Apply(args) => apply::run(&open(g)?, &args, out),
@@ -39,8 +44,10 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Release(args) => release::run(&open(g)?, g, &args, out),
         Command::List(args) => list::run(&open(g)?, g, &args, out),
         Command::Pool(command) => pool::run(&open(g)?, g, &command, out),
-    }
-    .map(|()| exit::OK)
+        Command::Vpc(command) => vpc::run(&open(g)?, g, &command, out),
+        Command::Reconcile(args) => reconcile::run(&open(g)?, g, &args, out),
+    };
+    done.map(|()| exit::OK)
 }
 
 fn open(g: &GlobalArgs) -> Result<FsStore> {

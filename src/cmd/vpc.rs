@@ -1,0 +1,195 @@
+//! `ipamctl vpc create|delete`: a VPC and the private pool it owns.
+
+use std::io::Write;
+
+use crate::alloc::{self, PoolRef, Released};
+use crate::cli::{GlobalArgs, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
+use crate::error::{Error, Result};
+use crate::model::{
+    API_VERSION, Metadata, Namespace, OwnerFilter, OwnerRef, POOL_KIND, PoolKind, PoolManifest,
+    PoolName, PoolSpec, Uid,
+};
+use crate::store::{LockMode, ObjectKind, Store};
+use crate::{output, yaml};
+
+/// The kind written in the pool's `ownerRefs`.
+const VPC_KIND: &str = "VPC";
+
+pub fn run(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    command: &VpcCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match command {
+        VpcCommand::Create(args) => create(store, g, args, out),
+        VpcCommand::Delete(args) => delete(store, g, args, out),
+    }
+}
+
+/// The VPC's namespace (required) and pool.
+fn vpc_pool(g: &GlobalArgs, name: &str) -> Result<(Namespace, PoolRef)> {
+    let ns = super::namespace(g)?.ok_or_else(|| Error::Usage {
+        message: "a VPC lives in a tenant namespace: pass `-n NS`".into(),
+        hint: None,
+    })?;
+    let pool = super::flag("NAME", PoolName::new(&format!("vpc-{name}")))?;
+    Ok((
+        ns.clone(),
+        PoolRef {
+            namespace: Some(ns),
+            name: pool,
+        },
+    ))
+}
+
+fn create(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &VpcCreateArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (ns, pool) = vpc_pool(g, &args.name)?;
+    let uid = match &args.uid {
+        Some(uid) => super::flag("--uid", Uid::new(uid))?,
+        None => Uid::new(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid"),
+    };
+    let manifest = PoolManifest {
+        api_version: API_VERSION.into(),
+        kind: POOL_KIND.into(),
+        metadata: Metadata {
+            name: pool.name.to_string(),
+            namespace: Some(ns.clone()),
+            labels: Default::default(),
+            annotations: Default::default(),
+            owner_refs: vec![OwnerRef {
+                kind: VPC_KIND.into(),
+                uid: uid.to_string(),
+                name: Some(args.name.clone()),
+                controller: Some(true),
+            }],
+        },
+        spec: PoolSpec {
+            cidr: super::prefix("--cidr", &args.cidr)?,
+            kind: PoolKind::Private,
+            gateway: None,
+            exclude: Vec::new(),
+            zone: None,
+        },
+    };
+    manifest
+        .validate()
+        .map_err(|e| Error::invalid("vpc create", e))?;
+    let _scope = store.lock_scope(Some(&ns))?;
+    let created = store.create(
+        ObjectKind::Pool,
+        Some(&ns),
+        pool.name.as_str(),
+        yaml::encode(&manifest).as_bytes(),
+    )?;
+    if created.is_none() {
+        return Err(Error::Conflict {
+            message: format!(
+                "VPC `{}` already exists in namespace `{ns}` (pool `{}`)",
+                args.name, pool.name
+            ),
+            hint: Some(format!(
+                "`ipamctl pool show {} -n {ns}` shows it",
+                pool.name
+            )),
+        });
+    }
+    eprintln!("ipampool/{} created", pool.name);
+    output::line(out, uid.as_str())
+}
+
+fn delete(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &VpcDeleteArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (ns, pool) = vpc_pool(g, &args.name)?;
+    let ns = Some(&ns);
+    // Exclusive: allocate holds this lock shared from before it reads the pool until its
+    // claim is durable, so once we hold it no claim is in flight and none can start.
+    let _lock = (!args.dry_run)
+        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+        .transpose()?;
+    let manifest = match alloc::load_pool(store, &pool) {
+        Ok(m) => Some(m),
+        Err(Error::NotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(m) = &manifest
+        && !m.metadata.owner_refs.iter().any(|r| r.kind == VPC_KIND)
+    {
+        return Err(Error::conflict(format!(
+            "pool `{pool}` is not owned by a VPC; delete it with `ipamctl pool delete`"
+        )));
+    }
+    let held = alloc::allocations_of(store, &pool, &OwnerFilter::default())?;
+    if manifest.is_none() && held.is_empty() {
+        return Err(Error::NotFound {
+            message: format!(
+                "VPC `{}` not found in namespace `{}` (no pool `{}`)",
+                args.name,
+                pool.namespace.as_ref().map_or("", |n| n.as_str()),
+                pool.name
+            ),
+            hint: None,
+        });
+    }
+    let verb = if args.dry_run {
+        "would be released"
+    } else {
+        "released"
+    };
+    for m in held {
+        if !args.dry_run {
+            let owner = &m.spec.owner;
+            let guard = OwnerFilter {
+                kind_name: Some((owner.kind(), owner.name().to_owned())),
+                uid: owner.uid().cloned(),
+            };
+            if let Released::NotHeld = alloc::release_address(store, &pool, m.spec.address, &guard)?
+            {
+                continue;
+            }
+        }
+        output::line(out, &format!("ipallocation/{} {verb}", m.metadata.name))?;
+    }
+    // Files that do not parse were not released above; never orphan them silently.
+    let left = store
+        .list(ObjectKind::Allocation, ns)?
+        .iter()
+        .filter(|e| {
+            crate::model::parse_allocation_name(&e.name)
+                .is_some_and(|(p, _)| p == pool.name.as_str())
+        })
+        .count();
+    if left > 0 && !args.dry_run {
+        return Err(Error::Conflict {
+            message: format!(
+                "{left} allocation file{} of pool `{pool}` could not be released; the pool is kept",
+                if left == 1 { "" } else { "s" }
+            ),
+            hint: Some(
+                "run `ipamctl check` to see why, fix them, and run `ipamctl vpc delete` again"
+                    .into(),
+            ),
+        });
+    }
+    if manifest.is_some() {
+        if !args.dry_run {
+            store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
+        }
+        let verb = if args.dry_run {
+            "would be deleted"
+        } else {
+            "deleted"
+        };
+        output::line(out, &format!("ipampool/{} {verb}", pool.name))?;
+    }
+    Ok(())
+}

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::net::Ipv4Addr;
 
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use crate::alloc::{self, PoolRef, pool_entries};
 use crate::cli::{GlobalArgs, OutputFormat, PoolArg, PoolCommand};
@@ -35,15 +34,24 @@ fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<V
 
 /// A pool manifest with `status` added after `spec`; the manifest keeps its file key order.
 #[derive(Serialize)]
-struct WithStatus<'a> {
+struct WithStatus<'a, S> {
     #[serde(flatten)]
     manifest: &'a PoolManifest,
-    status: Value,
+    status: S,
 }
 
 /// The manifest with `status` added.
-fn with_status(manifest: &PoolManifest, status: Value) -> WithStatus<'_> {
+fn with_status<S: Serialize>(manifest: &PoolManifest, status: S) -> WithStatus<'_, S> {
     WithStatus { manifest, status }
+}
+
+/// The `status` of `pool show`: the usage figures (in table order), then the free ranges.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShowStatus {
+    #[serde(flatten)]
+    usage: Usage,
+    free_ranges: Vec<String>,
 }
 
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
@@ -83,17 +91,11 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     }
     match g.output {
         Some(OutputFormat::Json) => {
-            let values: Vec<WithStatus> = pools
-                .iter()
-                .map(|(m, u)| with_status(m, json!(u)))
-                .collect();
+            let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
             output::write(out, &output::json(&values))
         }
         Some(OutputFormat::Yaml) => {
-            let values: Vec<WithStatus> = pools
-                .iter()
-                .map(|(m, u)| with_status(m, json!(u)))
-                .collect();
+            let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
             output::write(out, &yaml::encode_stream(&values))
         }
         Some(OutputFormat::Table) | None => {
@@ -145,13 +147,17 @@ fn show(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -
     );
     match g.output {
         Some(OutputFormat::Json) => {
-            let mut status = json!(usage);
-            status["freeRanges"] = json!(free);
+            let status = ShowStatus {
+                usage,
+                free_ranges: free,
+            };
             output::write(out, &output::json(&with_status(&manifest, status)))
         }
         Some(OutputFormat::Yaml) => {
-            let mut status = json!(usage);
-            status["freeRanges"] = json!(free);
+            let status = ShowStatus {
+                usage,
+                free_ranges: free,
+            };
             output::write(out, &yaml::encode(&with_status(&manifest, status)))
         }
         Some(OutputFormat::Table) | None => {

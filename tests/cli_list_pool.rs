@@ -1,0 +1,367 @@
+//! `ipamctl list` and `ipamctl pool list|show|delete`: sorting, filters, the three output
+//! formats, usage figures, and the conflicts of `pool delete`.
+
+mod common;
+
+use common::{Test, code, uid};
+
+// --- list ---------------------------------------------------------------------------
+
+#[test]
+fn list_table_sorts_by_namespace_then_pool_then_numeric_address() {
+    let ran = Test::new("populated").args(["list"]).stderr("").run();
+    insta::assert_snapshot!(ran.stdout);
+    let at = |needle: &str| ran.stdout.find(needle).expect(needle);
+    // Numerically, not as strings: 10.42.0.9 before 10.42.0.10, and so on.
+    assert!(at(" 10.42.0.9 ") < at(" 10.42.0.10 "));
+    assert!(at(" 203.0.113.4 ") < at(" 203.0.113.10 "));
+    // Cluster scope (`-`) first.
+    assert!(at("public-zone-a") < at("acme/dev"));
+    assert!(at("acme/dev") < at("acme/prod"));
+}
+
+#[test]
+fn list_all_namespaces_flag_is_the_default() {
+    let all = Test::new("populated").args(["list"]).run();
+    Test::new("populated")
+        .args(["list", "-A"])
+        .stdout(&all.stdout)
+        .run();
+}
+
+#[test]
+fn list_namespace_shows_only_that_namespace() {
+    let ran = Test::new("populated")
+        .args(["list", "-n", "acme/dev"])
+        .run();
+    insta::assert_snapshot!(ran.stdout, @r"
+    NAMESPACE  POOL     ADDRESS    OWNER                    UID
+    acme/dev   vpc-dev  10.50.0.2  VirtualMachine/web-01/0  0f8fad5b-d9cb-469f-a165-70867728950e
+    ");
+}
+
+#[test]
+fn list_filters_by_pool_owner_uid_and_address() {
+    let addresses = |args: &[&str]| -> Vec<String> {
+        let mut full = vec!["list", "-o", "json"];
+        full.extend_from_slice(args);
+        let ran = Test::new("populated").args(full).run();
+        let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
+        value
+            .as_array()
+            .expect("a JSON array")
+            .iter()
+            .map(|m| {
+                m["spec"]["address"]
+                    .as_str()
+                    .expect("an address")
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(
+        addresses(&["--pool", "vpc-main"]),
+        ["10.42.0.2", "10.42.0.9", "10.42.0.10", "10.42.1.7"]
+    );
+    assert_eq!(
+        addresses(&["--owner", "VirtualMachine/web-01/0"]),
+        ["10.50.0.2", "10.42.0.2"]
+    );
+    assert_eq!(
+        addresses(&["--uid", uid::WEB01]),
+        ["10.50.0.2", "10.42.0.2", "10.42.0.10"]
+    );
+    assert_eq!(
+        addresses(&["--uid", uid::WEB01, "-n", "acme/prod"]),
+        ["10.42.0.2", "10.42.0.10"]
+    );
+    assert_eq!(addresses(&["--address", "203.0.113.10"]), ["203.0.113.10"]);
+    assert_eq!(
+        addresses(&["--owner", "VirtualMachine/web-01/0", "--uid", uid::WEB02]),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn list_json_is_an_array_of_the_manifests_as_in_the_files() {
+    let ran = Test::new("populated")
+        .args(["list", "-o", "json", "-n", "acme/prod"])
+        .run();
+    insta::assert_snapshot!(ran.stdout);
+    let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
+    assert_eq!(value.as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn list_yaml_is_a_stream_of_the_files_in_list_order() {
+    let ran = Test::new("populated").args(["list", "-o", "yaml"]).run();
+    let order = [
+        "cluster/ipallocations/public-zone-a-203-0-113-4.yaml",
+        "cluster/ipallocations/public-zone-a-203-0-113-10.yaml",
+        "namespaces/acme/dev/ipallocations/vpc-dev-10-50-0-2.yaml",
+        "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-2.yaml",
+        "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-9.yaml",
+        "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-10.yaml",
+        "namespaces/acme/prod/ipallocations/vpc-main-10-42-1-7.yaml",
+    ];
+    let expected: Vec<String> = order.iter().map(|f| ran.read(f)).collect();
+    assert_eq!(ran.stdout, expected.join("---\n"));
+}
+
+#[test]
+fn list_with_nothing_to_show_says_so_on_stderr() {
+    Test::new("seed")
+        .args(["list"])
+        .stdout("")
+        .stderr("No allocations found.\n")
+        .run();
+    Test::new("populated")
+        .args(["list", "-n", "acme/nothing-here"])
+        .stdout("")
+        .stderr("No allocations found.\n")
+        .run();
+}
+
+#[test]
+fn list_json_with_nothing_to_show_is_an_empty_array() {
+    Test::new("seed")
+        .args(["list", "-o", "json"])
+        .stdout("[]\n")
+        .stderr("")
+        .run();
+}
+
+#[test]
+fn list_shows_what_allocate_just_made() {
+    Test::new("seed")
+        .args([
+            "allocate",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "Node/10.42.1.0/24",
+        ])
+        .stdout("10.42.0.1\n")
+        .run()
+        .then()
+        .args(["list", "--address", "10.42.0.1"])
+        .stdout(
+            "NAMESPACE  POOL      ADDRESS    OWNER              UID\n\
+             acme/prod  vpc-main  10.42.0.1  Node/10.42.1.0/24  -\n",
+        )
+        .run();
+}
+
+// --- pool list ----------------------------------------------------------------------
+
+#[test]
+fn pool_list_table_shows_usage() {
+    let ran = Test::new("populated")
+        .args(["pool", "list"])
+        .stderr("")
+        .run();
+    insta::assert_snapshot!(ran.stdout);
+}
+
+#[test]
+fn pool_list_of_small_pools_counts_rfc_3021_hosts() {
+    let ran = Test::new("small-pools").args(["pool", "list"]).run();
+    insta::assert_snapshot!(ran.stdout, @r"
+    NAMESPACE  NAME  KIND     CIDR             ZONE  CANDIDATES  ALLOCATED  FREE  USED
+    -          p30   public   198.51.100.4/30  -              1          0     1  0.0%
+    -          p31   public   198.51.100.0/31  -              2          0     2  0.0%
+    -          p32   public   198.51.100.8/32  -              1          0     1  0.0%
+    lab        nogw  private  10.0.0.0/24      -            238          0   238  0.0%
+    ");
+}
+
+#[test]
+fn pool_list_namespace_shows_only_that_namespace() {
+    let ran = Test::new("populated")
+        .args(["pool", "list", "-n", "acme/dev"])
+        .run();
+    insta::assert_snapshot!(ran.stdout, @r"
+    NAMESPACE  NAME     KIND     CIDR          ZONE  CANDIDATES  ALLOCATED  FREE  USED
+    acme/dev   vpc-dev  private  10.50.0.0/24  -            253          1   252  0.4%
+    ");
+}
+
+#[test]
+fn pool_list_json_adds_a_status_to_each_manifest() {
+    let ran = Test::new("populated")
+        .args(["pool", "list", "-o", "json"])
+        .run();
+    insta::assert_snapshot!(ran.stdout);
+    let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
+    let main = value
+        .as_array()
+        .expect("a JSON array")
+        .iter()
+        .find(|p| p["metadata"]["name"] == "vpc-main")
+        .expect("vpc-main is listed");
+    assert_eq!(main["status"]["candidates"], 65534);
+    assert_eq!(main["status"]["allocated"], 4);
+    assert_eq!(main["status"]["free"], 65530);
+}
+
+#[test]
+fn pool_list_yaml_is_a_stream_of_manifests_with_status() {
+    let ran = Test::new("small-pools")
+        .args(["pool", "list", "-o", "yaml", "-n", "lab"])
+        .run();
+    insta::assert_snapshot!(ran.stdout, @r#"
+    apiVersion: pivirt.hu/v1
+    kind: IPAMPool
+    metadata:
+      name: nogw
+      namespace: lab
+    spec:
+      cidr: 10.0.0.0/24
+      kind: private
+      exclude:
+      - 10.0.0.0/28
+      - "10.0.0.100"
+    status:
+      candidates: 238
+      allocated: 0
+      free: 238
+      percentUsed: 0.0
+    "#);
+}
+
+#[test]
+fn pool_list_of_an_empty_state_says_so_on_stderr() {
+    Test::new("empty")
+        .args(["pool", "list"])
+        .stdout("")
+        .stderr("No pools found.\n")
+        .run();
+}
+
+// --- pool show ----------------------------------------------------------------------
+
+#[test]
+fn pool_show_prints_usage_and_free_ranges() {
+    let ran = Test::new("populated")
+        .args(["pool", "show", "vpc-main", "-n", "acme/prod"])
+        .stderr("")
+        .run();
+    insta::assert_snapshot!(ran.stdout, @r"
+    Name:        vpc-main
+    Namespace:   acme/prod
+    Kind:        private
+    CIDR:        10.42.0.0/16
+    Gateway:     -
+    Exclude:     -
+    Zone:        -
+    Candidates:  65534
+    Allocated:   4
+    Free:        65530 (0.0% used)
+    Free ranges: 10.42.0.1, 10.42.0.3-10.42.0.8, 10.42.0.11-10.42.1.6, 10.42.1.8-10.42.255.254
+    ");
+}
+
+#[test]
+fn pool_show_of_a_public_pool_with_gateway_and_excludes() {
+    let ran = Test::new("populated")
+        .args(["pool", "show", "public-zone-a"])
+        .run();
+    insta::assert_snapshot!(ran.stdout, @r"
+    Name:        public-zone-a
+    Namespace:   -
+    Kind:        public
+    CIDR:        203.0.113.0/24
+    Gateway:     203.0.113.1
+    Exclude:     203.0.113.2, 203.0.113.3
+    Zone:        zone-a
+    Candidates:  251
+    Allocated:   2
+    Free:        249 (0.8% used)
+    Free ranges: 203.0.113.5-203.0.113.9, 203.0.113.11-203.0.113.254
+    ");
+}
+
+#[test]
+fn pool_show_of_a_full_pool_has_no_free_range() {
+    let ran = Test::new("small-pools")
+        .args(["allocate", "p32", "--owner", "FloatingIP/a"])
+        .run()
+        .then()
+        .args(["pool", "show", "p32"])
+        .run();
+    assert!(ran.stdout.contains("Free ranges: none\n"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("Free:        0 (100.0% used)\n"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn pool_show_json_adds_status_with_free_ranges() {
+    let ran = Test::new("populated")
+        .args(["pool", "show", "vpc-dev", "-n", "acme/dev", "-o", "json"])
+        .run();
+    insta::assert_snapshot!(ran.stdout);
+}
+
+#[test]
+fn pool_show_of_an_unknown_pool_is_not_found() {
+    Test::new("populated")
+        .args(["pool", "show", "nope"])
+        .stderr("error: pool `nope` not found (cluster-scoped)\n")
+        .fails(code::NOT_FOUND)
+        .run();
+}
+
+// --- pool delete --------------------------------------------------------------------
+
+#[test]
+fn pool_delete_removes_a_pool_without_allocations() {
+    let ran = Test::new("seed")
+        .args(["pool", "delete", "vpc-main", "-n", "acme/prod"])
+        .stdout("ipampool/vpc-main deleted\n")
+        .run();
+    assert_eq!(ran.files(), ["cluster/ipampools/public-zone-a.yaml"]);
+}
+
+#[test]
+fn pool_delete_with_allocations_is_conflict_saying_how_many() {
+    let ran = Test::new("populated")
+        .args(["pool", "delete", "vpc-main", "-n", "acme/prod"])
+        .fails(code::CONFLICT)
+        .run();
+    insta::assert_snapshot!(ran.stderr, @r"
+    error: pool `acme/prod/vpc-main` still has 4 allocations
+    hint: release them first: ipamctl list --pool vpc-main -n acme/prod
+    ");
+}
+
+#[test]
+fn pool_delete_after_releasing_everything_succeeds() {
+    Test::new("populated")
+        .args(["pool", "delete", "vpc-dev", "-n", "acme/dev"])
+        .fails(code::CONFLICT)
+        .run()
+        .then()
+        .args(["release", "vpc-dev", "10.50.0.2", "-n", "acme/dev"])
+        .run()
+        .then()
+        .args(["pool", "delete", "vpc-dev", "-n", "acme/dev"])
+        .stdout("ipampool/vpc-dev deleted\n")
+        .run()
+        .then()
+        .args(["pool", "show", "vpc-dev", "-n", "acme/dev"])
+        .fails(code::NOT_FOUND)
+        .run();
+}
+
+#[test]
+fn pool_delete_of_an_unknown_pool_is_not_found() {
+    Test::new("seed")
+        .args(["pool", "delete", "nope"])
+        .stderr("error: pool `nope` not found (cluster-scoped)\n")
+        .fails(code::NOT_FOUND)
+        .run();
+}

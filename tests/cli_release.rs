@@ -1,0 +1,363 @@
+//! `ipamctl release`: one address, an owner's addresses, everything a uid holds; guards,
+//! idempotency, and the errors (unknown pool, address outside the prefix, no selector).
+
+mod common;
+
+use common::{Test, code, uid};
+
+const PROD: &str = "namespaces/acme/prod/ipallocations";
+
+#[test]
+fn release_address_deletes_only_that_allocation() {
+    let test = Test::new("populated");
+    let mut expected = test.files();
+    expected.retain(|f| f != &format!("{PROD}/vpc-main-10-42-0-9.yaml"));
+    let ran = test
+        .args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
+        .stderr("")
+        .run();
+    assert_eq!(ran.files(), expected);
+}
+
+#[test]
+fn release_is_idempotent() {
+    Test::new("populated")
+        .args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
+        .run()
+        .then()
+        .args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .stdout("")
+        .stderr(
+            "note: 10.42.0.9 in pool `acme/prod/vpc-main` is not allocated; nothing to release\n",
+        )
+        .run();
+}
+
+#[test]
+fn release_of_an_unheld_address_is_success_with_a_note() {
+    Test::new("populated")
+        .args(["release", "public-zone-a", "203.0.113.77"])
+        .stdout("")
+        .stderr("note: 203.0.113.77 in pool `public-zone-a` is not allocated; nothing to release\n")
+        .unchanged()
+        .run();
+}
+
+#[test]
+fn release_with_a_matching_guard_deletes() {
+    let ran = Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.2",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-01/0",
+            "--uid",
+            uid::WEB01,
+        ])
+        .stdout("ipallocation/vpc-main-10-42-0-2 released\n")
+        .run();
+    assert!(!ran.exists(&format!("{PROD}/vpc-main-10-42-0-2.yaml")));
+}
+
+#[test]
+fn release_guarded_by_another_owner_is_conflict_and_deletes_nothing() {
+    let ran = Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.2",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-02/0",
+        ])
+        .fails(code::CONFLICT)
+        .run();
+    insta::assert_snapshot!(ran.stderr, @"error: 10.42.0.2 in pool `acme/prod/vpc-main` is held by `VirtualMachine/web-01/0` (uid 0f8fad5b-d9cb-469f-a165-70867728950e), not by the given owner; nothing released");
+}
+
+#[test]
+fn release_guarded_by_another_uid_is_conflict_and_deletes_nothing() {
+    Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.2",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-01/0",
+            "--uid",
+            uid::WEB02,
+        ])
+        .fails(code::CONFLICT)
+        .run();
+    Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.2",
+            "-n",
+            "acme/prod",
+            "--uid",
+            uid::WEB02,
+        ])
+        .fails(code::CONFLICT)
+        .run();
+}
+
+#[test]
+fn release_guarded_by_a_uid_of_an_owner_without_uid_is_conflict() {
+    // The Node allocation at 10.42.1.7 has no uid.
+    Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.1.7",
+            "-n",
+            "acme/prod",
+            "--uid",
+            uid::WEB01,
+        ])
+        .fails(code::CONFLICT)
+        .run();
+}
+
+#[test]
+fn release_owner_in_a_pool_releases_that_owners_address() {
+    let ran = Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-01/0",
+            "--uid",
+            uid::WEB01,
+        ])
+        .stdout("ipallocation/vpc-main-10-42-0-2 released\n")
+        .run();
+    // web-01's other NIC and its address in acme/dev stay.
+    assert!(ran.exists(&format!("{PROD}/vpc-main-10-42-0-10.yaml")));
+    assert!(ran.exists("namespaces/acme/dev/ipallocations/vpc-dev-10-50-0-2.yaml"));
+}
+
+#[test]
+fn release_owner_without_uid_releases_every_allocation_of_that_owner_name() {
+    Test::new("populated")
+        // A second web-01/0 in the pool, without a uid: a different owner identity.
+        .args([
+            "allocate",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-01/0",
+        ])
+        .stdout("10.42.0.1\n")
+        .run()
+        .then()
+        .args([
+            "release",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-01/0",
+        ])
+        .stdout(
+            "ipallocation/vpc-main-10-42-0-1 released\nipallocation/vpc-main-10-42-0-2 released\n",
+        )
+        .run();
+}
+
+#[test]
+fn release_owner_holding_nothing_in_the_pool_is_success_with_a_note() {
+    Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/db-01/0",
+        ])
+        .stdout("")
+        .stderr("note: no allocation in pool `acme/prod/vpc-main` matches; nothing to release\n")
+        .run();
+}
+
+#[test]
+fn release_uid_releases_everything_it_holds_across_namespaces() {
+    let ran = Test::new("populated")
+        .args(["release", "--uid", uid::WEB01])
+        .stderr("")
+        .run();
+    insta::assert_snapshot!(ran.stdout, @r"
+    ipallocation/vpc-dev-10-50-0-2 released
+    ipallocation/vpc-main-10-42-0-2 released
+    ipallocation/vpc-main-10-42-0-10 released
+    ");
+    insta::assert_snapshot!(ran.files().join("\n"), @r"
+    cluster/ipallocations/public-zone-a-203-0-113-10.yaml
+    cluster/ipallocations/public-zone-a-203-0-113-4.yaml
+    cluster/ipampools/public-zone-a.yaml
+    namespaces/acme/dev/ipampools/vpc-dev.yaml
+    namespaces/acme/prod/ipallocations/vpc-main-10-42-0-9.yaml
+    namespaces/acme/prod/ipallocations/vpc-main-10-42-1-7.yaml
+    namespaces/acme/prod/ipampools/vpc-main.yaml
+    ");
+}
+
+#[test]
+fn release_uid_with_all_namespaces_flag_is_the_same_as_without() {
+    let without = Test::new("populated")
+        .args(["release", "--uid", uid::WEB01])
+        .run();
+    Test::new("populated")
+        .args(["release", "--uid", uid::WEB01, "-A"])
+        .stdout(&without.stdout)
+        .run();
+}
+
+#[test]
+fn release_uid_with_a_namespace_stays_in_it() {
+    let ran = Test::new("populated")
+        .args(["release", "--uid", uid::WEB01, "-n", "acme/prod"])
+        .stdout(
+            "ipallocation/vpc-main-10-42-0-2 released\nipallocation/vpc-main-10-42-0-10 released\n",
+        )
+        .run();
+    assert!(ran.exists("namespaces/acme/dev/ipallocations/vpc-dev-10-50-0-2.yaml"));
+}
+
+#[test]
+fn release_uid_covers_cluster_scoped_pools() {
+    let ran = Test::new("populated")
+        .args(["release", "--uid", uid::FIP1])
+        .stdout("ipallocation/public-zone-a-203-0-113-4 released\n")
+        .run();
+    assert!(ran.exists("cluster/ipallocations/public-zone-a-203-0-113-10.yaml"));
+}
+
+#[test]
+fn release_uid_holding_nothing_is_success_with_a_note() {
+    Test::new("populated")
+        .args(["release", "--uid", "no-such-uid"])
+        .stdout("")
+        .stderr("note: nothing held by that uid; nothing to release\n")
+        .unchanged()
+        .run();
+}
+
+#[test]
+fn release_output_json_lists_the_released_manifests() {
+    let ran = Test::new("populated")
+        .args([
+            "release",
+            "--uid",
+            uid::WEB01,
+            "-n",
+            "acme/dev",
+            "-o",
+            "json",
+        ])
+        .run();
+    insta::assert_snapshot!(ran.stdout);
+}
+
+#[test]
+fn release_from_an_unknown_pool_with_nothing_to_release_is_not_found() {
+    Test::new("populated")
+        .args(["release", "nope", "10.0.0.1"])
+        .stderr("error: pool `nope` not found (cluster-scoped)\n")
+        .fails(code::NOT_FOUND)
+        .run();
+    Test::new("populated")
+        .args(["release", "nope", "--owner", "FloatingIP/fip-1"])
+        .fails(code::NOT_FOUND)
+        .run();
+}
+
+#[test]
+fn release_from_a_pool_in_another_scope_says_where_it_is() {
+    let ran = Test::new("populated")
+        .args(["release", "vpc-main", "10.42.0.9"])
+        .fails(code::NOT_FOUND)
+        .run();
+    assert!(ran.stderr.contains("pass `-n acme/prod`"), "{}", ran.stderr);
+}
+
+#[test]
+fn release_of_an_address_outside_the_pool_prefix_is_invalid() {
+    let ran = Test::new("populated")
+        .args(["release", "vpc-main", "10.43.0.1", "-n", "acme/prod"])
+        .fails(code::INVALID)
+        .run();
+    insta::assert_snapshot!(ran.stderr, @"error: ADDRESS: 10.43.0.1 is outside pool `acme/prod/vpc-main` (10.42.0.0/16)");
+}
+
+#[test]
+fn release_without_a_selector_is_a_usage_error() {
+    for args in [
+        &["release"][..],
+        &["release", "vpc-main", "-n", "acme/prod"],
+        &["release", "--owner", "VPC/router"],
+    ] {
+        Test::new("populated")
+            .args(args)
+            .stderr(
+                "error: release needs a selector: `POOL ADDRESS`, `POOL --owner KIND/NAME`, or `--uid UID`\n\
+                 hint: see `ipamctl release --help`\n",
+            )
+            .fails(code::INVALID)
+            .run();
+    }
+}
+
+#[test]
+fn release_works_when_the_pool_manifest_is_gone() {
+    let test = Test::new("populated");
+    test.remove("namespaces/acme/prod/ipampools/vpc-main.yaml");
+    test.args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
+        .run()
+        .then()
+        .args([
+            "release",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "Node/10.42.1.0/24",
+        ])
+        .stdout("ipallocation/vpc-main-10-42-1-7 released\n")
+        .run()
+        .then()
+        // Nothing left and no manifest: the pool is simply unknown.
+        .args(["release", "vpc-main", "10.42.1.7", "-n", "acme/prod"])
+        .fails(code::NOT_FOUND)
+        .run();
+}
+
+#[test]
+fn released_address_can_be_allocated_again() {
+    Test::new("small-pools")
+        .args(["allocate", "p32", "--owner", "FloatingIP/a"])
+        .stdout("198.51.100.8\n")
+        .run()
+        .then()
+        .args(["release", "p32", "198.51.100.8", "--owner", "FloatingIP/a"])
+        .stdout("ipallocation/p32-198-51-100-8 released\n")
+        .run()
+        .then()
+        .args(["allocate", "p32", "--owner", "FloatingIP/b"])
+        .stdout("198.51.100.8\n")
+        .run();
+}

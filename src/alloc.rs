@@ -111,14 +111,26 @@ impl Allocated {
 /// An allocation file as read: parsed, or the reason it does not parse.
 pub type Parsed = std::result::Result<AllocationManifest, String>;
 
-/// Reads and parses one allocation; `None` if it does not exist. The stamp comes along.
+/// Reads and parses one allocation; `None` if it does not exist. The stamp comes along. A
+/// file that is no manifest (too large, a symlink, not a regular file) reads like one that
+/// does not parse, with stamp 0.
 pub fn read_allocation(
     store: &dyn Store,
     ns: Option<&Namespace>,
     name: &str,
 ) -> Result<Option<(Parsed, u64)>> {
-    let Some(obj) = store.get(ObjectKind::Allocation, ns, name)? else {
-        return Ok(None);
+    let obj = match store.get(ObjectKind::Allocation, ns, name) {
+        Ok(Some(obj)) => obj,
+        Ok(None) => return Ok(None),
+        // The file itself is too large, a symlink, not a regular file: as broken as a file
+        // that does not parse, so its address stays taken and readers warn rather than fail.
+        // (A symlinked directory on the way is the whole scope's problem: that stays an error.)
+        Err(Error::Corrupt { path, message })
+            if path.ends_with(store.locate(ObjectKind::Allocation, ns, name)) =>
+        {
+            return Ok(Some((Err(message), 0)));
+        }
+        Err(e) => return Err(e),
     };
     let parsed = std::str::from_utf8(&obj.bytes)
         .map_err(|_| "is not UTF-8 text".to_owned())

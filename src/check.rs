@@ -2,25 +2,24 @@
 //! a GitOps repository's CI gate.
 //!
 //! [`check`] walks the directory itself (it must see what the [`crate::store::Store`] trait
-//! hides: dot-files, stray files, symlinks) in [`layout`], reads every manifest once, and
-//! then checks the manifests against their paths and each other. It never writes; the only
+//! hides: dot-files, stray files, symlinks) in `layout`, reads every manifest once, and
+//! then checks them against their paths and each other in `rules`. It never writes; the only
 //! write of the command is [`remove_leftover`], behind `--fix`.
 
 mod layout;
+mod rules;
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::net::Ipv4Addr;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Component, Path};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::{AllocationManifest, Namespace, Owner, PoolKind, PoolManifest, PoolName};
-use crate::pool::{Candidates, host_span};
+use crate::model::AllocationManifest;
 use crate::store::fs::TMP_PREFIX;
 use crate::yaml::{self, MAX_MANIFEST_BYTES};
 
@@ -137,8 +136,9 @@ pub fn check(root: &Path) -> Report {
                 .map(|_| "is an IPAMPool manifest; pools belong in `ipampools/`".to_owned())
         },
     );
-    let known = check_pools(&pools, &mut findings);
-    check_allocations(&allocations, &known, &mut findings);
+    let known = rules::check_pools(&pools, &mut findings);
+    let related = rules::check_allocations(&allocations, &known, &mut findings);
+    findings.extend(confirm(root, related, &allocations));
 
     findings.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
     Report {
@@ -149,15 +149,71 @@ pub fn check(root: &Path) -> Report {
     }
 }
 
+/// Keeps the findings of `related` that still hold when their files are read again.
+///
+/// The first pass reads a pool and its allocations at different instants; a concurrent
+/// `apply` widening a pool and an `allocate` into the new range, or a release followed by
+/// a claim of the same owner, can fall in between and make a consistent state look broken.
+/// Each allocation involved is read again, then the pool it names, and the findings are
+/// made anew from those reads alone (the same rules): a finding that was an artefact of
+/// the timing does not survive, a real one does. Costs nothing when there is no finding.
+fn confirm(
+    root: &Path,
+    related: Vec<Finding>,
+    allocations: &[Decoded<AllocationManifest>],
+) -> Vec<Finding> {
+    if related.is_empty() {
+        return related;
+    }
+    let involved: HashSet<&str> = related.iter().map(|f| f.path.as_str()).collect();
+    let files = allocations
+        .iter()
+        .filter(|d| involved.contains(d.file.rel.as_str()))
+        .map(|d| d.file.clone())
+        .collect();
+    // Anything these reads find wrong with a single file was reported by the first pass.
+    let mut seen_already = Vec::new();
+    let fresh = read_all(files, &mut seen_already, yaml::decode_allocation, |_| None);
+    let mut pool_files: Vec<ManifestFile> = fresh
+        .iter()
+        .filter_map(|d| Some((d.file.scope.as_ref(), &d.manifest.as_ref()?.spec.pool)))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .filter_map(|(scope, pool)| {
+            let rel = rules::pool_path(scope, pool);
+            let path = root.join(&rel);
+            // As in the walk, a pool that is not a regular file is no pool.
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            meta.is_file().then(|| ManifestFile {
+                rel,
+                path,
+                ino: meta.ino(),
+                scope: scope.cloned(),
+                stem: pool.to_string(),
+            })
+        })
+        .collect();
+    pool_files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    let pools = read_all(pool_files, &mut seen_already, yaml::decode_pool, |_| None);
+    let known = rules::check_pools(&pools, &mut seen_already);
+    rules::check_allocations(&fresh, &known, &mut seen_already)
+}
+
 /// Removes the temporary file at `path` (relative to `root`) if it still is one and is
 /// still at least [`LEFTOVER_MIN_AGE`] old at `now`. Returns whether it removed it; a file
 /// that is gone already is not an error.
 pub fn remove_leftover(root: &Path, path: &str, now: SystemTime) -> Result<bool> {
+    let inside = Path::new(path)
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)));
     let full = root.join(path);
     let is_temp = full
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with(TMP_PREFIX));
+    if !inside || !is_temp {
+        return Ok(false);
+    }
     // Look again right before the unlink: the scan may be minutes old.
     let meta = match std::fs::symlink_metadata(&full) {
         Ok(meta) => meta,
@@ -165,7 +221,7 @@ pub fn remove_leftover(root: &Path, path: &str, now: SystemTime) -> Result<bool>
         Err(e) => return Err(Error::io(full, e)),
     };
     let modified = meta.modified().map_err(|e| Error::io(&full, e))?;
-    if !is_temp || !meta.is_file() || !is_old(modified, now) {
+    if !meta.is_file() || !is_old(modified, now) {
         return Ok(false);
     }
     // No directory fsync: if a crash undoes this unlink, the next `--fix` removes it again.
@@ -176,34 +232,37 @@ pub fn remove_leftover(root: &Path, path: &str, now: SystemTime) -> Result<bool>
     }
 }
 
-/// Reads a file of at most [`MAX_MANIFEST_BYTES`]; `None` if it does not exist.
-fn read_bounded(path: &Path) -> std::result::Result<Option<Vec<u8>>, String> {
+/// Reads a file of at most [`MAX_MANIFEST_BYTES`], with its inode number; `None` if it
+/// does not exist.
+fn read_bounded(path: &Path) -> std::result::Result<Option<(Vec<u8>, u64)>, String> {
+    let cannot = |e: std::io::Error| format!("cannot read: {e}");
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read: {e}")),
+        Err(e) => return Err(cannot(e)),
     };
-    let mut bytes = Vec::new();
+    let meta = file.metadata().map_err(cannot)?;
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_MANIFEST_BYTES) as usize + 1);
     file.take(MAX_MANIFEST_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(cannot)?;
     if bytes.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(format!(
             "is larger than {MAX_MANIFEST_BYTES} bytes; not a manifest"
         ));
     }
-    Ok(Some(bytes))
+    Ok(Some((bytes, meta.ino())))
 }
 
 /// Reads one manifest file as text; `None` if it vanished since the walk (a concurrent
 /// release), so that a check running beside other commands never reports a torn state.
 fn read_manifest(file: &ManifestFile) -> std::result::Result<Option<String>, String> {
-    let Some(bytes) = read_bounded(&file.path)? else {
+    let Some((bytes, ino)) = read_bounded(&file.path)? else {
         return Ok(None);
     };
     // The walk saw a regular file; if the name now leads elsewhere, find out whether a
-    // symlink was put there (reported, never read) or a writer replaced the file (fine).
-    if std::fs::metadata(&file.path).is_ok_and(|m| m.ino() != file.ino)
+    // symlink was put there (reported, never trusted) or a writer replaced the file (fine).
+    if ino != file.ino
         && std::fs::symlink_metadata(&file.path).is_ok_and(|m| m.file_type().is_symlink())
     {
         return Err(
@@ -223,21 +282,21 @@ struct Decoded<T> {
 
 /// Reads and decodes every file; each failure becomes one error finding. `misplaced` says
 /// whether the text is the other kind of manifest, for a clearer message than the decoder's.
-fn read_all<T>(
+fn read_all<T: Send>(
     files: Vec<ManifestFile>,
     findings: &mut Vec<Finding>,
     decode: fn(&str) -> std::result::Result<T, String>,
     misplaced: fn(&str) -> Option<String>,
 ) -> Vec<Decoded<T>> {
+    let outcomes = parallel_map(&files, |file| {
+        let text = read_manifest(file)?;
+        Ok(text.map(|text| decode(&text).map_err(|why| misplaced(&text).unwrap_or(why))))
+    });
     let mut read = Vec::with_capacity(files.len());
-    for file in files {
-        let decoded = match read_manifest(&file) {
-            Ok(None) => continue,
-            Ok(Some(text)) => decode(&text).map_err(|why| misplaced(&text).unwrap_or(why)),
-            Err(why) => Err(why),
-        };
-        let manifest = match decoded {
-            Ok(m) => Some(m),
+    for (file, outcome) in files.into_iter().zip(outcomes) {
+        let manifest = match outcome.and_then(|decoded| decoded.transpose()) {
+            Ok(None) => continue, // removed since the walk
+            Ok(Some(m)) => Some(m),
             Err(message) => {
                 findings.push(error(&file.rel, message));
                 None
@@ -248,6 +307,31 @@ fn read_all<T>(
     read
 }
 
+/// `items.iter().map(f).collect()`, spread over the machine's cores: decoding YAML is what
+/// a check of a large state directory spends its time on, and files decode independently.
+fn parallel_map<I: Sync, O: Send>(items: &[I], f: impl Fn(&I) -> O + Sync) -> Vec<O> {
+    const MIN_CHUNK: usize = 256;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let chunk = items.len().div_ceil(threads).max(MIN_CHUNK);
+    if items.len() <= chunk {
+        return items.iter().map(f).collect();
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<O>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 fn error(path: &str, message: impl Into<String>) -> Finding {
     Finding {
         severity: Severity::Error,
@@ -256,201 +340,129 @@ fn error(path: &str, message: impl Into<String>) -> Finding {
     }
 }
 
-/// A pool as the tool finds it: by its path. `manifest` is `None` when it does not decode.
-struct KnownPool<'a> {
-    rel: &'a str,
-    manifest: Option<&'a PoolManifest>,
-    candidates: Option<Candidates>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-type PoolKey<'a> = (&'a Option<Namespace>, &'a str);
-
-/// Checks each pool against its path, and public pools against each other. Returns the
-/// pools by (scope, file name), which is how `allocate` finds them.
-fn check_pools<'a>(
-    pools: &'a [Decoded<PoolManifest>],
-    findings: &mut Vec<Finding>,
-) -> HashMap<PoolKey<'a>, KnownPool<'a>> {
-    let mut known = HashMap::with_capacity(pools.len());
-    let mut public = Vec::new();
-    for Decoded { file, manifest } in pools {
-        let candidates = manifest.as_ref().map(|m| Candidates::of_pool(&m.spec));
-        if let Some(m) = manifest {
-            if m.metadata.name != file.stem {
-                findings.push(error(
-                    &file.rel,
-                    format!(
-                        "metadata.name is `{}`, but the file is named `{}.yaml`",
-                        m.metadata.name, file.stem
-                    ),
-                ));
-            }
-            // `decode_pool` made sure a public pool has no namespace and a private one has.
-            match (m.spec.kind, &m.metadata.namespace, &file.scope) {
-                (PoolKind::Public, _, Some(_)) => findings.push(error(
-                    &file.rel,
-                    "public pool in a namespace directory: public pools are cluster-scoped and belong in `cluster/ipampools/`",
-                )),
-                (PoolKind::Private, Some(ns), None) => findings.push(error(
-                    &file.rel,
-                    format!(
-                        "private pool under `cluster/`: private pools belong in their namespace's directory, `namespaces/{ns}/ipampools/`"
-                    ),
-                )),
-                (PoolKind::Private, meta, path) => {
-                    if let Some(message) = scope_mismatch(meta.as_ref(), path.as_ref()) {
-                        findings.push(error(&file.rel, message));
-                    }
-                }
-                (PoolKind::Public, _, None) => public.push((file.rel.as_str(), m)),
-            }
-        }
-        known.insert(
-            (&file.scope, file.stem.as_str()),
-            KnownPool {
-                rel: &file.rel,
-                manifest: manifest.as_ref(),
-                candidates,
-            },
-        );
+    #[test]
+    fn only_files_untouched_for_five_minutes_are_old() {
+        let now = SystemTime::now();
+        assert!(is_old(now - LEFTOVER_MIN_AGE, now));
+        assert!(!is_old(now - Duration::from_secs(60), now));
+        // Clock skew: a time in the future is new, not garbage.
+        assert!(!is_old(now + Duration::from_secs(3600), now));
     }
-    check_overlaps(&mut public, findings);
-    known
-}
 
-/// Public pools share one address space: no two may overlap. Prefixes either nest or are
-/// disjoint, so after sorting by first address each pool need only be compared with the
-/// ones that start inside it.
-fn check_overlaps(public: &mut [(&str, &PoolManifest)], findings: &mut Vec<Finding>) {
-    public.sort_by_key(|(_, m)| (m.spec.cidr.network(), m.spec.cidr.prefix_len()));
-    for (i, (rel, pool)) in public.iter().enumerate() {
-        let end = pool.spec.cidr.broadcast();
-        for (other_rel, other) in public[i + 1..]
+    #[test]
+    fn parallel_map_keeps_the_order() {
+        let items: Vec<u32> = (0..10_000).collect();
+        let doubled = parallel_map(&items, |i| i * 2);
+        assert!(doubled.iter().enumerate().all(|(i, d)| *d == 2 * i as u32));
+    }
+
+    const POOL: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: p\nspec:\n  cidr: CIDR\n  kind: public\n";
+
+    fn allocation_text(address: &str, owner: &str) -> String {
+        let name = format!("p-{}", address.replace('.', "-"));
+        format!(
+            "apiVersion: pivirt.hu/v1\nkind: IPAllocation\nmetadata:\n  name: {name}\nspec:\n  pool: p\n  address: \"{address}\"\n  owner:\n    kind: FloatingIP\n    name: {owner}\n"
+        )
+    }
+
+    /// A state directory holding pool `p` as `cidr` and the allocations `on_disk`.
+    fn state(cidr: &str, on_disk: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let pools = dir.path().join("cluster/ipampools");
+        let allocations = dir.path().join("cluster/ipallocations");
+        std::fs::create_dir_all(&pools).unwrap();
+        std::fs::create_dir_all(&allocations).unwrap();
+        std::fs::write(pools.join("p.yaml"), POOL.replace("CIDR", cidr)).unwrap();
+        for (address, owner) in on_disk {
+            let name = format!("p-{}.yaml", address.replace('.', "-"));
+            std::fs::write(allocations.join(name), allocation_text(address, owner)).unwrap();
+        }
+        dir
+    }
+
+    /// What a first pass read: pool `p` as `cidr` and `allocations`, which the disk may no
+    /// longer hold. Returns its two-file findings after confirmation against `root`.
+    fn first_pass_then_confirm(root: &Path, cidr: &str, read: &[(&str, &str)]) -> Vec<Finding> {
+        let file = |rel: String, stem: &str| ManifestFile {
+            path: root.join(&rel),
+            rel,
+            ino: 0,
+            scope: None,
+            stem: stem.to_owned(),
+        };
+        let pools = vec![Decoded {
+            file: file("cluster/ipampools/p.yaml".into(), "p"),
+            manifest: Some(yaml::decode_pool(&POOL.replace("CIDR", cidr)).unwrap()),
+        }];
+        let allocations: Vec<_> = read
             .iter()
-            .take_while(|(_, o)| o.spec.cidr.network() <= end)
-        {
-            let overlap = |p: &PoolManifest, q: &PoolManifest| {
-                format!(
-                    "public pool `{}` ({}) overlaps public pool `{}` ({})",
-                    p.metadata.name, p.spec.cidr, q.metadata.name, q.spec.cidr
-                )
-            };
-            findings.push(error(rel, overlap(pool, other)));
-            findings.push(error(other_rel, overlap(other, pool)));
-        }
-    }
-}
-
-/// Checks each allocation against its path and pool, and owners across allocations.
-fn check_allocations(
-    allocations: &[Decoded<AllocationManifest>],
-    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
-    findings: &mut Vec<Finding>,
-) {
-    type OwnerKey<'a> = (&'a Option<Namespace>, &'a PoolName, &'a Owner);
-    let mut holdings: HashMap<OwnerKey<'_>, Vec<(Ipv4Addr, &str)>> =
-        HashMap::with_capacity(allocations.len());
-    for Decoded { file, manifest } in allocations {
-        let Some(m) = manifest else { continue };
-        let (pool, address) = (&m.spec.pool, m.spec.address);
-        // `decode_allocation` made sure metadata.name is `<spec.pool>-<a-b-c-d>`; the file
-        // name is what claims the address, so it must say the same.
-        if m.metadata.name != file.stem {
-            findings.push(error(
-                &file.rel,
-                format!(
-                    "the file name does not match the allocation it holds (pool `{pool}`, address {address}); it should be `{}.yaml`",
-                    m.metadata.name
-                ),
-            ));
-            continue;
-        }
-        if let Some(message) = scope_mismatch(m.metadata.namespace.as_ref(), file.scope.as_ref()) {
-            findings.push(error(&file.rel, message));
-        }
-        match pools.get(&(&file.scope, pool.as_str())) {
-            None => findings.push(error(
-                &file.rel,
-                format!(
-                    "pool `{pool}` does not exist: there is no `{}`",
-                    pool_path(file.scope.as_ref(), pool)
-                ),
-            )),
-            Some(known) => {
-                if let (Some(p), Some(c)) = (known.manifest, &known.candidates)
-                    && !c.contains(address)
-                {
-                    findings.push(error(&file.rel, not_candidate(address, p, known.rel)));
+            .map(|(address, owner)| {
+                let stem = format!("p-{}", address.replace('.', "-"));
+                Decoded {
+                    file: file(format!("cluster/ipallocations/{stem}.yaml"), &stem),
+                    manifest: Some(
+                        yaml::decode_allocation(&allocation_text(address, owner)).unwrap(),
+                    ),
                 }
-            }
-        }
-        holdings
-            .entry((&file.scope, pool, &m.spec.owner))
-            .or_default()
-            .push((address, &file.rel));
+            })
+            .collect();
+        let mut findings = Vec::new();
+        let known = rules::check_pools(&pools, &mut findings);
+        let related = rules::check_allocations(&allocations, &known, &mut findings);
+        assert!(findings.is_empty(), "{findings:?}");
+        assert!(!related.is_empty(), "the first pass sees a problem");
+        confirm(root, related, &allocations)
     }
-    for ((_, pool, owner), mut held) in holdings {
-        if held.len() < 2 {
-            continue;
-        }
-        held.sort();
-        let addresses: Vec<String> = held.iter().map(|(a, _)| a.to_string()).collect();
-        let uid = owner
-            .uid()
-            .map_or_else(|| "no uid".to_owned(), |u| format!("uid {u}"));
-        let message = format!(
-            "owner `{owner}` ({uid}) holds {} addresses in pool `{pool}`: {}; an owner holds at most one per pool",
-            held.len(),
-            addresses.join(", ")
+
+    #[test]
+    fn confirm_drops_a_duplicate_owner_whose_other_address_was_released_meanwhile() {
+        // Read .5 just before its release and .6 just after the same owner claimed it.
+        let dir = state("10.0.0.0/24", &[("10.0.0.6", "o")]);
+        let read = [("10.0.0.5", "o"), ("10.0.0.6", "o")];
+        assert_eq!(
+            first_pass_then_confirm(dir.path(), "10.0.0.0/24", &read),
+            []
         );
-        for (_, rel) in held {
-            findings.push(error(rel, message.clone()));
-        }
+        // Both still there: a real duplicate.
+        let dir = state("10.0.0.0/24", &read);
+        assert_eq!(
+            first_pass_then_confirm(dir.path(), "10.0.0.0/24", &read).len(),
+            2
+        );
     }
-}
 
-/// Why `address` is not a candidate of `pool`.
-fn not_candidate(address: Ipv4Addr, pool: &PoolManifest, pool_rel: &str) -> String {
-    let spec = &pool.spec;
-    let cidr = spec.cidr;
-    let name = &pool.metadata.name;
-    let (first, last) = host_span(cidr);
-    let why = if !cidr.contains(&address) {
-        format!("is outside pool `{name}`'s prefix {cidr}")
-    } else if u32::from(address) < first {
-        format!("is the network address of pool `{name}` ({cidr})")
-    } else if u32::from(address) > last {
-        format!("is the broadcast address of pool `{name}` ({cidr})")
-    } else if spec.gateway == Some(address) {
-        format!("is the gateway of pool `{name}`")
-    } else if let Some(entry) = spec.exclude.iter().find(|e| e.net().contains(&address)) {
-        format!("is excluded by pool `{name}` (exclude entry `{entry}`)")
-    } else {
-        format!("is not a candidate of pool `{name}`")
-    };
-    format!("address {address} {why}; was `{pool_rel}` edited after it was allocated?")
-}
-
-/// Where the pool `name` of `scope` lives.
-fn pool_path(scope: Option<&Namespace>, name: &PoolName) -> String {
-    match scope {
-        None => format!("cluster/ipampools/{name}.yaml"),
-        Some(ns) => format!("namespaces/{ns}/ipampools/{name}.yaml"),
+    #[test]
+    fn confirm_drops_a_finding_against_a_pool_widened_meanwhile() {
+        // Read the pool as a /25, then an allocation claimed after `apply` widened it.
+        let dir = state("10.0.0.0/24", &[("10.0.0.200", "o")]);
+        let read = [("10.0.0.200", "o")];
+        assert_eq!(
+            first_pass_then_confirm(dir.path(), "10.0.0.0/25", &read),
+            []
+        );
+        // The pool really is a /25.
+        let dir = state("10.0.0.0/25", &read);
+        let kept = first_pass_then_confirm(dir.path(), "10.0.0.0/25", &read);
+        assert_eq!(kept.len(), 1);
+        assert!(
+            kept[0].message.contains("is outside pool `p`'s prefix"),
+            "{kept:?}"
+        );
     }
-}
 
-/// The message when `metadata.namespace` and the file's path disagree.
-fn scope_mismatch(meta: Option<&Namespace>, path: Option<&Namespace>) -> Option<String> {
-    match (meta, path) {
-        (Some(m), Some(p)) if m != p => Some(format!(
-            "metadata.namespace is `{m}`, but the file is in the directory of namespace `{p}`"
-        )),
-        (Some(m), None) => Some(format!(
-            "metadata.namespace is `{m}`, but the file is under `cluster/` (cluster-scoped)"
-        )),
-        (None, Some(p)) => Some(format!(
-            "metadata.namespace is missing, but the file is in the directory of namespace `{p}`"
-        )),
-        _ => None,
+    #[test]
+    fn remove_leftover_refuses_paths_outside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join(".tmp-outside");
+        std::fs::write(&outside, "x").unwrap();
+        let root = dir.path().join("state");
+        std::fs::create_dir(&root).unwrap();
+        let later = SystemTime::now() + 2 * LEFTOVER_MIN_AGE;
+        assert!(!remove_leftover(&root, "../.tmp-outside", later).unwrap());
+        assert!(outside.exists());
     }
 }

@@ -445,16 +445,25 @@ pub fn parse_addr(s: &str) -> Result<Ipv4Addr, String> {
 
 /// Parses an IPv4 prefix without host bits, suggesting the prefix that was probably meant.
 pub fn parse_net(s: &str) -> Result<Ipv4Net, String> {
-    let net = s.parse::<Ipv4Net>().map_err(|_| {
-        if s.parse::<ipnet::Ipv6Net>().is_ok() {
-            format!("`{s}` is an IPv6 prefix; only IPv4 is supported")
-        } else {
-            format!(
-                "`{}` is not an IPv4 prefix like `10.0.0.0/16`",
-                s.escape_debug()
-            )
-        }
-    })?;
+    // ipnet reads `010.0.0.0/8` as 10.0.0.0/8 where inet_aton(3) reads 8.0.0.0/8: refuse
+    // leading zeros, as `Ipv4Addr` (and so `parse_addr`) does.
+    let strict = s.split_once('/').is_some_and(|(addr, len)| {
+        addr.parse::<Ipv4Addr>().is_ok() && (len == "0" || !len.starts_with('0'))
+    });
+    let net = s
+        .parse::<Ipv4Net>()
+        .ok()
+        .filter(|_| strict)
+        .ok_or_else(|| {
+            if s.parse::<ipnet::Ipv6Net>().is_ok() {
+                format!("`{s}` is an IPv6 prefix; only IPv4 is supported")
+            } else {
+                format!(
+                    "`{}` is not an IPv4 prefix like `10.0.0.0/16`",
+                    s.escape_debug()
+                )
+            }
+        })?;
     if net.trunc() != net {
         return Err(format!(
             "`{s}` has host bits set; did you mean `{}`?",

@@ -94,6 +94,13 @@ fn decode_document(text: &str) -> Result<Document, String> {
         Some(POOL_KIND) => {
             let pool: PoolManifest = from_str(text)?;
             pool.validate()?;
+            // The store refuses to read a larger file, so it must never write one.
+            let size = encode(&pool).len();
+            if size as u64 > MAX_MANIFEST_BYTES {
+                return Err(format!(
+                    "the pool's manifest would be {size} bytes; at most {MAX_MANIFEST_BYTES} are allowed"
+                ));
+            }
             Ok(Document::Pool(Box::new(pool)))
         }
         Some(ALLOCATION_KIND) => Ok(Document::Allocation),

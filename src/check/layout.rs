@@ -23,7 +23,7 @@ const SYMLINK: &str = "is a symlink; ipamctl never follows symlinks inside the s
 const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
 
 /// A manifest file found by the walk, not read yet.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct ManifestFile {
     /// Path relative to the root, `/`-separated.
     pub rel: String,
@@ -407,7 +407,7 @@ fn read_small(path: &Path) -> Option<String> {
     super::read_bounded(path)
         .ok()
         .flatten()
-        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
 }
 
 #[cfg(test)]

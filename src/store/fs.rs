@@ -285,11 +285,22 @@ impl FsStore {
         }
     }
 
+    /// The per-owner hint directory of `pool`; refused if it or `.index` is a symlink.
     fn owners_dir(&self, ns: Option<&Namespace>, pool: &PoolName) -> Result<PathBuf> {
-        Ok(self
-            .dir(ObjectKind::Allocation, ns)?
-            .join(INDEX_DIR)
-            .join(format!("{pool}.owners")))
+        let index = self.dir(ObjectKind::Allocation, ns)?.join(INDEX_DIR);
+        refuse_symlink(&index)?;
+        let owners = index.join(format!("{pool}.owners"));
+        refuse_symlink(&owners)?;
+        Ok(owners)
+    }
+
+    /// The index log of `pool`; refused if it or `.index` is a symlink.
+    fn log_path(&self, ns: Option<&Namespace>, pool: &PoolName) -> Result<PathBuf> {
+        let index = self.dir(ObjectKind::Allocation, ns)?.join(INDEX_DIR);
+        refuse_symlink(&index)?;
+        let log = index.join(format!("{pool}.log"));
+        refuse_symlink(&log)?;
+        Ok(log)
     }
 }
 
@@ -339,6 +350,14 @@ impl Store for FsStore {
     fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Object>> {
         let path = self.file_path(kind, ns, name)?;
         refuse_symlink(&path)?;
+        // A directory or a FIFO under a manifest's name is no manifest (and opening a FIFO
+        // would block until someone writes to it).
+        if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(Error::Corrupt {
+                path,
+                message: "is not a regular file".into(),
+            });
+        }
         let mut file = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -477,15 +496,15 @@ impl Store for FsStore {
 
     fn index_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
         let path = self.owners_dir(ns, pool).ok()?.join(format!("{key:016x}"));
+        refuse_symlink(&path).ok()?;
         let text = fs::read_to_string(path).ok()?;
         text.strip_suffix('\n')?.parse().ok()
     }
 
     fn index_load(&self, ns: Option<&Namespace>, pool: &PoolName) -> IndexMap {
-        let Ok(dir) = self.dir(ObjectKind::Allocation, ns) else {
+        let Ok(path) = self.log_path(ns, pool) else {
             return HashMap::new();
         };
-        let path = dir.join(INDEX_DIR).join(format!("{pool}.log"));
         let Ok(text) = fs::read_to_string(path) else {
             return HashMap::new();
         };
@@ -512,7 +531,9 @@ impl FsStore {
         entries: &[IndexEntry],
         hint: Option<IndexEntry>,
     ) -> io::Result<()> {
-        let dir = self.index_dir(ns).map_err(io::Error::other)?;
+        // Every path below is checked for a symlink first: the index is git-ignored, but a
+        // repository can still carry one (`git add -f`), and it must not lead a write out.
+        self.index_dir(ns).map_err(io::Error::other)?;
         if !entries.is_empty() {
             let mut text = String::with_capacity(entries.len() * 48);
             for e in entries {
@@ -523,21 +544,22 @@ impl FsStore {
             OpenOptions::new()
                 .append(true)
                 .create(true)
-                .open(dir.join(format!("{pool}.log")))?
+                .open(self.log_path(ns, pool).map_err(io::Error::other)?)?
                 .write_all(text.as_bytes())?;
         }
         if let Some(h) = hint {
             failpoint!("index-between-log-and-hint");
-            let owners = dir.join(format!("{pool}.owners"));
+            let owners = self.owners_dir(ns, pool).map_err(io::Error::other)?;
             match fs::create_dir(&owners) {
                 Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(e),
                 _ => {}
             }
+            let path = owners.join(format!("{:016x}", h.key));
+            refuse_symlink(&owners)
+                .and_then(|()| refuse_symlink(&path))
+                .map_err(io::Error::other)?;
             // Written under the owner's lock, so no two writers race on one key file.
-            fs::write(
-                owners.join(format!("{:016x}", h.key)),
-                format!("{}\n", h.address),
-            )?;
+            fs::write(path, format!("{}\n", h.address))?;
         }
         Ok(())
     }

@@ -1,0 +1,154 @@
+//! Writes a realistic state directory for benchmarks: one private pool holding N allocations
+//! of VirtualMachine owners, the lowest N candidates, written straight into the layout.
+//!
+//! ```text
+//! cargo run --release --example gen_state -- DIR N [--pool vpc-main] [-n acme/prod] [--cidr 10.42.0.0/16]
+//! ```
+//!
+//! Only manifests are written, never the derived `.index/`: the first command run on the
+//! directory pays the index rebuild, as the first command after a `git clone` would, so a
+//! benchmark must warm up before it times. Allocation files are written without `fsync`
+//! (a benchmark fixture needs no durability); the pool goes through [`Store::create`].
+//! Owners and uids are a pure function of the allocation's index, so two runs with the
+//! same arguments write the same bytes.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use ipamctl::model::{
+    API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerRef, POOL_KIND, PoolKind,
+    PoolManifest, PoolName, PoolSpec, Uid, parse_net,
+};
+use ipamctl::pool::Candidates;
+use ipamctl::store::fs::FsStore;
+use ipamctl::store::{ObjectKind, Store};
+use ipamctl::yaml;
+
+/// Generate a benchmark state directory.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The state directory to create; must not exist or be empty.
+    dir: PathBuf,
+    /// How many allocations to write.
+    count: u64,
+    /// The pool's name.
+    #[arg(long, default_value = "vpc-main")]
+    pool: String,
+    /// The pool's namespace (it is a private pool).
+    #[arg(short, long, default_value = "acme/prod")]
+    namespace: String,
+    /// The pool's prefix.
+    #[arg(long, default_value = "10.42.0.0/16")]
+    cidr: String,
+}
+
+/// splitmix64: a tiny, seedable generator, so fixtures are reproducible without a dependency.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A version-4-shaped UUID derived from `seed`.
+fn uuid_from(seed: u64) -> Uid {
+    let mut state = seed;
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&splitmix64(&mut state).to_le_bytes());
+    bytes[8..].copy_from_slice(&splitmix64(&mut state).to_le_bytes());
+    let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
+    Uid::new(&uuid.to_string()).expect("a UUID is a valid uid")
+}
+
+fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::Ipv4Net) -> PoolManifest {
+    PoolManifest {
+        api_version: API_VERSION.into(),
+        kind: POOL_KIND.into(),
+        metadata: Metadata {
+            name: name.to_string(),
+            namespace: Some(ns.clone()),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            owner_refs: vec![OwnerRef {
+                kind: "VPC".into(),
+                uid: uuid_from(u64::MAX).to_string(),
+                name: None,
+                controller: Some(true),
+            }],
+        },
+        spec: PoolSpec {
+            cidr,
+            kind: PoolKind::Private,
+            gateway: None,
+            exclude: Vec::new(),
+            zone: None,
+        },
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let pool = PoolName::new(&args.pool)?;
+    let ns = Namespace::new(&args.namespace)?;
+    let cidr = parse_net(&args.cidr)?;
+    if fs::read_dir(&args.dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!(
+            "`{}` exists and is not empty; give a new directory",
+            args.dir.display()
+        ));
+    }
+    let manifest = pool_manifest(&pool, &ns, cidr);
+    let candidates = Candidates::of_pool(&manifest.spec);
+    if args.count > candidates.count() {
+        return Err(format!(
+            "pool {cidr} has {} candidates; cannot hold {} allocations",
+            candidates.count(),
+            args.count
+        ));
+    }
+
+    FsStore::init(&args.dir).map_err(|e| e.to_string())?;
+    let store = FsStore::open(&args.dir).map_err(|e| e.to_string())?;
+    store
+        .create(
+            ObjectKind::Pool,
+            Some(&ns),
+            pool.as_str(),
+            yaml::encode(&manifest).as_bytes(),
+        )
+        .map_err(|e| e.to_string())?;
+
+    let dir = args
+        .dir
+        .join(FsStore::relative_dir(ObjectKind::Allocation, Some(&ns)));
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let started = Instant::now();
+    for (i, address) in (0..args.count).zip(candidates.iter()) {
+        let owner = Owner::parse(&format!("VirtualMachine/vm-{i}/0"), Some(uuid_from(i)))?;
+        let allocation = AllocationManifest::new(&pool, Some(&ns), address, owner);
+        let path = dir.join(format!("{}.yaml", allocation.metadata.name));
+        fs::write(&path, yaml::encode(&allocation))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    eprintln!(
+        "wrote {} allocations of pool `{ns}/{pool}` ({cidr}) to {} in {:.1} s",
+        args.count,
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(&Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gen_state: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -39,7 +39,6 @@
 //! `allocate` grows with N only as fast as listing the directory does. The stamp is the
 //! file's inode, so a file replaced by git under the same name is read again.
 
-use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -386,13 +385,17 @@ fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    let taken: HashSet<Ipv4Addr> = pool_entries(entries, &pool.name).map(|(a, _)| a).collect();
+    // Cutting the taken addresses out of the candidate spans (one sort) is several times
+    // cheaper than hashing every one of them into a set.
+    let free = candidates
+        .clone()
+        .without(pool_entries(entries, &pool.name).map(|(a, _)| a));
     if let Some(addr) = req.address
-        && taken.contains(&addr)
+        && !free.contains(addr)
     {
         return Err(held_by_other(store, req, addr));
     }
-    for addr in candidates.iter().filter(|a| !taken.contains(a)) {
+    for addr in free.iter() {
         let manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
         if req.dry_run {
             return Ok(Some(Allocated::WouldCreate(manifest)));

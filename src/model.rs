@@ -635,17 +635,28 @@ pub fn allocation_name(pool: &PoolName, address: Ipv4Addr) -> String {
 /// Splits an allocation name into pool and address: the last four `-`-separated groups are
 /// the address, so the split is unique. `None` when the name is not of that form.
 pub fn parse_allocation_name(name: &str) -> Option<(&str, Ipv4Addr)> {
-    let mut groups = name.rsplitn(5, '-');
+    // Byte-wise from the end: every command parses every listed name, so this is hot.
+    let bytes = name.as_bytes();
+    let mut end = bytes.len();
     let mut octets = [0u8; 4];
     for octet in octets.iter_mut().rev() {
-        let group = groups.next()?;
-        if group.is_empty() || group.len() > 3 || (group.len() > 1 && group.starts_with('0')) {
+        let dash = bytes[..end].iter().rposition(|&b| b == b'-')?;
+        let group = &bytes[dash + 1..end];
+        if group.is_empty() || group.len() > 3 || (group.len() > 1 && group[0] == b'0') {
             return None;
         }
-        *octet = group.parse().ok()?;
+        let mut value: u16 = 0;
+        for &b in group {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            value = value * 10 + u16::from(b - b'0');
+        }
+        *octet = u8::try_from(value).ok()?;
+        end = dash;
     }
-    let pool = groups.next().filter(|p| !p.is_empty())?;
-    Some((pool, Ipv4Addr::from(octets)))
+    let pool = &name[..end];
+    (!pool.is_empty()).then_some((pool, Ipv4Addr::from(octets)))
 }
 
 impl AllocationManifest {

@@ -179,7 +179,10 @@ fn fixture() -> Fixture {
     fs::create_dir_all(&alloc_dir).expect("allocations dir");
     let addrs = first_candidates(TAKEN);
     write_allocations(&alloc_dir, &pool, &ns, &addrs);
-    // Build the index the way a look-up would have: one fact per listed file.
+    // Build the index the way a look-up would have: one fact per listed file, and a root
+    // saying they are complete for the directory as it was before the listing.
+    fs::create_dir_all(alloc_dir.join(".index")).expect("index dir");
+    let version = store.index_load(Some(&ns), &pool).version;
     let first = u32::from(addrs[0]);
     let facts: Vec<IndexEntry> = store
         .list(ObjectKind::Allocation, Some(&ns))
@@ -198,7 +201,11 @@ fn fixture() -> Fixture {
         .iter()
         .find(|f| f.address == addrs[HELD as usize])
         .expect("the held owner's allocation was listed");
-    store.index_record(Some(&ns), &pool, &facts, Some(held));
+    store.index_record(Some(&ns), &pool, &facts, Some(held), version);
+    assert!(
+        store.index_load(Some(&ns), &pool).trusted,
+        "the fixture's index is trusted"
+    );
     Fixture {
         _dir: dir,
         store,

@@ -26,19 +26,31 @@
 //!
 //! The allocation files are the only truth. The index (`.index/` in each allocations
 //! directory, git-ignored) is a cache with two parts: a per-owner hint (owner key →
-//! address) and a log of `address stamp key` facts. A look-up for owner O:
+//! address) and a journal of facts (which inode of which allocation is whose) together
+//! with the directory states for which those facts are complete (see
+//! [`crate::store::journal`]). A look-up for owner O:
 //! 1. *Hint:* read O's hint, then read that one allocation file; if it names O, done.
 //!    Two small reads, whatever the pool's size: this is the idempotent path.
-//! 2. *Listing:* otherwise list the allocation names (no file reads) and load the log.
-//!    An allocation whose stamp matches the log's is known, and is read only if the log
-//!    says its owner key is O's. Every other allocation (written by a crashed process,
-//!    arriving by `git pull`, edited by hand) is read, and what is learnt is appended to
-//!    the log, so the next look-up does not read it again.
+//! 2. *Listing:* otherwise load the journal and list the allocation names (no file reads).
+//!    If every change of the directory since the pool was last read in full was made and
+//!    logged by ipamctl, an allocation whose inode matches its fact is known, and is read
+//!    only if the fact says its owner is O. Any allocation without a matching fact is read.
+//!    If some change was not logged (a `git pull`, a hand edit, a process killed between
+//!    its claim and its journal line), no fact is trusted: every file of the pool is read,
+//!    what is learnt is logged, and the journal vouches for the directory again.
 //!
 //! Step 2 costs one directory listing plus the few unknown files, so a new owner's
-//! `allocate` grows with N only as fast as listing the directory does. The stamp is the
-//! file's inode, so a file replaced by git under the same name is read again.
+//! `allocate` grows with N only as fast as listing the directory does. Inode numbers alone
+//! would not do: filesystems hand a freed number to the next new file, so a file replaced
+//! under the same name can carry the old number; the journal's chain of logged changes is
+//! what rules that out.
+//!
+//! What the journal cannot see: a file rewritten *in place* (which does not change the
+//! directory) and an outside change landing in the same clock tick as an ipamctl write to
+//! the same directory. Neither is something git or ipamctl does; `ipamctl check` reports
+//! the duplicate owner either could cause.
 
+use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -49,7 +61,7 @@ use crate::model::{
     parse_allocation_name,
 };
 use crate::pool::Candidates;
-use crate::store::{Entry, IndexEntry, LockMode, ObjectKind, Store};
+use crate::store::{Entry, IndexEntry, IndexView, LockMode, ObjectKind, Store};
 use crate::yaml;
 
 /// Which pool, in which scope (`None` = cluster-scoped).
@@ -216,12 +228,17 @@ fn find_owner(
     {
         return Ok((Some(m), None));
     }
+    let index = load_index(store, pool);
     let entries = store.list(ObjectKind::Allocation, ns)?;
-    let index = store.index_load(ns, &pool.name);
     let mut learnt = Vec::new();
     let mut found = None;
+    let mut listed = HashSet::new();
     for (addr, entry) in pool_entries(&entries, &pool.name) {
-        let known = index.get(&addr).filter(|(stamp, _)| *stamp == entry.stamp);
+        listed.insert(addr);
+        let known = index
+            .facts
+            .get(&addr)
+            .filter(|(stamp, _)| index.trusted && *stamp == entry.stamp);
         if known.is_some_and(|&(_, k)| k != key) {
             continue;
         }
@@ -253,9 +270,46 @@ fn find_owner(
         }
     }
     if record {
-        store.index_record(ns, &pool.name, &learnt, found.as_ref().map(|(_, e)| *e));
+        // After reading every file: forget what the index knew of files that are gone, and
+        // record that the pool's facts are complete for the version seen before the listing.
+        let verified = (!index.trusted).then_some(index.version).flatten();
+        if verified.is_some() {
+            learnt.extend(
+                index
+                    .facts
+                    .keys()
+                    .filter(|a| !listed.contains(*a))
+                    .map(|&address| IndexEntry {
+                        address,
+                        stamp: 0,
+                        key: 0,
+                    }),
+            );
+        }
+        store.index_record(
+            ns,
+            &pool.name,
+            &learnt,
+            found.as_ref().map(|(_, e)| *e),
+            verified,
+        );
     }
     Ok((found.map(|(m, _)| m), Some(entries)))
+}
+
+/// Loads the owner index. An untrusted index may be a writer caught between its change and
+/// its journal line (microseconds); a short wait saves reading every file for that.
+fn load_index(store: &dyn Store, pool: &PoolRef) -> IndexView {
+    let ns = pool.namespace.as_ref();
+    let mut index = store.index_load(ns, &pool.name);
+    for _ in 0..3 {
+        if index.trusted || index.version.is_none() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        index = store.index_load(ns, &pool.name);
+    }
+    index
 }
 
 /// Checks a held allocation against the request's constraints (exit 4 if it breaks one).
@@ -414,7 +468,7 @@ fn claim(
                     stamp,
                     key: req.owner.key(),
                 };
-                store.index_record(ns, &pool.name, &[fact], Some(fact));
+                store.index_record(ns, &pool.name, &[fact], Some(fact), None);
                 return Ok(Some(Allocated::Created(manifest)));
             }
             None if req.address.is_some() => return Err(held_by_other(store, req, addr)),

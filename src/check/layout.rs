@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use super::{Finding, Leftover, Severity};
 use crate::model::{Namespace, PoolName};
-use crate::store::fs::{FsStore, GITIGNORE, INDEX_DIR, MARKER, TMP_PREFIX};
+use crate::store::fs::{FsStore, GITIGNORE, INDEX_DIR, JOURNAL, MARKER, TMP_PREFIX};
 
 const GITIGNORE_FILE: &str = ".gitignore";
 const POOLS_DIR: &str = "ipampools";
@@ -346,8 +346,12 @@ impl Walker {
     fn index(&mut self, dir: &Item) {
         for item in self.entries(&dir.path, &dir.rel) {
             let name = item.name.as_str();
+            if item.kind == Kind::File && name.starts_with(TMP_PREFIX) {
+                self.leftover(&item);
+                continue;
+            }
             let known = match item.kind {
-                Kind::File => is_owner_lock(name) || pool_of(name, ".log").is_some(),
+                Kind::File => name == JOURNAL || is_owner_lock(name),
                 Kind::Dir => pool_of(name, ".owners").is_some(),
                 Kind::Symlink | Kind::Other => false,
             };
@@ -423,7 +427,7 @@ mod tests {
         assert!(is_owner_lock("vpc-main.lock-07"));
         assert!(!is_owner_lock("vpc-main.lock-7"));
         assert!(!is_owner_lock(".lock-07"));
-        assert_eq!(pool_of("vpc-main.log", ".log"), Some("vpc-main"));
-        assert_eq!(pool_of("vpc-main.owners", ".log"), None);
+        assert_eq!(pool_of("vpc-main.owners", ".owners"), Some("vpc-main"));
+        assert_eq!(pool_of("vpc-main.log", ".owners"), None);
     }
 }

@@ -6,6 +6,7 @@
 //! that [`crate::alloc`] builds its protocol on.
 
 pub mod fs;
+pub mod journal;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -59,12 +60,30 @@ pub type LockGuard = Box<dyn Any>;
 /// allocation the index last saw under that address.
 pub type IndexMap = HashMap<Ipv4Addr, (u64, u64)>;
 
+/// A state of an allocations directory, as the store can observe it cheaply (for the
+/// filesystem: the directory's change time in nanoseconds). Any change of the directory's
+/// entries gives a new version.
+pub type Version = i128;
+
+/// What the owner index knows of one pool, and whether that knowledge can be trusted.
+#[derive(Debug, Default)]
+pub struct IndexView {
+    /// Address → (stamp, owner key) of the allocations the index knows.
+    pub facts: IndexMap,
+    /// The directory's version when the index was loaded; `None` if it has no directory.
+    pub version: Option<Version>,
+    /// True when every change of the directory since the pool was last read in full was
+    /// logged by ipamctl: then an allocation whose stamp matches its fact need not be read.
+    /// False after a `git pull`, a hand edit or a crash: every file must be read.
+    pub trusted: bool,
+}
+
 /// One fact for the owner index: `address` (with `stamp`) is held by the owner with `key`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
     /// The allocated address.
     pub address: Ipv4Addr,
-    /// The allocation's stamp when the owner was read.
+    /// The allocation's stamp when the owner was read; 0 records that it is gone.
     pub stamp: u64,
     /// [`crate::model::Owner::key`] of the holder.
     pub key: u64,
@@ -127,16 +146,19 @@ pub trait Store {
     /// The address the index last recorded for an owner key; a hint that must be verified.
     fn index_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<Ipv4Addr>;
 
-    /// Loads what the index knows about every address of the pool.
-    fn index_load(&self, ns: Option<&Namespace>, pool: &PoolName) -> IndexMap;
+    /// Loads what the index knows about every address of the pool, and whether it can be
+    /// trusted for the directory as it is now.
+    fn index_load(&self, ns: Option<&Namespace>, pool: &PoolName) -> IndexView;
 
     /// Records facts in the index (best effort: the index is derived and may always be lost).
-    /// `hint`, if given, also becomes the owner-key hint for its owner.
+    /// `hint`, if given, also becomes the owner-key hint for its owner. `verified`, if given,
+    /// says every file of the pool was just read, with the directory at that version.
     fn index_record(
         &self,
         ns: Option<&Namespace>,
         pool: &PoolName,
         entries: &[IndexEntry],
         hint: Option<IndexEntry>,
+        verified: Option<Version>,
     );
 }

@@ -212,14 +212,14 @@ fn warn_unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &
 }
 
 /// Finds the allocation `owner` holds in `pool`, if any. The caller holds the owner's lock
-/// (or accepts a racy answer, as `--dry-run` does). Returns the listing when it had to make
-/// one, so the caller need not list again.
+/// (or accepts a racy answer, as `--dry-run` does). Returns the pool's taken addresses when
+/// it had to list them, so the caller need not list again.
 fn find_owner(
     store: &dyn Store,
     pool: &PoolRef,
     owner: &Owner,
     record: bool,
-) -> Result<(Option<AllocationManifest>, Option<Vec<Entry>>)> {
+) -> Result<(Option<AllocationManifest>, Option<Vec<Ipv4Addr>>)> {
     let ns = pool.namespace.as_ref();
     let key = owner.key();
     if let Some(addr) = store.index_hint(ns, &pool.name, key)
@@ -232,9 +232,9 @@ fn find_owner(
     let entries = store.list(ObjectKind::Allocation, ns)?;
     let mut learnt = Vec::new();
     let mut found = None;
-    let mut listed = HashSet::new();
+    let mut taken = Vec::new();
     for (addr, entry) in pool_entries(&entries, &pool.name) {
-        listed.insert(addr);
+        taken.push(addr);
         let known = index
             .facts
             .get(&addr)
@@ -274,6 +274,7 @@ fn find_owner(
         // record that the pool's facts are complete for the version seen before the listing.
         let verified = (!index.trusted).then_some(index.version).flatten();
         if verified.is_some() {
+            let listed: HashSet<Ipv4Addr> = taken.iter().copied().collect();
             learnt.extend(
                 index
                     .facts
@@ -294,7 +295,7 @@ fn find_owner(
             verified,
         );
     }
-    Ok((found.map(|(m, _)| m), Some(entries)))
+    Ok((found.map(|(m, _)| m), Some(taken)))
 }
 
 /// Loads the owner index. An untrusted index may be a writer caught between its change and
@@ -413,9 +414,9 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
         check_held(&held, req)?;
         return Ok(Allocated::Existing(held));
     }
-    let entries = entries.expect("find_owner lists when the owner holds nothing");
+    let taken = entries.expect("find_owner lists when the owner holds nothing");
     let range = candidates.describe();
-    match claim(store, req, &candidates, &entries)? {
+    match claim(store, req, &candidates, &taken)? {
         Some(allocated) => Ok(allocated),
         None => Err(Error::Exhausted {
             what: format!("pool `{}`", req.pool),
@@ -435,15 +436,13 @@ fn claim(
     store: &dyn Store,
     req: &Request,
     candidates: &Candidates,
-    entries: &[Entry],
+    taken: &[Ipv4Addr],
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
     // Cutting the taken addresses out of the candidate spans (one sort) is several times
     // cheaper than hashing every one of them into a set.
-    let free = candidates
-        .clone()
-        .without(pool_entries(entries, &pool.name).map(|(a, _)| a));
+    let free = candidates.clone().without(taken.iter().copied());
     if let Some(addr) = req.address
         && !free.contains(addr)
     {

@@ -612,10 +612,12 @@ impl Store for FsStore {
             .journal_path(ns)
             .and_then(|path| fs::read_to_string(&path).map_err(|e| Error::io(path, e)))
             .unwrap_or_default();
-        let mut journal = Journal::parse(&text);
+        let mut journal = Journal::parse_for(&text, Some(pool.as_str()));
         let trusted = journal.trusted(pool.as_str(), version);
-        if journal.lines > 2 * journal.fact_count() + COMPACT_SLACK {
-            self.compact(ns, &journal, version);
+        // Every change adds an edge (and a fact or a deletion): rewrite once the history
+        // outweighs the pool, so the cost of a rewrite is spread over as many changes.
+        if journal.edge_lines > COMPACT_SLACK.max(journal.fact_lines / 2) {
+            self.compact(ns, &Journal::parse(&text), version);
         }
         IndexView {
             facts: journal.facts(pool.as_str()),
@@ -637,7 +639,7 @@ impl Store for FsStore {
     }
 }
 
-/// Journal lines beyond twice its facts that trigger a rewrite.
+/// Logged changes below which the journal is never rewritten.
 const COMPACT_SLACK: usize = 4096;
 
 impl FsStore {

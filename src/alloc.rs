@@ -162,6 +162,15 @@ pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
     yaml::decode_pool(text).map_err(|e| Error::invalid(location, e))
 }
 
+/// The pool's manifest and the addresses its allocations hold, from one directory listing
+/// (no allocation file is read). Takes no lock: for explaining a dry run, not for claiming.
+pub fn pool_state(store: &dyn Store, pool: &PoolRef) -> Result<(PoolManifest, Vec<Ipv4Addr>)> {
+    let spec = load_pool(store, pool)?;
+    let entries = store.list(ObjectKind::Allocation, pool.namespace.as_ref())?;
+    let taken = pool_entries(&entries, &pool.name).map(|(a, _)| a).collect();
+    Ok((spec, taken))
+}
+
 /// The `NotFound` error for `pool`, with a hint if the name exists in another scope.
 pub fn pool_not_found(store: &dyn Store, pool: &PoolRef) -> Error {
     let elsewhere: Vec<String> = store

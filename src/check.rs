@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::model::AllocationManifest;
+use crate::parallel::parallel_map;
 use crate::store::fs::TMP_PREFIX;
 use crate::yaml::{self, MAX_MANIFEST_BYTES};
 
@@ -305,31 +306,6 @@ fn read_all<T: Send>(
         read.push(Decoded { file, manifest });
     }
     read
-}
-
-/// `items.iter().map(f).collect()`, spread over the machine's cores: decoding YAML is what
-/// a check of a large state directory spends its time on, and files decode independently.
-fn parallel_map<I: Sync, O: Send>(items: &[I], f: impl Fn(&I) -> O + Sync) -> Vec<O> {
-    const MIN_CHUNK: usize = 256;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    let chunk = items.len().div_ceil(threads).max(MIN_CHUNK);
-    if items.len() <= chunk {
-        return items.iter().map(f).collect();
-    }
-    let f = &f;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<O>>()))
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| {
-                w.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
 }
 
 fn error(path: &str, message: impl Into<String>) -> Finding {

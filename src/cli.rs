@@ -52,8 +52,21 @@ pub struct GlobalArgs {
     )]
     pub state_dir: Option<PathBuf>,
 
-    /// Output format. `allocate` prints the address alone unless json or yaml is asked for.
-    #[arg(short, long, global = true, value_enum, value_name = "FORMAT")]
+    /// Output format. `allocate` prints the address alone unless json or yaml is asked for;
+    /// svg is the image of `pool show --map`, and nothing else draws it.
+    #[arg(
+        short = 'o',
+        long = "output",
+        id = "output",
+        global = true,
+        value_enum,
+        value_name = "FORMAT"
+    )]
+    pub format: Option<FormatArg>,
+
+    /// `--output` as the commands that render data see it: the same, or `None` for svg, which
+    /// only `pool show --map` (reading [`GlobalArgs::format`]) accepts. Set before dispatch.
+    #[arg(skip)]
     pub output: Option<OutputFormat>,
 
     /// The namespace of the pool or allocations (omit for cluster-scoped public pools).
@@ -65,7 +78,20 @@ pub struct GlobalArgs {
     pub all_namespaces: bool,
 }
 
-/// `-o` values.
+/// `-o` values, as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// A human-readable table.
+    Table,
+    /// JSON, for `jq`.
+    Json,
+    /// YAML manifests, as stored.
+    Yaml,
+    /// An SVG image (`pool show --map` only).
+    Svg,
+}
+
+/// The data formats every command renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     /// A human-readable table.
@@ -137,6 +163,13 @@ pub enum Command {
     /// error (warnings allowed), 1 when there is one: run it on every pull request of the
     /// repository that holds the state directory. Nothing is written, unless `--fix`.
     Check(CheckArgs),
+    /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation).
+    ///
+    /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ...}`; with
+    /// one, that schema alone, as committed under `schema/` (`schema/ipampool.json`,
+    /// `schema/ipallocation.json`). Point an editor at them to validate manifests as they are
+    /// typed: `# yaml-language-server: $schema=<path or URL of schema/ipampool.json>`.
+    Schema(SchemaArgs),
     /// Print a shell completion script.
     ///
     /// For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`.
@@ -194,6 +227,13 @@ pub struct AllocateArgs {
     /// Print what would be allocated; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// With `--dry-run`: explain on stderr why the address is the one chosen, listing each
+    /// lower address and why it is skipped (network or broadcast, outside `--within`,
+    /// gateway, excluded, reserved, or taken and by whom), at most 20 lines and a count of
+    /// the rest. Stdout still gets the address alone.
+    #[arg(long, requires = "dry_run", conflicts_with = "zone")]
+    pub explain: bool,
 }
 
 /// `ipamctl release`.
@@ -239,8 +279,18 @@ pub struct ListArgs {
 pub enum PoolCommand {
     /// List pools with their usage: candidates, allocated, free, percent used.
     List,
-    /// Show one pool, its usage and its free addresses as compact ranges.
-    Show(PoolArg),
+    /// Show one pool, its usage and its free addresses as compact ranges; or, with `--map`,
+    /// draw it.
+    ///
+    /// `--map` draws one cell per address, 32 to a row (16 for a /28 or smaller), each row
+    /// labelled with its first address and a blank line between /24s: `#` allocated, `.`
+    /// free, `G` gateway, `x` excluded, `-` network or broadcast (of the pool, or of
+    /// `--within`). A prefix larger than a /22 is drawn one cell per /24 (a blank line
+    /// between /16s), shaded by the share of its candidates allocated: `.` none, `:` up to
+    /// 25%, `+` up to 50%, `*` up to 75%, `%` more, `#` full, `x` no candidates. Views up
+    /// to a /12 are drawn. A legend with counts and the usage figures follow. `-o svg`
+    /// writes the same map as an SVG document, each cell of class `cell KIND`.
+    Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
     Delete(PoolArg),
 }
@@ -313,6 +363,36 @@ pub struct PoolArg {
     pub pool: String,
 }
 
+/// `ipamctl pool show`.
+#[derive(Debug, Args)]
+pub struct PoolShowArgs {
+    /// The pool.
+    pub pool: String,
+
+    /// Draw the pool as an address map (text, or an image with `-o svg`).
+    #[arg(long)]
+    pub map: bool,
+
+    /// Draw only this subnet of the pool (its network and broadcast are marked as such).
+    #[arg(long, value_name = "CIDR", requires = "map")]
+    pub within: Option<String>,
+
+    /// Colour the map: `auto` when stdout is a terminal and `NO_COLOR` is unset or empty.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// `--color` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stdout is a terminal and `NO_COLOR` is not set.
+    Auto,
+    /// Always colour, even into a pipe or with `NO_COLOR` set.
+    Always,
+    /// Never colour.
+    Never,
+}
+
 /// `ipamctl check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -320,6 +400,23 @@ pub struct CheckArgs {
     /// `removed PATH` to stderr for each. Never a manifest, a lock file or the index.
     #[arg(long)]
     pub fix: bool,
+}
+
+/// `ipamctl schema`.
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Only this manifest kind's schema.
+    #[arg(value_enum)]
+    pub kind: Option<SchemaKind>,
+}
+
+/// The manifest kinds with a schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaKind {
+    /// `IPAMPool`.
+    Ipampool,
+    /// `IPAllocation`.
+    Ipallocation,
 }
 
 /// `ipamctl completions`.

@@ -22,10 +22,14 @@ pub mod cli;
 pub mod cmd;
 pub mod docs;
 pub mod error;
+pub mod explain;
+pub mod map;
 pub mod model;
 pub mod output;
+mod parallel;
 pub mod pool;
 pub mod reconcile;
+pub mod schema;
 pub mod store;
 pub mod yaml;
 

@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 use ipnet::Ipv4Net;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The only `apiVersion` ipamctl reads and writes.
@@ -144,7 +145,9 @@ string_newtype!(
 );
 
 /// What kind of thing holds an address, and so which rule its name follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum OwnerKind {
     /// A VM's NIC: name `<hostname>/<nic index>`, e.g. `web-01/0`.
     VirtualMachine,
@@ -375,7 +378,7 @@ impl OwnerFilter {
 }
 
 /// `public` (cluster-scoped, operator-made) or `private` (a VPC's range, namespaced).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PoolKind {
     /// Cluster-scoped; floating IPs and router uplinks come from it.
@@ -517,7 +520,7 @@ mod serde_ipv4 {
 }
 
 /// A reference to an owning object, as Kubernetes writes it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OwnerRef {
     /// The owner's kind, e.g. `VPC`.
@@ -534,7 +537,7 @@ pub struct OwnerRef {
 
 /// `metadata` of both manifests. All listed fields are kept on read and write; others are
 /// refused rather than silently dropped.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Metadata {
     /// The object's name (a pool name, or `<pool>-<a-b-c-d>` for an allocation).
@@ -554,11 +557,12 @@ pub struct Metadata {
 }
 
 /// `spec` of an `IPAMPool`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoolSpec {
     /// The pool's prefix (no host bits).
     #[serde(with = "serde_ipv4::net")]
+    #[schemars(schema_with = "crate::schema::cidr")]
     pub cidr: Ipv4Net,
     /// `public` or `private`.
     pub kind: PoolKind,
@@ -568,51 +572,72 @@ pub struct PoolSpec {
         skip_serializing_if = "Option::is_none",
         with = "serde_ipv4::opt_addr"
     )]
+    #[schemars(with = "Option<Ipv4Addr>")]
     pub gateway: Option<Ipv4Addr>,
     /// Addresses or prefixes never handed out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<Exclude>,
-    /// Where a public pool is routable.
+    /// Where a public pool is routable (an RFC 1123 label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::optional_label")]
     pub zone: Option<String>,
 }
 
 /// An `IPAMPool` manifest.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PoolManifest {
     /// Always [`API_VERSION`].
+    #[schemars(
+        schema_with = "crate::schema::api_version",
+        description = "Always `pivirt.hu/v1`."
+    )]
     pub api_version: String,
     /// Always [`POOL_KIND`].
+    #[schemars(
+        schema_with = "crate::schema::pool_kind",
+        description = "Always `IPAMPool`."
+    )]
     pub kind: String,
     /// Name, namespace, labels…
+    #[schemars(schema_with = "crate::schema::pool_metadata")]
     pub metadata: Metadata,
     /// The pool itself.
     pub spec: PoolSpec,
 }
 
 /// `spec` of an `IPAllocation`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AllocationSpec {
     /// The pool the address comes from.
     pub pool: PoolName,
     /// The address held.
     #[serde(with = "serde_ipv4::addr")]
+    #[schemars(with = "Ipv4Addr")]
     pub address: Ipv4Addr,
     /// Who holds it.
     pub owner: Owner,
 }
 
 /// An `IPAllocation` manifest. Only ipamctl writes these.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AllocationManifest {
     /// Always [`API_VERSION`].
+    #[schemars(
+        schema_with = "crate::schema::api_version",
+        description = "Always `pivirt.hu/v1`."
+    )]
     pub api_version: String,
     /// Always [`ALLOCATION_KIND`].
+    #[schemars(
+        schema_with = "crate::schema::allocation_kind",
+        description = "Always `IPAllocation`."
+    )]
     pub kind: String,
     /// Name `<pool>-<a-b-c-d>`, the pool's namespace, the managed-by label.
+    #[schemars(schema_with = "crate::schema::allocation_metadata")]
     pub metadata: Metadata,
     /// Pool, address, owner.
     pub spec: AllocationSpec,

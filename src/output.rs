@@ -6,6 +6,7 @@ use comfy_table::presets::NOTHING;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 use serde::Serialize;
 
+use crate::cli::ColorChoice;
 use crate::error::{Error, Result};
 
 /// Where command output goes; errors writing it (a closed pipe) carry this name.
@@ -57,7 +58,40 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> String {
     text
 }
 
+/// Whether to colour output: `always` and `never` say so; `auto` colours a terminal
+/// (`is_terminal`) unless `NO_COLOR` is set to anything but the empty string, as
+/// <https://no-color.org> asks. An explicit `--color always` overrides `NO_COLOR`.
+pub fn use_colour(
+    choice: ColorChoice,
+    is_terminal: bool,
+    no_color: Option<&std::ffi::OsStr>,
+) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => is_terminal && no_color.is_none_or(|v| v.is_empty()),
+    }
+}
+
 /// `-` for an absent value in a table cell.
 pub fn or_dash(value: Option<impl ToString>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        let set = Some(OsStr::new("1"));
+        let empty = Some(OsStr::new(""));
+        assert!(use_colour(ColorChoice::Auto, true, None));
+        assert!(use_colour(ColorChoice::Auto, true, empty));
+        assert!(!use_colour(ColorChoice::Auto, true, set));
+        assert!(!use_colour(ColorChoice::Auto, false, None));
+        assert!(use_colour(ColorChoice::Always, false, set));
+        assert!(!use_colour(ColorChoice::Never, true, None));
+    }
 }

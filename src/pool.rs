@@ -173,7 +173,23 @@ pub struct Usage {
 impl Usage {
     /// The usage of a pool whose allocations hold `taken`.
     pub fn of(spec: &PoolSpec, taken: &[Ipv4Addr]) -> Usage {
-        let candidates = Candidates::of_pool(spec);
+        Usage::count(&Candidates::of_pool(spec), taken)
+    }
+
+    /// The usage of the `within` subnet of a pool whose allocations hold `taken`: its
+    /// candidates as `allocate --within` sees them, the allocations inside it.
+    pub fn within(spec: &PoolSpec, within: Ipv4Net, taken: &[Ipv4Addr]) -> Usage {
+        let inside: Vec<Ipv4Addr> = taken
+            .iter()
+            .copied()
+            .filter(|a| within.contains(a))
+            .collect();
+        Usage::count(&Candidates::of_pool(spec).within(within), &inside)
+    }
+
+    /// `taken` are all allocations of the range; only those that are `candidates` count
+    /// against `free`.
+    fn count(candidates: &Candidates, taken: &[Ipv4Addr]) -> Usage {
         let total = candidates.count();
         let held = taken.iter().filter(|a| candidates.contains(**a)).count() as u64;
         let percent_used = if total == 0 {

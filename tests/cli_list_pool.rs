@@ -93,6 +93,64 @@ fn list_json_is_an_array_of_the_manifests_as_in_the_files() {
 }
 
 #[test]
+fn list_of_many_files_is_sorted_and_warns_once_per_broken_file() {
+    // Enough files that `list` reads them on several threads.
+    let test = Test::new("populated");
+    let dir = "namespaces/acme/prod/ipallocations";
+    let pool = ipamctl::model::PoolName::new("vpc-main").expect("valid");
+    let ns = ipamctl::model::Namespace::new("acme/prod").expect("valid");
+    for i in 0..700u32 {
+        let address = std::net::Ipv4Addr::from(0x0a2a_0200 + i);
+        let owner = ipamctl::model::Owner::parse(&format!("FloatingIP/fip-{i}"), None)
+            .expect("valid owner");
+        let m = ipamctl::model::AllocationManifest::new(&pool, Some(&ns), address, owner);
+        let name = ipamctl::model::allocation_name(&pool, address);
+        test.write(&format!("{dir}/{name}.yaml"), &ipamctl::yaml::encode(&m));
+    }
+    // Written by hand (comment, unquoted address): the YAML library reads it.
+    let by_hand = test
+        .read(&format!("{dir}/vpc-main-10-42-1-7.yaml"))
+        .replace("\"10.42.1.7\"", "10.42.1.7 # by hand");
+    test.write(&format!("{dir}/vpc-main-10-42-1-7.yaml"), &by_hand);
+    test.write(&format!("{dir}/vpc-main-10-42-5-5.yaml"), "spec: [\n");
+
+    let ran = test
+        .args([
+            "list",
+            "-o",
+            "json",
+            "-n",
+            "acme/prod",
+            "--pool",
+            "vpc-main",
+        ])
+        .run();
+    let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
+    let addresses: Vec<std::net::Ipv4Addr> = value
+        .as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|m| {
+            m["spec"]["address"]
+                .as_str()
+                .expect("an address")
+                .parse()
+                .expect("IPv4")
+        })
+        .collect();
+    assert_eq!(addresses.len(), 4 + 700);
+    assert!(addresses.is_sorted(), "not in address order");
+    assert!(addresses.contains(&"10.42.1.7".parse().expect("IPv4")));
+    let warnings: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(warnings.len(), 1, "{}", ran.stderr);
+    assert!(
+        warnings[0].starts_with(&format!("warning: {dir}/vpc-main-10-42-5-5.yaml: ")),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
 fn list_yaml_is_a_stream_of_the_files_in_list_order() {
     let ran = Test::new("populated").args(["list", "-o", "yaml"]).run();
     let order = [

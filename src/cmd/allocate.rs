@@ -5,9 +5,9 @@ use std::io::Write;
 use crate::alloc::{self, Allocated, Request};
 use crate::cli::{AllocateArgs, GlobalArgs, OutputFormat};
 use crate::error::{Error, Result};
-use crate::model::Owner;
+use crate::model::{Owner, allocation_name};
 use crate::store::Store;
-use crate::{output, yaml};
+use crate::{explain, output, yaml};
 
 pub fn run(
     store: &dyn Store,
@@ -21,7 +21,14 @@ pub fn run(
     )?;
     let allocated = match (&args.zone, &args.pool) {
         (Some(zone), None) => alloc::allocate_zone(store, zone, &owner, args.dry_run)?,
-        (None, Some(pool)) => alloc::allocate(store, &request(g, args, pool, owner)?)?,
+        (None, Some(pool)) => {
+            let req = request(g, args, pool, owner)?;
+            let allocated = alloc::allocate(store, &req);
+            if args.explain {
+                explain(store, &req, &allocated)?;
+            }
+            allocated?
+        }
         _ => return Err(Error::usage("allocate takes either POOL or `--zone ZONE`")),
     };
     render(&allocated, args.dry_run, g, out)
@@ -48,6 +55,59 @@ fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Res
             .transpose()?,
         dry_run: args.dry_run,
     })
+}
+
+/// `--explain`: why the dry run's address is the one (on stderr). An exhausted pool is
+/// explained too, before its error is reported.
+fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> Result<()> {
+    let chosen = match allocated {
+        Ok(Allocated::Existing(m)) => {
+            eprintln!(
+                "explain: `{}` already holds {} in pool `{}`; an owner gets its address back, so no candidate is considered",
+                m.spec.owner, m.spec.address, req.pool
+            );
+            return Ok(());
+        }
+        Ok(Allocated::Created(m) | Allocated::WouldCreate(m)) => Some(m.spec.address),
+        Err(Error::Exhausted { .. }) => None,
+        Err(_) => return Ok(()),
+    };
+    if let (Some(addr), Some(_)) = (req.address, chosen) {
+        eprintln!("explain: `--address` asks for {addr} alone, and nobody holds it");
+        return Ok(());
+    }
+    let (pool, taken) = alloc::pool_state(store, &req.pool)?;
+    let within = req
+        .within
+        .map(|w| format!(", within {w}"))
+        .unwrap_or_default();
+    eprintln!(
+        "explain: pool `{}` ({}{within}), lowest address first:",
+        req.pool, pool.spec.cidr
+    );
+    let input = explain::Request {
+        spec: &pool.spec,
+        within: req.within,
+        reserved: &req.reserved,
+        taken: &taken,
+    };
+    let explanation = explain::explain(&input, chosen, explain::DEFAULT_CAP);
+    let ns = req.pool.namespace.as_ref();
+    // Only the taken addresses on the lines shown are read: at most the cap's number of files.
+    let mut holder =
+        |addr| match alloc::read_allocation(store, ns, &allocation_name(&req.pool.name, addr)) {
+            Ok(Some((Ok(m), _))) => match m.spec.owner.uid() {
+                Some(uid) => format!("`{}` (uid {uid})", m.spec.owner),
+                None => format!("`{}`", m.spec.owner),
+            },
+            Ok(Some((Err(_), _))) => "an allocation file that does not parse".to_owned(),
+            Ok(None) => "an allocation released since".to_owned(),
+            Err(e) => format!("an allocation that cannot be read ({e})"),
+        };
+    for line in explanation.render(&mut holder) {
+        eprintln!("{line}");
+    }
+    Ok(())
 }
 
 fn render(allocated: &Allocated, dry_run: bool, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {

@@ -6,12 +6,17 @@ use crate::alloc;
 use crate::cli::{GlobalArgs, ListArgs, OutputFormat};
 use crate::error::Result;
 use crate::model::{AllocationManifest, PoolName, parse_allocation_name};
+use crate::parallel::parallel_map;
 use crate::store::{ObjectKind, Store};
 use crate::{output, yaml};
 
 /// Reads every allocation of the selected scopes that passes the filters, sorted.
+///
+/// Only files whose name matches `--pool` and `--address` are read, spread over the cores
+/// (reading and decoding thousands of small files is all this command does); warnings about
+/// broken files come in listing order, as from a single thread.
 pub fn collect(
-    store: &dyn Store,
+    store: &(dyn Store + Sync),
     g: &GlobalArgs,
     args: &ListArgs,
 ) -> Result<Vec<AllocationManifest>> {
@@ -28,21 +33,25 @@ pub fn collect(
         .transpose()?;
     let mut found = Vec::new();
     for ns in super::scopes(store, g)? {
-        for entry in store.list(ObjectKind::Allocation, ns.as_ref())? {
-            // Filter on the name first: only matching files are read.
-            let Some((p, addr)) = parse_allocation_name(&entry.name) else {
-                continue;
-            };
-            if pool.as_ref().is_some_and(|want| want.as_str() != p)
-                || address.is_some_and(|a| a != addr)
-            {
-                continue;
-            }
-            match alloc::read_allocation(store, ns.as_ref(), &entry.name)? {
+        let ns = ns.as_ref();
+        let names: Vec<String> = store
+            .list(ObjectKind::Allocation, ns)?
+            .into_iter()
+            .filter(|entry| {
+                parse_allocation_name(&entry.name).is_some_and(|(p, addr)| {
+                    pool.as_ref().is_none_or(|want| want.as_str() == p)
+                        && address.is_none_or(|a| a == addr)
+                })
+            })
+            .map(|entry| entry.name)
+            .collect();
+        let read = parallel_map(&names, |name| alloc::read_allocation(store, ns, name));
+        for (name, outcome) in names.iter().zip(read) {
+            match outcome? {
                 Some((Ok(m), _)) if filter.matches(&m.spec.owner) => found.push(m),
                 Some((Err(why), _)) => eprintln!(
                     "warning: {}: {why} (skipped; run `ipamctl check`)",
-                    store.locate(ObjectKind::Allocation, ns.as_ref(), &entry.name)
+                    store.locate(ObjectKind::Allocation, ns, name)
                 ),
                 _ => {}
             }
@@ -58,7 +67,12 @@ pub fn collect(
     Ok(found)
 }
 
-pub fn run(store: &dyn Store, g: &GlobalArgs, args: &ListArgs, out: &mut dyn Write) -> Result<()> {
+pub fn run(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ListArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     let found = collect(store, g, args)?;
     match g.output {
         Some(OutputFormat::Json) => output::write(out, &output::json(&found)),

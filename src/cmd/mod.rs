@@ -10,12 +10,13 @@ mod list;
 mod pool;
 mod reconcile;
 mod release;
+mod schema;
 mod vpc;
 
 use std::io::Write;
 
 use crate::alloc::PoolRef;
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, Command, FormatArg, GlobalArgs, OutputFormat, PoolCommand};
 use crate::error::{Error, Result, exit};
 use crate::model::{Namespace, OwnerFilter, PoolName, Uid, parse_addr, parse_net};
 use crate::store::Store;
@@ -32,13 +33,15 @@ pub fn run(cli: Cli) -> Result<i32> {
 }
 
 /// Runs a parsed command line, writing its output to `out`.
-pub fn run_to(cli: Cli, out: &mut dyn Write) -> Result<i32> {
+pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
+    cli.global.output = data_format(&cli)?;
     let g = &cli.global;
     let done = match cli.command {
         // The one command whose exit code is a result, not an error: findings exit 1.
         Command::Check(args) => return check::run(&open(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, out),
+        Command::Schema(args) => schema::run(&args, out),
         Command::Apply(args) => apply::run(&open(g)?, &args, out),
         Command::Allocate(args) => allocate::run(&open(g)?, g, &args, out),
         Command::Release(args) => release::run(&open(g)?, g, &args, out),
@@ -48,6 +51,26 @@ pub fn run_to(cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Reconcile(args) => reconcile::run(&open(g)?, g, &args, out),
     };
     done.map(|()| exit::OK)
+}
+
+/// `-o` as the commands that render data see it. svg is an image only `pool show --map`
+/// draws (it reads [`GlobalArgs::format`]); anywhere else it is exit 2.
+fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
+    Ok(match cli.global.format {
+        None => None,
+        Some(FormatArg::Table) => Some(OutputFormat::Table),
+        Some(FormatArg::Json) => Some(OutputFormat::Json),
+        Some(FormatArg::Yaml) => Some(OutputFormat::Yaml),
+        Some(FormatArg::Svg) => match &cli.command {
+            Command::Pool(PoolCommand::Show(args)) if args.map => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o svg` is only for the address map of `pool show --map`".into(),
+                    hint: Some("ipamctl pool show POOL --map -o svg > pool.svg".into()),
+                });
+            }
+        },
+    })
 }
 
 fn open(g: &GlobalArgs) -> Result<FsStore> {

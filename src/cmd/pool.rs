@@ -1,13 +1,14 @@
 //! `ipamctl pool list|show|delete`.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::net::Ipv4Addr;
 
 use serde::Serialize;
 
 use crate::alloc::{self, PoolRef, pool_entries};
-use crate::cli::{GlobalArgs, OutputFormat, PoolArg, PoolCommand};
+use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolArg, PoolCommand, PoolShowArgs};
 use crate::error::{Error, Result};
+use crate::map::{self, Map};
 use crate::model::{Namespace, PoolManifest, PoolName};
 use crate::pool::{Candidates, Usage, format_spans};
 use crate::store::{LockMode, ObjectKind, Store};
@@ -135,10 +136,13 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     }
 }
 
-fn show(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -> Result<()> {
-    let pool = super::pool_ref(g, &arg.pool)?;
+fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Write) -> Result<()> {
+    let pool = super::pool_ref(g, &args.pool)?;
     let manifest = alloc::load_pool(store, &pool)?;
     let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
+    if args.map {
+        return draw(g, args, &pool, &manifest, &taken, out);
+    }
     let usage = Usage::of(&manifest.spec, &taken);
     let free = format_spans(
         &Candidates::of_pool(&manifest.spec)
@@ -202,6 +206,72 @@ fn show(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -
             Ok(())
         }
     }
+}
+
+/// `pool show --map`: the address map, as text or (`-o svg`) an SVG document.
+fn draw(
+    g: &GlobalArgs,
+    args: &PoolShowArgs,
+    pool: &PoolRef,
+    manifest: &PoolManifest,
+    taken: &[Ipv4Addr],
+    out: &mut dyn Write,
+) -> Result<()> {
+    if let Some(format @ (FormatArg::Json | FormatArg::Yaml)) = g.format {
+        let name = if format == FormatArg::Json {
+            "json"
+        } else {
+            "yaml"
+        };
+        return Err(Error::Usage {
+            message: format!("`--map` draws text or `-o svg`, not `-o {name}`"),
+            hint: Some(format!(
+                "drop `--map` for the pool's data: ipamctl pool show {}",
+                pool.name
+            )),
+        });
+    }
+    let cidr = manifest.spec.cidr;
+    let within = args
+        .within
+        .as_deref()
+        .map(|w| super::prefix("--within", w))
+        .transpose()?;
+    if let Some(w) = within
+        && !cidr.contains(&w)
+    {
+        return Err(Error::invalid(
+            "--within",
+            format!("`{w}` does not lie inside pool `{pool}` ({cidr})"),
+        ));
+    }
+    let view = within.unwrap_or(cidr);
+    if view.prefix_len() < map::LARGEST_VIEW {
+        return Err(Error::Usage {
+            message: format!(
+                "{view} is too large to draw (the map goes up to a /{})",
+                map::LARGEST_VIEW
+            ),
+            hint: Some(format!(
+                "narrow it: ipamctl pool show {} --map --within {}",
+                pool.name,
+                ipnet::Ipv4Net::new(view.network(), 16)
+                    .expect("16 is a valid prefix length")
+                    .trunc()
+            )),
+        });
+    }
+    let map = Map::new(&pool.to_string(), &manifest.spec, within, taken);
+    if g.format == Some(FormatArg::Svg) {
+        return output::write(out, &map.svg());
+    }
+    let no_color = std::env::var_os("NO_COLOR");
+    let colour = output::use_colour(
+        args.color,
+        std::io::stdout().is_terminal(),
+        no_color.as_deref(),
+    );
+    output::write(out, &map.text(colour))
 }
 
 fn delete(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -> Result<()> {

@@ -27,7 +27,7 @@ fn read_live(file: &str) -> Result<String> {
 }
 
 pub fn run(
-    store: &dyn Store,
+    store: &(dyn Store + Sync),
     g: &GlobalArgs,
     args: &ReconcileArgs,
     out: &mut dyn Write,

@@ -1,0 +1,613 @@
+//! The address map of `pool show --map`: a pool, or one subnet of it, drawn cell by cell as
+//! terminal text or as an SVG document. Pure: it takes the pool and its taken addresses and
+//! returns strings; deciding whether to colour is the caller's business.
+
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+
+use crate::model::PoolSpec;
+use crate::pool::{Candidates, Span, Usage, host_span};
+
+/// Views of at most this prefix length (1024 addresses) get one cell per address; larger
+/// ones one cell per /24.
+const ADDRESS_CELLS_FROM: u8 = 22;
+
+/// The largest view drawn at all: a /12 is 4096 cells of one /24 each.
+pub const LARGEST_VIEW: u8 = 12;
+
+/// Cells that start a new section (a blank line, a gap): a /24 of addresses, a /16 of /24s.
+const SECTION: usize = 256;
+
+/// Cells between the small gaps of a row.
+const GROUP: usize = 8;
+
+/// What one cell shows: the state of one address, or how full one /24 is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// An address some allocation holds (whatever else it is).
+    Allocated,
+    /// A candidate nobody holds.
+    Free,
+    /// The pool's gateway.
+    Gateway,
+    /// Excluded by the pool.
+    Excluded,
+    /// The network or broadcast address of the pool or of the `--within` subnet.
+    NetworkBroadcast,
+    /// A /24 without a single candidate.
+    NoCandidates,
+    /// A /24 with candidates, none allocated.
+    Empty,
+    /// A /24 up to a quarter full.
+    Quarter,
+    /// A /24 up to half full.
+    Half,
+    /// A /24 up to three quarters full.
+    ThreeQuarters,
+    /// A /24 more than three quarters full, with a candidate left.
+    AlmostFull,
+    /// A /24 with every candidate allocated.
+    Full,
+}
+
+/// The legend of a map of addresses, in order.
+const ADDRESS_KINDS: [Kind; 5] = [
+    Kind::Allocated,
+    Kind::Free,
+    Kind::Gateway,
+    Kind::Excluded,
+    Kind::NetworkBroadcast,
+];
+
+/// The legend of a map of /24s, in order.
+const BLOCK_KINDS: [Kind; 7] = [
+    Kind::Empty,
+    Kind::Quarter,
+    Kind::Half,
+    Kind::ThreeQuarters,
+    Kind::AlmostFull,
+    Kind::Full,
+    Kind::NoCandidates,
+];
+
+/// How a kind of cell looks.
+struct Style {
+    /// Distinct per kind of a legend, so the map reads without colour.
+    glyph: char,
+    /// The SVG class of its cells.
+    class: &'static str,
+    /// The legend's words.
+    label: &'static str,
+    /// ANSI SGR parameters.
+    ansi: &'static str,
+    /// SVG fill.
+    fill: &'static str,
+}
+
+impl Kind {
+    fn style(self) -> Style {
+        let (glyph, class, label, ansi, fill) = match self {
+            Kind::Allocated => ('#', "allocated", "allocated", "1;31", "#d73a49"),
+            Kind::Free => ('.', "free", "free", "32", "#a2d9a9"),
+            Kind::Gateway => ('G', "gateway", "gateway", "1;34", "#0366d6"),
+            Kind::Excluded => ('x', "excluded", "excluded", "33", "#e3b341"),
+            Kind::NetworkBroadcast => (
+                '-',
+                "network-broadcast",
+                "network/broadcast",
+                "35",
+                "#8a63d2",
+            ),
+            Kind::NoCandidates => ('x', "no-candidates", "no candidates", "35", "#959da5"),
+            Kind::Empty => ('.', "empty", "empty", "32", "#a2d9a9"),
+            Kind::Quarter => (':', "quarter", "up to 25% used", "1;32", "#56b868"),
+            Kind::Half => ('+', "half", "up to 50% used", "33", "#e3b341"),
+            Kind::ThreeQuarters => ('*', "three-quarters", "up to 75% used", "1;33", "#f0883e"),
+            Kind::AlmostFull => ('%', "almost-full", "over 75% used", "31", "#d73a49"),
+            Kind::Full => ('#', "full", "full", "1;31", "#86181d"),
+        };
+        Style {
+            glyph,
+            class,
+            label,
+            ansi,
+            fill,
+        }
+    }
+
+    /// The SVG class of cells of this kind (`allocated`, `free`, `network-broadcast`, …).
+    pub fn class(self) -> &'static str {
+        self.style().class
+    }
+
+    /// The shade of a /24 that has `candidates` candidates, `held` of them allocated.
+    fn of_block(held: u64, candidates: u64) -> Kind {
+        match (held, candidates) {
+            (_, 0) => Kind::NoCandidates,
+            (0, _) => Kind::Empty,
+            (h, c) if h >= c => Kind::Full,
+            (h, c) if 4 * h <= c => Kind::Quarter,
+            (h, c) if 2 * h <= c => Kind::Half,
+            (h, c) if 4 * h <= 3 * c => Kind::ThreeQuarters,
+            _ => Kind::AlmostFull,
+        }
+    }
+}
+
+/// One cell: its kind and, for a /24, how many of its candidates are allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cell {
+    kind: Kind,
+    /// `(held, candidates)` of a /24; `None` for an address.
+    fill: Option<(u64, u64)>,
+}
+
+/// A drawn pool: a grid of cells over `view`, with the usage figures that go under it.
+#[derive(Clone, Debug)]
+pub struct Map {
+    /// What is drawn, as the first line says it.
+    title: String,
+    /// The addresses drawn: the pool's prefix or the `--within` subnet.
+    view: Ipv4Net,
+    /// Addresses per cell: 1, or 256 for a view larger than a /22.
+    step: u32,
+    cells: Vec<Cell>,
+    /// `(what, usage)` lines under the legend: the pool's, then the subnet's.
+    usage: Vec<(String, Usage)>,
+}
+
+impl Map {
+    /// Draws pool `name` with spec `spec`, whose allocations hold `taken`, over `within`
+    /// (which the caller checked lies inside the pool and is no larger than a
+    /// [`LARGEST_VIEW`]) or the whole pool.
+    ///
+    /// An address is allocated if an allocation holds it, whatever else it is; else the
+    /// gateway, the network or broadcast address (of the pool, or of `within`), excluded, or
+    /// free, in that order. A /24 is shaded by the share of its candidates (as
+    /// `allocate --within` would see them) that are allocated.
+    pub fn new(name: &str, spec: &PoolSpec, within: Option<Ipv4Net>, taken: &[Ipv4Addr]) -> Map {
+        let view = within.unwrap_or(spec.cidr);
+        let mut sorted: Vec<u32> = taken.iter().map(|&a| u32::from(a)).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let (first, last) = (u32::from(view.network()), u32::from(view.broadcast()));
+        let (step, cells) = if view.prefix_len() >= ADDRESS_CELLS_FROM {
+            let cells = (first..=last)
+                .map(|a| Cell {
+                    kind: address_kind(spec, view, &sorted, a),
+                    fill: None,
+                })
+                .collect();
+            (1, cells)
+        } else {
+            let mut candidates = Candidates::of_pool(spec);
+            if within.is_some() {
+                candidates = candidates.within(view);
+            }
+            let spans = candidates.spans();
+            let cells = (first..=last)
+                .step_by(256)
+                .map(|lo| {
+                    let hi = lo + 255;
+                    let count = overlap(&spans, lo, hi);
+                    let held = sorted[sorted.partition_point(|&a| a < lo)..]
+                        .iter()
+                        .take_while(|&&a| a <= hi)
+                        .filter(|&&a| candidates.contains(Ipv4Addr::from(a)))
+                        .count() as u64;
+                    Cell {
+                        kind: Kind::of_block(held, count),
+                        fill: Some((held, count)),
+                    }
+                })
+                .collect();
+            (256, cells)
+        };
+        let mut usage = vec![(format!("pool {}", spec.cidr), Usage::of(spec, taken))];
+        let mut title = format!("{name} {}", spec.cidr);
+        if let Some(w) = within {
+            usage.push((format!("within {w}"), Usage::within(spec, w, taken)));
+            title.push_str(&format!(", within {w}"));
+        }
+        title.push_str(if step == 1 {
+            ": one cell per address"
+        } else {
+            ": one cell per /24"
+        });
+        Map {
+            title,
+            view,
+            step,
+            cells,
+            usage,
+        }
+    }
+
+    /// The kinds of the legend, with how many cells of each the map has.
+    fn legend(&self) -> Vec<(Kind, usize)> {
+        let kinds: &[Kind] = if self.step == 1 {
+            &ADDRESS_KINDS
+        } else {
+            &BLOCK_KINDS
+        };
+        kinds
+            .iter()
+            .map(|&k| (k, self.cells.iter().filter(|c| c.kind == k).count()))
+            .collect()
+    }
+
+    /// Cells per row: 32, or 16 when there are no more than 16.
+    fn per_row(&self) -> usize {
+        if self.cells.len() > 16 { 32 } else { 16 }
+    }
+
+    /// The rows: their first address, and their cells.
+    fn rows(&self) -> impl Iterator<Item = (usize, Ipv4Addr, &[Cell])> {
+        let first = u32::from(self.view.network());
+        let per_row = self.per_row();
+        self.cells
+            .chunks(per_row)
+            .enumerate()
+            .map(move |(i, cells)| {
+                let offset = (i * per_row) as u32 * self.step;
+                (i * per_row, Ipv4Addr::from(first + offset), cells)
+            })
+    }
+
+    /// The usage figures, a line each.
+    fn usage_lines(&self) -> Vec<String> {
+        self.usage
+            .iter()
+            .map(|(what, u)| {
+                format!(
+                    "{what}: {} candidates, {} allocated, {} free ({:.1}% used)",
+                    u.candidates, u.allocated, u.free, u.percent_used
+                )
+            })
+            .collect()
+    }
+
+    /// The map as terminal text: a title, rows of glyphs labelled with their first address
+    /// (a space every 8 cells, a blank line between /24s of addresses or /16s of /24s), the
+    /// legend with counts, and the usage figures. With `colour`, glyphs are wrapped in ANSI
+    /// colour codes; without, the glyphs alone tell the kinds apart.
+    pub fn text(&self, colour: bool) -> String {
+        let paint = |kind: Kind, text: &str| {
+            if colour {
+                format!("\x1b[{}m{text}\x1b[0m", kind.style().ansi)
+            } else {
+                text.to_owned()
+            }
+        };
+        let width = self
+            .rows()
+            .map(|(_, a, _)| a.to_string().len())
+            .max()
+            .unwrap_or(0);
+        let mut text = format!("{}\n", self.title);
+        for (index, addr, cells) in self.rows() {
+            if index > 0 && index % SECTION == 0 {
+                text.push('\n');
+            }
+            let _ = write!(text, "{addr:<width$} ");
+            for group in cells.chunks(GROUP) {
+                text.push(' ');
+                // One escape sequence per run of equal cells, not per cell.
+                let mut rest = group;
+                while let Some(head) = rest.first() {
+                    let run = rest.iter().take_while(|c| c.kind == head.kind).count();
+                    let glyphs: String =
+                        std::iter::repeat_n(head.kind.style().glyph, run).collect();
+                    text.push_str(&paint(head.kind, &glyphs));
+                    rest = &rest[run..];
+                }
+            }
+            text.push('\n');
+        }
+        text.push('\n');
+        let legend: Vec<String> = self
+            .legend()
+            .into_iter()
+            .map(|(kind, n)| {
+                let style = kind.style();
+                format!(
+                    "{} {} ({n})",
+                    paint(kind, &style.glyph.to_string()),
+                    style.label
+                )
+            })
+            .collect();
+        text.push_str(&legend.join("  "));
+        text.push('\n');
+        for line in self.usage_lines() {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The map as a standalone SVG document: the same grid, each cell a `<rect>` of class
+    /// `cell KIND` with a `<title>` tooltip, then a legend (swatches of class `swatch KIND`)
+    /// and the usage figures.
+    pub fn svg(&self) -> String {
+        const CELL: usize = 12;
+        const SIZE: usize = 10;
+        const GROUP_GAP: usize = 6;
+        const SECTION_GAP: usize = 10;
+        const MARGIN: usize = 10;
+        const LINE: usize = 18;
+        const LABEL: usize = 110;
+        let per_row = self.per_row();
+        let x_of = |i: usize| MARGIN + LABEL + i * CELL + (i / GROUP) * GROUP_GAP;
+        let grid_top = MARGIN + LINE;
+        let y_of = |row: usize| grid_top + row * CELL + (row * per_row / SECTION) * SECTION_GAP;
+        let rows = self.cells.len().div_ceil(per_row);
+        let legend = self.legend();
+        let legend_top = y_of(rows) + LINE;
+        let usage_top = legend_top + legend.len() * LINE;
+        let height = usage_top + self.usage.len() * LINE + MARGIN;
+        let width = (x_of(per_row.min(self.cells.len()).max(1) - 1) + SIZE + MARGIN).max(400);
+
+        let mut svg = String::new();
+        let _ = writeln!(svg, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+        let _ = writeln!(
+            svg,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">"#
+        );
+        let _ = writeln!(svg, "<title>{}</title>", escape(&self.title));
+        svg.push_str("<style>\n");
+        svg.push_str("text { fill: #24292e; dominant-baseline: middle; }\n");
+        let kinds: &[Kind] = if self.step == 1 {
+            &ADDRESS_KINDS
+        } else {
+            &BLOCK_KINDS
+        };
+        for kind in kinds {
+            let style = kind.style();
+            let _ = writeln!(svg, ".{} {{ fill: {}; }}", style.class, style.fill);
+        }
+        svg.push_str("</style>\n");
+        let _ = writeln!(
+            svg,
+            r#"<rect width="{width}" height="{height}" fill="white"/>"#
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{MARGIN}" y="{}" font-weight="bold">{}</text>"#,
+            MARGIN + LINE / 2,
+            escape(&self.title)
+        );
+        for (row, (_, addr, cells)) in self.rows().enumerate() {
+            let y = y_of(row);
+            let _ = writeln!(
+                svg,
+                r#"<text class="label" x="{MARGIN}" y="{}">{addr}</text>"#,
+                y + SIZE / 2
+            );
+            for (i, cell) in cells.iter().enumerate() {
+                let start = Ipv4Addr::from(u32::from(addr) + (i as u32) * self.step);
+                let style = cell.kind.style();
+                let tip = match cell.fill {
+                    None => format!("{start} {}", style.label),
+                    Some((held, count)) => {
+                        format!("{start}/24: {held} of {count} candidates allocated")
+                    }
+                };
+                let _ = writeln!(
+                    svg,
+                    r#"<rect class="cell {}" x="{}" y="{y}" width="{SIZE}" height="{SIZE}"><title>{}</title></rect>"#,
+                    style.class,
+                    x_of(i),
+                    escape(&tip)
+                );
+            }
+        }
+        for (i, (kind, n)) in legend.iter().enumerate() {
+            let y = legend_top + i * LINE;
+            let style = kind.style();
+            let _ = writeln!(
+                svg,
+                r#"<rect class="swatch {}" x="{MARGIN}" y="{y}" width="{SIZE}" height="{SIZE}"/>"#,
+                style.class
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{}">{} {} ({n})</text>"#,
+                MARGIN + 2 * CELL,
+                y + SIZE / 2,
+                style.glyph,
+                escape(style.label)
+            );
+        }
+        for (i, line) in self.usage_lines().iter().enumerate() {
+            let _ = writeln!(
+                svg,
+                r#"<text x="{MARGIN}" y="{}">{}</text>"#,
+                usage_top + i * LINE + SIZE / 2,
+                escape(line)
+            );
+        }
+        svg.push_str("</svg>\n");
+        svg
+    }
+}
+
+/// The kind of address `a` of `view`, a subnet of pool `spec`; `taken` is sorted.
+fn address_kind(spec: &PoolSpec, view: Ipv4Net, taken: &[u32], a: u32) -> Kind {
+    let in_hosts = |(lo, hi): Span| lo <= a && a <= hi;
+    let addr = Ipv4Addr::from(a);
+    if taken.binary_search(&a).is_ok() {
+        Kind::Allocated
+    } else if spec.gateway == Some(addr) {
+        Kind::Gateway
+    } else if !in_hosts(host_span(spec.cidr)) || !in_hosts(host_span(view)) {
+        Kind::NetworkBroadcast
+    } else if spec.exclude.iter().any(|e| e.net().contains(&addr)) {
+        Kind::Excluded
+    } else {
+        Kind::Free
+    }
+}
+
+/// How many addresses of the sorted, disjoint `spans` lie in `lo..=hi`.
+fn overlap(spans: &[Span], lo: u32, hi: u32) -> u64 {
+    let start = spans.partition_point(|&(_, shi)| shi < lo);
+    spans[start..]
+        .iter()
+        .take_while(|&&(slo, _)| slo <= hi)
+        .map(|&(slo, shi)| u64::from(shi.min(hi) - slo.max(lo)) + 1)
+        .sum()
+}
+
+/// Escapes text for XML character data and attribute values.
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&apos;"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(cidr: &str, gateway: Option<&str>, exclude: &[&str]) -> PoolSpec {
+        let json = serde_json::json!({
+            "cidr": cidr, "kind": "public", "gateway": gateway, "exclude": exclude,
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn addrs(list: &[&str]) -> Vec<Ipv4Addr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
+    fn glyphs(map: &Map) -> String {
+        map.cells.iter().map(|c| c.kind.style().glyph).collect()
+    }
+
+    #[test]
+    fn each_address_gets_its_kind() {
+        let map = Map::new(
+            "p",
+            &spec("10.0.0.0/28", Some("10.0.0.1"), &["10.0.0.4/31"]),
+            None,
+            &addrs(&["10.0.0.2", "10.0.0.5"]),
+        );
+        assert_eq!(glyphs(&map), "-G#.x#.........-");
+    }
+
+    #[test]
+    fn within_marks_its_own_network_and_broadcast() {
+        let map = Map::new(
+            "p",
+            &spec("10.0.0.0/24", None, &[]),
+            Some("10.0.0.16/29".parse().unwrap()),
+            &addrs(&["10.0.0.18"]),
+        );
+        assert_eq!(glyphs(&map), "-.#....-");
+        assert_eq!(map.usage.len(), 2);
+        assert_eq!(map.usage[1].1.candidates, 6);
+        assert_eq!(map.usage[1].1.allocated, 1);
+    }
+
+    #[test]
+    fn slash_31_has_no_network_or_broadcast() {
+        let map = Map::new("p", &spec("10.0.0.0/31", None, &[]), None, &[]);
+        assert_eq!(glyphs(&map), "..");
+    }
+
+    #[test]
+    fn larger_than_a_slash_22_is_one_cell_per_slash_24() {
+        let mut taken = addrs(&["10.0.0.5"]);
+        taken.extend((0..=255).map(|i| Ipv4Addr::new(10, 0, 2, i)));
+        taken.extend((1..=100).map(|i| Ipv4Addr::new(10, 0, 3, i)));
+        let map = Map::new(
+            "p",
+            &spec("10.0.0.0/21", Some("10.0.0.1"), &["10.0.4.0/24"]),
+            None,
+            &taken,
+        );
+        assert_eq!(map.step, 256);
+        assert_eq!(glyphs(&map), ":.#+x...");
+        // 10.0.0.0/24 loses the network address and the gateway; 10.0.1.0/24 loses none.
+        assert_eq!(map.cells[0].fill, Some((1, 254)));
+        assert_eq!(map.cells[1].fill, Some((0, 256)));
+        assert_eq!(map.cells[7].fill, Some((0, 255)));
+    }
+
+    #[test]
+    fn a_slash_22_is_still_one_cell_per_address() {
+        let map = Map::new("p", &spec("10.0.0.0/22", None, &[]), None, &[]);
+        assert_eq!((map.step, map.cells.len()), (1, 1024));
+    }
+
+    #[test]
+    fn block_shades_split_at_quarters() {
+        assert_eq!(Kind::of_block(0, 0), Kind::NoCandidates);
+        assert_eq!(Kind::of_block(0, 8), Kind::Empty);
+        assert_eq!(Kind::of_block(2, 8), Kind::Quarter);
+        assert_eq!(Kind::of_block(3, 8), Kind::Half);
+        assert_eq!(Kind::of_block(6, 8), Kind::ThreeQuarters);
+        assert_eq!(Kind::of_block(7, 8), Kind::AlmostFull);
+        assert_eq!(Kind::of_block(8, 8), Kind::Full);
+    }
+
+    #[test]
+    fn legend_glyphs_and_classes_are_distinct() {
+        for kinds in [&ADDRESS_KINDS[..], &BLOCK_KINDS[..]] {
+            let mut glyphs: Vec<char> = kinds.iter().map(|k| k.style().glyph).collect();
+            let mut classes: Vec<&str> = kinds.iter().map(|k| k.class()).collect();
+            glyphs.sort_unstable();
+            glyphs.dedup();
+            classes.sort_unstable();
+            classes.dedup();
+            assert_eq!((glyphs.len(), classes.len()), (kinds.len(), kinds.len()));
+        }
+    }
+
+    #[test]
+    fn text_rows_are_labelled_and_slash_24s_separated() {
+        let map = Map::new("p", &spec("10.0.0.0/23", None, &[]), None, &[]);
+        let text = map.text(false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "p 10.0.0.0/23: one cell per address");
+        assert_eq!(lines[1], "10.0.0.0    -....... ........ ........ ........");
+        assert_eq!(lines[9], "");
+        assert!(lines[10].starts_with("10.0.1.0    ........ "));
+        assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn colour_wraps_runs_of_glyphs() {
+        let map = Map::new("p", &spec("10.0.0.0/29", Some("10.0.0.1"), &[]), None, &[]);
+        let text = map.text(true);
+        assert!(text.contains("\x1b[35m-\x1b[0m\x1b[1;34mG\x1b[0m\x1b[32m.....\x1b[0m"));
+    }
+
+    #[test]
+    fn svg_escapes_the_title() {
+        let map = Map::new("a&b", &spec("10.0.0.0/30", None, &[]), None, &[]);
+        let svg = map.svg();
+        assert!(svg.contains("<title>a&amp;b 10.0.0.0/30"));
+        assert_eq!(svg.matches(r#"class="cell "#).count(), 4);
+    }
+
+    #[test]
+    fn overlap_counts_the_intersection() {
+        let spans = [(1, 3), (10, 20), (30, 30)];
+        assert_eq!(overlap(&spans, 0, 100), 3 + 11 + 1);
+        assert_eq!(overlap(&spans, 15, 30), 6 + 1);
+        assert_eq!(overlap(&spans, 4, 9), 0);
+    }
+}

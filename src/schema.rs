@@ -1,0 +1,279 @@
+//! JSON Schemas (draft-07, which every editor's YAML support reads) of the two manifests,
+//! derived from the model types with schemars, so they describe what the files contain:
+//! the strings the validated newtypes accept, as patterns and formats, and no unknown field
+//! anywhere. Checks across fields (a gateway inside the cidr, an allocation name that
+//! matches its address) stay with `ipamctl check`.
+//!
+//! The model's serde is custom (strings parsed by `try_from`, `with` modules for addresses),
+//! so the string types have their schemas written here by hand; `tests/schema.rs` validates
+//! every fixture manifest against them and keeps `schema/*.json` current.
+
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use crate::cli::SchemaKind;
+use crate::model::{
+    ALLOCATION_KIND, API_VERSION, AllocationManifest, Exclude, Metadata, Namespace, Owner,
+    OwnerKind, POOL_KIND, PoolManifest, PoolName, Uid,
+};
+
+/// An RFC 1123 label: what `PoolName`, a namespace segment and a zone are made of.
+const LABEL: &str = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
+/// An IPv4 octet without leading zeros, as `Ipv4Addr` parses it.
+const OCTET: &str = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+/// A prefix length, 0–32, without leading zeros.
+const PREFIX_LEN: &str = "(3[0-2]|[12]?[0-9])";
+
+fn address_pattern() -> String {
+    format!("{OCTET}\\.{OCTET}\\.{OCTET}\\.{OCTET}")
+}
+
+/// The schema of one manifest kind, as `ipamctl schema <kind>` prints it.
+pub fn of(kind: SchemaKind) -> Value {
+    let (schema, title, description) = match kind {
+        SchemaKind::Ipampool => (
+            generator().into_root_schema_for::<PoolManifest>(),
+            POOL_KIND,
+            "An IPv4 address pool managed by ipamctl.",
+        ),
+        SchemaKind::Ipallocation => (
+            generator().into_root_schema_for::<AllocationManifest>(),
+            ALLOCATION_KIND,
+            "An IPv4 address held by one owner, written only by `ipamctl allocate`.",
+        ),
+    };
+    let mut value = schema.to_value();
+    let object = value
+        .as_object_mut()
+        .expect("a root schema is a JSON object");
+    object.insert("title".into(), title.into());
+    object.insert("description".into(), description.into());
+    value
+}
+
+/// Both schemas, keyed by manifest kind: what `ipamctl schema` prints without an argument.
+pub fn all() -> Value {
+    json!({
+        POOL_KIND: of(SchemaKind::Ipampool),
+        ALLOCATION_KIND: of(SchemaKind::Ipallocation),
+    })
+}
+
+/// The committed schema files under `schema/`, as (file name, contents).
+pub fn files() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "ipampool.json",
+            crate::output::json(&of(SchemaKind::Ipampool)),
+        ),
+        (
+            "ipallocation.json",
+            crate::output::json(&of(SchemaKind::Ipallocation)),
+        ),
+    ]
+}
+
+fn generator() -> SchemaGenerator {
+    SchemaSettings::draft07().for_deserialize().into_generator()
+}
+
+fn string_schema(pattern: &str, max_length: usize, description: &str) -> Schema {
+    json_schema!({
+        "type": "string",
+        "pattern": format!("^{pattern}$"),
+        "maxLength": max_length,
+        "description": description,
+    })
+}
+
+macro_rules! string_impl {
+    ($ty:ty, $name:literal, $schema:expr) => {
+        impl JsonSchema for $ty {
+            fn schema_name() -> Cow<'static, str> {
+                $name.into()
+            }
+            fn schema_id() -> Cow<'static, str> {
+                concat!("ipamctl::model::", $name).into()
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                $schema
+            }
+        }
+    };
+}
+
+string_impl!(
+    PoolName,
+    "PoolName",
+    string_schema(
+        LABEL,
+        63,
+        "A lowercase RFC 1123 label of at most 63 characters."
+    )
+);
+
+string_impl!(Namespace, "Namespace", {
+    let mut schema = string_schema(
+        &format!("{LABEL}(/{LABEL})*"),
+        253,
+        "`/`-separated RFC 1123 labels, none of them `ipampools` or `ipallocations`.",
+    );
+    schema.insert(
+        "not".into(),
+        json!({ "pattern": "(^|/)(ipampools|ipallocations)(/|$)" }),
+    );
+    schema
+});
+
+string_impl!(
+    Uid,
+    "Uid",
+    string_schema(
+        "[A-Za-z0-9._:-]{1,128}",
+        128,
+        "The owner's uid (a UUID, typically)."
+    )
+);
+
+string_impl!(
+    Exclude,
+    "Exclude",
+    string_schema(
+        &format!("{}(/{PREFIX_LEN})?", address_pattern()),
+        18,
+        "An IPv4 address, or a prefix without host bits, inside the pool."
+    )
+);
+
+impl JsonSchema for Owner {
+    fn schema_name() -> Cow<'static, str> {
+        "Owner".into()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        "ipamctl::model::Owner".into()
+    }
+
+    /// The name's rule depends on the kind, so each kind gets an `if`/`then`.
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let kind = generator.subschema_for::<OwnerKind>();
+        let uid = generator.subschema_for::<Option<Uid>>();
+        let node = format!("{LABEL}|{}/{PREFIX_LEN}", address_pattern());
+        let name_rules: Vec<Value> = OwnerKind::ALL
+            .into_iter()
+            .map(|k| {
+                let name = match k {
+                    OwnerKind::VirtualMachine => {
+                        json!({ "pattern": format!("^{LABEL}(\\.{LABEL})*/(0|[1-9][0-9]{{0,3}})$") })
+                    }
+                    OwnerKind::FloatingIp => json!({ "pattern": format!("^{LABEL}$") }),
+                    OwnerKind::Vpc => json!({ "const": "router" }),
+                    OwnerKind::Node => json!({ "pattern": format!("^({node})$") }),
+                };
+                json!({
+                    "if": { "properties": { "kind": { "const": k.as_str() } } },
+                    "then": { "properties": { "name": name } },
+                })
+            })
+            .collect();
+        json_schema!({
+            "description": "Who holds the address; (kind, name, uid) is the identity.",
+            "type": "object",
+            "properties": {
+                "kind": kind,
+                "uid": uid,
+                "name": {
+                    "type": "string",
+                    "description": "VirtualMachine: `<hostname>/<nic index>`; FloatingIP: a label; VPC: `router`; Node: a label or an IPv4 prefix.",
+                },
+            },
+            "required": ["kind", "name"],
+            "additionalProperties": false,
+            "allOf": name_rules,
+        })
+    }
+}
+
+/// `apiVersion`: always [`API_VERSION`].
+pub(crate) fn api_version(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": API_VERSION })
+}
+
+/// `kind` of a pool: always [`POOL_KIND`].
+pub(crate) fn pool_kind(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": POOL_KIND })
+}
+
+/// `kind` of an allocation: always [`ALLOCATION_KIND`].
+pub(crate) fn allocation_kind(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": ALLOCATION_KIND })
+}
+
+/// A pool's `metadata`, whose name is a pool name.
+pub(crate) fn pool_metadata(generator: &mut SchemaGenerator) -> Schema {
+    metadata_named(generator, LABEL, "The pool's name: an RFC 1123 label.")
+}
+
+/// An allocation's `metadata`, whose name is `<pool>-<a-b-c-d>`.
+pub(crate) fn allocation_metadata(generator: &mut SchemaGenerator) -> Schema {
+    let name = format!("{LABEL}-{OCTET}-{OCTET}-{OCTET}-{OCTET}");
+    metadata_named(
+        generator,
+        &name,
+        "`<pool>-<a-b-c-d>`: the pool's name and the address, dashed.",
+    )
+}
+
+/// `Metadata` with a narrower `name`, as an `allOf` (draft-07 ignores a `$ref`'s siblings).
+fn metadata_named(generator: &mut SchemaGenerator, pattern: &str, description: &str) -> Schema {
+    let metadata = generator.subschema_for::<Metadata>();
+    json_schema!({
+        "allOf": [
+            metadata,
+            {
+                "required": ["name"],
+                "properties": {
+                    "name": { "pattern": format!("^{pattern}$"), "description": description },
+                },
+            },
+        ],
+    })
+}
+
+/// A prefix without host bits (host bits cannot be said in a pattern; `check` refuses them).
+pub(crate) fn cidr(_: &mut SchemaGenerator) -> Schema {
+    string_schema(
+        &format!("{}/{PREFIX_LEN}", address_pattern()),
+        18,
+        "An IPv4 prefix without host bits, e.g. `10.42.0.0/16`.",
+    )
+}
+
+/// An optional label (`spec.zone`).
+pub(crate) fn optional_label(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["string", "null"],
+        "pattern": format!("^{LABEL}$"),
+        "maxLength": 63,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_schemas_are_keyed_by_kind() {
+        let all = all();
+        assert_eq!(all["IPAMPool"]["title"], "IPAMPool");
+        assert_eq!(all["IPAllocation"]["title"], "IPAllocation");
+    }
+
+    #[test]
+    fn manifests_refuse_unknown_fields() {
+        let pool = of(SchemaKind::Ipampool);
+        assert_eq!(pool["additionalProperties"], false);
+    }
+}

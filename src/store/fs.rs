@@ -43,11 +43,13 @@
 //! Nothing outside the root is touched: names are validated before they reach here, and any
 //! symlink among the layout's directories or files is refused.
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::Ipv4Addr;
-use std::os::unix::fs::{DirEntryExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirEntryExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 use crate::model::{Namespace, PoolName, parse_allocation_name};
@@ -81,9 +83,13 @@ pub const GITIGNORE: &str = "\
 ";
 
 /// A state directory on the local filesystem.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct FsStore {
     root: PathBuf,
+    /// Layout directories already found to be real directories (no symlink on the way),
+    /// so that a command reading thousands of files checks each directory once, not once a
+    /// file. A check is as good as the moment it was made either way.
+    checked: Mutex<HashSet<PathBuf>>,
 }
 
 fn kind_dir(kind: ObjectKind) -> &'static str {
@@ -119,9 +125,7 @@ impl FsStore {
         match fs::read_to_string(&marker) {
             Ok(text) => {
                 check_marker(&marker, &text)?;
-                Ok(FsStore {
-                    root: root.to_owned(),
-                })
+                Ok(FsStore::at(root))
             }
             Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NoStateDir {
                 message: format!(
@@ -162,9 +166,7 @@ impl FsStore {
             check_marker(&marker, &text)?;
             return Ok(false);
         }
-        let store = FsStore {
-            root: root.to_owned(),
-        };
+        let store = FsStore::at(root);
         let marker_text = format!(
             "# This directory is an ipamctl state directory. Do not remove this file.\nlayout: {LAYOUT_VERSION}\n"
         );
@@ -195,12 +197,28 @@ impl FsStore {
     /// The directory of `kind` objects in scope `ns`, after checking that no directory on
     /// the way from the root is a symlink.
     fn dir(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<PathBuf> {
+        let target = self.root.join(FsStore::relative_dir(kind, ns));
+        let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+        if checked.contains(&target) {
+            return Ok(target);
+        }
         let mut path = self.root.clone();
         for component in FsStore::relative_dir(kind, ns).components() {
             path.push(component);
             refuse_symlink(&path)?;
         }
+        // Only an existing directory is remembered: a missing one may still appear as a link.
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            checked.insert(path.clone());
+        }
         Ok(path)
+    }
+
+    fn at(root: &Path) -> FsStore {
+        FsStore {
+            root: root.to_owned(),
+            checked: Mutex::new(HashSet::new()),
+        }
     }
 
     /// Like [`FsStore::dir`], creating missing directories durably.
@@ -395,8 +413,9 @@ fn check_marker(path: &Path, text: &str) -> Result<()> {
 }
 
 /// Reads at most [`MAX_MANIFEST_BYTES`]; a larger file is an error, not a memory blow-up.
-fn read_bounded(file: &mut File, path: &Path) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
+fn read_bounded(file: &mut File, path: &Path, size_hint: u64) -> Result<Vec<u8>> {
+    // Sized from the fstat: one read for the data and one for the end of file.
+    let mut bytes = Vec::with_capacity(size_hint.min(MAX_MANIFEST_BYTES) as usize + 1);
     file.take(MAX_MANIFEST_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, e))?;
@@ -419,23 +438,39 @@ impl Store for FsStore {
 
     fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Object>> {
         let path = self.file_path(kind, ns, name)?;
-        refuse_symlink(&path)?;
-        // A directory or a FIFO under a manifest's name is no manifest (and opening a FIFO
-        // would block until someone writes to it).
-        if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+        // O_NOFOLLOW refuses a symlink in the open itself; O_NONBLOCK keeps a FIFO under a
+        // manifest's name from blocking the open. One open and one fstat, however many files
+        // a command reads.
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path);
+        let mut file = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(Error::Corrupt {
+                    path,
+                    message:
+                        "is a symlink; ipamctl never follows symlinks inside the state directory"
+                            .into(),
+                });
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
+        // A directory or a FIFO under a manifest's name is no manifest.
+        if !meta.is_file() {
             return Err(Error::Corrupt {
                 path,
                 message: "is not a regular file".into(),
             });
         }
-        let mut file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        let stamp = file.metadata().map_err(|e| Error::io(&path, e))?.ino();
-        let bytes = read_bounded(&mut file, &path)?;
-        Ok(Some(Object { bytes, stamp }))
+        let bytes = read_bounded(&mut file, &path, meta.len())?;
+        Ok(Some(Object {
+            bytes,
+            stamp: meta.ino(),
+        }))
     }
 
     fn create(

@@ -237,8 +237,10 @@ fn find_owner(
     {
         return Ok((Some(m), None));
     }
-    let index = load_index(store, pool);
+    // The version is taken before the listing, so a full read can vouch for it.
+    let first = store.index_load(ns, &pool.name);
     let entries = store.list(ObjectKind::Allocation, ns)?;
+    let index = wait_for_trust(store, pool, first, entries.len());
     let mut learnt = Vec::new();
     let mut found = None;
     let mut taken = Vec::new();
@@ -307,19 +309,26 @@ fn find_owner(
     Ok((found.map(|(m, _)| m), Some(taken)))
 }
 
-/// Loads the owner index. An untrusted index may be a writer caught between its change and
-/// its journal line (microseconds); a short wait saves reading every file for that.
-fn load_index(store: &dyn Store, pool: &PoolRef) -> IndexView {
-    let ns = pool.namespace.as_ref();
-    let mut index = store.index_load(ns, &pool.name);
-    for _ in 0..3 {
-        if index.trusted || index.version.is_none() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        index = store.index_load(ns, &pool.name);
+/// Files below which reading them all is cheaper than waiting for the index to be trusted.
+const CHEAP_FULL_READ: usize = 512;
+
+/// An untrusted index may be a concurrent writer caught between its change and its journal
+/// line (microseconds, unless it was preempted). In a large directory a short wait is far
+/// cheaper than reading every file, so wait a little for a trusted view; a small directory
+/// is read at once. If trust never comes, `first` is kept: its version precedes the listing,
+/// so the full read may vouch for it.
+fn wait_for_trust(store: &dyn Store, pool: &PoolRef, first: IndexView, listed: usize) -> IndexView {
+    if first.trusted || first.version.is_none() || listed <= CHEAP_FULL_READ {
+        return first;
     }
-    index
+    for _ in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let again = store.index_load(pool.namespace.as_ref(), &pool.name);
+        if again.trusted {
+            return again;
+        }
+    }
+    first
 }
 
 /// Checks a held allocation against the request's constraints (exit 4 if it breaks one).

@@ -481,16 +481,7 @@ fn escape(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn spec(cidr: &str, gateway: Option<&str>, exclude: &[&str]) -> PoolSpec {
-        let json = serde_json::json!({
-            "cidr": cidr, "kind": "public", "gateway": gateway, "exclude": exclude,
-        });
-        serde_json::from_value(json).unwrap()
-    }
-
-    fn addrs(list: &[&str]) -> Vec<Ipv4Addr> {
-        list.iter().map(|a| a.parse().unwrap()).collect()
-    }
+    use crate::pool::testing::{addrs, spec};
 
     fn glyphs(map: &Map) -> String {
         map.cells.iter().map(|c| c.kind.style().glyph).collect()

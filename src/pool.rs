@@ -220,17 +220,33 @@ pub fn format_spans(spans: &[Span]) -> Vec<String> {
         .collect()
 }
 
+/// Builders shared by the unit tests of the modules that reason about pools.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
+pub(crate) mod testing {
+    use std::net::Ipv4Addr;
 
-    fn spec(cidr: &str, gateway: Option<&str>, exclude: &[&str]) -> PoolSpec {
+    use crate::model::PoolSpec;
+
+    /// A public pool's spec.
+    pub fn spec(cidr: &str, gateway: Option<&str>, exclude: &[&str]) -> PoolSpec {
         let json = serde_json::json!({
             "cidr": cidr, "kind": "public", "gateway": gateway, "exclude": exclude,
         });
         serde_json::from_value(json).unwrap()
     }
+
+    /// Parsed addresses.
+    pub fn addrs(list: &[&str]) -> Vec<Ipv4Addr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    use crate::pool::testing::spec;
 
     fn all(c: &Candidates) -> Vec<String> {
         c.iter().map(|a| a.to_string()).collect()

@@ -36,8 +36,10 @@
 //!    logged by ipamctl, an allocation whose inode matches its fact is known, and is read
 //!    only if the fact says its owner is O. Any allocation without a matching fact is read.
 //!    If some change was not logged (a `git pull`, a hand edit, a process killed between
-//!    its claim and its journal line), no fact is trusted: every file of the pool is read,
-//!    what is learnt is logged, and the journal vouches for the directory again.
+//!    its claim and its journal line), a fact holds only for a file whose change time
+//!    (ctime, which user space cannot set back, and which a rename or link moves forward)
+//!    is before the last version the journal was complete for; every other file of the pool
+//!    is read, what is learnt is logged, and the journal vouches for the directory again.
 //!
 //! Step 2 costs one directory listing plus the few unknown files, so a new owner's
 //! `allocate` grows with N only as fast as listing the directory does. Inode numbers alone
@@ -45,10 +47,11 @@
 //! under the same name can carry the old number; the journal's chain of logged changes is
 //! what rules that out.
 //!
-//! What the journal cannot see: a file rewritten *in place* (which does not change the
-//! directory) and an outside change landing in the same clock tick as an ipamctl write to
-//! the same directory. Neither is something git or ipamctl does; `ipamctl check` reports
-//! the duplicate owner either could cause.
+//! What the journal cannot see: a file rewritten *in place* while the journal still
+//! vouches for the directory (an in-place write does not change the directory), and an
+//! outside change landing in the same clock tick as an ipamctl write to the same
+//! directory. Neither is something git or ipamctl does; `ipamctl check` reports the
+//! duplicate owner either could cause.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -246,10 +249,17 @@ fn find_owner(
     let mut taken = Vec::new();
     for (addr, entry) in pool_entries(&entries, &pool.name) {
         taken.push(addr);
-        let known = index
-            .facts
-            .get(&addr)
-            .filter(|(stamp, _)| index.trusted && *stamp == entry.stamp);
+        // A fact holds if the index is trusted, or if this file has not changed since the
+        // index was last complete (strictly before: timestamps are coarse).
+        let known = index.facts.get(&addr).filter(|(stamp, _)| {
+            *stamp == entry.stamp
+                && (index.trusted
+                    || index.settled.is_some_and(|settled| {
+                        store
+                            .changed_at(ns, &entry.name)
+                            .is_some_and(|c| c < settled)
+                    }))
+        });
         if known.is_some_and(|&(_, k)| k != key) {
             continue;
         }

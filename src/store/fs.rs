@@ -388,7 +388,11 @@ impl FsStore {
 
 /// The version of a directory: its change time in nanoseconds (see [`super::journal`]).
 fn dir_version(dir: &Path) -> Option<Version> {
-    let meta = fs::symlink_metadata(dir).ok()?;
+    version_of(&fs::symlink_metadata(dir).ok()?)
+}
+
+/// A change time in nanoseconds.
+fn version_of(meta: &fs::Metadata) -> Option<Version> {
     Some(i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()))
 }
 
@@ -635,6 +639,11 @@ impl Store for FsStore {
         text.strip_suffix('\n')?.parse().ok()
     }
 
+    fn changed_at(&self, ns: Option<&Namespace>, name: &str) -> Option<Version> {
+        let path = self.file_path(ObjectKind::Allocation, ns, name).ok()?;
+        version_of(&fs::symlink_metadata(path).ok()?)
+    }
+
     fn index_load(&self, ns: Option<&Namespace>, pool: &PoolName) -> IndexView {
         let Ok(dir) = self.dir(ObjectKind::Allocation, ns) else {
             return IndexView::default();
@@ -658,6 +667,7 @@ impl Store for FsStore {
             facts: journal.facts(pool.as_str()),
             version: Some(version),
             trusted,
+            settled: (!trusted).then(|| journal.settled(pool.as_str())).flatten(),
         }
     }
 

@@ -16,8 +16,9 @@
 //! facts of a pool are trusted for the directory's current version only if that version is
 //! reachable from one of the pool's `V` roots through `E` edges: every change since the pool
 //! was last read in full was made by ipamctl, which logged what it did. Any other change (a
-//! `git pull`, a hand edit, a crashed ipamctl that did not log its edge) breaks the chain,
-//! and the next look-up reads every file of the pool again.
+//! `git pull`, a hand edit, a crashed ipamctl that did not log its edge) breaks the chain;
+//! the next look-up then reads every file changed since the latest version the journal was
+//! complete for ([`Journal::settled`]), and logs a new root.
 
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
@@ -133,22 +134,27 @@ impl Journal {
 
     /// Is what the journal knows of `pool` complete for the directory at `version`?
     pub fn trusted(&self, pool: &str, version: Version) -> bool {
-        let Some(roots) = self.roots.get(pool) else {
-            return false;
-        };
-        let mut seen: HashSet<Version> = roots.clone();
-        let mut todo: Vec<Version> = roots.iter().copied().collect();
+        self.reachable(pool).contains(&version)
+    }
+
+    /// The latest directory version for which what the journal knows of `pool` was
+    /// complete: a file not changed since then is as its fact says.
+    pub fn settled(&self, pool: &str) -> Option<Version> {
+        self.reachable(pool).into_iter().max()
+    }
+
+    /// Every version reachable from `pool`'s roots through logged changes.
+    fn reachable(&self, pool: &str) -> HashSet<Version> {
+        let mut seen: HashSet<Version> = self.roots.get(pool).cloned().unwrap_or_default();
+        let mut todo: Vec<Version> = seen.iter().copied().collect();
         while let Some(v) = todo.pop() {
-            if v == version {
-                return true;
-            }
             for &next in self.edges.get(&v).into_iter().flatten() {
                 if seen.insert(next) {
                     todo.push(next);
                 }
             }
         }
-        false
+        seen
     }
 
     /// Number of facts held, over all pools.
@@ -308,6 +314,8 @@ mod tests {
             "a chain that starts at an unverified state"
         );
         assert!(!j.trusted("q", 100), "roots are per pool");
+        assert_eq!(j.settled("p"), Some(300));
+        assert_eq!(j.settled("q"), None);
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub struct IndexView {
     /// logged by ipamctl: then an allocation whose stamp matches its fact need not be read.
     /// False after a `git pull`, a hand edit or a crash: every file must be read.
     pub trusted: bool,
+    /// When not trusted: the latest version for which the facts were complete. An
+    /// allocation whose change time is before it was not touched since, so its fact holds
+    /// (ctime cannot be set from user space, and a rename or link moves it forward).
+    pub settled: Option<Version>,
 }
 
 /// One fact for the owner index: `address` (with `stamp`) is held by the owner with `key`.
@@ -145,6 +149,9 @@ pub trait Store {
 
     /// The address the index last recorded for an owner key; a hint that must be verified.
     fn index_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<Ipv4Addr>;
+
+    /// The change time (ctime) of an allocation file, as a [`Version`]; `None` if gone.
+    fn changed_at(&self, ns: Option<&Namespace>, name: &str) -> Option<Version>;
 
     /// Loads what the index knows about every address of the pool, and whether it can be
     /// trusted for the directory as it is now.

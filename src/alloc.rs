@@ -319,16 +319,17 @@ fn find_owner(
     Ok((found.map(|(m, _)| m), Some(taken)))
 }
 
-/// Files below which reading them all is cheaper than waiting for the index to be trusted.
-const CHEAP_FULL_READ: usize = 512;
+/// Files below which checking each one's change time is cheaper than waiting for the index
+/// to be trusted.
+const CHEAP_CHECK: usize = 512;
 
 /// An untrusted index may be a concurrent writer caught between its change and its journal
 /// line (microseconds, unless it was preempted). In a large directory a short wait is far
-/// cheaper than reading every file, so wait a little for a trusted view; a small directory
-/// is read at once. If trust never comes, `first` is kept: its version precedes the listing,
-/// so the full read may vouch for it.
+/// cheaper than checking every file's change time, so wait a little for a trusted view; a
+/// small directory is checked at once. If trust never comes, `first` is kept: its version
+/// precedes the listing, so the check may vouch for it.
 fn wait_for_trust(store: &dyn Store, pool: &PoolRef, first: IndexView, listed: usize) -> IndexView {
-    if first.trusted || first.version.is_none() || listed <= CHEAP_FULL_READ {
+    if first.trusted || first.version.is_none() || listed <= CHEAP_CHECK {
         return first;
     }
     for _ in 0..3 {

@@ -743,3 +743,41 @@ impl FsStore {
             });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A journal that is mostly history is rewritten to its facts and a root, and the index
+    /// stays trusted across the rewrite.
+    #[test]
+    fn a_journal_of_mostly_history_is_compacted_and_stays_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        FsStore::init(dir.path()).unwrap();
+        let store = FsStore::open(dir.path()).unwrap();
+        let pool = PoolName::new("p").unwrap();
+        let index = store.index_dir(None).unwrap();
+        let allocations = store.dir(ObjectKind::Allocation, None).unwrap();
+        let version = dir_version(&allocations).unwrap();
+        // One fact, a root, then a chain of logged changes ending at the current version.
+        let mut text = String::from("F p 10.0.0.1 7 00000000000000ff\n");
+        text.push_str(&journal::root_line("p", version - 5000));
+        for i in (1..=5000).rev() {
+            text.push_str(&journal::edge_line(version - i, version - i + 1));
+        }
+        fs::write(index.join(JOURNAL), &text).unwrap();
+
+        let view = store.index_load(None, &pool);
+        assert!(view.trusted);
+        assert_eq!(
+            view.facts.get(&"10.0.0.1".parse().unwrap()),
+            Some(&(7, 255))
+        );
+        let compacted = fs::read_to_string(index.join(JOURNAL)).unwrap();
+        assert_eq!(
+            compacted,
+            format!("F p 10.0.0.1 7 00000000000000ff\nV p {version}\n")
+        );
+        assert!(store.index_load(None, &pool).trusted);
+    }
+}

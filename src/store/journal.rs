@@ -157,11 +157,6 @@ impl Journal {
         seen
     }
 
-    /// Number of facts held, over all pools.
-    pub fn fact_count(&self) -> usize {
-        self.facts.values().map(|f| f.len()).sum()
-    }
-
     /// The same knowledge in as few lines as possible: every fact, and a root at `version`
     /// for each pool trusted there. Untrusted pools lose their roots (they were useless).
     pub fn compacted(&self, version: Version) -> String {

@@ -11,9 +11,9 @@
 //! 3. Every manifest under its final name is complete (see the write protocol in
 //!    [`crate::store::fs`]).
 //! 4. A crash at any instant leaves 1–3 intact, and the owner that asks again gets its
-//!    address back: the look-up below never trusts the derived index alone, it reads every
-//!    allocation the index does not vouch for, so a claim whose index update was lost is
-//!    still found.
+//!    address back: [`Store::find_owner`] answers from the stored objects as they are, never
+//!    from derived state alone (how the file store does that cheaply, and what outside
+//!    writers can still do, is documented in [`crate::store::fs`]).
 //! 5. A guarded release never deletes another owner's allocation: an allocation is deleted
 //!    only by a process that holds the lock of the owner recorded *in the file* and read the
 //!    file after taking that lock. Nobody else can delete that file meanwhile (they would need
@@ -22,38 +22,10 @@
 //!    is durable; `apply` and `pool delete` hold it exclusive while they check allocations
 //!    and change the pool. So a claim is always checked against the pool as it stands.
 //!
-//! # Owner look-up in O(1), without trusting derived state
-//!
-//! The allocation files are the only truth. The index (`.index/` in each allocations
-//! directory, git-ignored) is a cache with two parts: a per-owner hint (owner key →
-//! address) and a journal of facts (which inode of which allocation is whose) together
-//! with the directory states for which those facts are complete (see
-//! [`crate::store::journal`]). A look-up for owner O:
-//! 1. *Hint:* read O's hint, then read that one allocation file; if it names O, done.
-//!    Two small reads, whatever the pool's size: this is the idempotent path.
-//! 2. *Listing:* otherwise load the journal and list the allocation names (no file reads).
-//!    If every change of the directory since the pool was last read in full was made and
-//!    logged by ipamctl, an allocation whose inode matches its fact is known, and is read
-//!    only if the fact says its owner is O. Any allocation without a matching fact is read.
-//!    If some change was not logged (a `git pull`, a hand edit, a process killed between
-//!    its claim and its journal line), a fact holds only for a file whose change time
-//!    (ctime, which user space cannot set back, and which a rename or link moves forward)
-//!    is before the last version the journal was complete for; every other file of the pool
-//!    is read, what is learnt is logged, and the journal vouches for the directory again.
-//!
-//! Step 2 costs one directory listing plus the few unknown files, so a new owner's
-//! `allocate` grows with N only as fast as listing the directory does. Inode numbers alone
-//! would not do: filesystems hand a freed number to the next new file, so a file replaced
-//! under the same name can carry the old number; the journal's chain of logged changes is
-//! what rules that out.
-//!
-//! What the journal cannot see: a file rewritten *in place* while the journal still
-//! vouches for the directory (an in-place write does not change the directory), and an
-//! outside change landing in the same clock tick as an ipamctl write to the same
-//! directory. Neither is something git or ipamctl does; `ipamctl check` reports the
-//! duplicate owner either could cause.
+//! A store that cannot be written (a read-only mount) still answers an owner that already
+//! holds an address: without locks, since a look-up that finds the owner's allocation is
+//! right whatever runs beside it; only a claim needs the locks, and then fails.
 
-use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -64,7 +36,7 @@ use crate::model::{
     parse_allocation_name,
 };
 use crate::pool::Candidates;
-use crate::store::{Entry, IndexEntry, IndexView, LockMode, ObjectKind, Store};
+use crate::store::{LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
 use crate::yaml;
 
 /// Which pool, in which scope (`None` = cluster-scoped).
@@ -122,19 +94,17 @@ impl Allocated {
     }
 }
 
-/// An allocation file as read: parsed, or the reason it does not parse.
-pub type Parsed = std::result::Result<AllocationManifest, String>;
+pub use crate::store::Parsed;
 
-/// Reads and parses one allocation; `None` if it does not exist. The stamp comes along. A
-/// file that is no manifest (too large, a symlink, not a regular file) reads like one that
-/// does not parse, with stamp 0.
+/// Reads and parses one allocation; `None` if it does not exist. A file that is no manifest
+/// (too large, a symlink, not a regular file) reads like one that does not parse.
 pub fn read_allocation(
     store: &dyn Store,
     ns: Option<&Namespace>,
     name: &str,
-) -> Result<Option<(Parsed, u64)>> {
-    let obj = match store.get(ObjectKind::Allocation, ns, name) {
-        Ok(Some(obj)) => obj,
+) -> Result<Option<Parsed>> {
+    let bytes = match store.get(ObjectKind::Allocation, ns, name) {
+        Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
         // The file itself is too large, a symlink, not a regular file: as broken as a file
         // that does not parse, so its address stays taken and readers warn rather than fail.
@@ -142,25 +112,26 @@ pub fn read_allocation(
         Err(Error::Corrupt { path, message })
             if path.ends_with(store.locate(ObjectKind::Allocation, ns, name)) =>
         {
-            return Ok(Some((Err(message), 0)));
+            return Ok(Some(Err(message)));
         }
         Err(e) => return Err(e),
     };
-    let parsed = std::str::from_utf8(&obj.bytes)
-        .map_err(|_| "is not UTF-8 text".to_owned())
-        .and_then(yaml::decode_allocation);
-    Ok(Some((parsed, obj.stamp)))
+    Ok(Some(
+        std::str::from_utf8(&bytes)
+            .map_err(|_| "is not UTF-8 text".to_owned())
+            .and_then(yaml::decode_allocation),
+    ))
 }
 
 /// Reads a pool manifest; `NotFound` (with a hint naming other scopes that have a pool of
 /// that name) when it does not exist.
 pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
     let ns = pool.namespace.as_ref();
-    let Some(obj) = store.get(ObjectKind::Pool, ns, pool.name.as_str())? else {
+    let Some(bytes) = store.get(ObjectKind::Pool, ns, pool.name.as_str())? else {
         return Err(pool_not_found(store, pool));
     };
     let location = store.locate(ObjectKind::Pool, ns, pool.name.as_str());
-    let text = std::str::from_utf8(&obj.bytes)
+    let text = std::str::from_utf8(&bytes)
         .map_err(|_| Error::invalid(&location, "is not UTF-8 text"))?;
     yaml::decode_pool(text).map_err(|e| Error::invalid(location, e))
 }
@@ -169,8 +140,8 @@ pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
 /// (no allocation file is read). Takes no lock: for explaining a dry run, not for claiming.
 pub fn pool_state(store: &dyn Store, pool: &PoolRef) -> Result<(PoolManifest, Vec<Ipv4Addr>)> {
     let spec = load_pool(store, pool)?;
-    let entries = store.list(ObjectKind::Allocation, pool.namespace.as_ref())?;
-    let taken = pool_entries(&entries, &pool.name).map(|(a, _)| a).collect();
+    let names = store.list(ObjectKind::Allocation, pool.namespace.as_ref())?;
+    let taken = pool_addresses(&names, &pool.name).collect();
     Ok((spec, taken))
 }
 
@@ -202,144 +173,50 @@ pub fn pool_not_found(store: &dyn Store, pool: &PoolRef) -> Error {
     }
 }
 
-/// The allocations of `pool` in the listing of its scope, with their addresses.
-pub fn pool_entries<'a>(
-    entries: &'a [Entry],
+/// The addresses of `pool`'s allocations among the names of its scope.
+pub fn pool_addresses<'a>(
+    names: &'a [String],
     pool: &'a PoolName,
-) -> impl Iterator<Item = (Ipv4Addr, &'a Entry)> + 'a {
-    entries
+) -> impl Iterator<Item = Ipv4Addr> + 'a {
+    names
         .iter()
-        .filter_map(move |e| match parse_allocation_name(&e.name) {
-            Some((p, addr)) if p == pool.as_str() => Some((addr, e)),
+        .filter_map(move |name| match parse_allocation_name(name) {
+            Some((p, addr)) if p == pool.as_str() => Some(addr),
             _ => None,
         })
 }
 
 /// Prints a warning about an allocation file that does not parse. Its name stays taken.
-fn warn_unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &str) {
+pub fn warn_unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &str) {
     eprintln!(
         "warning: {}: {why} (its address stays taken; run `ipamctl check`)",
         store.locate(ObjectKind::Allocation, ns, name)
     );
 }
 
-/// Finds the allocation `owner` holds in `pool`, if any. The caller holds the owner's lock
-/// (or accepts a racy answer, as `--dry-run` does). Returns the pool's taken addresses when
-/// it had to list them, so the caller need not list again.
-fn find_owner(
+/// Finds the allocation `owner` holds in `pool`, warning about broken files on the way.
+fn find_owner(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<OwnerLookup> {
+    let ns = pool.namespace.as_ref();
+    let lookup = store.find_owner(ns, &pool.name, owner)?;
+    for (name, why) in &lookup.broken {
+        warn_unparsable(store, ns, name, why);
+    }
+    Ok(lookup)
+}
+
+/// The pool lock (shared) and the owner's lock, for a claim; `None` when the store is
+/// read-only, which leaves only a look-up (invariant 4's note in the module docs).
+fn claim_locks(
     store: &dyn Store,
     pool: &PoolRef,
     owner: &Owner,
-    record: bool,
-) -> Result<(Option<AllocationManifest>, Option<Vec<Ipv4Addr>>)> {
+) -> Result<Option<(LockGuard, LockGuard)>> {
     let ns = pool.namespace.as_ref();
-    let key = owner.key();
-    if let Some(addr) = store.index_hint(ns, &pool.name, key)
-        && let Some((Ok(m), _)) = read_allocation(store, ns, &allocation_name(&pool.name, addr))?
-        && m.spec.owner == *owner
-    {
-        return Ok((Some(m), None));
+    match store.lock_pool(ns, &pool.name, LockMode::Shared) {
+        Ok(pool_lock) => Ok(Some((pool_lock, store.lock_owner(ns, &pool.name, owner)?))),
+        Err(Error::ReadOnly { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
-    // The version is taken before the listing, so a full read can vouch for it.
-    let first = store.index_load(ns, &pool.name);
-    let entries = store.list(ObjectKind::Allocation, ns)?;
-    let index = wait_for_trust(store, pool, first, entries.len());
-    let mut learnt = Vec::new();
-    let mut found = None;
-    let mut taken = Vec::new();
-    for (addr, entry) in pool_entries(&entries, &pool.name) {
-        taken.push(addr);
-        // A fact holds if the index is trusted, or if this file has not changed since the
-        // index was last complete (strictly before: timestamps are coarse).
-        let known = index.facts.get(&addr).filter(|(stamp, _)| {
-            *stamp == entry.stamp
-                && (index.trusted
-                    || index.settled.is_some_and(|settled| {
-                        store
-                            .changed_at(ns, &entry.name)
-                            .is_some_and(|c| c < settled)
-                    }))
-        });
-        if known.is_some_and(|&(_, k)| k != key) {
-            continue;
-        }
-        let Some((parsed, stamp)) = read_allocation(store, ns, &entry.name)? else {
-            continue; // released since the listing
-        };
-        match parsed {
-            Ok(m) => {
-                let holder = m.spec.owner.key();
-                if known.is_none() {
-                    learnt.push(IndexEntry {
-                        address: addr,
-                        stamp,
-                        key: holder,
-                    });
-                }
-                if m.spec.owner == *owner && m.spec.address == addr {
-                    found = Some((
-                        m,
-                        IndexEntry {
-                            address: addr,
-                            stamp,
-                            key: holder,
-                        },
-                    ));
-                }
-            }
-            Err(why) => warn_unparsable(store, ns, &entry.name, &why),
-        }
-    }
-    if record {
-        // After reading every file: forget what the index knew of files that are gone, and
-        // record that the pool's facts are complete for the version seen before the listing.
-        let verified = (!index.trusted).then_some(index.version).flatten();
-        if verified.is_some() {
-            let listed: HashSet<Ipv4Addr> = taken.iter().copied().collect();
-            learnt.extend(
-                index
-                    .facts
-                    .keys()
-                    .filter(|a| !listed.contains(*a))
-                    .map(|&address| IndexEntry {
-                        address,
-                        stamp: 0,
-                        key: 0,
-                    }),
-            );
-        }
-        store.index_record(
-            ns,
-            &pool.name,
-            &learnt,
-            found.as_ref().map(|(_, e)| *e),
-            verified,
-        );
-    }
-    Ok((found.map(|(m, _)| m), Some(taken)))
-}
-
-/// Files below which checking each one's change time is cheaper than waiting for the index
-/// to be trusted.
-const CHEAP_CHECK: usize = 512;
-
-/// An untrusted index may be a concurrent writer caught between its change and its journal
-/// line (microseconds, unless it was preempted). In a large directory a short wait is far
-/// cheaper than checking every file's change time, so wait a little for a trusted view; a
-/// small directory is checked at once. If trust never comes, `first` is kept: its version
-/// precedes the listing, so the check may vouch for it.
-fn wait_for_trust(store: &dyn Store, pool: &PoolRef, first: IndexView, listed: usize) -> IndexView {
-    if first.trusted || first.version.is_none() || listed <= CHEAP_CHECK {
-        return first;
-    }
-    for _ in 0..3 {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        let again = store.index_load(pool.namespace.as_ref(), &pool.name);
-        if again.trusted {
-            return again;
-        }
-    }
-    first
 }
 
 /// Checks a held allocation against the request's constraints (exit 4 if it breaks one).
@@ -422,30 +299,29 @@ fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> 
 /// The director's Allocate: the owner's existing address, or the lowest free candidate,
 /// claimed exclusively. See the module docs for the protocol.
 pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
-    let ns = req.pool.namespace.as_ref();
-    // Read once to fail fast (and without creating a lock file) when the pool is missing.
+    // Read once to fail fast when the pool is missing.
     load_pool(store, &req.pool)?;
-    let _pool_lock = if req.dry_run {
+    let locks = if req.dry_run {
         None
     } else {
-        Some(store.lock_pool(ns, &req.pool.name, LockMode::Shared)?)
+        match claim_locks(store, &req.pool, &req.owner) {
+            Ok(Some(locks)) => Some(locks),
+            Ok(None) => return allocate_read_only(store, req),
+            Err(e) => return Err(e),
+        }
     };
     // Read again under the lock: this is the pool as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
     let candidates = request_candidates(&spec, req)?;
-    let _owner_lock = if req.dry_run {
-        None
-    } else {
-        Some(store.lock_owner(ns, &req.pool.name, req.owner.key())?)
-    };
-    let (held, entries) = find_owner(store, &req.pool, &req.owner, !req.dry_run)?;
-    if let Some(held) = held {
+    let lookup = find_owner(store, &req.pool, &req.owner)?;
+    if let Some(held) = lookup.held {
         check_held(&held, req)?;
         return Ok(Allocated::Existing(held));
     }
-    let taken = entries.expect("find_owner lists when the owner holds nothing");
     let range = candidates.describe();
-    match claim(store, req, &candidates, &taken)? {
+    let claimed = claim(store, req, &candidates, &lookup.taken)?;
+    drop(locks);
+    match claimed {
         Some(allocated) => Ok(allocated),
         None => Err(Error::Exhausted {
             what: format!("pool `{}`", req.pool),
@@ -455,6 +331,27 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
                 range
             },
         }),
+    }
+}
+
+/// `allocate` on a store that cannot be written: the owner's address if it holds one, else
+/// the read-only error a claim would meet.
+fn allocate_read_only(store: &dyn Store, req: &Request) -> Result<Allocated> {
+    let spec = load_pool(store, &req.pool)?;
+    request_candidates(&spec, req)?;
+    if let Some(held) = find_owner(store, &req.pool, &req.owner)?.held {
+        check_held(&held, req)?;
+        return Ok(Allocated::Existing(held));
+    }
+    // Take the lock again for its error, which names what cannot be written.
+    match claim_locks(store, &req.pool, &req.owner)? {
+        None => Err(store
+            .lock_pool(req.pool.namespace.as_ref(), &req.pool.name, LockMode::Shared)
+            .err()
+            .unwrap_or_else(|| Error::conflict("the state directory became writable; try again"))),
+        Some(_) => Err(Error::conflict(
+            "the state directory became writable meanwhile; try again",
+        )),
     }
 }
 
@@ -483,26 +380,20 @@ fn claim(
             return Ok(Some(Allocated::WouldCreate(manifest)));
         }
         let name = &manifest.metadata.name;
-        match store.create(
+        if store.create(
             ObjectKind::Allocation,
             ns,
             name,
             yaml::encode(&manifest).as_bytes(),
         )? {
-            Some(stamp) => {
-                failpoint!("allocate-before-index");
-                let fact = IndexEntry {
-                    address: addr,
-                    stamp,
-                    key: req.owner.key(),
-                };
-                store.index_record(ns, &pool.name, &[fact], Some(fact), None);
-                return Ok(Some(Allocated::Created(manifest)));
-            }
-            None if req.address.is_some() => return Err(held_by_other(store, req, addr)),
-            // Lost the race for this address to another claimer: try the next one.
-            None => continue,
+            failpoint!("allocate-before-index");
+            store.record_claim(ns, &pool.name, &req.owner, addr);
+            return Ok(Some(Allocated::Created(manifest)));
         }
+        if req.address.is_some() {
+            return Err(held_by_other(store, req, addr));
+        }
+        // Lost the race for this address to another claimer: try the next one.
     }
     Ok(None)
 }
@@ -519,11 +410,7 @@ pub fn allocate_zone(
     owner: &Owner,
     dry_run: bool,
 ) -> Result<Allocated> {
-    let mut names: Vec<String> = store
-        .list(ObjectKind::Pool, None)?
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let mut names = store.list(ObjectKind::Pool, None)?;
     names.sort();
     let mut pools = Vec::new();
     for name in names {
@@ -555,16 +442,16 @@ pub fn allocate_zone(
             locks.push(store.lock_pool(None, &pool.name, LockMode::Shared)?);
         }
         for pool in &pools {
-            locks.push(store.lock_owner(None, &pool.name, owner.key())?);
+            locks.push(store.lock_owner(None, &pool.name, owner)?);
         }
     }
     let mut listings = Vec::new();
     for pool in &pools {
-        let (held, entries) = find_owner(store, pool, owner, !dry_run)?;
-        if let Some(held) = held {
+        let lookup = find_owner(store, pool, owner)?;
+        if let Some(held) = lookup.held {
             return Ok(Allocated::Existing(held));
         }
-        listings.push(entries.expect("find_owner lists when the owner holds nothing"));
+        listings.push(lookup.taken);
     }
     for (pool, entries) in pools.iter().zip(&listings) {
         // Re-read under the lock: a pool deleted or changed meanwhile is skipped or current.
@@ -594,7 +481,7 @@ pub fn allocate_zone(
 fn held_by_other(store: &dyn Store, req: &Request, addr: Ipv4Addr) -> Error {
     let name = allocation_name(&req.pool.name, addr);
     let holder = match read_allocation(store, req.pool.namespace.as_ref(), &name) {
-        Ok(Some((Ok(m), _))) => format!("by `{}`", m.spec.owner),
+        Ok(Some(Ok(m))) => format!("by `{}`", m.spec.owner),
         _ => "already".to_owned(),
     };
     Error::conflict(format!("{addr} in pool `{}` is held {holder}", req.pool))
@@ -622,7 +509,7 @@ pub fn release_address(
     // Each turn of the loop takes the lock of the owner the file names; if the file changed
     // hands before the lock was granted, go round again with the new owner.
     for _ in 0..16 {
-        let Some((parsed, _)) = read_allocation(store, ns, &name)? else {
+        let Some(parsed) = read_allocation(store, ns, &name)? else {
             return Ok(Released::NotHeld);
         };
         let manifest = parsed
@@ -637,9 +524,9 @@ pub fn release_address(
                     .unwrap_or_default()
             )));
         }
-        let _lock = store.lock_owner(ns, &pool.name, owner.key())?;
+        let _lock = store.lock_owner(ns, &pool.name, &owner)?;
         match read_allocation(store, ns, &name)? {
-            Some((Ok(now), _)) if now == manifest => {
+            Some(Ok(now)) if now == manifest => {
                 store.delete(ObjectKind::Allocation, ns, &name)?;
                 return Ok(Released::Deleted(Box::new(manifest)));
             }
@@ -652,24 +539,23 @@ pub fn release_address(
     )))
 }
 
-/// Every allocation in `pool` (parsed ones only) whose owner passes `filter`, sorted by
-/// address. Reads every allocation of the pool.
+/// Every allocation of scope `ns` (of `pool` only, if given) whose owner passes `filter`,
+/// sorted by pool and address; broken files are warned about. Reads only the files the
+/// store cannot rule out.
 pub fn allocations_of(
     store: &dyn Store,
-    pool: &PoolRef,
+    ns: Option<&Namespace>,
+    pool: Option<&PoolName>,
     filter: &OwnerFilter,
 ) -> Result<Vec<AllocationManifest>> {
-    let ns = pool.namespace.as_ref();
-    let entries = store.list(ObjectKind::Allocation, ns)?;
     let mut found = Vec::new();
-    for (_, entry) in pool_entries(&entries, &pool.name) {
-        match read_allocation(store, ns, &entry.name)? {
-            Some((Ok(m), _)) if filter.matches(&m.spec.owner) => found.push(m),
-            Some((Err(why), _)) => warn_unparsable(store, ns, &entry.name, &why),
-            _ => {}
+    for f in store.find_allocations(ns, pool, filter)? {
+        match f.parsed {
+            Ok(m) => found.push(m),
+            Err(why) => warn_unparsable(store, ns, &f.name, &why),
         }
     }
-    found.sort_by_key(|m| m.spec.address);
+    found.sort_by(|a, b| (&a.spec.pool, a.spec.address).cmp(&(&b.spec.pool, b.spec.address)));
     Ok(found)
 }
 
@@ -679,5 +565,5 @@ pub fn lookup_owner(
     pool: &PoolRef,
     owner: &Owner,
 ) -> Result<Option<AllocationManifest>> {
-    Ok(find_owner(store, pool, owner, false)?.0)
+    Ok(find_owner(store, pool, owner)?.held)
 }

@@ -52,6 +52,10 @@ pub enum Error {
     /// An I/O operation on a path failed.
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    /// The state directory cannot be written (a read-only mount, or files the user may not
+    /// write): only commands that change the state need to.
+    #[error("{}: cannot write: the state directory is read-only for this user ({source})", path.display())]
+    ReadOnly { path: PathBuf, source: io::Error },
     /// A file the tool itself must trust is damaged (e.g. the state marker).
     #[error("{}: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
@@ -68,7 +72,7 @@ impl Error {
             Error::NoStateDir { .. } | Error::NotFound { .. } => exit::NOT_FOUND,
             Error::Conflict { .. } => exit::CONFLICT,
             Error::Exhausted { .. } => exit::EXHAUSTED,
-            Error::Io { .. } | Error::Corrupt { .. } => exit::FAILURE,
+            Error::Io { .. } | Error::ReadOnly { .. } | Error::Corrupt { .. } => exit::FAILURE,
         }
     }
 
@@ -85,6 +89,9 @@ impl Error {
             | Error::Exhausted { .. }
             | Error::Io { .. }
             | Error::Corrupt { .. } => None,
+            Error::ReadOnly { .. } => {
+                Some("only `allocate` for an owner that holds an address, and reading commands, work on a read-only state directory")
+            }
         }
     }
 

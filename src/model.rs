@@ -339,23 +339,60 @@ fn split_kind_name(kind_name: &str) -> Result<(OwnerKind, &str), String> {
 /// A filter on owners, as `list` and `release` take it: an omitted part matches any.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OwnerFilter {
-    /// `--owner KIND/NAME`, if given.
+    /// `--owner KIND/NAME`, if given. With [`OwnerFilter::prefix`], NAME ends in `/`.
     pub kind_name: Option<(OwnerKind, String)>,
+    /// `--owner KIND/NAME/` (a trailing `/`): every owner whose name starts with `NAME/`,
+    /// e.g. `VirtualMachine/web-01/` for every NIC of `web-01`.
+    pub prefix: bool,
     /// `--uid UID`, if given.
     pub uid: Option<Uid>,
 }
 
 impl OwnerFilter {
-    /// Builds a filter from the raw flags, validating the owner name against its kind.
+    /// Builds a filter from the raw flags, validating the owner name against its kind. A
+    /// name ending in `/` selects by prefix; what comes before the `/` must be valid as the
+    /// start of a name of that kind (for a VM: its hostname).
     pub fn new(owner: Option<&str>, uid: Option<Uid>) -> Result<OwnerFilter, String> {
-        let kind_name = match owner {
+        let (kind_name, prefix) = match owner {
+            Some(s) if s.ends_with('/') && s.matches('/').count() > 1 => {
+                let (kind, name) = split_kind_name(s)?;
+                let stem = name.trim_end_matches('/');
+                if stem.is_empty() {
+                    return Err(format!(
+                        "owner prefix `{}` names no owner; e.g. `VirtualMachine/web-01/`",
+                        s.escape_debug()
+                    ));
+                }
+                // Valid if some full name of this kind starts with it.
+                let example = match kind {
+                    OwnerKind::VirtualMachine => format!("{stem}/0"),
+                    _ => stem.to_owned(),
+                };
+                kind.check_name(&example).map_err(|why| {
+                    format!("invalid {kind} name prefix `{}`: {why}", name.escape_debug())
+                })?;
+                (Some((kind, name.to_owned())), true)
+            }
             Some(s) => {
                 let owner = Owner::parse(s, None)?;
-                Some((owner.kind, owner.name))
+                (Some((owner.kind, owner.name)), false)
             }
-            None => None,
+            None => (None, false),
         };
-        Ok(OwnerFilter { kind_name, uid })
+        Ok(OwnerFilter {
+            kind_name,
+            prefix,
+            uid,
+        })
+    }
+
+    /// The filter that passes exactly `owner` (kind, name and uid).
+    pub fn exactly(owner: &Owner) -> OwnerFilter {
+        OwnerFilter {
+            kind_name: Some((owner.kind, owner.name.clone())),
+            prefix: false,
+            uid: owner.uid.clone(),
+        }
     }
 
     /// True when neither `--owner` nor `--uid` was given.
@@ -365,14 +402,24 @@ impl OwnerFilter {
 
     /// Does `owner` pass the filter?
     pub fn matches(&self, owner: &Owner) -> bool {
-        let kind_name_ok = self
-            .kind_name
-            .as_ref()
-            .is_none_or(|(k, n)| *k == owner.kind && *n == owner.name);
-        let uid_ok = self
-            .uid
-            .as_ref()
-            .is_none_or(|u| owner.uid.as_ref() == Some(u));
+        self.matches_text(
+            owner.kind.as_str(),
+            &owner.name,
+            owner.uid.as_ref().map(Uid::as_str),
+        )
+    }
+
+    /// Does the owner with these fields pass the filter? (For owners known only as text.)
+    pub fn matches_text(&self, kind: &str, name: &str, uid: Option<&str>) -> bool {
+        let kind_name_ok = self.kind_name.as_ref().is_none_or(|(k, n)| {
+            k.as_str() == kind
+                && if self.prefix {
+                    name.starts_with(n.as_str())
+                } else {
+                    name == n
+                }
+        });
+        let uid_ok = self.uid.as_ref().is_none_or(|u| uid == Some(u.as_str()));
         kind_name_ok && uid_ok
     }
 }

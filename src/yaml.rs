@@ -1,8 +1,9 @@
 //! The one module that knows the YAML library (serde-saphyr), so it can be swapped.
 //!
-//! Reading is bounded (size, nesting, alias expansion), strict (duplicate keys and unknown
-//! fields are errors) and never panics; writing is deterministic: fixed key order, and every
-//! scalar that a YAML 1.1 reader would take for a boolean, number or null is quoted.
+//! Reading is bounded (size, nesting, alias expansion), strict (duplicate keys, unknown
+//! fields and tags outside the YAML core schema are errors) and never panics; writing is
+//! deterministic: fixed key order, and every scalar that a YAML 1.1 reader would take for a
+//! boolean, number or null is quoted.
 //!
 //! Allocations, which `list` and `check` read by the tens of thousands, first try a fast path
 //! (`canonical`) that only accepts the exact bytes [`encode`] writes; everything else goes to
@@ -62,8 +63,62 @@ pub enum Document {
     Allocation,
 }
 
+/// Every library read goes through here, so no manifest with a tag outside the core schema
+/// is ever read.
 fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    serde_saphyr::from_str_with_options(text, options()).map_err(one_line)
+    // Tags first, so that a tagged value is refused for its tag rather than for whatever the
+    // library made of it (`!!timestamp` into a string is "cannot deserialize tagged scalar").
+    let scanned_whole = core_tags_only(text)?;
+    let value = serde_saphyr::from_str_with_options(text, options()).map_err(one_line)?;
+    if !scanned_whole {
+        // Cannot happen with today's limits, which are the library's defaults on both sides;
+        // if a limit ever differs, refusing is the answer that cannot let a tag through.
+        return Err("the document could not be checked for tags".into());
+    }
+    Ok(value)
+}
+
+/// The tags the YAML 1.2 core schema defines; the only ones a manifest may carry.
+const CORE_TAGS: &str = "!!str, !!int, !!float, !!bool, !!null, !!map, !!seq";
+
+/// Refuses the first tag outside the core schema, as `line L column C: tag `T` is not
+/// allowed; ...`, naming the tag as written. `Ok(false)` when the text does not parse (the
+/// library then says why), `Ok(true)` when every node was seen.
+///
+/// serde-saphyr cannot do this alone: `reject_unsupported_tags` refuses only tags it does not
+/// know, and it knows (and applies) `!!binary`, `!!timestamp`, `!!merge`, `!!value` and `!`.
+/// Its own parser does see every tag, so this reads the event stream rather than the text: a
+/// `!` in a quoted or block scalar or in a comment is no tag to it. Core tags are matched by
+/// what they resolve to, so `!<tag:yaml.org,2002:str>` passes and a `!!str` whose handle a
+/// `%TAG` directive rebinds does not.
+fn core_tags_only(text: &str) -> Result<bool, String> {
+    use serde_saphyr::granit_parser::{Event, Parser};
+    for event in Parser::new_from_str(text) {
+        let Ok((event, span)) = event else {
+            return Ok(false);
+        };
+        let tag = match &event {
+            Event::Scalar(_, _, _, tag)
+            | Event::SequenceStart(_, _, tag)
+            | Event::MappingStart(_, _, tag) => tag,
+            _ => continue,
+        };
+        let Some(tag) = tag else { continue };
+        if tag.is_yaml_core_schema() {
+            continue;
+        }
+        let at = span.tag_start().unwrap_or(span.start);
+        let written = span
+            .tag_span()
+            .and_then(|t| t.slice(text))
+            .map_or_else(|| tag.to_string(), str::to_owned);
+        return Err(format!(
+            "line {} column {}: tag `{written}` is not allowed; only the YAML core schema's tags are ({CORE_TAGS})",
+            at.line(),
+            at.col() + 1
+        ));
+    }
+    Ok(true)
 }
 
 /// Splits a multi-document stream at `---` lines, dropping documents that hold only
@@ -233,6 +288,77 @@ mod tests {
         let err = decode_documents(&text).unwrap_err();
         assert!(err.starts_with("document 2: line 14"), "{err}");
         assert!(err.contains("did you mean `10.0.0.0/24`"), "{err}");
+    }
+
+    /// The message `decode_pool` gives for `tag` at line `line`, column `column`.
+    fn tag_refusal(line: usize, column: usize, tag: &str) -> String {
+        format!(
+            "line {line} column {column}: tag `{tag}` is not allowed; only the YAML core schema's tags are ({CORE_TAGS})"
+        )
+    }
+
+    #[test]
+    fn tags_outside_the_core_schema_are_refused_naming_them() {
+        for (tag, value) in [
+            ("!!binary", "cA=="),
+            ("!!timestamp", "p"),
+            ("!!set", "p"),
+            ("!!python/name:os.system", "p"),
+            ("!p", "p"),
+            ("!", "p"),
+            ("!<tag:example.com,2000:p>", "p"),
+            ("!<tag:yaml.org,2002:binary>", "cA=="),
+        ] {
+            let text = POOL.replace("name: p", &format!("name: {tag} {value}"));
+            assert_eq!(decode_pool(&text), Err(tag_refusal(4, 9, tag)), "{tag}");
+        }
+    }
+
+    #[test]
+    fn core_tags_are_matched_by_what_they_resolve_to() {
+        let verbatim = POOL.replace("name: p", "name: !<tag:yaml.org,2002:str> p");
+        assert_eq!(decode_pool(&verbatim), decode_pool(POOL));
+        // A directive may rebind `!!`; the tag is then no core tag, whatever it looks like.
+        let rebound = format!(
+            "%TAG !! tag:example.com,2000:\n---\n{}",
+            POOL.replace("name: p", "name: !!str p")
+        );
+        assert_eq!(core_tags_only(&rebound), Err(tag_refusal(6, 9, "!!str")));
+        let split = "%TAG !y! tag:yaml.org,2002:\n--- !y!str p\n";
+        assert_eq!(core_tags_only(split), Ok(true));
+    }
+
+    #[test]
+    fn a_bang_in_a_quoted_or_block_scalar_or_a_comment_is_no_tag() {
+        let text = POOL.replace(
+            "  name: p\n",
+            "  name: p # !!binary\n  # !foo\n  annotations:\n    a: \"!!binary cA==\"\n    b: '!p'\n    c: |\n      !!set\n    d: x!y\n",
+        );
+        assert!(decode_pool(&text).is_ok(), "{:?}", decode_pool(&text));
+    }
+
+    #[test]
+    fn a_tagged_allocation_reads_as_unparsable() {
+        let text = include_str!(
+            "../testdata/demo/namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml"
+        );
+        assert!(decode_allocation(text).is_ok());
+        let tagged = text.replace("pool: vpc-main", "pool: !!binary dnBjLW1haW4=");
+        let line = 1 + text
+            .lines()
+            .position(|l| l.starts_with("  pool: "))
+            .expect("a pool line");
+        assert_eq!(
+            decode_allocation(&tagged),
+            Err(tag_refusal(line, 9, "!!binary"))
+        );
+    }
+
+    #[test]
+    fn text_the_parser_rejects_is_left_to_the_library() {
+        assert_eq!(core_tags_only("a: [unclosed\n"), Ok(false));
+        let err = decode_pool("a: [unclosed\n").unwrap_err();
+        assert!(!err.contains("tag"), "{err}");
     }
 
     #[test]

@@ -815,12 +815,22 @@ fn the_tools_own_lock_and_index_files_are_not_findings() {
     ] {
         assert_eq!(state.run(args).code, 0);
     }
-    assert!(state.path("cluster/ipampools/.lock").exists());
-    assert!(state.path("cluster/ipampools/.public-zone-a.lock").exists());
+    // A look-up records files at least 100 ms old in the pool's index.
+    std::thread::sleep(Duration::from_millis(200));
+    let listed = state.run(&["list", "-n", "acme/prod", "--uid", WEB01_UID]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    // Locks are byte ranges of the marker: no lock file is left behind.
+    assert!(!state.path("cluster/ipampools/.lock").exists());
+    assert!(!state.path("cluster/ipampools/.public-zone-a.lock").exists());
     assert!(
         state
-            .path(&format!("{ACME_ALLOCS}/.index/journal"))
+            .path(&format!("{ACME_ALLOCS}/.index/vpc-main.idx"))
             .exists()
+    );
+    assert!(
+        state
+            .path(&format!("{ACME_ALLOCS}/.index/vpc-main.owners"))
+            .is_dir()
     );
     state.expect(&[]);
 }
@@ -961,10 +971,14 @@ fn fix_removes_only_old_temporary_files() {
         .write_aged(".tmp-e5f6", hour)
         .write_aged("cluster/ipallocations/.tmp-fresh", Duration::from_secs(60))
         .write_aged("cluster/ipampools/.stray", hour);
-    // Aged lock and index files, which a running process may hold, must stay too.
+    // Aged index files, and lock files an older ipamctl left, must stay too.
+    state
+        .write_aged("cluster/ipampools/.public-zone-a.lock", hour)
+        .write_aged("cluster/ipallocations/.index/journal", hour)
+        .write_aged("cluster/ipallocations/.index/public-zone-a.idx", hour);
     for rel in [
         "cluster/ipampools/.public-zone-a.lock",
-        "cluster/ipampools/.lock",
+        "cluster/ipallocations/.index/public-zone-a.idx",
         "cluster/ipallocations/.index/journal",
     ] {
         File::options()

@@ -28,7 +28,7 @@ const ALLOCATE_POINTS: [&str; 6] = [
     "write-after-name-claimed",
     "write-after-dir-synced",
     "allocate-before-index",
-    "index-between-log-and-hint",
+    "index-before-hint",
 ];
 
 struct State {

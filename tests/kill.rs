@@ -246,9 +246,9 @@ fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
 
 /// The state a `git pull` leaves when another machine released an address and gave it to
 /// another owner: git unlinks the file and creates it again, and ext4 and xfs hand the
-/// freed inode number straight back, so the owner index's stamp still matches while the
-/// owner changed. The change to the directory was not made by ipamctl, so the journal no
-/// longer vouches for the directory and the new owner's look-up reads the file.
+/// freed inode number straight back, so an owner index keyed by inode numbers would still
+/// match while the owner changed. The index records each file's size and change time too,
+/// and a file created after the record was made has a later change time.
 ///
 /// The new owner must get its address back, not a second one (invariants 2 and 4).
 #[test]
@@ -260,29 +260,28 @@ fn an_allocation_replaced_outside_ipamctl_on_a_recycled_inode_is_found_by_its_ow
     assert_eq!(out.code, Some(code::OK), "{}", out.describe());
     let old = state.run(&["allocate", "p", "--owner", "FloatingIP/old"]);
     assert_eq!(old.stdout, "10.40.0.1\n", "{}", old.describe());
+    // Old enough for a look-up to record it in the index; then one that does.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let other = state.run(&["allocate", "p", "--owner", "FloatingIP/other"]);
+    assert_eq!(other.stdout, "10.40.0.2\n", "{}", other.describe());
+    let index = state.root.join("cluster/ipallocations/.index/p.idx");
+    let recorded = std::fs::read_to_string(&index).unwrap();
+    assert!(recorded.contains("\n10.40.0.1 "), "{recorded}");
 
     let path = state.root.join("cluster/ipallocations/p-10-40-0-1.yaml");
     let inode = std::fs::metadata(&path).unwrap().ino();
     let text = std::fs::read_to_string(&path).unwrap();
     let rewritten = text.replace("name: old", "name: new");
-    assert_ne!(text, rewritten);
+    assert_eq!(text.len(), rewritten.len());
     // As git checks a changed file out: unlink, then create.
     std::fs::remove_file(&path).unwrap();
     std::fs::write(&path, rewritten).unwrap();
     // Whether or not this filesystem recycled the inode just now, make the index believe
-    // the worst case: the file under its current inode is the old owner's.
+    // the worst case: the file under its current inode (same size) is the old owner's.
     let now = std::fs::metadata(&path).unwrap().ino();
     eprintln!("inode before {inode}, after {now}");
-    let old_key = ipamctl::model::Owner::parse("FloatingIP/old", None)
-        .unwrap()
-        .key();
-    let journal = state.root.join("cluster/ipallocations/.index/journal");
-    let mut log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&journal)
-        .unwrap();
-    use std::io::Write as _;
-    writeln!(log, "F p 10.40.0.1 {now} {old_key:016x}").unwrap();
+    let forged = recorded.replace(&format!("\n10.40.0.1 {inode} "), &format!("\n10.40.0.1 {now} "));
+    std::fs::write(&index, forged).unwrap();
 
     let new = state.run(&["allocate", "p", "--owner", "FloatingIP/new"]);
     let holds = state.scan().held_by(None, "p", "FloatingIP/new", None);

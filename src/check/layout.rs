@@ -14,7 +14,9 @@ use std::time::SystemTime;
 
 use super::{Finding, Leftover, Severity};
 use crate::model::{Namespace, PoolName};
-use crate::store::fs::{FsStore, GITIGNORE, INDEX_DIR, JOURNAL, MARKER, TMP_PREFIX};
+use crate::store::fs::{
+    FsStore, GITIGNORE, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX, MARKER, TMP_PREFIX,
+};
 
 const GITIGNORE_FILE: &str = ".gitignore";
 const POOLS_DIR: &str = "ipampools";
@@ -341,7 +343,7 @@ impl Walker {
         }
     }
 
-    /// `ipallocations/.index/`: the derived owner index and owner locks. Its contents are
+    /// `ipallocations/.index/`: the derived owner index and hints. Its contents are
     /// a cache (git-ignored, rebuilt on demand), so only their names are checked.
     fn index(&mut self, dir: &Item) {
         for item in self.entries(&dir.path, &dir.rel) {
@@ -351,8 +353,8 @@ impl Walker {
                 continue;
             }
             let known = match item.kind {
-                Kind::File => name == JOURNAL || is_owner_lock(name),
-                Kind::Dir => pool_of(name, ".owners").is_some(),
+                Kind::File => pool_of(name, INDEX_SUFFIX).is_some() || is_old_index_file(name),
+                Kind::Dir => pool_of(name, HINTS_SUFFIX).is_some(),
                 Kind::Symlink | Kind::Other => false,
             };
             if !known {
@@ -391,9 +393,11 @@ fn is_pool_lock(name: &str) -> bool {
             .is_some_and(|pool| PoolName::new(pool).is_ok())
 }
 
-/// `<pool>.lock-NN`, NN a two-digit stripe number.
-fn is_owner_lock(name: &str) -> bool {
-    name.rsplit_once(".lock-").is_some_and(|(pool, stripe)| {
+/// What ipamctl 0.1 kept in `.index/` (a journal and owner lock stripes `<pool>.lock-NN`):
+/// unused now, and harmless.
+fn is_old_index_file(name: &str) -> bool {
+    name == "journal"
+        || name.rsplit_once(".lock-").is_some_and(|(pool, stripe)| {
         PoolName::new(pool).is_ok()
             && stripe.len() == 2
             && stripe.bytes().all(|b| b.is_ascii_digit())
@@ -424,9 +428,9 @@ mod tests {
         assert!(is_pool_lock(".vpc-main.lock"));
         assert!(!is_pool_lock(".Vpc.lock"));
         assert!(!is_pool_lock("vpc-main.lock"));
-        assert!(is_owner_lock("vpc-main.lock-07"));
-        assert!(!is_owner_lock("vpc-main.lock-7"));
-        assert!(!is_owner_lock(".lock-07"));
+        assert!(is_old_index_file("vpc-main.lock-07"));
+        assert!(!is_old_index_file("vpc-main.lock-7"));
+        assert!(!is_old_index_file(".lock-07"));
         assert_eq!(pool_of("vpc-main.owners", ".owners"), Some("vpc-main"));
         assert_eq!(pool_of("vpc-main.log", ".owners"), None);
     }

@@ -96,11 +96,11 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
     // Only the taken addresses on the lines shown are read: at most the cap's number of files.
     let mut holder =
         |addr| match alloc::read_allocation(store, ns, &allocation_name(&req.pool.name, addr)) {
-            Ok(Some((Ok(m), _))) => match m.spec.owner.uid() {
+            Ok(Some(Ok(m))) => match m.spec.owner.uid() {
                 Some(uid) => format!("`{}` (uid {uid})", m.spec.owner),
                 None => format!("`{}`", m.spec.owner),
             },
-            Ok(Some((Err(_), _))) => "an allocation file that does not parse".to_owned(),
+            Ok(Some(Err(_))) => "an allocation file that does not parse".to_owned(),
             Ok(None) => "an allocation released since".to_owned(),
             Err(e) => format!("an allocation that cannot be read ({e})"),
         };

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 
 use crate::alloc::{self, PoolRef};
 use crate::cli::ApplyArgs;
@@ -11,19 +12,17 @@ use crate::pool::Candidates;
 use crate::store::{LockGuard, LockMode, ObjectKind, Store};
 use crate::{output, yaml};
 
-/// Reads one `-f` argument (`-` = stdin), bounded like any manifest.
+/// Reads one `-f` argument (`-` = stdin), bounded like any manifest. Anything but a regular
+/// file (a directory, FIFO, socket or device) is refused unread.
 fn read_input(file: &str) -> Result<String> {
     let mut bytes = Vec::new();
     let limit = 16 * yaml::MAX_MANIFEST_BYTES;
     let read = if file == "-" {
         std::io::stdin().take(limit + 1).read_to_end(&mut bytes)
     } else {
-        std::fs::File::open(file).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        open_regular(file)?.take(limit + 1).read_to_end(&mut bytes)
     };
-    read.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::invalid(file, "no such file"),
-        _ => Error::io(file, e),
-    })?;
+    read.map_err(|e| Error::io(file, e))?;
     if bytes.len() as u64 > limit {
         return Err(Error::invalid(
             file,
@@ -31,6 +30,58 @@ fn read_input(file: &str) -> Result<String> {
         ));
     }
     String::from_utf8(bytes).map_err(|_| Error::invalid(file, "is not UTF-8 text"))
+}
+
+/// Opens `file` for reading if it is a regular file (symlinks followed: the path is the
+/// user's own, not one inside the state directory).
+fn open_regular(file: &str) -> Result<std::fs::File> {
+    // O_NONBLOCK: opening a FIFO without a writer would otherwise wait for one. O_NOCTTY: a
+    // terminal device must not become the controlling terminal just by being opened. Neither
+    // changes how a regular file reads.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(file);
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::invalid(file, "no such file"));
+        }
+        // open(2) refuses a socket with ENXIO. The stat below only names what it is for the
+        // message; nothing is read from what it describes.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return Err(match std::fs::metadata(file) {
+                Ok(meta) if !meta.is_file() => not_regular(file, meta.file_type()),
+                _ => Error::io(file, e),
+            });
+        }
+        Err(e) => return Err(Error::io(file, e)),
+    };
+    // The type of what was opened, not of what the path named a moment earlier.
+    let meta = f.metadata().map_err(|e| Error::io(file, e))?;
+    if meta.is_file() {
+        Ok(f)
+    } else {
+        Err(not_regular(file, meta.file_type()))
+    }
+}
+
+/// `FILE: is a FIFO, not a regular file`, and so on for each kind of special file.
+fn not_regular(file: &str, kind: std::fs::FileType) -> Error {
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        return Error::invalid(file, "is not a regular file");
+    };
+    Error::invalid(file, format!("is {what}, not a regular file"))
 }
 
 /// Parses every document of every file; nothing is written if any is invalid.
@@ -109,10 +160,10 @@ fn check_overlaps(store: &dyn Store, incoming: &[PoolManifest]) -> Result<()> {
         .collect();
     let mut others: Vec<PoolManifest> = Vec::new();
     for entry in store.list(ObjectKind::Pool, None)? {
-        if replaced.contains(entry.name.as_str()) {
+        if replaced.contains(entry.as_str()) {
             continue;
         }
-        let Ok(name) = crate::model::PoolName::new(&entry.name) else {
+        let Ok(name) = crate::model::PoolName::new(&entry) else {
             continue;
         };
         if let Some(m) = existing(
@@ -149,15 +200,15 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
     let pref = pool_ref(pool);
     let candidates = Candidates::of_pool(&pool.spec);
     let ns = pref.namespace.as_ref();
-    let entries = store.list(ObjectKind::Allocation, ns)?;
-    let mut stranded: Vec<_> = alloc::pool_entries(&entries, &pref.name)
-        .filter(|(addr, _)| !candidates.contains(*addr))
+    let names = store.list(ObjectKind::Allocation, ns)?;
+    let mut stranded: Vec<_> = alloc::pool_addresses(&names, &pref.name)
+        .filter(|addr| !candidates.contains(*addr))
         .collect();
     // The listing comes in directory order; name them by address so the message is stable.
-    stranded.sort_by_key(|(addr, _)| *addr);
+    stranded.sort();
     let stranded: Vec<String> = stranded
         .into_iter()
-        .map(|(addr, e)| format!("{} ({addr})", e.name))
+        .map(|addr| format!("{} ({addr})", crate::model::allocation_name(&pref.name, addr)))
         .collect();
     if stranded.is_empty() {
         return Ok(());

@@ -13,7 +13,8 @@ use crate::{output, yaml};
 /// Reads every allocation of the selected scopes that passes the filters, sorted.
 ///
 /// Only files whose name matches `--pool` and `--address` are read, spread over the cores
-/// (reading and decoding thousands of small files is all this command does); warnings about
+/// (reading and decoding thousands of small files is all this command does); with `--owner`
+/// or `--uid`, only the files the store's owner look-up cannot rule out. Warnings about
 /// broken files come in listing order, as from a single thread.
 pub fn collect(
     store: &(dyn Store + Sync),
@@ -34,26 +35,31 @@ pub fn collect(
     let mut found = Vec::new();
     for ns in super::scopes(store, g)? {
         let ns = ns.as_ref();
+        if !filter.is_empty() {
+            // The owner index answers which files can match: only those are read.
+            let held = alloc::allocations_of(store, ns, pool.as_ref(), &filter)?;
+            found.extend(held.into_iter().filter(|m| address.is_none_or(|a| a == m.spec.address)));
+            continue;
+        }
         let names: Vec<String> = store
             .list(ObjectKind::Allocation, ns)?
             .into_iter()
-            .filter(|entry| {
-                parse_allocation_name(&entry.name).is_some_and(|(p, addr)| {
+            .filter(|name| {
+                parse_allocation_name(name).is_some_and(|(p, addr)| {
                     pool.as_ref().is_none_or(|want| want.as_str() == p)
                         && address.is_none_or(|a| a == addr)
                 })
             })
-            .map(|entry| entry.name)
             .collect();
         let read = parallel_map(&names, |name| alloc::read_allocation(store, ns, name));
         for (name, outcome) in names.iter().zip(read) {
             match outcome? {
-                Some((Ok(m), _)) if filter.matches(&m.spec.owner) => found.push(m),
-                Some((Err(why), _)) => eprintln!(
+                Some(Ok(m)) => found.push(m),
+                Some(Err(why)) => eprintln!(
                     "warning: {}: {why} (skipped; run `ipamctl check`)",
                     store.locate(ObjectKind::Allocation, ns, name)
                 ),
-                _ => {}
+                None => {}
             }
         }
     }

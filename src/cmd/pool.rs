@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 
 use serde::Serialize;
 
-use crate::alloc::{self, PoolRef, pool_entries};
+use crate::alloc::{self, PoolRef, pool_addresses};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolArg, PoolCommand, PoolShowArgs};
 use crate::error::{Error, Result};
 use crate::map::{self, Map};
@@ -29,8 +29,8 @@ pub fn run(
 
 /// Addresses taken in `pool`, from the listing alone (no file is read).
 fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<Ipv4Addr>> {
-    let entries = store.list(ObjectKind::Allocation, ns)?;
-    Ok(pool_entries(&entries, pool).map(|(a, _)| a).collect())
+    let names = store.list(ObjectKind::Allocation, ns)?;
+    Ok(pool_addresses(&names, pool).collect())
 }
 
 /// A pool manifest with `status` added after `spec`; the manifest keeps its file key order.
@@ -59,11 +59,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let mut pools = Vec::new();
     for ns in super::scopes(store, g)? {
         let entries = store.list(ObjectKind::Allocation, ns.as_ref())?;
-        let mut names: Vec<_> = store
-            .list(ObjectKind::Pool, ns.as_ref())?
-            .into_iter()
-            .map(|e| e.name)
-            .collect();
+        let mut names = store.list(ObjectKind::Pool, ns.as_ref())?;
         names.sort();
         for name in names {
             let Ok(name) = PoolName::new(&name) else {
@@ -85,7 +81,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                     continue;
                 }
             };
-            let taken: Vec<Ipv4Addr> = pool_entries(&entries, &pool.name).map(|(a, _)| a).collect();
+            let taken: Vec<Ipv4Addr> = pool_addresses(&entries, &pool.name).collect();
             let usage = Usage::of(&manifest.spec, &taken);
             pools.push((manifest, usage));
         }

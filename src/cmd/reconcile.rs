@@ -70,10 +70,7 @@ pub fn run(
             };
             let owner = &m.spec.owner;
             // Guarded by the owner reported dead: an address re-allocated meanwhile stays.
-            let guard = OwnerFilter {
-                kind_name: Some((owner.kind(), owner.name().to_owned())),
-                uid: owner.uid().cloned(),
-            };
+            let guard = OwnerFilter::exactly(owner);
             match alloc::release_address(store, &pool, m.spec.address, &guard) {
                 Ok(Released::Deleted(_)) => {
                     released += 1;

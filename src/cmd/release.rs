@@ -5,9 +5,9 @@ use std::io::Write;
 use crate::alloc::{self, PoolRef, Released};
 use crate::cli::{GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::error::{Error, Result};
-use crate::model::{AllocationManifest, OwnerFilter, PoolName, parse_allocation_name};
+use crate::model::{AllocationManifest, OwnerFilter};
 use crate::output;
-use crate::store::{ObjectKind, Store};
+use crate::store::Store;
 
 pub fn run(
     store: &dyn Store,
@@ -83,31 +83,30 @@ fn release_matching(
     pool: &PoolRef,
     filter: &OwnerFilter,
 ) -> Result<Vec<AllocationManifest>> {
-    let held = alloc::allocations_of(store, pool, filter)?;
+    let held = alloc::allocations_of(store, pool.namespace.as_ref(), Some(&pool.name), filter)?;
     if held.is_empty() {
         if pool_spec(store, pool)?.is_none() {
             return Err(alloc::pool_not_found(store, pool));
         }
         eprintln!("note: no allocation in pool `{pool}` matches; nothing to release");
     }
-    release_all(store, pool, held)
+    release_all(store, held)
 }
 
 /// Releases each allocation guarded by its exact owner, so an address re-allocated to
 /// someone else in the meantime is left alone.
 fn release_all(
     store: &dyn Store,
-    pool: &PoolRef,
     held: Vec<AllocationManifest>,
 ) -> Result<Vec<AllocationManifest>> {
     let mut released = Vec::new();
     for m in held {
-        let owner = &m.spec.owner;
-        let guard = OwnerFilter {
-            kind_name: Some((owner.kind(), owner.name().to_owned())),
-            uid: owner.uid().cloned(),
+        let pool = PoolRef {
+            namespace: m.metadata.namespace.clone(),
+            name: m.spec.pool.clone(),
         };
-        match alloc::release_address(store, pool, m.spec.address, &guard) {
+        let guard = OwnerFilter::exactly(&m.spec.owner);
+        match alloc::release_address(store, &pool, m.spec.address, &guard) {
             Ok(Released::Deleted(m)) => released.push(*m),
             Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
             Err(e) => return Err(e),
@@ -116,6 +115,8 @@ fn release_all(
     Ok(released)
 }
 
+/// Everything the uid holds in the selected scopes, read from the files the store's owner
+/// index cannot rule out.
 fn release_uid(
     store: &dyn Store,
     g: &GlobalArgs,
@@ -123,24 +124,8 @@ fn release_uid(
 ) -> Result<Vec<AllocationManifest>> {
     let mut released = Vec::new();
     for ns in super::scopes(store, g)? {
-        let mut pools: Vec<String> = store
-            .list(ObjectKind::Allocation, ns.as_ref())?
-            .iter()
-            .filter_map(|e| parse_allocation_name(&e.name).map(|(p, _)| p.to_owned()))
-            .collect();
-        pools.sort();
-        pools.dedup();
-        for name in pools {
-            let Ok(name) = PoolName::new(&name) else {
-                continue;
-            };
-            let pool = PoolRef {
-                namespace: ns.clone(),
-                name,
-            };
-            let held = alloc::allocations_of(store, &pool, filter)?;
-            released.extend(release_all(store, &pool, held)?);
-        }
+        let held = alloc::allocations_of(store, ns.as_ref(), None, filter)?;
+        released.extend(release_all(store, held)?);
     }
     if released.is_empty() {
         eprintln!("note: nothing held by that uid; nothing to release");

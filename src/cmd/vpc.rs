@@ -87,7 +87,7 @@ fn create(
         pool.name.as_str(),
         yaml::encode(&manifest).as_bytes(),
     )?;
-    if created.is_none() {
+    if !created {
         return Err(Error::Conflict {
             message: format!(
                 "VPC `{}` already exists in namespace `{ns}` (pool `{}`)",
@@ -128,7 +128,12 @@ fn delete(
             "pool `{pool}` is not owned by a VPC; delete it with `ipamctl pool delete`"
         )));
     }
-    let held = alloc::allocations_of(store, &pool, &OwnerFilter::default())?;
+    let held = alloc::allocations_of(
+        store,
+        pool.namespace.as_ref(),
+        Some(&pool.name),
+        &OwnerFilter::default(),
+    )?;
     if manifest.is_none() && held.is_empty() {
         return Err(Error::NotFound {
             message: format!(
@@ -148,10 +153,7 @@ fn delete(
     for m in held {
         if !args.dry_run {
             let owner = &m.spec.owner;
-            let guard = OwnerFilter {
-                kind_name: Some((owner.kind(), owner.name().to_owned())),
-                uid: owner.uid().cloned(),
-            };
+            let guard = OwnerFilter::exactly(owner);
             if let Released::NotHeld = alloc::release_address(store, &pool, m.spec.address, &guard)?
             {
                 continue;
@@ -164,7 +166,7 @@ fn delete(
         .list(ObjectKind::Allocation, ns)?
         .iter()
         .filter(|e| {
-            crate::model::parse_allocation_name(&e.name)
+            crate::model::parse_allocation_name(e)
                 .is_some_and(|(p, _)| p == pool.name.as_str())
         })
         .count();

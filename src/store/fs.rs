@@ -2,75 +2,101 @@
 //! name) alone, so the path is the unique index.
 //!
 //! ```text
-//! <root>/.ipamctl                                   marker: identifies the root, layout version
-//! <root>/.gitignore                                 keeps the dot-files below out of git
-//! <root>/cluster/ipampools/<pool>.yaml              public pools
+//! <root>/.ipamctl                                 marker: identifies the root, layout version;
+//!                                                 every lock is a byte range of it (super::lock)
+//! <root>/.gitignore                               keeps the dot-files below out of git
+//! <root>/cluster/ipampools/<pool>.yaml            public pools
 //! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
 //! <root>/namespaces/<ns segments>/ipampools/<pool>.yaml
 //! <root>/namespaces/<ns segments>/ipallocations/<pool>-<a-b-c-d>.yaml
-//! ipampools/.<pool>.lock                            pool lock (shared: allocate; exclusive: apply, delete)
-//! ipampools/.lock                                   held by apply while it checks overlaps and writes
-//! ipallocations/.index/<pool>.lock-<nn>             owner lock stripes (nn = owner key mod 32)
-//! ipallocations/.index/journal                      owner index: facts and logged changes (`super::journal`)
-//! ipallocations/.index/<pool>.owners/<key>          owner index: key -> address hint
-//! ipampools/.tmp-*, ipallocations/.index/.tmp-*     temporary files of writes in flight
+//! ipallocations/.index/<pool>.idx                 owner index, stat-validated (super::index)
+//! ipallocations/.index/<pool>.owners/<key>        owner key -> address hint
+//! .tmp-*  (in any directory above)                temporary files of writes in flight
 //! ```
+//!
+//! Everything below the root is opened beneath the root's handle without following a
+//! symlink ([`super::beneath`]): nothing planted in the state directory can make ipamctl read
+//! or write outside it. Everything ipamctl writes goes through a new temporary file and a
+//! rename, so no existing file (or hard link) is ever written into.
 //!
 //! # Write protocol, and the crash window each step closes
 //!
 //! `create` (every claim):
-//! 1. write the manifest to `.tmp-XXXX` and `fsync` it: a crash leaves only a dot-file that
-//!    no reader takes for a manifest (`check --fix` removes it). For allocations the
-//!    temporary file lives in `.index/`, so the directory itself changes only at step 2;
-//! 2. link it to `<name>.yaml` without replacing (`renameat2(RENAME_NOREPLACE)`, or
-//!    `link(2)`): the single atomic step that claims the name. It fails if the name exists,
-//!    which is how concurrent claimers of one address are arbitrated. Because the data was
-//!    fsynced first, the name never points at incomplete bytes, even after a power loss;
-//! 3. for allocations, append to the journal the edge from the directory's version just
-//!    before step 2 to its version just after: the change was ipamctl's. A crash before this
-//!    line leaves an unlogged change, so the next look-up distrusts the index and reads
-//!    every file, finding this claim;
-//! 4. `fsync` the directory, so the new name itself survives a power loss before the caller
-//!    reports the claim. A crash before this step may lose the claim, but nothing was printed.
+//! 1. write the manifest to a new `.tmp-<random>` in the target directory and `fsync` it: a
+//!    crash leaves only a dot-file that no reader takes for a manifest (`check --fix` removes
+//!    it once it is old);
+//! 2. rename it to `<name>.yaml` without replacing (`renameat2(RENAME_NOREPLACE)`, or
+//!    `link(2)` where the file system lacks it): the single atomic step that claims the
+//!    name. It fails if the name exists, which is how concurrent claimers of one address are
+//!    arbitrated. The data was synced first, so the name never points at incomplete bytes,
+//!    even after a power loss;
+//! 3. `fsync` the directory, so the name survives a power loss before the caller reports the
+//!    claim. A crash before this step may lose the claim, but nothing was printed.
 //!
-//! `replace` is the same with a plain rename (readers see old or new bytes, never a mix);
-//! `delete` is `unlink`, then (allocations) one journal write holding both "this file is
-//! gone" and the edge, then a directory `fsync`.
+//! `replace` is the same with a plain rename (readers see the old or the new bytes);
+//! `delete` is `unlink`, then a directory `fsync`. No index is written on these paths: the
+//! owner index learns of a change by reading the file, so no crash between a change and an
+//! index update can leave the index vouching for something false.
 //!
-//! Lock files are never deleted: a process that opened a lock file and waits on it must lock
-//! the same inode that later lockers open, so the path must never be re-created.
+//! # Owner look-ups, and why an outside writer cannot fool them
 //!
-//! Nothing outside the root is touched: names are validated before they reach here, and any
-//! symlink among the layout's directories or files is refused.
+//! The allocation files are the only truth. A look-up for owner O in pool P ([`Store::find_owner`]):
+//! 1. *Hint:* read O's hint, then the one allocation file it names; if that file (read now)
+//!    names O at that address, that is O's allocation. Two small reads, whatever the pool's
+//!    size: the idempotent path. A wrong or stale hint only costs the next step.
+//! 2. *Scan:* list the directory and `stat` each of P's files; a file whose status equals
+//!    its index record exactly is known to belong to the recorded owner; every other file
+//!    is read (and recorded if it is old enough, see [`super::index`]). Files that may be
+//!    O's are read. So the answer always rests on files as they are now, or on records that
+//!    the files' present status vouches for.
+//!
+//! The uid and owner-filter queries ([`Store::find_allocations`]) are the same scan over the
+//! pools of a scope, reading only the files they return.
+//!
+//! # What an outside writer can still do
+//!
+//! `git pull`, `checkout`, `clean -fdX`, `cp` over a file, `rm`, `touch`, a stepped clock:
+//! each changes a file's status (or removes the index, which is only a cost), so the next
+//! look-up reads what changed. Mutual exclusion holds because the locks are byte ranges of
+//! the tracked marker, which none of those commands removes. What is left:
+//! - an outside change that itself gives an owner a second address (a merge of two clones
+//!   that claimed for one owner): ipamctl's look-up then returns one of them; `ipamctl check`
+//!   reports the duplicate owner;
+//! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
+//!   stepped back onto the very instant of an earlier write of the same length);
+//! - replacing `.ipamctl` while locks are held (see [`super::lock`]);
+//! - an allocation written by hand under a name that does not match its address: it is
+//!   read by look-ups like any other, and `check` reports the mismatch.
 
-use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, ErrorKind, Read, Write};
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
-use std::os::unix::fs::{DirEntryExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::model::{Namespace, PoolName, parse_allocation_name};
-use crate::store::journal::{self, Journal};
-use crate::store::{
-    Entry, IndexEntry, IndexView, LockGuard, LockMode, Object, ObjectKind, Store, Version,
+use crate::model::{
+    Namespace, Owner, OwnerFilter, PoolName, parse_allocation_name,
 };
-use crate::yaml::MAX_MANIFEST_BYTES;
+use crate::parallel::parallel_map;
+use crate::store::beneath::{self, Refused, WriteMode};
+use crate::store::index::{Index, OwnerText, Record, Stamp};
+use crate::store::lock::{self, Target};
+use crate::store::{Found, LockGuard, LockMode, ObjectKind, OwnerLookup, Parsed, Store};
+use crate::yaml::{self, MAX_MANIFEST_BYTES};
+
+pub use crate::store::beneath::TMP_PREFIX;
 
 /// The marker file that identifies a state directory.
 pub const MARKER: &str = ".ipamctl";
 /// The layout version written into the marker.
 pub const LAYOUT_VERSION: u32 = 1;
-/// Prefix of temporary files.
-pub const TMP_PREFIX: &str = ".tmp-";
-/// Directory of the derived owner index and owner locks, inside each `ipallocations/`.
+/// Directory of the derived owner index, inside each `ipallocations/`.
 pub const INDEX_DIR: &str = ".index";
-/// The owner-index journal, inside each `.index/`.
-pub const JOURNAL: &str = "journal";
-/// Number of owner lock stripes per pool.
-const OWNER_STRIPES: u64 = 32;
+/// Suffix of a pool's index file in [`INDEX_DIR`].
+pub const INDEX_SUFFIX: &str = ".idx";
+/// Suffix of a pool's owner-hint directory in [`INDEX_DIR`].
+pub const HINTS_SUFFIX: &str = ".owners";
 
 /// The contents of `.gitignore` written by `init`.
 pub const GITIGNORE: &str = "\
@@ -86,10 +112,10 @@ pub const GITIGNORE: &str = "\
 #[derive(Debug)]
 pub struct FsStore {
     root: PathBuf,
-    /// Layout directories already found to be real directories (no symlink on the way),
-    /// so that a command reading thousands of files checks each directory once, not once a
-    /// file. A check is as good as the moment it was made either way.
-    checked: Mutex<HashSet<PathBuf>>,
+    /// The root directory, opened once: every other path is resolved beneath it.
+    fd: OwnedFd,
+    /// Object directories opened so far, by path relative to the root.
+    dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
 }
 
 fn kind_dir(kind: ObjectKind) -> &'static str {
@@ -99,41 +125,30 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
     }
 }
 
-/// `fsync`s a directory so that names created or removed in it are durable.
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
-}
-
-/// Refuses a path that is a symlink (which could lead outside the root).
-fn refuse_symlink(path: &Path) -> Result<()> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => Err(Error::Corrupt {
-            path: path.to_owned(),
-            message: "is a symlink; ipamctl never follows symlinks inside the state directory"
-                .into(),
-        }),
-        _ => Ok(()),
-    }
+/// Nanoseconds since the epoch, by the clock that stamps files.
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 
 impl FsStore {
     /// Opens the state directory at `root`, which must hold the marker.
     pub fn open(root: &Path) -> Result<FsStore> {
+        let store = FsStore::at(root)?;
         let marker = root.join(MARKER);
-        match fs::read_to_string(&marker) {
-            Ok(text) => {
-                check_marker(&marker, &text)?;
-                Ok(FsStore::at(root))
+        match beneath::read(&store.fd, MARKER, 4096) {
+            Ok(Some(file)) => {
+                check_marker(&marker, &String::from_utf8_lossy(&file.bytes))?;
+                Ok(store)
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NoStateDir {
+            Ok(None) => Err(Error::NoStateDir {
                 message: format!(
                     "`{}` is not an ipamctl state directory (no `{MARKER}` file)",
                     root.display()
                 ),
             }),
-            Err(e) => Err(Error::io(marker, e)),
+            Err(e) => Err(refused(marker, e)),
         }
     }
 
@@ -160,19 +175,54 @@ impl FsStore {
     /// Makes `root` a state directory (creating it if needed). Idempotent; returns whether
     /// it was new.
     pub fn init(root: &Path) -> Result<bool> {
-        fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        let marker = root.join(MARKER);
-        if let Ok(text) = fs::read_to_string(&marker) {
-            check_marker(&marker, &text)?;
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        if let Ok(store) = FsStore::open(root) {
+            drop(store);
             return Ok(false);
         }
-        let store = FsStore::at(root);
+        let store = FsStore::at(root)?;
+        let marker = root.join(MARKER);
+        if let Ok(Some(file)) = beneath::read(&store.fd, MARKER, 4096) {
+            // A marker of another layout version: say so rather than overwrite it.
+            check_marker(&marker, &String::from_utf8_lossy(&file.bytes))?;
+        }
         let marker_text = format!(
             "# This directory is an ipamctl state directory. Do not remove this file.\nlayout: {LAYOUT_VERSION}\n"
         );
-        store.write_file(root, ".gitignore", GITIGNORE.as_bytes(), false, None)?;
-        store.write_file(root, MARKER, marker_text.as_bytes(), true, None)?;
+        beneath::write(
+            &store.fd,
+            ".gitignore",
+            GITIGNORE.as_bytes(),
+            WriteMode::Replace,
+            false,
+        )
+        .map_err(|e| refused(root.join(".gitignore"), e))?;
+        beneath::write(
+            &store.fd,
+            MARKER,
+            marker_text.as_bytes(),
+            WriteMode::CreateOnly,
+            true,
+        )
+        .map_err(|e| refused(marker, e))?;
         Ok(true)
+    }
+
+    fn at(root: &Path) -> Result<FsStore> {
+        // The root itself is the user's choice (it may be a symlink); nothing below it is.
+        let fd = std::fs::File::open(root)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::NoStateDir {
+                    message: format!("`{}` does not exist", root.display()),
+                },
+                _ => Error::io(root, e),
+            })?
+            .into();
+        Ok(FsStore {
+            root: root.to_owned(),
+            fd,
+            dirs: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The root directory.
@@ -194,206 +244,291 @@ impl FsStore {
         dir
     }
 
-    /// The directory of `kind` objects in scope `ns`, after checking that no directory on
-    /// the way from the root is a symlink.
-    fn dir(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<PathBuf> {
-        let target = self.root.join(FsStore::relative_dir(kind, ns));
-        let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
-        if checked.contains(&target) {
-            return Ok(target);
-        }
-        let mut path = self.root.clone();
-        for component in FsStore::relative_dir(kind, ns).components() {
-            path.push(component);
-            refuse_symlink(&path)?;
-        }
-        // Only an existing directory is remembered: a missing one may still appear as a link.
-        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            checked.insert(path.clone());
-        }
-        Ok(path)
-    }
-
-    fn at(root: &Path) -> FsStore {
-        FsStore {
-            root: root.to_owned(),
-            checked: Mutex::new(HashSet::new()),
-        }
-    }
-
-    /// Like [`FsStore::dir`], creating missing directories durably.
-    fn dir_created(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<PathBuf> {
-        let dir = self.dir(kind, ns)?;
-        if !dir.is_dir() {
-            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-            // The new directories must survive a crash along with the first file in them.
-            let mut p = dir.as_path();
-            while let Some(parent) = p.parent() {
-                sync_dir(parent)?;
-                if parent == self.root {
-                    break;
-                }
-                p = parent;
-            }
-        }
-        Ok(dir)
-    }
-
-    fn file_path(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<PathBuf> {
-        Ok(self.dir(kind, ns)?.join(format!("{name}.yaml")))
-    }
-
-    /// Writes `file` in `dir` via a synced temporary file; `noclobber` keeps an existing one.
-    /// Returns the inode number, or `None` if `noclobber` found the name taken.
-    ///
-    /// With `index` (an allocations directory's `.index/`), the temporary file lives there,
-    /// so the only change to `dir` is the claim itself, and that change is logged as a
-    /// journal edge (see [`super::journal`]).
-    fn write_file(
+    /// The directory of `kind` objects in scope `ns`, opened beneath the root (created with
+    /// `create`); `None` if it does not exist and `create` is false.
+    fn dir(
         &self,
-        dir: &Path,
-        file: &str,
-        bytes: &[u8],
-        noclobber: bool,
-        index: Option<&Path>,
-    ) -> Result<Option<u64>> {
-        let target = dir.join(file);
-        // A name already taken needs no temporary file and no fsync to find out: when many
-        // processes claim at once, each one that lost an address moves on without paying a
-        // durable write for it. The link below still arbitrates claims made after this check.
-        if noclobber && fs::symlink_metadata(&target).is_ok() {
-            return Ok(None);
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        create: bool,
+    ) -> Result<Option<Arc<OwnedFd>>> {
+        let rel = FsStore::relative_dir(kind, ns);
+        let mut dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(fd) = dirs.get(&rel) {
+            return Ok(Some(Arc::clone(fd)));
         }
-        let tmp_dir = index.unwrap_or(dir);
-        let mut tmp = tempfile::Builder::new()
-            .prefix(TMP_PREFIX)
-            // Like any file (0666 less the umask), not tempfile's private 0600: the state is
-            // shared by every user and job that runs ipamctl on it, and by git.
-            .permissions(fs::Permissions::from_mode(0o666))
-            .tempfile_in(tmp_dir)
-            .map_err(|e| Error::io(tmp_dir, e))?;
-        tmp.write_all(bytes).map_err(|e| Error::io(tmp.path(), e))?;
-        failpoint!("write-after-temp-written");
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| Error::io(tmp.path(), e))?;
-        failpoint!("write-after-temp-synced");
-        let stamp = tmp
-            .as_file()
-            .metadata()
-            .map_err(|e| Error::io(tmp.path(), e))?
-            .ino();
-        let before = index.and_then(|_| dir_version(dir));
-        if noclobber {
-            match tmp.persist_noclobber(&target) {
-                Ok(_) => {}
-                Err(e) if e.error.kind() == ErrorKind::AlreadyExists => return Ok(None),
-                Err(e) => return Err(Error::io(&target, e.error)),
-            }
+        let opened = if create {
+            beneath::open_or_create_dir(&self.fd, &rel)
         } else {
-            tmp.persist(&target)
-                .map_err(|e| Error::io(&target, e.error))?;
-        }
-        failpoint!("write-after-name-claimed");
-        if let Some(index) = index {
-            // A crash before this line leaves the change unlogged: the journal then distrusts
-            // the directory and the next look-up reads every file, which finds this one.
-            self.journal_append(index, &[], before, dir);
-        }
-        sync_dir(dir)?;
-        failpoint!("write-after-dir-synced");
-        Ok(Some(stamp))
-    }
-
-    /// Appends `lines` and, if `before` is known, the edge from it to the directory's
-    /// version now, in one write. Best effort: a lost line only costs a later full read.
-    fn journal_append(&self, index: &Path, lines: &[String], before: Option<Version>, dir: &Path) {
-        let mut text: String = lines.concat();
-        if let (Some(before), Some(after)) = (before, dir_version(dir)) {
-            text.push_str(&journal::edge_line(before, after));
-        }
-        if text.is_empty() {
-            return;
-        }
-        let path = index.join(JOURNAL);
-        if refuse_symlink(&path).is_err() {
-            return;
-        }
-        // One O_APPEND write: concurrent appenders do not interleave within it. A torn tail
-        // (power loss) fails to parse and is ignored.
-        let _ = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
-    }
-
-    fn lock_file(&self, path: &Path, mode: LockMode) -> Result<LockGuard> {
-        refuse_symlink(path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
-        match mode {
-            LockMode::Shared => file.lock_shared(),
-            LockMode::Exclusive => file.lock(),
-        }
-        .map_err(|e| Error::io(path, e))?;
-        Ok(Box::new(file))
-    }
-
-    fn index_dir(&self, ns: Option<&Namespace>) -> Result<PathBuf> {
-        let dir = self
-            .dir_created(ObjectKind::Allocation, ns)?
-            .join(INDEX_DIR);
-        refuse_symlink(&dir)?;
-        match fs::create_dir(&dir) {
-            Ok(()) => Ok(dir),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(dir),
-            Err(e) => Err(Error::io(&dir, e)),
+            beneath::open_dir(&self.fd, &rel)
+        };
+        match opened {
+            Ok(fd) => {
+                let fd = Arc::new(fd);
+                dirs.insert(rel, Arc::clone(&fd));
+                Ok(Some(fd))
+            }
+            Err(e) if e.is_not_found() && !create => Ok(None),
+            Err(e) => Err(refused(self.root.join(rel), e)),
         }
     }
 
-    /// The `.index/` directory whose journal logs changes to `kind` objects in `ns`: only
-    /// allocation directories have one.
-    fn journal_dir(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Option<PathBuf>> {
-        match kind {
-            ObjectKind::Allocation => self.index_dir(ns).map(Some),
-            ObjectKind::Pool => Ok(None),
+    fn path(&self, kind: ObjectKind, ns: Option<&Namespace>, file: &str) -> PathBuf {
+        self.root.join(FsStore::relative_dir(kind, ns)).join(file)
+    }
+
+    /// Reads and decodes one allocation file of `dir`; `None` if it is gone.
+    fn read_allocation(
+        &self,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        name: &str,
+    ) -> Result<Option<(Parsed, Stamp)>> {
+        let file = format!("{name}.yaml");
+        match beneath::read(dir, &file, MAX_MANIFEST_BYTES) {
+            Ok(None) => Ok(None),
+            Ok(Some(read)) => {
+                let parsed = std::str::from_utf8(&read.bytes)
+                    .map_err(|_| "is not UTF-8 text".to_owned())
+                    .and_then(yaml::decode_allocation);
+                Ok(Some((parsed, Stamp::of(&read.stat))))
+            }
+            // A symlink, a FIFO, a huge file under a manifest's name: as broken as a file
+            // that does not parse; its address stays taken.
+            Err(Refused::Io(e)) => Err(Error::io(self.path(ObjectKind::Allocation, ns, &file), e)),
+            Err(why) => Ok(Some((Err(why.reason()), Stamp::of_nothing()))),
         }
     }
 
-    /// The per-owner hint directory of `pool`; refused if it or `.index` is a symlink.
-    fn owners_dir(&self, ns: Option<&Namespace>, pool: &PoolName) -> Result<PathBuf> {
-        let index = self.dir(ObjectKind::Allocation, ns)?.join(INDEX_DIR);
-        refuse_symlink(&index)?;
-        let owners = index.join(format!("{pool}.owners"));
-        refuse_symlink(&owners)?;
-        Ok(owners)
+    /// Every allocation of `pool` among `names`, each with its owner: from the index where
+    /// the file's status vouches for the record, else read now. Updates the index when it
+    /// learnt something (best effort).
+    fn scan(
+        &self,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        pool: &str,
+        names: &[(Ipv4Addr, String)],
+    ) -> Result<Vec<Seen>> {
+        let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
+        let old = self.load_index(dir, pool, dev);
+        let read_start = now_ns();
+        let looked = parallel_map(names, |(address, name)| -> Result<Option<Seen>> {
+            let record = old.records.get(address);
+            if let Some(record) = record {
+                match beneath::stat(dir, format!("{name}.yaml")) {
+                    Ok(Some(stat)) if Stamp::of(&stat) == record.stamp => {
+                        return Ok(Some(Seen::Known {
+                            address: *address,
+                            name: name.clone(),
+                            owner: record.owner.clone(),
+                            stamp: record.stamp,
+                        }));
+                    }
+                    Ok(None) => return Ok(None),
+                    _ => {}
+                }
+            }
+            Ok(self
+                .read_allocation(dir, ns, name)?
+                .map(|(parsed, stamp)| Seen::Read {
+                    address: *address,
+                    name: name.clone(),
+                    parsed,
+                    stamp,
+                }))
+        });
+        let mut seen = Vec::with_capacity(names.len());
+        for one in looked {
+            seen.extend(one?);
+        }
+        let mut index = Index {
+            dev,
+            records: HashMap::with_capacity(seen.len()),
+        };
+        for s in &seen {
+            match s {
+                Seen::Known {
+                    address,
+                    owner,
+                    stamp,
+                    ..
+                } => {
+                    index.records.insert(
+                        *address,
+                        Record {
+                            stamp: *stamp,
+                            owner: owner.clone(),
+                        },
+                    );
+                }
+                Seen::Read {
+                    address,
+                    parsed: Ok(m),
+                    stamp,
+                    ..
+                } if m.spec.address == *address && stamp.settled(read_start) => {
+                    index.records.insert(
+                        *address,
+                        Record {
+                            stamp: *stamp,
+                            owner: OwnerText::of(&m.spec.owner),
+                        },
+                    );
+                }
+                Seen::Read { .. } => {}
+            }
+        }
+        if index != old {
+            failpoint!("index-before-write");
+            // Best effort: a lost index only costs reads (and a read-only directory has none).
+            let _ = self.index_dir(dir).and_then(|index_dir| {
+                beneath::write(
+                    &index_dir,
+                    &format!("{pool}{INDEX_SUFFIX}"),
+                    index.render().as_bytes(),
+                    WriteMode::Replace,
+                    false,
+                )
+            });
+        }
+        Ok(seen)
     }
 
-    /// The journal of the allocations directory of `ns`; refused if it or `.index` is a
-    /// symlink.
-    fn journal_path(&self, ns: Option<&Namespace>) -> Result<PathBuf> {
-        let index = self.dir(ObjectKind::Allocation, ns)?.join(INDEX_DIR);
-        refuse_symlink(&index)?;
-        let journal = index.join(JOURNAL);
-        refuse_symlink(&journal)?;
-        Ok(journal)
+    fn load_index(&self, dir: &OwnedFd, pool: &str, dev: u64) -> Index {
+        let text = rustix::fs::openat(
+            dir,
+            INDEX_DIR,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()
+        .and_then(|index_dir| {
+            beneath::read(&index_dir, format!("{pool}{INDEX_SUFFIX}"), beneath::MAX_READ)
+                .ok()
+                .flatten()
+        })
+        .map(|file| String::from_utf8_lossy(&file.bytes).into_owned())
+        .unwrap_or_default();
+        Index::parse(&text, dev)
+    }
+
+    /// `.index/` of an allocations directory, created if missing.
+    fn index_dir(&self, dir: &OwnedFd) -> std::result::Result<OwnedFd, Refused> {
+        beneath::subdir(dir, INDEX_DIR)
+    }
+
+    /// The address `key`'s hint names in `pool`, if any.
+    fn hint(&self, dir: &OwnedFd, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
+        let index_dir = beneath::open_dir(dir, Path::new(INDEX_DIR)).ok()?;
+        let hints = beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
+        let file = beneath::read(&hints, format!("{key:016x}"), 64).ok()??;
+        std::str::from_utf8(&file.bytes).ok()?.strip_suffix('\n')?.parse().ok()
+    }
+
+    /// Records `address` as `key`'s hint (best effort).
+    fn write_hint(&self, dir: &OwnedFd, pool: &PoolName, key: u64, address: Ipv4Addr) {
+        failpoint!("index-before-hint");
+        let _ = self
+            .index_dir(dir)
+            .and_then(|index_dir| beneath::subdir(index_dir, &format!("{pool}{HINTS_SUFFIX}")))
+            .and_then(|hints| {
+                beneath::write(
+                    hints,
+                    &format!("{key:016x}"),
+                    format!("{address}\n").as_bytes(),
+                    WriteMode::Replace,
+                    false,
+                )
+            });
+    }
+
+    /// The allocation names of `dir`, by pool (only `pool`'s if given), with their addresses.
+    fn pool_names(
+        &self,
+        kind_dir: &OwnedFd,
+        pool: Option<&str>,
+    ) -> Result<BTreeMap<String, Vec<(Ipv4Addr, String)>>> {
+        let mut by_pool: BTreeMap<String, Vec<(Ipv4Addr, String)>> = BTreeMap::new();
+        for name in self.names(kind_dir)? {
+            if let Some((p, address)) = parse_allocation_name(&name)
+                && pool.is_none_or(|want| want == p)
+            {
+                let p = p.to_owned();
+                by_pool.entry(p).or_default().push((address, name));
+            }
+        }
+        Ok(by_pool)
+    }
+
+    /// Manifest names (`<name>.yaml`, not dot-files) in an object directory.
+    fn names(&self, dir: &OwnedFd) -> Result<Vec<String>> {
+        let listed = beneath::names(dir).map_err(|e| refused(self.root.clone(), e))?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|(name, _)| {
+                let name = beneath::utf8(&name)?;
+                if name.starts_with('.') {
+                    return None;
+                }
+                name.strip_suffix(".yaml").map(str::to_owned)
+            })
+            .collect())
+    }
+
+    fn lock(&self, target: Target<'_>, mode: LockMode) -> Result<LockGuard> {
+        let held = lock::lock(&self.fd, MARKER, &self.root.join(MARKER), target, mode)?;
+        Ok(Box::new(held))
     }
 }
 
-/// The version of a directory: its change time in nanoseconds (see [`super::journal`]).
-fn dir_version(dir: &Path) -> Option<Version> {
-    version_of(&fs::symlink_metadata(dir).ok()?)
+/// One allocation as a scan saw it.
+#[derive(Debug)]
+enum Seen {
+    /// Its status matches its index record: its owner is the recorded one.
+    Known {
+        address: Ipv4Addr,
+        name: String,
+        owner: OwnerText,
+        stamp: Stamp,
+    },
+    /// Read now.
+    Read {
+        address: Ipv4Addr,
+        name: String,
+        parsed: Parsed,
+        stamp: Stamp,
+    },
 }
 
-/// A change time in nanoseconds.
-fn version_of(meta: &fs::Metadata) -> Option<Version> {
-    Some(i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()))
+impl Stamp {
+    /// The stamp of a file that could not be read as a manifest: matches no record.
+    fn of_nothing() -> Stamp {
+        Stamp {
+            ino: 0,
+            size: 0,
+            mtime: 0,
+            ctime: i128::MAX,
+        }
+    }
+}
+
+fn scope_text(ns: Option<&Namespace>) -> &str {
+    ns.map_or("", |n| n.as_str())
+}
+
+/// A refusal of a confined call, as an error about `path`.
+fn refused(path: PathBuf, why: Refused) -> Error {
+    match why {
+        Refused::Io(source) => Error::io(path, source),
+        other => Error::Corrupt {
+            path,
+            message: other.reason(),
+        },
+    }
 }
 
 fn check_marker(path: &Path, text: &str) -> Result<()> {
@@ -416,22 +551,6 @@ fn check_marker(path: &Path, text: &str) -> Result<()> {
     }
 }
 
-/// Reads at most [`MAX_MANIFEST_BYTES`]; a larger file is an error, not a memory blow-up.
-fn read_bounded(file: &mut File, path: &Path, size_hint: u64) -> Result<Vec<u8>> {
-    // Sized from the fstat: one read for the data and one for the end of file.
-    let mut bytes = Vec::with_capacity(size_hint.min(MAX_MANIFEST_BYTES) as usize + 1);
-    file.take(MAX_MANIFEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io(path, e))?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(Error::Corrupt {
-            path: path.to_owned(),
-            message: format!("is larger than {MAX_MANIFEST_BYTES} bytes; not a manifest"),
-        });
-    }
-    Ok(bytes)
-}
-
 impl Store for FsStore {
     fn locate(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
         FsStore::relative_dir(kind, ns)
@@ -440,41 +559,15 @@ impl Store for FsStore {
             .to_string()
     }
 
-    fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Object>> {
-        let path = self.file_path(kind, ns, name)?;
-        // O_NOFOLLOW refuses a symlink in the open itself; O_NONBLOCK keeps a FIFO under a
-        // manifest's name from blocking the open. One open and one fstat, however many files
-        // a command reads.
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path);
-        let mut file = match opened {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(Error::Corrupt {
-                    path,
-                    message:
-                        "is a symlink; ipamctl never follows symlinks inside the state directory"
-                            .into(),
-                });
-            }
-            Err(e) => return Err(Error::io(&path, e)),
+    fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Vec<u8>>> {
+        let Some(dir) = self.dir(kind, ns, false)? else {
+            return Ok(None);
         };
-        let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
-        // A directory or a FIFO under a manifest's name is no manifest.
-        if !meta.is_file() {
-            return Err(Error::Corrupt {
-                path,
-                message: "is not a regular file".into(),
-            });
+        let file = format!("{name}.yaml");
+        match beneath::read(&*dir, &file, MAX_MANIFEST_BYTES) {
+            Ok(read) => Ok(read.map(|r| r.bytes)),
+            Err(e) => Err(refused(self.path(kind, ns, &file), e)),
         }
-        let bytes = read_bounded(&mut file, &path, meta.len())?;
-        Ok(Some(Object {
-            bytes,
-            stamp: meta.ino(),
-        }))
     }
 
     fn create(
@@ -483,10 +576,17 @@ impl Store for FsStore {
         ns: Option<&Namespace>,
         name: &str,
         bytes: &[u8],
-    ) -> Result<Option<u64>> {
-        let dir = self.dir_created(kind, ns)?;
-        let index = self.journal_dir(kind, ns)?;
-        self.write_file(&dir, &format!("{name}.yaml"), bytes, true, index.as_deref())
+    ) -> Result<bool> {
+        let dir = self.dir(kind, ns, true)?.expect("created");
+        let file = format!("{name}.yaml");
+        // A name already taken needs no temporary file and no fsync to find out: when many
+        // processes claim at once, each one that lost an address moves on without paying a
+        // durable write for it. The rename below still arbitrates claims made after this.
+        if let Ok(Some(_)) = beneath::stat(&*dir, &file) {
+            return Ok(false);
+        }
+        beneath::write(&*dir, &file, bytes, WriteMode::CreateOnly, true)
+            .map_err(|e| write_error(self.path(kind, ns, &file), e))
     }
 
     fn replace(
@@ -496,96 +596,56 @@ impl Store for FsStore {
         name: &str,
         bytes: &[u8],
     ) -> Result<()> {
-        let dir = self.dir_created(kind, ns)?;
-        let index = self.journal_dir(kind, ns)?;
-        self.write_file(
-            &dir,
-            &format!("{name}.yaml"),
-            bytes,
-            false,
-            index.as_deref(),
-        )?;
+        let dir = self.dir(kind, ns, true)?.expect("created");
+        let file = format!("{name}.yaml");
+        beneath::write(&*dir, &file, bytes, WriteMode::Replace, true)
+            .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
         Ok(())
     }
 
     fn delete(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<bool> {
-        let path = self.file_path(kind, ns, name)?;
-        refuse_symlink(&path)?;
-        let dir = path.parent().expect("object paths have a parent");
-        let index = self.journal_dir(kind, ns)?;
-        let before = index.as_ref().and_then(|_| dir_version(dir));
-        match fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(Error::io(&path, e)),
-        }
-        failpoint!("delete-after-unlink");
-        if let Some(index) = &index {
-            // The deletion and the edge in one write: if the deletion is logged, so is the
-            // change, and a later file under this name is never taken for the old one.
-            let gone: Vec<String> = parse_allocation_name(name)
-                .map(|(pool, address)| {
-                    journal::fact_line(
-                        pool,
-                        &IndexEntry {
-                            address,
-                            stamp: 0,
-                            key: 0,
-                        },
-                    )
-                })
-                .into_iter()
-                .collect();
-            self.journal_append(index, &gone, before, dir);
-        }
-        sync_dir(dir)?;
-        Ok(true)
+        let Some(dir) = self.dir(kind, ns, false)? else {
+            return Ok(false);
+        };
+        let file = format!("{name}.yaml");
+        beneath::remove(&*dir, &file, true).map_err(|e| write_error(self.path(kind, ns, &file), e))
     }
 
-    fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<Entry>> {
-        let dir = self.dir(kind, ns)?;
-        let read = match fs::read_dir(&dir) {
-            Ok(r) => r,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io(&dir, e)),
-        };
-        let mut entries = Vec::new();
-        for entry in read {
-            let entry = entry.map_err(|e| Error::io(&dir, e))?;
-            let file_name = entry.file_name();
-            let Some(name) = file_name.to_str() else {
-                continue;
-            };
-            if name.starts_with('.') {
-                continue;
-            }
-            if let Some(stem) = name.strip_suffix(".yaml") {
-                entries.push(Entry {
-                    name: stem.to_owned(),
-                    stamp: entry.ino(),
-                });
-            }
+    fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<String>> {
+        match self.dir(kind, ns, false)? {
+            Some(dir) => self.names(&dir),
+            None => Ok(Vec::new()),
         }
-        Ok(entries)
     }
 
     fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
         let mut scopes = vec![None];
-        let base = self.root.join("namespaces");
-        refuse_symlink(&base)?;
+        let base = match beneath::open_dir(&self.fd, Path::new("namespaces")) {
+            Ok(fd) => fd,
+            Err(e) if e.is_not_found() => return Ok(scopes),
+            Err(e) => return Err(refused(self.root.join("namespaces"), e)),
+        };
         let mut stack = vec![(base, String::new())];
         while let Some((dir, prefix)) = stack.pop() {
-            let read = match fs::read_dir(&dir) {
-                Ok(r) => r,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::io(&dir, e)),
-            };
+            let listed = beneath::names(&dir)
+                .map_err(|e| refused(self.root.join("namespaces").join(&prefix), e))?;
             let mut is_scope = false;
-            for entry in read {
-                let entry = entry.map_err(|e| Error::io(&dir, e))?;
-                // file_type() comes from the directory entry: symlinks are seen, not followed.
-                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                let name = entry.file_name().to_string_lossy().into_owned();
+            for (name, file_type) in listed {
+                let Some(name) = beneath::utf8(&name) else {
+                    continue;
+                };
+                // The type from the directory entry: a symlink is seen, never followed.
+                let is_dir = match file_type {
+                    rustix::fs::FileType::Directory => true,
+                    rustix::fs::FileType::Unknown => beneath::stat(&dir, name)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|s| {
+                            rustix::fs::FileType::from_raw_mode(s.st_mode)
+                                == rustix::fs::FileType::Directory
+                        }),
+                    _ => false,
+                };
                 if !is_dir || name.starts_with('.') {
                     continue;
                 }
@@ -594,11 +654,17 @@ impl Store for FsStore {
                     continue;
                 }
                 let child = if prefix.is_empty() {
-                    name
+                    name.to_owned()
                 } else {
                     format!("{prefix}/{name}")
                 };
-                stack.push((entry.path(), child));
+                // A segment that is no valid namespace label cannot be part of a scope.
+                if Namespace::new(&child).is_err() {
+                    continue;
+                }
+                if let Ok(fd) = beneath::open_dir(&dir, Path::new(name)) {
+                    stack.push((fd, child));
+                }
             }
             if is_scope && let Ok(ns) = Namespace::new(&prefix) {
                 scopes.push(Some(ns));
@@ -614,170 +680,192 @@ impl Store for FsStore {
         pool: &PoolName,
         mode: LockMode,
     ) -> Result<LockGuard> {
-        let dir = self.dir_created(ObjectKind::Pool, ns)?;
-        self.lock_file(&dir.join(format!(".{pool}.lock")), mode)
+        let scope = scope_text(ns);
+        self.lock(
+            Target::Pool {
+                scope,
+                pool: pool.as_str(),
+            },
+            mode,
+        )
     }
 
     fn lock_scope(&self, ns: Option<&Namespace>) -> Result<LockGuard> {
-        let dir = self.dir_created(ObjectKind::Pool, ns)?;
-        self.lock_file(&dir.join(".lock"), LockMode::Exclusive)
+        let scope = scope_text(ns);
+        self.lock(Target::Scope { scope }, LockMode::Exclusive)
     }
 
-    fn lock_owner(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Result<LockGuard> {
-        let dir = self.index_dir(ns)?;
-        let stripe = key % OWNER_STRIPES;
-        self.lock_file(
-            &dir.join(format!("{pool}.lock-{stripe:02}")),
+    fn lock_owner(&self, ns: Option<&Namespace>, pool: &PoolName, owner: &Owner) -> Result<LockGuard> {
+        let scope = scope_text(ns);
+        self.lock(
+            Target::Owner {
+                scope,
+                pool: pool.as_str(),
+                key: owner.key(),
+            },
             LockMode::Exclusive,
         )
     }
 
-    fn index_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
-        let path = self.owners_dir(ns, pool).ok()?.join(format!("{key:016x}"));
-        refuse_symlink(&path).ok()?;
-        let text = fs::read_to_string(path).ok()?;
-        text.strip_suffix('\n')?.parse().ok()
-    }
-
-    fn changed_at(&self, ns: Option<&Namespace>, name: &str) -> Option<Version> {
-        let path = self.file_path(ObjectKind::Allocation, ns, name).ok()?;
-        version_of(&fs::symlink_metadata(path).ok()?)
-    }
-
-    fn index_load(&self, ns: Option<&Namespace>, pool: &PoolName) -> IndexView {
-        let Ok(dir) = self.dir(ObjectKind::Allocation, ns) else {
-            return IndexView::default();
-        };
-        // The version first: a change made while the journal is read is then not covered.
-        let Some(version) = dir_version(&dir) else {
-            return IndexView::default();
-        };
-        let text = self
-            .journal_path(ns)
-            .and_then(|path| fs::read_to_string(&path).map_err(|e| Error::io(path, e)))
-            .unwrap_or_default();
-        let mut journal = Journal::parse_for(&text, Some(pool.as_str()));
-        let trusted = journal.trusted(pool.as_str(), version);
-        // Every change adds an edge (and a fact or a deletion): rewrite once the history
-        // outweighs the pool, so the cost of a rewrite is spread over as many changes.
-        if journal.edge_lines > COMPACT_SLACK.max(journal.fact_lines / 2) {
-            self.compact(ns, &Journal::parse(&text), version);
-        }
-        IndexView {
-            facts: journal.facts(pool.as_str()),
-            version: Some(version),
-            trusted,
-            settled: (!trusted).then(|| journal.settled(pool.as_str())).flatten(),
-        }
-    }
-
-    fn index_record(
+    fn find_owner(
         &self,
         ns: Option<&Namespace>,
         pool: &PoolName,
-        entries: &[IndexEntry],
-        hint: Option<IndexEntry>,
-        verified: Option<Version>,
+        owner: &Owner,
+    ) -> Result<OwnerLookup> {
+        let mut lookup = OwnerLookup::default();
+        let Some(dir) = self.dir(ObjectKind::Allocation, ns, false)? else {
+            return Ok(lookup);
+        };
+        let key = owner.key();
+        if let Some(address) = self.hint(&dir, pool, key) {
+            let name = crate::model::allocation_name(pool, address);
+            if let Some((Ok(m), _)) = self.read_allocation(&dir, ns, &name)?
+                && m.spec.owner == *owner
+                && m.spec.address == address
+            {
+                lookup.held = Some(m);
+                return Ok(lookup);
+            }
+        }
+        let names = self
+            .pool_names(&dir, Some(pool.as_str()))?
+            .remove(pool.as_str())
+            .unwrap_or_default();
+        for seen in self.scan(&dir, ns, pool.as_str(), &names)? {
+            let (address, name, parsed) = match seen {
+                Seen::Known {
+                    address,
+                    name,
+                    owner: recorded,
+                    ..
+                } => {
+                    lookup.taken.push(address);
+                    if !recorded.is(owner) {
+                        continue;
+                    }
+                    // The record says it is the owner's: read it for the manifest.
+                    let Some((parsed, _)) = self.read_allocation(&dir, ns, &name)? else {
+                        continue;
+                    };
+                    (address, name, parsed)
+                }
+                Seen::Read {
+                    address,
+                    name,
+                    parsed,
+                    ..
+                } => {
+                    lookup.taken.push(address);
+                    (address, name, parsed)
+                }
+            };
+            match parsed {
+                Ok(m) if m.spec.owner == *owner && m.spec.address == address => {
+                    lookup.held.get_or_insert(m);
+                }
+                Ok(_) => {}
+                Err(why) => lookup.broken.push((name, why)),
+            }
+        }
+        if let Some(held) = &lookup.held {
+            self.write_hint(&dir, pool, key, held.spec.address);
+        }
+        Ok(lookup)
+    }
+
+    fn record_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+        address: Ipv4Addr,
     ) {
-        // Best effort by design: losing any of this only makes a later look-up read files.
-        let _ = self.try_index_record(ns, pool, entries, hint, verified);
+        if let Ok(Some(dir)) = self.dir(ObjectKind::Allocation, ns, false) {
+            self.write_hint(&dir, pool, owner.key(), address);
+        }
+    }
+
+    fn find_allocations(
+        &self,
+        ns: Option<&Namespace>,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<Found>> {
+        let Some(dir) = self.dir(ObjectKind::Allocation, ns, false)? else {
+            return Ok(Vec::new());
+        };
+        let mut found = Vec::new();
+        for (pool, names) in self.pool_names(&dir, pool.map(PoolName::as_str))? {
+            for seen in self.scan(&dir, ns, &pool, &names)? {
+                let (name, parsed) = match seen {
+                    Seen::Known { name, owner, .. } => {
+                        if !filter.matches_text(&owner.kind, &owner.name, owner.uid.as_deref()) {
+                            continue;
+                        }
+                        match self.read_allocation(&dir, ns, &name)? {
+                            Some((parsed, _)) => (name, parsed),
+                            None => continue,
+                        }
+                    }
+                    Seen::Read { name, parsed, .. } => (name, parsed),
+                };
+                match &parsed {
+                    Ok(m) if !filter.matches(&m.spec.owner) => {}
+                    _ => found.push(Found { name, parsed }),
+                }
+            }
+        }
+        Ok(found)
     }
 }
 
-/// Logged changes below which the journal is never rewritten.
-const COMPACT_SLACK: usize = 4096;
-
-impl FsStore {
-    fn try_index_record(
-        &self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
-        entries: &[IndexEntry],
-        hint: Option<IndexEntry>,
-        verified: Option<Version>,
-    ) -> io::Result<()> {
-        // Every path below is checked for a symlink first: the index is git-ignored, but a
-        // repository can still carry one (`git add -f`), and it must not lead a write out.
-        let index = self.index_dir(ns).map_err(io::Error::other)?;
-        let mut lines: Vec<String> = entries
-            .iter()
-            .map(|e| journal::fact_line(pool.as_str(), e))
-            .collect();
-        lines.extend(verified.map(|v| journal::root_line(pool.as_str(), v)));
-        let dir = self
-            .dir(ObjectKind::Allocation, ns)
-            .map_err(io::Error::other)?;
-        self.journal_append(&index, &lines, None, &dir);
-        if let Some(h) = hint {
-            failpoint!("index-between-log-and-hint");
-            let owners = self.owners_dir(ns, pool).map_err(io::Error::other)?;
-            match fs::create_dir(&owners) {
-                Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(e),
-                _ => {}
-            }
-            let path = owners.join(format!("{:016x}", h.key));
-            refuse_symlink(&owners)
-                .and_then(|()| refuse_symlink(&path))
-                .map_err(io::Error::other)?;
-            // Written under the owner's lock, so no two writers race on one key file.
-            fs::write(path, format!("{}\n", h.address))?;
+/// A failed write: a read-only directory is its own error (exit 1, "read-only").
+fn write_error(path: PathBuf, why: Refused) -> Error {
+    match why {
+        Refused::Io(source)
+            if matches!(
+                source.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+                Some(rustix::io::Errno::ROFS | rustix::io::Errno::ACCESS | rustix::io::Errno::PERM)
+            ) =>
+        {
+            Error::ReadOnly { path, source }
         }
-        Ok(())
-    }
-
-    /// Rewrites the journal with only what it knows (best effort). An append racing the
-    /// rename is lost; a lost fact is read again, a lost edge makes the next look-up read
-    /// every file, so nothing it knew wrongly survives.
-    fn compact(&self, ns: Option<&Namespace>, journal: &Journal, version: Version) {
-        let Ok(path) = self.journal_path(ns) else {
-            return;
-        };
-        let Some(index) = path.parent() else { return };
-        let _ = tempfile::Builder::new()
-            .prefix(TMP_PREFIX)
-            .tempfile_in(index)
-            .and_then(|mut tmp| {
-                tmp.write_all(journal.compacted(version).as_bytes())?;
-                tmp.persist(&path).map_err(|e| e.error)?;
-                Ok(())
-            });
+        other => refused(path, other),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::AllocationManifest;
 
-    /// A journal that is mostly history is rewritten to its facts and a root, and the index
-    /// stays trusted across the rewrite.
+    /// The index vouches for a file only while its status is unchanged: a file rewritten in
+    /// place (as `cp` does: same inode, same size) is read again.
     #[test]
-    fn a_journal_of_mostly_history_is_compacted_and_stays_trusted() {
+    fn a_file_rewritten_in_place_is_read_again() {
         let dir = tempfile::tempdir().unwrap();
         FsStore::init(dir.path()).unwrap();
         let store = FsStore::open(dir.path()).unwrap();
         let pool = PoolName::new("p").unwrap();
-        let index = store.index_dir(None).unwrap();
-        let allocations = store.dir(ObjectKind::Allocation, None).unwrap();
-        let version = dir_version(&allocations).unwrap();
-        // One fact, a root, then a chain of logged changes ending at the current version.
-        let mut text = String::from("F p 10.0.0.1 7 00000000000000ff\n");
-        text.push_str(&journal::root_line("p", version - 5000));
-        for i in (1..=5000).rev() {
-            text.push_str(&journal::edge_line(version - i, version - i + 1));
-        }
-        fs::write(index.join(JOURNAL), &text).unwrap();
+        let a = Owner::parse("FloatingIP/a", None).unwrap();
+        let b = Owner::parse("FloatingIP/b", None).unwrap();
+        let address: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        let manifest = |owner: &Owner| {
+            yaml::encode(&AllocationManifest::new(&pool, None, address, owner.clone()))
+        };
+        let name = crate::model::allocation_name(&pool, address);
+        let created = store.create(ObjectKind::Allocation, None, &name, manifest(&a).as_bytes());
+        assert!(created.unwrap());
+        // Old enough to be recorded by the next look-up.
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert!(store.find_owner(None, &pool, &b).unwrap().held.is_none());
+        let index = std::fs::read_to_string(dir.path().join("cluster/ipallocations/.index/p.idx"));
+        assert!(index.unwrap().contains(" FloatingIP a -\n"));
 
-        let view = store.index_load(None, &pool);
-        assert!(view.trusted);
-        assert_eq!(
-            view.facts.get(&"10.0.0.1".parse().unwrap()),
-            Some(&(7, 255))
-        );
-        let compacted = fs::read_to_string(index.join(JOURNAL)).unwrap();
-        assert_eq!(
-            compacted,
-            format!("F p 10.0.0.1 7 00000000000000ff\nV p {version}\n")
-        );
-        assert!(store.index_load(None, &pool).trusted);
+        let file = dir.path().join("cluster/ipallocations").join(format!("{name}.yaml"));
+        std::fs::write(&file, manifest(&b)).unwrap();
+        let held = store.find_owner(None, &pool, &b).unwrap().held;
+        assert_eq!(held.map(|m| m.spec.address), Some(address));
     }
 }

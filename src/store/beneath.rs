@@ -1,0 +1,374 @@
+//! File system calls confined to the state directory: every path is resolved beneath a
+//! directory handle and no symlink is ever followed, so nothing a user plants inside the root
+//! (a symlink at a manifest, an index file or a directory of the layout) can lead a read or a
+//! write outside it.
+//!
+//! Directories are opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, one call the
+//! kernel resolves atomically; on a kernel without `openat2` they are opened one component at
+//! a time with `O_NOFOLLOW | O_DIRECTORY`, which confines just as well because every
+//! component is a single validated name (never `..`). Files are opened relative to their
+//! directory's handle with `O_NOFOLLOW`. There is no check followed by a separate open.
+//!
+//! Writes never open an existing file: a new file is created under a fresh temporary name
+//! with `O_CREAT | O_EXCL | O_NOFOLLOW` and renamed into place, so even a hard link planted
+//! at a path (to a file elsewhere on the same file system) is replaced, never written into.
+
+use std::ffi::OsStr;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+
+use rustix::fs::{
+    AtFlags, Dir, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat, mkdirat, openat,
+    openat2, renameat_with, statat, unlinkat,
+};
+use rustix::io::Errno;
+
+/// Prefix of temporary files (git-ignored, removed by `check --fix` when stale).
+pub const TMP_PREFIX: &str = ".tmp-";
+
+/// Largest file this module reads: a manifest or an index file. Anything larger is refused
+/// rather than read into memory.
+pub const MAX_READ: u64 = 64 << 20;
+
+/// What went wrong with a confined call: the I/O error, or the path is not what the layout
+/// allows (a symlink, or not a directory where one is expected).
+#[derive(Debug)]
+pub enum Refused {
+    /// A symlink where the layout has a file or a directory.
+    Symlink,
+    /// Something other than a directory where the layout has a directory.
+    NotADirectory,
+    /// Something other than a regular file where the layout has a file.
+    NotAFile(&'static str),
+    /// Larger than [`MAX_READ`] (or the caller's bound).
+    TooLarge(u64),
+    /// Any other error.
+    Io(io::Error),
+}
+
+impl From<Errno> for Refused {
+    fn from(e: Errno) -> Refused {
+        match e {
+            Errno::LOOP => Refused::Symlink,
+            Errno::NOTDIR => Refused::NotADirectory,
+            e => Refused::Io(e.into()),
+        }
+    }
+}
+
+impl From<io::Error> for Refused {
+    fn from(e: io::Error) -> Refused {
+        match e.raw_os_error().map(Errno::from_raw_os_error) {
+            Some(Errno::LOOP) => Refused::Symlink,
+            Some(Errno::NOTDIR) => Refused::NotADirectory,
+            _ => Refused::Io(e),
+        }
+    }
+}
+
+impl Refused {
+    /// True for "no such file or directory".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Refused::Io(e) if e.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// A one-line reason, for messages about the path it concerns.
+    pub fn reason(&self) -> String {
+        match self {
+            Refused::Symlink => {
+                "is a symlink or lies below one; ipamctl never follows symlinks inside the state directory"
+                    .into()
+            }
+            Refused::NotADirectory => "is not a directory".into(),
+            Refused::NotAFile(what) => format!("is {what}, not a regular file"),
+            Refused::TooLarge(limit) => format!("is larger than {limit} bytes; not a manifest"),
+            Refused::Io(e) => e.to_string(),
+        }
+    }
+}
+
+/// The result of a confined call.
+pub type Confined<T> = std::result::Result<T, Refused>;
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Opens the directory at `rel` (relative, made of plain names) beneath `root`, following no
+/// symlink on the way.
+pub fn open_dir(root: impl AsFd, rel: &Path) -> Confined<OwnedFd> {
+    if rel.as_os_str().is_empty() {
+        return Ok(openat(root, ".", DIR_FLAGS, Mode::empty())?);
+    }
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    match openat2(root.as_fd(), rel, DIR_FLAGS, Mode::empty(), resolve) {
+        // No openat2 (kernel before 5.6, or a sandbox that filters it): walk the components.
+        Err(Errno::NOSYS | Errno::PERM) => walk(root, rel, false),
+        // openat2 says EXDEV when a path would leave the root, ELOOP for any symlink.
+        Err(Errno::XDEV) => Err(Refused::Symlink),
+        // O_NOFOLLOW | O_DIRECTORY on a symlink says ENOTDIR: tell the two apart for the
+        // message (a look only; nothing is opened through it).
+        Err(Errno::NOTDIR) => match statat(root, rel, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(s) if FileType::from_raw_mode(s.st_mode) == FileType::Symlink => {
+                Err(Refused::Symlink)
+            }
+            _ => Err(Refused::NotADirectory),
+        },
+        other => Ok(other?),
+    }
+}
+
+/// Opens the directory at `rel` beneath `root`, creating missing components (mode 0777 less
+/// the umask). Each created directory's
+/// parent is `fsync`ed, so a name written into it later survives a crash with it.
+pub fn open_or_create_dir(root: impl AsFd, rel: &Path) -> Confined<OwnedFd> {
+    match open_dir(root.as_fd(), rel) {
+        Err(e) if e.is_not_found() => walk(root, rel, true),
+        other => other,
+    }
+}
+
+/// Opens `rel` one plain component at a time with `O_NOFOLLOW`, creating components if asked.
+fn walk(root: impl AsFd, rel: &Path, create: bool) -> Confined<OwnedFd> {
+    let mut dir = openat(root, ".", DIR_FLAGS, Mode::empty())?;
+    for component in rel.components() {
+        let Component::Normal(name) = component else {
+            // The layout's paths are built from validated names only.
+            return Err(Refused::Symlink);
+        };
+        let next = match openat(&dir, name, DIR_FLAGS, Mode::empty()) {
+            Err(Errno::NOENT) if create => {
+                match mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                // The new name must survive a crash along with what is written below it.
+                rustix::fs::fsync(&dir)?;
+                openat(&dir, name, DIR_FLAGS, Mode::empty())?
+            }
+            other => other?,
+        };
+        dir = next;
+    }
+    Ok(dir)
+}
+
+/// A file as read: its bytes and the `fstat` of the descriptor they were read from.
+pub struct ReadFile {
+    /// The whole content.
+    pub bytes: Vec<u8>,
+    /// The file's status when it was opened.
+    pub stat: Stat,
+}
+
+/// Reads the regular file `name` in `dir`, at most `limit` bytes; `None` if it does not
+/// exist. A symlink, a FIFO or a directory under that name is refused without blocking.
+pub fn read(dir: impl AsFd, name: impl AsRef<OsStr>, limit: u64) -> Confined<Option<ReadFile>> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match openat(dir, name.as_ref(), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(Refused::NotAFile("a directory")),
+        FileType::Fifo => return Err(Refused::NotAFile("a FIFO")),
+        FileType::Socket => return Err(Refused::NotAFile("a socket")),
+        _ => return Err(Refused::NotAFile("a device")),
+    }
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(size.min(limit) as usize + 1);
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(Refused::TooLarge(limit));
+    }
+    Ok(Some(ReadFile { bytes, stat }))
+}
+
+/// The status of `name` in `dir` without following a symlink; `None` if it does not exist.
+pub fn stat(dir: impl AsFd, name: impl AsRef<OsStr>) -> Confined<Option<Stat>> {
+    match statat(dir, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => Ok(Some(stat)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The names in `dir`, without `.` and `..`.
+pub fn names(dir: impl AsFd) -> Confined<Vec<(Vec<u8>, FileType)>> {
+    let mut out = Vec::new();
+    for entry in Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            out.push((name.to_vec(), entry.file_type()));
+        }
+    }
+    Ok(out)
+}
+
+/// How [`write`] treats a file already under the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Keep it and report that the name was taken: the create-only claim.
+    CreateOnly,
+    /// Replace it atomically: readers see the old bytes or the new, never a mix.
+    Replace,
+}
+
+/// Fail points inside [`write`], named for the step just done. Only the state's own writes
+/// (manifests) carry them; index writes pass `false`.
+macro_rules! step {
+    ($on:expr, $name:literal) => {
+        if $on {
+            failpoint!($name);
+        }
+    };
+}
+
+/// Writes `bytes` as `name` in `dir` through a temporary file created there (mode 0666 less
+/// the umask, like any file: the state is shared by every user and job that runs ipamctl on
+/// it, and by git). With `durable`, the data is `fsync`ed before the name is made, and the
+/// directory after, so the name never points at incomplete bytes and survives a power loss.
+/// Returns `false` (and writes nothing) when `CreateOnly` finds the name taken.
+pub fn write(
+    dir: impl AsFd,
+    name: &str,
+    bytes: &[u8],
+    mode: WriteMode,
+    durable: bool,
+) -> Confined<bool> {
+    let dir = dir.as_fd();
+    // A random name created exclusively: nothing planted can be opened in its place.
+    let tmp = format!("{TMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let flags =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(0o666))?;
+    let written = (|| -> Confined<bool> {
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes)?;
+        step!(durable, "write-after-temp-written");
+        if durable {
+            file.sync_all()?;
+        }
+        step!(durable, "write-after-temp-synced");
+        let flags = match mode {
+            WriteMode::CreateOnly => RenameFlags::NOREPLACE,
+            WriteMode::Replace => RenameFlags::empty(),
+        };
+        match renameat_with(dir, tmp.as_str(), dir, name, flags) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => Ok(false),
+            // A file system without RENAME_NOREPLACE: link(2) also refuses an existing name.
+            Err(Errno::INVAL) if mode == WriteMode::CreateOnly => {
+                match rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty()) {
+                    Ok(()) => Ok(true),
+                    Err(Errno::EXIST) => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    })();
+    // Gone already after a rename; after a link, or a failure, the temporary name goes.
+    let _ = unlinkat(dir, tmp.as_str(), AtFlags::empty());
+    if written? {
+        step!(durable, "write-after-name-claimed");
+        if durable {
+            rustix::fs::fsync(dir)?;
+        }
+        step!(durable, "write-after-dir-synced");
+        Ok(true)
+    } else {
+        Ok(false)
+    }
+}
+
+/// Removes `name` from `dir` (never a directory, never through a symlink: unlink removes the
+/// link itself); `false` if it did not exist. With `durable`, the directory is `fsync`ed.
+pub fn remove(dir: impl AsFd, name: impl AsRef<OsStr>, durable: bool) -> Confined<bool> {
+    let dir = dir.as_fd();
+    match unlinkat(dir, name.as_ref(), AtFlags::empty()) {
+        Ok(()) => {}
+        Err(Errno::NOENT) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    if durable {
+        failpoint!("delete-after-unlink");
+        rustix::fs::fsync(dir)?;
+    }
+    Ok(true)
+}
+
+/// Creates the directory `name` in `dir` if missing and opens it, without following a symlink.
+pub fn subdir(dir: impl AsFd, name: &str) -> Confined<OwnedFd> {
+    let dir = dir.as_fd();
+    match openat(dir, name, DIR_FLAGS, Mode::empty()) {
+        Err(Errno::NOENT) => {
+            match mkdirat(dir, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+            Ok(openat(dir, name, DIR_FLAGS, Mode::empty())?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// A name as text, if it is UTF-8.
+pub fn utf8(name: &[u8]) -> Option<&str> {
+    std::str::from_utf8(name).ok()
+}
+
+/// A byte name as an `OsStr`.
+pub fn os(name: &[u8]) -> &OsStr {
+    OsStr::from_bytes(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_symlinked_directory_on_the_way_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("a")).unwrap();
+        symlink(outside.path(), root.path().join("a/b")).unwrap();
+        let fd = std::fs::File::open(root.path()).unwrap();
+        for rel in ["a/b", "a/b/c"] {
+            assert!(matches!(
+                open_or_create_dir(&fd, Path::new(rel)),
+                Err(Refused::Symlink | Refused::NotADirectory)
+            ));
+            assert!(matches!(
+                walk(&fd, Path::new(rel), true),
+                Err(Refused::Symlink | Refused::NotADirectory)
+            ));
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_write_replaces_a_planted_link_instead_of_writing_through_it() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        symlink(&victim, root.path().join("f")).unwrap();
+        let fd = std::fs::File::open(root.path()).unwrap();
+        assert!(matches!(read(&fd, "f", 10), Err(Refused::Symlink)));
+        assert!(!write(&fd, "f", b"new", WriteMode::CreateOnly, false).unwrap());
+        assert!(write(&fd, "f", b"new", WriteMode::Replace, false).unwrap());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(root.path().join("f")).unwrap(), "new");
+    }
+}

@@ -1,0 +1,1158 @@
+//! The state directory shares its disk with the world: git replaces files under ipamctl's
+//! feet, `cp` overwrites them in place, `rm` and `git clean -X` delete the lock and index
+//! files kept beside them, symlinks appear where they were, the clock steps back and the
+//! mount turns read-only. Each test drives the real binary with real processes (`git`, `cp`,
+//! `rm`, `mount`, and `strace` fault injection to hold a race window open or to kill a
+//! process at a given system call) and judges the outcome from the files themselves.
+//!
+//! Needs `strace` (with `-e inject=`) and root (bind mounts). The fail-point test runs with
+//! `cargo test --features failpoints --test outside_world`. The tests here take a lock and
+//! run one at a time: their windows are timed, and several rely on the filesystem handing a
+//! freed inode number to the next new file, which a concurrent test would steal.
+
+mod common;
+mod torture;
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Test, assert_one_error, code, uid};
+use torture::{Outcome, Scan, State, finish, pool_yaml};
+
+/// The public pool of the `seed` and `populated` fixtures.
+const POOL: &str = "public-zone-a";
+
+// ---- Running things ---------------------------------------------------------------------
+
+/// One test at a time (see the module docs).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `ipamctl -d state ARGS` on the test's state directory, not started yet.
+fn ipamctl_cmd(test: &Test, args: &[&str]) -> Command {
+    let mut cmd = test.command(args);
+    cmd.env_remove("FAILPOINTS");
+    cmd
+}
+
+/// Starts `cmd` with stdin closed and stdout and stderr captured.
+fn spawn(mut cmd: Command) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
+}
+
+/// Runs `ipamctl ARGS` on the test's state directory to its end.
+fn ipamctl(test: &Test, args: &[&str]) -> Outcome {
+    finish(args, spawn(ipamctl_cmd(test, args)))
+}
+
+/// The trimmed stdout of a process that must have exited 0.
+#[track_caller]
+fn succeeded(out: &Outcome) -> String {
+    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    out.stdout.trim().to_owned()
+}
+
+/// `allocate public-zone-a --owner OWNER`, which must succeed; the address it printed.
+#[track_caller]
+fn allocate(test: &Test, owner: &str) -> String {
+    succeeded(&ipamctl(test, &["allocate", POOL, "--owner", owner]))
+}
+
+/// A process that must succeed (`rm`, `cp`, `git`).
+#[track_caller]
+fn sh(program: &str, args: &[&str], dir: &Path) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("start {program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `cmd` run by `program PRE_ARGS... cmd's program and arguments`, with `cmd`'s working
+/// directory and environment.
+fn wrapped(cmd: &Command, program: &str, pre_args: &[String]) -> Command {
+    let mut outer = Command::new(program);
+    outer
+        .args(pre_args)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        outer.current_dir(dir);
+    }
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => outer.env(key, value),
+            None => outer.env_remove(key),
+        };
+    }
+    outer
+}
+
+/// `cmd` under strace's fault injection `inject` (`SYSCALLS:ACTION...`, see `-e inject` in
+/// strace(1)): `delay_exit` holds the window after a system call open, `delay_enter` the one
+/// before it, `signal=KILL` kills the process right there. strace follows forks and prints
+/// nothing of its own.
+fn under_strace(cmd: &Command, inject: &str) -> Command {
+    require_strace();
+    let syscalls = inject.split(':').next().expect("a syscall set");
+    let pre = [
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        &format!("trace={syscalls}"),
+        "-e",
+        &format!("inject={inject}"),
+        "--",
+    ]
+    .map(String::from);
+    wrapped(cmd, "strace", &pre)
+}
+
+/// Fails (rather than skips) without a working strace: a skipped race proves nothing.
+fn require_strace() {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    let works = *WORKS.get_or_init(|| {
+        Command::new("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-e", "inject=openat:delay_exit=1"])
+            .arg("true")
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(
+        works,
+        "these tests need strace with fault injection (`apt-get install strace`) and ptrace"
+    );
+}
+
+/// Polls `cond` every millisecond until it holds (true) or `timeout` passes (false).
+fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}
+
+/// Runs `vandal` in a loop on another thread while `body` runs.
+fn while_looping<T>(vandal: impl Fn() + Sync, body: impl FnOnce() -> T) -> T {
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        let looping = s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                vandal();
+            }
+        });
+        let result = body();
+        stop.store(true, Ordering::Relaxed);
+        looping.join().expect("the looping thread panicked");
+        result
+    })
+}
+
+// ---- Reading the state from the files ---------------------------------------------------
+
+/// The file of `address` in the public pool, relative to the state directory.
+fn allocation_file(address: &str) -> String {
+    format!(
+        "cluster/ipallocations/{POOL}-{}.yaml",
+        address.replace('.', "-")
+    )
+}
+
+/// The addresses `owner` (no uid) holds in the public pool, from the files.
+fn held(test: &Test, owner: &str) -> Vec<String> {
+    Scan::of(&test.state())
+        .held_by(None, POOL, owner, None)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Asserts that the files break none of the invariants `torture` checks.
+#[track_caller]
+fn assert_consistent(state: &Path) {
+    let violations = Scan::of(state).violations();
+    assert!(
+        violations.is_empty(),
+        "the state's files break invariants:\n{}",
+        violations.join("\n")
+    );
+}
+
+fn inode(path: &Path) -> u64 {
+    fs::metadata(path)
+        .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()))
+        .ino()
+}
+
+/// The allocation file `rel` as another clone would have it with the address handed to the
+/// owner `FloatingIP/<to>` instead of `FloatingIP/<from>`, written to `<tmp>/<to>.yaml`.
+fn handed_to(test: &Test, rel: &str, from: &str, to: &str) -> PathBuf {
+    let text = test.read(rel);
+    let (old, new) = (format!("    name: {from}\n"), format!("    name: {to}\n"));
+    assert!(text.contains(&old), "{rel} is not held by {from}:\n{text}");
+    let path = test.root().join(format!("{to}.yaml"));
+    fs::write(&path, text.replace(&old, &new)).expect("write the other clone's file");
+    path
+}
+
+/// Makes `freed`, an inode number just freed, the one the filesystem hands to the next new
+/// file near the state directory. ext4 gives a new file the lowest free inode number of its
+/// directory's block group: filler files in the temporary directory first take every lower
+/// free number (holes left by files deleted earlier); the filler that gets `freed` is
+/// deleted again. Best effort: where numbers are handed out otherwise (tmpfs), it stops at
+/// the first number above `freed`.
+fn hand_out_next(test: &Test, freed: u64) {
+    for n in 0..20_000 {
+        let path = test.root().join(format!("filler-{n}"));
+        if path.exists() {
+            continue;
+        }
+        fs::File::create(&path).expect("create a filler file");
+        let got = inode(&path);
+        if got >= freed {
+            if got == freed {
+                fs::remove_file(&path).expect("remove a filler file");
+            }
+            return;
+        }
+    }
+}
+
+/// Replaces `rel` as `git checkout` does: `rm` the file, then `cp` a new one to its name.
+/// The new file gets the old one's inode number (see [`hand_out_next`]), as it usually does
+/// on ext4 and xfs anyway: the case an index keyed on inode numbers cannot tell apart.
+fn replace_git_style(test: &Test, rel: &str, with: &Path) {
+    let path = test.path(rel);
+    let freed = inode(&path);
+    let path = path.to_str().expect("UTF-8 path");
+    sh("rm", &["-f", path], test.root());
+    hand_out_next(test, freed);
+    sh("cp", &[with.to_str().expect("UTF-8 path"), path], test.root());
+}
+
+/// Every regular file under every `.index` directory of the state (the derived index).
+fn index_files(state: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, inside: bool, out: &mut Vec<PathBuf>) {
+        let Ok(read) = fs::read_dir(dir) else { return };
+        for entry in read.flatten() {
+            let Ok(kind) = entry.file_type() else { continue };
+            let inside = inside || entry.file_name() == ".index";
+            if kind.is_dir() {
+                walk(&entry.path(), inside, out);
+            } else if kind.is_file() && inside {
+                out.push(entry.path());
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(state, false, &mut files);
+    files.sort();
+    files
+}
+
+// ---- Finding 1: a git-style replacement inside a claim's window -------------------------
+
+/// fip-x holds 203.0.113.4 and the index has seen it. While `allocate` for fip-z is between
+/// its claim and its index write (held there by `slowed`), the file of .4 is replaced
+/// git-style by one naming fip-y. That change is not ipamctl's: fip-y must get .4.
+fn replacement_inside_a_claim_window(slowed: impl FnOnce(Command) -> Command) {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let x = allocate(&test, "FloatingIP/fip-x");
+    allocate(&test, "FloatingIP/fip-w");
+    assert_eq!(allocate(&test, "FloatingIP/fip-x"), x, "idempotent");
+    let rel = allocation_file(&x);
+    let replacement = handed_to(&test, &rel, "fip-x", "fip-y");
+
+    let args = ["allocate", POOL, "--owner", "FloatingIP/fip-z"];
+    let mut claimer = spawn(slowed(ipamctl_cmd(&test, &args)));
+    wait_until(Duration::from_secs(10), || {
+        !held(&test, "FloatingIP/fip-z").is_empty()
+            || claimer.try_wait().is_ok_and(|s| s.is_some())
+    });
+    replace_git_style(&test, &rel, &replacement);
+    succeeded(&finish(&args, claimer));
+
+    assert_eq!(
+        allocate(&test, "FloatingIP/fip-y"),
+        x,
+        "fip-y's file for {x} replaced fip-x's (rm + cp) while fip-z was claiming; fip-y got \
+         another address"
+    );
+    assert_eq!(held(&test, "FloatingIP/fip-y"), [x]);
+    assert_consistent(&test.state());
+}
+
+/// Finding 1, with the window held open by the fail point right after the name is claimed.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_git_style_replacement_during_a_paused_claim_is_not_taken_for_ipamctls_own_change() {
+    replacement_inside_a_claim_window(|mut cmd| {
+        cmd.env("FAILPOINTS", "write-after-name-claimed=sleep(3000)");
+        cmd
+    });
+}
+
+/// Finding 1 without fail points: strace holds the claimer for 2 s right after the system
+/// call that claims the name (a rename or a link).
+#[test]
+fn a_git_style_replacement_during_a_slowed_claim_is_not_taken_for_ipamctls_own_change() {
+    replacement_inside_a_claim_window(|cmd| {
+        under_strace(
+            &cmd,
+            "renameat2,renameat,rename,linkat,link:delay_exit=2000000",
+        )
+    });
+}
+
+/// Finding 1 as it happens in the wild: allocate/release churn (each claim slowed 50 ms
+/// after its rename, as a loaded machine would) while a loop hands 203.0.113.4 git-style to
+/// a new owner every few milliseconds. At the end of each round, the owner named in .4 asks
+/// for an address and must get .4.
+#[test]
+fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_owner() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let four = allocate(&test, "FloatingIP/fip-0");
+    let rel = allocation_file(&four);
+    let flips = std::sync::atomic::AtomicUsize::new(0);
+    let rounds = 6;
+    for round in 0..rounds {
+        let owner_now = Mutex::new(String::new());
+        let churned = while_looping(
+            || {
+                let n = flips.fetch_add(1, Ordering::Relaxed) + 1;
+                let current = test.read(&rel);
+                let from = current
+                    .lines()
+                    .rev()
+                    .find_map(|l| l.strip_prefix("    name: "))
+                    .expect("an owner name")
+                    .to_owned();
+                let to = format!("fip-{n}");
+                let replacement = handed_to(&test, &rel, &from, &to);
+                replace_git_style(&test, &rel, &replacement);
+                *owner_now.lock().expect("not poisoned") = format!("FloatingIP/{to}");
+                thread::sleep(Duration::from_millis(3 + (n as u64 * 7) % 17));
+            },
+            || {
+                let mut outcomes = Vec::new();
+                for i in 0..8 {
+                    let owner = format!("FloatingIP/churn-{round}-{i}");
+                    let args = ["allocate", POOL, "--owner", owner.as_str()];
+                    let slowed = under_strace(
+                        &ipamctl_cmd(&test, &args),
+                        "renameat2,renameat,rename,linkat,link:delay_exit=50000",
+                    );
+                    outcomes.push(finish(&args, spawn(slowed)));
+                    outcomes.push(ipamctl(&test, &["release", POOL, "--owner", &owner]));
+                }
+                outcomes
+            },
+        );
+        for out in &churned {
+            succeeded(out);
+        }
+        let owner = owner_now.into_inner().expect("not poisoned");
+        let got = succeeded(&ipamctl(&test, &["allocate", POOL, "--owner", &owner]));
+        assert_eq!(
+            got, four,
+            "round {round}: {owner}, named in {rel} (replaced git-style during the churn), \
+             was given another address"
+        );
+        assert_consistent(&test.state());
+    }
+}
+
+// ---- Finding 2: a slow reader's stale fact ----------------------------------------------
+
+/// The owner-lock stripe of `owner` in the old store (32 stripes per pool by owner key):
+/// the scenario below needs some owners on distinct stripes so that none waits for another.
+fn stripe(owner: &str) -> u64 {
+    ipamctl::model::Owner::parse(owner, None)
+        .expect("a valid owner")
+        .key()
+        % 32
+}
+
+/// Finding 2. A look-up (an `allocate` of another owner, the reader) reads fip-x's file of
+/// 203.0.113.4 and is held by strace before it writes what it learnt. Meanwhile .4 is
+/// released, and re-claimed by fip-y in a process killed (SIGKILL, by strace) after its claim
+/// and before its index update; the new file takes the freed inode number. Then the reader
+/// writes its now stale fact. fip-y asks again: it must get .4, not a second address.
+#[test]
+fn a_slow_readers_stale_fact_does_not_hide_an_address_reclaimed_by_a_killed_claimer() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let x = "FloatingIP/fip-x";
+    // fip-y on fip-x's stripe, so its lock file exists and its claim is the only new file
+    // (the one that takes the freed inode number); the reader on another stripe.
+    let y = (0..)
+        .map(|i| format!("FloatingIP/fip-y{i}"))
+        .find(|o| stripe(o) == stripe(x))
+        .expect("an owner on that stripe");
+    let reader = (0..)
+        .map(|i| format!("FloatingIP/reader-{i}"))
+        .find(|o| stripe(o) != stripe(x))
+        .expect("an owner on another stripe");
+    let four = allocate(&test, x);
+    let freed = inode(&test.path(&allocation_file(&four)));
+    // The index forgets what it knew (emptied in place), so the reader reads every file.
+    for file in index_files(&test.state()) {
+        fs::File::create(&file).expect("empty an index file in place");
+    }
+
+    let reader_args = ["allocate", POOL, "--owner", reader.as_str()];
+    let slow_reader = spawn(under_strace(
+        &ipamctl_cmd(&test, &reader_args),
+        "write:delay_enter=3000000:when=1",
+    ));
+    thread::sleep(Duration::from_millis(1000));
+    succeeded(&ipamctl(
+        &test,
+        &["release", POOL, four.as_str(), "--owner", x],
+    ));
+    hand_out_next(&test, freed);
+    let claim_args = ["allocate", POOL, "--owner", y.as_str()];
+    // The second fsync of a claim is the directory's, after the claim and its journal edge,
+    // before the owner's fact and hint are written.
+    let killed = finish(
+        &claim_args,
+        spawn(under_strace(
+            &ipamctl_cmd(&test, &claim_args),
+            "fsync:signal=KILL:when=2",
+        )),
+    );
+    assert!(
+        killed.code == Some(code::OK) || killed.stdout.is_empty(),
+        "{}",
+        killed.describe()
+    );
+    succeeded(&finish(&reader_args, slow_reader));
+
+    let again = allocate(&test, &y);
+    if killed.code == Some(code::OK) {
+        assert_eq!(again, killed.stdout.trim(), "{y} asked twice");
+    }
+    assert_eq!(
+        held(&test, &y),
+        [again.clone()],
+        "{y} (its claim of {four} killed before its index update, while a slow reader held a \
+         fact about fip-x's old file) got {again}"
+    );
+    assert_consistent(&test.state());
+}
+
+// ---- Finding 3: lock files deleted under a storm ----------------------------------------
+
+/// A pool for the storms: 254 candidates.
+const STORM_POOL: &str = "storm";
+
+fn storm_state() -> State {
+    let state = State::new();
+    let out = state.apply(&pool_yaml(STORM_POOL, None, "10.20.0.0/24", &[]));
+    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    state
+}
+
+/// `rounds` times, forty `allocate` for one owner at once (a new owner each round) while
+/// `vandal` runs in a loop. Returns what went wrong in each failed round: more (or less) than
+/// one address for the owner in the files, or processes that printed different addresses.
+/// With `errors_allowed`, a process may fail with exit 1 and one `error:` line (the vandal
+/// deleted a file it was writing); a crash never passes.
+fn one_owner_storms(
+    state: &State,
+    rounds: usize,
+    errors_allowed: bool,
+    vandal: impl Fn() + Sync,
+) -> Vec<String> {
+    while_looping(vandal, || {
+        let mut failed = Vec::new();
+        for round in 0..rounds {
+            let owner = format!("FloatingIP/one-{round}");
+            let argv: Vec<String> = ["allocate", STORM_POOL, "--owner", owner.as_str()]
+                .map(String::from)
+                .to_vec();
+            let outcomes = state.run_all(&vec![argv; 40]);
+            let mut printed: Vec<String> = Vec::new();
+            for out in &outcomes {
+                assert!(!out.crashed(), "round {round}: {}", out.describe());
+                match out.code {
+                    Some(code::OK) => printed.push(out.stdout.trim().to_owned()),
+                    Some(code::FAILURE) if errors_allowed => assert_one_error(&out.stderr),
+                    _ => panic!("round {round}: {}", out.describe()),
+                }
+            }
+            printed.sort();
+            printed.dedup();
+            let files: Vec<String> = state
+                .scan()
+                .held_by(None, STORM_POOL, &owner, None)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            if files.len() != 1 || printed.iter().any(|p| *p != files[0]) {
+                failed.push(format!(
+                    "round {round}: {owner} holds {files:?} in the files; processes printed \
+                     {printed:?}"
+                ));
+            }
+        }
+        failed
+    })
+}
+
+/// Finding 3: `rm -f` of every lock file under the state directory, in a loop, while forty
+/// `allocate` for one owner run at once: the owner still ends up with exactly one address.
+#[test]
+fn one_owner_gets_one_address_while_rm_deletes_every_lock_file_in_a_loop() {
+    let _serial = serial();
+    let state = storm_state();
+    let root = state.root.to_str().expect("UTF-8 path").to_owned();
+    let rounds = 20;
+    let failed = one_owner_storms(&state, rounds, false, || {
+        // Whatever the store names its lock files: every file named like a lock.
+        let _ = Command::new("find")
+            .args([&root, "-name", "*lock*", "-type", "f", "-exec", "rm", "-f", "{}", "+"])
+            .status();
+    });
+    assert!(
+        failed.is_empty(),
+        "{} of {rounds} rounds broke one address per owner:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert_consistent(&state.root);
+}
+
+/// `git` in `dir`, isolated from the machine's and the user's configuration; must succeed.
+fn git(dir: &Path, args: &[&str]) {
+    let mut full = vec![
+        "-c",
+        "user.name=Tester",
+        "-c",
+        "user.email=tester@example.com",
+        "-c",
+        "init.defaultBranch=main",
+        "-c",
+        "commit.gpgsign=false",
+    ];
+    full.extend_from_slice(args);
+    let out = Command::new("git")
+        .args(&full)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("start git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Makes the state directory a git working tree with its manifests committed (the index,
+/// locks and temporary files are ignored by the `.gitignore` that `init` wrote).
+fn under_git(root: &Path) {
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "pools"]);
+}
+
+/// One `git clean -qfdX` (remove every ignored file and directory) in the state directory.
+fn git_clean(root: &Path) {
+    let _ = Command::new("git")
+        .args(["clean", "-qfdX"])
+        .current_dir(root)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Finding 3 with real git: `git clean -qfdX` in a loop in the state directory's working
+/// tree while forty `allocate` for one owner run at once: exactly one address for the owner.
+#[test]
+fn one_owner_gets_one_address_while_git_clean_removes_ignored_files_in_a_loop() {
+    let _serial = serial();
+    let state = storm_state();
+    under_git(&state.root);
+    let rounds = 30;
+    let failed = one_owner_storms(&state, rounds, true, || git_clean(&state.root));
+    assert!(
+        failed.is_empty(),
+        "{} of {rounds} rounds broke one address per owner:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert_consistent(&state.root);
+}
+
+/// Finding 3, pools: an `apply` that adds an exclude to a pool while `allocate`s inside that
+/// range are on their way (each held 300 ms by strace after its second lock, once it has
+/// read the pool) and `git clean -qfdX` runs in a loop: either the apply is refused because
+/// a claim came first, or no allocation ends up inside the new exclude.
+#[test]
+fn no_allocation_lands_in_an_exclude_applied_while_git_clean_runs_in_a_loop() {
+    let _serial = serial();
+    let state = State::new();
+    under_git(&state.root);
+    let rounds = 8;
+    let mut applied = 0;
+    while_looping(
+        || git_clean(&state.root),
+        || {
+            for round in 0..rounds {
+                let pool = format!("ex{round}");
+                let cidr = format!("10.{}.0.0/24", 60 + round);
+                let range = format!("10.{}.0.64/26", 60 + round);
+                let out = state.apply(&pool_yaml(&pool, None, &cidr, &[]));
+                assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+                let claimers: Vec<(Vec<String>, Child)> = (0..6)
+                    .map(|i| {
+                        let owner = format!("FloatingIP/ex-{round}-{i}");
+                        let args: Vec<String> =
+                            ["allocate", &pool, "--owner", &owner, "--within", &range]
+                                .map(String::from)
+                                .to_vec();
+                        let slowed =
+                            under_strace(&state.command(&args), "flock:delay_exit=300000:when=2");
+                        (args, spawn(slowed))
+                    })
+                    .collect();
+                thread::sleep(Duration::from_millis(120));
+                let apply = state.apply(&pool_yaml(&pool, None, &cidr, &[range.as_str()]));
+                assert!(!apply.crashed(), "{}", apply.describe());
+                if apply.code == Some(code::OK) {
+                    applied += 1;
+                }
+                for (args, child) in claimers {
+                    let out = finish(&args, child);
+                    assert!(!out.crashed(), "{}", out.describe());
+                    assert!(
+                        matches!(out.code, Some(code::OK | code::EXHAUSTED | code::FAILURE)),
+                        "{}",
+                        out.describe()
+                    );
+                }
+                let violations = state.scan().violations();
+                assert!(
+                    violations.is_empty(),
+                    "round {round} (apply: {}):\n{}",
+                    apply.describe(),
+                    violations.join("\n")
+                );
+            }
+        },
+    );
+    eprintln!("the exclude was applied in {applied} of {rounds} rounds");
+}
+
+// ---- Finding 4: symlinks planted at index, lock and temporary paths ---------------------
+
+/// Swaps `path` between itself and a symlink to `target` until `stop`, then puts it back.
+/// The original waits beside it under a dot-name that no reader takes for anything.
+fn flip_with_symlink(path: &Path, target: &Path, stop: &AtomicBool) {
+    let aside = path.with_file_name(".aside-of-test");
+    let link = path.with_file_name(".link-of-test");
+    let _ = fs::remove_file(&link);
+    symlink(target, &link).expect("create the symlink");
+    let mut n: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        // Planted: the original aside, the link in its place.
+        if fs::rename(path, &aside).is_ok() {
+            let _ = fs::rename(&link, path);
+            thread::sleep(Duration::from_micros(300 + (n * 379) % 1500));
+            let _ = fs::rename(path, &link);
+            restore(path, &aside);
+        }
+        thread::sleep(Duration::from_micros(300 + (n * 617) % 1500));
+    }
+    let _ = fs::remove_file(&link);
+}
+
+/// Puts the original back at `path`; if ipamctl made a new one meanwhile (a directory of the
+/// derived index, a lock file), the original wins.
+fn restore(path: &Path, aside: &Path) {
+    if fs::rename(aside, path).is_ok() {
+        return;
+    }
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            let _ = fs::remove_dir_all(path);
+        }
+        Ok(_) => {
+            let _ = fs::remove_file(path);
+        }
+        Err(_) => {}
+    }
+    let _ = fs::rename(aside, path);
+}
+
+/// Everything under `dir`, relative to it (for a victim directory that must stay empty).
+fn everything_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).into_iter().flatten().flatten() {
+            found.push(entry.path());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// Finding 4: every file and directory under `.index/` after a normal run, `.index` itself
+/// and the pool and scope lock files are, one per cycle, swapped again and again with a
+/// symlink out of the root (to a victim file, or to a victim directory for directories)
+/// while `allocate` and `release` run (slowed by strace after each `stat`, so that a check
+/// and the open that trusts it are far apart). Errors are fine; a write outside is not: after
+/// every cycle the victim file is byte-identical and the victim directory empty.
+#[test]
+fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside() {
+    let _serial = serial();
+    let state = State::new();
+    let out = state.apply(&pool_yaml("p", None, "10.30.0.0/24", &[]));
+    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    for i in 0..4 {
+        succeeded(&state.run(&["allocate", "p", "--owner", &format!("FloatingIP/warm-{i}")]));
+    }
+    succeeded(&state.run(&["release", "p", "--owner", "FloatingIP/warm-0"]));
+    let victim = state.outside.join("victim");
+    let victim_text = b"the victim: nothing may write here\n";
+    fs::write(&victim, victim_text).expect("write the victim");
+    let victim_dir = state.outside.join("victim-dir");
+    fs::create_dir(&victim_dir).expect("create the victim directory");
+
+    let index = state.root.join("cluster/ipallocations/.index");
+    let mut targets: Vec<PathBuf> = vec![index.clone()];
+    let mut stack = vec![index];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("read the index").flatten() {
+            targets.push(entry.path());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    for lock in [".p.lock", ".lock"] {
+        targets.push(state.root.join("cluster/ipampools").join(lock));
+    }
+    targets.sort();
+
+    let cycles = 100;
+    for cycle in 0..cycles {
+        let target = &targets[cycle % targets.len()];
+        let to = if target.is_dir() { &victim_dir } else { &victim };
+        let stop = AtomicBool::new(false);
+        let outcomes = thread::scope(|s| {
+            let flipper = s.spawn(|| flip_with_symlink(target, to, &stop));
+            let owner = format!("FloatingIP/c-{cycle}");
+            let mut outcomes = Vec::new();
+            for args in [
+                vec!["allocate", "p", "--owner", owner.as_str()],
+                vec!["allocate", "p", "--owner", "FloatingIP/warm-1"],
+                vec!["release", "p", "--owner", owner.as_str()],
+            ] {
+                let slowed = under_strace(
+                    &state.command(&args),
+                    "statx,newfstatat,lstat,stat:delay_exit=2000",
+                );
+                outcomes.push(finish(&args, spawn(slowed)));
+            }
+            stop.store(true, Ordering::Relaxed);
+            flipper.join().expect("the flipper panicked");
+            outcomes
+        });
+        let rel = target.strip_prefix(&state.root).expect("under the root");
+        for out in &outcomes {
+            assert!(
+                !out.crashed() && matches!(out.code, Some(code::OK | code::FAILURE)),
+                "cycle {cycle} ({}): {}",
+                rel.display(),
+                out.describe()
+            );
+            if out.code == Some(code::FAILURE) {
+                assert_one_error(&out.stderr);
+            }
+        }
+        assert_eq!(
+            fs::read(&victim).expect("read the victim"),
+            victim_text,
+            "cycle {cycle}: the victim outside the root was written through a symlink at {}",
+            rel.display()
+        );
+        let inside = everything_under(&victim_dir);
+        assert!(
+            inside.is_empty(),
+            "cycle {cycle}: files were created outside the root through a symlink at {}: {inside:?}",
+            rel.display()
+        );
+    }
+    assert_consistent(&state.root);
+}
+
+// ---- Finding 5: `cp` over a file in place -----------------------------------------------
+
+/// Finding 5: 203.0.113.4 is fip-x's here and fip-y's in another clone. After a look-up has
+/// warmed the index, a plain `cp` from the other clone overwrites the file in place (same
+/// inode, the directory unchanged). fip-y must then get .4, fip-x a new address, and the
+/// files hold no owner twice.
+#[test]
+fn an_allocation_file_overwritten_in_place_by_cp_is_read_again() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let four = allocate(&test, "FloatingIP/fip-x");
+    let five = allocate(&test, "FloatingIP/fip-w");
+    assert_eq!(allocate(&test, "FloatingIP/fip-x"), four, "idempotent");
+    let clone = Test::new("seed");
+    assert_eq!(allocate(&clone, "FloatingIP/fip-y"), four);
+
+    let rel = allocation_file(&four);
+    let before = inode(&test.path(&rel));
+    sh(
+        "cp",
+        &[
+            clone.path(&rel).to_str().expect("UTF-8 path"),
+            test.path(&rel).to_str().expect("UTF-8 path"),
+        ],
+        test.root(),
+    );
+    assert_eq!(inode(&test.path(&rel)), before, "cp writes in place");
+
+    assert_eq!(
+        allocate(&test, "FloatingIP/fip-y"),
+        four,
+        "fip-y, whose file was copied over fip-x's in place, was given another address"
+    );
+    let x = allocate(&test, "FloatingIP/fip-x");
+    assert!(x != four && x != five, "fip-x got {x}");
+    assert_eq!(held(&test, "FloatingIP/fip-y"), [four]);
+    assert_eq!(held(&test, "FloatingIP/fip-x"), [x]);
+    assert_consistent(&test.state());
+}
+
+// ---- Finding 6: a stepped-back clock ----------------------------------------------------
+
+/// Adds an hour to every decimal number of 18 digits or more (a timestamp in nanoseconds).
+fn an_hour_later(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if digits.len() >= 18 {
+            let n: u128 = digits.parse().expect("digits");
+            out.push_str(&(n + 3_600_000_000_000).to_string());
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
+/// Finding 6: the clock stepped back by an hour after the index was written (simulated: every
+/// nanosecond timestamp in the text files under `.index/` moved an hour ahead, in place).
+/// Then 203.0.113.4 is replaced git-style by a file naming fip-y: fip-y must get .4.
+#[test]
+fn a_file_replaced_after_the_clock_stepped_back_is_read_again() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let four = allocate(&test, "FloatingIP/fip-x");
+    allocate(&test, "FloatingIP/fip-w");
+    assert_eq!(allocate(&test, "FloatingIP/fip-x"), four, "idempotent");
+    let mut shifted = 0;
+    for file in index_files(&test.state()) {
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue;
+        };
+        let later = an_hour_later(&text);
+        if later != text {
+            shifted += 1;
+            // In place (same inode): nothing else under the state directory changes.
+            let mut f = fs::File::create(&file).expect("rewrite an index file");
+            f.write_all(later.as_bytes()).expect("write an index file");
+        }
+    }
+    assert!(shifted > 0, "no timestamp found in the index files");
+    let rel = allocation_file(&four);
+    let replacement = handed_to(&test, &rel, "fip-x", "fip-y");
+    replace_git_style(&test, &rel, &replacement);
+
+    assert_eq!(
+        allocate(&test, "FloatingIP/fip-y"),
+        four,
+        "fip-y, whose file replaced fip-x's after the clock stepped back, got another address"
+    );
+    assert_eq!(held(&test, "FloatingIP/fip-y"), [four]);
+    assert_consistent(&test.state());
+}
+
+// ---- Finding 7: a read-only state directory ---------------------------------------------
+
+/// The state directory made read-only: a read-only bind mount of it over itself (unmounted
+/// on drop, also when the test panics), or, where mounting is not allowed, a copy without
+/// write permission used as user nobody.
+enum ReadOnly {
+    Mounted(PathBuf),
+    AsNobody,
+}
+
+impl ReadOnly {
+    fn make(test: &Test) -> ReadOnly {
+        let state = test.state();
+        let bound = Command::new("mount")
+            .arg("--bind")
+            .args([&state, &state])
+            .status()
+            .is_ok_and(|s| s.success());
+        if bound {
+            let guard = ReadOnly::Mounted(state.clone());
+            let ro = Command::new("mount")
+                .args(["-o", "remount,ro,bind"])
+                .arg(&state)
+                .status()
+                .is_ok_and(|s| s.success());
+            if ro {
+                return guard;
+            }
+            drop(guard);
+        }
+        sh(
+            "chmod",
+            &["-R", "a-w", state.to_str().expect("UTF-8")],
+            test.root(),
+        );
+        sh(
+            "chmod",
+            &["a+rx", test.root().to_str().expect("UTF-8")],
+            test.root(),
+        );
+        ReadOnly::AsNobody
+    }
+
+    fn run(&self, test: &Test, args: &[&str]) -> Outcome {
+        let cmd = ipamctl_cmd(test, args);
+        let cmd = match self {
+            ReadOnly::Mounted(_) => cmd,
+            ReadOnly::AsNobody => wrapped(
+                &cmd,
+                "setpriv",
+                &["--reuid=65534", "--regid=65534", "--clear-groups"].map(String::from),
+            ),
+        };
+        finish(args, spawn(cmd))
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        if let ReadOnly::Mounted(path) = self {
+            let _ = Command::new("umount").arg(&*path).status();
+        }
+    }
+}
+
+/// Finding 7 on `populated`, read-only: the owner of 203.0.113.4 gets it back (exit 0),
+/// `list`, `pool list`, `pool show` and `check` work, a new claim exits 1 with one `error:`
+/// line that says the state is read-only, and no file changes. With `warm`, every command
+/// ran once on the writable state first, so the index and lock files exist.
+fn read_only_state(warm: bool) {
+    let _serial = serial();
+    let test = Test::new("populated");
+    let holder = [
+        "allocate",
+        POOL,
+        "--owner",
+        "FloatingIP/fip-1",
+        "--uid",
+        uid::FIP1,
+    ];
+    let reads: [&[&str]; 4] = [
+        &["list"],
+        &["pool", "list"],
+        &["pool", "show", POOL],
+        &["check"],
+    ];
+    if warm {
+        assert_eq!(succeeded(&ipamctl(&test, &holder)), "203.0.113.4");
+        for args in reads {
+            succeeded(&ipamctl(&test, args));
+        }
+    }
+    let before = test.snapshot();
+    let ro = ReadOnly::make(&test);
+
+    let out = ro.run(&test, &holder);
+    assert_eq!(succeeded(&out), "203.0.113.4", "{}", out.describe());
+    for args in reads {
+        succeeded(&ro.run(&test, args));
+    }
+    let out = ro.run(&test, &["allocate", POOL, "--owner", "FloatingIP/new"]);
+    assert_eq!(out.code, Some(code::FAILURE), "{}", out.describe());
+    assert_eq!(out.stdout, "", "{}", out.describe());
+    assert_one_error(&out.stderr);
+    let said = out.stderr.to_lowercase();
+    assert!(
+        said.contains("read-only")
+            || (matches!(ro, ReadOnly::AsNobody) && said.contains("permission denied")),
+        "the error does not say the state is read-only: {}",
+        out.describe()
+    );
+    drop(ro);
+    assert_eq!(test.snapshot(), before, "the read-only state changed");
+}
+
+/// Finding 7, with the index and lock files present.
+#[test]
+fn a_read_only_state_with_an_index_answers_reads_and_held_owners_and_refuses_claims() {
+    read_only_state(true);
+}
+
+/// Finding 7, with no index or lock file at all.
+#[test]
+fn a_read_only_state_without_an_index_answers_reads_and_held_owners_and_refuses_claims() {
+    read_only_state(false);
+}
+
+// ---- Finding 8: the owner prefix form ---------------------------------------------------
+
+/// `(namespace, pool, address, owner)` of every allocation in `list -o json` output.
+fn listed(out: &Outcome) -> Vec<(String, String, String, String)> {
+    let json: serde_json::Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", out.describe()));
+    let mut rows: Vec<_> = json
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|m| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
+            (
+                s(&m["metadata"]["namespace"]),
+                s(&m["spec"]["pool"]),
+                s(&m["spec"]["address"]),
+                format!(
+                    "{}/{}",
+                    s(&m["spec"]["owner"]["kind"]),
+                    s(&m["spec"]["owner"]["name"])
+                ),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// web-01's three NICs in `populated`.
+fn web01_nics() -> Vec<(String, String, String, String)> {
+    let mut rows: Vec<(String, String, String, String)> = [
+        ("acme/dev", "vpc-dev", "10.50.0.2", "VirtualMachine/web-01/0"),
+        ("acme/prod", "vpc-main", "10.42.0.10", "VirtualMachine/web-01/1"),
+        ("acme/prod", "vpc-main", "10.42.0.2", "VirtualMachine/web-01/0"),
+    ]
+    .map(|(a, b, c, d)| (a.into(), b.into(), c.into(), d.into()))
+    .to_vec();
+    rows.sort();
+    rows
+}
+
+/// Finding 8 (P4): `--owner VirtualMachine/web-01/` (a trailing slash) lists every NIC of
+/// web-01 in every namespace and nothing else; `--uid` lists the same.
+#[test]
+fn list_owner_prefix_lists_every_nic_of_the_host_and_nothing_else() {
+    let test = Test::new("populated");
+    let out = ipamctl(
+        &test,
+        &["list", "--owner", "VirtualMachine/web-01/", "-A", "-o", "json"],
+    );
+    succeeded(&out);
+    assert_eq!(listed(&out), web01_nics(), "{}", out.describe());
+    let out = ipamctl(&test, &["list", "--uid", uid::WEB01, "-o", "json"]);
+    succeeded(&out);
+    assert_eq!(listed(&out), web01_nics(), "{}", out.describe());
+}
+
+/// Finding 8 (P4): `release vpc-main --owner VirtualMachine/web-01/ -n acme/prod` releases
+/// both acme/prod NICs of web-01 and nothing else; `release --uid UID -A` still releases
+/// everything the uid holds.
+#[test]
+fn release_owner_prefix_releases_every_nic_of_the_host_in_the_pool() {
+    let test = Test::new("populated");
+    let out = ipamctl(
+        &test,
+        &[
+            "release",
+            "vpc-main",
+            "--owner",
+            "VirtualMachine/web-01/",
+            "-n",
+            "acme/prod",
+        ],
+    );
+    succeeded(&out);
+    let mut released: Vec<&str> = out.stdout.lines().collect();
+    released.sort();
+    assert_eq!(
+        released,
+        [
+            "ipallocation/vpc-main-10-42-0-10 released",
+            "ipallocation/vpc-main-10-42-0-2 released",
+        ],
+        "{}",
+        out.describe()
+    );
+    let remaining = test.files();
+    for rel in [
+        "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-9.yaml",
+        "namespaces/acme/prod/ipallocations/vpc-main-10-42-1-7.yaml",
+        "namespaces/acme/dev/ipallocations/vpc-dev-10-50-0-2.yaml",
+        "cluster/ipallocations/public-zone-a-203-0-113-4.yaml",
+    ] {
+        assert!(remaining.iter().any(|f| f == rel), "{rel} was released");
+    }
+
+    let test = Test::new("populated");
+    let out = ipamctl(&test, &["release", "--uid", uid::WEB01, "-A"]);
+    succeeded(&out);
+    assert_eq!(out.stdout.lines().count(), 3, "{}", out.describe());
+    let out = ipamctl(&test, &["list", "--uid", uid::WEB01, "-o", "json"]);
+    succeeded(&out);
+    assert_eq!(listed(&out), [], "{}", out.describe());
+}

@@ -131,8 +131,8 @@ pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
         return Err(pool_not_found(store, pool));
     };
     let location = store.locate(ObjectKind::Pool, ns, pool.name.as_str());
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|_| Error::invalid(&location, "is not UTF-8 text"))?;
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(&location, "is not UTF-8 text"))?;
     yaml::decode_pool(text).map_err(|e| Error::invalid(location, e))
 }
 
@@ -346,7 +346,11 @@ fn allocate_read_only(store: &dyn Store, req: &Request) -> Result<Allocated> {
     // Take the lock again for its error, which names what cannot be written.
     match claim_locks(store, &req.pool, &req.owner)? {
         None => Err(store
-            .lock_pool(req.pool.namespace.as_ref(), &req.pool.name, LockMode::Shared)
+            .lock_pool(
+                req.pool.namespace.as_ref(),
+                &req.pool.name,
+                LockMode::Shared,
+            )
             .err()
             .unwrap_or_else(|| Error::conflict("the state directory became writable; try again"))),
         Some(_) => Err(Error::conflict(

@@ -246,6 +246,7 @@ pub struct ReleaseArgs {
     pub address: Option<String>,
 
     /// Only the allocation(s) of this owner (KIND/NAME); a guard when an address is given.
+    /// A trailing `/` selects by prefix: `VirtualMachine/web-01/` is every NIC of `web-01`.
     #[arg(long, value_name = "KIND/NAME")]
     pub owner: Option<String>,
 
@@ -261,7 +262,8 @@ pub struct ListArgs {
     #[arg(long, value_name = "POOL")]
     pub pool: Option<String>,
 
-    /// Only allocations of this owner (KIND/NAME).
+    /// Only allocations of this owner (KIND/NAME). A trailing `/` selects by prefix:
+    /// `VirtualMachine/web-01/` is every NIC of `web-01`.
     #[arg(long, value_name = "KIND/NAME")]
     pub owner: Option<String>,
 

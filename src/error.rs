@@ -89,9 +89,9 @@ impl Error {
             | Error::Exhausted { .. }
             | Error::Io { .. }
             | Error::Corrupt { .. } => None,
-            Error::ReadOnly { .. } => {
-                Some("only `allocate` for an owner that holds an address, and reading commands, work on a read-only state directory")
-            }
+            Error::ReadOnly { .. } => Some(
+                "only `allocate` for an owner that holds an address, and reading commands, work on a read-only state directory",
+            ),
         }
     }
 

@@ -369,7 +369,10 @@ impl OwnerFilter {
                     _ => stem.to_owned(),
                 };
                 kind.check_name(&example).map_err(|why| {
-                    format!("invalid {kind} name prefix `{}`: {why}", name.escape_debug())
+                    format!(
+                        "invalid {kind} name prefix `{}`: {why}",
+                        name.escape_debug()
+                    )
                 })?;
                 (Some((kind, name.to_owned())), true)
             }

@@ -133,14 +133,17 @@ fn broken_pool_file_is_an_error_naming_it_not_a_crash() {
 // --- I/O failures: exit 1 -----------------------------------------------------------
 
 #[test]
-fn apply_of_a_directory_is_an_io_failure() {
+fn apply_of_a_directory_is_invalid_input() {
     let test = Test::new("seed");
     std::fs::create_dir(test.root().join("pools.d")).expect("create a directory");
     let ran = test
         .args(["apply", "-f", "pools.d"])
-        .fails(code::FAILURE)
+        .fails(code::INVALID)
         .run();
-    assert!(ran.stderr.starts_with("error: pools.d: "), "{}", ran.stderr);
+    assert_eq!(
+        ran.stderr,
+        "error: pools.d: is a directory, not a regular file\n"
+    );
 }
 
 #[test]

@@ -398,10 +398,10 @@ fn is_pool_lock(name: &str) -> bool {
 fn is_old_index_file(name: &str) -> bool {
     name == "journal"
         || name.rsplit_once(".lock-").is_some_and(|(pool, stripe)| {
-        PoolName::new(pool).is_ok()
-            && stripe.len() == 2
-            && stripe.bytes().all(|b| b.is_ascii_digit())
-    })
+            PoolName::new(pool).is_ok()
+                && stripe.len() == 2
+                && stripe.bytes().all(|b| b.is_ascii_digit())
+        })
 }
 
 /// The pool name of `<pool><suffix>`, if valid.

@@ -208,7 +208,12 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
     stranded.sort();
     let stranded: Vec<String> = stranded
         .into_iter()
-        .map(|addr| format!("{} ({addr})", crate::model::allocation_name(&pref.name, addr)))
+        .map(|addr| {
+            format!(
+                "{} ({addr})",
+                crate::model::allocation_name(&pref.name, addr)
+            )
+        })
         .collect();
     if stranded.is_empty() {
         return Ok(());

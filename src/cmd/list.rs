@@ -38,7 +38,10 @@ pub fn collect(
         if !filter.is_empty() {
             // The owner index answers which files can match: only those are read.
             let held = alloc::allocations_of(store, ns, pool.as_ref(), &filter)?;
-            found.extend(held.into_iter().filter(|m| address.is_none_or(|a| a == m.spec.address)));
+            found.extend(
+                held.into_iter()
+                    .filter(|m| address.is_none_or(|a| a == m.spec.address)),
+            );
             continue;
         }
         let names: Vec<String> = store

@@ -166,8 +166,7 @@ fn delete(
         .list(ObjectKind::Allocation, ns)?
         .iter()
         .filter(|e| {
-            crate::model::parse_allocation_name(e)
-                .is_some_and(|(p, _)| p == pool.name.as_str())
+            crate::model::parse_allocation_name(e).is_some_and(|(p, _)| p == pool.name.as_str())
         })
         .count();
     if left > 0 && !args.dry_run {

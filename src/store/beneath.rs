@@ -201,16 +201,23 @@ pub fn stat(dir: impl AsFd, name: impl AsRef<OsStr>) -> Confined<Option<Stat>> {
     }
 }
 
-/// The names in `dir`, without `.` and `..`.
-pub fn names(dir: impl AsFd) -> Confined<Vec<(Vec<u8>, FileType)>> {
-    let mut out = Vec::new();
+/// Calls `each` with every name in `dir` (without `.` and `..`) and its type as the
+/// directory entry gives it (`Unknown` on file systems that do not say).
+pub fn each_name(dir: impl AsFd, mut each: impl FnMut(&[u8], FileType)) -> Confined<()> {
     for entry in Dir::read_from(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
         if name != b"." && name != b".." {
-            out.push((name.to_vec(), entry.file_type()));
+            each(name, entry.file_type());
         }
     }
+    Ok(())
+}
+
+/// The names in `dir`, without `.` and `..`, with their types.
+pub fn names(dir: impl AsFd) -> Confined<Vec<(Vec<u8>, FileType)>> {
+    let mut out = Vec::new();
+    each_name(dir, |name, file_type| out.push((name.to_vec(), file_type)))?;
     Ok(out)
 }
 
@@ -248,8 +255,7 @@ pub fn write(
     let dir = dir.as_fd();
     // A random name created exclusively: nothing planted can be opened in its place.
     let tmp = format!("{TMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
-    let flags =
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(0o666))?;
     let written = (|| -> Confined<bool> {
         let mut file = std::fs::File::from(fd);
@@ -289,6 +295,30 @@ pub fn write(
     } else {
         Ok(false)
     }
+}
+
+/// Appends `bytes` to the existing regular file `name` in `dir` in one `write`; `false` if
+/// there is no such file. A file with another name elsewhere (a hard link planted here, to a
+/// file outside the root on the same file system) is refused: only a file whose one name is
+/// this one is written into.
+pub fn append(dir: impl AsFd, name: &str, bytes: &[u8]) -> Confined<bool> {
+    let flags =
+        OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(Refused::NotAFile("a special file"));
+    }
+    if stat.st_nlink != 1 {
+        return Err(Refused::NotAFile("a file with other names (a hard link)"));
+    }
+    // One write of an O_APPEND file: concurrent appenders do not interleave within it.
+    std::fs::File::from(fd).write_all(bytes)?;
+    Ok(true)
 }
 
 /// Removes `name` from `dir` (never a directory, never through a symlink: unlink removes the
@@ -369,6 +399,9 @@ mod tests {
         assert!(!write(&fd, "f", b"new", WriteMode::CreateOnly, false).unwrap());
         assert!(write(&fd, "f", b"new", WriteMode::Replace, false).unwrap());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
-        assert_eq!(std::fs::read_to_string(root.path().join("f")).unwrap(), "new");
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("f")).unwrap(),
+            "new"
+        );
     }
 }

@@ -75,12 +75,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::model::{
-    Namespace, Owner, OwnerFilter, PoolName, parse_allocation_name,
-};
+use crate::model::{Namespace, Owner, OwnerFilter, PoolName, parse_allocation_name};
 use crate::parallel::parallel_map;
 use crate::store::beneath::{self, Refused, WriteMode};
-use crate::store::index::{Index, OwnerText, Record, Stamp};
+use crate::store::index::{self, Change, Index, Record, Stamp};
 use crate::store::lock::{self, Target};
 use crate::store::{Found, LockGuard, LockMode, ObjectKind, OwnerLookup, Parsed, Store};
 use crate::yaml::{self, MAX_MANIFEST_BYTES};
@@ -126,10 +124,10 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
 }
 
 /// Nanoseconds since the epoch, by the clock that stamps files.
-fn now_ns() -> i128 {
+fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 impl FsStore {
@@ -300,120 +298,146 @@ impl FsStore {
         }
     }
 
-    /// Every allocation of `pool` among `names`, each with its owner: from the index where
-    /// the file's status vouches for the record, else read now. Updates the index when it
-    /// learnt something (best effort).
+    /// The allocations of `pool` among `names`: their addresses, and the files whose owner
+    /// may pass `wanted` (given an owner as [`index::owner_text`]), read now. A file is
+    /// ruled out without being read only when its status matches its index record. Records
+    /// what it learnt (best effort).
     fn scan(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
         names: &[(Ipv4Addr, String)],
-    ) -> Result<Vec<Seen>> {
+        wanted: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Scanned> {
         let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
-        let old = self.load_index(dir, pool, dev);
+        let mut index = self.load_index(dir, pool, dev);
         let read_start = now_ns();
-        let looked = parallel_map(names, |(address, name)| -> Result<Option<Seen>> {
-            let record = old.records.get(address);
-            if let Some(record) = record {
+        let looked = parallel_map(names, |(address, name)| -> Result<Look> {
+            if let Some(record) = index.records.get(address) {
                 match beneath::stat(dir, format!("{name}.yaml")) {
                     Ok(Some(stat)) if Stamp::of(&stat) == record.stamp => {
-                        return Ok(Some(Seen::Known {
-                            address: *address,
-                            name: name.clone(),
-                            owner: record.owner.clone(),
-                            stamp: record.stamp,
-                        }));
+                        return Ok(Look::Known(wanted(&record.owner)));
                     }
-                    Ok(None) => return Ok(None),
+                    Ok(None) => return Ok(Look::Gone),
                     _ => {}
                 }
             }
-            Ok(self
-                .read_allocation(dir, ns, name)?
-                .map(|(parsed, stamp)| Seen::Read {
-                    address: *address,
-                    name: name.clone(),
-                    parsed,
-                    stamp,
-                }))
+            Ok(match self.read_allocation(dir, ns, name)? {
+                Some((parsed, stamp)) => Look::Read(Box::new(parsed), stamp),
+                None => Look::Gone,
+            })
         });
-        let mut seen = Vec::with_capacity(names.len());
-        for one in looked {
-            seen.extend(one?);
-        }
-        let mut index = Index {
-            dev,
-            records: HashMap::with_capacity(seen.len()),
-        };
-        for s in &seen {
-            match s {
-                Seen::Known {
-                    address,
-                    owner,
-                    stamp,
-                    ..
-                } => {
-                    index.records.insert(
-                        *address,
-                        Record {
-                            stamp: *stamp,
-                            owner: owner.clone(),
-                        },
-                    );
+        let mut scanned = Scanned::default();
+        let mut changes = Vec::new();
+        let mut listed = std::collections::HashSet::with_capacity(names.len());
+        for ((address, name), look) in names.iter().zip(looked) {
+            let address = *address;
+            listed.insert(address);
+            let look = look?;
+            if !matches!(look, Look::Gone) {
+                scanned.taken.push(address);
+            }
+            match look {
+                Look::Gone => {}
+                Look::Known(false) => {}
+                // The record says it may be wanted: read it for the manifest.
+                Look::Known(true) => {
+                    if let Some((parsed, _)) = self.read_allocation(dir, ns, name)? {
+                        scanned.hits.push((address, name.clone(), parsed));
+                    }
                 }
-                Seen::Read {
-                    address,
-                    parsed: Ok(m),
-                    stamp,
-                    ..
-                } if m.spec.address == *address && stamp.settled(read_start) => {
-                    index.records.insert(
-                        *address,
-                        Record {
-                            stamp: *stamp,
-                            owner: OwnerText::of(&m.spec.owner),
-                        },
-                    );
+                Look::Read(parsed, stamp) => {
+                    let parsed = *parsed;
+                    let learnt = match &parsed {
+                        Ok(m) if m.spec.address == address && stamp.settled(read_start) => {
+                            Some(Record {
+                                stamp,
+                                owner: index::owner_text(&m.spec.owner).into(),
+                            })
+                        }
+                        _ => None,
+                    };
+                    match learnt {
+                        Some(r) if index.records.get(&address) != Some(&r) => {
+                            changes.push(Change::Set(address, r));
+                        }
+                        Some(_) => {}
+                        None if index.records.contains_key(&address) => {
+                            changes.push(Change::Forget(address));
+                        }
+                        None => {}
+                    }
+                    let hit = match &parsed {
+                        Ok(m) => wanted(&index::owner_text(&m.spec.owner)),
+                        Err(_) => true,
+                    };
+                    if hit {
+                        scanned.hits.push((address, name.clone(), parsed));
+                    }
                 }
-                Seen::Read { .. } => {}
             }
         }
-        if index != old {
-            failpoint!("index-before-write");
+        changes.extend(
+            index
+                .records
+                .keys()
+                .filter(|a| !listed.contains(*a))
+                .map(|a| Change::Forget(*a)),
+        );
+        if !changes.is_empty() {
             // Best effort: a lost index only costs reads (and a read-only directory has none).
-            let _ = self.index_dir(dir).and_then(|index_dir| {
-                beneath::write(
-                    &index_dir,
-                    &format!("{pool}{INDEX_SUFFIX}"),
-                    index.render().as_bytes(),
-                    WriteMode::Replace,
-                    false,
-                )
-            });
+            let _ = self.save_index(dir, pool, &mut index, &changes);
         }
-        Ok(seen)
+        Ok(scanned)
     }
 
     fn load_index(&self, dir: &OwnedFd, pool: &str, dev: u64) -> Index {
-        let text = rustix::fs::openat(
-            dir,
-            INDEX_DIR,
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::NOFOLLOW
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .ok()
-        .and_then(|index_dir| {
-            beneath::read(&index_dir, format!("{pool}{INDEX_SUFFIX}"), beneath::MAX_READ)
+        beneath::open_dir(dir, Path::new(INDEX_DIR))
+            .ok()
+            .and_then(|index_dir| {
+                beneath::read(
+                    &index_dir,
+                    format!("{pool}{INDEX_SUFFIX}"),
+                    beneath::MAX_READ,
+                )
                 .ok()
                 .flatten()
-        })
-        .map(|file| String::from_utf8_lossy(&file.bytes).into_owned())
-        .unwrap_or_default();
-        Index::parse(&text, dev)
+            })
+            .map(|file| Index::parse(&file.bytes, dev))
+            .unwrap_or(Index {
+                dev,
+                ..Index::default()
+            })
+    }
+
+    /// Appends `changes` to the pool's index, or rewrites it whole when it is missing or
+    /// mostly history.
+    fn save_index(
+        &self,
+        dir: &OwnedFd,
+        pool: &str,
+        index: &mut Index,
+        changes: &[Change],
+    ) -> std::result::Result<(), Refused> {
+        failpoint!("index-before-write");
+        let index_dir = self.index_dir(dir)?;
+        let file = format!("{pool}{INDEX_SUFFIX}");
+        if index.lines > 0
+            && !index.wants_rewrite(changes.len())
+            && beneath::append(&index_dir, &file, Index::render_changes(changes).as_bytes())?
+        {
+            return Ok(());
+        }
+        index.apply(changes);
+        beneath::write(
+            &index_dir,
+            &file,
+            index.render().as_bytes(),
+            WriteMode::Replace,
+            false,
+        )?;
+        Ok(())
     }
 
     /// `.index/` of an allocations directory, created if missing.
@@ -424,9 +448,14 @@ impl FsStore {
     /// The address `key`'s hint names in `pool`, if any.
     fn hint(&self, dir: &OwnedFd, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
         let index_dir = beneath::open_dir(dir, Path::new(INDEX_DIR)).ok()?;
-        let hints = beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
+        let hints =
+            beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
         let file = beneath::read(&hints, format!("{key:016x}"), 64).ok()??;
-        std::str::from_utf8(&file.bytes).ok()?.strip_suffix('\n')?.parse().ok()
+        std::str::from_utf8(&file.bytes)
+            .ok()?
+            .strip_suffix('\n')?
+            .parse()
+            .ok()
     }
 
     /// Records `address` as `key`'s hint (best effort).
@@ -453,30 +482,37 @@ impl FsStore {
         pool: Option<&str>,
     ) -> Result<BTreeMap<String, Vec<(Ipv4Addr, String)>>> {
         let mut by_pool: BTreeMap<String, Vec<(Ipv4Addr, String)>> = BTreeMap::new();
-        for name in self.names(kind_dir)? {
-            if let Some((p, address)) = parse_allocation_name(&name)
+        beneath::each_name(kind_dir, |name, _| {
+            let Some(name) = name.strip_suffix(b".yaml").and_then(beneath::utf8) else {
+                return;
+            };
+            if let Some((p, address)) = parse_allocation_name(name)
                 && pool.is_none_or(|want| want == p)
             {
-                let p = p.to_owned();
-                by_pool.entry(p).or_default().push((address, name));
+                match by_pool.get_mut(p) {
+                    Some(names) => names.push((address, name.to_owned())),
+                    None => {
+                        by_pool.insert(p.to_owned(), vec![(address, name.to_owned())]);
+                    }
+                }
             }
-        }
+        })
+        .map_err(|e| refused(self.root.clone(), e))?;
         Ok(by_pool)
     }
 
     /// Manifest names (`<name>.yaml`, not dot-files) in an object directory.
     fn names(&self, dir: &OwnedFd) -> Result<Vec<String>> {
-        let listed = beneath::names(dir).map_err(|e| refused(self.root.clone(), e))?;
-        Ok(listed
-            .into_iter()
-            .filter_map(|(name, _)| {
-                let name = beneath::utf8(&name)?;
-                if name.starts_with('.') {
-                    return None;
-                }
-                name.strip_suffix(".yaml").map(str::to_owned)
-            })
-            .collect())
+        let mut names = Vec::new();
+        beneath::each_name(dir, |name, _| {
+            if let Some(stem) = name.strip_suffix(b".yaml").and_then(beneath::utf8)
+                && !stem.starts_with('.')
+            {
+                names.push(stem.to_owned());
+            }
+        })
+        .map_err(|e| refused(self.root.clone(), e))?;
+        Ok(names)
     }
 
     fn lock(&self, target: Target<'_>, mode: LockMode) -> Result<LockGuard> {
@@ -485,23 +521,23 @@ impl FsStore {
     }
 }
 
-/// One allocation as a scan saw it.
-#[derive(Debug)]
-enum Seen {
-    /// Its status matches its index record: its owner is the recorded one.
-    Known {
-        address: Ipv4Addr,
-        name: String,
-        owner: OwnerText,
-        stamp: Stamp,
-    },
-    /// Read now.
-    Read {
-        address: Ipv4Addr,
-        name: String,
-        parsed: Parsed,
-        stamp: Stamp,
-    },
+/// One allocation file as a scan's first pass saw it.
+enum Look {
+    /// Its status matches its index record; whether the recorded owner is wanted.
+    Known(bool),
+    /// Read now, with its status (boxed: most files are `Known`).
+    Read(Box<Parsed>, Stamp),
+    /// Removed since the listing.
+    Gone,
+}
+
+/// What a scan found.
+#[derive(Default)]
+struct Scanned {
+    /// The addresses the pool's allocations hold.
+    taken: Vec<Ipv4Addr>,
+    /// The files whose owner may be wanted, and every file that does not parse, read now.
+    hits: Vec<(Ipv4Addr, String, Parsed)>,
 }
 
 impl Stamp {
@@ -511,7 +547,7 @@ impl Stamp {
             ino: 0,
             size: 0,
             mtime: 0,
-            ctime: i128::MAX,
+            ctime: i64::MAX,
         }
     }
 }
@@ -637,13 +673,12 @@ impl Store for FsStore {
                 // The type from the directory entry: a symlink is seen, never followed.
                 let is_dir = match file_type {
                     rustix::fs::FileType::Directory => true,
-                    rustix::fs::FileType::Unknown => beneath::stat(&dir, name)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|s| {
+                    rustix::fs::FileType::Unknown => {
+                        beneath::stat(&dir, name).ok().flatten().is_some_and(|s| {
                             rustix::fs::FileType::from_raw_mode(s.st_mode)
                                 == rustix::fs::FileType::Directory
-                        }),
+                        })
+                    }
                     _ => false,
                 };
                 if !is_dir || name.starts_with('.') {
@@ -695,7 +730,12 @@ impl Store for FsStore {
         self.lock(Target::Scope { scope }, LockMode::Exclusive)
     }
 
-    fn lock_owner(&self, ns: Option<&Namespace>, pool: &PoolName, owner: &Owner) -> Result<LockGuard> {
+    fn lock_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<LockGuard> {
         let scope = scope_text(ns);
         self.lock(
             Target::Owner {
@@ -732,34 +772,10 @@ impl Store for FsStore {
             .pool_names(&dir, Some(pool.as_str()))?
             .remove(pool.as_str())
             .unwrap_or_default();
-        for seen in self.scan(&dir, ns, pool.as_str(), &names)? {
-            let (address, name, parsed) = match seen {
-                Seen::Known {
-                    address,
-                    name,
-                    owner: recorded,
-                    ..
-                } => {
-                    lookup.taken.push(address);
-                    if !recorded.is(owner) {
-                        continue;
-                    }
-                    // The record says it is the owner's: read it for the manifest.
-                    let Some((parsed, _)) = self.read_allocation(&dir, ns, &name)? else {
-                        continue;
-                    };
-                    (address, name, parsed)
-                }
-                Seen::Read {
-                    address,
-                    name,
-                    parsed,
-                    ..
-                } => {
-                    lookup.taken.push(address);
-                    (address, name, parsed)
-                }
-            };
+        let text = index::owner_text(owner);
+        let scanned = self.scan(&dir, ns, pool.as_str(), &names, &|t| t == text)?;
+        lookup.taken = scanned.taken;
+        for (address, name, parsed) in scanned.hits {
             match parsed {
                 Ok(m) if m.spec.owner == *owner && m.spec.address == address => {
                     lookup.held.get_or_insert(m);
@@ -796,20 +812,9 @@ impl Store for FsStore {
             return Ok(Vec::new());
         };
         let mut found = Vec::new();
+        let wanted = |text: &str| index::text_matches(text, filter);
         for (pool, names) in self.pool_names(&dir, pool.map(PoolName::as_str))? {
-            for seen in self.scan(&dir, ns, &pool, &names)? {
-                let (name, parsed) = match seen {
-                    Seen::Known { name, owner, .. } => {
-                        if !filter.matches_text(&owner.kind, &owner.name, owner.uid.as_deref()) {
-                            continue;
-                        }
-                        match self.read_allocation(&dir, ns, &name)? {
-                            Some((parsed, _)) => (name, parsed),
-                            None => continue,
-                        }
-                    }
-                    Seen::Read { name, parsed, .. } => (name, parsed),
-                };
+            for (_, name, parsed) in self.scan(&dir, ns, &pool, &names, &wanted)?.hits {
                 match &parsed {
                     Ok(m) if !filter.matches(&m.spec.owner) => {}
                     _ => found.push(Found { name, parsed }),
@@ -825,7 +830,9 @@ fn write_error(path: PathBuf, why: Refused) -> Error {
     match why {
         Refused::Io(source)
             if matches!(
-                source.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+                source
+                    .raw_os_error()
+                    .map(rustix::io::Errno::from_raw_os_error),
                 Some(rustix::io::Errno::ROFS | rustix::io::Errno::ACCESS | rustix::io::Errno::PERM)
             ) =>
         {
@@ -852,7 +859,12 @@ mod tests {
         let b = Owner::parse("FloatingIP/b", None).unwrap();
         let address: Ipv4Addr = "10.0.0.1".parse().unwrap();
         let manifest = |owner: &Owner| {
-            yaml::encode(&AllocationManifest::new(&pool, None, address, owner.clone()))
+            yaml::encode(&AllocationManifest::new(
+                &pool,
+                None,
+                address,
+                owner.clone(),
+            ))
         };
         let name = crate::model::allocation_name(&pool, address);
         let created = store.create(ObjectKind::Allocation, None, &name, manifest(&a).as_bytes());
@@ -863,7 +875,10 @@ mod tests {
         let index = std::fs::read_to_string(dir.path().join("cluster/ipallocations/.index/p.idx"));
         assert!(index.unwrap().contains(" FloatingIP a -\n"));
 
-        let file = dir.path().join("cluster/ipallocations").join(format!("{name}.yaml"));
+        let file = dir
+            .path()
+            .join("cluster/ipallocations")
+            .join(format!("{name}.yaml"));
         std::fs::write(&file, manifest(&b)).unwrap();
         let held = store.find_owner(None, &pool, &b).unwrap().held;
         assert_eq!(held.map(|m| m.spec.address), Some(address));

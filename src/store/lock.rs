@@ -46,7 +46,11 @@ pub enum Target<'a> {
     /// The set of pools of a scope, while `apply` checks overlaps and writes.
     Scope { scope: &'a str },
     /// One owner identity in one pool (its [`crate::model::Owner::key`]).
-    Owner { scope: &'a str, pool: &'a str, key: u64 },
+    Owner {
+        scope: &'a str,
+        pool: &'a str,
+        key: u64,
+    },
 }
 
 impl Target<'_> {
@@ -58,7 +62,11 @@ impl Target<'_> {
         let parts: [&[u8]; 5] = match self {
             Target::Pool { scope, pool } => [b"pool", scope.as_bytes(), pool.as_bytes(), b"", b""],
             Target::Scope { scope } => [b"scope", scope.as_bytes(), b"", b"", b""],
-            Target::Owner { scope, pool, key: k } => {
+            Target::Owner {
+                scope,
+                pool,
+                key: k,
+            } => {
                 key = k.to_le_bytes();
                 [b"owner", scope.as_bytes(), pool.as_bytes(), &key, b""]
             }
@@ -74,7 +82,13 @@ impl Target<'_> {
 }
 
 /// Locks `target` on the marker `marker` in the directory `root`, blocking until granted.
-pub fn lock(root: impl AsFd, marker: &str, path: &Path, target: Target<'_>, mode: LockMode) -> Result<Held> {
+pub fn lock(
+    root: impl AsFd,
+    marker: &str,
+    path: &Path,
+    target: Target<'_>,
+    mode: LockMode,
+) -> Result<Held> {
     let root = root.as_fd();
     // A few turns: each one catches a marker replaced before it was locked.
     for _ in 0..8 {

@@ -72,12 +72,22 @@ pub trait Store {
 
     /// Creates an object if no object has that name; `false` (and nothing written) if one
     /// has. When it returns `true`, the object is complete and durable.
-    fn create(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str, bytes: &[u8])
-    -> Result<bool>;
+    fn create(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<bool>;
 
     /// Creates or atomically replaces an object: readers see the old or the new bytes.
-    fn replace(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str, bytes: &[u8])
-    -> Result<()>;
+    fn replace(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<()>;
 
     /// Deletes an object durably; `false` if it did not exist.
     fn delete(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<bool>;
@@ -91,8 +101,12 @@ pub trait Store {
     /// Locks a pool against changes (`Exclusive`) or against being changed while claiming
     /// (`Shared`). Blocks until granted. [`crate::Error::ReadOnly`] when the store cannot be
     /// written, so that a caller that only reads can go on without it.
-    fn lock_pool(&self, ns: Option<&Namespace>, pool: &PoolName, mode: LockMode)
-    -> Result<LockGuard>;
+    fn lock_pool(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        mode: LockMode,
+    ) -> Result<LockGuard>;
 
     /// Serialises changes to the set of pools of one scope (`apply` holds it while it checks
     /// overlaps and writes), so two concurrent applies cannot both create overlapping
@@ -100,17 +114,31 @@ pub trait Store {
     fn lock_scope(&self, ns: Option<&Namespace>) -> Result<LockGuard>;
 
     /// Serialises requests for one owner identity in one pool.
-    fn lock_owner(&self, ns: Option<&Namespace>, pool: &PoolName, owner: &Owner)
-    -> Result<LockGuard>;
+    fn lock_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<LockGuard>;
 
     /// The allocation `owner` (kind, name and uid exactly) holds in `pool`, read just now;
     /// when it holds none, the addresses the pool's allocations hold.
-    fn find_owner(&self, ns: Option<&Namespace>, pool: &PoolName, owner: &Owner)
-    -> Result<OwnerLookup>;
+    fn find_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<OwnerLookup>;
 
     /// Tells the store that `owner` now holds `address` in `pool` (after a `create` for it),
     /// so that its next look-up is quick. A hint only: nothing may depend on it.
-    fn record_claim(&self, ns: Option<&Namespace>, pool: &PoolName, owner: &Owner, address: Ipv4Addr);
+    fn record_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+        address: Ipv4Addr,
+    );
 
     /// The allocations of scope `ns` (of `pool` only, if given) whose owner passes
     /// `filter`, each read just now, in no particular order; allocations that do not parse

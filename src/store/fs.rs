@@ -228,6 +228,12 @@ impl FsStore {
         &self.root
     }
 
+    /// The handle of the root directory, opened once: resolve every path of the state
+    /// beneath it (see [`beneath`]), never through [`FsStore::root`].
+    pub fn root_fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
     /// Directory of `kind` objects in scope `ns`, relative to the root.
     pub fn relative_dir(kind: ObjectKind, ns: Option<&Namespace>) -> PathBuf {
         let mut dir = PathBuf::new();
@@ -275,15 +281,15 @@ impl FsStore {
         self.root.join(FsStore::relative_dir(kind, ns)).join(file)
     }
 
-    /// Reads and decodes one allocation file of `dir`; `None` if it is gone.
+    /// Reads and decodes the allocation file `file` (`<name>.yaml`) of `dir`; `None` if it
+    /// is gone.
     fn read_allocation(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
-        name: &str,
+        file: &str,
     ) -> Result<Option<(Parsed, Stamp)>> {
-        let file = format!("{name}.yaml");
-        match beneath::read(dir, &file, MAX_MANIFEST_BYTES) {
+        match beneath::read(dir, file, MAX_MANIFEST_BYTES) {
             Ok(None) => Ok(None),
             Ok(Some(read)) => {
                 let parsed = std::str::from_utf8(&read.bytes)
@@ -293,7 +299,7 @@ impl FsStore {
             }
             // A symlink, a FIFO, a huge file under a manifest's name: as broken as a file
             // that does not parse; its address stays taken.
-            Err(Refused::Io(e)) => Err(Error::io(self.path(ObjectKind::Allocation, ns, &file), e)),
+            Err(Refused::Io(e)) => Err(Error::io(self.path(ObjectKind::Allocation, ns, file), e)),
             Err(why) => Ok(Some((Err(why.reason()), Stamp::of_nothing()))),
         }
     }
@@ -307,15 +313,14 @@ impl FsStore {
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-        names: &[(Ipv4Addr, String)],
+        (names, mut index): (Vec<(Ipv4Addr, String)>, Index),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned> {
-        let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
-        let mut index = self.load_index(dir, pool, dev);
+        let names = &names;
         let read_start = now_ns();
         let looked = parallel_map(names, |(address, name)| -> Result<Look> {
             if let Some(record) = index.records.get(address) {
-                match beneath::stat(dir, format!("{name}.yaml")) {
+                match beneath::stat(dir, name) {
                     Ok(Some(stat)) if Stamp::of(&stat) == record.stamp => {
                         return Ok(Look::Known(wanted(&record.owner)));
                     }
@@ -344,7 +349,7 @@ impl FsStore {
                 // The record says it may be wanted: read it for the manifest.
                 Look::Known(true) => {
                     if let Some((parsed, _)) = self.read_allocation(dir, ns, name)? {
-                        scanned.hits.push((address, name.clone(), parsed));
+                        scanned.hits.push((address, stem(name).to_owned(), parsed));
                     }
                 }
                 Look::Read(parsed, stamp) => {
@@ -373,7 +378,7 @@ impl FsStore {
                         Err(_) => true,
                     };
                     if hit {
-                        scanned.hits.push((address, name.clone(), parsed));
+                        scanned.hits.push((address, stem(name).to_owned(), parsed));
                     }
                 }
             }
@@ -392,7 +397,27 @@ impl FsStore {
         Ok(scanned)
     }
 
-    fn load_index(&self, dir: &OwnedFd, pool: &str, dev: u64) -> Index {
+    /// The allocations of `pool` in `dir` with their addresses, and the pool's index: both
+    /// at once, the index read while the directory is listed.
+    fn names_and_index(
+        &self,
+        dir: &OwnedFd,
+        pool: &str,
+    ) -> Result<(Vec<(Ipv4Addr, String)>, Index)> {
+        std::thread::scope(|s| {
+            let index = s.spawn(|| self.load_index(dir, pool));
+            let names = self
+                .pool_names(dir, Some(pool))
+                .map(|mut by_pool| by_pool.remove(pool).unwrap_or_default());
+            let index = index
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            Ok((names?, index))
+        })
+    }
+
+    fn load_index(&self, dir: &OwnedFd, pool: &str) -> Index {
+        let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
         beneath::open_dir(dir, Path::new(INDEX_DIR))
             .ok()
             .and_then(|index_dir| {
@@ -482,17 +507,20 @@ impl FsStore {
         pool: Option<&str>,
     ) -> Result<BTreeMap<String, Vec<(Ipv4Addr, String)>>> {
         let mut by_pool: BTreeMap<String, Vec<(Ipv4Addr, String)>> = BTreeMap::new();
-        beneath::each_name(kind_dir, |name, _| {
-            let Some(name) = name.strip_suffix(b".yaml").and_then(beneath::utf8) else {
+        beneath::each_name(kind_dir, |file, _| {
+            let Some(file) = beneath::utf8(file) else {
+                return;
+            };
+            let Some(name) = file.strip_suffix(".yaml") else {
                 return;
             };
             if let Some((p, address)) = parse_allocation_name(name)
                 && pool.is_none_or(|want| want == p)
             {
                 match by_pool.get_mut(p) {
-                    Some(names) => names.push((address, name.to_owned())),
+                    Some(names) => names.push((address, file.to_owned())),
                     None => {
-                        by_pool.insert(p.to_owned(), vec![(address, name.to_owned())]);
+                        by_pool.insert(p.to_owned(), vec![(address, file.to_owned())]);
                     }
                 }
             }
@@ -550,6 +578,11 @@ impl Stamp {
             ctime: i64::MAX,
         }
     }
+}
+
+/// An object name from its file name (`<name>.yaml`).
+fn stem(file: &str) -> &str {
+    file.strip_suffix(".yaml").unwrap_or(file)
 }
 
 fn scope_text(ns: Option<&Namespace>) -> &str {
@@ -760,7 +793,7 @@ impl Store for FsStore {
         let key = owner.key();
         if let Some(address) = self.hint(&dir, pool, key) {
             let name = crate::model::allocation_name(pool, address);
-            if let Some((Ok(m), _)) = self.read_allocation(&dir, ns, &name)?
+            if let Some((Ok(m), _)) = self.read_allocation(&dir, ns, &format!("{name}.yaml"))?
                 && m.spec.owner == *owner
                 && m.spec.address == address
             {
@@ -768,12 +801,9 @@ impl Store for FsStore {
                 return Ok(lookup);
             }
         }
-        let names = self
-            .pool_names(&dir, Some(pool.as_str()))?
-            .remove(pool.as_str())
-            .unwrap_or_default();
+        let listed = self.names_and_index(&dir, pool.as_str())?;
         let text = index::owner_text(owner);
-        let scanned = self.scan(&dir, ns, pool.as_str(), &names, &|t| t == text)?;
+        let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
         lookup.taken = scanned.taken;
         for (address, name, parsed) in scanned.hits {
             match parsed {
@@ -814,7 +844,8 @@ impl Store for FsStore {
         let mut found = Vec::new();
         let wanted = |text: &str| index::text_matches(text, filter);
         for (pool, names) in self.pool_names(&dir, pool.map(PoolName::as_str))? {
-            for (_, name, parsed) in self.scan(&dir, ns, &pool, &names, &wanted)?.hits {
+            let index = self.load_index(&dir, &pool);
+            for (_, name, parsed) in self.scan(&dir, ns, &pool, (names, index), &wanted)?.hits {
                 match &parsed {
                     Ok(m) if !filter.matches(&m.spec.owner) => {}
                     _ => found.push(Found { name, parsed }),

@@ -1,6 +1,6 @@
 //! In-process benchmarks of the hot paths of `allocate`: candidate iteration, the free-address
 //! search, owner keys, manifest encode/decode, and the owner look-up against a real state
-//! directory of 50,000 allocations (listing, index load, hint).
+//! directory of 50,000 allocations (listing, stat-validated scan, hint, uid query).
 //!
 //! `cargo bench --bench hot_paths`; `bench/run` measures whole processes instead.
 
@@ -12,11 +12,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ipamctl::alloc::{self, PoolRef, pool_entries};
+use ipamctl::alloc::{self, PoolRef, pool_addresses};
 use ipamctl::model::{AllocationManifest, Namespace, Owner, PoolName, PoolSpec, Uid};
 use ipamctl::pool::Candidates;
 use ipamctl::store::fs::FsStore;
-use ipamctl::store::{IndexEntry, ObjectKind, Store};
+use ipamctl::store::{ObjectKind, Store};
 use ipamctl::yaml;
 
 /// Allocations in the state-directory fixture, as in the largest case.
@@ -95,21 +95,13 @@ fn free_search(c: &mut Criterion) {
         })
     });
     let pool = pool_name();
-    let names: Vec<ipamctl::store::Entry> = taken_list
+    let names: Vec<String> = taken_list
         .iter()
-        .enumerate()
-        .map(|(i, &a)| ipamctl::store::Entry {
-            name: ipamctl::model::allocation_name(&pool, a),
-            stamp: i as u64,
-        })
+        .map(|&a| ipamctl::model::allocation_name(&pool, a))
         .collect();
     // Turning a listing into the taken set: parse every name.
     g.bench_function("taken_set_from_names", |b| {
-        b.iter(|| {
-            pool_entries(black_box(&names), &pool)
-                .map(|(a, _)| a)
-                .collect::<HashSet<_>>()
-        })
+        b.iter(|| pool_addresses(black_box(&names), &pool).collect::<HashSet<_>>())
     });
     g.finish();
 }
@@ -179,40 +171,19 @@ fn fixture() -> Fixture {
     fs::create_dir_all(&alloc_dir).expect("allocations dir");
     let addrs = first_candidates(TAKEN);
     write_allocations(&alloc_dir, &pool, &ns, &addrs);
-    // Build the index the way a look-up would have: one fact per listed file, and a root
-    // saying they are complete for the directory as it was before the listing.
-    fs::create_dir_all(alloc_dir.join(".index")).expect("index dir");
-    let version = store.index_load(Some(&ns), &pool).version;
-    let first = u32::from(addrs[0]);
-    let facts: Vec<IndexEntry> = store
-        .list(ObjectKind::Allocation, Some(&ns))
-        .expect("list")
-        .iter()
-        .filter_map(|e| {
-            let (_, address) = ipamctl::model::parse_allocation_name(&e.name)?;
-            Some(IndexEntry {
-                address,
-                stamp: e.stamp,
-                key: owner(u32::from(address) - first).key(),
-            })
-        })
-        .collect();
-    let held = *facts
-        .iter()
-        .find(|f| f.address == addrs[HELD as usize])
-        .expect("the held owner's allocation was listed");
-    store.index_record(Some(&ns), &pool, &facts, Some(held), version);
-    assert!(
-        store.index_load(Some(&ns), &pool).trusted,
-        "the fixture's index is trusted"
-    );
+    let pool_ref = PoolRef {
+        namespace: Some(ns),
+        name: pool,
+    };
+    // Files are recorded in the index once they are older than its racy window; then one
+    // look-up reads them all and records them, and one for the held owner writes its hint.
+    std::thread::sleep(Duration::from_millis(200));
+    let held = alloc::lookup_owner(&store, &pool_ref, &owner(HELD)).expect("lookup");
+    assert_eq!(held.map(|m| m.spec.address), Some(addrs[HELD as usize]));
     Fixture {
         _dir: dir,
         store,
-        pool: PoolRef {
-            namespace: Some(ns),
-            name: pool,
-        },
+        pool: pool_ref,
     }
 }
 
@@ -234,10 +205,16 @@ fn state_dir(c: &mut Criterion) {
     g.bench_function("list_allocations", |b| {
         b.iter(|| f.store.list(ObjectKind::Allocation, ns).expect("list"))
     });
-    g.bench_function("index_load", |b| {
-        b.iter(|| f.store.index_load(ns, &f.pool.name))
+    // `list --uid` / `release --uid`: the same scan, reading only the uid's file.
+    let filter = ipamctl::model::OwnerFilter {
+        uid: owner(HELD).uid().cloned(),
+        ..Default::default()
+    };
+    g.bench_function("find_by_uid", |b| {
+        b.iter(|| f.store.find_allocations(ns, None, &filter).expect("find"))
     });
-    // The owner look-up `allocate` makes for an owner holding nothing: listing + index.
+    // The owner look-up `allocate` makes for an owner holding nothing: listing, index, and
+    // a stat of every allocation.
     let new_owner = owner(TAKEN + 1);
     g.bench_function("lookup_new_owner", |b| {
         b.iter(|| alloc::lookup_owner(&f.store, &f.pool, &new_owner).expect("lookup"))

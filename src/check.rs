@@ -5,23 +5,29 @@
 //! hides: dot-files, stray files, symlinks) in `layout`, reads every manifest once, and
 //! then checks them against their paths and each other in `rules`. It never writes; the only
 //! write of the command is [`remove_leftover`], behind `--fix`.
+//!
+//! Every file and directory is reached through the root's handle ([`FsStore::root_fd`]) with
+//! [`crate::store::beneath`]: relative, one handle at a time, never following a symlink, so
+//! nothing planted inside the state directory leads a read or the `--fix` unlink outside it.
 
 mod layout;
 mod rules;
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::{ErrorKind, Read};
-use std::os::unix::fs::MetadataExt;
+use std::io::ErrorKind;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rustix::fs::{FileType, Stat};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::model::AllocationManifest;
 use crate::parallel::parallel_map;
-use crate::store::fs::TMP_PREFIX;
+use crate::store::beneath::{self, Refused};
+use crate::store::fs::{FsStore, TMP_PREFIX};
 use crate::yaml::{self, MAX_MANIFEST_BYTES};
 
 use layout::ManifestFile;
@@ -113,11 +119,21 @@ fn is_old(modified: SystemTime, now: SystemTime) -> bool {
         .is_ok_and(|age| age >= LEFTOVER_MIN_AGE)
 }
 
-/// Checks the state directory at `root` without writing to it. See the module docs and
+/// The modification time a status shows.
+fn modified(stat: &Stat) -> SystemTime {
+    let nanos = Duration::from_nanos(stat.st_mtime_nsec);
+    match u64::try_from(stat.st_mtime) {
+        Ok(secs) => UNIX_EPOCH + Duration::from_secs(secs) + nanos,
+        Err(_) => UNIX_EPOCH - Duration::from_secs(stat.st_mtime.unsigned_abs()) + nanos,
+    }
+}
+
+/// Checks the state directory of `store` without writing to it. See the module docs and
 /// `ipamctl check --help` for what is checked. Unreadable files and directories are findings,
 /// not failures; files removed while the check runs are skipped.
-pub fn check(root: &Path) -> Report {
-    let layout = layout::walk(root, SystemTime::now());
+pub fn check(store: &FsStore) -> Report {
+    let root = store.root_fd();
+    let layout = layout::walk(store.root(), root, SystemTime::now());
     let mut findings = layout.findings;
     let pool_count = layout.pools.len();
     let allocation_count = layout.allocations.len();
@@ -159,7 +175,7 @@ pub fn check(root: &Path) -> Report {
 /// made anew from those reads alone (the same rules): a finding that was an artefact of
 /// the timing does not survive, a real one does. Costs nothing when there is no finding.
 fn confirm(
-    root: &Path,
+    root: &OwnedFd,
     related: Vec<Finding>,
     allocations: &[Decoded<AllocationManifest>],
 ) -> Vec<Finding> {
@@ -182,13 +198,15 @@ fn confirm(
         .into_iter()
         .filter_map(|(scope, pool)| {
             let rel = rules::pool_path(scope, pool);
-            let path = root.join(&rel);
-            // As in the walk, a pool that is not a regular file is no pool.
-            let meta = std::fs::symlink_metadata(&path).ok()?;
-            meta.is_file().then(|| ManifestFile {
+            // As in the walk, a pool that is not a regular file beneath the root (one behind
+            // a symlinked directory, say) is no pool.
+            let (dir, name) = beneath::open_parent(root, Path::new(&rel)).ok()?;
+            let stat = beneath::stat(&dir, name).ok()??;
+            let name = name.to_owned();
+            (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| ManifestFile {
                 rel,
-                path,
-                ino: meta.ino(),
+                dir: Arc::new(dir),
+                name,
                 scope: scope.cloned(),
                 stem: pool.to_string(),
             })
@@ -200,77 +218,63 @@ fn confirm(
     rules::check_allocations(&fresh, &known, &mut seen_already)
 }
 
-/// Removes the temporary file at `path` (relative to `root`) if it still is one and is
-/// still at least [`LEFTOVER_MIN_AGE`] old at `now`. Returns whether it removed it; a file
-/// that is gone already is not an error.
-pub fn remove_leftover(root: &Path, path: &str, now: SystemTime) -> Result<bool> {
-    let inside = Path::new(path)
-        .components()
-        .all(|c| matches!(c, Component::Normal(_)));
-    let full = root.join(path);
-    let is_temp = full
+/// Removes the temporary file at `path` (relative to the root of `store`) if it still is one
+/// and is still at least [`LEFTOVER_MIN_AGE`] old at `now`. Returns whether it removed it; a
+/// file that is gone already, or no longer beneath the root as a regular file, is not an
+/// error.
+pub fn remove_leftover(store: &FsStore, path: &str, now: SystemTime) -> Result<bool> {
+    let rel = Path::new(path);
+    let inside = rel.components().all(|c| matches!(c, Component::Normal(_)));
+    let is_temp = rel
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with(TMP_PREFIX));
     if !inside || !is_temp {
         return Ok(false);
     }
-    // Look again right before the unlink: the scan may be minutes old.
-    let meta = match std::fs::symlink_metadata(&full) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::io(full, e)),
+    let full = store.root().join(rel);
+    let failed = |why: Refused| match why {
+        Refused::Io(e) if e.kind() != ErrorKind::NotFound => Err(Error::io(&full, e)),
+        // Gone, or its directory replaced by a symlink or a file: nothing of the state's
+        // is there to remove.
+        _ => Ok(false),
     };
-    let modified = meta.modified().map_err(|e| Error::io(&full, e))?;
-    if !meta.is_file() || !is_old(modified, now) {
+    // Resolved again from the root, not through the walk's handle: the scan may be minutes
+    // old, and a directory it listed may since have been moved out of the root.
+    let (dir, name) = match beneath::open_parent(store.root_fd(), rel) {
+        Ok(opened) => opened,
+        Err(why) => return failed(why),
+    };
+    let stat = match beneath::stat(&dir, name) {
+        Ok(Some(stat)) => stat,
+        Ok(None) => return Ok(false),
+        Err(why) => return failed(why),
+    };
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+        || !is_old(modified(&stat), now)
+    {
         return Ok(false);
     }
-    // No directory fsync: if a crash undoes this unlink, the next `--fix` removes it again.
-    match std::fs::remove_file(&full) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::io(full, e)),
-    }
+    // Unlinked relative to the handle just looked through: whatever is renamed or planted on
+    // the way meanwhile, the name removed is the one in that directory. No directory fsync:
+    // if a crash undoes this unlink, the next `--fix` removes it again.
+    beneath::remove(&dir, name, false).or_else(failed)
 }
 
-/// Reads a file of at most [`MAX_MANIFEST_BYTES`], with its inode number; `None` if it
-/// does not exist.
-fn read_bounded(path: &Path) -> std::result::Result<Option<(Vec<u8>, u64)>, String> {
-    let cannot = |e: std::io::Error| format!("cannot read: {e}");
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(cannot(e)),
-    };
-    let meta = file.metadata().map_err(cannot)?;
-    let mut bytes = Vec::with_capacity(meta.len().min(MAX_MANIFEST_BYTES) as usize + 1);
-    file.take(MAX_MANIFEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(format!(
-            "is larger than {MAX_MANIFEST_BYTES} bytes; not a manifest"
-        ));
-    }
-    Ok(Some((bytes, meta.ino())))
-}
-
-/// Reads one manifest file as text; `None` if it vanished since the walk (a concurrent
-/// release), so that a check running beside other commands never reports a torn state.
+/// Reads one manifest file as text, relative to its directory's handle and without following
+/// a symlink; `None` if it vanished since the walk (a concurrent release), so that a check
+/// running beside other commands never reports a torn state.
 fn read_manifest(file: &ManifestFile) -> std::result::Result<Option<String>, String> {
-    let Some((bytes, ino)) = read_bounded(&file.path)? else {
-        return Ok(None);
+    let read = match beneath::read(&*file.dir, &file.name, MAX_MANIFEST_BYTES) {
+        Ok(None) => return Ok(None),
+        Ok(Some(read)) => read,
+        // The walk saw a regular file; a symlink put in its place since is reported, never
+        // followed.
+        Err(Refused::Symlink) => return Err(layout::SYMLINK.to_owned()),
+        Err(Refused::Io(e)) => return Err(format!("cannot read: {e}")),
+        Err(other) => return Err(other.reason()),
     };
-    // The walk saw a regular file; if the name now leads elsewhere, find out whether a
-    // symlink was put there (reported, never trusted) or a writer replaced the file (fine).
-    if ino != file.ino
-        && std::fs::symlink_metadata(&file.path).is_ok_and(|m| m.file_type().is_symlink())
-    {
-        return Err(
-            "is a symlink; ipamctl never follows symlinks inside the state directory".into(),
-        );
-    }
-    String::from_utf8(bytes)
+    String::from_utf8(read.bytes)
         .map(Some)
         .map_err(|_| "is not UTF-8 text".to_owned())
 }
@@ -363,12 +367,16 @@ mod tests {
     /// What a first pass read: pool `p` as `cidr` and `allocations`, which the disk may no
     /// longer hold. Returns its two-file findings after confirmation against `root`.
     fn first_pass_then_confirm(root: &Path, cidr: &str, read: &[(&str, &str)]) -> Vec<Finding> {
-        let file = |rel: String, stem: &str| ManifestFile {
-            path: root.join(&rel),
-            rel,
-            ino: 0,
-            scope: None,
-            stem: stem.to_owned(),
+        let root: OwnedFd = std::fs::File::open(root).unwrap().into();
+        let file = |rel: String, stem: &str| {
+            let (dir, name) = beneath::open_parent(&root, Path::new(&rel)).unwrap();
+            ManifestFile {
+                dir: Arc::new(dir),
+                name: name.to_owned(),
+                rel,
+                scope: None,
+                stem: stem.to_owned(),
+            }
         };
         let pools = vec![Decoded {
             file: file("cluster/ipampools/p.yaml".into(), "p"),
@@ -391,7 +399,7 @@ mod tests {
         let related = rules::check_allocations(&allocations, &known, &mut findings);
         assert!(findings.is_empty(), "{findings:?}");
         assert!(!related.is_empty(), "the first pass sees a problem");
-        confirm(root, related, &allocations)
+        confirm(&root, related, &allocations)
     }
 
     #[test]
@@ -436,9 +444,10 @@ mod tests {
         let outside = dir.path().join(".tmp-outside");
         std::fs::write(&outside, "x").unwrap();
         let root = dir.path().join("state");
-        std::fs::create_dir(&root).unwrap();
+        FsStore::init(&root).unwrap();
+        let store = FsStore::open(&root).unwrap();
         let later = SystemTime::now() + 2 * LEFTOVER_MIN_AGE;
-        assert!(!remove_leftover(&root, "../.tmp-outside", later).unwrap());
+        assert!(!remove_leftover(&store, "../.tmp-outside", later).unwrap());
         assert!(outside.exists());
     }
 }

@@ -18,9 +18,11 @@
 //! findings are exactly the expected ones: detection and the absence of follow-on noise.
 
 use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, SystemTime};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 
@@ -890,6 +892,82 @@ fn symlinks_are_errors_and_never_followed() {
     ]);
 }
 
+/// The pools of an allocation's scope are looked up again to confirm a finding; a pool
+/// directory replaced by a symlink to one outside the root is no pool directory then either:
+/// the pool outside is never opened (inotify would see it) and its allocations stay without
+/// a pool.
+#[test]
+fn a_pool_behind_a_symlinked_namespace_directory_is_never_opened() {
+    let state = State::new("check-clean");
+    let outside = state.tmp.path().join("outside");
+    fs::rename(state.path(ACME_POOLS), &outside).unwrap();
+    symlink(&outside, state.path(ACME_POOLS)).unwrap();
+    assert!(outside.join("vpc-main.yaml").is_file());
+    let opened = OpenWatch::new(&outside);
+
+    let missing = "pool `vpc-main` does not exist: there is no `namespaces/acme/prod/ipampools/vpc-main.yaml`";
+    state.expect(&[
+        (
+            "error",
+            "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-2.yaml",
+            missing,
+        ),
+        (
+            "error",
+            "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-3.yaml",
+            missing,
+        ),
+        (
+            "error",
+            "namespaces/acme/prod/ipallocations/vpc-main-10-42-1-1.yaml",
+            missing,
+        ),
+        (
+            "error",
+            "namespaces/acme/prod/ipampools",
+            "is a symlink; ipamctl never follows symlinks inside the state directory",
+        ),
+    ]);
+    assert_eq!(
+        opened.names(),
+        Vec::<String>::new(),
+        "opened outside the root"
+    );
+}
+
+/// Every open (`IN_OPEN`) of a directory or of a file in it, as inotify reports them.
+struct OpenWatch {
+    inotify: std::os::fd::OwnedFd,
+}
+
+impl OpenWatch {
+    fn new(dir: &Path) -> OpenWatch {
+        use rustix::fs::inotify;
+        let inotify =
+            inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+        inotify::add_watch(&inotify, dir, inotify::WatchFlags::OPEN).unwrap();
+        OpenWatch { inotify }
+    }
+
+    /// The names opened so far (`.` for the directory itself).
+    fn names(&self) -> Vec<String> {
+        let mut buf = [std::mem::MaybeUninit::uninit(); 4096];
+        let mut events = rustix::fs::inotify::Reader::new(&self.inotify, &mut buf);
+        let mut names = Vec::new();
+        loop {
+            match events.next() {
+                Ok(event) => names.push(
+                    event
+                        .file_name()
+                        .map_or(".".to_owned(), |n| n.to_string_lossy().into_owned()),
+                ),
+                Err(rustix::io::Errno::WOULDBLOCK) => return names,
+                Err(e) => panic!("reading inotify events: {e}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn sockets_and_other_special_files_are_warnings() {
     let state = State::new("check-clean");
@@ -1054,6 +1132,81 @@ fn fix_on_a_broken_state_still_exits_1_for_its_errors() {
     // No manifest went, broken or not.
     assert!(state.path("cluster/ipampools/garbled.yaml").exists());
     assert!(state.path("cluster/ipampools/empty.yaml").exists());
+}
+
+/// `--fix` finds each leftover again from the root's handle when it removes it, minutes
+/// after the walk perhaps: a directory of the walk replaced since by a symlink to a directory
+/// outside the root leads nowhere, and the file there stays. The swap is made while `--fix`
+/// is held between its two removals: its stderr is a pipe filled to the brim, so the
+/// `removed` line after the first removal blocks until the test drains the pipe.
+#[test]
+fn fix_never_unlinks_through_a_directory_swapped_for_a_symlink() {
+    let state = State::new("check-clean");
+    let hour = Duration::from_secs(3600);
+    // The walk meets `.tmp-first` (at the root) before `cluster/`.
+    state
+        .write_aged(".tmp-first", hour)
+        .write_aged("cluster/ipallocations/.tmp-x", hour);
+    let outside = state.tmp.path().join("outside");
+
+    let (mut stderr, filled) = std::io::pipe().unwrap();
+    let filler = fill(&filled);
+    let mut child = Command::new(BIN)
+        .current_dir(state.tmp.path())
+        .env_remove("IPAMCTL_STATE_DIR")
+        .args(["-d", "state", "check", "--fix"])
+        .stdout(Stdio::null())
+        .stderr(filled)
+        .spawn()
+        .expect("run ipamctl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while state.path(".tmp-first").exists() {
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("`check --fix` did not remove `.tmp-first` and block on stderr");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // `--fix` is now blocked writing `removed .tmp-first`, before its second removal.
+    fs::rename(state.path("cluster/ipallocations"), &outside).unwrap();
+    symlink(&outside, state.path("cluster/ipallocations")).unwrap();
+    let drained = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        stderr.read_to_end(&mut all).unwrap();
+        all
+    });
+    let status = child.wait().unwrap();
+    let all = drained.join().unwrap();
+    let printed = String::from_utf8_lossy(&all[filler..]);
+    assert!(status.success(), "{printed}");
+    assert!(
+        outside.join(".tmp-x").exists(),
+        "`--fix` removed a file outside the state directory: {printed}"
+    );
+    assert!(printed.starts_with("removed .tmp-first\n"), "{printed}");
+    assert!(!printed.contains("removed cluster"), "{printed}");
+}
+
+/// Writes into the pipe `writer` until it is full, so that the next write blocks. Returns
+/// how many bytes it wrote.
+fn fill(writer: &std::io::PipeWriter) -> usize {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    let flags = fcntl_getfl(writer).unwrap();
+    fcntl_setfl(writer, flags | OFlags::NONBLOCK).unwrap();
+    let mut written = 0;
+    // Big writes, then single bytes into what the last page has left.
+    for chunk in [&[b'.'; 4096][..], &b"."[..]] {
+        loop {
+            match (&*writer).write(chunk) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("filling the pipe: {e}"),
+            }
+        }
+    }
+    // The child inherits the open file description: it must block, not fail.
+    fcntl_setfl(writer, flags).unwrap();
+    written
 }
 
 // --- scale -------------------------------------------------------------------------------

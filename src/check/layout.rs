@@ -1,27 +1,34 @@
 //! The walk of `ipamctl check`: every entry under the state directory, classified against
-//! the layout of [`crate::store::fs`] without following a single symlink.
+//! the layout of [`crate::store::fs`] without following a single symlink. Every directory is
+//! opened beneath its parent's handle and every file stated or read relative to its
+//! directory's handle ([`crate::store::beneath`]); no path is resolved from the top.
 //!
 //! The walk owns `cluster/`, `namespaces/` and the root's `.ipamctl`, `.gitignore` and
 //! `.tmp-*`; everything else at the root (a README, `.git`, CI configuration: the state
 //! directory is often the root of a GitOps repository) is left alone. Inside what it owns,
 //! every entry is either part of the layout or a finding.
 
-use std::fs::{self, FileType};
-use std::io::ErrorKind;
-use std::os::unix::fs::DirEntryExt;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
+
+use rustix::fs::FileType;
 
 use super::{Finding, Leftover, Severity};
 use crate::model::{Namespace, PoolName};
+use crate::store::beneath::{self, Refused};
 use crate::store::fs::{
     FsStore, GITIGNORE, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX, MARKER, TMP_PREFIX,
 };
+use crate::yaml::MAX_MANIFEST_BYTES;
 
 const GITIGNORE_FILE: &str = ".gitignore";
 const POOLS_DIR: &str = "ipampools";
 const ALLOCATIONS_DIR: &str = "ipallocations";
-const SYMLINK: &str = "is a symlink; ipamctl never follows symlinks inside the state directory";
+pub(super) const SYMLINK: &str =
+    "is a symlink; ipamctl never follows symlinks inside the state directory";
 const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
 
 /// A manifest file found by the walk, not read yet.
@@ -29,10 +36,10 @@ const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores i
 pub(super) struct ManifestFile {
     /// Path relative to the root, `/`-separated.
     pub rel: String,
-    /// Absolute (or root-relative) path to open.
-    pub path: PathBuf,
-    /// Inode number seen in the directory listing, to notice a swap before the read.
-    pub ino: u64,
+    /// The directory that holds it, opened beneath the root by the walk.
+    pub dir: Arc<OwnedFd>,
+    /// Its name in `dir`, to open relative to that handle.
+    pub name: OsString,
     /// The scope the path puts it in (`None` = `cluster/`).
     pub scope: Option<Namespace>,
     /// The file name without `.yaml`: the object's name as the tool knows it.
@@ -48,13 +55,15 @@ pub(super) struct Layout {
     pub leftovers: Vec<Leftover>,
 }
 
-/// An entry of a directory, typed from the directory entry itself (`lstat`, not `stat`).
+/// An entry of a directory, typed from the directory entry itself (or `fstatat` without
+/// following, where the file system does not say): a symlink is seen, never followed.
 struct Item {
+    /// The name as text (lossy), for matching and findings.
     name: String,
-    path: PathBuf,
+    /// The name as the directory holds it, to open relative to the directory's handle.
+    raw: OsString,
     rel: String,
     kind: Kind,
-    ino: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -66,15 +75,13 @@ enum Kind {
 }
 
 impl Kind {
+    /// `Unknown` is not expected: callers resolve it with a `stat` first.
     fn of(t: FileType) -> Kind {
-        if t.is_symlink() {
-            Kind::Symlink
-        } else if t.is_dir() {
-            Kind::Dir
-        } else if t.is_file() {
-            Kind::File
-        } else {
-            Kind::Other
+        match t {
+            FileType::Symlink => Kind::Symlink,
+            FileType::Directory => Kind::Dir,
+            FileType::RegularFile => Kind::File,
+            _ => Kind::Other,
         }
     }
 }
@@ -97,13 +104,14 @@ enum ObjectDir {
     Allocations,
 }
 
-/// Walks the state directory at `root`. `now` dates the temporary files found.
-pub(super) fn walk(root: &Path, now: SystemTime) -> Layout {
+/// Walks the state directory at `root` (its path, for the marker) through `root_fd`, its
+/// handle. `now` dates the temporary files found.
+pub(super) fn walk(root: &Path, root_fd: &OwnedFd, now: SystemTime) -> Layout {
     let mut walker = Walker {
         now,
         out: Layout::default(),
     };
-    walker.root(root);
+    walker.root(root, root_fd);
     walker.out
 }
 
@@ -121,52 +129,66 @@ impl Walker {
         });
     }
 
-    /// The entries of `dir`; an unreadable directory is a finding, a vanished one (removed
-    /// by a concurrent command) is empty.
-    fn entries(&mut self, dir: &Path, rel: &str) -> Vec<Item> {
-        let read = match fs::read_dir(dir) {
-            Ok(read) => read,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Vec::new(),
-            Err(e) => {
-                let shown = if rel.is_empty() { "." } else { rel };
-                self.finding(
-                    Severity::Error,
-                    format!("{shown}/"),
-                    format!("cannot read the directory: {e}"),
-                );
-                return Vec::new();
+    /// Opens the directory `item` of `parent`, relative to `parent`'s handle, without
+    /// following a symlink. A directory replaced since the listing is a finding (a symlink)
+    /// or, removed by a concurrent command, `None` without one.
+    fn open(&mut self, parent: impl AsFd, item: &Item) -> Option<OwnedFd> {
+        match beneath::open_dir(parent, Path::new(&item.raw)) {
+            Ok(fd) => Some(fd),
+            Err(e) if e.is_not_found() => None,
+            Err(Refused::Symlink) => {
+                self.finding(Severity::Error, item.rel.clone(), SYMLINK);
+                None
             }
+            Err(e) => {
+                self.cannot_list(&item.rel, &e);
+                None
+            }
+        }
+    }
+
+    fn cannot_list(&mut self, rel: &str, why: &Refused) {
+        let shown = if rel.is_empty() { "." } else { rel };
+        let why = match why {
+            Refused::Io(e) => e.to_string(),
+            Refused::NotADirectory => std::io::Error::from(rustix::io::Errno::NOTDIR).to_string(),
+            other => other.reason(),
         };
+        self.finding(
+            Severity::Error,
+            format!("{shown}/"),
+            format!("cannot read the directory: {why}"),
+        );
+    }
+
+    /// The entries of the directory `dir` (at `rel`), sorted by name; an unreadable
+    /// directory is a finding.
+    fn entries(&mut self, dir: &OwnedFd, rel: &str) -> Vec<Item> {
         let mut items = Vec::new();
-        for entry in read {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => {
-                    self.finding(
-                        Severity::Error,
-                        format!("{rel}/"),
-                        format!("cannot read the directory: {e}"),
-                    );
-                    break;
-                }
+        let listed = beneath::each_name(dir, |raw, file_type| {
+            let raw = beneath::os(raw);
+            let file_type = match file_type {
+                FileType::Unknown => match beneath::stat(dir, raw) {
+                    Ok(Some(stat)) => FileType::from_raw_mode(stat.st_mode),
+                    _ => return, // removed since the listing
+                },
+                known => known,
             };
-            // file_type() comes from the directory entry: a symlink is seen, not followed.
-            let Ok(file_type) = entry.file_type() else {
-                continue; // removed since the listing
-            };
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let name = raw.to_string_lossy().into_owned();
             let rel = if rel.is_empty() {
                 name.clone()
             } else {
                 format!("{rel}/{name}")
             };
             items.push(Item {
-                path: entry.path(),
-                ino: entry.ino(),
                 kind: Kind::of(file_type),
+                raw: raw.to_owned(),
                 name,
                 rel,
             });
+        });
+        if let Err(e) = listed {
+            self.cannot_list(rel, &e);
         }
         items.sort_by(|a, b| a.name.cmp(&b.name));
         items
@@ -186,23 +208,23 @@ impl Walker {
         }
     }
 
-    fn root(&mut self, root: &Path) {
+    fn root(&mut self, root: &Path, root_fd: &OwnedFd) {
         self.marker(root);
-        self.gitignore(root);
-        for item in self.entries(root, "") {
+        self.gitignore(root_fd);
+        for item in self.entries(root_fd, "") {
             let name = item.name.as_str();
             let ours = matches!(name, "cluster" | "namespaces" | MARKER | GITIGNORE_FILE)
                 || name.starts_with(TMP_PREFIX);
             match (name, item.kind) {
                 (_, Kind::Symlink) if ours => self.foreign(&item, ""),
-                ("cluster", Kind::Dir) => self.cluster(&item),
-                ("namespaces", Kind::Dir) => self.namespaces(&item, ""),
+                ("cluster", Kind::Dir) => self.cluster(root_fd, &item),
+                ("namespaces", Kind::Dir) => self.namespaces(root_fd, &item, ""),
                 ("cluster" | "namespaces", _) => self.finding(
                     Severity::Error,
                     item.rel.clone(),
                     "is not a directory; the layout needs a directory here",
                 ),
-                (_, Kind::File) if name.starts_with(TMP_PREFIX) => self.leftover(&item),
+                (_, Kind::File) if name.starts_with(TMP_PREFIX) => self.leftover(root_fd, &item),
                 // Everything else at the root belongs to whoever put it there.
                 _ => {}
             }
@@ -225,12 +247,13 @@ impl Walker {
 
     /// `.gitignore` keeps the locks, the index and temporary files out of git; without it
     /// they get committed and every checkout inherits another machine's cache.
-    fn gitignore(&mut self, root: &Path) {
-        let path = root.join(GITIGNORE_FILE);
-        let text = match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_file() => read_small(&path).unwrap_or_default(),
-            Ok(_) => return, // a symlink or directory: reported by the walk
-            Err(_) => String::new(),
+    fn gitignore(&mut self, root: &OwnedFd) {
+        let text = match beneath::read(root, GITIGNORE_FILE, MAX_MANIFEST_BYTES) {
+            Ok(Some(file)) => String::from_utf8(file.bytes).unwrap_or_default(),
+            Ok(None) => String::new(),
+            // A symlink, a directory, a FIFO: reported by the walk, never opened through.
+            Err(Refused::Symlink | Refused::NotADirectory | Refused::NotAFile(_)) => return,
+            Err(Refused::TooLarge(_) | Refused::Io(_)) => String::new(),
         };
         let have: Vec<&str> = text.lines().map(str::trim).collect();
         let missing: Vec<String> = GITIGNORE
@@ -251,12 +274,15 @@ impl Walker {
         }
     }
 
-    fn cluster(&mut self, dir: &Item) {
-        for item in self.entries(&dir.path, &dir.rel) {
+    fn cluster(&mut self, parent: &OwnedFd, dir: &Item) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        for item in self.entries(&fd, &dir.rel) {
             match (item.name.as_str(), item.kind) {
-                (POOLS_DIR, Kind::Dir) => self.objects(&item, None, ObjectDir::Pools),
+                (POOLS_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Pools),
                 (ALLOCATIONS_DIR, Kind::Dir) => {
-                    self.objects(&item, None, ObjectDir::Allocations);
+                    self.objects(&fd, &item, None, ObjectDir::Allocations);
                 }
                 _ => self.foreign(&item, FOREIGN),
             }
@@ -265,16 +291,19 @@ impl Walker {
 
     /// A directory under `namespaces/`; `prefix` is the namespace it stands for (empty for
     /// `namespaces/` itself).
-    fn namespaces(&mut self, dir: &Item, prefix: &str) {
+    fn namespaces(&mut self, parent: &OwnedFd, dir: &Item, prefix: &str) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
         let scope = Namespace::new(prefix).ok();
-        for item in self.entries(&dir.path, &dir.rel) {
+        for item in self.entries(&fd, &dir.rel) {
             let name = item.name.as_str();
             match (name, item.kind, &scope) {
                 (POOLS_DIR, Kind::Dir, Some(ns)) => {
-                    self.objects(&item, Some(ns.clone()), ObjectDir::Pools);
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Pools);
                 }
                 (ALLOCATIONS_DIR, Kind::Dir, Some(ns)) => {
-                    self.objects(&item, Some(ns.clone()), ObjectDir::Allocations);
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Allocations);
                 }
                 (POOLS_DIR | ALLOCATIONS_DIR, Kind::Dir, None) => self.foreign(
                     &item,
@@ -287,7 +316,7 @@ impl Walker {
                         format!("{prefix}/{name}")
                     };
                     match Namespace::new(&child) {
-                        Ok(_) => self.namespaces(&item, &child),
+                        Ok(_) => self.namespaces(&fd, &item, &child),
                         Err(why) => self.foreign(
                             &item,
                             &format!("not a namespace directory: {why}; ipamctl ignores it"),
@@ -304,16 +333,21 @@ impl Walker {
     }
 
     /// An `ipampools/` or `ipallocations/` directory.
-    fn objects(&mut self, dir: &Item, scope: Option<Namespace>, what: ObjectDir) {
-        for item in self.entries(&dir.path, &dir.rel) {
+    fn objects(&mut self, parent: &OwnedFd, dir: &Item, scope: Option<Namespace>, what: ObjectDir) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        // Shared by the files found here, which are read through it.
+        let fd = Arc::new(fd);
+        for item in self.entries(&fd, &dir.rel) {
             let name = item.name.as_str();
             match item.kind {
                 Kind::File if !name.starts_with('.') && name.ends_with(".yaml") => {
                     let file = ManifestFile {
                         stem: name.trim_end_matches(".yaml").to_owned(),
                         rel: item.rel,
-                        path: item.path,
-                        ino: item.ino,
+                        dir: Arc::clone(&fd),
+                        name: item.raw,
                         scope: scope.clone(),
                     };
                     match what {
@@ -321,10 +355,10 @@ impl Walker {
                         ObjectDir::Allocations => self.out.allocations.push(file),
                     }
                 }
-                Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&item),
+                Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&fd, &item),
                 Kind::File if what == ObjectDir::Pools && is_pool_lock(name) => {}
                 Kind::Dir if what == ObjectDir::Allocations && name == INDEX_DIR => {
-                    self.index(&item);
+                    self.index(&fd, &item);
                 }
                 Kind::File | Kind::Dir if name.starts_with('.') => self.foreign(
                     &item,
@@ -345,11 +379,14 @@ impl Walker {
 
     /// `ipallocations/.index/`: the derived owner index and hints. Its contents are
     /// a cache (git-ignored, rebuilt on demand), so only their names are checked.
-    fn index(&mut self, dir: &Item) {
-        for item in self.entries(&dir.path, &dir.rel) {
+    fn index(&mut self, parent: &OwnedFd, dir: &Item) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        for item in self.entries(&fd, &dir.rel) {
             let name = item.name.as_str();
             if item.kind == Kind::File && name.starts_with(TMP_PREFIX) {
-                self.leftover(&item);
+                self.leftover(&fd, &item);
                 continue;
             }
             let known = match item.kind {
@@ -366,10 +403,12 @@ impl Walker {
         }
     }
 
-    fn leftover(&mut self, item: &Item) {
-        let Ok(modified) = fs::symlink_metadata(&item.path).and_then(|m| m.modified()) else {
+    /// A temporary file `item` of `dir`, dated by an `fstatat` that does not follow.
+    fn leftover(&mut self, dir: &OwnedFd, item: &Item) {
+        let Ok(Some(stat)) = beneath::stat(dir, &item.raw) else {
             return; // gone since the listing: the write it belonged to finished
         };
+        let modified = super::modified(&stat);
         let old = super::is_old(modified, self.now);
         let message = if old {
             "leftover temporary file of an interrupted write, older than 5 minutes; `ipamctl check --fix` removes it"
@@ -408,14 +447,6 @@ fn is_old_index_file(name: &str) -> bool {
 fn pool_of<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
     name.strip_suffix(suffix)
         .filter(|pool| PoolName::new(pool).is_ok())
-}
-
-/// Reads a small text file (the `.gitignore`), bounded like a manifest.
-fn read_small(path: &Path) -> Option<String> {
-    super::read_bounded(path)
-        .ok()
-        .flatten()
-        .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
 }
 
 #[cfg(test)]

@@ -16,19 +16,18 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
             "`check` always checks the whole state directory; drop `--namespace`",
         ));
     }
-    let root = store.root();
-    let mut report = check::check(root);
+    let mut report = check::check(store);
     if args.fix {
         let now = SystemTime::now();
         for path in report.fixable(now) {
-            if check::remove_leftover(root, &path, now)? {
+            if check::remove_leftover(store, &path, now)? {
                 eprintln!("removed {path}");
                 report.resolved(&path);
             }
         }
     }
     render(out, g, &report.findings)?;
-    eprintln!("{}", summary(&report, &root.display().to_string()));
+    eprintln!("{}", summary(&report, &store.root().display().to_string()));
     Ok(if report.count(Severity::Error) > 0 {
         exit::FAILURE
     } else {

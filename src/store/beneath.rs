@@ -156,6 +156,30 @@ fn walk(root: impl AsFd, rel: &Path, create: bool) -> Confined<OwnedFd> {
     Ok(dir)
 }
 
+/// Splits `rel` (relative, made of plain names, at least one) into the handle of its parent
+/// directory, opened beneath `root` as [`open_dir`] does, and its last name, for a call that
+/// acts on that name relative to the handle ([`stat`], [`read`], [`remove`]). Calls made on the
+/// one handle act in the one directory, whatever is renamed or planted on the way meanwhile.
+pub fn open_parent(root: impl AsFd, rel: &Path) -> Confined<(OwnedFd, &OsStr)> {
+    let plain = rel
+        .components()
+        .all(|component| matches!(component, Component::Normal(_)));
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(not_plain(rel));
+    };
+    if !plain {
+        return Err(not_plain(rel));
+    }
+    Ok((open_dir(root, parent)?, name))
+}
+
+fn not_plain(rel: &Path) -> Refused {
+    Refused::Io(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("`{}` is not a relative path of plain names", rel.display()),
+    ))
+}
+
 /// A file as read: its bytes and the `fstat` of the descriptor they were read from.
 pub struct ReadFile {
     /// The whole content.
@@ -385,6 +409,40 @@ mod tests {
             ));
         }
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn open_parent_opens_the_directory_and_names_the_last_component() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("a/b")).unwrap();
+        std::fs::write(root.path().join("a/b/f"), "in").unwrap();
+        std::fs::write(outside.path().join("f"), "out").unwrap();
+        symlink(outside.path(), root.path().join("a/l")).unwrap();
+        let fd = std::fs::File::open(root.path()).unwrap();
+
+        let (dir, name) = open_parent(&fd, Path::new("a/b/f")).unwrap();
+        assert_eq!(name, "f");
+        assert_eq!(read(&dir, name, 10).unwrap().unwrap().bytes, b"in");
+        let (dir, name) = open_parent(&fd, Path::new("f")).unwrap();
+        assert_eq!(name, "f");
+        assert!(stat(&dir, "a").unwrap().is_some());
+
+        // A symlinked directory on the way is refused, never entered.
+        assert!(matches!(
+            open_parent(&fd, Path::new("a/l/f")),
+            Err(Refused::Symlink | Refused::NotADirectory)
+        ));
+        for rel in ["", "/a/b/f", "../f", "a/../a/b/f"] {
+            assert!(
+                matches!(open_parent(&fd, Path::new(rel)), Err(Refused::Io(ref e)) if e.kind() == io::ErrorKind::InvalidInput),
+                "{rel}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("f")).unwrap(),
+            "out"
+        );
     }
 
     #[test]

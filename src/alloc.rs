@@ -441,12 +441,23 @@ pub fn allocate_zone(
         });
     }
     let mut locks = Vec::new();
+    let mut read_only = None;
     if !dry_run {
         for pool in &pools {
-            locks.push(store.lock_pool(None, &pool.name, LockMode::Shared)?);
+            match store.lock_pool(None, &pool.name, LockMode::Shared) {
+                Ok(lock) => locks.push(lock),
+                // Only a look-up is possible: an owner holding an address still gets it.
+                Err(e @ Error::ReadOnly { .. }) => {
+                    read_only = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
-        for pool in &pools {
-            locks.push(store.lock_owner(None, &pool.name, owner)?);
+        if read_only.is_none() {
+            for pool in &pools {
+                locks.push(store.lock_owner(None, &pool.name, owner)?);
+            }
         }
     }
     let mut listings = Vec::new();
@@ -456,6 +467,9 @@ pub fn allocate_zone(
             return Ok(Allocated::Existing(held));
         }
         listings.push(lookup.taken);
+    }
+    if let Some(e) = read_only {
+        return Err(e);
     }
     for (pool, entries) in pools.iter().zip(&listings) {
         // Re-read under the lock: a pool deleted or changed meanwhile is skipped or current.

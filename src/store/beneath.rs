@@ -15,7 +15,7 @@
 
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
@@ -277,11 +277,31 @@ pub fn write(
     durable: bool,
 ) -> Confined<bool> {
     let dir = dir.as_fd();
+    // `git clean -fdX` may delete the temporary file (it is git-ignored) before the rename
+    // that would have given it its name: write it again, a few times.
+    for _ in 0..3 {
+        if let Some(done) = write_once(dir, name, bytes, mode, durable)? {
+            return Ok(done);
+        }
+    }
+    Err(Refused::Io(io::Error::other(
+        "temporary files keep vanishing before they can be renamed (is something deleting `.tmp-*` files?)",
+    )))
+}
+
+/// One attempt of [`write`]; `None` when the temporary file vanished before the rename.
+fn write_once(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    bytes: &[u8],
+    mode: WriteMode,
+    durable: bool,
+) -> Confined<Option<bool>> {
     // A random name created exclusively: nothing planted can be opened in its place.
     let tmp = format!("{TMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(0o666))?;
-    let written = (|| -> Confined<bool> {
+    let written = (|| -> Confined<Option<bool>> {
         let mut file = std::fs::File::from(fd);
         file.write_all(bytes)?;
         step!(durable, "write-after-temp-written");
@@ -294,13 +314,15 @@ pub fn write(
             WriteMode::Replace => RenameFlags::empty(),
         };
         match renameat_with(dir, tmp.as_str(), dir, name, flags) {
-            Ok(()) => Ok(true),
-            Err(Errno::EXIST) => Ok(false),
+            Ok(()) => Ok(Some(true)),
+            Err(Errno::EXIST) => Ok(Some(false)),
+            Err(Errno::NOENT) => Ok(None),
             // A file system without RENAME_NOREPLACE: link(2) also refuses an existing name.
             Err(Errno::INVAL) if mode == WriteMode::CreateOnly => {
                 match rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty()) {
-                    Ok(()) => Ok(true),
-                    Err(Errno::EXIST) => Ok(false),
+                    Ok(()) => Ok(Some(true)),
+                    Err(Errno::EXIST) => Ok(Some(false)),
+                    Err(Errno::NOENT) => Ok(None),
                     Err(e) => Err(e.into()),
                 }
             }
@@ -309,16 +331,16 @@ pub fn write(
     })();
     // Gone already after a rename; after a link, or a failure, the temporary name goes.
     let _ = unlinkat(dir, tmp.as_str(), AtFlags::empty());
-    if written? {
-        step!(durable, "write-after-name-claimed");
-        if durable {
-            rustix::fs::fsync(dir)?;
-        }
-        step!(durable, "write-after-dir-synced");
-        Ok(true)
-    } else {
-        Ok(false)
+    let written = written?;
+    if written != Some(true) {
+        return Ok(written);
     }
+    step!(durable, "write-after-name-claimed");
+    if durable {
+        rustix::fs::fsync(dir)?;
+    }
+    step!(durable, "write-after-dir-synced");
+    Ok(Some(true))
 }
 
 /// Appends `bytes` to the existing regular file `name` in `dir` in one `write`; `false` if

@@ -280,7 +280,10 @@ fn an_allocation_replaced_outside_ipamctl_on_a_recycled_inode_is_found_by_its_ow
     // the worst case: the file under its current inode (same size) is the old owner's.
     let now = std::fs::metadata(&path).unwrap().ino();
     eprintln!("inode before {inode}, after {now}");
-    let forged = recorded.replace(&format!("\n10.40.0.1 {inode} "), &format!("\n10.40.0.1 {now} "));
+    let forged = recorded.replace(
+        &format!("\n10.40.0.1 {inode} "),
+        &format!("\n10.40.0.1 {now} "),
+    );
     std::fs::write(&index, forged).unwrap();
 
     let new = state.run(&["allocate", "p", "--owner", "FloatingIP/new"]);

@@ -17,7 +17,8 @@
 //! Everything below the root is opened beneath the root's handle without following a
 //! symlink ([`super::beneath`]): nothing planted in the state directory can make ipamctl read
 //! or write outside it. Everything ipamctl writes goes through a new temporary file and a
-//! rename, so no existing file (or hard link) is ever written into.
+//! rename, so no existing file (or hard link) is ever written into; the one exception, an
+//! append to a pool's index, refuses a file that has a second name.
 //!
 //! # Write protocol, and the crash window each step closes
 //!
@@ -32,6 +33,11 @@
 //!    even after a power loss;
 //! 3. `fsync` the directory, so the name survives a power loss before the caller reports the
 //!    claim. A crash before this step may lose the claim, but nothing was printed.
+//!
+//! `git clean -fdX` may delete the temporary file between steps 1 and 2 (it is git-ignored):
+//! the rename then fails with "no such file" and the write starts again (three times). After
+//! step 3 the caller writes the owner's hint (best effort): a crash before it only makes the
+//! owner's next look-up scan.
 //!
 //! `replace` is the same with a plain rename (readers see the old or the new bytes);
 //! `delete` is `unlink`, then a directory `fsync`. No index is written on these paths: the
@@ -65,8 +71,9 @@
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
 //! - replacing `.ipamctl` while locks are held (see [`super::lock`]);
-//! - an allocation written by hand under a name that does not match its address: it is
-//!   read by look-ups like any other, and `check` reports the mismatch.
+//! - an allocation written by hand under a name that does not match its address: its name's
+//!   address stays taken, but it is not taken for its owner's allocation (the owner may be
+//!   given another); `check` reports the mismatch.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;

@@ -535,7 +535,7 @@ fn stale_fact_then_killed_reclaim() -> bool {
     }
     assert_eq!(
         held(&test, &y),
-        [again.clone()],
+        std::slice::from_ref(&again),
         "{y} (its claim of {four} killed before its index update, while a slow reader held a \
          fact about fip-x's old file) got {again}"
     );
@@ -701,7 +701,7 @@ fn no_allocation_lands_in_an_exclude_applied_while_git_clean_runs_in_a_loop() {
     let _serial = serial();
     let state = State::new();
     under_git(&state.root);
-    let rounds = 8;
+    let rounds = 20;
     // A pool per round, applied before the loop starts (it deletes the temporary files of
     // writes in flight, which can fail an apply: not what this test is about).
     let pools: Vec<(String, String, String)> = (0..rounds)

@@ -130,6 +130,10 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
     }
 }
 
+/// How long after its last change an allocation file that does not parse may still be a
+/// rewrite in progress (see [`FsStore::read_whole`]).
+const TORN_WINDOW_NS: i64 = 500_000_000;
+
 /// Nanoseconds since the epoch, by the clock that stamps files.
 fn now_ns() -> i64 {
     std::time::SystemTime::now()
@@ -309,6 +313,29 @@ impl FsStore {
             Err(Refused::Io(e)) => Err(Error::io(self.path(ObjectKind::Allocation, ns, file), e)),
             Err(why) => Ok(Some((Err(why.reason()), Stamp::of_nothing()))),
         }
+    }
+
+    /// [`FsStore::read_allocation`] for a claim's look-up, which must not take a torn file
+    /// for "no owner here": `cp` and editors rewrite a file in place (truncate, then write),
+    /// and a read in between sees a file that does not parse. One that changed less than
+    /// [`TORN_WINDOW_NS`] ago is read again until it parses or the window has passed.
+    fn read_whole(
+        &self,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        file: &str,
+    ) -> Result<Option<(Parsed, Stamp)>> {
+        let mut read = self.read_allocation(dir, ns, file)?;
+        for _ in 0..100 {
+            match &read {
+                Some((Err(_), stamp)) if stamp.ctime > now_ns() - TORN_WINDOW_NS => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    read = self.read_allocation(dir, ns, file)?;
+                }
+                _ => break,
+            }
+        }
+        Ok(read)
     }
 
     /// The allocations of `pool` among `names`: their addresses, and the files whose owner
@@ -576,13 +603,14 @@ struct Scanned {
 }
 
 impl Stamp {
-    /// The stamp of a file that could not be read as a manifest: matches no record.
+    /// The stamp of a file that could not be read as a manifest (a symlink, a FIFO): matches
+    /// no record, and is not a rewrite in progress.
     fn of_nothing() -> Stamp {
         Stamp {
             ino: 0,
             size: 0,
             mtime: 0,
-            ctime: i64::MAX,
+            ctime: i64::MIN,
         }
     }
 }
@@ -812,7 +840,12 @@ impl Store for FsStore {
         let text = index::owner_text(owner);
         let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
         lookup.taken = scanned.taken;
-        for (address, name, parsed) in scanned.hits {
+        for (address, name, mut parsed) in scanned.hits {
+            if parsed.is_err()
+                && let Some((again, _)) = self.read_whole(&dir, ns, &format!("{name}.yaml"))?
+            {
+                parsed = again;
+            }
             match parsed {
                 Ok(m) if m.spec.owner == *owner && m.spec.address == address => {
                     lookup.held.get_or_insert(m);

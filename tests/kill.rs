@@ -4,7 +4,12 @@
 //! ends with exactly one allocation, and an owner whose claim had completed gets that same
 //! address back (invariant 4).
 //!
-//! CI-sized by default (150 kills); `IPAMCTL_STRESS=long` makes it 3,000:
+//! The second test does the same while the outside world works the state directory
+//! (`torture/outside.rs`: `git clean`, `git pull` of another clone's commits, `cp` and
+//! `touch`), and asks again for the owner of every killed `allocate` right after its kill.
+//!
+//! CI-sized by default (150 kills, 90 with the outside world); `IPAMCTL_STRESS=long` makes
+//! them 3,000 and 10,000:
 //!
 //! ```text
 //! IPAMCTL_STRESS=long cargo test --release --test kill -- --nocapture
@@ -18,7 +23,8 @@ mod torture;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use torture::{Rng, State, code, long_run, pool_yaml};
+use torture::outside::{self, Slots, World};
+use torture::{Outcome, Rng, State, code, long_run, pool_yaml};
 
 const SIGKILL: i32 = 9;
 
@@ -43,8 +49,11 @@ const POOLS: [Pool; 2] = [
     },
 ];
 
+/// An owner identity: `KIND/NAME` and the uid, if any.
+type OwnerId = (&'static str, Option<&'static str>);
+
 /// Owner identities; some share a name and differ only in their uid.
-const OWNERS: [(&str, Option<&str>); 10] = [
+const OWNERS: [OwnerId; 10] = [
     ("FloatingIP/fip-0", None),
     ("FloatingIP/fip-0", Some("uid-a")),
     ("FloatingIP/fip-0", Some("uid-b")),
@@ -55,6 +64,13 @@ const OWNERS: [(&str, Option<&str>); 10] = [
     ("VPC/router", Some("uid-e")),
     ("Node/10.9.0.0/24", None),
     ("Node/node-2", Some("uid-f")),
+];
+
+/// Owners that only ever allocate, never release (with the outside world only): their
+/// files are the ones the world's `cp` copies over themselves.
+const STICKY: [OwnerId; 2] = [
+    ("VirtualMachine/sticky-0/0", Some("uid-s")),
+    ("FloatingIP/sticky-1", None),
 ];
 
 fn args(pool: Pool, rest: &[&str], owner: (&str, Option<&str>)) -> Vec<String> {
@@ -74,11 +90,23 @@ fn allocate(pool: Pool, owner: (&str, Option<&str>)) -> Vec<String> {
     args(pool, &["allocate", pool.name], owner)
 }
 
-/// What one owner holds in one pool, from the files.
-fn held(state: &State, pool: Pool, owner: (&str, Option<&str>)) -> Vec<Ipv4Addr> {
-    state
-        .scan()
-        .held_by(pool.namespace, pool.name, owner.0, owner.1)
+/// What one owner holds in one pool, from the files (read with the world's `cp` paused, the
+/// only outside writer into a file an owner here holds).
+fn held(state: &State, world: Option<&World>, pool: Pool, owner: OwnerId) -> Vec<Ipv4Addr> {
+    let scan = || state.scan();
+    let scan = match world {
+        Some(world) => world.steady(scan),
+        None => scan(),
+    };
+    scan.held_by(pool.namespace, pool.name, owner.0, owner.1)
+}
+
+/// Runs `argv` to its end; with the outside world, again while it fails transiently.
+fn run(state: &State, world: Option<&World>, argv: &[String]) -> Outcome {
+    match world {
+        Some(world) => world.run(state, argv),
+        None => state.run(argv),
+    }
 }
 
 /// How long an uninterrupted `allocate` of a new owner takes here (the median of a few), so
@@ -97,9 +125,82 @@ fn calibrate(state: &State) -> Duration {
     times[times.len() / 2]
 }
 
+/// The owner asks again, unkilled: an address it held comes back, else it gets a fresh one,
+/// and afterwards it holds exactly the one printed. Returns whether it got back what it
+/// held, or what went wrong.
+fn ask_again(
+    state: &State,
+    world: Option<&World>,
+    pool: Pool,
+    owner: OwnerId,
+) -> Result<bool, String> {
+    let before = held(state, world, pool, owner);
+    let out = run(state, world, &allocate(pool, owner));
+    let got: Option<Ipv4Addr> = out.stdout.trim().parse().ok();
+    if out.code != Some(code::OK) || got.is_none() || out.crashed() {
+        return Err(format!("retry: {}", out.describe()));
+    }
+    let returned = match before.as_slice() {
+        [] => false,
+        [had] if Some(*had) == got => true,
+        _ => {
+            return Err(format!(
+                "retry: {} held {before:?} before the retry, which printed {got:?} ({})",
+                owner.0,
+                out.describe()
+            ));
+        }
+    };
+    let after = held(state, world, pool, owner);
+    if after.len() != 1 || after.first().copied() != got {
+        return Err(format!(
+            "retry: {} holds {after:?} after the retry, which printed {got:?}",
+            owner.0
+        ));
+    }
+    Ok(returned)
+}
+
+/// Invariants 1, 2, 3 and 6 from the files and `check`; returns the violations and the
+/// number of temporary files left.
+fn check_state(state: &State, has_check: bool, when: &str) -> (Vec<String>, usize) {
+    let scan = state.scan();
+    let mut violations: Vec<String> = scan
+        .violations()
+        .into_iter()
+        .map(|v| format!("{when}: {v}"))
+        .collect();
+    if has_check {
+        let out = state.run(&["check", "-o", "json"]);
+        if out.code != Some(code::OK) || out.crashed() {
+            violations.push(format!("{when}, check: {}", out.describe()));
+        }
+    }
+    (violations, scan.temp_files.len())
+}
+
 #[test]
 fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
-    let target = if long_run() { 3000 } else { 150 };
+    sigkill_storm(false);
+}
+
+/// Killed while `git clean -qfdX`, `git pull` of another clone's commits into the same
+/// pools, `cp` of files over themselves and `touch` run in loops: the invariants hold, every
+/// process that was not killed exits 0 (4 for a guarded release of someone else's address,
+/// 1 for a temporary file `git clean` deleted), and the owner of every killed `allocate`
+/// gets back at once the address it had claimed, if it had.
+#[test]
+fn sigkill_while_git_and_cp_work_the_state_keeps_every_owner_one_address() {
+    sigkill_storm(true);
+}
+
+fn sigkill_storm(outside: bool) {
+    let target = match (long_run(), outside) {
+        (true, false) => 3000,
+        (true, true) => 10_000,
+        (false, false) => 150,
+        (false, true) => 90,
+    };
     let state = State::new();
     let pools = format!(
         "{}---\n{}",
@@ -127,15 +228,44 @@ fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
     eprintln!(
         "kill: seed {seed} (IPAMCTL_SEED={seed} replays it); allocate takes {run_time:?}, delays in [0, {max_delay:?}]"
     );
+    // The world's allocations sit well above what ten owners claim lowest first, and below
+    // the exclude one update adds (which would strand them).
+    let mut world = outside.then(|| {
+        World::start(
+            &state,
+            outside::Config {
+                slots: vec![
+                    Slots::range(None, "edge", "10.30.0.160", "10.30.0.200"),
+                    Slots::range(Some("kill/tenant"), "vpc", "10.31.0.160", "10.31.0.200"),
+                ],
+                stable: |m| m.spec.owner.name().starts_with("sticky-"),
+            },
+        )
+    });
+    let owners: Vec<OwnerId> = if outside {
+        OWNERS.iter().chain(&STICKY).copied().collect()
+    } else {
+        OWNERS.to_vec()
+    };
 
     let mut violations = Vec::new();
-    let (mut kills, mut finished) = (0usize, 0usize);
+    let (mut kills, mut finished, mut returned_at_once) = (0usize, 0usize, 0usize);
+    // Owners found holding two addresses, and how many later retries met them again.
+    let mut doubled = std::collections::HashSet::new();
+    let mut repeated = 0usize;
     while kills < target {
+        let world = world.as_ref();
         let mut batch = Vec::new();
         for _ in 0..BATCH {
             let pool = POOLS[rng.below(POOLS.len() as u64) as usize];
-            let owner = OWNERS[rng.below(OWNERS.len() as u64) as usize];
-            let argv = match rng.below(20) {
+            let owner = owners[rng.below(owners.len() as u64) as usize];
+            // Only the ten release; the sticky owners only allocate.
+            let op = if STICKY.contains(&owner) {
+                0
+            } else {
+                rng.below(20)
+            };
+            let argv = match op {
                 0..=13 => allocate(pool, owner),
                 14..=16 => args(pool, &["release", pool.name], owner),
                 17 | 18 => {
@@ -150,13 +280,20 @@ fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
                     vec!["apply".to_owned(), "-f".to_owned(), update.clone()]
                 }
             };
+            if let Some(world) = world
+                && STICKY.contains(&owner)
+            {
+                // Its file, if it has one, is copied over itself while it is killed.
+                world.focus(pool.namespace, owner.0, owner.1);
+            }
             let delay = Duration::from_nanos(rng.below(max_delay.as_nanos() as u64 + 1));
-            batch.push((delay, argv));
+            batch.push((delay, (pool, owner, op), argv));
         }
-        batch.sort_by_key(|(delay, _)| *delay);
+        batch.sort_by_key(|(delay, _, _)| *delay);
         let start = Instant::now();
-        let children: Vec<_> = batch.iter().map(|(_, argv)| state.spawn(argv)).collect();
-        for ((delay, argv), mut child) in batch.into_iter().zip(children) {
+        let children: Vec<_> = batch.iter().map(|(_, _, argv)| state.spawn(argv)).collect();
+        let mut killed_claims = Vec::new();
+        for ((delay, (pool, owner, op), argv), mut child) in batch.into_iter().zip(children) {
             if let Some(left) = delay.checked_sub(start.elapsed()) {
                 std::thread::sleep(left);
             }
@@ -165,71 +302,82 @@ fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
             let out = torture::finish(&argv, child);
             if out.signal == Some(SIGKILL) {
                 kills += 1;
+                if op <= 13 {
+                    killed_claims.push((pool, owner));
+                }
                 continue;
             }
             finished += 1;
             // A process that ran to its end must have succeeded (or refused a guarded
             // release of someone else's address) without panicking.
             let release = argv.iter().any(|a| a == "release");
-            let allowed =
-                out.code == Some(code::OK) || (release && out.code == Some(code::CONFLICT));
+            let allowed = out.code == Some(code::OK)
+                || (release && out.code == Some(code::CONFLICT))
+                || world.is_some_and(|w| w.transient(&out));
             if !allowed || out.crashed() {
                 violations.push(format!("unkilled process: {}", out.describe()));
             }
         }
-    }
-    let scan = state.scan();
-    violations.extend(scan.violations());
-    let temp_files = scan.temp_files.len();
-    let has_check = state.has_check();
-    if has_check {
-        let out = state.run(&["check", "-o", "json"]);
-        if out.code != Some(code::OK) || out.crashed() {
-            violations.push(format!("after the kills, check: {}", out.describe()));
+        // With the outside world: the owner of a killed claim asks again at once.
+        if world.is_some() {
+            for (pool, owner) in killed_claims {
+                match ask_again(&state, world, pool, owner) {
+                    Ok(true) => returned_at_once += 1,
+                    Ok(false) => {}
+                    // An owner with two addresses keeps them: report it once.
+                    Err(_) if doubled.contains(&(pool.name, owner)) => repeated += 1,
+                    Err(e) => {
+                        if held(&state, world, pool, owner).len() > 1 {
+                            doubled.insert((pool.name, owner));
+                        }
+                        violations.push(format!("after kill {kills}: {e}"));
+                    }
+                }
+            }
         }
     }
+    let has_check = state.has_check();
+    let checked = || check_state(&state, has_check, "after the kills");
+    let (found, temp_files) = match &world {
+        Some(world) => world.quiet(checked),
+        None => checked(),
+    };
+    violations.extend(found);
 
     // Every owner asks again, unkilled: a completed claim comes back, else a fresh one.
     let mut returned = 0;
     for pool in POOLS {
-        for owner in OWNERS {
-            let before = held(&state, pool, owner);
-            let out = state.run(&allocate(pool, owner));
-            let got: Option<Ipv4Addr> = out.stdout.trim().parse().ok();
-            if out.code != Some(code::OK) || got.is_none() || out.crashed() {
-                violations.push(format!("retry: {}", out.describe()));
-                continue;
-            }
-            match before.as_slice() {
-                [] => {}
-                [had] if Some(*had) == got => returned += 1,
-                _ => violations.push(format!(
-                    "retry: {} held {before:?} before the retry, which printed {got:?}",
-                    owner.0
-                )),
-            }
-            let after = held(&state, pool, owner);
-            if after.len() != 1 || after.first().copied() != got {
-                violations.push(format!(
-                    "retry: {} holds {after:?} after the retry, which printed {got:?}",
-                    owner.0
-                ));
+        for &owner in &owners {
+            match ask_again(&state, world.as_ref(), pool, owner) {
+                Ok(true) => returned += 1,
+                Ok(false) => {}
+                Err(e) => violations.push(e),
             }
         }
     }
-    violations.extend(state.scan().violations());
-    if has_check {
-        let out = state.run(&["check", "-o", "json"]);
-        if out.code != Some(code::OK) || out.crashed() {
-            violations.push(format!("after the retries, check: {}", out.describe()));
-        }
+    let mut summary = String::new();
+    let mut kept = None;
+    if let Some(world) = &mut world {
+        let (found, world_summary) = world.finish(&state);
+        violations.extend(found);
+        summary = format!(
+            "\n{world_summary}; {returned_at_once} killed claims came back at once; \
+             {repeated} more retries met an owner already reported with two addresses{}",
+            world.examples()
+        );
+    }
+    violations.extend(check_state(&state, has_check, "after the retries").0);
+    if let Some(world) = &world
+        && !violations.is_empty()
+    {
+        kept = Some(world.preserve(&state, "kill"));
     }
 
     eprintln!(
         "kill: {kills} kills, {} violations ({finished} processes finished before their kill, \
-         {temp_files} temporary files left, {returned} of {} owners got their completed claim back, check {})",
+         {temp_files} temporary files left, {returned} of {} owners got their completed claim back, check {}){summary}",
         violations.len(),
-        POOLS.len() * OWNERS.len(),
+        POOLS.len() * owners.len(),
         if has_check {
             "included"
         } else {
@@ -238,19 +386,14 @@ fn sigkill_at_any_instant_keeps_the_invariants_and_retries_converge() {
     );
     assert!(
         violations.is_empty(),
-        "seed {seed}: {} violations:\n{}",
+        "seed {seed}: {} violations{}:\n{}",
         violations.len(),
+        kept.map(|k| format!(" (state kept in {})", k.display()))
+            .unwrap_or_default(),
         violations.join("\n")
     );
 }
 
-/// The state a `git pull` leaves when another machine released an address and gave it to
-/// another owner: git unlinks the file and creates it again, and ext4 and xfs hand the
-/// freed inode number straight back, so an owner index keyed by inode numbers would still
-/// match while the owner changed. The index records each file's size and change time too,
-/// and a file created after the record was made has a later change time.
-///
-/// The new owner must get its address back, not a second one (invariants 2 and 4).
 #[test]
 fn an_allocation_replaced_outside_ipamctl_on_a_recycled_inode_is_found_by_its_owner() {
     use std::os::unix::fs::MetadataExt;

@@ -3,6 +3,10 @@
 //! invariants are checked from the files themselves (see `torture/mod.rs`) and with
 //! `ipamctl check`.
 //!
+//! The last test runs the storms with the outside world working the same state directory
+//! (`torture/outside.rs`: `git clean`, `git pull` of another clone's commits, `cp` and
+//! `touch`).
+//!
 //! CI-sized by default; `IPAMCTL_STRESS=long` runs more rounds with more processes:
 //!
 //! ```text
@@ -13,9 +17,11 @@ mod torture;
 
 use std::collections::{BTreeSet, HashSet};
 use std::net::Ipv4Addr;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 
+use torture::outside::{self, Slots, World};
 use torture::{Outcome, State, code, long_run, pool_yaml};
 
 /// One stress test: its state directory, the readers' verdicts and the violations so far.
@@ -27,6 +33,13 @@ struct Stress {
     /// The most processes one round started at once.
     width: usize,
     violations: Vec<String>,
+    /// The outside world, once started: it runs through every later round.
+    world: Option<World>,
+    /// Reader runs that met what the outside world was in the middle of writing: a
+    /// warning from `list`, a `check` that found something.
+    readers_disturbed: AtomicUsize,
+    /// What the checks after each round found so far.
+    reported: HashSet<String>,
 }
 
 impl Stress {
@@ -40,64 +53,97 @@ impl Stress {
             rounds: 0,
             width: 0,
             violations: Vec::new(),
+            world: None,
+            readers_disturbed: AtomicUsize::new(0),
+            reported: HashSet::new(),
         }
     }
 
-    /// Applies pools before the stress starts; these must succeed.
+    /// Applies pools before the stress starts; these must succeed (after a retry, if the
+    /// outside world deleted a temporary file).
     fn apply(&self, yaml: &str) {
-        let out = self.state.apply(yaml);
+        let out = match &self.world {
+            Some(world) => world.retry(|| self.state.apply(yaml)),
+            None => self.state.apply(yaml),
+        };
         assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    }
+
+    /// Starts the outside world on the state directory as it is now.
+    fn start_world(&mut self, config: outside::Config) {
+        let world = World::start(&self.state, config);
+        eprintln!(
+            "{}: outside world seed {1} (IPAMCTL_SEED={1} replays its choices)",
+            self.name,
+            world.seed()
+        );
+        self.world = Some(world);
     }
 
     /// Runs `round` with readers going all the time, then checks the invariants.
     fn round(&mut self, width: usize, round: impl FnOnce(&State, &mut Vec<String>)) {
+        self.round_in_world(width, |state, _, found| round(state, found));
+    }
+
+    /// [`Stress::round`], with the outside world (if started) running throughout; the
+    /// invariants are checked with it paused.
+    fn round_in_world(
+        &mut self,
+        width: usize,
+        round: impl FnOnce(&State, Option<&World>, &mut Vec<String>),
+    ) {
         self.rounds += 1;
         self.width = self.width.max(width);
         let stop = AtomicBool::new(false);
         let state = &self.state;
+        let world = self.world.as_ref();
         let has_check = self.has_check;
+        let disturbed = &self.readers_disturbed;
         let mut found = Vec::new();
         let reader_found = thread::scope(|s| {
-            let reader = s.spawn(|| read_until(state, has_check, &stop));
+            let reader = s.spawn(|| read_until(state, has_check, &stop, world, disturbed));
             let _stop = StopOnDrop(&stop);
-            round(state, &mut found);
+            round(state, world, &mut found);
             drop(_stop);
             reader.join().expect("the reader thread panicked")
         });
         self.violations.extend(found);
         self.violations.extend(reader_found);
-        self.check_state();
-    }
-
-    /// Invariants 1, 2, 3 and 6 from the files; no temporary file left behind by a process
-    /// that was not killed; `ipamctl check` clean.
-    fn check_state(&mut self) {
-        let scan = self.state.scan();
-        let round = self.rounds;
-        self.violations.extend(
-            scan.violations()
-                .into_iter()
-                .map(|v| format!("round {round}: {v}")),
-        );
-        for tmp in &scan.temp_files {
-            self.violations.push(format!(
-                "round {round}: temporary file left behind: {}",
-                tmp.display()
-            ));
-        }
-        if self.has_check {
-            let out = self.state.run(&["check", "-o", "json"]);
-            if out.code != Some(code::OK) || out.crashed() {
-                self.violations.push(format!(
-                    "round {round}: check is not clean: {}",
-                    out.describe()
-                ));
+        let checked = match &self.world {
+            Some(world) => world.quiet(|| check_state(&self.state, self.has_check)),
+            None => check_state(&self.state, self.has_check),
+        };
+        let round = self.rounds - 1;
+        // A broken invariant stays broken: report it after the round it first appeared in.
+        for v in checked {
+            if self.reported.insert(v.clone()) {
+                self.violations.push(format!("after round {round}: {v}"));
             }
         }
     }
 
-    /// Prints the summary line and fails on any violation.
-    fn finish(self) {
+    /// Prints the summary line and fails on any violation; with the outside world, stops
+    /// it first, asks for its owners and checks once more.
+    fn finish(mut self) {
+        let mut kept = None;
+        if let Some(mut world) = self.world.take() {
+            let (found, summary) = world.finish(&self.state);
+            self.violations.extend(found);
+            for v in check_state(&self.state, self.has_check) {
+                if !self.reported.contains(&v) {
+                    self.violations
+                        .push(format!("after the world stopped: {v}"));
+                }
+            }
+            eprintln!(
+                "{summary}; {} reader runs met a file being written{}",
+                self.readers_disturbed.load(Ordering::Relaxed),
+                world.examples()
+            );
+            if !self.violations.is_empty() {
+                kept = Some(world.preserve(&self.state, self.name));
+            }
+        }
         eprintln!(
             "stress: {} rounds x {} processes, {} violations ({}: {} ipamctl runs in all, check {})",
             self.rounds,
@@ -113,11 +159,39 @@ impl Stress {
         );
         assert!(
             self.violations.is_empty(),
-            "{} violations:\n{}",
+            "{} violations{}:\n{}",
             self.violations.len(),
+            kept.map(|k| format!(" (state kept in {})", k.display()))
+                .unwrap_or_default(),
             self.violations.join("\n")
         );
     }
+}
+
+/// Invariants 1, 2, 3 and 6 from the files; no temporary file left behind by a process
+/// that was not killed; `ipamctl check` clean.
+fn check_state(state: &State, has_check: bool) -> Vec<String> {
+    let scan = state.scan();
+    let mut found = scan.violations();
+    for tmp in &scan.temp_files {
+        found.push(format!("temporary file left behind: {}", tmp.display()));
+    }
+    if has_check {
+        let out = state.run(&["check", "-o", "json"]);
+        if out.code != Some(code::OK) || out.crashed() {
+            // The findings alone, so that one that persists reads the same every round.
+            found.push(format!(
+                "check exited {:?}: {} {}",
+                out.code,
+                out.stdout.trim(),
+                out.stderr
+                    .lines()
+                    .filter(|l| l.contains("panicked"))
+                    .collect::<String>()
+            ));
+        }
+    }
+    found
 }
 
 /// Sets the flag when dropped, so the reader stops even if a round panics.
@@ -131,7 +205,17 @@ impl Drop for StopOnDrop<'_> {
 
 /// Invariant 7: `list -o json`, `pool list -o json` and `check -o json` in a loop until
 /// `stop`. Each must exit 0 and print whole objects. Returns what went wrong.
-fn read_until(state: &State, has_check: bool, stop: &AtomicBool) -> Vec<String> {
+///
+/// With the outside world running, a reader may meet a file that `cp` or `git` is in the
+/// middle of writing: `list` then warns about it (and still exits 0 with whole objects), and
+/// `check` reports it (exit 1); both are counted in `disturbed`, not as violations.
+fn read_until(
+    state: &State,
+    has_check: bool,
+    stop: &AtomicBool,
+    world: Option<&World>,
+    disturbed: &AtomicUsize,
+) -> Vec<String> {
     let mut found = Vec::new();
     let mut turn = 0usize;
     // At least one full cycle, even when the round is over before the reader starts.
@@ -144,8 +228,23 @@ fn read_until(state: &State, has_check: bool, stop: &AtomicBool) -> Vec<String> 
             _ if has_check => state.run(&["check", "-o", "json"]),
             _ => continue,
         };
+        if world.is_some() {
+            let warned = out.stderr.lines().any(|l| l.starts_with("warning: "));
+            let dirty_check = which == 2 && out.code == Some(code::FAILURE);
+            if warned || dirty_check {
+                disturbed.fetch_add(1, Ordering::Relaxed);
+            }
+            let only_warnings =
+                which == 2 || out.stderr.lines().all(|l| l.starts_with("warning: "));
+            if !(out.code == Some(code::OK) || dirty_check) || out.crashed() || !only_warnings {
+                found.push(format!("reader: {}", out.describe()));
+                continue;
+            }
         // `check` prints its summary to stderr; the others print nothing there unless wrong.
-        if out.code != Some(code::OK) || out.crashed() || (which != 2 && !out.stderr.is_empty()) {
+        } else if out.code != Some(code::OK)
+            || out.crashed()
+            || (which != 2 && !out.stderr.is_empty())
+        {
             found.push(format!("reader: {}", out.describe()));
             continue;
         }
@@ -401,7 +500,7 @@ fn guarded_release_churn_never_deletes_another_owners_allocation() {
                         let conflicts = &conflicts;
                         s.spawn(move || {
                             let mut history = history.lock().expect("one worker per history");
-                            churn_once(state, pool, w, r, &mut history, conflicts)
+                            churn_once(state, None, pool, w, r, &mut history, conflicts)
                         })
                     })
                     .collect();
@@ -423,6 +522,7 @@ fn guarded_release_churn_never_deletes_another_owners_allocation() {
 /// One turn of one churn worker; returns violations.
 fn churn_once(
     state: &State,
+    world: Option<&World>,
     pool: &str,
     w: usize,
     r: usize,
@@ -430,6 +530,12 @@ fn churn_once(
     conflicts: &AtomicUsize,
 ) -> Vec<String> {
     let mut found = Vec::new();
+    // With the outside world, a run that failed because `git clean` deleted its temporary
+    // file runs again.
+    let run = |argv: &[String]| match world {
+        Some(world) => world.run(state, argv),
+        None => state.run(argv),
+    };
     let owner = format!("FloatingIP/churn-{}", w % 2);
     let uid = format!("worker-{w}");
     let me = |args: &[&str]| {
@@ -437,13 +543,13 @@ fn churn_once(
         v.extend(argv(&["--owner", &owner, "--uid", &uid]));
         v
     };
-    let first = state.run(&me(&["allocate", pool]));
+    let first = run(&me(&["allocate", pool]));
     let Some(mine) = address(&first).filter(|_| first.code == Some(code::OK)) else {
         found.push(format!("worker {w} round {r}: {}", unexpected(&first)));
         return found;
     };
     // A retry racing other workers' churn gets the same address back.
-    let again = state.run(&me(&["allocate", pool]));
+    let again = run(&me(&["allocate", pool]));
     if again.code != Some(code::OK) || address(&again) != Some(mine) {
         found.push(format!(
             "worker {w} round {r}: holds {mine}, retry said {}",
@@ -456,7 +562,7 @@ fn churn_once(
     let mut stale: Vec<Ipv4Addr> = history.iter().rev().take(3).copied().collect();
     stale.push(Ipv4Addr::from(u32::from(mine) ^ 1));
     for addr in stale.into_iter().filter(|&a| a != mine) {
-        let out = state.run(&me(&["release", pool, &addr.to_string()]));
+        let out = run(&me(&["release", pool, &addr.to_string()]));
         match out.code {
             Some(code::OK) if out.stdout.trim().is_empty() && !out.crashed() => {}
             Some(code::CONFLICT) if out.stdout.is_empty() && !out.crashed() => {
@@ -475,7 +581,7 @@ fn churn_once(
             "worker {w} round {r}: should hold [{mine}], the files say {held:?}"
         ));
     }
-    let out = state.run(&me(&["release", pool, &mine.to_string()]));
+    let out = run(&me(&["release", pool, &mine.to_string()]));
     if out.code != Some(code::OK) || !out.stdout.contains("released") || out.crashed() {
         found.push(format!(
             "worker {w} round {r}: own release: {}",
@@ -578,5 +684,163 @@ fn pool_updates_and_deletes_racing_allocate_strand_nothing() {
         });
     }
     eprintln!("reshape: {applied} racing updates applied, {deleted} racing deletes won");
+    stress.finish();
+}
+
+/// (e) Storms of one owner, guarded-release churn and fills to exhaustion, all at once,
+/// while the outside world works the same state directory (`torture/outside.rs`): `git
+/// clean -qfdX`, `git pull` of another clone's commits that add, remove, move, hand over and
+/// re-create allocations of the world's own owners in the storm's and the churn's pools,
+/// `cp` of the storming owner's file over itself (and of other stable files), `touch`. None
+/// of those changes gives an owner a second address, so every storming identity holds one
+/// address and every process printed it, each fill hands out each candidate once, the churn
+/// never loses an allocation, the invariants hold after every round, and every process exits
+/// 0, 4 or 5 (or 1 when `git clean` deleted its temporary file; it then runs again).
+#[test]
+fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() {
+    const NS: &str = "tenant/outside";
+    let (rounds, identities, per_identity, workers, fillers) = if long_run() {
+        (300, 3, 16, 6, 20)
+    } else {
+        (4, 2, 8, 3, 16)
+    };
+    let fill_candidates = 14; // a /28
+    let mut stress = Stress::new("outside");
+    stress.apply(&format!(
+        "{}---\n{}",
+        pool_yaml("storm", Some(NS), "10.60.0.0/20", &[]),
+        pool_yaml("churn", None, "10.61.0.0/27", &[])
+    ));
+    stress.start_world(outside::Config {
+        // The storms claim within 10.60.0.0/21 (2,046 addresses). The churn's workers hold
+        // at most `workers` addresses at once and allocation goes lowest first, so they stay
+        // below .17.
+        slots: vec![
+            Slots::range(Some(NS), "storm", "10.60.8.1", "10.60.8.120"),
+            Slots::range(None, "churn", "10.61.0.17", "10.61.0.30"),
+        ],
+        // Storm and fill owners are never released; churn owners are, and the world's own
+        // allocations change with its pulls.
+        stable: |m| {
+            let name = m.spec.owner.name();
+            name.starts_with("vm-") || name.starts_with("fill-")
+        },
+    });
+    let history: Vec<Mutex<Vec<Ipv4Addr>>> = (0..workers).map(|_| Default::default()).collect();
+    let conflicts = AtomicUsize::new(0);
+    for r in 0..rounds {
+        let fill = format!("fill-{r}");
+        let cidr = format!("10.62.{}.{}/28", r / 16, r % 16 * 16);
+        stress.apply(&pool_yaml(&fill, None, &cidr, &[]));
+        let width = identities * per_identity + workers + fillers;
+        stress.round_in_world(width, |state, world, found| {
+            let world = world.expect("the world was started");
+            let owner = |k: usize| format!("VirtualMachine/vm-{r}-{k}/0");
+            let uid = |k: usize| format!("uid-{r}-{k}");
+            world.note(format!("round {r}"));
+            // Identity 0's file is copied over itself in a tight loop once it exists.
+            world.focus(Some(NS), &owner(0), Some(&uid(0)));
+            let run = |argv: &[String]| world.run(state, argv);
+            let storm = || {
+                let mut found = Vec::new();
+                let argvs: Vec<Vec<String>> = (0..identities * per_identity)
+                    .map(|i| {
+                        let k = i % identities;
+                        argv(&[
+                            "-n",
+                            NS,
+                            "allocate",
+                            "storm",
+                            "--owner",
+                            &owner(k),
+                            "--uid",
+                            &uid(k),
+                            "--within",
+                            "10.60.0.0/21",
+                        ])
+                    })
+                    .collect();
+                let outs = state.run_all_by(&argvs, run);
+                let scan = world.steady(|| state.scan());
+                for (i, out) in outs.iter().enumerate() {
+                    world.note(format!("round {r} storm {i}: {}", out.describe()));
+                }
+                for k in 0..identities {
+                    let mut printed = BTreeSet::new();
+                    for out in outs.iter().skip(k).step_by(identities) {
+                        match address(out) {
+                            Some(a) if out.code == Some(code::OK) && !out.crashed() => {
+                                printed.insert(a);
+                            }
+                            _ => found.push(format!("round {r}: {}", unexpected(out))),
+                        }
+                    }
+                    let held = scan.held_by(Some(NS), "storm", &owner(k), Some(&uid(k)));
+                    if held.len() != 1 || printed.iter().ne(held.iter()) {
+                        found.push(format!(
+                            "round {r}: identity {k} was printed {printed:?} and holds {held:?}"
+                        ));
+                    }
+                }
+                found
+            };
+            let fills = || {
+                let mut found = Vec::new();
+                let filler = |i: usize| format!("FloatingIP/fill-{r}-{i}");
+                let argvs: Vec<Vec<String>> = (0..fillers)
+                    .map(|i| argv(&["allocate", &fill, "--owner", &filler(i)]))
+                    .collect();
+                let outs = state.run_all_by(&argvs, run);
+                let mut won = Vec::new();
+                for (i, out) in outs.iter().enumerate() {
+                    match (out.code, address(out)) {
+                        (Some(code::OK), Some(a)) if !out.crashed() => won.push((i, a)),
+                        (Some(code::EXHAUSTED), _) if !out.crashed() => {}
+                        _ => found.push(format!("round {r}: {}", unexpected(out))),
+                    }
+                }
+                let distinct: HashSet<Ipv4Addr> = won.iter().map(|&(_, a)| a).collect();
+                if won.len() != fill_candidates || distinct.len() != fill_candidates {
+                    found.push(format!(
+                        "round {r}: {} fillers won {} distinct addresses of {fill_candidates}",
+                        won.len(),
+                        distinct.len()
+                    ));
+                }
+                let scan = world.steady(|| state.scan());
+                for &(i, a) in &won {
+                    let held = scan.held_by(None, &fill, &filler(i), None);
+                    if held != [a] {
+                        found.push(format!(
+                            "round {r}: fill-{r}-{i} was told {a} but holds {held:?}"
+                        ));
+                    }
+                }
+                found
+            };
+            thread::scope(|s| {
+                let storm = s.spawn(storm);
+                let fills = s.spawn(fills);
+                let churn: Vec<_> = (0..workers)
+                    .map(|w| {
+                        let (history, conflicts) = (&history[w], &conflicts);
+                        s.spawn(move || {
+                            let mut history = history.lock().expect("one worker per history");
+                            churn_once(state, Some(world), "churn", w, r, &mut history, conflicts)
+                        })
+                    })
+                    .collect();
+                found.extend(storm.join().expect("the storm thread panicked"));
+                found.extend(fills.join().expect("the fill thread panicked"));
+                for one in churn {
+                    found.extend(one.join().expect("a churn worker panicked"));
+                }
+            });
+        });
+    }
+    eprintln!(
+        "outside: {} guarded releases of addresses held by someone else were refused (exit 4)",
+        conflicts.load(Ordering::Relaxed)
+    );
     stress.finish();
 }

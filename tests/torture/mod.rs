@@ -13,6 +13,8 @@
 // Every test crate uses a different subset.
 #![allow(dead_code)]
 
+pub mod outside;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::net::Ipv4Addr;
@@ -171,7 +173,17 @@ impl State {
     /// Runs every argument vector as its own process, all released at once from a barrier,
     /// and returns the outcomes in the same order.
     pub fn run_all(&self, argvs: &[Vec<String>]) -> Vec<Outcome> {
+        self.run_all_by(argvs, |argv| self.run(argv))
+    }
+
+    /// [`State::run_all`], each process run by `run` (which may run it again).
+    pub fn run_all_by(
+        &self,
+        argvs: &[Vec<String>],
+        run: impl Fn(&[String]) -> Outcome + Sync,
+    ) -> Vec<Outcome> {
         let gate = Arc::new(Barrier::new(argvs.len()));
+        let run = &run;
         thread::scope(|s| {
             let handles: Vec<_> = argvs
                 .iter()
@@ -179,7 +191,7 @@ impl State {
                     let gate = Arc::clone(&gate);
                     s.spawn(move || {
                         gate.wait();
-                        self.run(argv)
+                        run(argv)
                     })
                 })
                 .collect();

@@ -826,12 +826,12 @@ fn the_tools_own_lock_and_index_files_are_not_findings() {
     assert!(!state.path("cluster/ipampools/.public-zone-a.lock").exists());
     assert!(
         state
-            .path(&format!("{ACME_ALLOCS}/.index/vpc-main.idx"))
+            .path(&format!(".index/{ACME_ALLOCS}/vpc-main.idx"))
             .exists()
     );
     assert!(
         state
-            .path(&format!("{ACME_ALLOCS}/.index/vpc-main.owners"))
+            .path(&format!(".index/{ACME_ALLOCS}/vpc-main.owners"))
             .is_dir()
     );
     state.expect(&[]);

@@ -815,14 +815,19 @@ fn symlinks_in_the_owner_index_lead_no_write_outside_the_root() {
     // The hint file of the owner `every_command` allocates for.
     let new_owner = ipamctl::model::Owner::parse("FloatingIP/new", None).expect("an owner");
     let hint = format!(
-        "cluster/ipallocations/.index/p.owners/{:016x}",
+        ".index/cluster/ipallocations/p.owners/{:016x}",
         new_owner.key()
     );
     let index_links = [
+        (".index", "index", true),
+        (".index/cluster", "index", true),
+        (".index/cluster/ipallocations", "index", true),
+        (".index/cluster/ipallocations/p.idx", "victim", false),
+        (".index/cluster/ipallocations/p.owners", "owners", true),
+        (hint.as_str(), "victim", false),
+        // Where ipamctl 0.1 kept its index and locks.
         ("cluster/ipallocations/.index", "index", true),
         ("cluster/ipallocations/.index/journal", "victim", false),
-        ("cluster/ipallocations/.index/p.owners", "owners", true),
-        (hint.as_str(), "victim", false),
         ("cluster/ipallocations/.index/p.lock-00", "victim", false),
     ];
     for (rel, target, is_dir) in index_links {
@@ -832,6 +837,9 @@ fn symlinks_in_the_owner_index_lead_no_write_outside_the_root() {
             fs::create_dir_all(&dest).expect("create the target");
         }
         let path = state.root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("create the parent");
+        }
         if path.is_dir() {
             fs::remove_dir_all(&path).expect("remove the original");
         } else if path.exists() {

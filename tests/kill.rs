@@ -407,7 +407,7 @@ fn an_allocation_replaced_outside_ipamctl_on_a_recycled_inode_is_found_by_its_ow
     std::thread::sleep(std::time::Duration::from_millis(200));
     let other = state.run(&["allocate", "p", "--owner", "FloatingIP/other"]);
     assert_eq!(other.stdout, "10.40.0.2\n", "{}", other.describe());
-    let index = state.root.join("cluster/ipallocations/.index/p.idx");
+    let index = state.root.join(".index/cluster/ipallocations/p.idx");
     let recorded = std::fs::read_to_string(&index).unwrap();
     assert!(recorded.contains("\n10.40.0.1 "), "{recorded}");
 

@@ -674,6 +674,51 @@ fn git_clean(root: &Path) {
         .status();
 }
 
+/// `git clean -fdX` removes a directory whole when everything in it is ignored. An
+/// allocations directory whose only other entries are ipamctl's own ignored files (a
+/// temporary file, an index), if git decides so just before a claim is renamed into it,
+/// loses that claim after `allocate` printed it. Sixty claims, each the first in a new
+/// namespace's allocations directory, while `git clean -qfdX` runs in a loop: every printed
+/// address keeps its file.
+#[test]
+fn git_clean_never_deletes_a_printed_claim_in_a_new_allocations_directory() {
+    let _serial = serial();
+    let state = State::new();
+    let pools: Vec<String> = (0..60)
+        .map(|i| pool_yaml("p", Some(&format!("ns{i}")), &format!("10.1.{i}.0/24"), &[]))
+        .collect();
+    let out = state.apply(&pools.join("---\n"));
+    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    under_git(&state.root);
+    let mut lost = Vec::new();
+    while_looping(
+        || git_clean(&state.root),
+        || {
+            for i in 0..60 {
+                let ns = format!("ns{i}");
+                let out = state.run(&["-n", &ns, "allocate", "p", "--owner", "FloatingIP/x"]);
+                if out.code != Some(code::OK) {
+                    // A claim that failed printed nothing: nothing is lost.
+                    assert_eq!(out.code, Some(code::FAILURE), "{}", out.describe());
+                    continue;
+                }
+                let address = out.stdout.trim().replace('.', "-");
+                let file = state
+                    .root
+                    .join(format!("namespaces/{ns}/ipallocations/p-{address}.yaml"));
+                thread::sleep(Duration::from_millis(50));
+                if !file.exists() {
+                    lost.push(format!("{ns}: {}", out.stdout.trim()));
+                }
+            }
+        },
+    );
+    assert!(
+        lost.is_empty(),
+        "printed, then deleted by git clean: {lost:?}"
+    );
+}
+
 /// Finding 3 with real git: `git clean -qfdX` in a loop in the state directory's working
 /// tree while forty `allocate` for one owner run at once: exactly one address for the owner.
 #[test]
@@ -840,9 +885,11 @@ fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside()
     let victim_dir = state.outside.join("victim-dir");
     fs::create_dir(&victim_dir).expect("create the victim directory");
 
-    let index = state.root.join("cluster/ipallocations/.index");
+    let index = state.root.join(".index");
     let mut targets: Vec<PathBuf> = vec![index.clone()];
     let mut stack = vec![index];
+    // Where ipamctl 0.1 kept its index.
+    targets.push(state.root.join("cluster/ipallocations/.index"));
     while let Some(dir) = stack.pop() {
         for entry in fs::read_dir(&dir).expect("read the index").flatten() {
             targets.push(entry.path());

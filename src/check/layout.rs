@@ -225,6 +225,10 @@ impl Walker {
                     "is not a directory; the layout needs a directory here",
                 ),
                 (_, Kind::File) if name.starts_with(TMP_PREFIX) => self.leftover(root_fd, &item),
+                // The derived index and the temporary files of writes in flight: only the
+                // temporary files can be findings (left by a process that died).
+                (INDEX_DIR, Kind::Dir) => self.scratch(root_fd, &item),
+                (INDEX_DIR, Kind::Symlink) => self.foreign(&item, ""),
                 // Everything else at the root belongs to whoever put it there.
                 _ => {}
             }
@@ -404,6 +408,18 @@ impl Walker {
     }
 
     /// A temporary file `item` of `dir`, dated by an `fstatat` that does not follow.
+    /// `<root>/.index/`: its `.tmp-*` files are leftovers; the rest is a cache nobody reviews.
+    fn scratch(&mut self, parent: &OwnedFd, dir: &Item) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        for item in self.entries(&fd, &dir.rel) {
+            if item.kind == Kind::File && item.name.starts_with(TMP_PREFIX) {
+                self.leftover(&fd, &item);
+            }
+        }
+    }
+
     fn leftover(&mut self, dir: &OwnedFd, item: &Item) {
         let Ok(Some(stat)) = beneath::stat(dir, &item.raw) else {
             return; // gone since the listing: the write it belonged to finished

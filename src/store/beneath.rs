@@ -264,24 +264,32 @@ macro_rules! step {
     };
 }
 
-/// Writes `bytes` as `name` in `dir` through a temporary file created there (mode 0666 less
-/// the umask, like any file: the state is shared by every user and job that runs ipamctl on
-/// it, and by git). With `durable`, the data is `fsync`ed before the name is made, and the
-/// directory after, so the name never points at incomplete bytes and survives a power loss.
-/// Returns `false` (and writes nothing) when `CreateOnly` finds the name taken.
+/// Writes `bytes` as `name` in `dir` through a new temporary file (mode 0666 less the
+/// umask, like any file: the state is shared by every user and job that runs ipamctl on it,
+/// and by git), created in the directory `scratch` returns (else in `dir` itself; either
+/// way on the same file system, or the rename would fail and `dir` is used). With
+/// `durable`, the data is `fsync`ed before the name is made, and the directory after, so the
+/// name never points at incomplete bytes and survives a power loss. Returns `false` (and
+/// writes nothing) when `CreateOnly` finds the name taken.
 pub fn write(
     dir: impl AsFd,
     name: &str,
     bytes: &[u8],
     mode: WriteMode,
     durable: bool,
+    scratch: &dyn Fn() -> Option<OwnedFd>,
 ) -> Confined<bool> {
     let dir = dir.as_fd();
+    let mut beside = false;
     // `git clean -fdX` may delete the temporary file (it is git-ignored) before the rename
     // that would have given it its name: write it again, a few times.
     for _ in 0..3 {
-        if let Some(done) = write_once(dir, name, bytes, mode, durable)? {
-            return Ok(done);
+        let tmp_dir = if beside { None } else { scratch() };
+        let tmp_dir = tmp_dir.as_ref().map_or(dir, |d| d.as_fd());
+        match write_once(tmp_dir, dir, name, bytes, mode, durable)? {
+            Attempt::Done(done) => return Ok(done),
+            Attempt::Vanished => {}
+            Attempt::OtherFileSystem => beside = true,
         }
     }
     Err(Refused::Io(io::Error::other(
@@ -289,19 +297,29 @@ pub fn write(
     )))
 }
 
-/// One attempt of [`write`]; `None` when the temporary file vanished before the rename.
+/// How one attempt of [`write`] ended.
+enum Attempt {
+    /// Written (`true`), or the name was taken (`false`).
+    Done(bool),
+    /// The temporary file vanished before the rename.
+    Vanished,
+    /// The scratch directory is on another file system than the target.
+    OtherFileSystem,
+}
+
 fn write_once(
+    tmp_dir: BorrowedFd<'_>,
     dir: BorrowedFd<'_>,
     name: &str,
     bytes: &[u8],
     mode: WriteMode,
     durable: bool,
-) -> Confined<Option<bool>> {
+) -> Confined<Attempt> {
     // A random name created exclusively: nothing planted can be opened in its place.
     let tmp = format!("{TMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = openat(dir, tmp.as_str(), flags, Mode::from_raw_mode(0o666))?;
-    let written = (|| -> Confined<Option<bool>> {
+    let fd = openat(tmp_dir, tmp.as_str(), flags, Mode::from_raw_mode(0o666))?;
+    let written = (|| -> Confined<Attempt> {
         let mut file = std::fs::File::from(fd);
         file.write_all(bytes)?;
         step!(durable, "write-after-temp-written");
@@ -313,16 +331,18 @@ fn write_once(
             WriteMode::CreateOnly => RenameFlags::NOREPLACE,
             WriteMode::Replace => RenameFlags::empty(),
         };
-        match renameat_with(dir, tmp.as_str(), dir, name, flags) {
-            Ok(()) => Ok(Some(true)),
-            Err(Errno::EXIST) => Ok(Some(false)),
-            Err(Errno::NOENT) => Ok(None),
+        match renameat_with(tmp_dir, tmp.as_str(), dir, name, flags) {
+            Ok(()) => Ok(Attempt::Done(true)),
+            Err(Errno::EXIST) => Ok(Attempt::Done(false)),
+            Err(Errno::NOENT) => Ok(Attempt::Vanished),
+            Err(Errno::XDEV) => Ok(Attempt::OtherFileSystem),
             // A file system without RENAME_NOREPLACE: link(2) also refuses an existing name.
             Err(Errno::INVAL) if mode == WriteMode::CreateOnly => {
-                match rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty()) {
-                    Ok(()) => Ok(Some(true)),
-                    Err(Errno::EXIST) => Ok(Some(false)),
-                    Err(Errno::NOENT) => Ok(None),
+                match rustix::fs::linkat(tmp_dir, tmp.as_str(), dir, name, AtFlags::empty()) {
+                    Ok(()) => Ok(Attempt::Done(true)),
+                    Err(Errno::EXIST) => Ok(Attempt::Done(false)),
+                    Err(Errno::NOENT) => Ok(Attempt::Vanished),
+                    Err(Errno::XDEV) => Ok(Attempt::OtherFileSystem),
                     Err(e) => Err(e.into()),
                 }
             }
@@ -330,9 +350,9 @@ fn write_once(
         }
     })();
     // Gone already after a rename; after a link, or a failure, the temporary name goes.
-    let _ = unlinkat(dir, tmp.as_str(), AtFlags::empty());
+    let _ = unlinkat(tmp_dir, tmp.as_str(), AtFlags::empty());
     let written = written?;
-    if written != Some(true) {
+    if !matches!(written, Attempt::Done(true)) {
         return Ok(written);
     }
     step!(durable, "write-after-name-claimed");
@@ -340,7 +360,12 @@ fn write_once(
         rustix::fs::fsync(dir)?;
     }
     step!(durable, "write-after-dir-synced");
-    Ok(Some(true))
+    Ok(Attempt::Done(true))
+}
+
+/// No scratch directory: [`write`] makes its temporary file beside the target.
+pub fn beside() -> Option<OwnedFd> {
+    None
 }
 
 /// Appends `bytes` to the existing regular file `name` in `dir` in one `write`; `false` if
@@ -476,8 +501,8 @@ mod tests {
         symlink(&victim, root.path().join("f")).unwrap();
         let fd = std::fs::File::open(root.path()).unwrap();
         assert!(matches!(read(&fd, "f", 10), Err(Refused::Symlink)));
-        assert!(!write(&fd, "f", b"new", WriteMode::CreateOnly, false).unwrap());
-        assert!(write(&fd, "f", b"new", WriteMode::Replace, false).unwrap());
+        assert!(!write(&fd, "f", b"new", WriteMode::CreateOnly, false, &beside).unwrap());
+        assert!(write(&fd, "f", b"new", WriteMode::Replace, false, &beside).unwrap());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         assert_eq!(
             std::fs::read_to_string(root.path().join("f")).unwrap(),

@@ -9,10 +9,15 @@
 //! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
 //! <root>/namespaces/<ns segments>/ipampools/<pool>.yaml
 //! <root>/namespaces/<ns segments>/ipallocations/<pool>-<a-b-c-d>.yaml
-//! ipallocations/.index/<pool>.idx                 owner index, stat-validated (super::index)
-//! ipallocations/.index/<pool>.owners/<key>        owner key -> address hint
-//! .tmp-*  (in any directory above)                temporary files of writes in flight
+//! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (super::index)
+//! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
+//! <root>/.index/.tmp-*                            temporary files of writes in flight
 //! ```
+//!
+//! Everything derived or in flight lives in the one git-ignored `.index/` at the root, never
+//! beside the manifests: a directory holding nothing but ignored entries is removed whole by
+//! `git clean -fdX`, and a claim renamed into it at that moment would go with it, after
+//! ipamctl printed it. An object directory holds manifests only.
 //!
 //! Everything below the root is opened beneath the root's handle without following a
 //! symlink ([`super::beneath`]): nothing planted in the state directory can make ipamctl read
@@ -23,10 +28,10 @@
 //! # Write protocol, and the crash window each step closes
 //!
 //! `create` (every claim):
-//! 1. write the manifest to a new `.tmp-<random>` in the target directory and `fsync` it: a
-//!    crash leaves only a dot-file that no reader takes for a manifest (`check --fix` removes
-//!    it once it is old);
-//! 2. rename it to `<name>.yaml` without replacing (`renameat2(RENAME_NOREPLACE)`, or
+//! 1. write the manifest to a new `.index/.tmp-<random>` and `fsync` it: a crash leaves only
+//!    a git-ignored dot-file that no reader takes for a manifest (`check --fix` removes it
+//!    once it is old);
+//! 2. rename it to `<dir>/<name>.yaml` without replacing (`renameat2(RENAME_NOREPLACE)`, or
 //!    `link(2)` where the file system lacks it): the single atomic step that claims the
 //!    name. It fails if the name exists, which is how concurrent claimers of one address are
 //!    arbitrated. The data was synced first, so the name never points at incomplete bytes,
@@ -204,6 +209,7 @@ impl FsStore {
             GITIGNORE.as_bytes(),
             WriteMode::Replace,
             false,
+            &beneath::beside,
         )
         .map_err(|e| refused(root.join(".gitignore"), e))?;
         beneath::write(
@@ -212,6 +218,7 @@ impl FsStore {
             marker_text.as_bytes(),
             WriteMode::CreateOnly,
             true,
+            &beneath::beside,
         )
         .map_err(|e| refused(marker, e))?;
         Ok(true)
@@ -426,7 +433,7 @@ impl FsStore {
         );
         if !changes.is_empty() {
             // Best effort: a lost index only costs reads (and a read-only directory has none).
-            let _ = self.save_index(dir, pool, &mut index, &changes);
+            let _ = self.save_index(ns, pool, &mut index, &changes);
         }
         Ok(scanned)
     }
@@ -436,10 +443,11 @@ impl FsStore {
     fn names_and_index(
         &self,
         dir: &OwnedFd,
+        ns: Option<&Namespace>,
         pool: &str,
     ) -> Result<(Vec<(Ipv4Addr, String)>, Index)> {
         std::thread::scope(|s| {
-            let index = s.spawn(|| self.load_index(dir, pool));
+            let index = s.spawn(|| self.load_index(dir, ns, pool));
             let names = self
                 .pool_names(dir, Some(pool))
                 .map(|mut by_pool| by_pool.remove(pool).unwrap_or_default());
@@ -450,9 +458,9 @@ impl FsStore {
         })
     }
 
-    fn load_index(&self, dir: &OwnedFd, pool: &str) -> Index {
+    fn load_index(&self, dir: &OwnedFd, ns: Option<&Namespace>, pool: &str) -> Index {
         let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
-        beneath::open_dir(dir, Path::new(INDEX_DIR))
+        self.index_dir(ns, false)
             .ok()
             .and_then(|index_dir| {
                 beneath::read(
@@ -474,13 +482,13 @@ impl FsStore {
     /// mostly history.
     fn save_index(
         &self,
-        dir: &OwnedFd,
+        ns: Option<&Namespace>,
         pool: &str,
         index: &mut Index,
         changes: &[Change],
     ) -> std::result::Result<(), Refused> {
         failpoint!("index-before-write");
-        let index_dir = self.index_dir(dir)?;
+        let index_dir = self.index_dir(ns, true)?;
         let file = format!("{pool}{INDEX_SUFFIX}");
         if index.lines > 0
             && !index.wants_rewrite(changes.len())
@@ -495,18 +503,35 @@ impl FsStore {
             index.render().as_bytes(),
             WriteMode::Replace,
             false,
+            &beneath::beside,
         )?;
         Ok(())
     }
 
-    /// `.index/` of an allocations directory, created if missing.
-    fn index_dir(&self, dir: &OwnedFd) -> std::result::Result<OwnedFd, Refused> {
-        beneath::subdir(dir, INDEX_DIR)
+    /// The index directory of the allocations of `ns`: `.index/<allocations dir>` (created
+    /// with `create`).
+    fn index_dir(
+        &self,
+        ns: Option<&Namespace>,
+        create: bool,
+    ) -> std::result::Result<OwnedFd, Refused> {
+        let rel = Path::new(INDEX_DIR).join(FsStore::relative_dir(ObjectKind::Allocation, ns));
+        if create {
+            beneath::open_or_create_dir(&self.fd, &rel)
+        } else {
+            beneath::open_dir(&self.fd, &rel)
+        }
+    }
+
+    /// Where writes make their temporary files: `.index/` at the root, made again if `git
+    /// clean` removed it.
+    fn scratch(&self) -> Option<OwnedFd> {
+        beneath::subdir(&self.fd, INDEX_DIR).ok()
     }
 
     /// The address `key`'s hint names in `pool`, if any.
-    fn hint(&self, dir: &OwnedFd, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
-        let index_dir = beneath::open_dir(dir, Path::new(INDEX_DIR)).ok()?;
+    fn hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
+        let index_dir = self.index_dir(ns, false).ok()?;
         let hints =
             beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
         let file = beneath::read(&hints, format!("{key:016x}"), 64).ok()??;
@@ -518,10 +543,10 @@ impl FsStore {
     }
 
     /// Records `address` as `key`'s hint (best effort).
-    fn write_hint(&self, dir: &OwnedFd, pool: &PoolName, key: u64, address: Ipv4Addr) {
+    fn write_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64, address: Ipv4Addr) {
         failpoint!("index-before-hint");
         let _ = self
-            .index_dir(dir)
+            .index_dir(ns, true)
             .and_then(|index_dir| beneath::subdir(index_dir, &format!("{pool}{HINTS_SUFFIX}")))
             .and_then(|hints| {
                 beneath::write(
@@ -530,6 +555,7 @@ impl FsStore {
                     format!("{address}\n").as_bytes(),
                     WriteMode::Replace,
                     false,
+                    &beneath::beside,
                 )
             });
     }
@@ -689,8 +715,10 @@ impl Store for FsStore {
         if let Ok(Some(_)) = beneath::stat(&*dir, &file) {
             return Ok(false);
         }
-        beneath::write(&*dir, &file, bytes, WriteMode::CreateOnly, true)
-            .map_err(|e| write_error(self.path(kind, ns, &file), e))
+        beneath::write(&*dir, &file, bytes, WriteMode::CreateOnly, true, &|| {
+            self.scratch()
+        })
+        .map_err(|e| write_error(self.path(kind, ns, &file), e))
     }
 
     fn replace(
@@ -702,8 +730,10 @@ impl Store for FsStore {
     ) -> Result<()> {
         let dir = self.dir(kind, ns, true)?.expect("created");
         let file = format!("{name}.yaml");
-        beneath::write(&*dir, &file, bytes, WriteMode::Replace, true)
-            .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
+        beneath::write(&*dir, &file, bytes, WriteMode::Replace, true, &|| {
+            self.scratch()
+        })
+        .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
         Ok(())
     }
 
@@ -826,7 +856,7 @@ impl Store for FsStore {
             return Ok(lookup);
         };
         let key = owner.key();
-        if let Some(address) = self.hint(&dir, pool, key) {
+        if let Some(address) = self.hint(ns, pool, key) {
             let name = crate::model::allocation_name(pool, address);
             if let Some((Ok(m), _)) = self.read_allocation(&dir, ns, &format!("{name}.yaml"))?
                 && m.spec.owner == *owner
@@ -836,7 +866,7 @@ impl Store for FsStore {
                 return Ok(lookup);
             }
         }
-        let listed = self.names_and_index(&dir, pool.as_str())?;
+        let listed = self.names_and_index(&dir, ns, pool.as_str())?;
         let text = index::owner_text(owner);
         let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
         lookup.taken = scanned.taken;
@@ -855,7 +885,7 @@ impl Store for FsStore {
             }
         }
         if let Some(held) = &lookup.held {
-            self.write_hint(&dir, pool, key, held.spec.address);
+            self.write_hint(ns, pool, key, held.spec.address);
         }
         Ok(lookup)
     }
@@ -867,9 +897,7 @@ impl Store for FsStore {
         owner: &Owner,
         address: Ipv4Addr,
     ) {
-        if let Ok(Some(dir)) = self.dir(ObjectKind::Allocation, ns, false) {
-            self.write_hint(&dir, pool, owner.key(), address);
-        }
+        self.write_hint(ns, pool, owner.key(), address);
     }
 
     fn find_allocations(
@@ -884,7 +912,7 @@ impl Store for FsStore {
         let mut found = Vec::new();
         let wanted = |text: &str| index::text_matches(text, filter);
         for (pool, names) in self.pool_names(&dir, pool.map(PoolName::as_str))? {
-            let index = self.load_index(&dir, &pool);
+            let index = self.load_index(&dir, ns, &pool);
             for (_, name, parsed) in self.scan(&dir, ns, &pool, (names, index), &wanted)?.hits {
                 match &parsed {
                     Ok(m) if !filter.matches(&m.spec.owner) => {}
@@ -943,7 +971,7 @@ mod tests {
         // Old enough to be recorded by the next look-up.
         std::thread::sleep(std::time::Duration::from_millis(150));
         assert!(store.find_owner(None, &pool, &b).unwrap().held.is_none());
-        let index = std::fs::read_to_string(dir.path().join("cluster/ipallocations/.index/p.idx"));
+        let index = std::fs::read_to_string(dir.path().join(".index/cluster/ipallocations/p.idx"));
         assert!(index.unwrap().contains(" FloatingIP a -\n"));
 
         let file = dir

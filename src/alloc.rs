@@ -123,6 +123,25 @@ pub fn read_allocation(
     ))
 }
 
+/// [`read_allocation`], giving a file that does not parse half a second to become whole:
+/// `cp` and editors rewrite a file in place (truncate, then write), and a guarded release
+/// must not refuse a file that only looked broken for an instant.
+fn read_whole_allocation(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    name: &str,
+) -> Result<Option<Parsed>> {
+    let mut read = read_allocation(store, ns, name)?;
+    for _ in 0..50 {
+        if !matches!(read, Some(Err(_))) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        read = read_allocation(store, ns, name)?;
+    }
+    Ok(read)
+}
+
 /// Reads a pool manifest; `NotFound` (with a hint naming other scopes that have a pool of
 /// that name) when it does not exist.
 pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
@@ -527,7 +546,7 @@ pub fn release_address(
     // Each turn of the loop takes the lock of the owner the file names; if the file changed
     // hands before the lock was granted, go round again with the new owner.
     for _ in 0..16 {
-        let Some(parsed) = read_allocation(store, ns, &name)? else {
+        let Some(parsed) = read_whole_allocation(store, ns, &name)? else {
             return Ok(Released::NotHeld);
         };
         let manifest = parsed

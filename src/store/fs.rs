@@ -478,6 +478,37 @@ impl FsStore {
             })
     }
 
+    /// The indexes of `pool`, or of every pool of `ns` that has one, by pool name.
+    fn load_indexes(
+        &self,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        pool: Option<&PoolName>,
+    ) -> HashMap<String, Index> {
+        let mut pools = Vec::new();
+        match pool {
+            Some(pool) => pools.push(pool.as_str().to_owned()),
+            None => {
+                if let Ok(index_dir) = self.index_dir(ns, false) {
+                    let _ = beneath::each_name(&index_dir, |name, _| {
+                        if let Some(pool) =
+                            beneath::utf8(name).and_then(|n| n.strip_suffix(INDEX_SUFFIX))
+                        {
+                            pools.push(pool.to_owned());
+                        }
+                    });
+                }
+            }
+        }
+        pools
+            .into_iter()
+            .map(|pool| {
+                let index = self.load_index(dir, ns, &pool);
+                (pool, index)
+            })
+            .collect()
+    }
+
     /// Appends `changes` to the pool's index, or rewrites it whole when it is missing or
     /// mostly history.
     fn save_index(
@@ -911,8 +942,20 @@ impl Store for FsStore {
         };
         let mut found = Vec::new();
         let wanted = |text: &str| index::text_matches(text, filter);
-        for (pool, names) in self.pool_names(&dir, pool.map(PoolName::as_str))? {
-            let index = self.load_index(&dir, ns, &pool);
+        // The pools' indexes are read while the directory is listed, as for an owner look-up.
+        let (by_pool, mut indexes) = std::thread::scope(|s| {
+            let indexes = s.spawn(|| self.load_indexes(&dir, ns, pool));
+            let by_pool = self.pool_names(&dir, pool.map(PoolName::as_str));
+            let indexes = indexes
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (by_pool, indexes)
+        });
+        for (pool, names) in by_pool? {
+            let index = match indexes.remove(&pool) {
+                Some(index) => index,
+                None => self.load_index(&dir, ns, &pool),
+            };
             for (_, name, parsed) in self.scan(&dir, ns, &pool, (names, index), &wanted)?.hits {
                 match &parsed {
                     Ok(m) if !filter.matches(&m.spec.owner) => {}

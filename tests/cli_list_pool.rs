@@ -92,6 +92,42 @@ fn list_json_is_an_array_of_the_manifests_as_in_the_files() {
     assert_eq!(value.as_array().map(Vec::len), Some(4));
 }
 
+/// Files recorded in the owner index as exactly what ipamctl writes are rebuilt from their
+/// records instead of read: the output must not change, and a file edited since (a label
+/// added in place, as `cp` or an editor would) must be read again.
+#[test]
+fn list_answers_from_the_index_exactly_as_from_the_files() {
+    let test = Test::new("populated");
+    let run = |args: &[&str]| {
+        let out = test.command(args).output().expect("run ipamctl");
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    for i in 0..3 {
+        let owner = format!("FloatingIP/plain-{i}");
+        run(&["allocate", "public-zone-a", "--owner", &owner]);
+    }
+    let list = || run(&["list", "-o", "json", "-A"]);
+    let from_files = list();
+    // Old enough to be recorded, then recorded by one look-up; the next is answered from it.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(list(), from_files);
+    let index =
+        std::fs::read_to_string(test.path(".index/cluster/ipallocations/public-zone-a.idx"))
+            .expect("the index was written");
+    assert!(index.contains(" w FloatingIP plain-1 -\n"), "{index}");
+    assert_eq!(list(), from_files);
+
+    let file = test.path("cluster/ipallocations/public-zone-a-203-0-113-5.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    assert!(text.contains("plain-"), "{text}");
+    let labelled = text.replacen("  labels:\n", "  labels:\n    team: web\n", 1);
+    assert_ne!(labelled, text);
+    std::fs::write(&file, labelled).expect("rewrite in place");
+    let after = list();
+    assert!(after.contains("\"team\": \"web\""), "{after}");
+}
+
 #[test]
 fn list_of_many_files_is_sorted_and_warns_once_per_broken_file() {
     // Enough files that `list` reads them on several threads.

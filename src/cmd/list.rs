@@ -2,20 +2,18 @@
 
 use std::io::Write;
 
-use crate::alloc;
 use crate::cli::{GlobalArgs, ListArgs, OutputFormat};
 use crate::error::Result;
-use crate::model::{AllocationManifest, PoolName, parse_allocation_name};
-use crate::parallel::parallel_map;
+use crate::model::{AllocationManifest, PoolName};
 use crate::store::{ObjectKind, Store};
 use crate::{output, yaml};
 
 /// Reads every allocation of the selected scopes that passes the filters, sorted.
 ///
-/// Only files whose name matches `--pool` and `--address` are read, spread over the cores
-/// (reading and decoding thousands of small files is all this command does); with `--owner`
-/// or `--uid`, only the files the store's owner look-up cannot rule out. Warnings about
-/// broken files come in listing order, as from a single thread.
+/// The store reads, spread over the cores, only the allocations its owner index cannot
+/// vouch for (a file exactly as ipamctl wrote it, unchanged since, is rebuilt from its
+/// record) and, with `--owner` or `--uid`, only those that can match. Warnings about broken
+/// files come in name order.
 pub fn collect(
     store: &(dyn Store + Sync),
     g: &GlobalArgs,
@@ -35,34 +33,18 @@ pub fn collect(
     let mut found = Vec::new();
     for ns in super::scopes(store, g)? {
         let ns = ns.as_ref();
-        if !filter.is_empty() {
-            // The owner index answers which files can match: only those are read.
-            let held = alloc::allocations_of(store, ns, pool.as_ref(), &filter)?;
-            found.extend(
-                held.into_iter()
-                    .filter(|m| address.is_none_or(|a| a == m.spec.address)),
-            );
-            continue;
-        }
-        let names: Vec<String> = store
-            .list(ObjectKind::Allocation, ns)?
-            .into_iter()
-            .filter(|name| {
-                parse_allocation_name(name).is_some_and(|(p, addr)| {
-                    pool.as_ref().is_none_or(|want| want.as_str() == p)
-                        && address.is_none_or(|a| a == addr)
-                })
-            })
-            .collect();
-        let read = parallel_map(&names, |name| alloc::read_allocation(store, ns, name));
-        for (name, outcome) in names.iter().zip(read) {
-            match outcome? {
-                Some(Ok(m)) => found.push(m),
-                Some(Err(why)) => eprintln!(
+        // The store reads only what its owner index cannot vouch for (and, with `--owner`
+        // or `--uid`, only the files that can match).
+        let mut listed = store.find_allocations(ns, pool.as_ref(), &filter)?;
+        listed.sort_by(|a, b| a.name.cmp(&b.name));
+        for f in listed {
+            match f.parsed {
+                Ok(m) if address.is_none_or(|a| a == m.spec.address) => found.push(m),
+                Ok(_) => {}
+                Err(why) => eprintln!(
                     "warning: {}: {why} (skipped; run `ipamctl check`)",
-                    store.locate(ObjectKind::Allocation, ns, name)
+                    store.locate(ObjectKind::Allocation, ns, &f.name)
                 ),
-                None => {}
             }
         }
     }

@@ -87,7 +87,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::model::{Namespace, Owner, OwnerFilter, PoolName, parse_allocation_name};
+use crate::model::{
+    AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, parse_allocation_name,
+};
 use crate::parallel::parallel_map;
 use crate::store::beneath::{self, Refused, WriteMode};
 use crate::store::index::{self, Change, Index, Record, Stamp};
@@ -359,11 +361,23 @@ impl FsStore {
     ) -> Result<Scanned> {
         let names = &names;
         let read_start = now_ns();
+        let pool_name = PoolName::new(pool).ok();
         let looked = parallel_map(names, |(address, name)| -> Result<Look> {
             if let Some(record) = index.records.get(address) {
                 match beneath::stat(dir, name) {
                     Ok(Some(stat)) if Stamp::of(&stat) == record.stamp => {
-                        return Ok(Look::Known(wanted(&record.owner)));
+                        if !wanted(&record.owner) {
+                            return Ok(Look::Known);
+                        }
+                        // A file that is exactly the manifest ipamctl writes for this owner
+                        // and address need not be read to be returned: it is rebuilt.
+                        if record.whole
+                            && let Some(pool) = &pool_name
+                            && let Some(owner) = index::parse_owner(&record.owner)
+                        {
+                            let m = AllocationManifest::new(pool, ns, *address, owner);
+                            return Ok(Look::Rebuilt(Box::new(m)));
+                        }
                     }
                     Ok(None) => return Ok(Look::Gone),
                     _ => {}
@@ -386,13 +400,8 @@ impl FsStore {
             }
             match look {
                 Look::Gone => {}
-                Look::Known(false) => {}
-                // The record says it may be wanted: read it for the manifest.
-                Look::Known(true) => {
-                    if let Some((parsed, _)) = self.read_allocation(dir, ns, name)? {
-                        scanned.hits.push((address, stem(name).to_owned(), parsed));
-                    }
-                }
+                Look::Known => {}
+                Look::Rebuilt(m) => scanned.hits.push((address, stem(name).to_owned(), Ok(*m))),
                 Look::Read(parsed, stamp) => {
                     let parsed = *parsed;
                     let learnt = match &parsed {
@@ -400,6 +409,14 @@ impl FsStore {
                             Some(Record {
                                 stamp,
                                 owner: index::owner_text(&m.spec.owner).into(),
+                                whole: pool_name.as_ref().is_some_and(|pool| {
+                                    *m == AllocationManifest::new(
+                                        pool,
+                                        ns,
+                                        address,
+                                        m.spec.owner.clone(),
+                                    )
+                                }),
                             })
                         }
                         _ => None,
@@ -642,8 +659,11 @@ impl FsStore {
 
 /// One allocation file as a scan's first pass saw it.
 enum Look {
-    /// Its status matches its index record; whether the recorded owner is wanted.
-    Known(bool),
+    /// Its status matches its index record, whose owner is not wanted.
+    Known,
+    /// Its status matches its index record, whose owner is wanted, and the record says the
+    /// file is exactly the manifest ipamctl writes for it: this is that manifest.
+    Rebuilt(Box<AllocationManifest>),
     /// Read now, with its status (boxed: most files are `Known`).
     Read(Box<Parsed>, Stamp),
     /// Removed since the listing.
@@ -987,7 +1007,6 @@ fn write_error(path: PathBuf, why: Refused) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::AllocationManifest;
 
     /// The index vouches for a file only while its status is unchanged: a file rewritten in
     /// place (as `cp` does: same inode, same size) is read again.

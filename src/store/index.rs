@@ -21,7 +21,7 @@
 //!
 //! ```text
 //! ipamctl-index 1 <device>
-//! <address> <inode> <size> <mtime ns> <ctime ns> <owner kind> <owner name> <uid or ->
+//! <address> <inode> <size> <mtime ns> <ctime ns> <w|-> <owner kind> <owner name> <uid or ->
 //! <address> -
 //! ```
 
@@ -34,7 +34,7 @@ use rustix::fs::Stat;
 use crate::model::{Owner, OwnerFilter};
 
 /// First word of an index file, with its format version.
-const HEADER: &str = "ipamctl-index 1";
+const HEADER: &str = "ipamctl-index 2";
 
 /// How much older than the start of its read a file's ctime must be for the read to be
 /// recorded: more than the coarsest clock tick a file system stamps files with (10 ms at
@@ -107,6 +107,9 @@ pub struct Record {
     pub stamp: Stamp,
     /// Its owner then, as [`owner_text`].
     pub owner: Box<str>,
+    /// The file was exactly the manifest ipamctl writes for its pool, scope, address and
+    /// owner (no label, nothing else): a reader may rebuild it instead of reading it.
+    pub whole: bool,
 }
 
 impl Record {
@@ -114,8 +117,13 @@ impl Record {
         let s = &self.stamp;
         let _ = writeln!(
             out,
-            "{address} {} {} {} {} {}",
-            s.ino, s.size, s.mtime, s.ctime, self.owner
+            "{address} {} {} {} {} {} {}",
+            s.ino,
+            s.size,
+            s.mtime,
+            s.ctime,
+            if self.whole { "w" } else { "-" },
+            self.owner
         );
     }
 }
@@ -223,7 +231,7 @@ impl Index {
 
 // Byte-wise: a look-up parses one line per allocation of the pool, 50,000 at a time.
 fn parse_line(line: &[u8]) -> Option<Change> {
-    let mut fields = line.splitn(6, |&b| b == b' ');
+    let mut fields = line.splitn(7, |&b| b == b' ');
     let address = parse_address(fields.next()?)?;
     let ino = fields.next()?;
     if ino == b"-" {
@@ -235,6 +243,11 @@ fn parse_line(line: &[u8]) -> Option<Change> {
         mtime: parse_i64(fields.next()?)?,
         ctime: parse_i64(fields.next()?)?,
     };
+    let whole = match fields.next()? {
+        b"w" => true,
+        b"-" => false,
+        _ => return None,
+    };
     let owner = std::str::from_utf8(fields.next()?).ok()?;
     if owner.split(' ').filter(|f| !f.is_empty()).count() != 3 {
         return None;
@@ -244,8 +257,20 @@ fn parse_line(line: &[u8]) -> Option<Change> {
         Record {
             stamp,
             owner: owner.into(),
+            whole,
         },
     ))
+}
+
+/// The owner in `text` (as [`owner_text`] writes it), validated as a manifest's would be.
+pub fn parse_owner(text: &str) -> Option<Owner> {
+    let mut parts = text.split(' ');
+    let (kind, name, uid) = (parts.next()?, parts.next()?, parts.next()?);
+    let uid = match uid {
+        "-" => None,
+        uid => Some(crate::model::Uid::new(uid).ok()?),
+    };
+    Owner::new(kind.parse().ok()?, name, uid).ok()
 }
 
 fn parse_u64(digits: &[u8]) -> Option<u64> {
@@ -292,6 +317,7 @@ mod tests {
                 ctime: 1_700_000_000_123_456_789,
             },
             owner: owner.into(),
+            whole: ino.is_multiple_of(2),
         }
     }
 
@@ -308,7 +334,7 @@ mod tests {
         index.records.insert(b, record(12, WEB));
         index.records.insert(a, record(11, "FloatingIP fip-1 -"));
         let mut text = index.render();
-        assert!(text.starts_with("ipamctl-index 1 2049\n10.0.0.1 11 "));
+        assert!(text.starts_with("ipamctl-index 2 2049\n10.0.0.1 11 "));
         let changes = [Change::Forget(a), Change::Set(b, record(13, WEB))];
         text.push_str(&Index::render_changes(&changes));
         let parsed = Index::parse(text.as_bytes(), 2049);
@@ -348,6 +374,8 @@ mod tests {
         let other = OwnerFilter::new(Some("VirtualMachine/web-011/0"), None).unwrap();
         assert!(text_matches(&text, &prefix));
         assert!(!text_matches(&text, &other));
+        assert_eq!(parse_owner(&text), Some(owner));
+        assert_eq!(parse_owner("VirtualMachine web-01 -"), None);
     }
 
     #[test]

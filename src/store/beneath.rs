@@ -301,7 +301,8 @@ pub fn write(
 enum Attempt {
     /// Written (`true`), or the name was taken (`false`).
     Done(bool),
-    /// The temporary file vanished before the rename.
+    /// The temporary file (or the directory it was to be made in) vanished before the
+    /// rename.
     Vanished,
     /// The scratch directory is on another file system than the target.
     OtherFileSystem,
@@ -318,7 +319,12 @@ fn write_once(
     // A random name created exclusively: nothing planted can be opened in its place.
     let tmp = format!("{TMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = openat(tmp_dir, tmp.as_str(), flags, Mode::from_raw_mode(0o666))?;
+    let fd = match openat(tmp_dir, tmp.as_str(), flags, Mode::from_raw_mode(0o666)) {
+        Ok(fd) => fd,
+        // The scratch directory itself was removed (`git clean`) after it was opened.
+        Err(Errno::NOENT) => return Ok(Attempt::Vanished),
+        Err(e) => return Err(e.into()),
+    };
     let written = (|| -> Confined<Attempt> {
         let mut file = std::fs::File::from(fd);
         file.write_all(bytes)?;

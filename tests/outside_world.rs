@@ -263,6 +263,13 @@ fn handed_to(test: &Test, rel: &str, from: &str, to: &str) -> PathBuf {
 /// repeated (twenty times at most) until the new file has the old one's number; false if it
 /// never did.
 fn replace_git_style(test: &Test, rel: &str, with: &Path) -> bool {
+    try_replace_git_style(test, rel, with).unwrap_or(false)
+}
+
+/// [`replace_git_style`], for a caller that races ipamctl: `None` when an `allocate` claimed
+/// the freed name between the `rm` and the `cp` (cp then refuses: the name exists), so the
+/// file is that claim's, not the replacement.
+fn try_replace_git_style(test: &Test, rel: &str, with: &Path) -> Option<bool> {
     let path = test.path(rel);
     let freed = inode(&path);
     let (path, with) = (
@@ -271,12 +278,24 @@ fn replace_git_style(test: &Test, rel: &str, with: &Path) -> bool {
     );
     for _ in 0..20 {
         sh("rm", &["-f", path], test.root());
-        sh("cp", &[with, path], test.root());
+        let copied = Command::new("cp")
+            .args([with, path])
+            .current_dir(test.root())
+            .output()
+            .expect("start cp");
+        if !copied.status.success() {
+            let why = String::from_utf8_lossy(&copied.stderr);
+            assert!(
+                why.contains("File exists"),
+                "cp {with} {path} failed: {why}"
+            );
+            return None;
+        }
         if inode(Path::new(path)) == freed {
-            return true;
+            return Some(true);
         }
     }
-    false
+    Some(false)
 }
 
 /// Runs `scenario` again (`attempts` times at most) until it reports that the new file it
@@ -398,7 +417,6 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
     let flips = AtomicUsize::new(0);
     let rounds = 10;
     for round in 0..rounds {
-        let owner_now = Mutex::new(String::new());
         let churning = AtomicBool::new(true);
         let churned = while_looping(
             || {
@@ -407,7 +425,11 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
                     return;
                 }
                 let n = flips.fetch_add(1, Ordering::Relaxed) + 1;
-                let current = test.read(&rel);
+                // Released by the churn after a churning allocate took the address: wait.
+                let Ok(current) = fs::read_to_string(test.path(&rel)) else {
+                    thread::sleep(Duration::from_millis(1));
+                    return;
+                };
                 let from = current
                     .lines()
                     .rev()
@@ -416,8 +438,9 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
                     .to_owned();
                 let to = format!("fip-{n}");
                 let replacement = handed_to(&test, &rel, &from, &to);
-                replace_git_style(&test, &rel, &replacement);
-                *owner_now.lock().expect("not poisoned") = format!("FloatingIP/{to}");
+                // None: a churning allocate claimed the freed address between the rm and
+                // the cp, so the file is that claim's; the check below reads the file.
+                let _ = try_replace_git_style(&test, &rel, &replacement);
                 thread::sleep(Duration::from_millis(3 + (n as u64 * 7) % 17));
             },
             || {
@@ -442,7 +465,18 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
         for out in &churned {
             succeeded(out);
         }
-        let owner = owner_now.into_inner().expect("not poisoned");
+        // Whoever the file names now (a replacement, or a churning claim that took the
+        // address between a rm and a cp) must get that address back.
+        let Ok(text) = fs::read_to_string(test.path(&rel)) else {
+            assert_consistent(&test.state());
+            continue;
+        };
+        let name = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("    name: "))
+            .expect("an owner name");
+        let owner = format!("FloatingIP/{name}");
         let got = succeeded(&ipamctl(&test, &["allocate", POOL, "--owner", &owner]));
         assert_eq!(
             got, four,

@@ -89,6 +89,18 @@ impl Refused {
     }
 }
 
+/// A refusal of a confined call, as the error about `path` that the commands report: an I/O
+/// error as such, anything the layout does not allow as a corrupt state directory.
+pub fn refused(path: impl Into<std::path::PathBuf>, why: Refused) -> crate::error::Error {
+    match why {
+        Refused::Io(source) => crate::error::Error::io(path, source),
+        other => crate::error::Error::Corrupt {
+            path: path.into(),
+            message: other.reason(),
+        },
+    }
+}
+
 /// The result of a confined call.
 pub type Confined<T> = std::result::Result<T, Refused>;
 

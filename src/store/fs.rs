@@ -91,7 +91,7 @@ use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, parse_allocation_name,
 };
 use crate::parallel::parallel_map;
-use crate::store::beneath::{self, Refused, WriteMode};
+use crate::store::beneath::{self, Refused, WriteMode, refused};
 use crate::store::index::{self, Change, Index, Record, Stamp};
 use crate::store::lock::{self, Target};
 use crate::store::{Found, LockGuard, LockMode, ObjectKind, OwnerLookup, Parsed, Store};
@@ -699,17 +699,6 @@ fn stem(file: &str) -> &str {
 
 fn scope_text(ns: Option<&Namespace>) -> &str {
     ns.map_or("", |n| n.as_str())
-}
-
-/// A refusal of a confined call, as an error about `path`.
-fn refused(path: PathBuf, why: Refused) -> Error {
-    match why {
-        Refused::Io(source) => Error::io(path, source),
-        other => Error::Corrupt {
-            path,
-            message: other.reason(),
-        },
-    }
 }
 
 fn check_marker(path: &Path, text: &str) -> Result<()> {

@@ -29,7 +29,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 use crate::store::LockMode;
-use crate::store::beneath;
+use crate::store::beneath::{self, refused};
 
 /// A held lock: the open file description that holds it. Dropping it closes the descriptor,
 /// which releases the lock.
@@ -101,11 +101,14 @@ pub fn lock(
                     source: e.into(),
                 });
             }
-            Err(e) => return Err(refused(path, e.into())),
+            Err(e) => return Err(refused(path.to_owned(), e.into())),
         };
         let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(path, e.into()))?;
         if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
-            return Err(refused(path, beneath::Refused::NotAFile("a special file")));
+            return Err(refused(
+                path.to_owned(),
+                beneath::Refused::NotAFile("a special file"),
+            ));
         }
         let kind = match mode {
             LockMode::Shared => libc::F_RDLCK,
@@ -138,21 +141,11 @@ pub fn lock(
                 });
             }
             Ok(Some(_)) => continue,
-            Err(e) => return Err(refused(path, e)),
+            Err(e) => return Err(refused(path.to_owned(), e)),
         }
     }
     Err(Error::Corrupt {
         path: path.to_owned(),
         message: "kept being replaced while ipamctl tried to lock it".into(),
     })
-}
-
-fn refused(path: &Path, why: beneath::Refused) -> Error {
-    match why {
-        beneath::Refused::Io(source) => Error::io(path, source),
-        other => Error::Corrupt {
-            path: path.to_owned(),
-            message: other.reason(),
-        },
-    }
 }

@@ -35,19 +35,25 @@ pub fn collect(
         let ns = ns.as_ref();
         // The store reads only what its owner index cannot vouch for (and, with `--owner`
         // or `--uid`, only the files that can match).
-        let mut listed = store.find_allocations(ns, pool.as_ref(), &filter)?;
-        listed.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut broken = Vec::new();
+        let listed = store.find_allocations(ns, pool.as_ref(), &filter)?;
+        found.reserve(listed.len());
         for f in listed {
             match f.parsed {
                 Ok(m) if address.is_none_or(|a| a == m.spec.address) => found.push(m),
                 Ok(_) => {}
-                Err(why) => eprintln!(
-                    "warning: {}: {why} (skipped; run `ipamctl check`)",
-                    store.locate(ObjectKind::Allocation, ns, &f.name)
-                ),
+                Err(why) => broken.push((f.name, why)),
             }
         }
+        broken.sort();
+        for (name, why) in broken {
+            eprintln!(
+                "warning: {}: {why} (skipped; run `ipamctl check`)",
+                store.locate(ObjectKind::Allocation, ns, &name)
+            );
+        }
     }
+    // Stable, and the store tends to answer in this order already: then this is one pass.
     found.sort_by(|a, b| {
         (&a.metadata.namespace, &a.spec.pool, a.spec.address).cmp(&(
             &b.metadata.namespace,
@@ -66,7 +72,7 @@ pub fn run(
 ) -> Result<()> {
     let found = collect(store, g, args)?;
     match g.output {
-        Some(OutputFormat::Json) => output::write(out, &output::json(&found)),
+        Some(OutputFormat::Json) => output::write_json_list(out, &found),
         Some(OutputFormat::Yaml) => output::write(out, &yaml::encode_stream(&found)),
         Some(OutputFormat::Table) | None => {
             if found.is_empty() {

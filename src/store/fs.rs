@@ -347,35 +347,37 @@ impl FsStore {
         Ok(read)
     }
 
-    /// The allocations of `pool` among `names`: their addresses, and the files whose owner
-    /// may pass `wanted` (given an owner as [`index::owner_text`]), read now. A file is
-    /// ruled out without being read only when its status matches its index record. Records
-    /// what it learnt (best effort).
+    /// The allocations of `pool` among `addresses` (ascending, as listed): the addresses
+    /// they hold, and the files whose owner may pass `wanted` (given an owner as
+    /// [`index::owner_text`]), read now. A file is ruled out without being read only when
+    /// its status matches its index record. Records what it learnt (best effort).
     fn scan(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-        (names, mut index): (Vec<(Ipv4Addr, String)>, Index),
+        (addresses, index): (Vec<Ipv4Addr>, Index),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned> {
-        let names = &names;
         let read_start = now_ns();
         let pool_name = PoolName::new(pool).ok();
-        let looked = parallel_map(names, |(address, name)| -> Result<Look> {
-            if let Some(record) = index.records.get(address) {
-                match beneath::stat(dir, name) {
+        let (records, unlisted) = index.join(&addresses);
+        let listed: Vec<_> = addresses.iter().copied().zip(records).collect();
+        let looked = parallel_map(&listed, |&(address, record)| -> Result<Look> {
+            let file = allocation_file(pool, address);
+            if let Some(record) = record {
+                match beneath::stat(dir, &file) {
                     Ok(Some(stat)) if Stamp::of(&stat) == record.stamp => {
-                        if !wanted(&record.owner) {
+                        if !wanted(record.owner) {
                             return Ok(Look::Known);
                         }
                         // A file that is exactly the manifest ipamctl writes for this owner
                         // and address need not be read to be returned: it is rebuilt.
                         if record.whole
                             && let Some(pool) = &pool_name
-                            && let Some(owner) = index::parse_owner(&record.owner)
+                            && let Some(owner) = index::parse_owner(record.owner)
                         {
-                            let m = AllocationManifest::new(pool, ns, *address, owner);
+                            let m = AllocationManifest::new(pool, ns, address, owner);
                             return Ok(Look::Rebuilt(Box::new(m)));
                         }
                     }
@@ -383,34 +385,30 @@ impl FsStore {
                     _ => {}
                 }
             }
-            Ok(match self.read_allocation(dir, ns, name)? {
-                Some((parsed, stamp)) => Look::Read(Box::new(parsed), stamp),
+            Ok(match self.read_allocation(dir, ns, &file)? {
+                Some((parsed, stamp)) => Look::Read(parsed.map(Box::new), stamp),
                 None => Look::Gone,
             })
         });
         let mut scanned = Scanned::default();
-        let mut changes = Vec::new();
-        let mut listed = std::collections::HashSet::with_capacity(names.len());
-        for ((address, name), look) in names.iter().zip(looked) {
-            let address = *address;
-            listed.insert(address);
+        let mut changes: Vec<Change> = unlisted.into_iter().map(Change::Forget).collect();
+        for (&(address, record), look) in listed.iter().zip(looked) {
             let look = look?;
             if !matches!(look, Look::Gone) {
                 scanned.taken.push(address);
             }
+            let name = || stem(&allocation_file(pool, address)).to_owned();
             match look {
-                Look::Gone => {}
-                Look::Known => {}
-                Look::Rebuilt(m) => scanned.hits.push((address, stem(name).to_owned(), Ok(*m))),
+                Look::Gone | Look::Known => {}
+                Look::Rebuilt(m) => scanned.hits.push((address, name(), Ok(m))),
                 Look::Read(parsed, stamp) => {
-                    let parsed = *parsed;
                     let learnt = match &parsed {
                         Ok(m) if m.spec.address == address && stamp.settled(read_start) => {
                             Some(Record {
                                 stamp,
                                 owner: index::owner_text(&m.spec.owner).into(),
                                 whole: pool_name.as_ref().is_some_and(|pool| {
-                                    *m == AllocationManifest::new(
+                                    **m == AllocationManifest::new(
                                         pool,
                                         ns,
                                         address,
@@ -422,11 +420,11 @@ impl FsStore {
                         _ => None,
                     };
                     match learnt {
-                        Some(r) if index.records.get(&address) != Some(&r) => {
+                        Some(r) if !index::same(record, &r) => {
                             changes.push(Change::Set(address, r));
                         }
                         Some(_) => {}
-                        None if index.records.contains_key(&address) => {
+                        None if record.is_some() => {
                             changes.push(Change::Forget(address));
                         }
                         None => {}
@@ -436,42 +434,35 @@ impl FsStore {
                         Err(_) => true,
                     };
                     if hit {
-                        scanned.hits.push((address, stem(name).to_owned(), parsed));
+                        scanned.hits.push((address, name(), parsed));
                     }
                 }
             }
         }
-        changes.extend(
-            index
-                .records
-                .keys()
-                .filter(|a| !listed.contains(*a))
-                .map(|a| Change::Forget(*a)),
-        );
         if !changes.is_empty() {
             // Best effort: a lost index only costs reads (and a read-only directory has none).
-            let _ = self.save_index(ns, pool, &mut index, &changes);
+            let _ = self.save_index(ns, pool, &index, &changes);
         }
         Ok(scanned)
     }
 
-    /// The allocations of `pool` in `dir` with their addresses, and the pool's index: both
-    /// at once, the index read while the directory is listed.
+    /// The allocations of `pool` in `dir` by address (ascending), and the pool's index:
+    /// both at once, the index read while the directory is listed.
     fn names_and_index(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-    ) -> Result<(Vec<(Ipv4Addr, String)>, Index)> {
+    ) -> Result<(Vec<Ipv4Addr>, Index)> {
         std::thread::scope(|s| {
             let index = s.spawn(|| self.load_index(dir, ns, pool));
-            let names = self
+            let addresses = self
                 .pool_names(dir, Some(pool))
                 .map(|mut by_pool| by_pool.remove(pool).unwrap_or_default());
             let index = index
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            Ok((names?, index))
+            Ok((addresses?, index))
         })
     }
 
@@ -488,11 +479,7 @@ impl FsStore {
                 .ok()
                 .flatten()
             })
-            .map(|file| Index::parse(&file.bytes, dev))
-            .unwrap_or(Index {
-                dev,
-                ..Index::default()
-            })
+            .map_or_else(|| Index::empty(dev), |file| Index::parse(file.bytes, dev))
     }
 
     /// The indexes of `pool`, or of every pool of `ns` that has one, by pool name.
@@ -532,7 +519,7 @@ impl FsStore {
         &self,
         ns: Option<&Namespace>,
         pool: &str,
-        index: &mut Index,
+        index: &Index,
         changes: &[Change],
     ) -> std::result::Result<(), Refused> {
         failpoint!("index-before-write");
@@ -544,11 +531,10 @@ impl FsStore {
         {
             return Ok(());
         }
-        index.apply(changes);
         beneath::write(
             &index_dir,
             &file,
-            index.render().as_bytes(),
+            index.render_with(changes).as_bytes(),
             WriteMode::Replace,
             false,
             &beneath::beside,
@@ -608,32 +594,34 @@ impl FsStore {
             });
     }
 
-    /// The allocation names of `dir`, by pool (only `pool`'s if given), with their addresses.
+    /// The addresses of the allocations in `dir`, ascending, by pool (only `pool`'s if
+    /// given). Only names of the canonical form count (see [`parse_allocation_name`]), so
+    /// [`allocation_file`] gives each one's file name back.
     fn pool_names(
         &self,
         kind_dir: &OwnedFd,
         pool: Option<&str>,
-    ) -> Result<BTreeMap<String, Vec<(Ipv4Addr, String)>>> {
-        let mut by_pool: BTreeMap<String, Vec<(Ipv4Addr, String)>> = BTreeMap::new();
+    ) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
+        let mut by_pool: BTreeMap<String, Vec<Ipv4Addr>> = BTreeMap::new();
         beneath::each_name(kind_dir, |file, _| {
-            let Some(file) = beneath::utf8(file) else {
-                return;
-            };
-            let Some(name) = file.strip_suffix(".yaml") else {
+            let Some(name) = file.strip_suffix(b".yaml").and_then(beneath::utf8) else {
                 return;
             };
             if let Some((p, address)) = parse_allocation_name(name)
                 && pool.is_none_or(|want| want == p)
             {
                 match by_pool.get_mut(p) {
-                    Some(names) => names.push((address, file.to_owned())),
+                    Some(addresses) => addresses.push(address),
                     None => {
-                        by_pool.insert(p.to_owned(), vec![(address, file.to_owned())]);
+                        by_pool.insert(p.to_owned(), vec![address]);
                     }
                 }
             }
         })
         .map_err(|e| refused(self.root.clone(), e))?;
+        for addresses in by_pool.values_mut() {
+            addresses.sort_unstable();
+        }
         Ok(by_pool)
     }
 
@@ -665,10 +653,14 @@ enum Look {
     /// file is exactly the manifest ipamctl writes for it: this is that manifest.
     Rebuilt(Box<AllocationManifest>),
     /// Read now, with its status (boxed: most files are `Known`).
-    Read(Box<Parsed>, Stamp),
+    Read(Boxed, Stamp),
     /// Removed since the listing.
     Gone,
 }
+
+/// A manifest as a scan returns it: boxed, so that tens of thousands of them move through
+/// the scan's vectors as pointers.
+type Boxed = std::result::Result<Box<AllocationManifest>, String>;
 
 /// What a scan found.
 #[derive(Default)]
@@ -676,7 +668,7 @@ struct Scanned {
     /// The addresses the pool's allocations hold.
     taken: Vec<Ipv4Addr>,
     /// The files whose owner may be wanted, and every file that does not parse, read now.
-    hits: Vec<(Ipv4Addr, String, Parsed)>,
+    hits: Vec<(Ipv4Addr, String, Boxed)>,
 }
 
 impl Stamp {
@@ -695,6 +687,14 @@ impl Stamp {
 /// An object name from its file name (`<name>.yaml`).
 fn stem(file: &str) -> &str {
     file.strip_suffix(".yaml").unwrap_or(file)
+}
+
+/// The file name of the allocation of `address` in `pool` (`<pool>-a-b-c-d.yaml`).
+fn allocation_file(pool: &str, address: Ipv4Addr) -> String {
+    let mut file = String::with_capacity(pool.len() + 21);
+    crate::model::push_allocation_name(&mut file, pool, address);
+    file.push_str(".yaml");
+    file
 }
 
 fn scope_text(ns: Option<&Namespace>) -> &str {
@@ -914,11 +914,11 @@ impl Store for FsStore {
             if parsed.is_err()
                 && let Some((again, _)) = self.read_whole(&dir, ns, &format!("{name}.yaml"))?
             {
-                parsed = again;
+                parsed = again.map(Box::new);
             }
             match parsed {
                 Ok(m) if m.spec.owner == *owner && m.spec.address == address => {
-                    lookup.held.get_or_insert(m);
+                    lookup.held.get_or_insert(*m);
                 }
                 Ok(_) => {}
                 Err(why) => lookup.broken.push((name, why)),
@@ -960,15 +960,22 @@ impl Store for FsStore {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (by_pool, indexes)
         });
-        for (pool, names) in by_pool? {
+        for (pool, addresses) in by_pool? {
             let index = match indexes.remove(&pool) {
                 Some(index) => index,
                 None => self.load_index(&dir, ns, &pool),
             };
-            for (_, name, parsed) in self.scan(&dir, ns, &pool, (names, index), &wanted)?.hits {
-                match &parsed {
+            let hits = self
+                .scan(&dir, ns, &pool, (addresses, index), &wanted)?
+                .hits;
+            found.reserve(hits.len());
+            for (_, name, parsed) in hits {
+                match parsed {
                     Ok(m) if !filter.matches(&m.spec.owner) => {}
-                    _ => found.push(Found { name, parsed }),
+                    parsed => found.push(Found {
+                        name,
+                        parsed: parsed.map(|m| *m),
+                    }),
                 }
             }
         }

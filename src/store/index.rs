@@ -17,10 +17,13 @@
 //! without the file's current status agreeing. It is a log: what a look-up learns is
 //! appended (a later line for an address overrides an earlier one, `<address> -` forgets
 //! it), and once most of it is history it is rewritten whole through a temporary file and a
-//! rename. Appends racing a rewrite may be lost; that too only costs reads.
+//! rename. Appends racing a rewrite may be lost; that too only costs reads. An append cut
+//! short (a crash, a full disk) leaves a last line without its newline, which is skipped; an
+//! append after it joins it into one line that no longer parses, or whose owner has more
+//! than three fields and so vouches for nothing (the file is read).
 //!
 //! ```text
-//! ipamctl-index 1 <device>
+//! ipamctl-index 2 <device>
 //! <address> <inode> <size> <mtime ns> <ctime ns> <w|-> <owner kind> <owner name> <uid or ->
 //! <address> -
 //! ```
@@ -567,7 +570,9 @@ mod tests {
         // An owner of two or four fields is kept, but vouches for nothing: every filter
         // wants the file read.
         let only = OwnerFilter::new(Some("FloatingIP/other"), None).unwrap();
-        for owner in ["FloatingIP x", "FloatingIP x - y", "FloatingIP  -"] {
+        // The last is an append cut short and the next append joined to it.
+        let joined = "FloatingIP fi10.0.0.3 14 200 1 1 w FloatingIP fip-3 -";
+        for owner in ["FloatingIP x", "FloatingIP x - y", "FloatingIP  -", joined] {
             let parsed = Index::parse(
                 format!("{text}10.0.0.2 13 200 1 1 - {owner}\n").into_bytes(),
                 1,

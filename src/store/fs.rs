@@ -378,7 +378,7 @@ impl FsStore {
                             && let Some(owner) = index::parse_owner(record.owner)
                         {
                             let m = AllocationManifest::new(pool, ns, address, owner);
-                            return Ok(Look::Rebuilt(Box::new(m)));
+                            return Ok(Look::Rebuilt(m.metadata.name.clone(), Box::new(m)));
                         }
                     }
                     Ok(None) => return Ok(Look::Gone),
@@ -400,7 +400,7 @@ impl FsStore {
             let name = || stem(&allocation_file(pool, address)).to_owned();
             match look {
                 Look::Gone | Look::Known => {}
-                Look::Rebuilt(m) => scanned.hits.push((address, name(), Ok(m))),
+                Look::Rebuilt(name, m) => scanned.hits.push((address, name, Ok(m))),
                 Look::Read(parsed, stamp) => {
                     let learnt = match &parsed {
                         Ok(m) if m.spec.address == address && stamp.settled(read_start) => {
@@ -650,8 +650,9 @@ enum Look {
     /// Its status matches its index record, whose owner is not wanted.
     Known,
     /// Its status matches its index record, whose owner is wanted, and the record says the
-    /// file is exactly the manifest ipamctl writes for it: this is that manifest.
-    Rebuilt(Box<AllocationManifest>),
+    /// file is exactly the manifest ipamctl writes for it: this is that manifest, and its
+    /// object name (made here, on the scan's threads, rather than after them).
+    Rebuilt(String, Box<AllocationManifest>),
     /// Read now, with its status (boxed: most files are `Known`).
     Read(Boxed, Stamp),
     /// Removed since the listing.

@@ -52,6 +52,20 @@ pub struct GlobalArgs {
     )]
     pub state_dir: Option<PathBuf>,
 
+    /// A PostgreSQL database instead of a state directory: `postgresql://USER@HOST/DB` or
+    /// libpq `key=value` pairs (`host=/run/postgresql dbname=ipam sslmode=verify-full`).
+    /// The password comes from the string, `PGPASSWORD` or the password file (`PGPASSFILE`,
+    /// `~/.pgpass`); other `PG*` variables fill in what the string leaves out. Create the
+    /// schema once with `ipamctl --store URL init`. Not with `--state-dir`.
+    #[arg(
+        long,
+        global = true,
+        env = "IPAMCTL_STORE",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub store: Option<String>,
+
     /// Output format. `allocate` prints the address alone unless json or yaml is asked for;
     /// svg is the image of `pool show --map`, and nothing else draws it.
     #[arg(
@@ -105,10 +119,13 @@ pub enum OutputFormat {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Make a directory an ipamctl state directory (idempotent).
+    /// Make a directory an ipamctl state directory, or create the schema in a database
+    /// (idempotent).
     ///
     /// Writes the `.ipamctl` marker (which carries the layout version) and a `.gitignore`
-    /// that keeps locks, the derived index and temporary files out of git.
+    /// that keeps locks, the derived index and temporary files out of git. With `--store`,
+    /// creates or upgrades the `ipamctl` schema of the database in one transaction; a
+    /// schema newer than this ipamctl is refused.
     Init(InitArgs),
     /// Create or update pools from YAML manifests, all or nothing.
     ///

@@ -58,11 +58,9 @@ fn looks_like_pairs(s: &str) -> bool {
 /// parse, too: whatever follows a password marker is hidden.
 pub fn mask(store: &str) -> String {
     let s = store.trim();
-    if let Some(rest) = s
-        .strip_prefix("postgresql://")
-        .or_else(|| s.strip_prefix("postgres://"))
-    {
-        let scheme = &s[..s.len() - rest.len()];
+    // Any URL, not only PostgreSQL's: a mistyped scheme must not print its password either.
+    if let Some(at) = s.find("://") {
+        let (scheme, rest) = (&s[..at + 3], &s[at + 3..]);
         let end = rest.find(['/', '?']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(end);
         let authority = match authority.rfind('@') {
@@ -474,6 +472,7 @@ mod tests {
             "host=db password=hunter2 dbname=ipam",
             "host=db password='hunter2 x' dbname=ipam",
             "host=db password='hunter2",
+            "mysql://alice:hunter2@db/x",
         ] {
             let m = mask(s);
             assert!(!m.contains("hunter2"), "{s} -> {m}");

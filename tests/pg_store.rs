@@ -526,3 +526,125 @@ fn check_is_refused_on_a_database() {
     assert_code(&out, code::INVALID);
     assert_one_error(&out);
 }
+
+/// `ipamctl --store URL init` over TCP with `sslmode`, as `(exit code, stderr)`.
+fn init_over_tcp(db: &Db, host: &str, query: &str) -> std::process::Output {
+    let (port, _) = pg::tls_endpoint();
+    let url = format!("postgresql://postgres@{host}:{port}/{}?{query}", db.name());
+    std::process::Command::new(pg::BIN)
+        .args(["--store", &url, "init"])
+        .env_remove("IPAMCTL_STATE_DIR")
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn tls_sslmodes_require_verify_ca_and_verify_full() {
+    let db = Db::empty();
+    let (_, cert) = pg::tls_endpoint();
+    let root = format!("sslrootcert={}", cert.display());
+    // Encrypted, certificate not checked.
+    assert_code(
+        &init_over_tcp(&db, "127.0.0.1", "sslmode=require"),
+        code::OK,
+    );
+    // Chain checked; the certificate is for `localhost`, so the name matters only for
+    // verify-full.
+    assert_code(
+        &init_over_tcp(&db, "127.0.0.1", &format!("sslmode=verify-ca&{root}")),
+        code::OK,
+    );
+    assert_code(
+        &init_over_tcp(&db, "localhost", &format!("sslmode=verify-full&{root}")),
+        code::OK,
+    );
+    let wrong_name = init_over_tcp(&db, "127.0.0.1", &format!("sslmode=verify-full&{root}"));
+    assert_code(&wrong_name, code::FAILURE);
+    assert_one_error(&wrong_name);
+    // A root that did not sign it: the system's store.
+    let untrusted = init_over_tcp(&db, "localhost", "sslmode=verify-full&sslrootcert=system");
+    assert_code(&untrusted, code::FAILURE);
+    assert_one_error(&untrusted);
+    assert!(stderr(&untrusted).contains("cannot connect to PostgreSQL"));
+}
+
+#[test]
+fn the_server_going_away_mid_command_is_one_error_and_nothing_half_done() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("gone", "10.11.0.0/24", None)),
+        code::OK,
+    );
+    // Hold the pool's row so that the allocate waits inside its transaction.
+    let mut locker = db.sql();
+    let mut tx = locker.transaction().unwrap();
+    tx.query(
+        "SELECT 1 FROM ipamctl.pools WHERE name = 'gone' FOR UPDATE",
+        &[],
+    )
+    .unwrap();
+    let child = db
+        .cmd(["allocate", "gone", "--owner", "FloatingIP/victim"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut admin = db.sql();
+    let waiting = "SELECT pid FROM pg_stat_activity
+                   WHERE datname = current_database() AND application_name = 'ipamctl'
+                     AND wait_event_type = 'Lock'";
+    let start = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Some(row) = admin.query_opt(waiting, &[]).unwrap() {
+            break row.get(0);
+        }
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "allocate never waited on the pool row"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_code(&out, code::FAILURE);
+    assert_one_error(&out);
+    tx.rollback().unwrap();
+    assert!(held(&db, "gone").is_empty());
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'"),
+        0
+    );
+    // The owner that asks again gets its address.
+    assert_eq!(
+        stdout(&allocate(&db, "gone", "FloatingIP/victim")),
+        "10.11.0.1\n"
+    );
+}
+
+#[test]
+fn serialization_failures_are_retried_under_serializable() {
+    // As on CockroachDB, where SERIALIZABLE is the default: concurrent claims then fail with
+    // SQLSTATE 40001 and must be run again.
+    let db = Db::new();
+    db.sql()
+        .batch_execute(&format!(
+            "ALTER DATABASE {} SET default_transaction_isolation = 'serializable'",
+            db.name()
+        ))
+        .unwrap();
+    assert_code(
+        &apply(&db, &pool_yaml("ser", "10.12.0.0/27", None)),
+        code::OK,
+    );
+    let owners: Vec<String> = (0..16).map(|i| format!("FloatingIP/ser-{i}")).collect();
+    let mut got = BTreeSet::new();
+    for child in spawn_allocates(&db, "ser", &owners) {
+        let out = child.wait_with_output().unwrap();
+        assert_code(&out, code::OK);
+        assert!(got.insert(stdout(&out)), "duplicate {}", stdout(&out));
+    }
+    assert_eq!(held(&db, "ser").len(), 16);
+}

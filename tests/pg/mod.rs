@@ -160,6 +160,11 @@ impl Db {
         self.cmd(args).output().expect("run ipamctl")
     }
 
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// A client of this database, for checking what ipamctl stored.
     pub fn sql(&self) -> Client {
         client(Some(&self.name))
@@ -182,6 +187,26 @@ impl Drop for Db {
             self.name
         ));
     }
+}
+
+/// The server's loopback TCP port and the CA certificate that signed its TLS certificate
+/// (made by `.ci/pg-cluster` beside the socket directory). Fails loudly when the server did not come from there.
+pub fn tls_endpoint() -> (String, std::path::PathBuf) {
+    let info = ipamctl::store::pg::conninfo::ConnInfo::parse(server()).expect("server URL");
+    let port = info.get("port").unwrap_or("5432").to_owned();
+    let sock = std::path::PathBuf::from(info.get("host").unwrap_or(""));
+    let cert = sock
+        .parent()
+        .map(|d| d.join("ca.crt"))
+        .filter(|c| c.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "the TLS tests need the server's certificate beside its socket directory ({}): \
+                 use a cluster from .ci/pg-cluster (with openssl installed)",
+                sock.display()
+            )
+        });
+    (port, cert)
 }
 
 /// The process's stdout, as text.

@@ -22,6 +22,15 @@
 //!    is durable; `apply` and `pool delete` hold it exclusive while they check allocations
 //!    and change the pool. So a claim is always checked against the pool as it stands.
 //!
+//! On PostgreSQL ([`crate::store::pg`]) the same code runs each command as one transaction
+//! ([`Store::atomically`]), and the arbiters are the table's: 1 is the primary key
+//! (namespace, pool, address) and 2 the unique (namespace, pool, owner kind, name, uid),
+//! both decided by one `INSERT … ON CONFLICT DO NOTHING` ([`Store::claim`]; a same-owner
+//! race answers [`Claim::OwnerHolds`] instead of walking every candidate); 3 and 4 are the
+//! transaction's atomicity; 5 is a `DELETE` guarded by the owner's columns
+//! ([`Store::release`]); 6 is the pool's row read `FOR SHARE` by a claim and `FOR UPDATE` by
+//! `apply` and `pool delete`. The owner lock is then no lock at all.
+//!
 //! A store that cannot be written (a read-only mount) still answers an owner that already
 //! holds an address: without locks, since a look-up that finds the owner's allocation is
 //! right whatever runs beside it; only a claim needs the locks, and then fails.

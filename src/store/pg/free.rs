@@ -72,7 +72,7 @@ impl<'a> Free<'a> {
     /// Reads the pool's hint and remembers it for the claim that follows.
     fn start_at_hint(&mut self) -> Result<()> {
         let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
-        let row = self.store.run(|c| {
+        let row = self.store.single(|c| {
             c.query_opt(
                 "SELECT low_water, epoch FROM ipamctl.pool_hints
                  WHERE namespace = $1 AND pool = $2",
@@ -111,7 +111,7 @@ impl<'a> Free<'a> {
             let end = IpAddr::V4(Ipv4Addr::from(hi));
             let row = self
                 .store
-                .run(|c| c.query_one(GAP_QUERY, &[&ns, &pool, &start, &end]))?;
+                .single(|c| c.query_one(GAP_QUERY, &[&ns, &pool, &start, &end]))?;
             if let Some(IpAddr::V4(free)) = row.get::<_, Option<IpAddr>>(0) {
                 return Ok(Some(u32::from(free)));
             }

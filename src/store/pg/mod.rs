@@ -10,11 +10,11 @@
 //!   counter, nothing that needs `SERIALIZABLE`: it runs at the default READ COMMITTED, in
 //!   which an insert that meets a concurrent, uncommitted insert of the same key waits for
 //!   it and then does nothing (if it committed) or goes ahead (if it rolled back).
-//! - Every command that changes something is one transaction ([`Store::atomically`]):
+//! - Every command that changes something is one transaction ([`crate::store::Store::atomically`]):
 //!   `allocate` reads the pool's row `FOR SHARE` and holds it until its claim commits;
 //!   `apply`, `pool delete` and `vpc delete` take it `FOR UPDATE`, so a claim is always
 //!   checked against the pool as it stands (the file store's invariant 6).
-//! - The lowest free address comes from an indexed gap query ([`free`]) that starts at a
+//! - The lowest free address comes from an indexed gap query (`free.rs`) that starts at a
 //!   per-pool low-water hint: advice, moved down by every release in the release's own
 //!   transaction, moved up after a claim only if no release happened since it was read.
 //! - Every change appends a row to `events` in the same statement (a data-modifying `WITH`).
@@ -247,6 +247,15 @@ impl PgStore {
                 Err(self.error(&e))
             }
         }
+    }
+
+    /// Runs one statement (a read, or a change and its event row in one `WITH`): in the
+    /// unit's transaction if there is one, else on its own, which is atomic already.
+    fn single<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        f(&mut self.session().client).map_err(|e| self.error(&e))
     }
 
     /// Requires a surrounding unit of work (row locks mean nothing outside one).

@@ -173,7 +173,7 @@ impl Store for PgStore {
     fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Vec<u8>>> {
         let ns = ns_key(ns);
         let row = match kind {
-            ObjectKind::Pool => self.run(|c| {
+            ObjectKind::Pool => self.single(|c| {
                 c.query_opt(
                     "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2",
                     &[&ns, &name],
@@ -183,7 +183,7 @@ impl Store for PgStore {
                 let Some((pool, address)) = parse_allocation_name(name) else {
                     return Ok(None);
                 };
-                self.run(|c| {
+                self.single(|c| {
                     c.query_opt(
                         "SELECT manifest FROM ipamctl.allocations
                          WHERE namespace = $1 AND pool = $2 AND address = $3",
@@ -234,7 +234,7 @@ impl Store for PgStore {
         let ns = ns_key(ns);
         let id = self.client_id.as_str();
         match kind {
-            ObjectKind::Pool => self.run(|c| {
+            ObjectKind::Pool => self.single(|c| {
                 let row = c.query_one(
                     "WITH gone AS (
                          DELETE FROM ipamctl.pools WHERE namespace = $1 AND name = $2
@@ -255,7 +255,7 @@ impl Store for PgStore {
                 let Some((pool, address)) = parse_allocation_name(name) else {
                     return Ok(false);
                 };
-                self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
+                self.single(|c| delete_allocation(c, ns, pool, address, None, name, id))
             }
         }
     }
@@ -264,7 +264,7 @@ impl Store for PgStore {
         let ns = ns_key(ns);
         match kind {
             ObjectKind::Pool => {
-                let rows = self.run(|c| {
+                let rows = self.single(|c| {
                     c.query(
                         "SELECT name FROM ipamctl.pools WHERE namespace = $1",
                         &[&ns],
@@ -273,7 +273,7 @@ impl Store for PgStore {
                 Ok(rows.iter().map(|r| r.get(0)).collect())
             }
             ObjectKind::Allocation => {
-                let rows = self.run(|c| {
+                let rows = self.single(|c| {
                     c.query(
                         "SELECT pool, address FROM ipamctl.allocations WHERE namespace = $1",
                         &[&ns],
@@ -294,7 +294,7 @@ impl Store for PgStore {
     }
 
     fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
-        let rows = self.run(|c| {
+        let rows = self.single(|c| {
             c.query(
                 "SELECT namespace FROM ipamctl.pools
                  UNION SELECT namespace FROM ipamctl.allocations",
@@ -412,7 +412,7 @@ impl Store for PgStore {
             None => (None, None),
         };
         let uid = filter.uid.as_ref().map(|u| u.as_str());
-        let rows = self.run(|c| {
+        let rows = self.single(|c| {
             c.query(
                 "SELECT pool, address, manifest FROM ipamctl.allocations
                  WHERE namespace = $1
@@ -450,7 +450,7 @@ impl Store for PgStore {
         let bytes = yaml::encode(manifest).into_bytes();
         let id = self.client_id.as_str();
         let object = manifest.metadata.name.as_str();
-        let claimed = self.run(|c| {
+        let claimed = self.single(|c| {
             let row = c.query_one(
                 "WITH claimed AS (
                      INSERT INTO ipamctl.allocations
@@ -514,7 +514,7 @@ impl Store for PgStore {
         let nsk = ns_key(ns);
         let id = self.client_id.as_str();
         let owner = owner_columns(&expected.spec.owner);
-        self.run(|c| {
+        self.single(|c| {
             delete_allocation(
                 c,
                 nsk,
@@ -538,7 +538,7 @@ impl PgStore {
     ) -> Result<Option<(String, Parsed)>> {
         let ns = ns_key(ns);
         let (kind, name, uid) = owner_columns(owner);
-        let row = self.run(|c| {
+        let row = self.single(|c| {
             c.query_opt(
                 "SELECT address, manifest FROM ipamctl.allocations
                  WHERE namespace = $1 AND pool = $2

@@ -159,6 +159,20 @@ pub enum Command {
     /// allocation in scope whose owner matches no line is a leak. Each release is guarded
     /// by the reported owner, so an address re-allocated to a live owner meanwhile stays.
     Reconcile(ReconcileArgs),
+    /// Write a database's pools and allocations as a new state directory (`--store` only).
+    ///
+    /// The files are byte for byte what the file store would have written, so the result
+    /// can be committed and reviewed, or used with `-d`. Reads one consistent snapshot.
+    /// DIR must not exist or be empty.
+    Export(TransferArgs),
+    /// Load a state directory into a database, all or nothing (`--store` only).
+    ///
+    /// Every manifest is validated first (exit 2 if one is broken, as `ipamctl check`
+    /// would report). Objects the database holds with the same bytes are left as they are,
+    /// so an import can be run again; one that conflicts with what the database holds (other
+    /// contents, an address held by another owner, an owner holding another address) is
+    /// exit 4 and nothing is imported.
+    Import(TransferArgs),
     /// Validate the whole state directory; exit 1 if anything is wrong (a CI gate).
     ///
     /// Reads every manifest and reports, as errors: files that do not parse, have a wrong
@@ -198,6 +212,13 @@ pub enum Command {
 pub struct InitArgs {
     /// The directory [default: `--state-dir`, else the current directory].
     pub dir: Option<PathBuf>,
+}
+
+/// `ipamctl export` and `ipamctl import`.
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    /// The state directory.
+    pub dir: PathBuf,
 }
 
 /// `ipamctl apply`.

@@ -648,3 +648,126 @@ fn serialization_failures_are_retried_under_serializable() {
     }
     assert_eq!(held(&db, "ser").len(), 16);
 }
+
+/// A copy of `testdata/<case>` in a temporary directory (fixtures are never touched).
+fn fixture_copy(case: &str) -> tempfile::TempDir {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata")
+            .join(case),
+        dir.path(),
+    );
+    dir
+}
+
+/// Every file of a state directory but the git-ignored `.index/`, with its bytes.
+fn tree(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if rel == ".index" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn import_then_export_gives_the_same_bytes() {
+    for case in ["populated", "small-pools", "seed"] {
+        let db = Db::new();
+        let source = fixture_copy(case);
+        let import = db.run(["import", source.path().to_str().unwrap()]);
+        assert_code(&import, code::OK);
+        // Again: everything is already there.
+        let again = db.run(["import", source.path().to_str().unwrap()]);
+        assert_code(&again, code::OK);
+        assert!(stdout(&again).starts_with("imported 0 pools and 0 allocations"));
+        let out = tempfile::tempdir().unwrap();
+        let target = out.path().join("exported");
+        let export = db.run(["export", target.to_str().unwrap()]);
+        assert_code(&export, code::OK);
+        assert_eq!(tree(source.path()), tree(&target), "{case}");
+        // The export is a state directory the file store reads as it is.
+        let check = std::process::Command::new(pg::BIN)
+            .args(["-d", target.to_str().unwrap(), "check"])
+            .env_remove("IPAMCTL_STORE")
+            .output()
+            .unwrap();
+        assert_code(&check, code::OK);
+    }
+}
+
+#[test]
+fn import_is_all_or_nothing_and_refuses_conflicts() {
+    let db = Db::new();
+    assert_code(
+        &db.run(["import", fixture_copy("seed").path().to_str().unwrap()]),
+        code::OK,
+    );
+    // Someone else holds the lowest address of the public pool in the database.
+    assert_eq!(
+        stdout(&allocate(&db, "public-zone-a", "FloatingIP/other")),
+        "203.0.113.4\n"
+    );
+    let events = db.count("SELECT count(*) FROM ipamctl.events");
+    // `populated` gives 203.0.113.4 to fip-1: a conflict, and nothing of it is imported.
+    let out = db.run(["import", fixture_copy("populated").path().to_str().unwrap()]);
+    assert_code(&out, code::CONFLICT);
+    assert_one_error(&out);
+    assert!(
+        stderr(&out).contains("public-zone-a-203-0-113-4"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 2);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 1);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), events);
+    // A broken manifest: exit 2, nothing imported.
+    let out = db.run([
+        "import",
+        fixture_copy("broken-allocation").path().to_str().unwrap(),
+    ]);
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 2);
+}
+
+#[test]
+fn export_and_import_need_a_database_and_export_a_new_directory() {
+    let out = std::process::Command::new(pg::BIN)
+        .args(["-d", "x", "export", "y"])
+        .env_remove("IPAMCTL_STORE")
+        .output()
+        .unwrap();
+    assert_code(&out, code::INVALID);
+    let db = Db::new();
+    let busy = tempfile::tempdir().unwrap();
+    std::fs::write(busy.path().join("file"), "x").unwrap();
+    let out = db.run(["export", busy.path().to_str().unwrap()]);
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+}

@@ -5,6 +5,8 @@ mod allocate;
 mod apply;
 mod check;
 mod completions;
+mod export;
+mod import;
 mod init;
 mod list;
 mod pool;
@@ -50,6 +52,8 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Reconcile(args) => reconcile::run(&*open(g)?, g, &args, out),
+        Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
+        Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
     };
     done.map(|()| exit::OK)
 }
@@ -81,6 +85,19 @@ fn open(g: &GlobalArgs) -> Result<Box<dyn Store + Sync>> {
         Some(url) => Box::new(PgStore::open(url)?),
         None => Box::new(FsStore::discover(g.state_dir.as_deref())?),
     })
+}
+
+/// The database, for the commands that only a database has.
+fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
+    match database(g)? {
+        Some(url) => PgStore::open(url),
+        None => Err(Error::Usage {
+            message: format!(
+                "`{command}` moves state between a database and a state directory: it needs `--store URL`"
+            ),
+            hint: Some(format!("ipamctl --store postgresql://… {command} DIR")),
+        }),
+    }
 }
 
 /// The state directory, for the commands that only a state directory has.

@@ -274,8 +274,19 @@ impl PgStore {
         f(&mut session.client).map_err(|e| self.error(&e))
     }
 
+    /// Runs `work` in one read-only transaction that sees one snapshot of the whole
+    /// database (REPEATABLE READ), as `export` needs.
+    pub fn snapshot(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.unit_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", work)
+    }
+
     /// [`crate::store::Store::atomically`]: BEGIN, the work, COMMIT; again after 40001/40P01.
     fn unit(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.unit_as("BEGIN", work)
+    }
+
+    /// A unit of work opened by `begin`.
+    fn unit_as(&self, begin: &str, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         if self.session().in_txn {
             return work();
         }
@@ -285,7 +296,7 @@ impl PgStore {
                 let mut session = self.session();
                 session
                     .client
-                    .batch_execute("BEGIN")
+                    .batch_execute(begin)
                     .map_err(|e| self.error(&e))?;
                 session.in_txn = true;
                 session.hints_read.clear();

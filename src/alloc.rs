@@ -22,6 +22,15 @@
 //!    is durable; `apply` and `pool delete` hold it exclusive while they check allocations
 //!    and change the pool. So a claim is always checked against the pool as it stands.
 //!
+//! On PostgreSQL ([`crate::store::pg`]) the same code runs each command as one transaction
+//! ([`Store::atomically`]), and the arbiters are the table's: 1 is the primary key
+//! (namespace, pool, address) and 2 the unique (namespace, pool, owner kind, name, uid),
+//! both decided by one `INSERT … ON CONFLICT DO NOTHING` ([`Store::claim`]; a same-owner
+//! race answers [`Claim::OwnerHolds`] instead of walking every candidate); 3 and 4 are the
+//! transaction's atomicity; 5 is a `DELETE` guarded by the owner's columns
+//! ([`Store::release`]); 6 is the pool's row read `FOR SHARE` by a claim and `FOR UPDATE` by
+//! `apply` and `pool delete`. The owner lock is then no lock at all.
+//!
 //! A store that cannot be written (a read-only mount) still answers an owner that already
 //! holds an address: without locks, since a look-up that finds the owner's allocation is
 //! right whatever runs beside it; only a claim needs the locks, and then fails.
@@ -36,7 +45,7 @@ use crate::model::{
     parse_allocation_name,
 };
 use crate::pool::Candidates;
-use crate::store::{LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
+use crate::store::{self, Claim, LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
 use crate::yaml;
 
 /// Which pool, in which scope (`None` = cluster-scoped).
@@ -316,19 +325,26 @@ fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> 
 }
 
 /// The director's Allocate: the owner's existing address, or the lowest free candidate,
-/// claimed exclusively. See the module docs for the protocol.
+/// claimed exclusively. See the module docs for the protocol. On a database the whole
+/// decision is one transaction ([`Store::atomically`]).
 pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
     // Read once to fail fast when the pool is missing.
     load_pool(store, &req.pool)?;
-    let locks = if req.dry_run {
-        None
-    } else {
-        match claim_locks(store, &req.pool, &req.owner) {
-            Ok(Some(locks)) => Some(locks),
-            Ok(None) => return allocate_read_only(store, req),
-            Err(e) => return Err(e),
-        }
-    };
+    if req.dry_run {
+        return decide(store, req, None);
+    }
+    store::atomically(store, || match claim_locks(store, &req.pool, &req.owner)? {
+        Some(locks) => decide(store, req, Some(locks)),
+        None => allocate_read_only(store, req),
+    })
+}
+
+/// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run).
+fn decide(
+    store: &dyn Store,
+    req: &Request,
+    locks: Option<(LockGuard, LockGuard)>,
+) -> Result<Allocated> {
     // Read again under the lock: this is the pool as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
     let candidates = request_candidates(&spec, req)?;
@@ -338,7 +354,8 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
         return Ok(Allocated::Existing(held));
     }
     let range = candidates.describe();
-    let claimed = claim(store, req, &candidates, &lookup.taken)?;
+    let whole_pool = req.within.is_none() && req.reserved.is_empty() && req.address.is_none();
+    let claimed = claim(store, req, &candidates, &lookup.taken, whole_pool)?;
     drop(locks);
     match claimed {
         Some(allocated) => Ok(allocated),
@@ -380,43 +397,45 @@ fn allocate_read_only(store: &dyn Store, req: &Request) -> Result<Allocated> {
 
 /// Claims the lowest free candidate of `pool` for `req.owner`, moving on when another
 /// claimer wins an address; `None` when no candidate is left. The caller holds the pool's
-/// lock (shared) and the owner's lock, and found that the owner holds nothing here.
+/// lock (shared) and the owner's lock, and found that the owner holds nothing here. On a
+/// store where the owner's constraint arbitrates instead of a lock, a concurrent request for
+/// the same owner may win: its allocation is then the answer ([`Claim::OwnerHolds`]).
 fn claim(
     store: &dyn Store,
     req: &Request,
     candidates: &Candidates,
     taken: &[Ipv4Addr],
+    whole_pool: bool,
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    // Cutting the taken addresses out of the candidate spans (one sort) is several times
-    // cheaper than hashing every one of them into a set.
-    let free = candidates.clone().without(taken.iter().copied());
     if let Some(addr) = req.address
-        && !free.contains(addr)
+        && taken.contains(&addr)
     {
         return Err(held_by_other(store, req, addr));
     }
-    for addr in free.iter() {
+    for addr in store.free_candidates(ns, &pool.name, candidates, taken, whole_pool)? {
+        let addr = addr?;
         let manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
         if req.dry_run {
             return Ok(Some(Allocated::WouldCreate(manifest)));
         }
-        let name = &manifest.metadata.name;
-        if store.create(
-            ObjectKind::Allocation,
-            ns,
-            name,
-            yaml::encode(&manifest).as_bytes(),
-        )? {
-            failpoint!("allocate-before-index");
-            store.record_claim(ns, &pool.name, &req.owner, addr);
-            return Ok(Some(Allocated::Created(manifest)));
+        match store.claim(ns, &manifest)? {
+            Claim::Claimed => {
+                failpoint!("allocate-before-index");
+                store.record_claim(ns, &pool.name, &req.owner, addr);
+                return Ok(Some(Allocated::Created(manifest)));
+            }
+            Claim::OwnerHolds(held) => {
+                check_held(&held, req)?;
+                return Ok(Some(Allocated::Existing(*held)));
+            }
+            Claim::AddressTaken if req.address.is_some() => {
+                return Err(held_by_other(store, req, addr));
+            }
+            // Lost the race for this address to another claimer: try the next one.
+            Claim::AddressTaken => {}
         }
-        if req.address.is_some() {
-            return Err(held_by_other(store, req, addr));
-        }
-        // Lost the race for this address to another claimer: try the next one.
     }
     Ok(None)
 }
@@ -428,6 +447,19 @@ fn claim(
 /// Every pool lock, then every owner lock, is taken in pool-name order, so two requests for
 /// one owner cannot claim in two different pools, and no lock order can deadlock.
 pub fn allocate_zone(
+    store: &dyn Store,
+    zone: &str,
+    owner: &Owner,
+    dry_run: bool,
+) -> Result<Allocated> {
+    if dry_run {
+        return allocate_zone_now(store, zone, owner, dry_run);
+    }
+    store::atomically(store, || allocate_zone_now(store, zone, owner, dry_run))
+}
+
+/// [`allocate_zone`] inside its unit of work.
+fn allocate_zone_now(
     store: &dyn Store,
     zone: &str,
     owner: &Owner,
@@ -504,7 +536,7 @@ pub fn allocate_zone(
             address: None,
             dry_run,
         };
-        if let Some(allocated) = claim(store, &req, &candidates, entries)? {
+        if let Some(allocated) = claim(store, &req, &candidates, entries, true)? {
             return Ok(allocated);
         }
     }
@@ -541,39 +573,53 @@ pub fn release_address(
     addr: Ipv4Addr,
     guard: &OwnerFilter,
 ) -> Result<Released> {
-    let ns = pool.namespace.as_ref();
-    let name = allocation_name(&pool.name, addr);
     // Each turn of the loop takes the lock of the owner the file names; if the file changed
     // hands before the lock was granted, go round again with the new owner.
     for _ in 0..16 {
-        let Some(parsed) = read_whole_allocation(store, ns, &name)? else {
-            return Ok(Released::NotHeld);
-        };
-        let manifest = parsed
-            .map_err(|why| Error::invalid(store.locate(ObjectKind::Allocation, ns, &name), why))?;
-        let owner = manifest.spec.owner.clone();
-        if !guard.matches(&owner) {
-            return Err(Error::conflict(format!(
-                "{addr} in pool `{pool}` is held by `{owner}`{}, not by the given owner; nothing released",
-                owner
-                    .uid()
-                    .map(|u| format!(" (uid {u})"))
-                    .unwrap_or_default()
-            )));
-        }
-        let _lock = store.lock_owner(ns, &pool.name, &owner)?;
-        match read_allocation(store, ns, &name)? {
-            Some(Ok(now)) if now == manifest => {
-                store.delete(ObjectKind::Allocation, ns, &name)?;
-                return Ok(Released::Deleted(Box::new(manifest)));
-            }
-            None => return Ok(Released::NotHeld),
-            Some(_) => continue,
+        match store::atomically(store, || release_attempt(store, pool, addr, guard))? {
+            Some(released) => return Ok(released),
+            None => continue,
         }
     }
     Err(Error::conflict(format!(
         "{addr} in pool `{pool}` kept changing hands while releasing it; try again"
     )))
+}
+
+/// One turn of [`release_address`]: `None` when the allocation changed hands meanwhile.
+fn release_attempt(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: Ipv4Addr,
+    guard: &OwnerFilter,
+) -> Result<Option<Released>> {
+    let ns = pool.namespace.as_ref();
+    let name = allocation_name(&pool.name, addr);
+    let Some(parsed) = read_whole_allocation(store, ns, &name)? else {
+        return Ok(Some(Released::NotHeld));
+    };
+    let manifest = parsed
+        .map_err(|why| Error::invalid(store.locate(ObjectKind::Allocation, ns, &name), why))?;
+    let owner = manifest.spec.owner.clone();
+    if !guard.matches(&owner) {
+        return Err(Error::conflict(format!(
+            "{addr} in pool `{pool}` is held by `{owner}`{}, not by the given owner; nothing released",
+            owner
+                .uid()
+                .map(|u| format!(" (uid {u})"))
+                .unwrap_or_default()
+        )));
+    }
+    let _lock = store.lock_owner(ns, &pool.name, &owner)?;
+    match read_allocation(store, ns, &name)? {
+        Some(Ok(now)) if now == manifest => Ok(if store.release(ns, &manifest)? {
+            Some(Released::Deleted(Box::new(manifest)))
+        } else {
+            None
+        }),
+        None => Ok(Some(Released::NotHeld)),
+        Some(_) => Ok(None),
+    }
 }
 
 /// Every allocation of scope `ns` (of `pool` only, if given) whose owner passes `filter`,

@@ -52,6 +52,20 @@ pub struct GlobalArgs {
     )]
     pub state_dir: Option<PathBuf>,
 
+    /// A PostgreSQL database instead of a state directory: `postgresql://USER@HOST/DB` or
+    /// libpq `key=value` pairs (`host=/run/postgresql dbname=ipam sslmode=verify-full`).
+    /// The password comes from the string, `PGPASSWORD` or the password file (`PGPASSFILE`,
+    /// `~/.pgpass`); other `PG*` variables fill in what the string leaves out. Create the
+    /// schema once with `ipamctl --store URL init`. Not with `--state-dir`.
+    #[arg(
+        long,
+        global = true,
+        env = "IPAMCTL_STORE",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub store: Option<String>,
+
     /// Output format. `allocate` prints the address alone unless json or yaml is asked for;
     /// svg is the image of `pool show --map`, and nothing else draws it.
     #[arg(
@@ -105,10 +119,13 @@ pub enum OutputFormat {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Make a directory an ipamctl state directory (idempotent).
+    /// Make a directory an ipamctl state directory, or create the schema in a database
+    /// (idempotent).
     ///
     /// Writes the `.ipamctl` marker (which carries the layout version) and a `.gitignore`
-    /// that keeps locks, the derived index and temporary files out of git.
+    /// that keeps locks, the derived index and temporary files out of git. With `--store`,
+    /// creates or upgrades the `ipamctl` schema of the database in one transaction; a
+    /// schema newer than this ipamctl is refused.
     Init(InitArgs),
     /// Create or update pools from YAML manifests, all or nothing.
     ///
@@ -142,6 +159,20 @@ pub enum Command {
     /// allocation in scope whose owner matches no line is a leak. Each release is guarded
     /// by the reported owner, so an address re-allocated to a live owner meanwhile stays.
     Reconcile(ReconcileArgs),
+    /// Write a database's pools and allocations as a new state directory (`--store` only).
+    ///
+    /// The files are byte for byte what the file store would have written, so the result
+    /// can be committed and reviewed, or used with `-d`. Reads one consistent snapshot.
+    /// DIR must not exist or be empty.
+    Export(TransferArgs),
+    /// Load a state directory into a database, all or nothing (`--store` only).
+    ///
+    /// Every manifest is validated first (exit 2 if one is broken, as `ipamctl check`
+    /// would report). Objects the database holds with the same bytes are left as they are,
+    /// so an import can be run again; one that conflicts with what the database holds (other
+    /// contents, an address held by another owner, an owner holding another address) is
+    /// exit 4 and nothing is imported.
+    Import(TransferArgs),
     /// Validate the whole state directory; exit 1 if anything is wrong (a CI gate).
     ///
     /// Reads every manifest and reports, as errors: files that do not parse, have a wrong
@@ -181,6 +212,13 @@ pub enum Command {
 pub struct InitArgs {
     /// The directory [default: `--state-dir`, else the current directory].
     pub dir: Option<PathBuf>,
+}
+
+/// `ipamctl export` and `ipamctl import`.
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    /// The state directory.
+    pub dir: PathBuf,
 }
 
 /// `ipamctl apply`.

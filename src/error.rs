@@ -59,6 +59,16 @@ pub enum Error {
     /// A file the tool itself must trust is damaged (e.g. the state marker).
     #[error("{}: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// The database could not be reached, or refused or failed a statement. `message` names
+    /// the server (never its password); `sqlstate` is the server's error code, if it sent one.
+    #[error("{message}")]
+    Database {
+        message: String,
+        sqlstate: Option<String>,
+    },
+    /// The database has no ipamctl schema yet: `hint` says how to create it.
+    #[error("{message}")]
+    NoSchema { message: String, hint: String },
 }
 
 /// The library's result type.
@@ -69,10 +79,15 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage { .. } | Error::Invalid { .. } => exit::INVALID,
-            Error::NoStateDir { .. } | Error::NotFound { .. } => exit::NOT_FOUND,
+            Error::NoStateDir { .. } | Error::NotFound { .. } | Error::NoSchema { .. } => {
+                exit::NOT_FOUND
+            }
             Error::Conflict { .. } => exit::CONFLICT,
             Error::Exhausted { .. } => exit::EXHAUSTED,
-            Error::Io { .. } | Error::ReadOnly { .. } | Error::Corrupt { .. } => exit::FAILURE,
+            Error::Io { .. }
+            | Error::ReadOnly { .. }
+            | Error::Corrupt { .. }
+            | Error::Database { .. } => exit::FAILURE,
         }
     }
 
@@ -85,10 +100,12 @@ impl Error {
             Error::NoStateDir { .. } => {
                 Some("run `ipamctl init` to create one, or pass `--state-dir DIR`")
             }
+            Error::NoSchema { hint, .. } => Some(hint),
             Error::Invalid { .. }
             | Error::Exhausted { .. }
             | Error::Io { .. }
-            | Error::Corrupt { .. } => None,
+            | Error::Corrupt { .. }
+            | Error::Database { .. } => None,
             Error::ReadOnly { .. } => Some(
                 "only `allocate` for an owner that holds an address, and reading commands, work on a read-only state directory",
             ),

@@ -31,6 +31,7 @@ pub mod pool;
 pub mod reconcile;
 pub mod schema;
 pub mod store;
+pub mod transfer;
 pub mod yaml;
 
 pub use cmd::run;

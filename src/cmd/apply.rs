@@ -9,7 +9,7 @@ use crate::cli::ApplyArgs;
 use crate::error::{Error, Result};
 use crate::model::{Namespace, PoolKind, PoolManifest};
 use crate::pool::Candidates;
-use crate::store::{LockGuard, LockMode, ObjectKind, Store};
+use crate::store::{self, LockGuard, LockMode, ObjectKind, Store};
 use crate::{output, yaml};
 
 /// Reads one `-f` argument (`-` = stdin), bounded like any manifest. Anything but a regular
@@ -238,6 +238,19 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
 
 pub fn run(store: &dyn Store, args: &ApplyArgs, out: &mut dyn Write) -> Result<()> {
     let pools = parse_all(&args.file)?;
+    // One unit of work: on a database, all pools in one transaction.
+    let plan = store::atomically(store, || write_all(store, &pools))?;
+    for (pool, verb) in plan {
+        output::line(out, &format!("ipampool/{} {verb}", pool.metadata.name))?;
+    }
+    Ok(())
+}
+
+/// Checks and writes `pools` under their locks; returns each pool with its verb.
+fn write_all<'p>(
+    store: &dyn Store,
+    pools: &'p [PoolManifest],
+) -> Result<Vec<(&'p PoolManifest, &'static str)>> {
     // Lock every scope written to, then every pool, in a fixed order (no deadlock between
     // concurrent applies). Held until all writes are done.
     let scopes: BTreeSet<Option<Namespace>> =
@@ -255,9 +268,9 @@ pub fn run(store: &dyn Store, args: &ApplyArgs, out: &mut dyn Write) -> Result<(
             LockMode::Exclusive,
         )?);
     }
-    check_overlaps(store, &pools)?;
+    check_overlaps(store, pools)?;
     let mut plan = Vec::new();
-    for pool in &pools {
+    for pool in pools {
         let verb = match existing(store, &pool_ref(pool))? {
             None => "created",
             Some(old) if old == *pool => "unchanged",
@@ -283,8 +296,5 @@ pub fn run(store: &dyn Store, args: &ApplyArgs, out: &mut dyn Write) -> Result<(
         }
     }
     drop(locks);
-    for (pool, verb) in plan {
-        output::line(out, &format!("ipampool/{} {verb}", pool.metadata.name))?;
-    }
-    Ok(())
+    Ok(plan)
 }

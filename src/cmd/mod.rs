@@ -5,6 +5,8 @@ mod allocate;
 mod apply;
 mod check;
 mod completions;
+mod export;
+mod import;
 mod init;
 mod list;
 mod pool;
@@ -21,6 +23,7 @@ use crate::error::{Error, Result, exit};
 use crate::model::{Namespace, OwnerFilter, PoolName, Uid, parse_addr, parse_net};
 use crate::store::Store;
 use crate::store::fs::FsStore;
+use crate::store::pg::{PgStore, conninfo};
 
 /// Runs a parsed command line, writing to stdout; returns the exit code on success.
 pub fn run(cli: Cli) -> Result<i32> {
@@ -38,17 +41,19 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
     let g = &cli.global;
     let done = match cli.command {
         // The one command whose exit code is a result, not an error: findings exit 1.
-        Command::Check(args) => return check::run(&open(g)?, g, &args, out),
+        Command::Check(args) => return check::run(&open_dir(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, out),
         Command::Schema(args) => schema::run(&args, out),
-        Command::Apply(args) => apply::run(&open(g)?, &args, out),
-        Command::Allocate(args) => allocate::run(&open(g)?, g, &args, out),
-        Command::Release(args) => release::run(&open(g)?, g, &args, out),
-        Command::List(args) => list::run(&open(g)?, g, &args, out),
-        Command::Pool(command) => pool::run(&open(g)?, g, &command, out),
-        Command::Vpc(command) => vpc::run(&open(g)?, g, &command, out),
-        Command::Reconcile(args) => reconcile::run(&open(g)?, g, &args, out),
+        Command::Apply(args) => apply::run(&*open(g)?, &args, out),
+        Command::Allocate(args) => allocate::run(&*open(g)?, g, &args, out),
+        Command::Release(args) => release::run(&*open(g)?, g, &args, out),
+        Command::List(args) => list::run(&*open(g)?, g, &args, out),
+        Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
+        Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
+        Command::Reconcile(args) => reconcile::run(&*open(g)?, g, &args, out),
+        Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
+        Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
     };
     done.map(|()| exit::OK)
 }
@@ -73,8 +78,67 @@ fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
     })
 }
 
-fn open(g: &GlobalArgs) -> Result<FsStore> {
+/// The store the global options select: a database with `--store`, else the state
+/// directory.
+fn open(g: &GlobalArgs) -> Result<Box<dyn Store + Sync>> {
+    Ok(match database(g)? {
+        Some(url) => Box::new(PgStore::open(url)?),
+        None => Box::new(FsStore::discover(g.state_dir.as_deref())?),
+    })
+}
+
+/// The database, for the commands that only a database has.
+fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
+    match database(g)? {
+        Some(url) => PgStore::open(url),
+        None => Err(Error::Usage {
+            message: format!(
+                "`{command}` moves state between a database and a state directory: it needs `--store URL`"
+            ),
+            hint: Some(format!("ipamctl --store postgresql://… {command} DIR")),
+        }),
+    }
+}
+
+/// The state directory, for the commands that only a state directory has.
+fn open_dir(g: &GlobalArgs) -> Result<FsStore> {
+    if database(g)?.is_some() {
+        return Err(Error::Usage {
+            message: "`check` reads a state directory; in a database the tables' constraints hold what it checks".into(),
+            hint: Some("drop `--store` (and unset IPAMCTL_STORE), or `ipamctl --store URL list`".into()),
+        });
+    }
     FsStore::discover(g.state_dir.as_deref())
+}
+
+/// `--store`, validated: a PostgreSQL connection string, never together with
+/// `--state-dir`. `None` selects the state directory.
+fn database(g: &GlobalArgs) -> Result<Option<&str>> {
+    let Some(url) = g.store.as_deref() else {
+        return Ok(None);
+    };
+    if g.state_dir.is_some() {
+        return Err(Error::Usage {
+            message: "`--store` and `--state-dir` both name a store; give one".into(),
+            hint: Some(
+                "a database: --store postgresql://…; a state directory: -d DIR (check IPAMCTL_STORE and IPAMCTL_STATE_DIR)"
+                    .into(),
+            ),
+        });
+    }
+    if !conninfo::is_postgres(url) {
+        return Err(Error::Usage {
+            message: format!(
+                "`--store {}` is not a PostgreSQL connection string",
+                conninfo::mask(url)
+            ),
+            hint: Some(
+                "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"
+                    .into(),
+            ),
+        });
+    }
+    Ok(Some(url))
 }
 
 /// Turns a validation message about a flag's value into an exit-2 error naming the flag.

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::map::{self, Map};
 use crate::model::{Namespace, PoolManifest, PoolName};
 use crate::pool::{Candidates, Usage, format_spans};
-use crate::store::{LockMode, ObjectKind, Store};
+use crate::store::{self, LockMode, ObjectKind, Store};
 use crate::{output, yaml};
 
 pub fn run(
@@ -272,8 +272,14 @@ fn draw(
 
 fn delete(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -> Result<()> {
     let pool = super::pool_ref(g, &arg.pool)?;
-    let ns = pool.namespace.as_ref();
     alloc::load_pool(store, &pool)?;
+    store::atomically(store, || delete_locked(store, &pool))?;
+    output::line(out, &format!("ipampool/{} deleted", pool.name))
+}
+
+/// Deletes `pool` under its exclusive lock if no allocation holds an address in it.
+fn delete_locked(store: &dyn Store, pool: &PoolRef) -> Result<()> {
+    let ns = pool.namespace.as_ref();
     // Exclusive: no allocate can be between reading this pool and claiming (invariant 6).
     let _lock = store.lock_pool(ns, &pool.name, LockMode::Exclusive)?;
     let held = taken(store, ns, &pool.name)?.len();
@@ -291,7 +297,7 @@ fn delete(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write)
         });
     }
     if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
-        return Err(alloc::pool_not_found(store, &pool));
+        return Err(alloc::pool_not_found(store, pool));
     }
-    output::line(out, &format!("ipampool/{} deleted", pool.name))
+    Ok(())
 }

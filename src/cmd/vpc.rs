@@ -9,7 +9,7 @@ use crate::model::{
     API_VERSION, Metadata, Namespace, OwnerFilter, OwnerRef, POOL_KIND, PoolKind, PoolManifest,
     PoolName, PoolSpec, Uid,
 };
-use crate::store::{LockMode, ObjectKind, Store};
+use crate::store::{self, LockMode, ObjectKind, Store};
 use crate::{output, yaml};
 
 /// The kind written in the pool's `ownerRefs`.
@@ -80,13 +80,15 @@ fn create(
     manifest
         .validate()
         .map_err(|e| Error::invalid("vpc create", e))?;
-    let _scope = store.lock_scope(Some(&ns))?;
-    let created = store.create(
-        ObjectKind::Pool,
-        Some(&ns),
-        pool.name.as_str(),
-        yaml::encode(&manifest).as_bytes(),
-    )?;
+    let created = store::atomically(store, || {
+        let _scope = store.lock_scope(Some(&ns))?;
+        store.create(
+            ObjectKind::Pool,
+            Some(&ns),
+            pool.name.as_str(),
+            yaml::encode(&manifest).as_bytes(),
+        )
+    })?;
     if !created {
         return Err(Error::Conflict {
             message: format!(
@@ -109,14 +111,38 @@ fn delete(
     args: &VpcDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (ns, pool) = vpc_pool(g, &args.name)?;
-    let ns = Some(&ns);
+    let (_, pool) = vpc_pool(g, &args.name)?;
+    // One unit of work: on a database, one transaction. The lines are printed once it is
+    // done, and an error found after releasing (files that could not be released) comes
+    // after them, as the releases stand.
+    let (lines, kept) = if args.dry_run {
+        delete_vpc(store, args, &pool)?
+    } else {
+        store::atomically(store, || delete_vpc(store, args, &pool))?
+    };
+    for line in lines {
+        output::line(out, &line)?;
+    }
+    match kept {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The work of `vpc delete`: the lines to print, and the error to report after them.
+fn delete_vpc(
+    store: &dyn Store,
+    args: &VpcDeleteArgs,
+    pool: &PoolRef,
+) -> Result<(Vec<String>, Option<Error>)> {
+    let ns = pool.namespace.as_ref();
+    let mut lines = Vec::new();
     // Exclusive: allocate holds this lock shared from before it reads the pool until its
     // claim is durable, so once we hold it no claim is in flight and none can start.
     let _lock = (!args.dry_run)
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
         .transpose()?;
-    let manifest = match alloc::load_pool(store, &pool) {
+    let manifest = match alloc::load_pool(store, pool) {
         Ok(m) => Some(m),
         Err(Error::NotFound { .. }) => None,
         Err(e) => return Err(e),
@@ -128,18 +154,13 @@ fn delete(
             "pool `{pool}` is not owned by a VPC; delete it with `ipamctl pool delete`"
         )));
     }
-    let held = alloc::allocations_of(
-        store,
-        pool.namespace.as_ref(),
-        Some(&pool.name),
-        &OwnerFilter::default(),
-    )?;
+    let held = alloc::allocations_of(store, ns, Some(&pool.name), &OwnerFilter::default())?;
     if manifest.is_none() && held.is_empty() {
         return Err(Error::NotFound {
             message: format!(
                 "VPC `{}` not found in namespace `{}` (no pool `{}`)",
                 args.name,
-                pool.namespace.as_ref().map_or("", |n| n.as_str()),
+                ns.map_or("", |n| n.as_str()),
                 pool.name
             ),
             hint: None,
@@ -154,12 +175,12 @@ fn delete(
         if !args.dry_run {
             let owner = &m.spec.owner;
             let guard = OwnerFilter::exactly(owner);
-            if let Released::NotHeld = alloc::release_address(store, &pool, m.spec.address, &guard)?
+            if let Released::NotHeld = alloc::release_address(store, pool, m.spec.address, &guard)?
             {
                 continue;
             }
         }
-        output::line(out, &format!("ipallocation/{} {verb}", m.metadata.name))?;
+        lines.push(format!("ipallocation/{} {verb}", m.metadata.name));
     }
     // Files that do not parse were not released above; never orphan them silently.
     let left = store
@@ -170,7 +191,7 @@ fn delete(
         })
         .count();
     if left > 0 && !args.dry_run {
-        return Err(Error::Conflict {
+        let kept = Error::Conflict {
             message: format!(
                 "{left} allocation file{} of pool `{pool}` could not be released; the pool is kept",
                 if left == 1 { "" } else { "s" }
@@ -179,7 +200,8 @@ fn delete(
                 "run `ipamctl check` to see why, fix them, and run `ipamctl vpc delete` again"
                     .into(),
             ),
-        });
+        };
+        return Ok((lines, Some(kept)));
     }
     if manifest.is_some() {
         if !args.dry_run {
@@ -190,7 +212,7 @@ fn delete(
         } else {
             "deleted"
         };
-        output::line(out, &format!("ipampool/{} {verb}", pool.name))?;
+        lines.push(format!("ipampool/{} {verb}", pool.name));
     }
-    Ok(())
+    Ok((lines, None))
 }

@@ -3,18 +3,29 @@
 //! is [`fs::FsStore`]; how it keeps its indexes honest stays inside it.
 //!
 //! Objects are keyed by (kind, namespace, name); `create` is create-only and is the arbiter
-//! of every claim.
+//! of every claim. [`pg::PgStore`] keeps the same objects in PostgreSQL, where the arbiters
+//! are the tables' primary key and unique owner constraint.
+//!
+//! A few methods have default bodies that describe a store arbitrated by files and locks
+//! (the file store uses them as they are): [`Store::atomically`] runs the work as it is,
+//! [`Store::claim`] is a `create`, [`Store::free_candidates`] cuts the caller's taken
+//! addresses out of the candidates, and [`Store::release`] deletes under the owner's lock
+//! the caller holds. A database overrides them with one transaction, one
+//! `INSERT … ON CONFLICT DO NOTHING`, an indexed gap query and a guarded `DELETE`.
 
 pub mod beneath;
 pub mod fs;
 pub mod index;
 pub mod lock;
+pub mod pg;
 
 use std::any::Any;
 use std::net::Ipv4Addr;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
+use crate::pool::Candidates;
+use crate::yaml;
 
 /// The two kinds of stored object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,6 +69,32 @@ pub struct OwnerLookup {
     pub taken: Vec<Ipv4Addr>,
     /// Allocations of the pool that do not parse: (object name, why).
     pub broken: Vec<(String, String)>,
+}
+
+/// What claiming one address for an owner did.
+#[derive(Clone, Debug)]
+pub enum Claim {
+    /// The address is now the owner's: the allocation is stored, complete and durable once
+    /// the surrounding [`Store::atomically`] returns.
+    Claimed,
+    /// Someone else holds the address: try the next candidate.
+    AddressTaken,
+    /// The owner already holds this allocation in the pool (a concurrent request for the
+    /// same owner won): it is the answer, whatever the candidate was.
+    OwnerHolds(Box<AllocationManifest>),
+}
+
+/// Free candidates, lowest first, each read from the store as it is when asked for.
+pub type FreeIter<'a> = Box<dyn Iterator<Item = Result<Ipv4Addr>> + 'a>;
+
+/// Runs `work` as one unit on `store` (see [`Store::atomically`]) and returns its value.
+pub fn atomically<T>(store: &dyn Store, mut work: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut value = None;
+    store.atomically(&mut || {
+        value = Some(work()?);
+        Ok(())
+    })?;
+    Ok(value.expect("atomically returns Ok only after the work returned Ok"))
 }
 
 /// Storage of pools and allocations. Every method is safe to call from many processes at
@@ -149,4 +186,60 @@ pub trait Store {
         pool: Option<&PoolName>,
         filter: &OwnerFilter,
     ) -> Result<Vec<Found>>;
+
+    /// Runs `work` (which calls this store) as one unit: on a database, one transaction,
+    /// committed when `work` returns `Ok`, rolled back when it returns `Err`, and run again
+    /// from the start (a bounded number of times) after a serialization failure or deadlock,
+    /// so `work` must have no effect outside the store before it returns. Nested calls join
+    /// the outer unit. The file store runs `work` as it is: each of its writes is durable on
+    /// its own, and the locks `work` takes keep its steps apart from other processes'.
+    fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        work()
+    }
+
+    /// Claims `manifest`'s address for its owner, unless the address is taken or the owner
+    /// already holds an address in the pool. The caller holds the pool's lock (shared).
+    /// By default a create-only write of the object: the owner's lock, which the caller
+    /// holds on such a store, rules out [`Claim::OwnerHolds`].
+    fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
+        let created = self.create(
+            ObjectKind::Allocation,
+            ns,
+            &manifest.metadata.name,
+            yaml::encode(manifest).as_bytes(),
+        )?;
+        Ok(if created {
+            Claim::Claimed
+        } else {
+            Claim::AddressTaken
+        })
+    }
+
+    /// The free addresses among `candidates` of `pool`, lowest first. `taken` is what the
+    /// caller's [`Store::find_owner`] returned; a store that answers from an index may
+    /// ignore it. `whole_pool` says the candidates are the pool's own (no `--within`,
+    /// `--reserved` or `--address`), so that a store may keep a low-water hint from the
+    /// answer. Advice only: [`Store::claim`] still arbitrates every address.
+    fn free_candidates<'a>(
+        &'a self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+        taken: &[Ipv4Addr],
+        whole_pool: bool,
+    ) -> Result<FreeIter<'a>> {
+        let _ = (ns, pool, whole_pool);
+        let free = candidates.clone().without(taken.iter().copied());
+        Ok(Box::new(free.spans().into_iter().flat_map(|(lo, hi)| {
+            (lo..=hi).map(|a| Ok(Ipv4Addr::from(a)))
+        })))
+    }
+
+    /// Deletes the allocation `expected` names if it still belongs to `expected`'s owner;
+    /// `false` (nothing deleted) if not. By default a plain delete: the caller holds the
+    /// lock of that owner and re-read the allocation under it (invariant 5 of
+    /// [`crate::alloc`]).
+    fn release(&self, ns: Option<&Namespace>, expected: &AllocationManifest) -> Result<bool> {
+        self.delete(ObjectKind::Allocation, ns, &expected.metadata.name)
+    }
 }

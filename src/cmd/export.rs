@@ -1,0 +1,52 @@
+//! `ipamctl --store URL export DIR`: a database as a new state directory.
+
+use std::io::Write;
+
+use crate::cli::{GlobalArgs, TransferArgs};
+use crate::error::{Error, Result};
+use crate::output;
+use crate::store::fs::FsStore;
+use crate::store::pg::PgStore;
+use crate::transfer;
+
+pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
+    if g.namespace.is_some() {
+        return Err(Error::usage(
+            "`export` writes every namespace; drop `--namespace`",
+        ));
+    }
+    let dir = &args.dir;
+    let occupied = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    if occupied {
+        return Err(Error::Usage {
+            message: format!(
+                "{}: not empty; export writes a new state directory",
+                dir.display()
+            ),
+            hint: Some("give a directory that does not exist yet".into()),
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    FsStore::init(dir)?;
+    let target = FsStore::open(dir)?;
+    let mut copied = None;
+    db.snapshot(&mut || {
+        copied = Some(transfer::copy_all(db, &target)?);
+        Ok(())
+    })?;
+    let copied = copied.expect("the snapshot ran the copy");
+    output::line(
+        out,
+        &format!(
+            "exported {} pools and {} allocations from {} to {}",
+            copied.pools,
+            copied.allocations,
+            db.describe(),
+            dir.display()
+        ),
+    )
+}

@@ -1,0 +1,32 @@
+//! `ipamctl --store URL import DIR`: a state directory into a database, all or nothing.
+
+use std::io::Write;
+
+use crate::cli::{GlobalArgs, TransferArgs};
+use crate::error::{Error, Result};
+use crate::output;
+use crate::store::fs::FsStore;
+use crate::store::pg::PgStore;
+use crate::store::{self, Store};
+use crate::transfer;
+
+pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
+    if g.namespace.is_some() {
+        return Err(Error::usage(
+            "`import` reads every namespace; drop `--namespace`",
+        ));
+    }
+    let source = FsStore::open(&args.dir)?;
+    // One transaction: a conflict or a broken file anywhere leaves the database as it was.
+    let copied = store::atomically(db as &dyn Store, || transfer::copy_all(&source, db))?;
+    output::line(
+        out,
+        &format!(
+            "imported {} pools and {} allocations into {} ({} already there)",
+            copied.pools,
+            copied.allocations,
+            db.describe(),
+            copied.unchanged
+        ),
+    )
+}

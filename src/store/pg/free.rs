@@ -1,0 +1,151 @@
+//! The lowest free address without reading the pool: an indexed gap query per candidate
+//! span, starting at the pool's low-water hint.
+//!
+//! The hint says "every candidate below this address was taken when I was written". It is
+//! advice: a claim still has to win its insert. It stays true because every release lowers
+//! it in the release's own transaction and bumps the pool's `epoch`, and a claim moves it up
+//! (after committing) only if the epoch it read is unchanged, i.e. no address was freed
+//! since its gap query looked. A hint that is wrong anyway (rows deleted by hand) costs at
+//! most a higher address than the lowest for a while, never a wrong exhaustion: when the
+//! query from the hint finds nothing, it looks again from the bottom.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::{HintRead, PgStore};
+use crate::error::Result;
+use crate::pool::{Candidates, Span};
+
+/// The first free address in `[$3, $4]` of pool ($1, $2): `$3` itself if free, else the
+/// address after the first allocation from `$3` on whose successor is free. Both probes
+/// are primary-key look-ups; the scan walks the key in order from `$3`.
+const GAP_QUERY: &str = "
+SELECT CASE
+    WHEN NOT EXISTS (SELECT 1 FROM ipamctl.allocations
+                     WHERE namespace = $1 AND pool = $2 AND address = $3)
+    THEN $3
+    ELSE (SELECT a.address + 1 FROM ipamctl.allocations a
+          WHERE a.namespace = $1 AND a.pool = $2 AND a.address >= $3 AND a.address < $4
+            AND NOT EXISTS (SELECT 1 FROM ipamctl.allocations b
+                            WHERE b.namespace = $1 AND b.pool = $2
+                              AND b.address = a.address + 1)
+          ORDER BY a.address
+          LIMIT 1)
+END";
+
+/// Free candidates of one pool, lowest first, each found by a query when asked for.
+pub struct Free<'a> {
+    store: &'a PgStore,
+    namespace: String,
+    pool: String,
+    spans: Vec<Span>,
+    /// The next address to look from; `None` once past the last span.
+    cursor: Option<u32>,
+    whole_pool: bool,
+    /// The hint has not been read yet.
+    fresh: bool,
+    /// The current pass started at the hint, above the first candidate: when it finds
+    /// nothing, look again from the bottom.
+    from_hint: bool,
+}
+
+impl<'a> Free<'a> {
+    pub fn new(
+        store: &'a PgStore,
+        namespace: &str,
+        pool: &str,
+        candidates: &Candidates,
+        whole_pool: bool,
+    ) -> Free<'a> {
+        let spans = candidates.spans();
+        Free {
+            store,
+            namespace: namespace.to_owned(),
+            pool: pool.to_owned(),
+            cursor: spans.first().map(|s| s.0),
+            spans,
+            whole_pool,
+            fresh: true,
+            from_hint: false,
+        }
+    }
+
+    /// Reads the pool's hint and remembers it for the claim that follows.
+    fn start_at_hint(&mut self) -> Result<()> {
+        let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
+        let row = self.store.single(|c| {
+            c.query_opt(
+                "SELECT low_water, epoch FROM ipamctl.pool_hints
+                 WHERE namespace = $1 AND pool = $2",
+                &[&ns, &pool],
+            )
+        })?;
+        let Some(row) = row else {
+            return Ok(());
+        };
+        let read = HintRead {
+            low_water: row.get(0),
+            epoch: row.get(1),
+        };
+        if let (Some(IpAddr::V4(h)), Some(first)) = (read.low_water, self.cursor) {
+            let h = u32::from(h);
+            if h > first {
+                self.cursor = Some(h);
+                self.from_hint = true;
+            }
+        }
+        self.store
+            .session()
+            .hints_read
+            .insert((self.namespace.clone(), self.pool.clone()), read);
+        Ok(())
+    }
+
+    /// The lowest free candidate at or above the cursor, by one query per span.
+    fn scan(&mut self) -> Result<Option<u32>> {
+        let Some(cursor) = self.cursor else {
+            return Ok(None);
+        };
+        let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
+        for &(lo, hi) in self.spans.iter().filter(|s| s.1 >= cursor) {
+            let start = IpAddr::V4(Ipv4Addr::from(lo.max(cursor)));
+            let end = IpAddr::V4(Ipv4Addr::from(hi));
+            let row = self
+                .store
+                .single(|c| c.query_one(GAP_QUERY, &[&ns, &pool, &start, &end]))?;
+            if let Some(IpAddr::V4(free)) = row.get::<_, Option<IpAddr>>(0) {
+                return Ok(Some(u32::from(free)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Iterator for Free<'_> {
+    type Item = Result<Ipv4Addr>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.fresh {
+            self.fresh = false;
+            if self.whole_pool
+                && let Err(e) = self.start_at_hint()
+            {
+                return Some(Err(e));
+            }
+        }
+        loop {
+            match self.scan() {
+                Err(e) => return Some(Err(e)),
+                Ok(Some(free)) => {
+                    self.cursor = free.checked_add(1);
+                    return Some(Ok(Ipv4Addr::from(free)));
+                }
+                Ok(None) if self.from_hint => {
+                    // Nothing above the hint: make sure nothing below it was freed unseen.
+                    self.from_hint = false;
+                    self.cursor = self.spans.first().map(|s| s.0);
+                }
+                Ok(None) => return None,
+            }
+        }
+    }
+}

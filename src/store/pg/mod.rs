@@ -1,0 +1,388 @@
+//! The PostgreSQL store: the same pools and allocations in tables whose constraints are the
+//! arbiters, through the synchronous `postgres` client (one connection per process).
+//!
+//! # Protocol
+//!
+//! - A claim is one `INSERT … ON CONFLICT DO NOTHING RETURNING` into `allocations`, whose
+//!   primary key (namespace, pool, address) and unique (namespace, pool, owner kind, name,
+//!   uid) decide every race. Nothing returned means the address is taken or the owner holds
+//!   one; the owner is then looked up ([`crate::store::Claim`]). No advisory lock, no
+//!   counter, nothing that needs `SERIALIZABLE`: it runs at the default READ COMMITTED, in
+//!   which an insert that meets a concurrent, uncommitted insert of the same key waits for
+//!   it and then does nothing (if it committed) or goes ahead (if it rolled back).
+//! - Every command that changes something is one transaction ([`crate::store::Store::atomically`]):
+//!   `allocate` reads the pool's row `FOR SHARE` and holds it until its claim commits;
+//!   `apply`, `pool delete` and `vpc delete` take it `FOR UPDATE`, so a claim is always
+//!   checked against the pool as it stands (the file store's invariant 6).
+//! - The lowest free address comes from an indexed gap query (`free.rs`) that starts at a
+//!   per-pool low-water hint: advice, moved down by every release in the release's own
+//!   transaction, moved up after a claim only if no release happened since it was read.
+//! - Every change appends a row to `events` in the same statement (a data-modifying `WITH`).
+//! - Serialization failures and deadlocks (SQLSTATE 40001, 40P01) roll the transaction back
+//!   and run it again, at most [`MAX_ATTEMPTS`] times with a growing, jittered pause.
+//! - A connection that breaks mid-command is one `error:` line (exit 1); the transaction it
+//!   was in never committed, so nothing is half-done.
+
+mod connect;
+pub mod conninfo;
+mod free;
+pub mod schema;
+mod store;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use postgres::Client;
+
+use crate::error::{Error, Result};
+use crate::model::Namespace;
+
+use conninfo::ConnInfo;
+
+/// How many times a transaction is tried when the server reports a serialization failure
+/// or a deadlock.
+pub const MAX_ATTEMPTS: u32 = 8;
+
+/// A pool's low-water hint as a claim read it: the address, and the release epoch then.
+#[derive(Clone, Debug)]
+struct HintRead {
+    low_water: Option<IpAddr>,
+    epoch: i64,
+}
+
+/// A hint to move up once the claim's transaction has committed.
+#[derive(Clone, Debug)]
+struct HintAdvance {
+    namespace: String,
+    pool: String,
+    read: HintRead,
+    to: IpAddr,
+}
+
+/// The connection and what this process is doing on it.
+struct Session {
+    client: Client,
+    /// Inside [`crate::store::Store::atomically`]: statements join its transaction.
+    in_txn: bool,
+    /// Hints read by the gap queries of the current unit, by (namespace, pool).
+    hints_read: HashMap<(String, String), HintRead>,
+    /// Hints to advance after the current unit commits.
+    advances: Vec<HintAdvance>,
+}
+
+/// A PostgreSQL database holding ipamctl's schema.
+pub struct PgStore {
+    session: Mutex<Session>,
+    /// The connection, for messages: `host=… port=… dbname=… user=…`, never the password.
+    shown: String,
+    /// Who makes the changes, for the audit log: `user@host` of this client.
+    client_id: String,
+}
+
+/// Parses, completes and connects; `store` is the `--store` value as given.
+fn connect(store: &str) -> Result<(Client, String)> {
+    let info = ConnInfo::parse(store).map_err(|e| Error::invalid("--store", e))?;
+    let os_user = whoami::username().unwrap_or_else(|_| "postgres".into());
+    let info = info
+        .with_env(|var| std::env::var(var).ok())
+        .with_defaults(&os_user);
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let password = info.password(home.as_deref());
+    let shown = info.describe();
+    let (config, tls) =
+        connect::config(&info, password.as_deref()).map_err(|e| Error::invalid("--store", e))?;
+    let client = connect::connect(&config, tls).map_err(|e| Error::Database {
+        message: format!("cannot connect to PostgreSQL ({shown}): {}", one_line(&e)),
+        sqlstate: e.code().map(|c| c.code().to_owned()),
+    })?;
+    Ok((client, shown))
+}
+
+/// The text of a client error on one line, the server's message without its DETAIL lines.
+fn one_line(e: &postgres::Error) -> String {
+    let text = match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                let more = s.to_string();
+                if !text.contains(&more) {
+                    text = format!("{text}: {more}");
+                }
+                source = s.source();
+            }
+            text
+        }
+    };
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Is this SQLSTATE one that running the transaction again can cure?
+fn retryable(code: &str) -> bool {
+    code == "40001" || code == "40P01"
+}
+
+/// The namespace column's value: `''` for the cluster scope.
+fn ns_key(ns: Option<&Namespace>) -> &str {
+    ns.map_or("", Namespace::as_str)
+}
+
+/// Who is making changes: `user@host`.
+fn client_id() -> String {
+    let user = whoami::username().unwrap_or_else(|_| "unknown".into());
+    let host = whoami::hostname().unwrap_or_else(|_| "unknown".into());
+    format!("{user}@{host}")
+}
+
+impl PgStore {
+    /// Connects to the database `store` names and checks that it holds a schema this
+    /// ipamctl knows: none is exit 3 with a hint to run `init`; a newer one is refused
+    /// before anything is read or written.
+    pub fn open(store: &str) -> Result<PgStore> {
+        let (mut client, shown) = connect(store)?;
+        let version = match client.query_one(schema::VERSION_QUERY, &[]) {
+            Ok(row) => row.get::<_, Option<i32>>(0),
+            // No `ipamctl` schema, or no version table in it.
+            Err(e) if matches!(e.code().map(|c| c.code()), Some("3F000" | "42P01")) => None,
+            Err(e) => return Err(database(&shown, &e)),
+        };
+        match version {
+            Some(v) if v > schema::LATEST => Err(too_new(&shown, v)),
+            Some(v) if v == schema::LATEST => Ok(PgStore::new(client, shown)),
+            _ => Err(Error::NoSchema {
+                message: match version {
+                    Some(v) => format!(
+                        "the ipamctl schema in the database ({shown}) is version {v}; this ipamctl needs version {}",
+                        schema::LATEST
+                    ),
+                    None => format!("the database ({shown}) has no ipamctl schema"),
+                },
+                hint: format!(
+                    "run `ipamctl --store '{}' init`",
+                    conninfo::mask(store).replace('\'', "'\\''")
+                ),
+            }),
+        }
+    }
+
+    /// Creates or upgrades the schema (idempotent): every missing migration, in one
+    /// transaction with its version row. Returns the version before (`None`: there was no
+    /// schema) and the store's description. A newer schema is refused, nothing written.
+    pub fn init(store: &str) -> Result<(Option<i32>, i32, String)> {
+        let (mut client, shown) = connect(store)?;
+        let id = client_id();
+        let mut attempt = 0;
+        loop {
+            match migrate(&mut client, &id) {
+                Ok(Ok(before)) => return Ok((before, schema::LATEST, shown)),
+                Ok(Err(newer)) => return Err(too_new(&shown, newer)),
+                // Two inits creating the schema at once: one of them loses a catalog race
+                // (a unique violation); the second try finds the schema there.
+                Err(e)
+                    if attempt < MAX_ATTEMPTS
+                        && e.code().is_some_and(|c| {
+                            retryable(c.code()) || matches!(c.code(), "23505" | "42P07")
+                        }) =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(backoff(attempt));
+                }
+                Err(e) => return Err(database(&shown, &e)),
+            }
+        }
+    }
+
+    fn new(client: Client, shown: String) -> PgStore {
+        PgStore {
+            session: Mutex::new(Session {
+                client,
+                in_txn: false,
+                hints_read: HashMap::new(),
+                advances: Vec::new(),
+            }),
+            shown,
+            client_id: client_id(),
+        }
+    }
+
+    /// The connection, for messages (no password).
+    pub fn describe(&self) -> &str {
+        &self.shown
+    }
+
+    fn session(&self) -> MutexGuard<'_, Session> {
+        // A panic while holding it cannot leave the connection half-used in a way the next
+        // statement would not report: take it anyway.
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A client error as an [`Error::Database`] naming this store.
+    fn error(&self, e: &postgres::Error) -> Error {
+        database(&self.shown, e)
+    }
+
+    /// Runs `f` on the connection; a write outside a unit of work gets a transaction of its
+    /// own, so its change and its event row commit together.
+    fn run<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut session = self.session();
+        if session.in_txn {
+            return f(&mut session.client).map_err(|e| self.error(&e));
+        }
+        let client = &mut session.client;
+        client.batch_execute("BEGIN").map_err(|e| self.error(&e))?;
+        match f(client) {
+            Ok(value) => {
+                client.batch_execute("COMMIT").map_err(|e| self.error(&e))?;
+                Ok(value)
+            }
+            Err(e) => {
+                // A failed rollback means the connection is gone: the server rolls back.
+                let _ = client.batch_execute("ROLLBACK");
+                Err(self.error(&e))
+            }
+        }
+    }
+
+    /// Runs one statement (a read, or a change and its event row in one `WITH`): in the
+    /// unit's transaction if there is one, else on its own, which is atomic already.
+    fn single<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        f(&mut self.session().client).map_err(|e| self.error(&e))
+    }
+
+    /// Requires a surrounding unit of work (row locks mean nothing outside one).
+    fn in_unit<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut session = self.session();
+        if !session.in_txn {
+            return Err(Error::Database {
+                message: format!("internal error: {what} outside a transaction"),
+                sqlstate: None,
+            });
+        }
+        f(&mut session.client).map_err(|e| self.error(&e))
+    }
+
+    /// Runs `work` in one read-only transaction that sees one snapshot of the whole
+    /// database (REPEATABLE READ), as `export` needs.
+    pub fn snapshot(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.unit_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", work)
+    }
+
+    /// [`crate::store::Store::atomically`]: BEGIN, the work, COMMIT; again after 40001/40P01.
+    fn unit(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.unit_as("BEGIN", work)
+    }
+
+    /// A unit of work opened by `begin`.
+    fn unit_as(&self, begin: &str, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        if self.session().in_txn {
+            return work();
+        }
+        let mut attempt = 0;
+        loop {
+            {
+                let mut session = self.session();
+                session
+                    .client
+                    .batch_execute(begin)
+                    .map_err(|e| self.error(&e))?;
+                session.in_txn = true;
+                session.hints_read.clear();
+                session.advances.clear();
+            }
+            let done = work();
+            let done = {
+                let mut session = self.session();
+                session.in_txn = false;
+                let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                match (done, session.client.batch_execute(end)) {
+                    (Ok(()), Ok(())) => Ok(()),
+                    (Ok(()), Err(e)) => Err(self.error(&e)),
+                    // The work's own error is the one to report; a failed rollback only
+                    // means the connection is gone, and the server rolls back then.
+                    (Err(e), _) => Err(e),
+                }
+            };
+            match done {
+                Err(Error::Database {
+                    sqlstate: Some(code),
+                    ..
+                }) if retryable(&code) && attempt + 1 < MAX_ATTEMPTS => {
+                    attempt += 1;
+                    std::thread::sleep(backoff(attempt));
+                }
+                Err(e) => return Err(e),
+                Ok(()) => {
+                    self.advance_hints();
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// The pause before attempt `n` (from 1): 5 ms doubling, at most 320 ms, with jitter so that
+/// the transactions that collided do not collide again.
+fn backoff(n: u32) -> Duration {
+    let base = 5u64 << n.min(6);
+    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % base.max(1);
+    Duration::from_millis(base + jitter)
+}
+
+fn database(shown: &str, e: &postgres::Error) -> Error {
+    Error::Database {
+        message: format!("PostgreSQL ({shown}): {}", one_line(e)),
+        sqlstate: e.code().map(|c| c.code().to_owned()),
+    }
+}
+
+fn too_new(shown: &str, version: i32) -> Error {
+    Error::Database {
+        message: format!(
+            "the ipamctl schema in the database ({shown}) is version {version}, newer than this ipamctl knows ({}); nothing was changed",
+            schema::LATEST
+        ),
+        sqlstate: None,
+    }
+}
+
+/// Applies the missing migrations in one transaction. `Ok(Err(v))`: the schema is version
+/// `v`, newer than this binary's; nothing was written.
+fn migrate(
+    client: &mut Client,
+    id: &str,
+) -> std::result::Result<std::result::Result<Option<i32>, i32>, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.batch_execute(schema::BOOTSTRAP)?;
+    // Concurrent inits queue here; readers of the version are not blocked.
+    tx.batch_execute("LOCK TABLE ipamctl.schema_version IN EXCLUSIVE MODE")?;
+    let before: Option<i32> = tx.query_one(schema::VERSION_QUERY, &[])?.get(0);
+    let current = before.unwrap_or(0);
+    if current > schema::LATEST {
+        tx.rollback()?;
+        return Ok(Err(current));
+    }
+    for (version, sql) in schema::MIGRATIONS {
+        if *version > current {
+            tx.batch_execute(sql)?;
+            tx.execute(
+                "INSERT INTO ipamctl.schema_version (version, client) VALUES ($1, $2)",
+                &[version, &id],
+            )?;
+        }
+    }
+    tx.commit()?;
+    Ok(Ok(before))
+}

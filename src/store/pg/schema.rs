@@ -1,0 +1,89 @@
+//! The database schema: numbered migrations, applied by `ipamctl --store URL init` in one
+//! transaction together with a row per version in `ipamctl.schema_version`, and the check
+//! every other command makes before it reads or writes anything.
+//!
+//! Everything lives in the PostgreSQL schema `ipamctl`, so the tables can share a database
+//! with other applications. Addresses are `inet`, so IPv6 pools need no table rewrite; the
+//! cluster scope is the namespace `''` (a NULL would not take part in the keys).
+
+/// The schema version this ipamctl writes and understands.
+pub const LATEST: i32 = 1;
+
+/// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
+/// records its version; never edit one that has shipped, add the next.
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+
+/// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
+/// rows that `apply` locks, and the audit log.
+const V1: &str = "
+CREATE TABLE ipamctl.pools (
+    namespace   text        NOT NULL,
+    name        text        NOT NULL,
+    -- The manifest, byte for byte as the file store writes it.
+    manifest    bytea       NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, name)
+);
+
+CREATE TABLE ipamctl.allocations (
+    namespace   text        NOT NULL,
+    pool        text        NOT NULL,
+    address     inet        NOT NULL,
+    owner_kind  text        NOT NULL,
+    owner_name  text        NOT NULL,
+    -- '' for an owner without a uid: a NULL would make every uid-less owner distinct.
+    owner_uid   text        NOT NULL,
+    manifest    bytea       NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    -- The arbiters of every claim: one holder per address, one address per owner.
+    PRIMARY KEY (namespace, pool, address),
+    CONSTRAINT allocations_one_per_owner
+        UNIQUE (namespace, pool, owner_kind, owner_name, owner_uid)
+);
+CREATE INDEX allocations_owner_uid ON ipamctl.allocations (owner_uid);
+
+-- Where the lowest free address of a pool was last seen to start. Advice only: a claim
+-- starts its gap query there, the insert still arbitrates, a release moves it down and
+-- `epoch` changes with every release, so a claim never moves it past a freed address.
+CREATE TABLE ipamctl.pool_hints (
+    namespace   text        NOT NULL,
+    pool        text        NOT NULL,
+    low_water   inet,
+    epoch       bigint      NOT NULL DEFAULT 0,
+    PRIMARY KEY (namespace, pool)
+);
+
+-- One row per scope, locked by `apply` and `vpc create` while they check overlaps.
+CREATE TABLE ipamctl.scope_locks (
+    namespace   text        PRIMARY KEY
+);
+
+-- Append-only audit of every change, written in the change's own transaction.
+CREATE TABLE ipamctl.events (
+    id          bigserial   PRIMARY KEY,
+    at          timestamptz NOT NULL DEFAULT now(),
+    client      text        NOT NULL,
+    action      text        NOT NULL CHECK (action IN
+                    ('claimed', 'released', 'pool created', 'pool updated', 'pool deleted')),
+    namespace   text        NOT NULL,
+    kind        text        NOT NULL,
+    name        text        NOT NULL,
+    manifest    bytea       NOT NULL
+);
+CREATE INDEX events_at ON ipamctl.events (at);
+";
+
+/// Creates the schema's home and version table if missing (idempotent).
+pub const BOOTSTRAP: &str = "
+CREATE SCHEMA IF NOT EXISTS ipamctl;
+CREATE TABLE IF NOT EXISTS ipamctl.schema_version (
+    version     integer     PRIMARY KEY,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    client      text        NOT NULL
+);
+";
+
+/// The installed version: `None` when there is no schema (no `ipamctl` schema or version
+/// table, or no version row).
+pub const VERSION_QUERY: &str = "SELECT max(version) FROM ipamctl.schema_version";

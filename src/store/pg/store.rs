@@ -1,0 +1,557 @@
+//! [`Store`] on PostgreSQL: each method one statement (a change and its event row in one
+//! data-modifying `WITH`), joining the transaction of the surrounding unit of work.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use postgres::Client;
+
+use super::{HintAdvance, PgStore, ns_key};
+use crate::error::{Error, Result};
+use crate::model::{
+    AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, allocation_name,
+    parse_allocation_name,
+};
+use crate::pool::Candidates;
+use crate::store::{
+    Claim, Found, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Parsed, Store,
+};
+use crate::yaml;
+
+/// A pool's manifest kind, as the events table names it.
+const POOL_KIND: &str = "IPAMPool";
+/// An allocation's manifest kind, as the events table names it.
+const ALLOCATION_KIND: &str = "IPAllocation";
+
+/// Decodes a stored allocation manifest.
+fn parse(bytes: &[u8]) -> Parsed {
+    std::str::from_utf8(bytes)
+        .map_err(|_| "is not UTF-8 text".to_owned())
+        .and_then(yaml::decode_allocation)
+}
+
+/// The owner's three key columns: kind, name, uid (`''` for none).
+fn owner_columns(owner: &Owner) -> (&'static str, &str, &str) {
+    (
+        owner.kind().as_str(),
+        owner.name(),
+        owner.uid().map_or("", |u| u.as_str()),
+    )
+}
+
+/// Deletes one allocation if `owner` (when given) still holds it, lowering the pool's hint
+/// and logging the release in the same statement. Returns whether a row went.
+fn delete_allocation(
+    client: &mut Client,
+    ns: &str,
+    pool: &str,
+    address: Ipv4Addr,
+    owner: Option<(&str, &str, &str)>,
+    name: &str,
+    client_id: &str,
+) -> std::result::Result<bool, postgres::Error> {
+    let (guarded, kind, oname, uid) = match owner {
+        Some((k, n, u)) => (true, k, n, u),
+        None => (false, "", "", ""),
+    };
+    let row = client.query_one(
+        "WITH gone AS (
+             DELETE FROM ipamctl.allocations
+             WHERE namespace = $1 AND pool = $2 AND address = $3
+               AND (NOT $4 OR (owner_kind = $5 AND owner_name = $6 AND owner_uid = $7))
+             RETURNING namespace, pool, address, manifest
+         ), hint AS (
+             UPDATE ipamctl.pool_hints h
+             SET low_water = CASE WHEN h.low_water IS NULL OR h.low_water <= gone.address
+                                  THEN h.low_water ELSE gone.address END,
+                 epoch = h.epoch + 1
+             FROM gone WHERE h.namespace = gone.namespace AND h.pool = gone.pool
+         ), event AS (
+             INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+             SELECT $8, 'released', namespace, $9, $10, manifest FROM gone
+         )
+         SELECT count(*) FROM gone",
+        &[
+            &ns,
+            &pool,
+            &IpAddr::V4(address),
+            &guarded,
+            &kind,
+            &oname,
+            &uid,
+            &client_id,
+            &ALLOCATION_KIND,
+            &name,
+        ],
+    )?;
+    Ok(row.get::<_, i64>(0) > 0)
+}
+
+impl PgStore {
+    /// Writes a pool's manifest, creating or replacing it (`create_only`: only if absent),
+    /// resetting its low-water hint (a changed pool may have new low candidates) and logging
+    /// `pool created`/`pool updated`. Returns whether anything was written.
+    fn put_pool(&self, ns: &str, name: &str, bytes: &[u8], create_only: bool) -> Result<bool> {
+        let id = self.client_id.as_str();
+        self.run(|client| {
+            let existed = client
+                .query_opt(
+                    "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE",
+                    &[&ns, &name],
+                )?
+                .is_some();
+            if existed && create_only {
+                return Ok(false);
+            }
+            let (statement, action) = if existed {
+                (
+                    "UPDATE ipamctl.pools SET manifest = $3, updated_at = now()
+                     WHERE namespace = $1 AND name = $2",
+                    "pool updated",
+                )
+            } else {
+                (
+                    "INSERT INTO ipamctl.pools (namespace, name, manifest) VALUES ($1, $2, $3)
+                     ON CONFLICT DO NOTHING",
+                    "pool created",
+                )
+            };
+            if client.execute(statement, &[&ns, &name, &bytes])? == 0 {
+                // Created by someone else since the look-up: as the file store's create.
+                return Ok(false);
+            }
+            client.execute(
+                "INSERT INTO ipamctl.pool_hints (namespace, pool) VALUES ($1, $2)
+                 ON CONFLICT (namespace, pool)
+                 DO UPDATE SET low_water = NULL, epoch = ipamctl.pool_hints.epoch + 1",
+                &[&ns, &name],
+            )?;
+            client.execute(
+                "INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&id, &action, &ns, &POOL_KIND, &name, &bytes],
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Moves the hints that this unit's claims earned, now that it has committed. A hint
+    /// moves only if no release happened since it was read (its epoch is unchanged), so it
+    /// never passes a freed address; failures are ignored (it is advice).
+    pub(super) fn advance_hints(&self) {
+        let mut session = self.session();
+        let advances: Vec<HintAdvance> = std::mem::take(&mut session.advances);
+        for a in advances {
+            let _ = session.client.execute(
+                "UPDATE ipamctl.pool_hints SET low_water = $3
+                 WHERE namespace = $1 AND pool = $2
+                   AND epoch = $4 AND low_water IS NOT DISTINCT FROM $5
+                   AND (low_water IS NULL OR low_water < $3)",
+                &[
+                    &a.namespace,
+                    &a.pool,
+                    &a.to,
+                    &a.read.epoch,
+                    &a.read.low_water,
+                ],
+            );
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn locate(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
+        let kind = match kind {
+            ObjectKind::Pool => "ipampool",
+            ObjectKind::Allocation => "ipallocation",
+        };
+        match ns {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        }
+    }
+
+    fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Vec<u8>>> {
+        let ns = ns_key(ns);
+        let row = match kind {
+            ObjectKind::Pool => self.single(|c| {
+                c.query_opt(
+                    "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2",
+                    &[&ns, &name],
+                )
+            })?,
+            ObjectKind::Allocation => {
+                let Some((pool, address)) = parse_allocation_name(name) else {
+                    return Ok(None);
+                };
+                self.single(|c| {
+                    c.query_opt(
+                        "SELECT manifest FROM ipamctl.allocations
+                         WHERE namespace = $1 AND pool = $2 AND address = $3",
+                        &[&ns, &pool, &IpAddr::V4(address)],
+                    )
+                })?
+            }
+        };
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    fn create(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<bool> {
+        match kind {
+            ObjectKind::Pool => self.put_pool(ns_key(ns), name, bytes, true),
+            ObjectKind::Allocation => {
+                let text = std::str::from_utf8(bytes).map_err(|_| {
+                    Error::invalid(self.locate(kind, ns, name), "is not UTF-8 text")
+                })?;
+                let manifest = yaml::decode_allocation(text)
+                    .map_err(|e| Error::invalid(self.locate(kind, ns, name), e))?;
+                Ok(matches!(self.claim(ns, &manifest)?, Claim::Claimed))
+            }
+        }
+    }
+
+    fn replace(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<()> {
+        match kind {
+            ObjectKind::Pool => self.put_pool(ns_key(ns), name, bytes, false).map(|_| ()),
+            ObjectKind::Allocation => Err(Error::usage(
+                "allocations are never replaced: release the address and allocate it again",
+            )),
+        }
+    }
+
+    fn delete(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<bool> {
+        let ns = ns_key(ns);
+        let id = self.client_id.as_str();
+        match kind {
+            ObjectKind::Pool => self.single(|c| {
+                let row = c.query_one(
+                    "WITH gone AS (
+                         DELETE FROM ipamctl.pools WHERE namespace = $1 AND name = $2
+                         RETURNING namespace, name, manifest
+                     ), hint AS (
+                         DELETE FROM ipamctl.pool_hints h USING gone
+                         WHERE h.namespace = gone.namespace AND h.pool = gone.name
+                     ), event AS (
+                         INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+                         SELECT $3, 'pool deleted', namespace, $4, name, manifest FROM gone
+                     )
+                     SELECT count(*) FROM gone",
+                    &[&ns, &name, &id, &POOL_KIND],
+                )?;
+                Ok(row.get::<_, i64>(0) > 0)
+            }),
+            ObjectKind::Allocation => {
+                let Some((pool, address)) = parse_allocation_name(name) else {
+                    return Ok(false);
+                };
+                self.single(|c| delete_allocation(c, ns, pool, address, None, name, id))
+            }
+        }
+    }
+
+    fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<String>> {
+        let ns = ns_key(ns);
+        match kind {
+            ObjectKind::Pool => {
+                let rows = self.single(|c| {
+                    c.query(
+                        "SELECT name FROM ipamctl.pools WHERE namespace = $1",
+                        &[&ns],
+                    )
+                })?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            }
+            ObjectKind::Allocation => {
+                let rows = self.single(|c| {
+                    c.query(
+                        "SELECT pool, address FROM ipamctl.allocations WHERE namespace = $1",
+                        &[&ns],
+                    )
+                })?;
+                Ok(rows
+                    .iter()
+                    .filter_map(|r| {
+                        let pool = PoolName::new(r.get::<_, &str>(0)).ok()?;
+                        match r.get::<_, IpAddr>(1) {
+                            IpAddr::V4(a) => Some(allocation_name(&pool, a)),
+                            IpAddr::V6(_) => None,
+                        }
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
+        let rows = self.single(|c| {
+            c.query(
+                "SELECT namespace FROM ipamctl.pools
+                 UNION SELECT namespace FROM ipamctl.allocations",
+                &[],
+            )
+        })?;
+        let mut scopes = vec![None];
+        scopes.extend(
+            rows.iter()
+                .map(|r| r.get::<_, &str>(0))
+                .filter(|ns| !ns.is_empty())
+                .filter_map(|ns| Namespace::new(ns).ok().map(Some)),
+        );
+        scopes.sort();
+        scopes.dedup();
+        Ok(scopes)
+    }
+
+    fn lock_pool(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        mode: LockMode,
+    ) -> Result<LockGuard> {
+        let ns = ns_key(ns);
+        let statement = match mode {
+            LockMode::Shared => {
+                "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR SHARE"
+            }
+            LockMode::Exclusive => {
+                "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE"
+            }
+        };
+        self.in_unit("a pool lock", |c| {
+            c.query_opt(statement, &[&ns, &pool.as_str()])
+        })?;
+        // The row lock is the transaction's: it goes with COMMIT or ROLLBACK.
+        Ok(Box::new(()))
+    }
+
+    fn lock_scope(&self, ns: Option<&Namespace>) -> Result<LockGuard> {
+        let ns = ns_key(ns);
+        self.in_unit("a scope lock", |c| {
+            c.execute(
+                "INSERT INTO ipamctl.scope_locks (namespace) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&ns],
+            )?;
+            c.query_opt(
+                "SELECT 1 FROM ipamctl.scope_locks WHERE namespace = $1 FOR UPDATE",
+                &[&ns],
+            )
+        })?;
+        Ok(Box::new(()))
+    }
+
+    fn lock_owner(
+        &self,
+        _ns: Option<&Namespace>,
+        _pool: &PoolName,
+        _owner: &Owner,
+    ) -> Result<LockGuard> {
+        // The unique owner constraint arbitrates claims, and a release deletes only the row
+        // of the owner it read: there is nothing to serialise.
+        Ok(Box::new(()))
+    }
+
+    fn find_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<OwnerLookup> {
+        let mut lookup = OwnerLookup::default();
+        if let Some((name, parsed)) = self.owner_row(ns, pool, owner)? {
+            match parsed {
+                Ok(m) => lookup.held = Some(m),
+                Err(why) => lookup.broken.push((name, why)),
+            }
+        }
+        Ok(lookup)
+    }
+
+    fn record_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        _owner: &Owner,
+        address: Ipv4Addr,
+    ) {
+        let Some(next) = u32::from(address).checked_add(1) else {
+            return;
+        };
+        let mut session = self.session();
+        let key = (ns_key(ns).to_owned(), pool.to_string());
+        if let Some(read) = session.hints_read.get(&key).cloned() {
+            session.advances.push(HintAdvance {
+                namespace: key.0,
+                pool: key.1,
+                read,
+                to: IpAddr::V4(Ipv4Addr::from(next)),
+            });
+        }
+    }
+
+    fn find_allocations(
+        &self,
+        ns: Option<&Namespace>,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<Found>> {
+        let ns = ns_key(ns);
+        let pool = pool.map(PoolName::as_str);
+        let (kind, name) = match &filter.kind_name {
+            Some((k, n)) => (Some(k.as_str()), Some(n.as_str())),
+            None => (None, None),
+        };
+        let uid = filter.uid.as_ref().map(|u| u.as_str());
+        let rows = self.single(|c| {
+            c.query(
+                "SELECT pool, address, manifest FROM ipamctl.allocations
+                 WHERE namespace = $1
+                   AND ($2::text IS NULL OR pool = $2)
+                   AND ($3::text IS NULL OR owner_kind = $3)
+                   AND ($4::text IS NULL OR CASE WHEN $5 THEN left(owner_name, length($4)) = $4
+                                                 ELSE owner_name = $4 END)
+                   AND ($6::text IS NULL OR owner_uid = $6)",
+                &[&ns, &pool, &kind, &name, &filter.prefix, &uid],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let pool = PoolName::new(r.get::<_, &str>(0)).ok()?;
+                let IpAddr::V4(address) = r.get::<_, IpAddr>(1) else {
+                    return None;
+                };
+                Some(Found {
+                    name: allocation_name(&pool, address),
+                    parsed: parse(r.get::<_, &[u8]>(2)),
+                })
+            })
+            .collect())
+    }
+
+    fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.unit(work)
+    }
+
+    fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
+        let nsk = ns_key(ns);
+        let pool = manifest.spec.pool.as_str();
+        let (kind, name, uid) = owner_columns(&manifest.spec.owner);
+        let bytes = yaml::encode(manifest).into_bytes();
+        let id = self.client_id.as_str();
+        let object = manifest.metadata.name.as_str();
+        let claimed = self.single(|c| {
+            let row = c.query_one(
+                "WITH claimed AS (
+                     INSERT INTO ipamctl.allocations
+                         (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)
+                     ON CONFLICT DO NOTHING
+                     RETURNING namespace, manifest
+                 ), event AS (
+                     INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+                     SELECT $8, 'claimed', namespace, $9, $10, manifest FROM claimed
+                 )
+                 SELECT count(*) FROM claimed",
+                &[
+                    &nsk,
+                    &pool,
+                    &IpAddr::V4(manifest.spec.address),
+                    &kind,
+                    &name,
+                    &uid,
+                    &bytes,
+                    &id,
+                    &ALLOCATION_KIND,
+                    &object,
+                ],
+            )?;
+            Ok(row.get::<_, i64>(0) > 0)
+        })?;
+        if claimed {
+            return Ok(Claim::Claimed);
+        }
+        // Nothing inserted: the address is taken, or the owner holds one. This statement
+        // sees every commit made before it started, including the one that beat us.
+        match self.owner_row(ns, &manifest.spec.pool, &manifest.spec.owner)? {
+            Some((_, Ok(held))) => Ok(Claim::OwnerHolds(Box::new(held))),
+            Some((name, Err(why))) => Err(Error::invalid(
+                self.locate(ObjectKind::Allocation, ns, &name),
+                why,
+            )),
+            None => Ok(Claim::AddressTaken),
+        }
+    }
+
+    fn free_candidates<'a>(
+        &'a self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+        _taken: &[Ipv4Addr],
+        whole_pool: bool,
+    ) -> Result<FreeIter<'a>> {
+        Ok(Box::new(super::free::Free::new(
+            self,
+            ns_key(ns),
+            pool.as_str(),
+            candidates,
+            whole_pool,
+        )))
+    }
+
+    fn release(&self, ns: Option<&Namespace>, expected: &AllocationManifest) -> Result<bool> {
+        let nsk = ns_key(ns);
+        let id = self.client_id.as_str();
+        let owner = owner_columns(&expected.spec.owner);
+        self.single(|c| {
+            delete_allocation(
+                c,
+                nsk,
+                expected.spec.pool.as_str(),
+                expected.spec.address,
+                Some(owner),
+                &expected.metadata.name,
+                id,
+            )
+        })
+    }
+}
+
+impl PgStore {
+    /// The owner's allocation row in the pool: its object name and manifest.
+    fn owner_row(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<Option<(String, Parsed)>> {
+        let ns = ns_key(ns);
+        let (kind, name, uid) = owner_columns(owner);
+        let row = self.single(|c| {
+            c.query_opt(
+                "SELECT address, manifest FROM ipamctl.allocations
+                 WHERE namespace = $1 AND pool = $2
+                   AND owner_kind = $3 AND owner_name = $4 AND owner_uid = $5",
+                &[&ns, &pool.as_str(), &kind, &name, &uid],
+            )
+        })?;
+        Ok(row.map(|r| {
+            let object = match r.get::<_, IpAddr>(0) {
+                IpAddr::V4(a) => allocation_name(pool, a),
+                IpAddr::V6(a) => format!("{pool}-{a}"),
+            };
+            (object, parse(r.get::<_, &[u8]>(1)))
+        }))
+    }
+}

@@ -1,0 +1,135 @@
+//! Copying every pool and allocation from one store to another, byte for byte: `export`
+//! (a database into a new state directory) and `import` (a state directory into a
+//! database). The caller makes it one unit of work on the database, so an import is all or
+//! nothing.
+//!
+//! Every object read is validated first (it parses, and its name and namespace are the ones
+//! its place says), so a state directory that `ipamctl check` would fail is refused whole
+//! (exit 2). An object the target already holds with the same bytes is left as it is (an
+//! import can be run again); with other bytes, or an allocation whose address or owner is
+//! taken there, it is a conflict (exit 4) and nothing is written.
+
+use crate::error::{Error, Result};
+use crate::model::{Namespace, allocation_name};
+use crate::store::{Claim, ObjectKind, Store};
+use crate::yaml;
+
+/// What a copy did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Copied {
+    /// Pools written to the target.
+    pub pools: usize,
+    /// Allocations written to the target.
+    pub allocations: usize,
+    /// Objects the target already held with the same bytes.
+    pub unchanged: usize,
+}
+
+/// Reads one object's bytes and checks that they are a manifest of that kind whose name
+/// and namespace match where it is stored.
+fn read_valid(
+    from: &dyn Store,
+    kind: ObjectKind,
+    ns: Option<&Namespace>,
+    name: &str,
+) -> Result<Option<Vec<u8>>> {
+    let Some(bytes) = from.get(kind, ns, name)? else {
+        return Ok(None); // deleted since the listing
+    };
+    let at = || from.locate(kind, ns, name);
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
+    let (meta_name, meta_ns) = match kind {
+        ObjectKind::Pool => {
+            let m = yaml::decode_pool(text).map_err(|e| Error::invalid(at(), e))?;
+            (m.metadata.name.clone(), m.metadata.namespace.clone())
+        }
+        ObjectKind::Allocation => {
+            let m = yaml::decode_allocation(text).map_err(|e| Error::invalid(at(), e))?;
+            let expected = allocation_name(&m.spec.pool, m.spec.address);
+            if expected != m.metadata.name {
+                return Err(Error::invalid(
+                    at(),
+                    format!("is named `{}` but holds {expected}", m.metadata.name),
+                ));
+            }
+            (m.metadata.name.clone(), m.metadata.namespace.clone())
+        }
+    };
+    if meta_name != name || meta_ns.as_ref() != ns {
+        return Err(Error::invalid(
+            at(),
+            "metadata.name or metadata.namespace disagrees with where it is stored (run `ipamctl check`)",
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+/// Writes one object unless `to` holds it with the same bytes; a conflict otherwise.
+fn put(
+    to: &dyn Store,
+    kind: ObjectKind,
+    ns: Option<&Namespace>,
+    name: &str,
+    bytes: &[u8],
+) -> Result<bool> {
+    let conflict = |why: &str| Error::Conflict {
+        message: format!("{}: {why}; nothing imported", to.locate(kind, ns, name)),
+        hint: Some("the target holds other state for it: release or delete it there first".into()),
+    };
+    match to.get(kind, ns, name)? {
+        Some(held) if held == bytes => return Ok(false),
+        Some(_) => return Err(conflict("exists with other contents")),
+        None => {}
+    }
+    match kind {
+        ObjectKind::Pool => {
+            if !to.create(kind, ns, name, bytes)? {
+                return Err(conflict("was created meanwhile"));
+            }
+        }
+        ObjectKind::Allocation => {
+            let text = std::str::from_utf8(bytes).expect("validated by read_valid");
+            let manifest = yaml::decode_allocation(text).expect("validated by read_valid");
+            match to.claim(ns, &manifest)? {
+                Claim::Claimed => {}
+                Claim::AddressTaken => {
+                    return Err(conflict("its address is held by another owner"));
+                }
+                Claim::OwnerHolds(held) => {
+                    return Err(conflict(&format!(
+                        "its owner already holds {} in that pool",
+                        held.spec.address
+                    )));
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Copies every pool, then every allocation, of every scope of `from` into `to`.
+pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
+    let mut copied = Copied::default();
+    for scope in from.scopes()? {
+        let ns = scope.as_ref();
+        for kind in [ObjectKind::Pool, ObjectKind::Allocation] {
+            let mut names = from.list(kind, ns)?;
+            names.sort();
+            for name in names {
+                let Some(bytes) = read_valid(from, kind, ns, &name)? else {
+                    continue;
+                };
+                if put(to, kind, ns, &name, &bytes)? {
+                    match kind {
+                        ObjectKind::Pool => copied.pools += 1,
+                        ObjectKind::Allocation => copied.allocations += 1,
+                    }
+                } else {
+                    copied.unchanged += 1;
+                }
+            }
+        }
+    }
+    Ok(copied)
+}

@@ -1,0 +1,773 @@
+//! The PostgreSQL store, driven through the real binary against a real server (see
+//! `tests/pg/mod.rs`): selection and connection errors, the schema's life cycle, the claim
+//! protocol under concurrency, and the audit log.
+
+mod pg;
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::process::Child;
+
+use pg::{Db, assert_code, assert_one_error, stderr, stdout};
+
+/// Exit codes, as the README documents them.
+mod code {
+    pub const OK: i32 = 0;
+    pub const FAILURE: i32 = 1;
+    pub const INVALID: i32 = 2;
+    pub const NOT_FOUND: i32 = 3;
+    pub const CONFLICT: i32 = 4;
+    pub const EXHAUSTED: i32 = 5;
+}
+
+/// A public pool manifest.
+fn pool_yaml(name: &str, cidr: &str, gateway: Option<&str>) -> String {
+    let gateway = gateway
+        .map(|g| format!("  gateway: {g}\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: {name}\nspec:\n  cidr: {cidr}\n  kind: public\n{gateway}"
+    )
+}
+
+/// Applies `yaml` through a file (stdin is closed for the store's commands).
+fn apply(db: &Db, yaml: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pools.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    db.run(["apply", "-f", file.to_str().unwrap()])
+}
+
+fn allocate(db: &Db, pool: &str, owner: &str) -> std::process::Output {
+    db.run(["allocate", pool, "--owner", owner])
+}
+
+/// The addresses held in `pool`, from the table itself.
+fn held(db: &Db, pool: &str) -> Vec<Ipv4Addr> {
+    db.sql()
+        .query(
+            "SELECT host(address) FROM ipamctl.allocations WHERE pool = $1 ORDER BY address",
+            &[&pool],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, &str>(0).parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn init_creates_the_schema_once_and_is_idempotent() {
+    let db = Db::empty();
+    let first = db.run(["init"]);
+    assert_code(&first, code::OK);
+    assert!(stdout(&first).starts_with("created the ipamctl schema, version 1"));
+    let again = db.run(["init"]);
+    assert_code(&again, code::OK);
+    assert!(stdout(&again).starts_with("ipamctl schema already at version 1"));
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 1);
+    // The arbiters are constraints of the table.
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
+             WHERE t.relname = 'allocations' AND c.contype IN ('p', 'u')"
+        ),
+        2
+    );
+}
+
+#[test]
+fn commands_on_a_database_without_the_schema_exit_3_with_an_init_hint() {
+    let db = Db::empty();
+    for args in [
+        vec!["list"],
+        vec!["pool", "list"],
+        vec!["allocate", "p", "--owner", "FloatingIP/f"],
+    ] {
+        let out = db.run(&args);
+        assert_code(&out, code::NOT_FOUND);
+        assert_one_error(&out);
+        let err = stderr(&out);
+        assert!(err.contains("has no ipamctl schema"), "{err}");
+        assert!(err.contains("hint: run `ipamctl --store '") && err.contains("' init`"));
+    }
+    // Nothing was created by asking.
+    assert_eq!(
+        db.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'ipamctl'"),
+        0
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused_before_anything_is_written() {
+    let db = Db::new();
+    db.sql()
+        .batch_execute("INSERT INTO ipamctl.schema_version (version, client) VALUES (99, 'future')")
+        .unwrap();
+    let out = apply(&db, &pool_yaml("p", "192.0.2.0/29", None));
+    assert_code(&out, code::FAILURE);
+    assert_one_error(&out);
+    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (1)"));
+    let init = db.run(["init"]);
+    assert_code(&init, code::FAILURE);
+    assert_one_error(&init);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), 0);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 2);
+}
+
+#[test]
+fn store_together_with_state_dir_is_a_usage_error() {
+    let db = Db::new();
+    let out = db.run(["-d", "somewhere", "list"]);
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+    // Also when one of them comes from the environment.
+    let out = db
+        .cmd(["list"])
+        .env("IPAMCTL_STATE_DIR", "somewhere")
+        .output()
+        .unwrap();
+    assert_code(&out, code::INVALID);
+    // And a store that is no PostgreSQL string.
+    let out = std::process::Command::new(pg::BIN)
+        .args(["--store", "./state", "list"])
+        .env_remove("IPAMCTL_STATE_DIR")
+        .output()
+        .unwrap();
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+}
+
+#[test]
+fn store_from_the_environment_selects_the_database() {
+    let db = Db::new();
+    let out = std::process::Command::new(pg::BIN)
+        .args(["pool", "list"])
+        .env("IPAMCTL_STORE", &db.url)
+        .env_remove("IPAMCTL_STATE_DIR")
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    assert!(stderr(&out).contains("No pools found."));
+}
+
+/// Environment variables set for one run.
+type Env = Vec<(&'static str, String)>;
+
+#[test]
+fn a_password_never_appears_in_any_output() {
+    const SECRET: &str = "hunter2-Secret";
+    let runs: Vec<(Vec<String>, Env)> = vec![
+        // Nobody listens on port 1: a connection error.
+        (
+            vec![
+                format!("postgresql://alice:{SECRET}@127.0.0.1:1/db"),
+                "list".into(),
+            ],
+            vec![],
+        ),
+        (
+            vec![
+                format!("host=127.0.0.1 port=1 password={SECRET} dbname=x"),
+                "list".into(),
+            ],
+            vec![],
+        ),
+        (
+            vec![
+                format!("host=127.0.0.1 port=1 password='{SECRET} x' dbname=x"),
+                "list".into(),
+            ],
+            vec![],
+        ),
+        // A bad option and a bad sslmode next to the password.
+        (
+            vec![
+                format!("postgresql://alice:{SECRET}@h/db?sslcert=x"),
+                "list".into(),
+            ],
+            vec![],
+        ),
+        (
+            vec![
+                format!("postgresql://alice:{SECRET}@h/db?sslmode=bogus"),
+                "list".into(),
+            ],
+            vec![],
+        ),
+        // Not PostgreSQL at all.
+        (
+            vec![format!("mysql://alice:{SECRET}@h/db"), "list".into()],
+            vec![],
+        ),
+        // From the environment.
+        (
+            vec!["host=127.0.0.1 port=1 dbname=x".into(), "list".into()],
+            vec![("PGPASSWORD", SECRET.to_owned())],
+        ),
+    ];
+    for (args, env) in runs {
+        let out = std::process::Command::new(pg::BIN)
+            .arg("--store")
+            .args(&args)
+            .envs(env)
+            .env_remove("IPAMCTL_STATE_DIR")
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert_one_error(&out);
+        let all = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(!all.contains("hunter2"), "{args:?}: {all}");
+    }
+    // A server that does not ask for the password (trust): the no-schema hint repeats the
+    // store string, masked.
+    let db = Db::empty();
+    let url = db.url.replacen(
+        "postgresql://",
+        &format!("postgresql://postgres:{SECRET}@"),
+        1,
+    );
+    let out = std::process::Command::new(pg::BIN)
+        .args(["--store", &url, "list"])
+        .env_remove("IPAMCTL_STATE_DIR")
+        .output()
+        .unwrap();
+    assert_code(&out, code::NOT_FOUND);
+    let err = stderr(&out);
+    assert!(
+        !err.contains("hunter2") && err.contains("postgres:****@"),
+        "{err}"
+    );
+    // `--help` never shows the environment's store.
+    let out = std::process::Command::new(pg::BIN)
+        .args(["--help"])
+        .env("IPAMCTL_STORE", format!("postgresql://a:{SECRET}@h/db"))
+        .output()
+        .unwrap();
+    assert!(!stdout(&out).contains("hunter2"));
+}
+
+#[test]
+fn a_connection_failure_is_one_error_line_and_exit_1() {
+    let out = std::process::Command::new(pg::BIN)
+        .args(["--store", "postgresql://nobody@127.0.0.1:1/db", "list"])
+        .env_remove("IPAMCTL_STATE_DIR")
+        .output()
+        .unwrap();
+    assert_code(&out, code::FAILURE);
+    assert_one_error(&out);
+    assert!(stderr(&out).contains("cannot connect to PostgreSQL"));
+}
+
+#[test]
+fn apply_allocate_release_and_exhaustion() {
+    let db = Db::new();
+    // 192.0.2.0/29 with gateway .1: candidates .2-.6.
+    let out = apply(&db, &pool_yaml("tiny", "192.0.2.0/29", Some("192.0.2.1")));
+    assert_code(&out, code::OK);
+    assert_eq!(stdout(&out), "ipampool/tiny created\n");
+    let again = apply(&db, &pool_yaml("tiny", "192.0.2.0/29", Some("192.0.2.1")));
+    assert_eq!(stdout(&again), "ipampool/tiny unchanged\n");
+    let a = allocate(&db, "tiny", "FloatingIP/a");
+    assert_code(&a, code::OK);
+    assert_eq!(stdout(&a), "192.0.2.2\n");
+    // The same owner again: the same address.
+    assert_eq!(
+        stdout(&allocate(&db, "tiny", "FloatingIP/a")),
+        "192.0.2.2\n"
+    );
+    for (owner, addr) in [("b", "3"), ("c", "4"), ("d", "5"), ("e", "6")] {
+        let out = allocate(&db, "tiny", &format!("FloatingIP/{owner}"));
+        assert_eq!(stdout(&out), format!("192.0.2.{addr}\n"));
+    }
+    let full = allocate(&db, "tiny", "FloatingIP/f");
+    assert_code(&full, code::EXHAUSTED);
+    assert_one_error(&full);
+    // Release, then the freed address is the lowest free one again.
+    let rel = db.run(["release", "tiny", "192.0.2.3"]);
+    assert_code(&rel, code::OK);
+    assert_eq!(stdout(&rel), "ipallocation/tiny-192-0-2-3 released\n");
+    assert_eq!(
+        stdout(&allocate(&db, "tiny", "FloatingIP/f")),
+        "192.0.2.3\n"
+    );
+    // A guarded release of someone else's address is refused; nothing released.
+    let guarded = db.run(["release", "tiny", "192.0.2.4", "--owner", "FloatingIP/zzz"]);
+    assert_code(&guarded, code::CONFLICT);
+    assert_eq!(held(&db, "tiny").len(), 5);
+    // The manifest stored is what the file store would have written.
+    let json = db.run([
+        "list",
+        "-o",
+        "yaml",
+        "--pool",
+        "tiny",
+        "--address",
+        "192.0.2.2",
+    ]);
+    let bytes: Vec<u8> = db
+        .sql()
+        .query_one(
+            "SELECT manifest FROM ipamctl.allocations WHERE address = '192.0.2.2'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(stdout(&json), String::from_utf8(bytes).unwrap());
+    // A pool with allocations is not deleted; an empty one is.
+    assert_code(&db.run(["pool", "delete", "tiny"]), code::CONFLICT);
+    let rel = db.run(["release", "tiny", "--owner", "FloatingIP/a"]);
+    assert_code(&rel, code::OK);
+    assert_eq!(held(&db, "tiny").len(), 4);
+    // Missing pool: exit 3.
+    assert_code(&allocate(&db, "nope", "FloatingIP/a"), code::NOT_FOUND);
+}
+
+#[test]
+fn uid_queries_and_release_by_uid() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("p", "10.1.0.0/24", None)), code::OK);
+    for (owner, uid) in [
+        ("VirtualMachine/web-01/0", "u1"),
+        ("VirtualMachine/web-01/1", "u1"),
+        ("VirtualMachine/web-02/0", "u2"),
+    ] {
+        assert_code(
+            &db.run(["allocate", "p", "--owner", owner, "--uid", uid]),
+            code::OK,
+        );
+    }
+    let listed = db.run(["list", "--uid", "u1", "-o", "json"]);
+    assert_eq!(stdout(&listed).matches("\"uid\": \"u1\"").count(), 2);
+    let by_prefix = db.run(["list", "--owner", "VirtualMachine/web-01/"]);
+    assert_eq!(stdout(&by_prefix).lines().count(), 3); // header + 2
+    let rel = db.run(["release", "--uid", "u1"]);
+    assert_code(&rel, code::OK);
+    assert_eq!(stdout(&rel).lines().count(), 2);
+    assert_eq!(
+        held(&db, "p"),
+        vec!["10.1.0.3".parse::<Ipv4Addr>().unwrap()]
+    );
+}
+
+/// Starts `n` `allocate` processes at once.
+fn spawn_allocates(db: &Db, pool: &str, owners: &[String]) -> Vec<Child> {
+    owners
+        .iter()
+        .map(|owner| {
+            db.cmd(["allocate", pool, "--owner", owner])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn ipamctl")
+        })
+        .collect()
+}
+
+#[test]
+fn sixty_four_processes_fill_a_pool_without_a_duplicate() {
+    let db = Db::new();
+    // 10.7.0.0/27 without gateway: 30 candidates for 64 owners.
+    assert_code(
+        &apply(&db, &pool_yaml("race", "10.7.0.0/27", None)),
+        code::OK,
+    );
+    let owners: Vec<String> = (0..64).map(|i| format!("FloatingIP/fip-{i}")).collect();
+    let mut got: HashMap<Ipv4Addr, String> = HashMap::new();
+    let mut exhausted = 0;
+    for (child, owner) in spawn_allocates(&db, "race", &owners)
+        .into_iter()
+        .zip(&owners)
+    {
+        let out = child.wait_with_output().unwrap();
+        match out.status.code() {
+            Some(code::OK) => {
+                let addr: Ipv4Addr = stdout(&out).trim().parse().unwrap();
+                if let Some(other) = got.insert(addr, owner.clone()) {
+                    panic!("{addr} given to both {other} and {owner}");
+                }
+            }
+            Some(code::EXHAUSTED) => {
+                assert_one_error(&out);
+                exhausted += 1;
+            }
+            _ => panic!("{owner}: unexpected {:?}: {}", out.status, stderr(&out)),
+        }
+    }
+    assert_eq!(got.len(), 30);
+    assert_eq!(exhausted, 34);
+    let stored = held(&db, "race");
+    assert_eq!(stored.len(), 30);
+    assert_eq!(
+        stored.iter().copied().collect::<BTreeSet<_>>(),
+        got.keys().copied().collect()
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'"),
+        30
+    );
+}
+
+#[test]
+fn a_same_owner_storm_gets_one_address() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("storm", "10.8.0.0/24", None)),
+        code::OK,
+    );
+    let owners: Vec<String> = vec!["VirtualMachine/web-01/0".to_owned(); 32];
+    let mut addresses = BTreeSet::new();
+    for child in spawn_allocates(&db, "storm", &owners) {
+        let out = child.wait_with_output().unwrap();
+        assert_code(&out, code::OK);
+        addresses.insert(stdout(&out));
+    }
+    assert_eq!(addresses.len(), 1, "{addresses:?}");
+    assert_eq!(held(&db, "storm").len(), 1);
+}
+
+#[test]
+fn shrinking_a_pool_while_claims_run_leaves_no_allocation_outside_it() {
+    let db = Db::new();
+    let wide = pool_yaml("shrink", "10.9.0.0/24", None);
+    let narrow = pool_yaml("shrink", "10.9.0.0/26", None);
+    assert_code(&apply(&db, &wide), code::OK);
+    let owners: Vec<String> = (0..48).map(|i| format!("FloatingIP/s-{i}")).collect();
+    let children = spawn_allocates(&db, "shrink", &owners);
+    // Shrink, and put the wide pool back, while the claims run: each apply either wins
+    // (no allocation outside the new prefix at that moment) or is refused (exit 4).
+    let mut outcomes = Vec::new();
+    for yaml in [&narrow, &wide, &narrow, &wide, &narrow] {
+        outcomes.push(apply(&db, yaml).status.code());
+    }
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            matches!(out.status.code(), Some(code::OK | code::EXHAUSTED)),
+            "{}",
+            stderr(&out)
+        );
+    }
+    for o in &outcomes {
+        assert!(
+            matches!(*o, Some(code::OK | code::CONFLICT)),
+            "{outcomes:?}"
+        );
+    }
+    // Whatever won, every allocation is a candidate of the pool as it stands now.
+    let manifest: Vec<u8> = db
+        .sql()
+        .query_one(
+            "SELECT manifest FROM ipamctl.pools WHERE name = 'shrink'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let cidr: ipnet::Ipv4Net = if String::from_utf8(manifest).unwrap().contains("/26") {
+        "10.9.0.0/26".parse().unwrap()
+    } else {
+        "10.9.0.0/24".parse().unwrap()
+    };
+    for addr in held(&db, "shrink") {
+        assert!(cidr.contains(&addr), "{addr} outside {cidr}");
+    }
+}
+
+#[test]
+fn every_change_is_in_the_events_table_with_its_manifest() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("ev", "192.0.2.0/29", None)),
+        code::OK,
+    );
+    assert_code(&allocate(&db, "ev", "FloatingIP/a"), code::OK);
+    assert_code(&db.run(["release", "ev", "192.0.2.1"]), code::OK);
+    assert_code(
+        &apply(&db, &pool_yaml("ev", "192.0.2.0/28", None)),
+        code::OK,
+    );
+    assert_code(&db.run(["pool", "delete", "ev"]), code::OK);
+    let rows = db
+        .sql()
+        .query(
+            "SELECT action, kind, name, client, length(manifest) FROM ipamctl.events ORDER BY id",
+            &[],
+        )
+        .unwrap();
+    let actions: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let expect = [
+        ("pool created", "IPAMPool", "ev"),
+        ("claimed", "IPAllocation", "ev-192-0-2-1"),
+        ("released", "IPAllocation", "ev-192-0-2-1"),
+        ("pool updated", "IPAMPool", "ev"),
+        ("pool deleted", "IPAMPool", "ev"),
+    ];
+    assert_eq!(
+        actions,
+        expect
+            .iter()
+            .map(|(a, k, n)| (a.to_string(), k.to_string(), n.to_string()))
+            .collect::<Vec<_>>()
+    );
+    for r in &rows {
+        let client: &str = r.get(3);
+        assert!(client.contains('@'), "{client}");
+        assert!(r.get::<_, i32>(4) > 0);
+    }
+}
+
+#[test]
+fn check_is_refused_on_a_database() {
+    let db = Db::new();
+    let out = db.run(["check"]);
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+}
+
+/// `ipamctl --store URL init` over TCP with `sslmode`, as `(exit code, stderr)`.
+fn init_over_tcp(db: &Db, host: &str, query: &str) -> std::process::Output {
+    let (port, _) = pg::tls_endpoint();
+    let url = format!("postgresql://postgres@{host}:{port}/{}?{query}", db.name());
+    std::process::Command::new(pg::BIN)
+        .args(["--store", &url, "init"])
+        .env_remove("IPAMCTL_STATE_DIR")
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn tls_sslmodes_require_verify_ca_and_verify_full() {
+    let db = Db::empty();
+    let (_, cert) = pg::tls_endpoint();
+    let root = format!("sslrootcert={}", cert.display());
+    // Encrypted, certificate not checked.
+    assert_code(
+        &init_over_tcp(&db, "127.0.0.1", "sslmode=require"),
+        code::OK,
+    );
+    // Chain checked; the certificate is for `localhost`, so the name matters only for
+    // verify-full.
+    assert_code(
+        &init_over_tcp(&db, "127.0.0.1", &format!("sslmode=verify-ca&{root}")),
+        code::OK,
+    );
+    assert_code(
+        &init_over_tcp(&db, "localhost", &format!("sslmode=verify-full&{root}")),
+        code::OK,
+    );
+    let wrong_name = init_over_tcp(&db, "127.0.0.1", &format!("sslmode=verify-full&{root}"));
+    assert_code(&wrong_name, code::FAILURE);
+    assert_one_error(&wrong_name);
+    // A root that did not sign it: the system's store.
+    let untrusted = init_over_tcp(&db, "localhost", "sslmode=verify-full&sslrootcert=system");
+    assert_code(&untrusted, code::FAILURE);
+    assert_one_error(&untrusted);
+    assert!(stderr(&untrusted).contains("cannot connect to PostgreSQL"));
+}
+
+#[test]
+fn the_server_going_away_mid_command_is_one_error_and_nothing_half_done() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("gone", "10.11.0.0/24", None)),
+        code::OK,
+    );
+    // Hold the pool's row so that the allocate waits inside its transaction.
+    let mut locker = db.sql();
+    let mut tx = locker.transaction().unwrap();
+    tx.query(
+        "SELECT 1 FROM ipamctl.pools WHERE name = 'gone' FOR UPDATE",
+        &[],
+    )
+    .unwrap();
+    let child = db
+        .cmd(["allocate", "gone", "--owner", "FloatingIP/victim"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut admin = db.sql();
+    let waiting = "SELECT pid FROM pg_stat_activity
+                   WHERE datname = current_database() AND application_name = 'ipamctl'
+                     AND wait_event_type = 'Lock'";
+    let start = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Some(row) = admin.query_opt(waiting, &[]).unwrap() {
+            break row.get(0);
+        }
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "allocate never waited on the pool row"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_code(&out, code::FAILURE);
+    assert_one_error(&out);
+    tx.rollback().unwrap();
+    assert!(held(&db, "gone").is_empty());
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'"),
+        0
+    );
+    // The owner that asks again gets its address.
+    assert_eq!(
+        stdout(&allocate(&db, "gone", "FloatingIP/victim")),
+        "10.11.0.1\n"
+    );
+}
+
+#[test]
+fn serialization_failures_are_retried_under_serializable() {
+    // As on CockroachDB, where SERIALIZABLE is the default: concurrent claims then fail with
+    // SQLSTATE 40001 and must be run again.
+    let db = Db::new();
+    db.sql()
+        .batch_execute(&format!(
+            "ALTER DATABASE {} SET default_transaction_isolation = 'serializable'",
+            db.name()
+        ))
+        .unwrap();
+    assert_code(
+        &apply(&db, &pool_yaml("ser", "10.12.0.0/27", None)),
+        code::OK,
+    );
+    let owners: Vec<String> = (0..16).map(|i| format!("FloatingIP/ser-{i}")).collect();
+    let mut got = BTreeSet::new();
+    for child in spawn_allocates(&db, "ser", &owners) {
+        let out = child.wait_with_output().unwrap();
+        assert_code(&out, code::OK);
+        assert!(got.insert(stdout(&out)), "duplicate {}", stdout(&out));
+    }
+    assert_eq!(held(&db, "ser").len(), 16);
+}
+
+/// A copy of `testdata/<case>` in a temporary directory (fixtures are never touched).
+fn fixture_copy(case: &str) -> tempfile::TempDir {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata")
+            .join(case),
+        dir.path(),
+    );
+    dir
+}
+
+/// Every file of a state directory but the git-ignored `.index/`, with its bytes.
+fn tree(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if rel == ".index" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn import_then_export_gives_the_same_bytes() {
+    for case in ["populated", "small-pools", "seed"] {
+        let db = Db::new();
+        let source = fixture_copy(case);
+        let import = db.run(["import", source.path().to_str().unwrap()]);
+        assert_code(&import, code::OK);
+        // Again: everything is already there.
+        let again = db.run(["import", source.path().to_str().unwrap()]);
+        assert_code(&again, code::OK);
+        assert!(stdout(&again).starts_with("imported 0 pools and 0 allocations"));
+        let out = tempfile::tempdir().unwrap();
+        let target = out.path().join("exported");
+        let export = db.run(["export", target.to_str().unwrap()]);
+        assert_code(&export, code::OK);
+        assert_eq!(tree(source.path()), tree(&target), "{case}");
+        // The export is a state directory the file store reads as it is.
+        let check = std::process::Command::new(pg::BIN)
+            .args(["-d", target.to_str().unwrap(), "check"])
+            .env_remove("IPAMCTL_STORE")
+            .output()
+            .unwrap();
+        assert_code(&check, code::OK);
+    }
+}
+
+#[test]
+fn import_is_all_or_nothing_and_refuses_conflicts() {
+    let db = Db::new();
+    assert_code(
+        &db.run(["import", fixture_copy("seed").path().to_str().unwrap()]),
+        code::OK,
+    );
+    // Someone else holds the lowest address of the public pool in the database.
+    assert_eq!(
+        stdout(&allocate(&db, "public-zone-a", "FloatingIP/other")),
+        "203.0.113.4\n"
+    );
+    let events = db.count("SELECT count(*) FROM ipamctl.events");
+    // `populated` gives 203.0.113.4 to fip-1: a conflict, and nothing of it is imported.
+    let out = db.run(["import", fixture_copy("populated").path().to_str().unwrap()]);
+    assert_code(&out, code::CONFLICT);
+    assert_one_error(&out);
+    assert!(
+        stderr(&out).contains("public-zone-a-203-0-113-4"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 2);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 1);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), events);
+    // A broken manifest: exit 2, nothing imported.
+    let out = db.run([
+        "import",
+        fixture_copy("broken-allocation").path().to_str().unwrap(),
+    ]);
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 2);
+}
+
+#[test]
+fn export_and_import_need_a_database_and_export_a_new_directory() {
+    let out = std::process::Command::new(pg::BIN)
+        .args(["-d", "x", "export", "y"])
+        .env_remove("IPAMCTL_STORE")
+        .output()
+        .unwrap();
+    assert_code(&out, code::INVALID);
+    let db = Db::new();
+    let busy = tempfile::tempdir().unwrap();
+    std::fs::write(busy.path().join("file"), "x").unwrap();
+    let out = db.run(["export", busy.path().to_str().unwrap()]);
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+}

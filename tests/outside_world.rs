@@ -1047,6 +1047,64 @@ fn an_allocation_file_overwritten_in_place_by_cp_is_read_again() {
     assert_consistent(&test.state());
 }
 
+/// A rewrite in place whose writer stalls between truncating the file and writing it (a
+/// loaded machine deschedules it): the owner's file is empty for `stall`, then whole again.
+/// `allocate` for that owner runs meanwhile, with no hint and no index to go by. Returns
+/// what it did and the owner's addresses once the file is whole.
+fn claim_during_a_stalled_rewrite(stall: Duration) -> (Outcome, Vec<String>, String) {
+    let test = Test::new("seed");
+    let [four, ..] = warm_seed(&test);
+    let rel = allocation_file(&four);
+    let path = test.path(&rel);
+    let whole = fs::read(&path).expect("read the allocation");
+    let owner = "FloatingIP/fip-x";
+    fs::remove_dir_all(test.path(".index")).expect("remove the index and hints");
+    // Truncated in place (same inode), as `cp` and editors do before they write.
+    fs::File::create(&path).expect("truncate the allocation");
+    let writer = {
+        let path = path.clone();
+        thread::spawn(move || {
+            thread::sleep(stall);
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open the allocation");
+            file.write_all(&whole).expect("write the allocation back");
+        })
+    };
+    let out = ipamctl(&test, &["allocate", POOL, "--owner", owner]);
+    writer.join().expect("the writer");
+    let addresses = held(&test, owner);
+    assert_consistent(&test.state());
+    (out, addresses, four)
+}
+
+/// The writer stalls for a second: longer than the half second an earlier ipamctl waited
+/// before taking the empty file for a broken one, and giving its owner a second address.
+#[test]
+fn a_claim_waits_out_a_rewrite_in_place_whose_writer_stalls() {
+    let _serial = serial();
+    let (out, addresses, four) = claim_during_a_stalled_rewrite(Duration::from_secs(1));
+    assert_eq!(succeeded(&out), four, "the owner was given another address");
+    assert_eq!(addresses, [four]);
+}
+
+/// The writer stalls for longer than ipamctl will wait: the claim fails (exit 1, "try
+/// again") instead of deciding on a file it cannot read, and nothing is written.
+#[test]
+fn a_claim_fails_rather_than_guess_while_a_rewrite_stays_torn() {
+    let _serial = serial();
+    let (out, addresses, four) = claim_during_a_stalled_rewrite(Duration::from_secs(4));
+    assert_eq!(out.code, Some(code::FAILURE), "{}", out.describe());
+    assert_one_error(&out.stderr);
+    assert!(out.stderr.contains("try again"), "{}", out.describe());
+    assert_eq!(
+        addresses,
+        [four],
+        "a claim was made while the file was torn"
+    );
+}
+
 // ---- Finding 6: a stepped-back clock ----------------------------------------------------
 
 /// Adds an hour to every decimal number of 18 digits or more (a timestamp in nanoseconds).

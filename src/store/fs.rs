@@ -138,8 +138,10 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
 }
 
 /// How long after its last change an allocation file that does not parse may still be a
-/// rewrite in progress (see [`FsStore::read_whole`]).
-const TORN_WINDOW_NS: i64 = 500_000_000;
+/// rewrite in progress (see [`FsStore::read_whole`]). A writer that truncated a file can be
+/// descheduled for a long time before it writes: half a second was seen to pass on a loaded
+/// two-core machine (27 runnable processes).
+const TORN_WINDOW_NS: i64 = 2_000_000_000;
 
 /// Nanoseconds since the epoch, by the clock that stamps files.
 fn now_ns() -> i64 {
@@ -326,25 +328,47 @@ impl FsStore {
 
     /// [`FsStore::read_allocation`] for a claim's look-up, which must not take a torn file
     /// for "no owner here": `cp` and editors rewrite a file in place (truncate, then write),
-    /// and a read in between sees a file that does not parse. One that changed less than
-    /// [`TORN_WINDOW_NS`] ago is read again until it parses or the window has passed.
+    /// and a read in between sees a file that does not parse.
+    ///
+    /// A file that does not parse and had changed less than [`TORN_WINDOW_NS`] before a read
+    /// began may be such a rewrite: it is read again until it parses. If it has not parsed
+    /// half a second after the window, the look-up fails (exit 1, "try again") rather than
+    /// take it for a broken file, whose owner the claim would then not see: the writer may
+    /// only be stalled. Only a file that does not parse and had not changed for the whole
+    /// window when first read is taken for broken (its address stays taken).
     fn read_whole(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         file: &str,
     ) -> Result<Option<(Parsed, Stamp)>> {
-        let mut read = self.read_allocation(dir, ns, file)?;
-        for _ in 0..100 {
-            match &read {
-                Some((Err(_), stamp)) if stamp.ctime > now_ns() - TORN_WINDOW_NS => {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                    read = self.read_allocation(dir, ns, file)?;
-                }
-                _ => break,
+        let begun = now_ns();
+        let mut changing = false;
+        loop {
+            // The window is measured from each read's start, not from after it: a reader
+            // descheduled between its read and this check must not take a fresh rewrite
+            // for an old broken file.
+            let started = now_ns();
+            let read = self.read_allocation(dir, ns, file)?;
+            let Some((Err(why), stamp)) = &read else {
+                return Ok(read);
+            };
+            if stamp.ctime > started - TORN_WINDOW_NS {
+                changing = true;
+            } else if !changing {
+                return Ok(read);
             }
+            if started - begun > TORN_WINDOW_NS + 500_000_000 {
+                return Err(Error::io(
+                    self.path(ObjectKind::Allocation, ns, file),
+                    std::io::Error::other(format!(
+                        "{why}, and it was being changed moments ago: another program may be \
+                         rewriting it; nothing was claimed, try again"
+                    )),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Ok(read)
     }
 
     /// The allocations of `pool` among `addresses` (ascending, as listed): the addresses

@@ -771,3 +771,69 @@ fn export_and_import_need_a_database_and_export_a_new_directory() {
     assert_code(&out, code::INVALID);
     assert_one_error(&out);
 }
+
+#[test]
+fn concurrent_inits_create_one_schema() {
+    let db = Db::empty();
+    let children: Vec<Child> = (0..4)
+        .map(|_| {
+            db.cmd(["init"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        assert_code(&child.wait_with_output().unwrap(), code::OK);
+    }
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 1);
+}
+
+#[test]
+fn clients_killed_at_random_instants_leave_nothing_half_done() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("kill", "10.13.0.0/24", None)),
+        code::OK,
+    );
+    let owners: Vec<String> = (0..40).map(|i| format!("FloatingIP/k-{i}")).collect();
+    let mut children = spawn_allocates(&db, "kill", &owners);
+    for child in &mut children {
+        // 0-39 ms: before connecting, mid-transaction, or after the commit.
+        let pause = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 40;
+        std::thread::sleep(std::time::Duration::from_millis(pause));
+        let _ = child.kill();
+    }
+    let mut printed = HashMap::new();
+    for (child, owner) in children.into_iter().zip(&owners) {
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            printed.insert(owner.clone(), stdout(&out));
+        }
+    }
+    // Every stored claim committed with its event; nothing else is there.
+    let rows = db.count("SELECT count(*) FROM ipamctl.allocations");
+    assert_eq!(
+        rows,
+        db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'")
+    );
+    // Every owner asking again gets one address, the one it was told if it was told one.
+    let mut seen = BTreeSet::new();
+    for owner in &owners {
+        let out = allocate(&db, "kill", owner);
+        assert_code(&out, code::OK);
+        if let Some(before) = printed.get(owner) {
+            assert_eq!(&stdout(&out), before, "{owner}");
+        }
+        assert!(seen.insert(stdout(&out)), "duplicate {}", stdout(&out));
+    }
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 40);
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM (SELECT owner_name FROM ipamctl.allocations
+             GROUP BY owner_name HAVING count(*) > 1) d"
+        ),
+        0
+    );
+}

@@ -837,3 +837,38 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
         0
     );
 }
+
+#[test]
+fn a_stale_low_water_hint_never_makes_a_pool_look_exhausted() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("hint", "192.0.2.0/29", None)),
+        code::OK,
+    );
+    for i in 0..6 {
+        assert_code(
+            &allocate(&db, "hint", &format!("FloatingIP/h-{i}")),
+            code::OK,
+        );
+    }
+    assert_code(&allocate(&db, "hint", "FloatingIP/late"), code::EXHAUSTED);
+    // A row deleted behind ipamctl's back leaves the hint above a free address.
+    db.sql()
+        .batch_execute("DELETE FROM ipamctl.allocations WHERE address = '192.0.2.3'")
+        .unwrap();
+    assert_eq!(
+        stdout(&allocate(&db, "hint", "FloatingIP/late")),
+        "192.0.2.3\n"
+    );
+    // Released through ipamctl, the lowest address is found at once and handed out first.
+    assert_code(&db.run(["release", "hint", "192.0.2.5"]), code::OK);
+    assert_code(&db.run(["release", "hint", "192.0.2.1"]), code::OK);
+    assert_eq!(
+        stdout(&allocate(&db, "hint", "FloatingIP/n1")),
+        "192.0.2.1\n"
+    );
+    assert_eq!(
+        stdout(&allocate(&db, "hint", "FloatingIP/n2")),
+        "192.0.2.5\n"
+    );
+}

@@ -295,9 +295,18 @@ impl Store for PgStore {
 
     fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
         let rows = self.single(|c| {
+            // The allocations' namespaces by a skip scan of the primary key (one index probe
+            // per namespace), not a pass over every row.
             c.query(
-                "SELECT namespace FROM ipamctl.pools
-                 UNION SELECT namespace FROM ipamctl.allocations",
+                "WITH RECURSIVE ns AS (
+                     (SELECT namespace FROM ipamctl.allocations ORDER BY namespace LIMIT 1)
+                     UNION ALL
+                     SELECT (SELECT a.namespace FROM ipamctl.allocations a
+                             WHERE a.namespace > ns.namespace ORDER BY a.namespace LIMIT 1)
+                     FROM ns WHERE ns.namespace IS NOT NULL
+                 )
+                 SELECT namespace FROM ns WHERE namespace IS NOT NULL
+                 UNION SELECT namespace FROM ipamctl.pools",
                 &[],
             )
         })?;

@@ -519,6 +519,53 @@ impl Store for PgStore {
         )))
     }
 
+    fn count_held(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+    ) -> Result<Option<(u64, u64)>> {
+        // Everything, minus what lies in the gaps between candidate spans (few addresses:
+        // the network, broadcast, gateway and excludes), each gap a range of the key.
+        let mut gaps: Vec<(u32, u32)> = Vec::new();
+        let mut next = Some(0u32);
+        for (lo, hi) in candidates.spans() {
+            if let Some(start) = next
+                && lo > start
+            {
+                gaps.push((start, lo - 1));
+            }
+            next = hi.checked_add(1);
+        }
+        if let Some(start) = next {
+            gaps.push((start, u32::MAX));
+        }
+        let (los, his): (Vec<IpAddr>, Vec<IpAddr>) = gaps
+            .iter()
+            .map(|&(lo, hi)| {
+                (
+                    IpAddr::V4(Ipv4Addr::from(lo)),
+                    IpAddr::V4(Ipv4Addr::from(hi)),
+                )
+            })
+            .unzip();
+        let ns = ns_key(ns);
+        let row = self.single(|c| {
+            c.query_one(
+                "SELECT (SELECT count(*) FROM ipamctl.allocations
+                         WHERE namespace = $1 AND pool = $2),
+                        (SELECT coalesce(sum((SELECT count(*) FROM ipamctl.allocations
+                                              WHERE namespace = $1 AND pool = $2
+                                                AND address BETWEEN g.lo AND g.hi)), 0)::bigint
+                         FROM unnest($3::inet[], $4::inet[]) AS g(lo, hi))",
+                &[&ns, &pool.as_str(), &los, &his],
+            )
+        })?;
+        let all = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+        let outside = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+        Ok(Some((all, all.saturating_sub(outside))))
+    }
+
     fn release(&self, ns: Option<&Namespace>, expected: &AllocationManifest) -> Result<bool> {
         let nsk = ns_key(ns);
         let id = self.client_id.as_str();

@@ -872,3 +872,135 @@ fn a_stale_low_water_hint_never_makes_a_pool_look_exhausted() {
         "192.0.2.5\n"
     );
 }
+
+/// Runs `.ci/pg-cluster ARGS…`, returning its stdout.
+fn pg_cluster(args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pg-cluster {args:?}: {}",
+        stderr(&out)
+    );
+    stdout(&out).trim().to_owned()
+}
+
+#[test]
+fn a_server_restart_during_churn_loses_nothing_and_clients_converge() {
+    // A cluster of its own: restarting the shared one would cut the other tests.
+    let dir = tempfile::Builder::new()
+        .prefix("ipamctl-pg-restart-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let pid = std::process::id().to_string();
+    let url = pg_cluster(&[
+        "start".as_ref(),
+        dir.as_os_str(),
+        "--watch".as_ref(),
+        pid.as_ref(),
+    ]);
+    let run = |args: &[&str]| {
+        std::process::Command::new(pg::BIN)
+            .arg("--store")
+            .arg(&url)
+            .args(args)
+            .env_remove("IPAMCTL_STATE_DIR")
+            .output()
+            .unwrap()
+    };
+    assert_code(&run(&["init"]), code::OK);
+    let pools = tempfile::tempdir().unwrap();
+    let file = pools.path().join("p.yaml");
+    std::fs::write(&file, pool_yaml("churn", "10.14.0.0/24", None)).unwrap();
+    assert_code(&run(&["apply", "-f", file.to_str().unwrap()]), code::OK);
+    // Four clients claim and release in a loop while the server restarts under them.
+    let stopped_at = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    let failures = std::sync::atomic::AtomicUsize::new(0);
+    let unreleased = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (run, failures, unreleased) = (&run, &failures, &unreleased);
+            s.spawn(move || {
+                let mut k = 0;
+                while std::time::Instant::now() < stopped_at {
+                    let owner = format!("FloatingIP/t{t}-{k}");
+                    k += 1;
+                    let out = run(&["allocate", "churn", "--owner", &owner]);
+                    let addr = match out.status.code() {
+                        Some(code::OK) => stdout(&out).trim().to_owned(),
+                        Some(code::FAILURE) => {
+                            assert_one_error(&out);
+                            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            // Told nothing: the claim may or may not have committed.
+                            unreleased.lock().unwrap().push((owner, None));
+                            continue;
+                        }
+                        other => panic!("{owner}: {other:?}: {}", stderr(&out)),
+                    };
+                    let out = run(&["release", "churn", &addr, "--owner", &owner]);
+                    match out.status.code() {
+                        Some(code::OK) => {}
+                        Some(code::FAILURE) => {
+                            assert_one_error(&out);
+                            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            unreleased.lock().unwrap().push((owner, Some(addr)));
+                        }
+                        other => panic!("release {owner}: {other:?}: {}", stderr(&out)),
+                    }
+                }
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        pg_cluster(&["restart".as_ref(), dir.as_os_str()]);
+    });
+    // Every owner left over gets its address back (the one it was told, if any) and
+    // releases it; then nothing is held, and the log balances.
+    for (owner, told) in unreleased.into_inner().unwrap() {
+        let out = run(&["allocate", "churn", "--owner", &owner]);
+        assert_code(&out, code::OK);
+        let addr = stdout(&out).trim().to_owned();
+        if let Some(told) = told {
+            assert_eq!(addr, told, "{owner}");
+        }
+        assert_code(
+            &run(&["release", "churn", &addr, "--owner", &owner]),
+            code::OK,
+        );
+    }
+    let out = run(&["list", "-o", "json"]);
+    assert_eq!(stdout(&out), "[]\n");
+    let mut client = postgres::Client::connect(
+        &format!(
+            "host={} port={} user=postgres dbname=postgres",
+            dir.join("sock").display(),
+            url.rsplit("port=")
+                .next()
+                .unwrap()
+                .split('&')
+                .next()
+                .unwrap()
+        ),
+        postgres::NoTls,
+    )
+    .unwrap();
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE action = 'claimed'),
+                    count(*) FILTER (WHERE action = 'released')
+             FROM ipamctl.events",
+            &[],
+        )
+        .unwrap();
+    let (claimed, released): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(claimed, released);
+    eprintln!(
+        "restart during churn: {claimed} claims, {} commands failed during the restart",
+        failures.into_inner()
+    );
+    pg_cluster(&["stop".as_ref(), dir.as_os_str()]);
+}

@@ -409,12 +409,18 @@ fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    if let Some(addr) = req.address
-        && taken.contains(&addr)
-    {
-        return Err(held_by_other(store, req, addr));
-    }
-    for addr in store.free_candidates(ns, &pool.name, candidates, taken, whole_pool)? {
+    let free = match req.address {
+        // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
+        Some(addr) => {
+            let name = allocation_name(&pool.name, addr);
+            if taken.contains(&addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
+                return Err(held_by_other(store, req, addr));
+            }
+            Box::new(std::iter::once(Ok(addr)))
+        }
+        None => store.free_candidates(ns, &pool.name, candidates, taken, whole_pool)?,
+    };
+    for addr in free {
         let addr = addr?;
         let manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
         if req.dry_run {

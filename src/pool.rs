@@ -190,8 +190,15 @@ impl Usage {
     /// `taken` are all allocations of the range; only those that are `candidates` count
     /// against `free`.
     fn count(candidates: &Candidates, taken: &[Ipv4Addr]) -> Usage {
-        let total = candidates.count();
         let held = taken.iter().filter(|a| candidates.contains(**a)).count() as u64;
+        Usage::from_counts(candidates, taken.len() as u64, held)
+    }
+
+    /// The usage from counts: `allocated` allocations of the range, `held` of them among
+    /// `candidates` (a store that counts without listing answers these).
+    pub fn from_counts(candidates: &Candidates, allocated: u64, held: u64) -> Usage {
+        let total = candidates.count();
+        let held = held.min(total);
         let percent_used = if total == 0 {
             0.0
         } else {
@@ -199,7 +206,7 @@ impl Usage {
         };
         Usage {
             candidates: total,
-            allocated: taken.len() as u64,
+            allocated,
             free: total - held,
             percent_used,
         }

@@ -131,7 +131,7 @@ fn list_answers_from_the_index_exactly_as_from_the_files() {
 #[test]
 fn list_of_many_files_is_sorted_and_warns_once_per_broken_file() {
     // Enough files that `list` reads them on several threads.
-    let test = Test::new("populated");
+    let test = Test::new("populated").file_store_only();
     let dir = "namespaces/acme/prod/ipallocations";
     let pool = ipamctl::model::PoolName::new("vpc-main").expect("valid");
     let ns = ipamctl::model::Namespace::new("acme/prod").expect("valid");

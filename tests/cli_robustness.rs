@@ -14,7 +14,7 @@ const BROKEN: &str = "cluster/ipallocations/tiny-192-0-2-2.yaml";
 #[test]
 fn broken_allocation_file_warns_and_its_address_is_never_handed_out() {
     // tiny is 192.0.2.0/29 with gateway .1; the file of .2 does not parse.
-    let mut test = Test::new("broken-allocation");
+    let mut test = Test::new("broken-allocation").file_store_only();
     for (i, expected) in ["192.0.2.3", "192.0.2.4", "192.0.2.5", "192.0.2.6"]
         .into_iter()
         .enumerate()
@@ -59,6 +59,7 @@ fn broken_allocation_file_warns_and_its_address_is_never_handed_out() {
 #[test]
 fn broken_allocation_file_is_never_handed_out_even_when_asked_for() {
     let ran = Test::new("broken-allocation")
+        .file_store_only()
         .args([
             "allocate",
             "tiny",
@@ -80,6 +81,7 @@ fn broken_allocation_file_is_never_handed_out_even_when_asked_for() {
 #[test]
 fn broken_allocation_file_is_named_in_a_warning_by_list() {
     let ran = Test::new("broken-allocation")
+        .file_store_only()
         .args(["list"])
         .stdout("")
         .run();
@@ -89,6 +91,7 @@ fn broken_allocation_file_is_named_in_a_warning_by_list() {
 #[test]
 fn broken_allocation_file_counts_as_taken_in_pool_show() {
     let ran = Test::new("broken-allocation")
+        .file_store_only()
         .args(["pool", "show", "tiny"])
         .run();
     assert!(ran.stdout.contains("Allocated:   1\n"), "{}", ran.stdout);
@@ -102,6 +105,7 @@ fn broken_allocation_file_counts_as_taken_in_pool_show() {
 #[test]
 fn broken_allocation_file_keeps_pool_delete_refused() {
     Test::new("broken-allocation")
+        .file_store_only()
         .args(["pool", "delete", "tiny"])
         .fails(code::CONFLICT)
         .run();
@@ -109,7 +113,7 @@ fn broken_allocation_file_keeps_pool_delete_refused() {
 
 #[test]
 fn broken_pool_file_is_an_error_naming_it_not_a_crash() {
-    let test = Test::new("seed");
+    let test = Test::new("seed").file_store_only();
     test.write(
         "cluster/ipampools/public-zone-a.yaml",
         "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: public-zone-a}\nspec: {cidr: 203.0.113.0/24, kind: public, gatway: 203.0.113.1}\n",
@@ -148,7 +152,7 @@ fn apply_of_a_directory_is_invalid_input() {
 
 #[test]
 fn symlink_inside_the_state_directory_is_refused() {
-    let test = Test::new("seed");
+    let test = Test::new("seed").file_store_only();
     let outside = test.root().join("outside");
     std::fs::create_dir(&outside).expect("create a directory");
     std::os::unix::fs::symlink(&outside, test.path("cluster/ipallocations"))

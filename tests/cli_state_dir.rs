@@ -34,6 +34,7 @@ fn init_is_idempotent() {
 #[test]
 fn init_keeps_existing_manifests() {
     Test::new("populated")
+        .file_store_only()
         .args(["init"])
         .stdout("already initialized ipamctl state directory in state\n")
         .unchanged()
@@ -140,6 +141,7 @@ fn state_dir_from_environment_variable() {
 #[test]
 fn state_dir_option_wins_over_environment_variable() {
     Test::new("seed")
+        .file_store_only()
         .env("IPAMCTL_STATE_DIR", "does-not-exist")
         .args(["allocate", "public-zone-a", "--owner", "FloatingIP/fip-1"])
         .stdout("203.0.113.4\n")
@@ -196,7 +198,7 @@ fn global_options_work_after_nested_subcommands_and_arguments() {
 
 #[test]
 fn unsupported_layout_version_is_exit_1() {
-    let test = Test::new("empty");
+    let test = Test::new("empty").file_store_only();
     test.write(".ipamctl", "layout: 99\n");
     let ran = test.args(["list"]).fails(code::FAILURE).run();
     insta::assert_snapshot!(ran.stderr);

@@ -302,7 +302,7 @@ fn apply_is_not_fooled_by_tags_in_quotes_comments_or_block_scalars() {
 
 #[test]
 fn a_stored_pool_with_a_binary_tag_is_invalid_naming_its_file() {
-    let test = Test::new("seed");
+    let test = Test::new("seed").file_store_only();
     let stored = test
         .read("cluster/ipampools/public-zone-a.yaml")
         .replace("name: public-zone-a", "name: !!binary cHVibGljLXpvbmUtYQ==");
@@ -320,7 +320,7 @@ fn a_stored_pool_with_a_binary_tag_is_invalid_naming_its_file() {
 
 #[test]
 fn a_stored_allocation_with_a_custom_tag_reads_as_unparsable() {
-    let test = Test::new("populated");
+    let test = Test::new("populated").file_store_only();
     let rel = "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-2.yaml";
     let stored = test.read(rel);
     assert!(stored.contains("  pool: vpc-main\n"), "{stored}");

@@ -771,3 +771,236 @@ fn export_and_import_need_a_database_and_export_a_new_directory() {
     assert_code(&out, code::INVALID);
     assert_one_error(&out);
 }
+
+#[test]
+fn concurrent_inits_create_one_schema() {
+    let db = Db::empty();
+    let children: Vec<Child> = (0..4)
+        .map(|_| {
+            db.cmd(["init"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        assert_code(&child.wait_with_output().unwrap(), code::OK);
+    }
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 1);
+}
+
+#[test]
+fn clients_killed_at_random_instants_leave_nothing_half_done() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("kill", "10.13.0.0/24", None)),
+        code::OK,
+    );
+    let owners: Vec<String> = (0..40).map(|i| format!("FloatingIP/k-{i}")).collect();
+    let mut children = spawn_allocates(&db, "kill", &owners);
+    for child in &mut children {
+        // 0-39 ms: before connecting, mid-transaction, or after the commit.
+        let pause = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 40;
+        std::thread::sleep(std::time::Duration::from_millis(pause));
+        let _ = child.kill();
+    }
+    let mut printed = HashMap::new();
+    for (child, owner) in children.into_iter().zip(&owners) {
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            printed.insert(owner.clone(), stdout(&out));
+        }
+    }
+    // Every stored claim committed with its event; nothing else is there.
+    let rows = db.count("SELECT count(*) FROM ipamctl.allocations");
+    assert_eq!(
+        rows,
+        db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'")
+    );
+    // Every owner asking again gets one address, the one it was told if it was told one.
+    let mut seen = BTreeSet::new();
+    for owner in &owners {
+        let out = allocate(&db, "kill", owner);
+        assert_code(&out, code::OK);
+        if let Some(before) = printed.get(owner) {
+            assert_eq!(&stdout(&out), before, "{owner}");
+        }
+        assert!(seen.insert(stdout(&out)), "duplicate {}", stdout(&out));
+    }
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 40);
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM (SELECT owner_name FROM ipamctl.allocations
+             GROUP BY owner_name HAVING count(*) > 1) d"
+        ),
+        0
+    );
+}
+
+#[test]
+fn a_stale_low_water_hint_never_makes_a_pool_look_exhausted() {
+    let db = Db::new();
+    assert_code(
+        &apply(&db, &pool_yaml("hint", "192.0.2.0/29", None)),
+        code::OK,
+    );
+    for i in 0..6 {
+        assert_code(
+            &allocate(&db, "hint", &format!("FloatingIP/h-{i}")),
+            code::OK,
+        );
+    }
+    assert_code(&allocate(&db, "hint", "FloatingIP/late"), code::EXHAUSTED);
+    // A row deleted behind ipamctl's back leaves the hint above a free address.
+    db.sql()
+        .batch_execute("DELETE FROM ipamctl.allocations WHERE address = '192.0.2.3'")
+        .unwrap();
+    assert_eq!(
+        stdout(&allocate(&db, "hint", "FloatingIP/late")),
+        "192.0.2.3\n"
+    );
+    // Released through ipamctl, the lowest address is found at once and handed out first.
+    assert_code(&db.run(["release", "hint", "192.0.2.5"]), code::OK);
+    assert_code(&db.run(["release", "hint", "192.0.2.1"]), code::OK);
+    assert_eq!(
+        stdout(&allocate(&db, "hint", "FloatingIP/n1")),
+        "192.0.2.1\n"
+    );
+    assert_eq!(
+        stdout(&allocate(&db, "hint", "FloatingIP/n2")),
+        "192.0.2.5\n"
+    );
+}
+
+/// Runs `.ci/pg-cluster ARGS…`, returning its stdout.
+fn pg_cluster(args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pg-cluster {args:?}: {}",
+        stderr(&out)
+    );
+    stdout(&out).trim().to_owned()
+}
+
+#[test]
+fn a_server_restart_during_churn_loses_nothing_and_clients_converge() {
+    // A cluster of its own: restarting the shared one would cut the other tests.
+    let dir = tempfile::Builder::new()
+        .prefix("ipamctl-pg-restart-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let pid = std::process::id().to_string();
+    let url = pg_cluster(&[
+        "start".as_ref(),
+        dir.as_os_str(),
+        "--watch".as_ref(),
+        pid.as_ref(),
+    ]);
+    let run = |args: &[&str]| {
+        std::process::Command::new(pg::BIN)
+            .arg("--store")
+            .arg(&url)
+            .args(args)
+            .env_remove("IPAMCTL_STATE_DIR")
+            .output()
+            .unwrap()
+    };
+    assert_code(&run(&["init"]), code::OK);
+    let pools = tempfile::tempdir().unwrap();
+    let file = pools.path().join("p.yaml");
+    std::fs::write(&file, pool_yaml("churn", "10.14.0.0/24", None)).unwrap();
+    assert_code(&run(&["apply", "-f", file.to_str().unwrap()]), code::OK);
+    // Four clients claim and release in a loop while the server restarts under them.
+    let stopped_at = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    let failures = std::sync::atomic::AtomicUsize::new(0);
+    let unreleased = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (run, failures, unreleased) = (&run, &failures, &unreleased);
+            s.spawn(move || {
+                let mut k = 0;
+                while std::time::Instant::now() < stopped_at {
+                    let owner = format!("FloatingIP/t{t}-{k}");
+                    k += 1;
+                    let out = run(&["allocate", "churn", "--owner", &owner]);
+                    let addr = match out.status.code() {
+                        Some(code::OK) => stdout(&out).trim().to_owned(),
+                        Some(code::FAILURE) => {
+                            assert_one_error(&out);
+                            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            // Told nothing: the claim may or may not have committed.
+                            unreleased.lock().unwrap().push((owner, None));
+                            continue;
+                        }
+                        other => panic!("{owner}: {other:?}: {}", stderr(&out)),
+                    };
+                    let out = run(&["release", "churn", &addr, "--owner", &owner]);
+                    match out.status.code() {
+                        Some(code::OK) => {}
+                        Some(code::FAILURE) => {
+                            assert_one_error(&out);
+                            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            unreleased.lock().unwrap().push((owner, Some(addr)));
+                        }
+                        other => panic!("release {owner}: {other:?}: {}", stderr(&out)),
+                    }
+                }
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        pg_cluster(&["restart".as_ref(), dir.as_os_str()]);
+    });
+    // Every owner left over gets its address back (the one it was told, if any) and
+    // releases it; then nothing is held, and the log balances.
+    for (owner, told) in unreleased.into_inner().unwrap() {
+        let out = run(&["allocate", "churn", "--owner", &owner]);
+        assert_code(&out, code::OK);
+        let addr = stdout(&out).trim().to_owned();
+        if let Some(told) = told {
+            assert_eq!(addr, told, "{owner}");
+        }
+        assert_code(
+            &run(&["release", "churn", &addr, "--owner", &owner]),
+            code::OK,
+        );
+    }
+    let out = run(&["list", "-o", "json"]);
+    assert_eq!(stdout(&out), "[]\n");
+    let mut client = postgres::Client::connect(
+        &format!(
+            "host={} port={} user=postgres dbname=postgres",
+            dir.join("sock").display(),
+            url.rsplit("port=")
+                .next()
+                .unwrap()
+                .split('&')
+                .next()
+                .unwrap()
+        ),
+        postgres::NoTls,
+    )
+    .unwrap();
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE action = 'claimed'),
+                    count(*) FILTER (WHERE action = 'released')
+             FROM ipamctl.events",
+            &[],
+        )
+        .unwrap();
+    let (claimed, released): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(claimed, released);
+    eprintln!(
+        "restart during churn: {claimed} claims, {} commands failed during the restart",
+        failures.into_inner()
+    );
+    pg_cluster(&["stop".as_ref(), dir.as_os_str()]);
+}

@@ -58,7 +58,8 @@ struct ShowStatus {
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let mut pools = Vec::new();
     for ns in super::scopes(store, g)? {
-        let entries = store.list(ObjectKind::Allocation, ns.as_ref())?;
+        // Listed only if the store cannot count (the file store: one listing per scope).
+        let mut entries: Option<Vec<String>> = None;
         let mut names = store.list(ObjectKind::Pool, ns.as_ref())?;
         names.sort();
         for name in names {
@@ -81,8 +82,18 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                     continue;
                 }
             };
-            let taken: Vec<Ipv4Addr> = pool_addresses(&entries, &pool.name).collect();
-            let usage = Usage::of(&manifest.spec, &taken);
+            let candidates = Candidates::of_pool(&manifest.spec);
+            let usage = match store.count_held(ns.as_ref(), &pool.name, &candidates)? {
+                Some((allocated, held)) => Usage::from_counts(&candidates, allocated, held),
+                None => {
+                    let entries = match &mut entries {
+                        Some(e) => e,
+                        None => entries.insert(store.list(ObjectKind::Allocation, ns.as_ref())?),
+                    };
+                    let taken: Vec<Ipv4Addr> = pool_addresses(entries, &pool.name).collect();
+                    Usage::of(&manifest.spec, &taken)
+                }
+            };
             pools.push((manifest, usage));
         }
     }

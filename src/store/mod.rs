@@ -235,6 +235,19 @@ pub trait Store {
         })))
     }
 
+    /// How many allocations `pool` has, and how many of them are among `candidates`,
+    /// when the store can count them without listing them (a database); `None` by default:
+    /// the caller counts from [`Store::list`].
+    fn count_held(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+    ) -> Result<Option<(u64, u64)>> {
+        let _ = (ns, pool, candidates);
+        Ok(None)
+    }
+
     /// Deletes the allocation `expected` names if it still belongs to `expected`'s owner;
     /// `false` (nothing deleted) if not. By default a plain delete: the caller holds the
     /// lock of that owner and re-read the allocation under it (invariant 5 of

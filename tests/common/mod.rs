@@ -30,8 +30,20 @@
 //! | `race` | public `race`, 10.7.0.0/27 without gateway: 30 candidates |
 //! | `broken-allocation` | public `tiny`, 192.0.2.0/29 with gateway .1, and an unparsable allocation file for .2 |
 
+//! # Both stores
+//!
+//! With `IPAMCTL_TEST_STORE=postgres`, every command the builder runs on a state directory
+//! runs on PostgreSQL instead, with the same assertions: the state directory is imported
+//! into a fresh database (see `tests/pg/mod.rs` for the server), the command gets
+//! `--store URL` in place of `-d state`, and the database is exported back over the state
+//! directory afterwards, so that the checks on files see what the database holds. A fixture
+//! the database cannot hold (a broken file) fails the test, saying so.
+
 // Every test crate uses a different subset of the harness.
 #![allow(dead_code)]
+
+#[path = "../pg/mod.rs"]
+pub mod pg;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -173,11 +185,18 @@ pub fn assert_one_error(stderr: &str) {
     );
 }
 
+/// Do the tests run their commands on PostgreSQL (`IPAMCTL_TEST_STORE=postgres`)?
+pub fn on_postgres() -> bool {
+    std::env::var("IPAMCTL_TEST_STORE").is_ok_and(|v| v == "postgres")
+}
+
 /// A state directory in a temporary directory, and the next command to run on it with what
 /// that command must do.
 pub struct Test {
     tmp: tempfile::TempDir,
     next: Next,
+    /// Runs on the state directory even with `IPAMCTL_TEST_STORE=postgres`.
+    file_store_only: bool,
 }
 
 /// The next command and its expectations; the default is no arguments, `-d state`, and
@@ -218,7 +237,16 @@ impl Test {
                 .tempdir()
                 .expect("create a temporary directory"),
             next: Next::default(),
+            file_store_only: false,
         }
+    }
+
+    /// This test is about the state directory itself (broken or planted files, the marker,
+    /// `-d` and its environment variable): it runs on the file store under
+    /// `IPAMCTL_TEST_STORE=postgres` too, since a database cannot hold what it tests.
+    pub fn file_store_only(mut self) -> Test {
+        self.file_store_only = true;
+        self
     }
 
     /// The arguments (after the implicit `-d state`).
@@ -390,11 +418,54 @@ impl Test {
         text
     }
 
+    /// Loads the state directory into a fresh database (`IPAMCTL_TEST_STORE=postgres`).
+    #[track_caller]
+    fn load_into_database(&self) -> pg::Db {
+        let db = pg::Db::new();
+        let out = db.run([OsStr::new("import"), self.state().as_os_str()]);
+        assert!(
+            out.status.success(),
+            "this state directory cannot be loaded into PostgreSQL: {}",
+            pg::stderr(&out)
+        );
+        db
+    }
+
+    /// Replaces the state directory's manifests with what the database holds.
+    #[track_caller]
+    fn store_from_database(&self, db: &pg::Db) {
+        let out = self.root().join("exported");
+        let ran = db.run([OsStr::new("export"), out.as_os_str()]);
+        assert!(ran.status.success(), "export: {}", pg::stderr(&ran));
+        for tree in ["cluster", "namespaces"] {
+            let _ = std::fs::remove_dir_all(self.state().join(tree));
+            if out.join(tree).is_dir() {
+                copy_tree(&out.join(tree), &self.state().join(tree));
+            }
+        }
+        std::fs::remove_dir_all(&out).expect("remove the export");
+    }
+
     /// Runs the command and checks every expectation; returns the output and, through
     /// [`Ran::then`], the state directory for the next command.
     #[track_caller]
     pub fn run(mut self) -> Ran {
-        let mut cmd = self.command(&self.next.args);
+        let database = (on_postgres()
+            && !self.file_store_only
+            && !self.next.no_state_flag
+            && self.state().join(".ipamctl").is_file())
+        .then(|| self.load_into_database());
+        let mut cmd = match &database {
+            Some(db) => {
+                let mut cmd = db.cmd(&self.next.args);
+                cmd.current_dir(self.root().join(&self.next.current_dir))
+                    .env_remove("RUST_BACKTRACE")
+                    .env_remove("RUST_LIB_BACKTRACE")
+                    .env_remove("NO_COLOR");
+                cmd
+            }
+            None => self.command(&self.next.args),
+        };
         let next = std::mem::take(&mut self.next);
         let before = (next.error || next.unchanged).then(|| self.snapshot());
         cmd.stdin(if next.stdin.is_some() {
@@ -413,6 +484,9 @@ impl Test {
             stdin.write_all(text.as_bytes()).expect("write stdin");
         }
         let output = child.wait_with_output().expect("wait for ipamctl");
+        if let Some(db) = &database {
+            self.store_from_database(db);
+        }
         let status = output
             .status
             .code()

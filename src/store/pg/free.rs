@@ -16,19 +16,19 @@ use crate::error::Result;
 use crate::pool::{Candidates, Span};
 
 /// The first free address in `[$3, $4]` of pool ($1, $2): `$3` itself if free, else the
-/// address after the first allocation from `$3` on whose successor is free. Both probes
-/// are primary-key look-ups; the scan walks the key in order from `$3`.
+/// address after the first allocation from `$3` on whose successor is not allocated. One
+/// ordered walk of the primary key from `$3`, which stops at the first gap.
 const GAP_QUERY: &str = "
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM ipamctl.allocations
                      WHERE namespace = $1 AND pool = $2 AND address = $3)
     THEN $3
-    ELSE (SELECT a.address + 1 FROM ipamctl.allocations a
-          WHERE a.namespace = $1 AND a.pool = $2 AND a.address >= $3 AND a.address < $4
-            AND NOT EXISTS (SELECT 1 FROM ipamctl.allocations b
-                            WHERE b.namespace = $1 AND b.pool = $2
-                              AND b.address = a.address + 1)
-          ORDER BY a.address
+    ELSE (SELECT s.address + 1
+          FROM (SELECT address, lead(address) OVER (ORDER BY address) AS next
+                FROM ipamctl.allocations
+                WHERE namespace = $1 AND pool = $2 AND address >= $3 AND address <= $4) s
+          WHERE s.address < $4 AND (s.next IS NULL OR s.next <> s.address + 1)
+          ORDER BY s.address
           LIMIT 1)
 END";
 

@@ -295,9 +295,18 @@ impl Store for PgStore {
 
     fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
         let rows = self.single(|c| {
+            // The allocations' namespaces by a skip scan of the primary key (one index probe
+            // per namespace), not a pass over every row.
             c.query(
-                "SELECT namespace FROM ipamctl.pools
-                 UNION SELECT namespace FROM ipamctl.allocations",
+                "WITH RECURSIVE ns AS (
+                     (SELECT namespace FROM ipamctl.allocations ORDER BY namespace LIMIT 1)
+                     UNION ALL
+                     SELECT (SELECT a.namespace FROM ipamctl.allocations a
+                             WHERE a.namespace > ns.namespace ORDER BY a.namespace LIMIT 1)
+                     FROM ns WHERE ns.namespace IS NOT NULL
+                 )
+                 SELECT namespace FROM ns WHERE namespace IS NOT NULL
+                 UNION SELECT namespace FROM ipamctl.pools",
                 &[],
             )
         })?;
@@ -508,6 +517,53 @@ impl Store for PgStore {
             candidates,
             whole_pool,
         )))
+    }
+
+    fn count_held(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+    ) -> Result<Option<(u64, u64)>> {
+        // Everything, minus what lies in the gaps between candidate spans (few addresses:
+        // the network, broadcast, gateway and excludes), each gap a range of the key.
+        let mut gaps: Vec<(u32, u32)> = Vec::new();
+        let mut next = Some(0u32);
+        for (lo, hi) in candidates.spans() {
+            if let Some(start) = next
+                && lo > start
+            {
+                gaps.push((start, lo - 1));
+            }
+            next = hi.checked_add(1);
+        }
+        if let Some(start) = next {
+            gaps.push((start, u32::MAX));
+        }
+        let (los, his): (Vec<IpAddr>, Vec<IpAddr>) = gaps
+            .iter()
+            .map(|&(lo, hi)| {
+                (
+                    IpAddr::V4(Ipv4Addr::from(lo)),
+                    IpAddr::V4(Ipv4Addr::from(hi)),
+                )
+            })
+            .unzip();
+        let ns = ns_key(ns);
+        let row = self.single(|c| {
+            c.query_one(
+                "SELECT (SELECT count(*) FROM ipamctl.allocations
+                         WHERE namespace = $1 AND pool = $2),
+                        (SELECT coalesce(sum((SELECT count(*) FROM ipamctl.allocations
+                                              WHERE namespace = $1 AND pool = $2
+                                                AND address BETWEEN g.lo AND g.hi)), 0)::bigint
+                         FROM unnest($3::inet[], $4::inet[]) AS g(lo, hi))",
+                &[&ns, &pool.as_str(), &los, &his],
+            )
+        })?;
+        let all = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+        let outside = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+        Ok(Some((all, all.saturating_sub(outside))))
     }
 
     fn release(&self, ns: Option<&Namespace>, expected: &AllocationManifest) -> Result<bool> {

@@ -26,8 +26,3 @@ fn main() -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-// Every command that lists a scope builds tens of thousands of small manifests on several
-// threads; glibc's per-thread arenas grow a page run at a time (an `mprotect` and a page
-// fault each), which was a third of `list -o json` at 50,000 allocations.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

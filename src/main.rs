@@ -25,4 +25,3 @@ fn main() -> ExitCode {
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
-

@@ -71,9 +71,18 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let found = collect(store, g, args)?;
+    let rendered = render(&found, g, out);
+    // The process ends right after this command: freeing tens of thousands of manifests one
+    // allocation at a time would only delay its exit (15-20 ms of `list -o json` at 50,000
+    // allocations, timed phase by phase). An in-process caller leaks this one listing.
+    std::mem::forget(found);
+    rendered
+}
+
+fn render(found: &[AllocationManifest], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     match g.output {
-        Some(OutputFormat::Json) => output::write_json_list(out, &found),
-        Some(OutputFormat::Yaml) => output::write(out, &yaml::encode_stream(&found)),
+        Some(OutputFormat::Json) => output::write_json_list(out, found),
+        Some(OutputFormat::Yaml) => output::write(out, &yaml::encode_stream(found)),
         Some(OutputFormat::Table) | None => {
             if found.is_empty() {
                 eprintln!("No allocations found.");

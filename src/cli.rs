@@ -66,8 +66,10 @@ pub struct GlobalArgs {
     )]
     pub store: Option<String>,
 
-    /// Output format. `allocate` prints the address alone unless json or yaml is asked for;
-    /// svg is the image of `pool show --map`, and nothing else draws it.
+    /// Output format: table (the default), wide (a table with more columns), json or yaml
+    /// (one document; a list is a kubectl `List`), or name (`kind/name` lines). Without
+    /// `-o`, `allocate` prints the address alone and `vpc create` the VPC's uid alone. svg
+    /// is the image of `pool show --map`, and nothing else draws it.
     #[arg(
         short = 'o',
         long = "output",
@@ -77,6 +79,10 @@ pub struct GlobalArgs {
         value_name = "FORMAT"
     )]
     pub format: Option<FormatArg>,
+
+    /// Tables without their header line.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
 
     /// `--output` as the commands that render data see it: the same, or `None` for svg, which
     /// only `pool show --map` (reading [`GlobalArgs::format`]) accepts. Set before dispatch.
@@ -97,10 +103,14 @@ pub struct GlobalArgs {
 pub enum FormatArg {
     /// A human-readable table.
     Table,
+    /// A table with more columns.
+    Wide,
     /// JSON, for `jq`.
     Json,
     /// YAML manifests, as stored.
     Yaml,
+    /// `kind/name` lines.
+    Name,
     /// An SVG image (`pool show --map` only).
     Svg,
 }
@@ -110,10 +120,14 @@ pub enum FormatArg {
 pub enum OutputFormat {
     /// A human-readable table.
     Table,
+    /// A table with more columns.
+    Wide,
     /// JSON, for `jq`.
     Json,
     /// YAML manifests, as stored.
     Yaml,
+    /// `kind/name` lines.
+    Name,
 }
 
 /// The subcommands.
@@ -130,7 +144,8 @@ pub enum Command {
     /// Create or update pools from YAML manifests, all or nothing.
     ///
     /// Every document of every file is validated before any pool is written. Prints
-    /// `ipampool/<name> created|configured|unchanged` per pool.
+    /// `ipampool/<name> created|configured|unchanged` per pool (with `-o json|yaml`, the
+    /// pools with `status.action`).
     Apply(ApplyArgs),
     /// Claim an address for an owner and print it.
     ///
@@ -145,6 +160,9 @@ pub enum Command {
     /// if they match the holder (else exit 4).
     Release(ReleaseArgs),
     /// List allocations, sorted by namespace, pool and address.
+    ///
+    /// The selectors narrow the list; all must hold. A pool, namespace or `--within` prefix
+    /// that does not exist is exit 3, not an empty list.
     List(ListArgs),
     /// Inspect and delete pools.
     #[command(subcommand)]
@@ -227,6 +245,11 @@ pub struct ApplyArgs {
     /// A YAML file of IPAMPool documents; `-` reads stdin. Repeatable.
     #[arg(short, long = "filename", value_name = "FILE", required = true)]
     pub file: Vec<String>,
+
+    /// Check everything and print what would change (`would-create`, `would-configure`,
+    /// `unchanged`); write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl allocate`.
@@ -262,43 +285,41 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
 
-    /// Print what would be allocated; write nothing.
+    /// Print what would be allocated (`would-create` in JSON and YAML); write nothing.
     #[arg(long)]
     pub dry_run: bool,
 
-    /// With `--dry-run`: explain on stderr why the address is the one chosen, listing each
-    /// lower address and why it is skipped (network or broadcast, outside `--within`,
-    /// gateway, excluded, reserved, or taken and by whom), at most 20 lines and a count of
-    /// the rest. Stdout still gets the address alone.
-    #[arg(long, requires = "dry_run", conflicts_with = "zone")]
+    /// Explain on stderr why the address is the one chosen (the one claimed, or with
+    /// `--dry-run` the one that would be), listing each lower address and why it is skipped
+    /// (network or broadcast, outside `--within`, gateway, excluded, reserved, or taken and
+    /// by whom), at most 20 lines and a count of the rest. Stdout is as without it.
+    #[arg(long, conflicts_with = "zone")]
     pub explain: bool,
 }
 
 /// `ipamctl release`.
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
-    /// The pool (optional with `--uid`, which then covers every pool).
+    /// The pool [default: every pool of the scope].
     pub pool: Option<String>,
 
-    /// The address to release.
+    /// The address to release; `--owner`/`--uid`/`--kind` then guard it.
     pub address: Option<String>,
 
-    /// Only the allocation(s) of this owner (KIND/NAME); a guard when an address is given.
-    /// A trailing `/` selects by prefix: `VirtualMachine/web-01/` is every NIC of `web-01`.
-    #[arg(long, value_name = "KIND/NAME")]
-    pub owner: Option<String>,
+    #[command(flatten)]
+    pub select: Selectors,
 
-    /// Only the allocation(s) of this owner uid; a guard when an address is given.
-    #[arg(long, value_name = "UID")]
-    pub uid: Option<String>,
+    /// Print what would be released (`would-release`); release nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
-/// `ipamctl list`.
-#[derive(Debug, Args)]
-pub struct ListArgs {
-    /// Only allocations of this pool.
-    #[arg(long, value_name = "POOL")]
-    pub pool: Option<String>,
+/// Which allocations `list` and `release` select; every selector given must hold.
+#[derive(Debug, Args, Default, Clone)]
+pub struct Selectors {
+    /// Only allocations of owners of this kind: VirtualMachine, FloatingIP, VPC or Node.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
 
     /// Only allocations of this owner (KIND/NAME). A trailing `/` selects by prefix:
     /// `VirtualMachine/web-01/` is every NIC of `web-01`.
@@ -309,9 +330,41 @@ pub struct ListArgs {
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
 
+    /// Only addresses inside this prefix (e.g. a subnet: 10.42.1.0/24). Exit 3 if no pool
+    /// of the scope overlaps it.
+    #[arg(long, value_name = "CIDR")]
+    pub within: Option<String>,
+
+    /// Only allocations whose labels match: `key=value`, `key!=value`, `key`, `!key`,
+    /// comma-separated, all of which must hold (as kubectl's `-l`).
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub labels: Option<String>,
+}
+
+impl Selectors {
+    /// True when no selector was given.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none()
+            && self.owner.is_none()
+            && self.uid.is_none()
+            && self.within.is_none()
+            && self.labels.is_none()
+    }
+}
+
+/// `ipamctl list`.
+#[derive(Debug, Args, Default)]
+pub struct ListArgs {
+    /// Only allocations of this pool (exit 3 if it does not exist).
+    #[arg(long, value_name = "POOL")]
+    pub pool: Option<String>,
+
     /// Only the allocation of this address.
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
+
+    #[command(flatten)]
+    pub select: Selectors,
 }
 
 /// `ipamctl pool ...`.
@@ -332,7 +385,7 @@ pub enum PoolCommand {
     /// writes the same map as an SVG document, each cell of class `cell KIND`.
     Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
-    Delete(PoolArg),
+    Delete(PoolDeleteArgs),
 }
 
 /// `ipamctl vpc ...`.
@@ -341,7 +394,8 @@ pub enum VpcCommand {
     /// Create a VPC's private pool `vpc-<NAME>` in `-n NS`, owned by the VPC; print its uid.
     ///
     /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. A second VPC of
-    /// the same name in the namespace is exit 4.
+    /// the same name in the namespace is exit 4. Without `-o`, stdout gets the uid alone
+    /// (`ipampool/vpc-<NAME> created` goes to stderr); with `-o`, the pool and its action.
     Create(VpcCreateArgs),
     /// Delete a VPC: release every allocation of its pool, then remove the pool.
     ///
@@ -363,6 +417,10 @@ pub struct VpcCreateArgs {
     /// The VPC's uid [default: a fresh random UUID].
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
+
+    /// Check and print the pool that would be created; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl vpc delete`.
@@ -394,13 +452,21 @@ pub struct ReconcileArgs {
     /// Allow `--apply` with an empty live list (which would release everything in scope).
     #[arg(long)]
     pub allow_empty: bool,
+
+    /// With `--apply`: print what would be released (`would-release`); release nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
-/// A pool name argument.
+/// `ipamctl pool delete`.
 #[derive(Debug, Args)]
-pub struct PoolArg {
+pub struct PoolDeleteArgs {
     /// The pool.
     pub pool: String,
+
+    /// Check that the pool could be deleted and print `would-delete`; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl pool show`.

@@ -30,6 +30,7 @@ mod parallel;
 pub mod pool;
 pub mod reconcile;
 pub mod schema;
+pub mod selector;
 pub mod store;
 pub mod transfer;
 pub mod yaml;

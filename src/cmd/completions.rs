@@ -2,13 +2,27 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
+use clap::{CommandFactory, ValueEnum};
 use clap_complete::{Shell as Target, generate};
 
-use crate::cli::{Cli, CompletionsArgs, Shell};
-use crate::error::Result;
+use crate::cli::{Cli, CompletionsArgs, OutputFormat, Shell};
+use crate::error::{Error, Result};
 
-pub fn run(args: &CompletionsArgs, out: &mut dyn Write) -> Result<()> {
+pub fn run(
+    args: &CompletionsArgs,
+    format: Option<OutputFormat>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if let Some(f @ (OutputFormat::Json | OutputFormat::Yaml | OutputFormat::Name)) = format {
+        return Err(Error::Usage {
+            message: format!(
+                "`completions` prints a shell script, which has no `-o {}` form",
+                f.to_possible_value()
+                    .map_or_else(String::new, |v| v.get_name().to_owned())
+            ),
+            hint: Some("drop `-o`: ipamctl completions bash > ipamctl.bash".into()),
+        });
+    }
     let target = match args.shell {
         Shell::Bash => Target::Bash,
         Shell::Zsh => Target::Zsh,

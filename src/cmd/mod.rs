@@ -43,9 +43,9 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         // The one command whose exit code is a result, not an error: findings exit 1.
         Command::Check(args) => return check::run(&open_dir(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
-        Command::Completions(args) => completions::run(&args, out),
-        Command::Schema(args) => schema::run(&args, out),
-        Command::Apply(args) => apply::run(&*open(g)?, &args, out),
+        Command::Completions(args) => completions::run(&args, g.output, out),
+        Command::Schema(args) => schema::run(&args, g.output, out),
+        Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
         Command::Allocate(args) => allocate::run(&*open(g)?, g, &args, out),
         Command::Release(args) => release::run(&*open(g)?, g, &args, out),
         Command::List(args) => list::run(&*open(g)?, g, &args, out),
@@ -64,8 +64,10 @@ fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
     Ok(match cli.global.format {
         None => None,
         Some(FormatArg::Table) => Some(OutputFormat::Table),
+        Some(FormatArg::Wide) => Some(OutputFormat::Wide),
         Some(FormatArg::Json) => Some(OutputFormat::Json),
         Some(FormatArg::Yaml) => Some(OutputFormat::Yaml),
+        Some(FormatArg::Name) => Some(OutputFormat::Name),
         Some(FormatArg::Svg) => match &cli.command {
             Command::Pool(PoolCommand::Show(args)) if args.map => None,
             _ => {
@@ -182,10 +184,17 @@ fn prefix(name: &str, s: &str) -> Result<ipnet::Ipv4Net> {
     flag(name, parse_net(s))
 }
 
-/// The scopes a reading command covers: `-n NS` alone, else every scope.
+/// The scopes a command over many pools covers: `-n NS` alone, else every scope. A
+/// namespace that holds no pool and no allocation does not exist: exit 3, not an empty
+/// answer that would hide a typo.
 fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
+    let all = store.scopes()?;
     match namespace(g)? {
-        Some(ns) => Ok(vec![Some(ns)]),
-        None => store.scopes(),
+        Some(ns) if all.contains(&Some(ns.clone())) => Ok(vec![Some(ns)]),
+        Some(ns) => Err(Error::NotFound {
+            message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
+            hint: Some("`ipamctl pool list` shows the pools of every namespace".into()),
+        }),
+        None => Ok(all),
     }
 }

@@ -6,13 +6,14 @@ use std::net::Ipv4Addr;
 use serde::Serialize;
 
 use crate::alloc::{self, PoolRef, pool_addresses};
-use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolArg, PoolCommand, PoolShowArgs};
+use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolDeleteArgs, PoolShowArgs};
 use crate::error::{Error, Result};
 use crate::map::{self, Map};
 use crate::model::{Namespace, PoolManifest, PoolName};
+use crate::output::{self, Action, Change, Named};
 use crate::pool::{Candidates, Usage, format_spans};
 use crate::store::{self, LockMode, ObjectKind, Store};
-use crate::{output, yaml};
+use crate::yaml;
 
 pub fn run(
     store: &dyn Store,
@@ -31,6 +32,21 @@ pub fn run(
 fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<Ipv4Addr>> {
     let names = store.list(ObjectKind::Allocation, ns)?;
     Ok(pool_addresses(&names, pool).collect())
+}
+
+/// `spec.exclude` as a table cell.
+fn excludes(spec: &crate::model::PoolSpec) -> String {
+    if spec.exclude.is_empty() {
+        return "-".into();
+    }
+    let all: Vec<String> = spec.exclude.iter().map(|e| e.to_string()).collect();
+    all.join(", ")
+}
+
+impl<S> Named for WithStatus<'_, S> {
+    fn resource(&self) -> String {
+        self.manifest.resource()
+    }
 }
 
 /// A pool manifest with `status` added after `spec`; the manifest keeps its file key order.
@@ -86,24 +102,21 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
             pools.push((manifest, usage));
         }
     }
-    match g.output {
-        Some(OutputFormat::Json) => {
-            let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
-            output::write(out, &output::json(&values))
-        }
-        Some(OutputFormat::Yaml) => {
-            let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
-            output::write(out, &yaml::encode_stream(&values))
-        }
-        Some(OutputFormat::Table) | None => {
+    let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
+    if output::write_list(out, g.output, &values)? {
+        return Ok(());
+    }
+    {
+        {
             if pools.is_empty() {
                 eprintln!("No pools found.");
                 return Ok(());
             }
+            let wide = g.output == Some(OutputFormat::Wide);
             let rows = pools
                 .iter()
                 .map(|(m, u)| {
-                    vec![
+                    let mut row = vec![
                         output::or_dash(m.metadata.namespace.as_ref()),
                         m.metadata.name.clone(),
                         m.spec.kind.to_string(),
@@ -113,10 +126,15 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                         u.allocated.to_string(),
                         u.free.to_string(),
                         format!("{:.1}%", u.percent_used),
-                    ]
+                    ];
+                    if wide {
+                        row.push(output::or_dash(m.spec.gateway));
+                        row.push(excludes(&m.spec));
+                    }
+                    row
                 })
                 .collect();
-            let headers = [
+            let mut headers = vec![
                 "NAMESPACE",
                 "NAME",
                 "KIND",
@@ -127,7 +145,13 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                 "FREE",
                 "USED",
             ];
-            output::write(out, &output::table(&headers, rows, &[5, 6, 7, 8]))
+            if wide {
+                headers.extend(["GATEWAY", "EXCLUDE"]);
+            }
+            output::write(
+                out,
+                &output::table(&headers, rows, &[5, 6, 7, 8], g.no_headers),
+            )
         }
     }
 }
@@ -160,9 +184,9 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
             };
             output::write(out, &yaml::encode(&with_status(&manifest, status)))
         }
-        Some(OutputFormat::Table) | None => {
+        Some(OutputFormat::Name) => output::line(out, &manifest.resource()),
+        Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let spec = &manifest.spec;
-            let excludes: Vec<String> = spec.exclude.iter().map(|e| e.to_string()).collect();
             let fields = [
                 ("Name", manifest.metadata.name.clone()),
                 (
@@ -172,14 +196,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
                 ("Kind", spec.kind.to_string()),
                 ("CIDR", spec.cidr.to_string()),
                 ("Gateway", output::or_dash(spec.gateway)),
-                (
-                    "Exclude",
-                    if excludes.is_empty() {
-                        "-".into()
-                    } else {
-                        excludes.join(", ")
-                    },
-                ),
+                ("Exclude", excludes(spec)),
                 ("Zone", output::or_dash(spec.zone.as_ref())),
                 ("Candidates", usage.candidates.to_string()),
                 ("Allocated", usage.allocated.to_string()),
@@ -213,11 +230,11 @@ fn draw(
     taken: &[Ipv4Addr],
     out: &mut dyn Write,
 ) -> Result<()> {
-    if let Some(format @ (FormatArg::Json | FormatArg::Yaml)) = g.format {
-        let name = if format == FormatArg::Json {
-            "json"
-        } else {
-            "yaml"
+    if let Some(format @ (FormatArg::Json | FormatArg::Yaml | FormatArg::Name)) = g.format {
+        let name = match format {
+            FormatArg::Json => "json",
+            FormatArg::Yaml => "yaml",
+            _ => "name",
         };
         return Err(Error::Usage {
             message: format!("`--map` draws text or `-o svg`, not `-o {name}`"),
@@ -249,8 +266,12 @@ fn draw(
                 map::LARGEST_VIEW
             ),
             hint: Some(format!(
-                "narrow it: ipamctl pool show {} --map --within {}",
+                "narrow it: ipamctl pool show {}{} --map --within {}",
                 pool.name,
+                pool.namespace
+                    .as_ref()
+                    .map(|ns| format!(" -n {ns}"))
+                    .unwrap_or_default(),
                 ipnet::Ipv4Net::new(view.network(), 16)
                     .expect("16 is a valid prefix length")
                     .trunc()
@@ -270,18 +291,31 @@ fn draw(
     output::write(out, &map.text(colour))
 }
 
-fn delete(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -> Result<()> {
-    let pool = super::pool_ref(g, &arg.pool)?;
-    alloc::load_pool(store, &pool)?;
-    store::atomically(store, || delete_locked(store, &pool))?;
-    output::line(out, &format!("ipampool/{} deleted", pool.name))
+fn delete(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &PoolDeleteArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let pool = super::pool_ref(g, &args.pool)?;
+    let manifest = alloc::load_pool(store, &pool)?;
+    if args.dry_run {
+        delete_locked(store, &pool, true)?;
+    } else {
+        store::atomically(store, || delete_locked(store, &pool, false))?;
+    }
+    let action = Action::Deleted.planned(args.dry_run);
+    output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
 }
 
-/// Deletes `pool` under its exclusive lock if no allocation holds an address in it.
-fn delete_locked(store: &dyn Store, pool: &PoolRef) -> Result<()> {
+/// Deletes `pool` under its exclusive lock if no allocation holds an address in it; a dry
+/// run only checks, without the lock.
+fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()> {
     let ns = pool.namespace.as_ref();
     // Exclusive: no allocate can be between reading this pool and claiming (invariant 6).
-    let _lock = store.lock_pool(ns, &pool.name, LockMode::Exclusive)?;
+    let _lock = (!dry_run)
+        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+        .transpose()?;
     let held = taken(store, ns, &pool.name)?.len();
     if held > 0 {
         return Err(Error::Conflict {
@@ -296,7 +330,7 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef) -> Result<()> {
             )),
         });
     }
-    if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
+    if !dry_run && !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
         return Err(alloc::pool_not_found(store, pool));
     }
     Ok(())

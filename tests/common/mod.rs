@@ -77,7 +77,7 @@ pub fn demo_pools() -> PathBuf {
 }
 
 /// Copies the files of a fixture state directory (fixtures hold no lock or index files).
-fn copy_tree(from: &Path, to: &Path) {
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create the copy's directory");
     for entry in std::fs::read_dir(from).expect("read the fixture directory") {
         let entry = entry.expect("read a fixture entry");
@@ -481,4 +481,18 @@ impl std::ops::Deref for Ran {
     fn deref(&self) -> &Test {
         &self.test
     }
+}
+
+/// The items of a kubectl `List` document as `-o json` prints every list; panics (naming
+/// what was printed) if `json` is anything else.
+#[track_caller]
+pub fn list_items(json: &str) -> Vec<serde_json::Value> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("not JSON ({e}):\n{json}"));
+    assert_eq!(value["apiVersion"], "v1", "not a List:\n{json}");
+    assert_eq!(value["kind"], "List", "not a List:\n{json}");
+    value["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a List without items:\n{json}"))
+        .clone()
 }

@@ -8,9 +8,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success
-  1  `check` found errors; any failure not listed here (I/O error and the like)
+  1  `check` found errors, `diff` found changes; any other failure (I/O and the like)
   2  invalid usage or input
-  3  not found (state directory, pool)
+  3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
   5  pool exhausted
 
@@ -153,11 +153,16 @@ pub enum Command {
     /// free candidate is claimed: a host address of the pool that is not the gateway, not
     /// excluded, inside `--within`, not `--reserved` and not taken.
     Allocate(AllocateArgs),
-    /// Free addresses: one address, an owner's address, or everything a uid holds.
+    /// Free addresses: one address, or every allocation the selectors pick.
     ///
+    /// `POOL ADDRESS` releases one address; otherwise the selectors (`--owner`, `--uid`,
+    /// `--kind`, `--within`, `-l`) pick the allocations, in POOL if given, else in every
+    /// pool of `-n NS` (every namespace without it); at least one selector is required.
+    /// Each is released guarded by its owner, so an address re-allocated meanwhile stays.
     /// Releasing what is not held succeeds (a note goes to stderr), so retries are safe.
-    /// With `--owner`/`--uid` next to an address, they guard it: the release happens only
-    /// if they match the holder (else exit 4).
+    /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
+    /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
+    /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
     Release(ReleaseArgs),
     /// List allocations, sorted by namespace, pool and address.
     ///

@@ -42,6 +42,17 @@ use std::process::{Command, Stdio};
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_ipamctl");
 
+/// `PATH` with the binary under test's directory first, so that scripts and hooks that
+/// call `ipamctl` run it.
+pub fn path_with_bin() -> String {
+    let dir = Path::new(BIN).parent().expect("the binary's directory");
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// Exit codes, as the README documents them.
 pub mod code {
     pub const OK: i32 = 0;

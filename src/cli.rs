@@ -113,6 +113,8 @@ pub enum FormatArg {
     Name,
     /// An SVG image (`pool show --map` only).
     Svg,
+    /// A Markdown report, ready to post on a pull request (`diff` only).
+    Markdown,
 }
 
 /// The data formats every command renders.
@@ -217,6 +219,25 @@ pub enum Command {
     /// error (warnings allowed), 1 when there is one: run it on every pull request of the
     /// repository that holds the state directory. Nothing is written, unless `--fix`.
     Check(CheckArgs),
+    /// Show what a branch changes in a state directory kept in git, and what it breaks.
+    ///
+    /// Compares the fork point of HEAD and BASE (as `git diff BASE...HEAD` does) with HEAD,
+    /// or without HEAD with the working tree as it is, files git does not track yet included
+    /// (a fresh claim is an untracked file). BASE defaults to the current branch's upstream,
+    /// else HEAD. Lists claims, releases, owner changes and pool changes, and the conflicts
+    /// with the invariants: an address claimed on both sides by different owners, an owner
+    /// claiming in one pool on both sides, an allocation edited in place instead of created
+    /// or deleted, an allocation left outside its pool. `-o table|wide|json|yaml|name` or
+    /// `markdown` (a pull-request comment). Exit 0 when nothing changed, 1 when something
+    /// did (as `git diff --exit-code`), 4 when a change conflicts with the invariants.
+    Diff(DiffArgs),
+    /// Show who held an address, or what an owner held, and when, from git.
+    ///
+    /// Reads `git log` of the allocation files: each claim, release and in-place edit with
+    /// its commit, author and date, newest first. An address is looked up in every pool of
+    /// the scope (`--pool` narrows it); `--owner` (prefix form too) and `--uid` follow the
+    /// owner across addresses. On a database (`--store`), the same from its events table.
+    History(HistoryArgs),
     /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation).
     ///
     /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ...}`; with
@@ -235,6 +256,36 @@ pub enum Command {
 pub struct InitArgs {
     /// The directory [default: `--state-dir`, else the current directory].
     pub dir: Option<PathBuf>,
+}
+
+/// `ipamctl diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The base revision [default: the upstream branch, else HEAD].
+    pub base: Option<String>,
+
+    /// The revision to compare [default: the working tree].
+    pub head: Option<String>,
+}
+
+/// `ipamctl history`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("subject").required(true).args(["address", "owner", "uid"])))]
+pub struct HistoryArgs {
+    /// The address.
+    pub address: Option<String>,
+
+    /// Only this pool's allocations.
+    #[arg(long, value_name = "POOL")]
+    pub pool: Option<String>,
+
+    /// The owner (KIND/NAME; a trailing `/` selects by prefix).
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: Option<String>,
+
+    /// The owner uid.
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
 }
 
 /// `ipamctl export` and `ipamctl import`.

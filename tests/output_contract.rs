@@ -34,6 +34,8 @@ enum Shape {
     Changes(bool),
     /// A shell script: only the table form (the script itself).
     Script,
+    /// `diff`: one object whose `changes` name the objects.
+    Diff,
 }
 
 /// Where a case runs.
@@ -43,6 +45,9 @@ enum Store {
     Dir(Option<&'static str>),
     /// A fresh PostgreSQL database with the schema.
     Database,
+    /// A copy of `testdata/populated` committed to a new git repository, then one more
+    /// claim (left untracked).
+    Git,
 }
 
 struct Case {
@@ -158,6 +163,16 @@ fn cases() -> Vec<Case> {
                 Shape::Findings,
             )
         },
+        Case {
+            status: code::FAILURE,
+            ..case("diff", Store::Git, &["diff"], Shape::Diff)
+        },
+        case(
+            "history",
+            Store::Git,
+            &["history", "--uid", uid::WEB01],
+            Shape::List,
+        ),
         case(
             "schema",
             Store::Dir(None),
@@ -211,6 +226,34 @@ fn run(case: &Case, extra: &[&str]) -> (i32, String, String) {
             };
             finish(test.command(&args), case.stdin)
         }
+        Store::Git => {
+            let test = Test::new("populated");
+            let git = |args: &[&str]| {
+                let out = std::process::Command::new("git")
+                    .args(args)
+                    .current_dir(test.state())
+                    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                    .env("GIT_AUTHOR_NAME", "Ada")
+                    .env("GIT_AUTHOR_EMAIL", "ada@example.org")
+                    .env("GIT_COMMITTER_NAME", "Ada")
+                    .env("GIT_COMMITTER_EMAIL", "ada@example.org")
+                    // The same commit id on every run: the formats are compared.
+                    .env("GIT_AUTHOR_DATE", "2026-01-02T03:04:05Z")
+                    .env("GIT_COMMITTER_DATE", "2026-01-02T03:04:05Z")
+                    .output()
+                    .expect("run git");
+                assert!(out.status.success(), "git {args:?}");
+            };
+            git(&["init", "-q"]);
+            git(&["add", "-A"]);
+            git(&["commit", "-q", "-m", "populated"]);
+            let claim = test
+                .command(["allocate", "public-zone-a", "--owner", "FloatingIP/new"])
+                .output()
+                .expect("run ipamctl");
+            assert!(claim.status.success());
+            finish(test.command(&args), case.stdin)
+        }
         Store::Database => {
             let db = pg::Db::new();
             let dir = tempfile::tempdir().expect("a temporary directory");
@@ -259,6 +302,10 @@ fn finish(mut cmd: std::process::Command, stdin: Option<&str>) -> (i32, String, 
 
 /// `kind/name` of an object as JSON shows it.
 fn resource(object: &Value) -> String {
+    // What happened to an object (a history entry, a diff's change) names it itself.
+    if let Some(object) = object["object"].as_str() {
+        return object.to_owned();
+    }
     let kind = object["kind"].as_str().expect("an object has a kind");
     let name = object["metadata"]["name"]
         .as_str()
@@ -279,6 +326,10 @@ fn objects(shape: Shape, json: &Value, what: &str) -> Vec<Value> {
         Shape::Object | Shape::Document(_) | Shape::Changes(true) => {
             assert!(json.is_object(), "{what}: not one object: {json}");
             vec![json.clone()]
+        }
+        Shape::Diff => {
+            assert!(json["base"].is_string(), "{what}: not a diff: {json}");
+            json["changes"].as_array().expect("changes").clone()
         }
         Shape::Script => unreachable!("a script has no JSON"),
     }

@@ -5,7 +5,9 @@ mod allocate;
 mod apply;
 mod check;
 mod completions;
+mod diff;
 mod export;
+mod history;
 mod import;
 mod init;
 mod list;
@@ -41,7 +43,10 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
     let g = &cli.global;
     let done = match cli.command {
         // The one command whose exit code is a result, not an error: findings exit 1.
-        Command::Check(args) => return check::run(&open_dir(g)?, g, &args, out),
+        Command::Check(args) => return check::run(&open_dir(g, "check")?, g, &args, out),
+        // Exit 1 when something changed, as `git diff --exit-code`.
+        Command::Diff(args) => return diff::run(&open_dir(g, "diff")?, g, &args, out),
+        Command::History(args) => history::run(&*open(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, g.output, out),
         Command::Schema(args) => schema::run(&args, g.output, out),
@@ -77,6 +82,16 @@ fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
                 });
             }
         },
+        // Read from `GlobalArgs::format` by `diff`, the one command with a Markdown form.
+        Some(FormatArg::Markdown) => match &cli.command {
+            Command::Diff(_) => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o markdown` is only for `diff`".into(),
+                    hint: Some("ipamctl diff -o markdown > comment.md".into()),
+                });
+            }
+        },
     })
 }
 
@@ -103,11 +118,17 @@ fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
 }
 
 /// The state directory, for the commands that only a state directory has.
-fn open_dir(g: &GlobalArgs) -> Result<FsStore> {
+fn open_dir(g: &GlobalArgs, command: &str) -> Result<FsStore> {
     if database(g)?.is_some() {
+        let why = match command {
+            "check" => "in a database the tables' constraints hold what it checks",
+            _ => "a database has no git history; `history` reads its events table",
+        };
         return Err(Error::Usage {
-            message: "`check` reads a state directory; in a database the tables' constraints hold what it checks".into(),
-            hint: Some("drop `--store` (and unset IPAMCTL_STORE), or `ipamctl --store URL list`".into()),
+            message: format!("`{command}` reads a state directory; {why}"),
+            hint: Some(
+                "drop `--store` (and unset IPAMCTL_STORE), or `ipamctl --store URL list`".into(),
+            ),
         });
     }
     FsStore::discover(g.state_dir.as_deref())

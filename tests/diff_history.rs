@@ -354,3 +354,55 @@ fn diff_and_history_refuse_what_they_cannot_read() {
         Some(code::INVALID)
     );
 }
+
+mod pg;
+
+#[test]
+fn history_on_a_database_reads_its_events() {
+    let db = pg::Db::new();
+    let pools = common::demo_pools();
+    let run = |args: &[&str]| {
+        let out = db.run(args);
+        assert!(out.status.success(), "{args:?}: {}", pg::stderr(&out));
+        pg::stdout(&out)
+    };
+    run(&["apply", "-f", pools.to_str().expect("UTF-8")]);
+    run(&[
+        "allocate",
+        "public-zone-a",
+        "--owner",
+        "FloatingIP/a",
+        "--uid",
+        "u-a",
+    ]);
+    run(&["release", "public-zone-a", "203.0.113.4"]);
+    run(&["allocate", "public-zone-a", "--owner", "FloatingIP/b"]);
+    let items = common::list_items(&run(&["history", "203.0.113.4", "-o", "json"]));
+    let seen: Vec<String> = items
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["action"].as_str().unwrap(),
+                e["owner"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "claimed FloatingIP/b",
+            "released FloatingIP/a",
+            "claimed FloatingIP/a"
+        ]
+    );
+    assert!(
+        items
+            .iter()
+            .all(|e| e["author"].as_str().is_some_and(|a| a.contains('@')))
+    );
+    let by_uid = common::list_items(&run(&["history", "--uid", "u-a", "-o", "json"]));
+    assert_eq!(by_uid.len(), 2);
+    // `diff` needs git: on a database it is a usage error.
+    assert_eq!(db.run(["diff"]).status.code(), Some(code::INVALID));
+}

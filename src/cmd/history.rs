@@ -165,7 +165,8 @@ fn from_events(
 ) -> Result<Vec<Entry>> {
     let mut entries = Vec::new();
     for ns in scopes {
-        for e in store.allocation_events(ns.as_ref())? {
+        // Newest first, also within one second (the log's order).
+        for e in store.allocation_events(ns.as_ref())?.into_iter().rev() {
             if subject.keeps(&e.manifest) {
                 entries.push(entry(&e.manifest, &e.action, &e.at, &e.who, None));
             }

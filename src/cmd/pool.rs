@@ -161,7 +161,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
     let manifest = alloc::load_pool(store, &pool)?;
     let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
     if args.map {
-        return draw(g, args, &pool, &manifest, &taken, out);
+        return draw(store, g, args, &pool, &manifest, &taken, out);
     }
     let usage = Usage::of(&manifest.spec, &taken);
     let free = format_spans(
@@ -223,6 +223,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
 
 /// `pool show --map`: the address map, as text or (`-o svg`) an SVG document.
 fn draw(
+    store: &dyn Store,
     g: &GlobalArgs,
     args: &PoolShowArgs,
     pool: &PoolRef,
@@ -280,6 +281,11 @@ fn draw(
     }
     let map = Map::new(&pool.to_string(), &manifest.spec, within, taken);
     if g.format == Some(FormatArg::Svg) {
+        let map = if map.per_address() {
+            map.with_owners(owners(store, pool)?)
+        } else {
+            map
+        };
         return output::write(out, &map.svg());
     }
     let no_color = std::env::var_os("NO_COLOR");
@@ -289,6 +295,27 @@ fn draw(
         no_color.as_deref(),
     );
     output::write(out, &map.text(colour))
+}
+
+/// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
+pub(super) fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(Ipv4Addr, String)>> {
+    let held = alloc::allocations_of(
+        store,
+        pool.namespace.as_ref(),
+        Some(&pool.name),
+        &crate::model::OwnerFilter::default(),
+    )?;
+    Ok(held
+        .into_iter()
+        .map(|m| {
+            let owner = &m.spec.owner;
+            let text = match owner.uid() {
+                Some(uid) => format!("{owner} (uid {uid})"),
+                None => owner.to_string(),
+            };
+            (m.spec.address, text)
+        })
+        .collect())
 }
 
 fn delete(

@@ -115,6 +115,8 @@ pub enum FormatArg {
     Svg,
     /// A Markdown report, ready to post on a pull request (`diff` only).
     Markdown,
+    /// One self-contained HTML page (`report` only).
+    Html,
 }
 
 /// The data formats every command renders.
@@ -238,6 +240,14 @@ pub enum Command {
     /// the scope (`--pool` narrows it); `--owner` (prefix form too) and `--uid` follow the
     /// owner across addresses. On a database (`--store`), the same from its events table.
     History(HistoryArgs),
+    /// Report every pool: usage, map, free ranges and largest holders.
+    ///
+    /// `-o html` writes one self-contained HTML page (inline CSS and SVG maps, no script,
+    /// nothing fetched) for a wiki or a CI artifact: a table of every pool, then each pool
+    /// with its usage, its map (each allocated cell's tooltip names its holder), its free
+    /// ranges and its largest holders (by uid, or by owner without one). The other formats
+    /// give the same data.
+    Report,
     /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation).
     ///
     /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ...}`; with

@@ -31,6 +31,7 @@ pub mod output;
 mod parallel;
 pub mod pool;
 pub mod reconcile;
+pub mod report;
 pub mod schema;
 pub mod selector;
 pub mod store;

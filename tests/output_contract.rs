@@ -173,6 +173,7 @@ fn cases() -> Vec<Case> {
             &["history", "--uid", uid::WEB01],
             Shape::List,
         ),
+        case("report", populated, &["report"], Shape::List),
         case(
             "schema",
             Store::Dir(None),

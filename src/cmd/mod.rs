@@ -14,6 +14,7 @@ mod list;
 mod pool;
 mod reconcile;
 mod release;
+mod report;
 mod schema;
 mod vpc;
 
@@ -57,6 +58,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Reconcile(args) => reconcile::run(&*open(g)?, g, &args, out),
+        Command::Report => report::run(&*open(g)?, g, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
         Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
     };
@@ -79,6 +81,16 @@ fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
                 return Err(Error::Usage {
                     message: "`-o svg` is only for the address map of `pool show --map`".into(),
                     hint: Some("ipamctl pool show POOL --map -o svg > pool.svg".into()),
+                });
+            }
+        },
+        // Read from `GlobalArgs::format` by `report`, the one command with an HTML form.
+        Some(FormatArg::Html) => match &cli.command {
+            Command::Report => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o html` is only for `report`".into(),
+                    hint: Some("ipamctl report -o html > ipam.html".into()),
                 });
             }
         },

@@ -368,13 +368,9 @@ pub fn diff(
     })
 }
 
-/// `KIND/NAME (uid U)`.
+/// The holder of `m`, with its uid.
 fn owner_text(m: &AllocationManifest) -> String {
-    let owner = &m.spec.owner;
-    match owner.uid() {
-        Some(uid) => format!("{owner} (uid {uid})"),
-        None => owner.to_string(),
-    }
+    m.spec.owner.with_uid()
 }
 
 fn describe(change: &mut Change, m: &AllocationManifest) {

@@ -303,6 +303,15 @@ impl Owner {
         self.uid.as_ref()
     }
 
+    /// `KIND/NAME (uid U)`, or `KIND/NAME` without a uid: the owner as tooltips, reports
+    /// and diffs name it.
+    pub fn with_uid(&self) -> String {
+        match &self.uid {
+            Some(uid) => format!("{self} (uid {uid})"),
+            None => self.to_string(),
+        }
+    }
+
     /// A stable 64-bit key of the identity (FNV-1a over `kind/name uid`), used to pick lock
     /// stripes and index files. Stable across versions: two ipamctl builds racing on one state
     /// directory must agree on it. Collisions are harmless: every index hit is verified against

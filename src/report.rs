@@ -84,7 +84,10 @@ pub fn pool_report(pool: PoolManifest, held: &[AllocationManifest]) -> PoolRepor
     let map = (pool.spec.cidr.prefix_len() >= LARGEST_VIEW).then(|| {
         let map = Map::new(&name, &pool.spec, None, &taken);
         if map.per_address() {
-            map.with_owners(held.iter().map(|m| (m.spec.address, owner_text(m))))
+            map.with_owners(
+                held.iter()
+                    .map(|m| (m.spec.address, m.spec.owner.with_uid())),
+            )
         } else {
             map
         }
@@ -98,14 +101,6 @@ pub fn pool_report(pool: PoolManifest, held: &[AllocationManifest]) -> PoolRepor
         },
         manifest: pool,
         map,
-    }
-}
-
-fn owner_text(m: &AllocationManifest) -> String {
-    let owner = &m.spec.owner;
-    match owner.uid() {
-        Some(uid) => format!("{owner} (uid {uid})"),
-        None => owner.to_string(),
     }
 }
 

@@ -71,33 +71,39 @@ struct ShowStatus {
     free_ranges: Vec<String>,
 }
 
+/// The pools of scope `ns` in name order; one that does not parse, or has an invalid name,
+/// is warned about and skipped.
+pub(super) fn pools_of(store: &dyn Store, ns: Option<&Namespace>) -> Result<Vec<PoolManifest>> {
+    let mut names = store.list(ObjectKind::Pool, ns)?;
+    names.sort();
+    let mut pools = Vec::new();
+    for name in names {
+        let Ok(name) = PoolName::new(&name) else {
+            eprintln!(
+                "warning: {}: not a valid pool name (skipped; run `ipamctl check`)",
+                store.locate(ObjectKind::Pool, ns, &name)
+            );
+            continue;
+        };
+        let pool = PoolRef {
+            namespace: ns.cloned(),
+            name,
+        };
+        match alloc::load_pool(store, &pool) {
+            Ok(m) => pools.push(m),
+            Err(Error::NotFound { .. }) => continue, // deleted since the listing
+            Err(e) => eprintln!("warning: {e} (skipped; run `ipamctl check`)"),
+        }
+    }
+    Ok(pools)
+}
+
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let mut pools = Vec::new();
     for ns in super::scopes(store, g)? {
         let entries = store.list(ObjectKind::Allocation, ns.as_ref())?;
-        let mut names = store.list(ObjectKind::Pool, ns.as_ref())?;
-        names.sort();
-        for name in names {
-            let Ok(name) = PoolName::new(&name) else {
-                eprintln!(
-                    "warning: {}: not a valid pool name (skipped; run `ipamctl check`)",
-                    store.locate(ObjectKind::Pool, ns.as_ref(), &name)
-                );
-                continue;
-            };
-            let pool = PoolRef {
-                namespace: ns.clone(),
-                name,
-            };
-            let manifest = match alloc::load_pool(store, &pool) {
-                Ok(m) => m,
-                Err(Error::NotFound { .. }) => continue, // deleted since the listing
-                Err(e) => {
-                    eprintln!("warning: {e} (skipped; run `ipamctl check`)");
-                    continue;
-                }
-            };
-            let taken: Vec<Ipv4Addr> = pool_addresses(&entries, &pool.name).collect();
+        for manifest in pools_of(store, ns.as_ref())? {
+            let taken: Vec<Ipv4Addr> = pool_addresses(&entries, &manifest.name()).collect();
             let usage = Usage::of(&manifest.spec, &taken);
             pools.push((manifest, usage));
         }
@@ -307,14 +313,7 @@ pub(super) fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(Ipv4Addr,
     )?;
     Ok(held
         .into_iter()
-        .map(|m| {
-            let owner = &m.spec.owner;
-            let text = match owner.uid() {
-                Some(uid) => format!("{owner} (uid {uid})"),
-                None => owner.to_string(),
-            };
-            (m.spec.address, text)
-        })
+        .map(|m| (m.spec.address, m.spec.owner.with_uid()))
         .collect())
 }
 

@@ -3,40 +3,23 @@
 
 use std::io::Write;
 
-use crate::alloc::{self, PoolRef};
+use crate::alloc;
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat};
-use crate::error::{Error, Result};
-use crate::model::{AllocationManifest, OwnerFilter, PoolName};
+use crate::error::Result;
+use crate::model::{AllocationManifest, OwnerFilter};
 use crate::output;
 use crate::report::{self, PoolReport};
-use crate::store::{ObjectKind, Store};
+use crate::store::Store;
 
 pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let mut pools = Vec::new();
     for ns in super::scopes(store, g)? {
         let ns_ref = ns.as_ref();
         let held = alloc::allocations_of(store, ns_ref, None, &OwnerFilter::default())?;
-        let mut names = store.list(ObjectKind::Pool, ns_ref)?;
-        names.sort();
-        for name in names {
-            let Ok(name) = PoolName::new(&name) else {
-                continue;
-            };
-            let pool = PoolRef {
-                namespace: ns.clone(),
-                name,
-            };
-            let manifest = match alloc::load_pool(store, &pool) {
-                Ok(m) => m,
-                Err(Error::NotFound { .. }) => continue,
-                Err(e) => {
-                    eprintln!("warning: {e} (skipped; run `ipamctl check`)");
-                    continue;
-                }
-            };
+        for manifest in super::pool::pools_of(store, ns_ref)? {
             let mine: Vec<AllocationManifest> = held
                 .iter()
-                .filter(|m| m.spec.pool == pool.name)
+                .filter(|m| m.spec.pool.as_str() == manifest.metadata.name)
                 .cloned()
                 .collect();
             pools.push(report::pool_report(manifest, &mine));

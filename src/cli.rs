@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::ArgValueCompleter;
+
+use crate::complete;
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -90,7 +93,7 @@ pub struct GlobalArgs {
     pub output: Option<OutputFormat>,
 
     /// The namespace of the pool or allocations (omit for cluster-scoped public pools).
-    #[arg(short, long, global = true, value_name = "NS")]
+    #[arg(short, long, global = true, value_name = "NS", add = ArgValueCompleter::new(complete::namespaces))]
     pub namespace: Option<String>,
 
     /// Every namespace (the default for `list`, `pool list` and uid-wide `release`).
@@ -257,7 +260,12 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Print a shell completion script.
     ///
-    /// For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`.
+    /// The script asks `ipamctl` for candidates as you type, so it completes pool,
+    /// namespace and subnet names from the state directory (`IPAMCTL_STATE_DIR`, else the
+    /// nearest parent of the current directory holding `.ipamctl`) as well as commands and
+    /// options. For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`, or
+    /// `source <(ipamctl completions bash)`; the same script comes from `COMPLETE=bash
+    /// ipamctl`.
     Completions(CompletionsArgs),
 }
 
@@ -286,7 +294,7 @@ pub struct HistoryArgs {
     pub address: Option<String>,
 
     /// Only this pool's allocations.
-    #[arg(long, value_name = "POOL")]
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
     /// The owner (KIND/NAME; a trailing `/` selects by prefix).
@@ -322,7 +330,7 @@ pub struct ApplyArgs {
 #[derive(Debug, Args)]
 pub struct AllocateArgs {
     /// The pool to claim from (omit with `--zone`).
-    #[arg(required_unless_present = "zone")]
+    #[arg(required_unless_present = "zone", add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
     /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
@@ -340,7 +348,7 @@ pub struct AllocateArgs {
     pub uid: Option<String>,
 
     /// Only claim inside this subnet of the pool (its network and broadcast are skipped).
-    #[arg(long, value_name = "CIDR")]
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
     /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
@@ -367,6 +375,7 @@ pub struct AllocateArgs {
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
     /// The pool [default: every pool of the scope].
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
     /// The address to release; `--owner`/`--uid`/`--kind` then guard it.
@@ -398,7 +407,7 @@ pub struct Selectors {
 
     /// Only addresses inside this prefix (e.g. a subnet: 10.42.1.0/24). Exit 3 if no pool
     /// of the scope overlaps it.
-    #[arg(long, value_name = "CIDR")]
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
     /// Only allocations whose labels match: `key=value`, `key!=value`, `key`, `!key`,
@@ -422,7 +431,7 @@ impl Selectors {
 #[derive(Debug, Args, Default)]
 pub struct ListArgs {
     /// Only allocations of this pool (exit 3 if it does not exist).
-    #[arg(long, value_name = "POOL")]
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
     /// Only the allocation of this address.
@@ -528,6 +537,7 @@ pub struct ReconcileArgs {
 #[derive(Debug, Args)]
 pub struct PoolDeleteArgs {
     /// The pool.
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: String,
 
     /// Check that the pool could be deleted and print `would-delete`; delete nothing.
@@ -539,6 +549,7 @@ pub struct PoolDeleteArgs {
 #[derive(Debug, Args)]
 pub struct PoolShowArgs {
     /// The pool.
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: String,
 
     /// Draw the pool as an address map (text, or an image with `-o svg`).
@@ -546,7 +557,7 @@ pub struct PoolShowArgs {
     pub map: bool,
 
     /// Draw only this subnet of the pool (its network and broadcast are marked as such).
-    #[arg(long, value_name = "CIDR", requires = "map")]
+    #[arg(long, value_name = "CIDR", requires = "map", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
     /// Colour the map: `auto` when stdout is a terminal and `NO_COLOR` is unset or empty.

@@ -20,6 +20,7 @@ pub mod alloc;
 pub mod check;
 pub mod cli;
 pub mod cmd;
+pub mod complete;
 pub mod diff;
 pub mod docs;
 pub mod error;

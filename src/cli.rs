@@ -218,8 +218,9 @@ pub enum Command {
     /// Outside `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore`
     /// are looked at, so the state directory can be a repository's root.
     ///
-    /// Findings go to stdout (SEVERITY, PATH, MESSAGE; or `-o json|yaml`, an array of
-    /// `{severity, path, message}`), sorted by path. A one-line summary goes to stderr:
+    /// Findings go to stdout (SEVERITY, PATH, MESSAGE; or `-o json|yaml`, a List of
+    /// `{severity, path, message}`; `-o name`, the paths with findings), sorted by path. A
+    /// one-line summary goes to stderr:
     /// `ok: ...` or `error: N errors, M warnings in DIR ...`. Exit 0 when there is no
     /// error (warnings allowed), 1 when there is one: run it on every pull request of the
     /// repository that holds the state directory. Nothing is written, unless `--fix`.

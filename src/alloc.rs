@@ -604,18 +604,8 @@ fn release_attempt(
     let Some(parsed) = read_whole_allocation(store, ns, &name)? else {
         return Ok(Some(Released::NotHeld));
     };
-    let manifest = parsed
-        .map_err(|why| Error::invalid(store.locate(ObjectKind::Allocation, ns, &name), why))?;
+    let manifest = guarded(store, pool, addr, parsed, guard)?;
     let owner = manifest.spec.owner.clone();
-    if !guard.matches(&owner) {
-        return Err(Error::conflict(format!(
-            "{addr} in pool `{pool}` is held by `{owner}`{}, not by the given owner; nothing released",
-            owner
-                .uid()
-                .map(|u| format!(" (uid {u})"))
-                .unwrap_or_default()
-        )));
-    }
     let _lock = store.lock_owner(ns, &pool.name, &owner)?;
     match read_allocation(store, ns, &name)? {
         Some(Ok(now)) if now == manifest => Ok(if store.release(ns, &manifest)? {
@@ -626,6 +616,48 @@ fn release_attempt(
         None => Ok(Some(Released::NotHeld)),
         Some(_) => Ok(None),
     }
+}
+
+/// What [`release_address`] would do, without locking or writing anything (`--dry-run`):
+/// the allocation as it is now, if its owner passes `guard`; exit 4 if not.
+pub fn would_release(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: Ipv4Addr,
+    guard: &OwnerFilter,
+) -> Result<Released> {
+    let name = allocation_name(&pool.name, addr);
+    match read_allocation(store, pool.namespace.as_ref(), &name)? {
+        None => Ok(Released::NotHeld),
+        Some(parsed) => Ok(Released::Deleted(Box::new(guarded(
+            store, pool, addr, parsed, guard,
+        )?))),
+    }
+}
+
+/// The allocation of `addr` read for a release, if it parses (exit 2 if not) and its owner
+/// passes `guard` (exit 4 if not).
+fn guarded(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: Ipv4Addr,
+    parsed: Parsed,
+    guard: &OwnerFilter,
+) -> Result<AllocationManifest> {
+    let name = allocation_name(&pool.name, addr);
+    let located = || store.locate(ObjectKind::Allocation, pool.namespace.as_ref(), &name);
+    let manifest = parsed.map_err(|why| Error::invalid(located(), why))?;
+    let owner = &manifest.spec.owner;
+    if !guard.matches(owner) {
+        return Err(Error::conflict(format!(
+            "{addr} in pool `{pool}` is held by `{owner}`{}, not by the given owner; nothing released",
+            owner
+                .uid()
+                .map(|u| format!(" (uid {u})"))
+                .unwrap_or_default()
+        )));
+    }
+    Ok(manifest)
 }
 
 /// Every allocation of scope `ns` (of `pool` only, if given) whose owner passes `filter`,

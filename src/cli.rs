@@ -4,13 +4,16 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::ArgValueCompleter;
+
+use crate::complete;
 
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success
-  1  `check` found errors; any failure not listed here (I/O error and the like)
+  1  `check` found errors, `diff` found changes; any other failure (I/O and the like)
   2  invalid usage or input
-  3  not found (state directory, pool)
+  3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
   5  pool exhausted
 
@@ -66,8 +69,10 @@ pub struct GlobalArgs {
     )]
     pub store: Option<String>,
 
-    /// Output format. `allocate` prints the address alone unless json or yaml is asked for;
-    /// svg is the image of `pool show --map`, and nothing else draws it.
+    /// Output format: table (the default), wide (a table with more columns), json or yaml
+    /// (one document; a list is a kubectl `List`), or name (`kind/name` lines). Without
+    /// `-o`, `allocate` prints the address alone and `vpc create` the VPC's uid alone. svg
+    /// is the image of `pool show --map`, and nothing else draws it.
     #[arg(
         short = 'o',
         long = "output",
@@ -78,13 +83,17 @@ pub struct GlobalArgs {
     )]
     pub format: Option<FormatArg>,
 
+    /// Tables without their header line.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
+
     /// `--output` as the commands that render data see it: the same, or `None` for svg, which
     /// only `pool show --map` (reading [`GlobalArgs::format`]) accepts. Set before dispatch.
     #[arg(skip)]
     pub output: Option<OutputFormat>,
 
     /// The namespace of the pool or allocations (omit for cluster-scoped public pools).
-    #[arg(short, long, global = true, value_name = "NS")]
+    #[arg(short, long, global = true, value_name = "NS", add = ArgValueCompleter::new(complete::namespaces))]
     pub namespace: Option<String>,
 
     /// Every namespace (the default for `list`, `pool list` and uid-wide `release`).
@@ -97,12 +106,20 @@ pub struct GlobalArgs {
 pub enum FormatArg {
     /// A human-readable table.
     Table,
+    /// A table with more columns.
+    Wide,
     /// JSON, for `jq`.
     Json,
     /// YAML manifests, as stored.
     Yaml,
+    /// `kind/name` lines.
+    Name,
     /// An SVG image (`pool show --map` only).
     Svg,
+    /// A Markdown report, ready to post on a pull request (`diff` only).
+    Markdown,
+    /// One self-contained HTML page (`report` only).
+    Html,
 }
 
 /// The data formats every command renders.
@@ -110,10 +127,14 @@ pub enum FormatArg {
 pub enum OutputFormat {
     /// A human-readable table.
     Table,
+    /// A table with more columns.
+    Wide,
     /// JSON, for `jq`.
     Json,
     /// YAML manifests, as stored.
     Yaml,
+    /// `kind/name` lines.
+    Name,
 }
 
 /// The subcommands.
@@ -130,7 +151,8 @@ pub enum Command {
     /// Create or update pools from YAML manifests, all or nothing.
     ///
     /// Every document of every file is validated before any pool is written. Prints
-    /// `ipampool/<name> created|configured|unchanged` per pool.
+    /// `ipampool/<name> created|configured|unchanged` per pool (with `-o json|yaml`, the
+    /// pools with `status.action`).
     Apply(ApplyArgs),
     /// Claim an address for an owner and print it.
     ///
@@ -138,13 +160,21 @@ pub enum Command {
     /// free candidate is claimed: a host address of the pool that is not the gateway, not
     /// excluded, inside `--within`, not `--reserved` and not taken.
     Allocate(AllocateArgs),
-    /// Free addresses: one address, an owner's address, or everything a uid holds.
+    /// Free addresses: one address, or every allocation the selectors pick.
     ///
+    /// `POOL ADDRESS` releases one address; otherwise the selectors (`--owner`, `--uid`,
+    /// `--kind`, `--within`, `-l`) pick the allocations, in POOL if given, else in every
+    /// pool of `-n NS` (every namespace without it); at least one selector is required.
+    /// Each is released guarded by its owner, so an address re-allocated meanwhile stays.
     /// Releasing what is not held succeeds (a note goes to stderr), so retries are safe.
-    /// With `--owner`/`--uid` next to an address, they guard it: the release happens only
-    /// if they match the holder (else exit 4).
+    /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
+    /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
+    /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
     Release(ReleaseArgs),
     /// List allocations, sorted by namespace, pool and address.
+    ///
+    /// The selectors narrow the list; all must hold. A pool, namespace or `--within` prefix
+    /// that does not exist is exit 3, not an empty list.
     List(ListArgs),
     /// Inspect and delete pools.
     #[command(subcommand)]
@@ -188,12 +218,40 @@ pub enum Command {
     /// Outside `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore`
     /// are looked at, so the state directory can be a repository's root.
     ///
-    /// Findings go to stdout (SEVERITY, PATH, MESSAGE; or `-o json|yaml`, an array of
-    /// `{severity, path, message}`), sorted by path. A one-line summary goes to stderr:
+    /// Findings go to stdout (SEVERITY, PATH, MESSAGE; or `-o json|yaml`, a List of
+    /// `{severity, path, message}`; `-o name`, the paths with findings), sorted by path. A
+    /// one-line summary goes to stderr:
     /// `ok: ...` or `error: N errors, M warnings in DIR ...`. Exit 0 when there is no
     /// error (warnings allowed), 1 when there is one: run it on every pull request of the
     /// repository that holds the state directory. Nothing is written, unless `--fix`.
     Check(CheckArgs),
+    /// Show what a branch changes in a state directory kept in git, and what it breaks.
+    ///
+    /// Compares the fork point of HEAD and BASE (as `git diff BASE...HEAD` does) with HEAD,
+    /// or without HEAD with the working tree as it is, files git does not track yet included
+    /// (a fresh claim is an untracked file). BASE defaults to the current branch's upstream,
+    /// else HEAD. Lists claims, releases, owner changes and pool changes, and the conflicts
+    /// with the invariants: an address claimed on both sides by different owners, an owner
+    /// claiming in one pool on both sides, an allocation edited in place instead of created
+    /// or deleted, an allocation left outside its pool. `-o table|wide|json|yaml|name` or
+    /// `markdown` (a pull-request comment). Exit 0 when nothing changed, 1 when something
+    /// did (as `git diff --exit-code`), 4 when a change conflicts with the invariants.
+    Diff(DiffArgs),
+    /// Show who held an address, or what an owner held, and when, from git.
+    ///
+    /// Reads `git log` of the allocation files: each claim, release and in-place edit with
+    /// its commit, author and date, newest first. An address is looked up in every pool of
+    /// the scope (`--pool` narrows it); `--owner` (prefix form too) and `--uid` follow the
+    /// owner across addresses. On a database (`--store`), the same from its events table.
+    History(HistoryArgs),
+    /// Report every pool: usage, map, free ranges and largest holders.
+    ///
+    /// `-o html` writes one self-contained HTML page (inline CSS and SVG maps, no script,
+    /// nothing fetched) for a wiki or a CI artifact: a table of every pool, then each pool
+    /// with its usage, its map (each allocated cell's tooltip names its holder), its free
+    /// ranges and its largest holders (by uid, or by owner without one). The other formats
+    /// give the same data.
+    Report,
     /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation).
     ///
     /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ...}`; with
@@ -203,7 +261,12 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Print a shell completion script.
     ///
-    /// For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`.
+    /// The script asks `ipamctl` for candidates as you type, so it completes pool,
+    /// namespace and subnet names from the state directory (`IPAMCTL_STATE_DIR`, else the
+    /// nearest parent of the current directory holding `.ipamctl`) as well as commands and
+    /// options. For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`, or
+    /// `source <(ipamctl completions bash)`; the same script comes from `COMPLETE=bash
+    /// ipamctl`.
     Completions(CompletionsArgs),
 }
 
@@ -212,6 +275,36 @@ pub enum Command {
 pub struct InitArgs {
     /// The directory [default: `--state-dir`, else the current directory].
     pub dir: Option<PathBuf>,
+}
+
+/// `ipamctl diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The base revision [default: the upstream branch, else HEAD].
+    pub base: Option<String>,
+
+    /// The revision to compare [default: the working tree].
+    pub head: Option<String>,
+}
+
+/// `ipamctl history`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("subject").required(true).args(["address", "owner", "uid"])))]
+pub struct HistoryArgs {
+    /// The address.
+    pub address: Option<String>,
+
+    /// Only this pool's allocations.
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+
+    /// The owner (KIND/NAME; a trailing `/` selects by prefix).
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: Option<String>,
+
+    /// The owner uid.
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
 }
 
 /// `ipamctl export` and `ipamctl import`.
@@ -227,13 +320,18 @@ pub struct ApplyArgs {
     /// A YAML file of IPAMPool documents; `-` reads stdin. Repeatable.
     #[arg(short, long = "filename", value_name = "FILE", required = true)]
     pub file: Vec<String>,
+
+    /// Check everything and print what would change (`would-create`, `would-configure`,
+    /// `unchanged`); write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl allocate`.
 #[derive(Debug, Args)]
 pub struct AllocateArgs {
     /// The pool to claim from (omit with `--zone`).
-    #[arg(required_unless_present = "zone")]
+    #[arg(required_unless_present = "zone", add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
     /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
@@ -251,7 +349,7 @@ pub struct AllocateArgs {
     pub uid: Option<String>,
 
     /// Only claim inside this subnet of the pool (its network and broadcast are skipped).
-    #[arg(long, value_name = "CIDR")]
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
     /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
@@ -262,43 +360,42 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
 
-    /// Print what would be allocated; write nothing.
+    /// Print what would be allocated (`would-create` in JSON and YAML); write nothing.
     #[arg(long)]
     pub dry_run: bool,
 
-    /// With `--dry-run`: explain on stderr why the address is the one chosen, listing each
-    /// lower address and why it is skipped (network or broadcast, outside `--within`,
-    /// gateway, excluded, reserved, or taken and by whom), at most 20 lines and a count of
-    /// the rest. Stdout still gets the address alone.
-    #[arg(long, requires = "dry_run", conflicts_with = "zone")]
+    /// Explain on stderr why the address is the one chosen (the one claimed, or with
+    /// `--dry-run` the one that would be), listing each lower address and why it is skipped
+    /// (network or broadcast, outside `--within`, gateway, excluded, reserved, or taken and
+    /// by whom), at most 20 lines and a count of the rest. Stdout is as without it.
+    #[arg(long, conflicts_with = "zone")]
     pub explain: bool,
 }
 
 /// `ipamctl release`.
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
-    /// The pool (optional with `--uid`, which then covers every pool).
+    /// The pool [default: every pool of the scope].
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
-    /// The address to release.
+    /// The address to release; `--owner`/`--uid`/`--kind` then guard it.
     pub address: Option<String>,
 
-    /// Only the allocation(s) of this owner (KIND/NAME); a guard when an address is given.
-    /// A trailing `/` selects by prefix: `VirtualMachine/web-01/` is every NIC of `web-01`.
-    #[arg(long, value_name = "KIND/NAME")]
-    pub owner: Option<String>,
+    #[command(flatten)]
+    pub select: Selectors,
 
-    /// Only the allocation(s) of this owner uid; a guard when an address is given.
-    #[arg(long, value_name = "UID")]
-    pub uid: Option<String>,
+    /// Print what would be released (`would-release`); release nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
-/// `ipamctl list`.
-#[derive(Debug, Args)]
-pub struct ListArgs {
-    /// Only allocations of this pool.
-    #[arg(long, value_name = "POOL")]
-    pub pool: Option<String>,
+/// Which allocations `list` and `release` select; every selector given must hold.
+#[derive(Debug, Args, Default, Clone)]
+pub struct Selectors {
+    /// Only allocations of owners of this kind: VirtualMachine, FloatingIP, VPC or Node.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
 
     /// Only allocations of this owner (KIND/NAME). A trailing `/` selects by prefix:
     /// `VirtualMachine/web-01/` is every NIC of `web-01`.
@@ -309,9 +406,41 @@ pub struct ListArgs {
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
 
+    /// Only addresses inside this prefix (e.g. a subnet: 10.42.1.0/24). Exit 3 if no pool
+    /// of the scope overlaps it.
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
+    pub within: Option<String>,
+
+    /// Only allocations whose labels match: `key=value`, `key!=value`, `key`, `!key`,
+    /// comma-separated, all of which must hold (as kubectl's `-l`).
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub labels: Option<String>,
+}
+
+impl Selectors {
+    /// True when no selector was given.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none()
+            && self.owner.is_none()
+            && self.uid.is_none()
+            && self.within.is_none()
+            && self.labels.is_none()
+    }
+}
+
+/// `ipamctl list`.
+#[derive(Debug, Args, Default)]
+pub struct ListArgs {
+    /// Only allocations of this pool (exit 3 if it does not exist).
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+
     /// Only the allocation of this address.
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
+
+    #[command(flatten)]
+    pub select: Selectors,
 }
 
 /// `ipamctl pool ...`.
@@ -332,7 +461,7 @@ pub enum PoolCommand {
     /// writes the same map as an SVG document, each cell of class `cell KIND`.
     Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
-    Delete(PoolArg),
+    Delete(PoolDeleteArgs),
 }
 
 /// `ipamctl vpc ...`.
@@ -341,7 +470,8 @@ pub enum VpcCommand {
     /// Create a VPC's private pool `vpc-<NAME>` in `-n NS`, owned by the VPC; print its uid.
     ///
     /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. A second VPC of
-    /// the same name in the namespace is exit 4.
+    /// the same name in the namespace is exit 4. Without `-o`, stdout gets the uid alone
+    /// (`ipampool/vpc-<NAME> created` goes to stderr); with `-o`, the pool and its action.
     Create(VpcCreateArgs),
     /// Delete a VPC: release every allocation of its pool, then remove the pool.
     ///
@@ -363,6 +493,10 @@ pub struct VpcCreateArgs {
     /// The VPC's uid [default: a fresh random UUID].
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
+
+    /// Check and print the pool that would be created; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl vpc delete`.
@@ -394,19 +528,29 @@ pub struct ReconcileArgs {
     /// Allow `--apply` with an empty live list (which would release everything in scope).
     #[arg(long)]
     pub allow_empty: bool,
+
+    /// With `--apply`: print what would be released (`would-release`); release nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
-/// A pool name argument.
+/// `ipamctl pool delete`.
 #[derive(Debug, Args)]
-pub struct PoolArg {
+pub struct PoolDeleteArgs {
     /// The pool.
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: String,
+
+    /// Check that the pool could be deleted and print `would-delete`; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl pool show`.
 #[derive(Debug, Args)]
 pub struct PoolShowArgs {
     /// The pool.
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: String,
 
     /// Draw the pool as an address map (text, or an image with `-o svg`).
@@ -414,7 +558,7 @@ pub struct PoolShowArgs {
     pub map: bool,
 
     /// Draw only this subnet of the pool (its network and broadcast are marked as such).
-    #[arg(long, value_name = "CIDR", requires = "map")]
+    #[arg(long, value_name = "CIDR", requires = "map", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
     /// Colour the map: `auto` when stdout is a terminal and `NO_COLOR` is unset or empty.

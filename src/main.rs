@@ -10,6 +10,11 @@ use ipamctl::{Error, cli::Cli};
 fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();
+    // A call from the completion script (`COMPLETE=bash ipamctl -- ipamctl pool show v`)
+    // prints the candidates and exits here.
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command)
+        .var("COMPLETE")
+        .complete();
     let cli = Cli::parse();
     let code = match ipamctl::run(cli) {
         Ok(code) => code,

@@ -100,13 +100,17 @@ impl Kind {
                 "35",
                 "#8a63d2",
             ),
-            Kind::NoCandidates => ('x', "no-candidates", "no candidates", "35", "#959da5"),
-            Kind::Empty => ('.', "empty", "empty", "32", "#a2d9a9"),
-            Kind::Quarter => (':', "quarter", "up to 25% used", "1;32", "#56b868"),
-            Kind::Half => ('+', "half", "up to 50% used", "33", "#e3b341"),
-            Kind::ThreeQuarters => ('*', "three-quarters", "up to 75% used", "1;33", "#f0883e"),
-            Kind::AlmostFull => ('%', "almost-full", "over 75% used", "31", "#d73a49"),
-            Kind::Full => ('#', "full", "full", "1;31", "#86181d"),
+            // The shades of /24s are one sequential ramp (from ColorBrewer's YlGnBu), light
+            // to dark as they fill: told apart by lightness alone, so by every colour-blind
+            // reader too (`neighbouring_shades_differ_in_lightness` checks the steps). No
+            // candidates is a neutral grey off the ramp.
+            Kind::NoCandidates => ('x', "no-candidates", "no candidates", "35", "#d9d9d9"),
+            Kind::Empty => ('.', "empty", "empty", "32", "#ffffd9"),
+            Kind::Quarter => (':', "quarter", "up to 25% used", "1;32", "#7fcdbb"),
+            Kind::Half => ('+', "half", "up to 50% used", "33", "#1d91c0"),
+            Kind::ThreeQuarters => ('*', "three-quarters", "up to 75% used", "1;33", "#225ea8"),
+            Kind::AlmostFull => ('%', "almost-full", "over 75% used", "31", "#253494"),
+            Kind::Full => ('#', "full", "full", "1;31", "#081d58"),
         };
         Style {
             glyph,
@@ -156,6 +160,8 @@ pub struct Map {
     cells: Vec<Cell>,
     /// `(what, usage)` lines under the legend: the pool's, then the subnet's.
     usage: Vec<(String, Usage)>,
+    /// Who holds each allocated address, for the SVG's tooltips (see [`Map::with_owners`]).
+    owners: std::collections::HashMap<Ipv4Addr, String>,
 }
 
 impl Map {
@@ -222,7 +228,20 @@ impl Map {
             step,
             cells,
             usage,
+            owners: Default::default(),
         }
+    }
+
+    /// Is each cell one address (not a /24)?
+    pub fn per_address(&self) -> bool {
+        self.step == 1
+    }
+
+    /// Names the holder of each address (`KIND/NAME (uid U)`) in the tooltips of the SVG's
+    /// cells; an allocated address without one says `allocated` alone.
+    pub fn with_owners(mut self, owners: impl IntoIterator<Item = (Ipv4Addr, String)>) -> Map {
+        self.owners = owners.into_iter().collect();
+        self
     }
 
     /// The kinds of the legend, with how many cells of each the map has.
@@ -348,7 +367,23 @@ impl Map {
         let legend_top = y_of(rows) + LINE;
         let usage_top = legend_top + legend.len() * LINE;
         let height = usage_top + self.usage.len() * LINE + MARGIN;
-        let width = (x_of(per_row.min(self.cells.len()).max(1) - 1) + SIZE + MARGIN).max(400);
+        // Wide enough for the grid and for the longest line of text (title, legend, usage),
+        // at a monospace advance of 0.6 em rounded up to 8 px a character at 12 px.
+        let usage = self.usage_lines();
+        let legend_lines: Vec<String> = legend
+            .iter()
+            .map(|(kind, n)| {
+                let style = kind.style();
+                format!("{} {} ({n})", style.glyph, style.label)
+            })
+            .collect();
+        let longest = std::iter::once(self.title.chars().count())
+            .chain(usage.iter().map(|l| l.chars().count()))
+            .chain(legend_lines.iter().map(|l| l.chars().count() + 3))
+            .max()
+            .unwrap_or(0);
+        let width = (x_of(per_row.min(self.cells.len()).max(1) - 1) + SIZE + MARGIN)
+            .max(MARGIN + longest * 8 + MARGIN);
 
         let mut svg = String::new();
         let _ = writeln!(svg, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
@@ -389,9 +424,12 @@ impl Map {
             for (i, cell) in cells.iter().enumerate() {
                 let start = Ipv4Addr::from(u32::from(addr) + (i as u32) * self.step);
                 let style = cell.kind.style();
-                let tip = match cell.fill {
-                    None => format!("{start} {}", style.label),
-                    Some((held, count)) => {
+                let tip = match (cell.fill, self.owners.get(&start)) {
+                    (None, Some(owner)) if cell.kind == Kind::Allocated => {
+                        format!("{start} allocated to {owner}")
+                    }
+                    (None, _) => format!("{start} {}", style.label),
+                    (Some((held, count)), _) => {
                         format!("{start}/24: {held} of {count} candidates allocated")
                     }
                 };
@@ -404,7 +442,7 @@ impl Map {
                 );
             }
         }
-        for (i, (kind, n)) in legend.iter().enumerate() {
+        for (i, ((kind, _), line)) in legend.iter().zip(&legend_lines).enumerate() {
             let y = legend_top + i * LINE;
             let style = kind.style();
             let _ = writeln!(
@@ -414,14 +452,13 @@ impl Map {
             );
             let _ = writeln!(
                 svg,
-                r#"<text x="{}" y="{}">{} {} ({n})</text>"#,
+                r#"<text x="{}" y="{}">{}</text>"#,
                 MARGIN + 2 * CELL,
                 y + SIZE / 2,
-                style.glyph,
-                escape(style.label)
+                escape(line)
             );
         }
-        for (i, line) in self.usage_lines().iter().enumerate() {
+        for (i, line) in usage.iter().enumerate() {
             let _ = writeln!(
                 svg,
                 r#"<text x="{MARGIN}" y="{}">{}</text>"#,
@@ -592,6 +629,52 @@ mod tests {
         let svg = map.svg();
         assert!(svg.contains("<title>a&amp;b 10.0.0.0/30"));
         assert_eq!(svg.matches(r#"class="cell "#).count(), 4);
+    }
+
+    /// WCAG relative luminance of `#rrggbb`.
+    fn luminance(hex: &str) -> f64 {
+        let channel = |i: usize| {
+            let c = f64::from(u8::from_str_radix(&hex[i..i + 2], 16).unwrap()) / 255.0;
+            if c <= 0.03928 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5)
+    }
+
+    #[test]
+    fn neighbouring_shades_differ_in_lightness() {
+        let ramp = [
+            Kind::Empty,
+            Kind::Quarter,
+            Kind::Half,
+            Kind::ThreeQuarters,
+            Kind::AlmostFull,
+            Kind::Full,
+        ];
+        for pair in ramp.windows(2) {
+            let (a, b) = (
+                luminance(pair[0].style().fill),
+                luminance(pair[1].style().fill),
+            );
+            assert!(a > b, "{pair:?}: the ramp must darken as it fills");
+            let contrast = (a + 0.05) / (b + 0.05);
+            assert!(
+                contrast >= 1.5,
+                "{pair:?}: contrast {contrast:.2} is too low"
+            );
+        }
+        let grey = luminance(Kind::NoCandidates.style().fill);
+        for kind in ramp {
+            let l = luminance(kind.style().fill);
+            let contrast = (l.max(grey) + 0.05) / (l.min(grey) + 0.05);
+            assert!(
+                contrast >= 1.25,
+                "{kind:?} and no candidates: {contrast:.2}"
+            );
+        }
     }
 
     #[test]

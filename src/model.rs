@@ -303,6 +303,15 @@ impl Owner {
         self.uid.as_ref()
     }
 
+    /// `KIND/NAME (uid U)`, or `KIND/NAME` without a uid: the owner as tooltips, reports
+    /// and diffs name it.
+    pub fn with_uid(&self) -> String {
+        match &self.uid {
+            Some(uid) => format!("{self} (uid {uid})"),
+            None => self.to_string(),
+        }
+    }
+
     /// A stable 64-bit key of the identity (FNV-1a over `kind/name uid`), used to pick lock
     /// stripes and index files. Stable across versions: two ipamctl builds racing on one state
     /// directory must agree on it. Collisions are harmless: every index hit is verified against
@@ -340,7 +349,9 @@ fn split_kind_name(kind_name: &str) -> Result<(OwnerKind, &str), String> {
 /// A filter on owners, as `list` and `release` take it: an omitted part matches any.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OwnerFilter {
-    /// `--owner KIND/NAME`, if given. With [`OwnerFilter::prefix`], NAME ends in `/`.
+    /// `--owner KIND/NAME`, if given. With [`OwnerFilter::prefix`], NAME ends in `/`, or is
+    /// empty for `--kind KIND` alone (every name is a prefix of itself), so that a store
+    /// answering from its owner index needs no case of its own for a kind.
     pub kind_name: Option<(OwnerKind, String)>,
     /// `--owner KIND/NAME/` (a trailing `/`): every owner whose name starts with `NAME/`,
     /// e.g. `VirtualMachine/web-01/` for every NIC of `web-01`.
@@ -388,6 +399,24 @@ impl OwnerFilter {
             prefix,
             uid,
         })
+    }
+
+    /// Narrows the filter to owners of `kind` (`--kind`). With `--owner` of another kind,
+    /// nothing could match: that is an error, not an empty answer.
+    pub fn with_kind(mut self, kind: OwnerKind) -> Result<OwnerFilter, String> {
+        match &self.kind_name {
+            Some((k, _)) if *k == kind => {}
+            Some((k, n)) => {
+                return Err(format!(
+                    "`--kind {kind}` contradicts `--owner {k}/{n}`; give one of them"
+                ));
+            }
+            None => {
+                self.kind_name = Some((kind, String::new()));
+                self.prefix = true;
+            }
+        }
+        Ok(self)
     }
 
     /// The filter that passes exactly `owner` (kind, name and uid).
@@ -865,6 +894,24 @@ impl AllocationManifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_filter_passes_every_owner_of_that_kind() {
+        let vm = Owner::parse("VirtualMachine/web-01/0", None).unwrap();
+        let fip = Owner::parse("FloatingIP/fip-1", None).unwrap();
+        let kind = OwnerFilter::default()
+            .with_kind(OwnerKind::VirtualMachine)
+            .unwrap();
+        assert!(kind.matches(&vm) && !kind.matches(&fip) && !kind.is_empty());
+        let both = OwnerFilter::new(Some("FloatingIP/fip-1"), None).unwrap();
+        assert!(
+            both.clone()
+                .with_kind(OwnerKind::FloatingIp)
+                .unwrap()
+                .matches(&fip)
+        );
+        assert!(both.with_kind(OwnerKind::Node).is_err());
+    }
 
     #[test]
     fn labels_follow_rfc_1123() {

@@ -15,7 +15,7 @@ use crate::store::{Claim, ObjectKind, Store};
 use crate::yaml;
 
 /// What a copy did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Copied {
     /// Pools written to the target.
     pub pools: usize,

@@ -489,14 +489,18 @@ fn allocate_output_json_prints_the_manifest() {
 }
 
 #[test]
-fn allocate_output_yaml_prints_the_file_as_written() {
+fn allocate_output_yaml_prints_the_file_as_written_and_what_was_done() {
     let ran = Test::new("seed")
         .args(vpc_main(VM, &["--uid", uid::WEB01, "-o", "yaml"]))
         .run();
-    assert_eq!(
-        ran.stdout,
-        ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml")
-    );
+    let file = ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml");
+    assert_eq!(ran.stdout, format!("{file}status:\n  action: created\n"));
+    // Asked again: the same allocation, which the owner already held.
+    let again = ran
+        .then()
+        .args(vpc_main(VM, &["--uid", uid::WEB01, "-o", "yaml"]))
+        .run();
+    assert_eq!(again.stdout, format!("{file}status:\n  action: existing\n"));
 }
 
 #[test]

@@ -113,7 +113,8 @@ impl State {
     fn findings(&self) -> Vec<Finding> {
         let run = self.run(&["check", "-o", "json"]);
         assert!(run.code == 0 || run.code == 1, "{}", run.stderr);
-        serde_json::from_str(&run.stdout).expect("check -o json prints a JSON array")
+        let items = list_items(&run.stdout);
+        serde_json::from_value(items.into()).expect("check -o json lists findings")
     }
 
     /// Asserts the findings are exactly `expected` (severity, path, message), in order.
@@ -182,7 +183,10 @@ fn clean_state_exits_0_with_nothing_on_stdout() {
         run.stderr,
         "ok: no problems found in state (4 pools, 6 allocations checked)\n"
     );
-    assert_eq!(state.run(&["check", "-o", "json"]).stdout, "[]\n");
+    assert_eq!(
+        state.run(&["check", "-o", "json"]).stdout,
+        "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": []\n}\n"
+    );
 }
 
 #[test]
@@ -1077,7 +1081,7 @@ fn fix_removes_only_old_temporary_files() {
          removed namespaces/acme/prod/ipampools/.tmp-c3d4\n\
          ok: no errors, 2 warnings in state (4 pools, 7 allocations checked)\n"
     );
-    let remaining: Vec<Finding> = serde_json::from_str(&run.stdout).unwrap();
+    let remaining: Vec<Finding> = serde_json::from_value(list_items(&run.stdout).into()).unwrap();
     let paths: Vec<&str> = remaining.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         paths,
@@ -1243,4 +1247,14 @@ fn fifty_thousand_allocations_are_checked_in_under_3_seconds() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("50006 allocations"), "{}", run.stderr);
     assert!(took < Duration::from_secs(3), "check took {took:?}");
+}
+
+/// The items of the kubectl `List` that `check -o json` prints.
+fn list_items(json: &str) -> Vec<serde_json::Value> {
+    let value: serde_json::Value = serde_json::from_str(json).expect("check -o json is JSON");
+    assert_eq!(
+        (&value["apiVersion"], &value["kind"]),
+        (&"v1".into(), &"List".into())
+    );
+    value["items"].as_array().expect("a List has items").clone()
 }

@@ -151,7 +151,7 @@ fn explain_of_an_exhausted_pool_explains_every_address_then_fails() {
 }
 
 #[test]
-fn explain_requires_dry_run() {
+fn explain_without_dry_run_explains_the_claim_it_makes() {
     let ran = Test::new("seed")
         .args([
             "allocate",
@@ -160,9 +160,16 @@ fn explain_requires_dry_run() {
             "FloatingIP/fip-1",
             "--explain",
         ])
-        .status(code::INVALID)
-        .stdout("")
-        .unchanged()
+        .stdout("203.0.113.4\n")
         .run();
-    assert!(ran.stderr.contains("--dry-run"), "{}", ran.stderr);
+    assert_eq!(
+        ran.stderr,
+        "explain: pool `public-zone-a` (203.0.113.0/24), lowest address first:\n\
+        \x20 203.0.113.0  the pool's network address\n\
+        \x20 203.0.113.1  the pool's gateway\n\
+        \x20 203.0.113.2  excluded by the pool (`203.0.113.2`)\n\
+        \x20 203.0.113.3  excluded by the pool (`203.0.113.3`)\n\
+        \x20 -> 203.0.113.4: the lowest free candidate\n"
+    );
+    assert!(ran.exists("cluster/ipallocations/public-zone-a-203-0-113-4.yaml"));
 }

@@ -46,10 +46,7 @@ fn list_filters_by_pool_owner_uid_and_address() {
         let mut full = vec!["list", "-o", "json"];
         full.extend_from_slice(args);
         let ran = Test::new("populated").args(full).run();
-        let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
-        value
-            .as_array()
-            .expect("a JSON array")
+        common::list_items(&ran.stdout)
             .iter()
             .map(|m| {
                 m["spec"]["address"]
@@ -88,8 +85,7 @@ fn list_json_is_an_array_of_the_manifests_as_in_the_files() {
         .args(["list", "-o", "json", "-n", "acme/prod"])
         .run();
     insta::assert_snapshot!(ran.stdout);
-    let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
-    assert_eq!(value.as_array().map(Vec::len), Some(4));
+    assert_eq!(common::list_items(&ran.stdout).len(), 4);
 }
 
 /// Files recorded in the owner index as exactly what ipamctl writes are rebuilt from their
@@ -161,10 +157,7 @@ fn list_of_many_files_is_sorted_and_warns_once_per_broken_file() {
             "vpc-main",
         ])
         .run();
-    let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
-    let addresses: Vec<std::net::Ipv4Addr> = value
-        .as_array()
-        .expect("a JSON array")
+    let addresses: Vec<std::net::Ipv4Addr> = common::list_items(&ran.stdout)
         .iter()
         .map(|m| {
             m["spec"]["address"]
@@ -187,7 +180,7 @@ fn list_of_many_files_is_sorted_and_warns_once_per_broken_file() {
 }
 
 #[test]
-fn list_yaml_is_a_stream_of_the_files_in_list_order() {
+fn list_yaml_is_one_list_of_the_files_in_list_order() {
     let ran = Test::new("populated").args(["list", "-o", "yaml"]).run();
     let order = [
         "cluster/ipallocations/public-zone-a-203-0-113-4.yaml",
@@ -198,8 +191,17 @@ fn list_yaml_is_a_stream_of_the_files_in_list_order() {
         "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-10.yaml",
         "namespaces/acme/prod/ipallocations/vpc-main-10-42-1-7.yaml",
     ];
-    let expected: Vec<String> = order.iter().map(|f| ran.read(f)).collect();
-    assert_eq!(ran.stdout, expected.join("---\n"));
+    // Each file, as an item of the List: `- ` before its first line, two spaces before
+    // the others.
+    let mut expected = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for file in order {
+        for (i, line) in ran.read(file).lines().enumerate() {
+            expected.push_str(if i == 0 { "- " } else { "  " });
+            expected.push_str(line);
+            expected.push('\n');
+        }
+    }
+    assert_eq!(ran.stdout, expected);
 }
 
 #[test]
@@ -210,17 +212,99 @@ fn list_with_nothing_to_show_says_so_on_stderr() {
         .stderr("No allocations found.\n")
         .run();
     Test::new("populated")
-        .args(["list", "-n", "acme/nothing-here"])
+        .args(["list", "--owner", "FloatingIP/nobody"])
         .stdout("")
         .stderr("No allocations found.\n")
         .run();
 }
 
 #[test]
-fn list_json_with_nothing_to_show_is_an_empty_array() {
+fn list_of_a_pool_namespace_or_prefix_that_does_not_exist_is_not_found() {
+    Test::new("populated")
+        .args(["list", "--pool", "typo"])
+        .stderr("error: pool `typo` not found in any namespace\nhint: `ipamctl pool list` shows the pools\n")
+        .fails(code::NOT_FOUND)
+        .run();
+    Test::new("populated")
+        .args(["list", "--pool", "vpc-main", "-n", "acme/dev"])
+        .fails(code::NOT_FOUND)
+        .run();
+    Test::new("populated")
+        .args(["list", "-n", "acme/nothing-here"])
+        .stderr("error: namespace `acme/nothing-here` not found: it holds no pool and no allocation\nhint: `ipamctl pool list` shows the pools of every namespace\n")
+        .fails(code::NOT_FOUND)
+        .run();
+    Test::new("populated")
+        .args(["list", "--within", "192.168.0.0/24"])
+        .fails(code::NOT_FOUND)
+        .run();
+    // An existing pool with nothing in it, or a prefix of a pool with nothing in it, is
+    // an empty answer.
+    Test::new("seed")
+        .args(["list", "--pool", "public-zone-a", "-o", "name"])
+        .stdout("")
+        .run();
+    Test::new("populated")
+        .args(["list", "--within", "10.42.200.0/24", "-o", "name"])
+        .stdout("")
+        .run();
+}
+
+#[test]
+fn list_selects_by_kind_prefix_within_and_labels() {
+    let names = |args: &[&str]| -> String {
+        let mut full = vec!["list", "-o", "name"];
+        full.extend_from_slice(args);
+        Test::new("populated").args(full).run().stdout.clone()
+    };
+    assert_eq!(
+        names(&["--kind", "FloatingIP"]),
+        "ipallocation/public-zone-a-203-0-113-4\n"
+    );
+    assert_eq!(
+        names(&["--kind", "VirtualMachine", "-n", "acme/prod"]),
+        "ipallocation/vpc-main-10-42-0-2\nipallocation/vpc-main-10-42-0-9\nipallocation/vpc-main-10-42-0-10\n"
+    );
+    assert_eq!(
+        names(&["--owner", "VirtualMachine/web-01/", "-n", "acme/prod"]),
+        "ipallocation/vpc-main-10-42-0-2\nipallocation/vpc-main-10-42-0-10\n"
+    );
+    assert_eq!(
+        names(&["--within", "10.42.1.0/24"]),
+        "ipallocation/vpc-main-10-42-1-7\n"
+    );
+    assert_eq!(
+        names(&["--within", "10.42.0.8/29", "--kind", "VirtualMachine"]),
+        "ipallocation/vpc-main-10-42-0-9\nipallocation/vpc-main-10-42-0-10\n"
+    );
+    assert_eq!(
+        names(&["-l", "pivirt.hu/managed-by=director"])
+            .lines()
+            .count(),
+        7
+    );
+    assert_eq!(names(&["-l", "pivirt.hu/managed-by!=director"]), "");
+    assert_eq!(names(&["--selector", "!pivirt.hu/managed-by"]), "");
+}
+
+#[test]
+fn list_refuses_malformed_or_contradictory_selectors() {
+    for args in [
+        &["list", "--kind", "Pod"][..],
+        &["list", "--kind", "Node", "--owner", "FloatingIP/fip-1"],
+        &["list", "-l", "a b=c"],
+        &["list", "-l", "tier=web,"],
+        &["list", "--within", "10.42.1.1/24"],
+    ] {
+        Test::new("populated").args(args).fails(code::INVALID).run();
+    }
+}
+
+#[test]
+fn list_json_with_nothing_to_show_is_an_empty_list() {
     Test::new("seed")
         .args(["list", "-o", "json"])
-        .stdout("[]\n")
+        .stdout("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": []\n}\n")
         .stderr("")
         .run();
 }
@@ -287,10 +371,8 @@ fn pool_list_json_adds_a_status_to_each_manifest() {
         .args(["pool", "list", "-o", "json"])
         .run();
     insta::assert_snapshot!(ran.stdout);
-    let value: serde_json::Value = serde_json::from_str(&ran.stdout).expect("valid JSON");
-    let main = value
-        .as_array()
-        .expect("a JSON array")
+    let pools = common::list_items(&ran.stdout);
+    let main = pools
         .iter()
         .find(|p| p["metadata"]["name"] == "vpc-main")
         .expect("vpc-main is listed");
@@ -300,27 +382,30 @@ fn pool_list_json_adds_a_status_to_each_manifest() {
 }
 
 #[test]
-fn pool_list_yaml_is_a_stream_of_manifests_with_status() {
+fn pool_list_yaml_is_a_list_of_manifests_with_status() {
     let ran = Test::new("small-pools")
         .args(["pool", "list", "-o", "yaml", "-n", "lab"])
         .run();
     insta::assert_snapshot!(ran.stdout, @r#"
-    apiVersion: pivirt.hu/v1
-    kind: IPAMPool
-    metadata:
-      name: nogw
-      namespace: lab
-    spec:
-      cidr: 10.0.0.0/24
-      kind: private
-      exclude:
-      - 10.0.0.0/28
-      - "10.0.0.100"
-    status:
-      candidates: 238
-      allocated: 0
-      free: 238
-      percentUsed: 0.0
+    apiVersion: v1
+    kind: List
+    items:
+    - apiVersion: pivirt.hu/v1
+      kind: IPAMPool
+      metadata:
+        name: nogw
+        namespace: lab
+      spec:
+        cidr: 10.0.0.0/24
+        kind: private
+        exclude:
+        - 10.0.0.0/28
+        - "10.0.0.100"
+      status:
+        candidates: 238
+        allocated: 0
+        free: 238
+        percentUsed: 0.0
     "#);
 }
 

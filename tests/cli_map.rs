@@ -372,3 +372,29 @@ fn svg_is_only_for_the_map() {
         code::INVALID,
     );
 }
+
+#[test]
+fn the_too_large_hint_can_be_pasted_as_it_is() {
+    let manifest = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: huge\n  namespace: t/big\nspec:\n  cidr: 10.0.0.0/8\n  kind: private\n";
+    let test = common::Test::new("empty")
+        .args(["apply", "-f", "-"])
+        .stdin(manifest)
+        .run()
+        .then();
+    let ran = test
+        .args(["pool", "show", "huge", "-n", "t/big", "--map"])
+        .fails(code::INVALID)
+        .run();
+    let hint = ran
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("hint: narrow it: "))
+        .expect("a hint with the command to run")
+        .to_owned();
+    assert_eq!(
+        hint,
+        "ipamctl pool show huge -n t/big --map --within 10.0.0.0/16"
+    );
+    let words: Vec<String> = hint.split(' ').skip(1).map(str::to_owned).collect();
+    ran.then().args(words).run();
+}

@@ -189,7 +189,7 @@ fn release_owner_holding_nothing_in_the_pool_is_success_with_a_note() {
             "VirtualMachine/db-01/0",
         ])
         .stdout("")
-        .stderr("note: no allocation in pool `acme/prod/vpc-main` matches; nothing to release\n")
+        .stderr("note: no allocation matches; nothing to release\n")
         .run();
 }
 
@@ -251,7 +251,7 @@ fn release_uid_holding_nothing_is_success_with_a_note() {
     Test::new("populated")
         .args(["release", "--uid", "no-such-uid"])
         .stdout("")
-        .stderr("note: nothing held by that uid; nothing to release\n")
+        .stderr("note: no allocation matches; nothing to release\n")
         .unchanged()
         .run();
 }
@@ -308,17 +308,123 @@ fn release_without_a_selector_is_a_usage_error() {
     for args in [
         &["release"][..],
         &["release", "vpc-main", "-n", "acme/prod"],
-        &["release", "--owner", "VPC/router"],
     ] {
         Test::new("populated")
             .args(args)
             .stderr(
-                "error: release needs a selector: `POOL ADDRESS`, `POOL --owner KIND/NAME`, or `--uid UID`\n\
-                 hint: see `ipamctl release --help`\n",
+                "error: release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`\n\
+                 hint: see `ipamctl release --help`; `--dry-run` shows what a selector picks\n",
             )
             .fails(code::INVALID)
             .run();
     }
+}
+
+#[test]
+fn release_by_owner_needs_no_pool() {
+    Test::new("populated")
+        .args(["release", "--owner", "VPC/router"])
+        .stdout("ipallocation/public-zone-a-203-0-113-10 released\n")
+        .stderr("")
+        .run()
+        .then()
+        .args([
+            "release",
+            "--owner",
+            "VirtualMachine/web-01/",
+            "-n",
+            "acme/prod",
+        ])
+        .stdout(
+            "ipallocation/vpc-main-10-42-0-2 released\nipallocation/vpc-main-10-42-0-10 released\n",
+        )
+        .run()
+        .then()
+        .args(["list", "-o", "name", "--kind", "VirtualMachine"])
+        .stdout("ipallocation/vpc-dev-10-50-0-2\nipallocation/vpc-main-10-42-0-9\n")
+        .run();
+}
+
+#[test]
+fn release_by_kind_within_a_subnet() {
+    Test::new("populated")
+        .args([
+            "release",
+            "--kind",
+            "VirtualMachine",
+            "--within",
+            "10.42.0.8/29",
+        ])
+        .stdout(
+            "ipallocation/vpc-main-10-42-0-9 released\nipallocation/vpc-main-10-42-0-10 released\n",
+        )
+        .run();
+}
+
+#[test]
+fn release_dry_run_prints_what_it_would_release_in_every_format_and_writes_nothing() {
+    let dry = |format: &[&str]| {
+        let mut args = vec!["release", "--uid", uid::WEB01, "--dry-run"];
+        args.extend_from_slice(format);
+        Test::new("populated").args(args).unchanged().run()
+    };
+    assert_eq!(
+        dry(&[]).stdout,
+        "ipallocation/vpc-dev-10-50-0-2 would-release\n\
+         ipallocation/vpc-main-10-42-0-2 would-release\n\
+         ipallocation/vpc-main-10-42-0-10 would-release\n"
+    );
+    let items = common::list_items(&dry(&["-o", "json"]).stdout);
+    assert_eq!(items.len(), 3);
+    assert!(
+        items
+            .iter()
+            .all(|m| m["status"]["action"] == "would-release")
+    );
+    assert!(
+        dry(&["-o", "yaml"])
+            .stdout
+            .contains("    action: would-release\n")
+    );
+    assert_eq!(dry(&["-o", "name"]).stdout.lines().count(), 3);
+    // One address: as the release itself would, a guard that does not match is exit 4.
+    Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.9",
+            "-n",
+            "acme/prod",
+            "--dry-run",
+        ])
+        .stdout("ipallocation/vpc-main-10-42-0-9 would-release\n")
+        .unchanged()
+        .run();
+    Test::new("populated")
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.9",
+            "-n",
+            "acme/prod",
+            "--dry-run",
+            "--owner",
+            "FloatingIP/x",
+        ])
+        .fails(code::CONFLICT)
+        .run();
+}
+
+#[test]
+fn release_in_a_pool_or_namespace_that_does_not_exist_is_not_found() {
+    Test::new("populated")
+        .args(["release", "typo", "--owner", "FloatingIP/fip-1"])
+        .fails(code::NOT_FOUND)
+        .run();
+    Test::new("populated")
+        .args(["release", "--uid", uid::WEB01, "-n", "acme/typo"])
+        .fails(code::NOT_FOUND)
+        .run();
 }
 
 #[test]

@@ -10,7 +10,7 @@ fn init_creates_marker_and_gitignore() {
     let ran = Test::without_state()
         .args(["init", "state"])
         .no_state_flag()
-        .stdout("initialized ipamctl state directory in state\n")
+        .stdout("statedirectory/state created\n")
         .stderr("")
         .run();
     assert!(ran.read(".ipamctl").contains("layout: 1\n"));
@@ -26,7 +26,7 @@ fn init_is_idempotent() {
     let ran = test
         .args(["init", "state"])
         .no_state_flag()
-        .stdout("already initialized ipamctl state directory in state\n")
+        .stdout("statedirectory/state unchanged\n")
         .run();
     assert_eq!(ran.read(".ipamctl"), marker);
 }
@@ -36,7 +36,7 @@ fn init_keeps_existing_manifests() {
     Test::new("populated")
         .file_store_only()
         .args(["init"])
-        .stdout("already initialized ipamctl state directory in state\n")
+        .stdout("statedirectory/state unchanged\n")
         .unchanged()
         .run();
 }
@@ -45,7 +45,7 @@ fn init_keeps_existing_manifests() {
 fn init_defaults_to_the_state_dir_option() {
     let ran = Test::without_state()
         .args(["init"])
-        .stdout("initialized ipamctl state directory in state\n")
+        .stdout("statedirectory/state created\n")
         .run();
     assert!(ran.exists(".ipamctl"));
 }
@@ -57,7 +57,7 @@ fn init_defaults_to_the_current_directory() {
     let ran = test
         .current_dir("state")
         .args(["init"])
-        .stdout("initialized ipamctl state directory in .\n")
+        .stdout("statedirectory/. created\n")
         .run();
     assert!(ran.exists(".ipamctl"));
     assert!(ran.exists(".gitignore"));

@@ -293,7 +293,7 @@ fn apply_converges_after_a_crash_at_every_point() {
         );
         let listed = ipamctl(None, &["pool", "list", "-o", "json"]);
         let pools: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
-        assert_eq!(pools.as_array().unwrap().len(), 2, "{point}");
+        assert_eq!(pools["items"].as_array().unwrap().len(), 2, "{point}");
     }
 }
 

@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
+use clap::CommandFactory;
+
 #[test]
 fn man_pages_are_up_to_date() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
@@ -38,17 +40,83 @@ fn man_pages_are_up_to_date() {
 }
 
 #[test]
-fn top_page_documents_the_exit_codes() {
-    let (_, top) = ipamctl::docs::man_pages()
-        .into_iter()
-        .find(|(n, _)| n == "ipamctl.1")
-        .unwrap();
-    let text = String::from_utf8(top).unwrap();
-    for line in [
-        "invalid usage or input",
-        "not found (state directory, pool)",
-        "pool exhausted",
-    ] {
-        assert!(text.contains(line), "ipamctl.1 lacks `{line}`");
+fn every_page_has_an_exit_status_section_with_every_code() {
+    for (name, page) in ipamctl::docs::man_pages() {
+        let text = String::from_utf8(page).unwrap();
+        let section = text
+            .split(".SH \"EXIT STATUS\"\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{name} has no EXIT STATUS section"));
+        for (code, _) in ipamctl::docs::EXIT_STATUS {
+            assert!(
+                section.contains(&format!(".TP\n\\fB{code}\\fR\n")),
+                "{name}: exit status {code} is not documented"
+            );
+        }
+        assert!(
+            !text.contains(".SH EXTRA"),
+            "{name} still has an EXTRA section"
+        );
+    }
+}
+
+#[test]
+fn pages_show_no_literal_markdown() {
+    for (name, page) in ipamctl::docs::man_pages() {
+        let text = String::from_utf8(page).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            assert!(
+                !line.contains('`'),
+                "{name}:{}: a literal backtick: {line}",
+                i + 1
+            );
+            assert!(
+                !line.contains("**"),
+                "{name}:{}: literal bold: {line}",
+                i + 1
+            );
+            assert!(
+                !line.contains("]("),
+                "{name}:{}: a Markdown link: {line}",
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn pages_refer_only_to_pages_that_exist() {
+    let pages = ipamctl::docs::man_pages();
+    let names: BTreeSet<String> = pages
+        .iter()
+        .map(|(n, _)| n.trim_end_matches(".1").to_owned())
+        .collect();
+    let mut seen = 0;
+    for (name, page) in &pages {
+        let text = String::from_utf8(page.clone()).unwrap().replace("\\-", "-");
+        let text = text.replace("\\fB", "").replace("\\fR", "");
+        for (at, _) in text.match_indices("(1)") {
+            let start = text[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .map_or(0, |i| i + 1);
+            let target = &text[start..at];
+            assert!(
+                names.contains(target),
+                "{name} refers to {target}(1), which does not exist"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen > pages.len(), "hardly any references were checked");
+}
+
+#[test]
+fn the_help_epilogue_lists_every_exit_status() {
+    let help = ipamctl::cli::Cli::command().render_long_help().to_string();
+    for (code, _) in ipamctl::docs::EXIT_STATUS {
+        assert!(
+            help.contains(&format!("\n  {code}  ")),
+            "--help lacks exit status {code}"
+        );
     }
 }

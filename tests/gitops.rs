@@ -155,7 +155,7 @@ fn two_clones_claiming_one_address_conflict_on_its_file_and_the_documented_fix_i
     assert_eq!(ipamctl(&first, &["check"]), "", "check finds nothing");
     let listed = ipamctl(&first, &["list", "-o", "json"]);
     let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
-    let held: Vec<(String, String)> = listed
+    let held: Vec<(String, String)> = listed["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -529,7 +529,7 @@ fn broken_allocation_files_are_warned_about_and_their_address_stays_taken() {
         let listed: serde_json::Value = serde_json::from_str(&list.stdout)
             .unwrap_or_else(|e| panic!("{what}: list printed no JSON ({e}): {}", list.describe()));
         assert_eq!(
-            listed.as_array().map(Vec::len),
+            listed["items"].as_array().map(Vec::len),
             Some(2),
             "{what}: {}",
             list.describe()
@@ -539,7 +539,7 @@ fn broken_allocation_files_are_warned_about_and_their_address_stays_taken() {
         assert_eq!(pools.code, Some(code::OK), "{what}: {}", pools.describe());
         assert!(!pools.crashed(), "{what}: {}", pools.describe());
         let pools: serde_json::Value = serde_json::from_str(&pools.stdout).expect("pool list JSON");
-        let p = pools
+        let p = pools["items"]
             .as_array()
             .and_then(|a| a.iter().find(|v| v["metadata"]["name"] == "p"))
             .expect("pool p listed");
@@ -667,7 +667,7 @@ fn broken_pool_files_are_refused_by_writers_and_skipped_by_readers() {
             );
             let pools: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
             assert_eq!(
-                pools.as_array().map(Vec::len),
+                pools["items"].as_array().map(Vec::len),
                 Some(1),
                 "{what}: only q is listed"
             );

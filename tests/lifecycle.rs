@@ -251,7 +251,7 @@ fn vpc_delete_releases_every_allocation_then_removes_the_pool() {
     assert_eq!(dry.code, Some(0));
     assert_eq!(
         dry.stdout,
-        "ipallocation/vpc-main-10-1-0-1 would be released\nipallocation/vpc-main-10-1-0-2 would be released\nipallocation/vpc-main-10-1-0-3 would be released\nipampool/vpc-main would be deleted\n"
+        "ipallocation/vpc-main-10-1-0-1 would-release\nipallocation/vpc-main-10-1-0-2 would-release\nipallocation/vpc-main-10-1-0-3 would-release\nipampool/vpc-main would-delete\n"
     );
     assert_eq!(
         state.allocations("namespaces/acme").len(),
@@ -510,7 +510,11 @@ fn reconcile_reports_then_releases_dead_owners() {
     assert_eq!(report.code, Some(0));
     assert_eq!(
         report.stdout,
-        "NAMESPACE  POOL  ADDRESS       OWNER            UID  ACTION\n-          za-1  198.51.100.2  FloatingIP/dead  -    leaked\nchecked 3 allocations: 1 leaked, 0 released\n"
+        "NAMESPACE  POOL  ADDRESS       OWNER            UID  ACTION\n-          za-1  198.51.100.2  FloatingIP/dead  -    leaked\n"
+    );
+    assert_eq!(
+        report.stderr,
+        "checked 3 allocations: 1 leaked, 0 released\n"
     );
     assert_eq!(
         state.allocations("cluster").len(),
@@ -531,17 +535,32 @@ fn reconcile_reports_then_releases_dead_owners() {
         live,
     );
     let value: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(value["checked"], 1);
-    assert_eq!(value["leaked"].as_array().unwrap().len(), 0);
+    assert_eq!(value["kind"], "List");
+    assert_eq!(value["items"].as_array().unwrap().len(), 0);
+    assert_eq!(json.stderr, "checked 1 allocations: 0 leaked, 0 released\n");
+
+    let dry = state.run_stdin(&["reconcile", "--live", "-", "--apply", "--dry-run"], live);
+    assert_eq!(dry.code, Some(0));
+    assert_eq!(
+        dry.stdout,
+        "NAMESPACE  POOL  ADDRESS       OWNER            UID  ACTION\n-          za-1  198.51.100.2  FloatingIP/dead  -    would-release\n"
+    );
+    assert_eq!(
+        dry.stderr,
+        "checked 3 allocations: 1 leaked, 1 would be released\n"
+    );
+    assert_eq!(
+        state.allocations("cluster").len(),
+        3,
+        "a dry run releases nothing"
+    );
 
     let apply = state.run_stdin(&["reconcile", "--live", "-", "--apply"], live);
     assert_eq!(apply.code, Some(0));
     assert!(
-        apply
-            .stdout
-            .ends_with("checked 3 allocations: 1 leaked, 1 released\n"),
+        apply.stderr == "checked 3 allocations: 1 leaked, 1 released\n",
         "{}",
-        apply.stdout
+        apply.stderr
     );
     assert_eq!(
         state.allocations("cluster"),
@@ -604,7 +623,7 @@ fn reconcile_racing_a_reallocation_never_releases_a_live_owner() {
             let listed = state.run(&["list", "--address", &dead, "-o", "json"]);
             let value: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
             assert_eq!(
-                value[0]["spec"]["owner"]["name"], "live/0",
+                value["items"][0]["spec"]["owner"]["name"], "live/0",
                 "round {round}: the live owner lost its address"
             );
         }

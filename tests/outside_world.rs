@@ -1307,9 +1307,9 @@ fn a_read_only_state_without_an_index_answers_reads_and_held_owners_and_refuses_
 fn listed(out: &Outcome) -> Vec<(String, String, String, String)> {
     let json: serde_json::Value = serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", out.describe()));
-    let mut rows: Vec<_> = json
+    let mut rows: Vec<_> = json["items"]
         .as_array()
-        .expect("an array")
+        .expect("a List of items")
         .iter()
         .map(|m| {
             let s = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();

@@ -60,10 +60,12 @@ fn init_creates_the_schema_once_and_is_idempotent() {
     let db = Db::empty();
     let first = db.run(["init"]);
     assert_code(&first, code::OK);
-    assert!(stdout(&first).starts_with("created the ipamctl schema, version 1"));
+    assert_eq!(stdout(&first), "schema/ipamctl created\n");
+    assert!(stderr(&first).starts_with("created the ipamctl schema, version 1"));
     let again = db.run(["init"]);
     assert_code(&again, code::OK);
-    assert!(stdout(&again).starts_with("ipamctl schema already at version 1"));
+    assert_eq!(stdout(&again), "schema/ipamctl unchanged\n");
+    assert!(stderr(&again).starts_with("ipamctl schema already at version 1"));
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 1);
     // The arbiters are constraints of the table.
     assert_eq!(
@@ -313,7 +315,17 @@ fn apply_allocate_release_and_exhaustion() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(stdout(&json), String::from_utf8(bytes).unwrap());
+    // The one item of the List, indented under `items:`.
+    let mut item = String::new();
+    for (i, line) in String::from_utf8(bytes).unwrap().lines().enumerate() {
+        item.push_str(if i == 0 { "- " } else { "  " });
+        item.push_str(line);
+        item.push('\n');
+    }
+    assert_eq!(
+        stdout(&json),
+        format!("apiVersion: v1\nkind: List\nitems:\n{item}")
+    );
     // A pool with allocations is not deleted; an empty one is.
     assert_code(&db.run(["pool", "delete", "tiny"]), code::CONFLICT);
     let rel = db.run(["release", "tiny", "--owner", "FloatingIP/a"]);
@@ -705,7 +717,7 @@ fn import_then_export_gives_the_same_bytes() {
         // Again: everything is already there.
         let again = db.run(["import", source.path().to_str().unwrap()]);
         assert_code(&again, code::OK);
-        assert!(stdout(&again).starts_with("imported 0 pools and 0 allocations"));
+        assert!(stderr(&again).starts_with("imported 0 pools and 0 allocations"));
         let out = tempfile::tempdir().unwrap();
         let target = out.path().join("exported");
         let export = db.run(["export", target.to_str().unwrap()]);

@@ -257,7 +257,7 @@ fn read_until(
         };
         match which {
             0 => {
-                let whole = json.as_array().is_some_and(|items| {
+                let whole = json["items"].as_array().is_some_and(|items| {
                     items.iter().all(|item| {
                         serde_json::from_value::<ipamctl::model::AllocationManifest>(item.clone())
                             .is_ok_and(|m| m.validate().is_ok())
@@ -268,7 +268,7 @@ fn read_until(
                 }
             }
             1 => {
-                let whole = json.as_array().is_some_and(|items| {
+                let whole = json["items"].as_array().is_some_and(|items| {
                     items.iter().all(|item| {
                         item["status"]["candidates"].is_u64()
                             && serde_json::from_value::<ipamctl::model::PoolManifest>(

@@ -3,11 +3,12 @@
 use std::io::Write;
 
 use crate::alloc::{self, Allocated, Request};
-use crate::cli::{AllocateArgs, GlobalArgs, OutputFormat};
+use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::error::{Error, Result};
+use crate::explain;
 use crate::model::{Owner, allocation_name};
+use crate::output::{self, Action, Change};
 use crate::store::Store;
-use crate::{explain, output, yaml};
 
 pub fn run(
     store: &dyn Store,
@@ -125,9 +126,13 @@ fn render(allocated: &Allocated, dry_run: bool, g: &GlobalArgs, out: &mut dyn Wr
         );
     }
     let manifest = allocated.manifest();
-    match g.output {
-        Some(OutputFormat::Json) => output::write(out, &output::json(manifest)),
-        Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(manifest)),
-        Some(OutputFormat::Table) | None => output::line(out, &manifest.spec.address.to_string()),
+    if g.output.is_none() {
+        return output::line(out, &manifest.spec.address.to_string());
     }
+    let action = match allocated {
+        Allocated::Existing(_) => Action::Existing,
+        Allocated::Created(_) => Action::Created,
+        Allocated::WouldCreate(_) => Action::WouldCreate,
+    };
+    output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
 }

@@ -5,12 +5,13 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 
 use crate::alloc::{self, PoolRef};
-use crate::cli::ApplyArgs;
+use crate::cli::{ApplyArgs, GlobalArgs};
 use crate::error::{Error, Result};
 use crate::model::{Namespace, PoolKind, PoolManifest};
+use crate::output::{self, Action, Change};
 use crate::pool::Candidates;
 use crate::store::{self, LockGuard, LockMode, ObjectKind, Store};
-use crate::{output, yaml};
+use crate::yaml;
 
 /// Reads one `-f` argument (`-` = stdin), bounded like any manifest. Anything but a regular
 /// file (a directory, FIFO, socket or device) is refused unread.
@@ -236,53 +237,63 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
     })
 }
 
-pub fn run(store: &dyn Store, args: &ApplyArgs, out: &mut dyn Write) -> Result<()> {
+pub fn run(store: &dyn Store, g: &GlobalArgs, args: &ApplyArgs, out: &mut dyn Write) -> Result<()> {
     let pools = parse_all(&args.file)?;
     // One unit of work: on a database, all pools in one transaction.
-    let plan = store::atomically(store, || write_all(store, &pools))?;
-    for (pool, verb) in plan {
-        output::line(out, &format!("ipampool/{} {verb}", pool.metadata.name))?;
-    }
-    Ok(())
+    let plan = if args.dry_run {
+        write_all(store, &pools, true)?
+    } else {
+        store::atomically(store, || write_all(store, &pools, false))?
+    };
+    let changes: Vec<Change<&PoolManifest>> = plan
+        .into_iter()
+        .map(|(pool, action)| Change::new(pool, action.planned(args.dry_run)))
+        .collect();
+    output::write_changes(out, g.output, &changes, false)
 }
 
-/// Checks and writes `pools` under their locks; returns each pool with its verb.
+/// Checks and (unless `dry_run`) writes `pools` under their locks; returns each pool with
+/// what was done to it.
 fn write_all<'p>(
     store: &dyn Store,
     pools: &'p [PoolManifest],
-) -> Result<Vec<(&'p PoolManifest, &'static str)>> {
+    dry_run: bool,
+) -> Result<Vec<(&'p PoolManifest, Action)>> {
     // Lock every scope written to, then every pool, in a fixed order (no deadlock between
-    // concurrent applies). Held until all writes are done.
+    // concurrent applies). Held until all writes are done. A dry run writes nothing and
+    // takes no lock, so that it also answers on a read-only state directory.
     let scopes: BTreeSet<Option<Namespace>> =
         pools.iter().map(|p| p.metadata.namespace.clone()).collect();
     let mut locks: Vec<LockGuard> = Vec::new();
-    for ns in &scopes {
-        locks.push(store.lock_scope(ns.as_ref())?);
-    }
-    let mut order: Vec<&PoolManifest> = pools.iter().collect();
-    order.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
-    for pool in order {
-        locks.push(store.lock_pool(
-            pool.metadata.namespace.as_ref(),
-            &pool.name(),
-            LockMode::Exclusive,
-        )?);
+    if !dry_run {
+        for ns in &scopes {
+            locks.push(store.lock_scope(ns.as_ref())?);
+        }
+        let mut order: Vec<&PoolManifest> = pools.iter().collect();
+        order.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
+        for pool in order {
+            locks.push(store.lock_pool(
+                pool.metadata.namespace.as_ref(),
+                &pool.name(),
+                LockMode::Exclusive,
+            )?);
+        }
     }
     check_overlaps(store, pools)?;
     let mut plan = Vec::new();
     for pool in pools {
-        let verb = match existing(store, &pool_ref(pool))? {
-            None => "created",
-            Some(old) if old == *pool => "unchanged",
+        let action = match existing(store, &pool_ref(pool))? {
+            None => Action::Created,
+            Some(old) if old == *pool => Action::Unchanged,
             Some(_) => {
                 check_allocations(store, pool)?;
-                "configured"
+                Action::Configured
             }
         };
-        plan.push((pool, verb));
+        plan.push((pool, action));
     }
-    for (pool, verb) in &plan {
-        if *verb != "unchanged" {
+    for (pool, action) in &plan {
+        if *action != Action::Unchanged && !dry_run {
             let ns = pool.metadata.namespace.as_ref();
             store.replace(
                 ObjectKind::Pool,

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use crate::check::{self, Finding, Report, Severity};
 use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::error::{Error, Result, exit};
+use crate::output;
 use crate::store::fs::FsStore;
-use crate::{output, yaml};
 
 pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Write) -> Result<i32> {
     if g.namespace.is_some() {
@@ -37,17 +37,26 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
 
 fn render(out: &mut dyn Write, g: &GlobalArgs, findings: &[Finding]) -> Result<()> {
     match g.output {
-        Some(OutputFormat::Json) => output::write(out, &output::json(findings)),
-        Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(&findings)),
-        Some(OutputFormat::Table) | None if findings.is_empty() => Ok(()),
-        Some(OutputFormat::Table) | None => {
+        Some(OutputFormat::Json) => output::write_json_list(out, findings),
+        Some(OutputFormat::Yaml) => output::write_yaml_list(out, findings),
+        // The files with findings, each once: what to open next.
+        Some(OutputFormat::Name) => {
+            let mut paths: Vec<&str> = findings.iter().map(|f| f.path.as_str()).collect();
+            paths.dedup();
+            output::write(
+                out,
+                &paths.iter().map(|p| format!("{p}\n")).collect::<String>(),
+            )
+        }
+        Some(OutputFormat::Table | OutputFormat::Wide) | None if findings.is_empty() => Ok(()),
+        Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let rows = findings
                 .iter()
                 .map(|f| vec![f.severity.to_string(), f.path.clone(), f.message.clone()])
                 .collect();
             output::write(
                 out,
-                &output::table(&["SEVERITY", "PATH", "MESSAGE"], rows, &[]),
+                &output::table(&["SEVERITY", "PATH", "MESSAGE"], rows, &[], g.no_headers),
             )
         }
     }

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{GlobalArgs, TransferArgs};
 use crate::error::{Error, Result};
-use crate::output;
+use crate::output::{self, Action, Change, Whole};
 use crate::store::fs::FsStore;
 use crate::store::pg::PgStore;
 use crate::transfer;
@@ -39,14 +39,18 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
         Ok(())
     })?;
     let copied = copied.expect("the snapshot ran the copy");
-    output::line(
-        out,
-        &format!(
-            "exported {} pools and {} allocations from {} to {}",
-            copied.pools,
-            copied.allocations,
-            db.describe(),
-            dir.display()
-        ),
-    )
+    eprintln!(
+        "exported {} pools and {} allocations from {} to {}",
+        copied.pools,
+        copied.allocations,
+        db.describe(),
+        dir.display()
+    );
+    let made = Whole {
+        kind: "StateDirectory",
+        name: dir.display().to_string(),
+        version: None,
+        copied: Some(copied),
+    };
+    output::write_changes(out, g.output, &[Change::new(made, Action::Created)], true)
 }

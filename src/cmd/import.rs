@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{GlobalArgs, TransferArgs};
 use crate::error::{Error, Result};
-use crate::output;
+use crate::output::{self, Action, Change, Whole};
 use crate::store::fs::FsStore;
 use crate::store::pg::PgStore;
 use crate::store::{self, Store};
@@ -19,14 +19,23 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
     let source = FsStore::open(&args.dir)?;
     // One transaction: a conflict or a broken file anywhere leaves the database as it was.
     let copied = store::atomically(db as &dyn Store, || transfer::copy_all(&source, db))?;
-    output::line(
-        out,
-        &format!(
-            "imported {} pools and {} allocations into {} ({} already there)",
-            copied.pools,
-            copied.allocations,
-            db.describe(),
-            copied.unchanged
-        ),
-    )
+    eprintln!(
+        "imported {} pools and {} allocations into {} ({} already there)",
+        copied.pools,
+        copied.allocations,
+        db.describe(),
+        copied.unchanged
+    );
+    let action = if copied.pools + copied.allocations == 0 {
+        Action::Unchanged
+    } else {
+        Action::Configured
+    };
+    let made = Whole {
+        kind: "Schema",
+        name: "ipamctl".into(),
+        version: None,
+        copied: Some(copied),
+    };
+    output::write_changes(out, g.output, &[Change::new(made, action)], true)
 }

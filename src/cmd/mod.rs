@@ -5,13 +5,16 @@ mod allocate;
 mod apply;
 mod check;
 mod completions;
+mod diff;
 mod export;
+mod history;
 mod import;
 mod init;
 mod list;
 mod pool;
 mod reconcile;
 mod release;
+mod report;
 mod schema;
 mod vpc;
 
@@ -41,17 +44,21 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
     let g = &cli.global;
     let done = match cli.command {
         // The one command whose exit code is a result, not an error: findings exit 1.
-        Command::Check(args) => return check::run(&open_dir(g)?, g, &args, out),
+        Command::Check(args) => return check::run(&open_dir(g, "check")?, g, &args, out),
+        // Exit 1 when something changed, as `git diff --exit-code`.
+        Command::Diff(args) => return diff::run(&open_dir(g, "diff")?, g, &args, out),
+        Command::History(args) => history::run(&*open(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
-        Command::Completions(args) => completions::run(&args, out),
-        Command::Schema(args) => schema::run(&args, out),
-        Command::Apply(args) => apply::run(&*open(g)?, &args, out),
+        Command::Completions(args) => completions::run(&args, g.output, out),
+        Command::Schema(args) => schema::run(&args, g.output, out),
+        Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
         Command::Allocate(args) => allocate::run(&*open(g)?, g, &args, out),
         Command::Release(args) => release::run(&*open(g)?, g, &args, out),
         Command::List(args) => list::run(&*open(g)?, g, &args, out),
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Reconcile(args) => reconcile::run(&*open(g)?, g, &args, out),
+        Command::Report => report::run(&*open(g)?, g, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
         Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
     };
@@ -64,14 +71,36 @@ fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
     Ok(match cli.global.format {
         None => None,
         Some(FormatArg::Table) => Some(OutputFormat::Table),
+        Some(FormatArg::Wide) => Some(OutputFormat::Wide),
         Some(FormatArg::Json) => Some(OutputFormat::Json),
         Some(FormatArg::Yaml) => Some(OutputFormat::Yaml),
+        Some(FormatArg::Name) => Some(OutputFormat::Name),
         Some(FormatArg::Svg) => match &cli.command {
             Command::Pool(PoolCommand::Show(args)) if args.map => None,
             _ => {
                 return Err(Error::Usage {
                     message: "`-o svg` is only for the address map of `pool show --map`".into(),
                     hint: Some("ipamctl pool show POOL --map -o svg > pool.svg".into()),
+                });
+            }
+        },
+        // Read from `GlobalArgs::format` by `report`, the one command with an HTML form.
+        Some(FormatArg::Html) => match &cli.command {
+            Command::Report => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o html` is only for `report`".into(),
+                    hint: Some("ipamctl report -o html > ipam.html".into()),
+                });
+            }
+        },
+        // Read from `GlobalArgs::format` by `diff`, the one command with a Markdown form.
+        Some(FormatArg::Markdown) => match &cli.command {
+            Command::Diff(_) => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o markdown` is only for `diff`".into(),
+                    hint: Some("ipamctl diff -o markdown > comment.md".into()),
                 });
             }
         },
@@ -101,11 +130,17 @@ fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
 }
 
 /// The state directory, for the commands that only a state directory has.
-fn open_dir(g: &GlobalArgs) -> Result<FsStore> {
+fn open_dir(g: &GlobalArgs, command: &str) -> Result<FsStore> {
     if database(g)?.is_some() {
+        let why = match command {
+            "check" => "in a database the tables' constraints hold what it checks",
+            _ => "a database has no git history; `history` reads its events table",
+        };
         return Err(Error::Usage {
-            message: "`check` reads a state directory; in a database the tables' constraints hold what it checks".into(),
-            hint: Some("drop `--store` (and unset IPAMCTL_STORE), or `ipamctl --store URL list`".into()),
+            message: format!("`{command}` reads a state directory; {why}"),
+            hint: Some(
+                "drop `--store` (and unset IPAMCTL_STORE), or `ipamctl --store URL list`".into(),
+            ),
         });
     }
     FsStore::discover(g.state_dir.as_deref())
@@ -182,10 +217,17 @@ fn prefix(name: &str, s: &str) -> Result<ipnet::Ipv4Net> {
     flag(name, parse_net(s))
 }
 
-/// The scopes a reading command covers: `-n NS` alone, else every scope.
+/// The scopes a command over many pools covers: `-n NS` alone, else every scope. A
+/// namespace that holds no pool and no allocation does not exist: exit 3, not an empty
+/// answer that would hide a typo.
 fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
+    let all = store.scopes()?;
     match namespace(g)? {
-        Some(ns) => Ok(vec![Some(ns)]),
-        None => store.scopes(),
+        Some(ns) if all.contains(&Some(ns.clone())) => Ok(vec![Some(ns)]),
+        Some(ns) => Err(Error::NotFound {
+            message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
+            hint: Some("`ipamctl pool list` shows the pools of every namespace".into()),
+        }),
+        None => Ok(all),
     }
 }

@@ -6,13 +6,14 @@ use std::net::Ipv4Addr;
 use serde::Serialize;
 
 use crate::alloc::{self, PoolRef, pool_addresses};
-use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolArg, PoolCommand, PoolShowArgs};
+use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolDeleteArgs, PoolShowArgs};
 use crate::error::{Error, Result};
 use crate::map::{self, Map};
 use crate::model::{Namespace, PoolManifest, PoolName};
+use crate::output::{self, Action, Change, Named};
 use crate::pool::{Candidates, Usage, format_spans};
 use crate::store::{self, LockMode, ObjectKind, Store};
-use crate::{output, yaml};
+use crate::yaml;
 
 pub fn run(
     store: &dyn Store,
@@ -31,6 +32,21 @@ pub fn run(
 fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<Ipv4Addr>> {
     let names = store.list(ObjectKind::Allocation, ns)?;
     Ok(pool_addresses(&names, pool).collect())
+}
+
+/// `spec.exclude` as a table cell.
+fn excludes(spec: &crate::model::PoolSpec) -> String {
+    if spec.exclude.is_empty() {
+        return "-".into();
+    }
+    let all: Vec<String> = spec.exclude.iter().map(|e| e.to_string()).collect();
+    all.join(", ")
+}
+
+impl<S> Named for WithStatus<'_, S> {
+    fn resource(&self) -> String {
+        self.manifest.resource()
+    }
 }
 
 /// A pool manifest with `status` added after `spec`; the manifest keeps its file key order.
@@ -55,66 +71,70 @@ struct ShowStatus {
     free_ranges: Vec<String>,
 }
 
+/// The pools of scope `ns` in name order; one that does not parse, or has an invalid name,
+/// is warned about and skipped.
+pub(super) fn pools_of(store: &dyn Store, ns: Option<&Namespace>) -> Result<Vec<PoolManifest>> {
+    let mut names = store.list(ObjectKind::Pool, ns)?;
+    names.sort();
+    let mut pools = Vec::new();
+    for name in names {
+        let Ok(name) = PoolName::new(&name) else {
+            eprintln!(
+                "warning: {}: not a valid pool name (skipped; run `ipamctl check`)",
+                store.locate(ObjectKind::Pool, ns, &name)
+            );
+            continue;
+        };
+        let pool = PoolRef {
+            namespace: ns.cloned(),
+            name,
+        };
+        match alloc::load_pool(store, &pool) {
+            Ok(m) => pools.push(m),
+            Err(Error::NotFound { .. }) => continue, // deleted since the listing
+            Err(e) => eprintln!("warning: {e} (skipped; run `ipamctl check`)"),
+        }
+    }
+    Ok(pools)
+}
+
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let mut pools = Vec::new();
     for ns in super::scopes(store, g)? {
         // Listed only if the store cannot count (the file store: one listing per scope).
         let mut entries: Option<Vec<String>> = None;
-        let mut names = store.list(ObjectKind::Pool, ns.as_ref())?;
-        names.sort();
-        for name in names {
-            let Ok(name) = PoolName::new(&name) else {
-                eprintln!(
-                    "warning: {}: not a valid pool name (skipped; run `ipamctl check`)",
-                    store.locate(ObjectKind::Pool, ns.as_ref(), &name)
-                );
-                continue;
-            };
-            let pool = PoolRef {
-                namespace: ns.clone(),
-                name,
-            };
-            let manifest = match alloc::load_pool(store, &pool) {
-                Ok(m) => m,
-                Err(Error::NotFound { .. }) => continue, // deleted since the listing
-                Err(e) => {
-                    eprintln!("warning: {e} (skipped; run `ipamctl check`)");
-                    continue;
-                }
-            };
+        for manifest in pools_of(store, ns.as_ref())? {
+            let name = manifest.name();
             let candidates = Candidates::of_pool(&manifest.spec);
-            let usage = match store.count_held(ns.as_ref(), &pool.name, &candidates)? {
+            let usage = match store.count_held(ns.as_ref(), &name, &candidates)? {
                 Some((allocated, held)) => Usage::from_counts(&candidates, allocated, held),
                 None => {
                     let entries = match &mut entries {
                         Some(e) => e,
                         None => entries.insert(store.list(ObjectKind::Allocation, ns.as_ref())?),
                     };
-                    let taken: Vec<Ipv4Addr> = pool_addresses(entries, &pool.name).collect();
+                    let taken: Vec<Ipv4Addr> = pool_addresses(entries, &name).collect();
                     Usage::of(&manifest.spec, &taken)
                 }
             };
             pools.push((manifest, usage));
         }
     }
-    match g.output {
-        Some(OutputFormat::Json) => {
-            let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
-            output::write(out, &output::json(&values))
-        }
-        Some(OutputFormat::Yaml) => {
-            let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
-            output::write(out, &yaml::encode_stream(&values))
-        }
-        Some(OutputFormat::Table) | None => {
+    let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
+    if output::write_list(out, g.output, &values)? {
+        return Ok(());
+    }
+    {
+        {
             if pools.is_empty() {
                 eprintln!("No pools found.");
                 return Ok(());
             }
+            let wide = g.output == Some(OutputFormat::Wide);
             let rows = pools
                 .iter()
                 .map(|(m, u)| {
-                    vec![
+                    let mut row = vec![
                         output::or_dash(m.metadata.namespace.as_ref()),
                         m.metadata.name.clone(),
                         m.spec.kind.to_string(),
@@ -124,10 +144,15 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                         u.allocated.to_string(),
                         u.free.to_string(),
                         format!("{:.1}%", u.percent_used),
-                    ]
+                    ];
+                    if wide {
+                        row.push(output::or_dash(m.spec.gateway));
+                        row.push(excludes(&m.spec));
+                    }
+                    row
                 })
                 .collect();
-            let headers = [
+            let mut headers = vec![
                 "NAMESPACE",
                 "NAME",
                 "KIND",
@@ -138,7 +163,13 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                 "FREE",
                 "USED",
             ];
-            output::write(out, &output::table(&headers, rows, &[5, 6, 7, 8]))
+            if wide {
+                headers.extend(["GATEWAY", "EXCLUDE"]);
+            }
+            output::write(
+                out,
+                &output::table(&headers, rows, &[5, 6, 7, 8], g.no_headers),
+            )
         }
     }
 }
@@ -148,7 +179,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
     let manifest = alloc::load_pool(store, &pool)?;
     let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
     if args.map {
-        return draw(g, args, &pool, &manifest, &taken, out);
+        return draw(store, g, args, &pool, &manifest, &taken, out);
     }
     let usage = Usage::of(&manifest.spec, &taken);
     let free = format_spans(
@@ -171,9 +202,9 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
             };
             output::write(out, &yaml::encode(&with_status(&manifest, status)))
         }
-        Some(OutputFormat::Table) | None => {
+        Some(OutputFormat::Name) => output::line(out, &manifest.resource()),
+        Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let spec = &manifest.spec;
-            let excludes: Vec<String> = spec.exclude.iter().map(|e| e.to_string()).collect();
             let fields = [
                 ("Name", manifest.metadata.name.clone()),
                 (
@@ -183,14 +214,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
                 ("Kind", spec.kind.to_string()),
                 ("CIDR", spec.cidr.to_string()),
                 ("Gateway", output::or_dash(spec.gateway)),
-                (
-                    "Exclude",
-                    if excludes.is_empty() {
-                        "-".into()
-                    } else {
-                        excludes.join(", ")
-                    },
-                ),
+                ("Exclude", excludes(spec)),
                 ("Zone", output::or_dash(spec.zone.as_ref())),
                 ("Candidates", usage.candidates.to_string()),
                 ("Allocated", usage.allocated.to_string()),
@@ -217,6 +241,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
 
 /// `pool show --map`: the address map, as text or (`-o svg`) an SVG document.
 fn draw(
+    store: &dyn Store,
     g: &GlobalArgs,
     args: &PoolShowArgs,
     pool: &PoolRef,
@@ -224,11 +249,11 @@ fn draw(
     taken: &[Ipv4Addr],
     out: &mut dyn Write,
 ) -> Result<()> {
-    if let Some(format @ (FormatArg::Json | FormatArg::Yaml)) = g.format {
-        let name = if format == FormatArg::Json {
-            "json"
-        } else {
-            "yaml"
+    if let Some(format @ (FormatArg::Json | FormatArg::Yaml | FormatArg::Name)) = g.format {
+        let name = match format {
+            FormatArg::Json => "json",
+            FormatArg::Yaml => "yaml",
+            _ => "name",
         };
         return Err(Error::Usage {
             message: format!("`--map` draws text or `-o svg`, not `-o {name}`"),
@@ -260,8 +285,12 @@ fn draw(
                 map::LARGEST_VIEW
             ),
             hint: Some(format!(
-                "narrow it: ipamctl pool show {} --map --within {}",
+                "narrow it: ipamctl pool show {}{} --map --within {}",
                 pool.name,
+                pool.namespace
+                    .as_ref()
+                    .map(|ns| format!(" -n {ns}"))
+                    .unwrap_or_default(),
                 ipnet::Ipv4Net::new(view.network(), 16)
                     .expect("16 is a valid prefix length")
                     .trunc()
@@ -270,6 +299,11 @@ fn draw(
     }
     let map = Map::new(&pool.to_string(), &manifest.spec, within, taken);
     if g.format == Some(FormatArg::Svg) {
+        let map = if map.per_address() {
+            map.with_owners(owners(store, pool)?)
+        } else {
+            map
+        };
         return output::write(out, &map.svg());
     }
     let no_color = std::env::var_os("NO_COLOR");
@@ -281,18 +315,45 @@ fn draw(
     output::write(out, &map.text(colour))
 }
 
-fn delete(store: &dyn Store, g: &GlobalArgs, arg: &PoolArg, out: &mut dyn Write) -> Result<()> {
-    let pool = super::pool_ref(g, &arg.pool)?;
-    alloc::load_pool(store, &pool)?;
-    store::atomically(store, || delete_locked(store, &pool))?;
-    output::line(out, &format!("ipampool/{} deleted", pool.name))
+/// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
+pub(super) fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(Ipv4Addr, String)>> {
+    let held = alloc::allocations_of(
+        store,
+        pool.namespace.as_ref(),
+        Some(&pool.name),
+        &crate::model::OwnerFilter::default(),
+    )?;
+    Ok(held
+        .into_iter()
+        .map(|m| (m.spec.address, m.spec.owner.with_uid()))
+        .collect())
 }
 
-/// Deletes `pool` under its exclusive lock if no allocation holds an address in it.
-fn delete_locked(store: &dyn Store, pool: &PoolRef) -> Result<()> {
+fn delete(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &PoolDeleteArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let pool = super::pool_ref(g, &args.pool)?;
+    let manifest = alloc::load_pool(store, &pool)?;
+    if args.dry_run {
+        delete_locked(store, &pool, true)?;
+    } else {
+        store::atomically(store, || delete_locked(store, &pool, false))?;
+    }
+    let action = Action::Deleted.planned(args.dry_run);
+    output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
+}
+
+/// Deletes `pool` under its exclusive lock if no allocation holds an address in it; a dry
+/// run only checks, without the lock.
+fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()> {
     let ns = pool.namespace.as_ref();
     // Exclusive: no allocate can be between reading this pool and claiming (invariant 6).
-    let _lock = store.lock_pool(ns, &pool.name, LockMode::Exclusive)?;
+    let _lock = (!dry_run)
+        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+        .transpose()?;
     let held = taken(store, ns, &pool.name)?.len();
     if held > 0 {
         return Err(Error::Conflict {
@@ -307,7 +368,7 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef) -> Result<()> {
             )),
         });
     }
-    if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
+    if !dry_run && !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
         return Err(alloc::pool_not_found(store, pool));
     }
     Ok(())

@@ -2,13 +2,12 @@
 
 use std::io::{Read, Write};
 
-use serde_json::json;
-
+use super::list::Query;
 use crate::alloc::{self, PoolRef, Released};
-use crate::cli::{GlobalArgs, ListArgs, OutputFormat, ReconcileArgs};
+use crate::cli::{GlobalArgs, ReconcileArgs};
 use crate::error::{Error, Result};
 use crate::model::{OwnerFilter, OwnerKind};
-use crate::output;
+use crate::output::{self, Action, Change};
 use crate::reconcile::{LiveSet, leaks};
 use crate::store::Store;
 
@@ -45,16 +44,7 @@ pub fn run(
             hint: Some("an empty inventory is more often a broken query; pass `--allow-empty` if it is right".into()),
         });
     }
-    let all = super::list::collect(
-        store,
-        g,
-        &ListArgs {
-            pool: None,
-            owner: None,
-            uid: None,
-            address: None,
-        },
-    )?;
+    let all = super::list::collect(store, g, &Query::default())?;
     let leaked = leaks(&all, &live, kind);
     let checked = all
         .iter()
@@ -63,7 +53,10 @@ pub fn run(
     let mut rows = Vec::new();
     let mut released = 0;
     for m in &leaked {
-        let action = if args.apply {
+        let action = if args.apply && args.dry_run {
+            released += 1;
+            Action::WouldRelease
+        } else if args.apply {
             let pool = PoolRef {
                 namespace: m.metadata.namespace.clone(),
                 name: m.spec.pool.clone(),
@@ -74,60 +67,51 @@ pub fn run(
             match alloc::release_address(store, &pool, m.spec.address, &guard) {
                 Ok(Released::Deleted(_)) => {
                     released += 1;
-                    "released"
+                    Action::Released
                 }
-                Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {
-                    "skipped (changed meanwhile)"
-                }
+                // Changed meanwhile: re-allocated, or released by someone else.
+                Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => Action::Skipped,
                 Err(e) => return Err(e),
             }
         } else {
-            "leaked"
+            Action::Leaked
         };
-        rows.push((m, action));
+        rows.push(Change::new(*m, action));
     }
-    let summary = format!(
-        "checked {checked} allocations: {} leaked, {released} released",
-        leaked.len()
+    // A diagnostic, as `check`'s summary is: stdout keeps the data alone.
+    eprintln!(
+        "checked {checked} allocations: {} leaked, {released} {}",
+        leaked.len(),
+        if args.dry_run && args.apply {
+            "would be released"
+        } else {
+            "released"
+        }
     );
-    match g.output {
-        Some(OutputFormat::Json) | Some(OutputFormat::Yaml) => {
-            let value = json!({
-                "checked": checked,
-                "leaked": leaked,
-                "released": released,
-            });
-            if g.output == Some(OutputFormat::Json) {
-                output::write(out, &output::json(&value))
-            } else {
-                output::write(out, &crate::yaml::encode(&value))
-            }
-        }
-        Some(OutputFormat::Table) | None => {
-            if !rows.is_empty() {
-                let rows = rows
-                    .iter()
-                    .map(|(m, action)| {
-                        vec![
-                            output::or_dash(m.metadata.namespace.as_ref()),
-                            m.spec.pool.to_string(),
-                            m.spec.address.to_string(),
-                            m.spec.owner.to_string(),
-                            output::or_dash(m.spec.owner.uid()),
-                            action.to_string(),
-                        ]
-                    })
-                    .collect();
-                output::write(
-                    out,
-                    &output::table(
-                        &["NAMESPACE", "POOL", "ADDRESS", "OWNER", "UID", "ACTION"],
-                        rows,
-                        &[],
-                    ),
-                )?;
-            }
-            output::line(out, &summary)
-        }
+    if output::write_list(out, g.output, &rows)? || rows.is_empty() {
+        return Ok(());
     }
+    let rows = rows
+        .iter()
+        .map(|c| {
+            let m = c.object;
+            vec![
+                output::or_dash(m.metadata.namespace.as_ref()),
+                m.spec.pool.to_string(),
+                m.spec.address.to_string(),
+                m.spec.owner.to_string(),
+                output::or_dash(m.spec.owner.uid()),
+                c.status.action.to_string(),
+            ]
+        })
+        .collect();
+    output::write(
+        out,
+        &output::table(
+            &["NAMESPACE", "POOL", "ADDRESS", "OWNER", "UID", "ACTION"],
+            rows,
+            &[],
+            g.no_headers,
+        ),
+    )
 }

@@ -1,47 +1,52 @@
-//! `ipamctl release`: free one address, an owner's addresses, or everything a uid holds.
+//! `ipamctl release`: free one address, or every allocation the selectors pick.
 
 use std::io::Write;
 
+use super::list::Query;
 use crate::alloc::{self, PoolRef, Released};
-use crate::cli::{GlobalArgs, OutputFormat, ReleaseArgs};
+use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::error::{Error, Result};
 use crate::model::{AllocationManifest, OwnerFilter};
-use crate::output;
+use crate::output::{self, Action, Change};
 use crate::store::Store;
 
 pub fn run(
-    store: &dyn Store,
+    store: &(dyn Store + Sync),
     g: &GlobalArgs,
     args: &ReleaseArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let filter = super::owner_filter(args.owner.as_deref(), args.uid.as_deref())?;
+    let select = &args.select;
     let released = match (&args.pool, &args.address) {
         (Some(pool), Some(addr)) => {
+            if select.within.is_some() || select.labels.is_some() {
+                return Err(Error::usage(
+                    "`--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it",
+                ));
+            }
+            let guard = Query::new(None, None, select)?.filter;
             let pool = super::pool_ref(g, pool)?;
-            release_one(store, &pool, &super::address("ADDRESS", addr)?, &filter)?
+            let addr = super::address("ADDRESS", addr)?;
+            release_one(store, &pool, &addr, &guard, args.dry_run)?
         }
-        (Some(pool), None) if !filter.is_empty() => {
-            release_matching(store, &super::pool_ref(g, pool)?, &filter)?
+        (pool, None) if !select.is_empty() => {
+            let query = Query::new(pool.as_deref(), None, select)?;
+            let held = super::list::collect(store, g, &query)?;
+            if held.is_empty() {
+                eprintln!("note: no allocation matches; nothing to release");
+            }
+            release_all(store, held, args.dry_run)?
         }
-        (None, None) if filter.uid.is_some() => release_uid(store, g, &filter)?,
         _ => {
             return Err(Error::Usage {
-                message: "release needs a selector: `POOL ADDRESS`, `POOL --owner KIND/NAME`, or `--uid UID`".into(),
-                hint: Some("see `ipamctl release --help`".into()),
+                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
+                hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
             });
         }
     };
-    match g.output {
-        Some(OutputFormat::Json) => output::write(out, &output::json(&released)),
-        Some(OutputFormat::Yaml) => output::write(out, &crate::yaml::encode_stream(&released)),
-        Some(OutputFormat::Table) | None => {
-            for m in &released {
-                output::line(out, &format!("ipallocation/{} released", m.metadata.name))?;
-            }
-            Ok(())
-        }
-    }
+    let action = Action::Released.planned(args.dry_run);
+    let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
+    output::write_changes(out, g.output, &changes, false)
 }
 
 /// Does the pool manifest exist? (Release works without it; it only sharpens errors.)
@@ -58,6 +63,7 @@ fn release_one(
     pool: &PoolRef,
     addr: &std::net::Ipv4Addr,
     guard: &OwnerFilter,
+    dry_run: bool,
 ) -> Result<Vec<AllocationManifest>> {
     let spec = pool_spec(store, pool)?;
     if let Some(spec) = &spec
@@ -68,7 +74,12 @@ fn release_one(
             format!("{addr} is outside pool `{pool}` ({})", spec.spec.cidr),
         ));
     }
-    match alloc::release_address(store, pool, *addr, guard)? {
+    let released = if dry_run {
+        alloc::would_release(store, pool, *addr, guard)?
+    } else {
+        alloc::release_address(store, pool, *addr, guard)?
+    };
+    match released {
         Released::Deleted(m) => Ok(vec![*m]),
         Released::NotHeld if spec.is_none() => Err(alloc::pool_not_found(store, pool)),
         Released::NotHeld => {
@@ -78,27 +89,16 @@ fn release_one(
     }
 }
 
-fn release_matching(
-    store: &dyn Store,
-    pool: &PoolRef,
-    filter: &OwnerFilter,
-) -> Result<Vec<AllocationManifest>> {
-    let held = alloc::allocations_of(store, pool.namespace.as_ref(), Some(&pool.name), filter)?;
-    if held.is_empty() {
-        if pool_spec(store, pool)?.is_none() {
-            return Err(alloc::pool_not_found(store, pool));
-        }
-        eprintln!("note: no allocation in pool `{pool}` matches; nothing to release");
-    }
-    release_all(store, held)
-}
-
 /// Releases each allocation guarded by its exact owner, so an address re-allocated to
 /// someone else in the meantime is left alone.
 fn release_all(
     store: &dyn Store,
     held: Vec<AllocationManifest>,
+    dry_run: bool,
 ) -> Result<Vec<AllocationManifest>> {
+    if dry_run {
+        return Ok(held);
+    }
     let mut released = Vec::new();
     for m in held {
         let pool = PoolRef {
@@ -111,24 +111,6 @@ fn release_all(
             Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
             Err(e) => return Err(e),
         }
-    }
-    Ok(released)
-}
-
-/// Everything the uid holds in the selected scopes, read from the files the store's owner
-/// index cannot rule out.
-fn release_uid(
-    store: &dyn Store,
-    g: &GlobalArgs,
-    filter: &OwnerFilter,
-) -> Result<Vec<AllocationManifest>> {
-    let mut released = Vec::new();
-    for ns in super::scopes(store, g)? {
-        let held = alloc::allocations_of(store, ns.as_ref(), None, filter)?;
-        released.extend(release_all(store, held)?);
-    }
-    if released.is_empty() {
-        eprintln!("note: nothing held by that uid; nothing to release");
     }
     Ok(released)
 }

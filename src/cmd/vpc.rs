@@ -6,11 +6,12 @@ use crate::alloc::{self, PoolRef, Released};
 use crate::cli::{GlobalArgs, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
 use crate::error::{Error, Result};
 use crate::model::{
-    API_VERSION, Metadata, Namespace, OwnerFilter, OwnerRef, POOL_KIND, PoolKind, PoolManifest,
-    PoolName, PoolSpec, Uid,
+    API_VERSION, AllocationManifest, Metadata, Namespace, OwnerFilter, OwnerRef, POOL_KIND,
+    PoolKind, PoolManifest, PoolName, PoolSpec, Uid,
 };
+use crate::output::{self, Action, Change, Named};
 use crate::store::{self, LockMode, ObjectKind, Store};
-use crate::{output, yaml};
+use crate::yaml;
 
 /// The kind written in the pool's `ownerRefs`.
 const VPC_KIND: &str = "VPC";
@@ -80,15 +81,21 @@ fn create(
     manifest
         .validate()
         .map_err(|e| Error::invalid("vpc create", e))?;
-    let created = store::atomically(store, || {
-        let _scope = store.lock_scope(Some(&ns))?;
-        store.create(
-            ObjectKind::Pool,
-            Some(&ns),
-            pool.name.as_str(),
-            yaml::encode(&manifest).as_bytes(),
-        )
-    })?;
+    let created = if args.dry_run {
+        store
+            .get(ObjectKind::Pool, Some(&ns), pool.name.as_str())?
+            .is_none()
+    } else {
+        store::atomically(store, || {
+            let _scope = store.lock_scope(Some(&ns))?;
+            store.create(
+                ObjectKind::Pool,
+                Some(&ns),
+                pool.name.as_str(),
+                yaml::encode(&manifest).as_bytes(),
+            )
+        })?
+    };
     if !created {
         return Err(Error::Conflict {
             message: format!(
@@ -101,7 +108,11 @@ fn create(
             )),
         });
     }
-    eprintln!("ipampool/{} created", pool.name);
+    let action = Action::Created.planned(args.dry_run);
+    if g.output.is_some() {
+        return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
+    }
+    eprintln!("ipampool/{} {action}", pool.name);
     output::line(out, uid.as_str())
 }
 
@@ -115,28 +126,46 @@ fn delete(
     // One unit of work: on a database, one transaction. The lines are printed once it is
     // done, and an error found after releasing (files that could not be released) comes
     // after them, as the releases stand.
-    let (lines, kept) = if args.dry_run {
+    let (changes, kept) = if args.dry_run {
         delete_vpc(store, args, &pool)?
     } else {
         store::atomically(store, || delete_vpc(store, args, &pool))?
     };
-    for line in lines {
-        output::line(out, &line)?;
-    }
+    output::write_changes(out, g.output, &changes, false)?;
     match kept {
         Some(e) => Err(e),
         None => Ok(()),
     }
 }
 
-/// The work of `vpc delete`: the lines to print, and the error to report after them.
+/// What `vpc delete` released and removed: the allocations, then the pool.
+type Removed = Vec<Change<Removal>>;
+
+/// An object `vpc delete` removes.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(untagged)]
+enum Removal {
+    Allocation(AllocationManifest),
+    Pool(PoolManifest),
+}
+
+impl Named for Removal {
+    fn resource(&self) -> String {
+        match self {
+            Removal::Allocation(m) => m.resource(),
+            Removal::Pool(m) => m.resource(),
+        }
+    }
+}
+
+/// The work of `vpc delete`: what it removed, and the error to report after printing it.
 fn delete_vpc(
     store: &dyn Store,
     args: &VpcDeleteArgs,
     pool: &PoolRef,
-) -> Result<(Vec<String>, Option<Error>)> {
+) -> Result<(Removed, Option<Error>)> {
     let ns = pool.namespace.as_ref();
-    let mut lines = Vec::new();
+    let mut changes = Vec::new();
     // Exclusive: allocate holds this lock shared from before it reads the pool until its
     // claim is durable, so once we hold it no claim is in flight and none can start.
     let _lock = (!args.dry_run)
@@ -166,11 +195,6 @@ fn delete_vpc(
             hint: None,
         });
     }
-    let verb = if args.dry_run {
-        "would be released"
-    } else {
-        "released"
-    };
     for m in held {
         if !args.dry_run {
             let owner = &m.spec.owner;
@@ -180,7 +204,8 @@ fn delete_vpc(
                 continue;
             }
         }
-        lines.push(format!("ipallocation/{} {verb}", m.metadata.name));
+        let action = Action::Released.planned(args.dry_run);
+        changes.push(Change::new(Removal::Allocation(m), action));
     }
     // Files that do not parse were not released above; never orphan them silently.
     let left = store
@@ -201,18 +226,14 @@ fn delete_vpc(
                     .into(),
             ),
         };
-        return Ok((lines, Some(kept)));
+        return Ok((changes, Some(kept)));
     }
-    if manifest.is_some() {
+    if let Some(m) = manifest {
         if !args.dry_run {
             store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
         }
-        let verb = if args.dry_run {
-            "would be deleted"
-        } else {
-            "deleted"
-        };
-        lines.push(format!("ipampool/{} {verb}", pool.name));
+        let action = Action::Deleted.planned(args.dry_run);
+        changes.push(Change::new(Removal::Pool(m), action));
     }
-    Ok((lines, None))
+    Ok((changes, None))
 }

@@ -84,6 +84,19 @@ pub enum Claim {
     OwnerHolds(Box<AllocationManifest>),
 }
 
+/// One change of an allocation, as a store's own audit log recorded it.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// When, as RFC 3339.
+    pub at: String,
+    /// Who: the client (`user@host`).
+    pub who: String,
+    /// `claimed` or `released`.
+    pub action: String,
+    /// The allocation as claimed, or as it was when released.
+    pub manifest: AllocationManifest,
+}
+
 /// Free candidates, lowest first, each read from the store as it is when asked for.
 pub type FreeIter<'a> = Box<dyn Iterator<Item = Result<Ipv4Addr>> + 'a>;
 
@@ -186,6 +199,20 @@ pub trait Store {
         pool: Option<&PoolName>,
         filter: &OwnerFilter,
     ) -> Result<Vec<Found>>;
+
+    /// Every recorded claim and release of the allocations of scope `ns`, oldest first,
+    /// from the store's own audit log. A store that keeps none (the file store, whose
+    /// history is git's) says so: exit 2.
+    fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
+        let _ = ns;
+        Err(crate::error::Error::Usage {
+            message: "this store keeps no history of its own".into(),
+            hint: Some(
+                "a state directory's history is git's: run `ipamctl history` in its working tree"
+                    .into(),
+            ),
+        })
+    }
 
     /// Runs `work` (which calls this store) as one unit: on a database, one transaction,
     /// committed when `work` returns `Ok`, rolled back when it returns `Err`, and run again

@@ -54,6 +54,17 @@ use std::process::{Command, Stdio};
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_ipamctl");
 
+/// `PATH` with the binary under test's directory first, so that scripts and hooks that
+/// call `ipamctl` run it.
+pub fn path_with_bin() -> String {
+    let dir = Path::new(BIN).parent().expect("the binary's directory");
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// Exit codes, as the README documents them.
 pub mod code {
     pub const OK: i32 = 0;
@@ -89,7 +100,7 @@ pub fn demo_pools() -> PathBuf {
 }
 
 /// Copies the files of a fixture state directory (fixtures hold no lock or index files).
-fn copy_tree(from: &Path, to: &Path) {
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create the copy's directory");
     for entry in std::fs::read_dir(from).expect("read the fixture directory") {
         let entry = entry.expect("read a fixture entry");
@@ -555,4 +566,18 @@ impl std::ops::Deref for Ran {
     fn deref(&self) -> &Test {
         &self.test
     }
+}
+
+/// The items of a kubectl `List` document as `-o json` prints every list; panics (naming
+/// what was printed) if `json` is anything else.
+#[track_caller]
+pub fn list_items(json: &str) -> Vec<serde_json::Value> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("not JSON ({e}):\n{json}"));
+    assert_eq!(value["apiVersion"], "v1", "not a List:\n{json}");
+    assert_eq!(value["kind"], "List", "not a List:\n{json}");
+    value["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a List without items:\n{json}"))
+        .clone()
 }

@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::pool::Candidates;
 use crate::store::{
-    Claim, Found, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Parsed, Store,
+    Claim, Event, Found, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Parsed, Store,
 };
 use crate::yaml;
 
@@ -450,6 +450,32 @@ impl Store for PgStore {
 
     fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         self.unit(work)
+    }
+
+    fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
+        let ns = ns_key(ns);
+        let rows = self.single(|c| {
+            c.query(
+                "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+                        client, action, manifest
+                 FROM ipamctl.events
+                 WHERE namespace = $1 AND kind = $2 AND action IN ('claimed', 'released')
+                 ORDER BY id",
+                &[&ns, &ALLOCATION_KIND],
+            )
+        })?;
+        // A manifest that does not parse was never written by ipamctl: left out.
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(Event {
+                    at: r.get(0),
+                    who: r.get(1),
+                    action: r.get(2),
+                    manifest: parse(r.get::<_, &[u8]>(3)).ok()?,
+                })
+            })
+            .collect())
     }
 
     fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {

@@ -1,0 +1,239 @@
+//! The SVG map as a picture, rendered by a real SVG renderer (resvg, with the system's
+//! fonts): every text element lies inside the canvas, whatever the prefix size or pool
+//! name length; the legend's swatches come out in distinct colours; the shades of /24s
+//! darken step by step with enough contrast between neighbours; each allocated cell's
+//! tooltip names its owner.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::Test;
+use resvg::{tiny_skia, usvg};
+
+/// The longest pool name there can be (an RFC 1123 label).
+const LONG: &str = "a-pool-with-the-longest-name-a-pool-can-have-sixty-three-chars0";
+
+fn pool(name: &str, cidr: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: {name}\nspec:\n  cidr: {cidr}\n  kind: public\n{extra}"
+    )
+}
+
+/// A state with `manifest` applied.
+fn with_pool(manifest: &str) -> Test {
+    let test = Test::new("empty");
+    test.args(["apply", "-f", "-"]).stdin(manifest).run().then()
+}
+
+fn draw(test: Test, args: &[&str]) -> (String, Test) {
+    let mut full = vec!["pool", "show"];
+    full.extend_from_slice(args);
+    full.extend(["--map", "-o", "svg"]);
+    let ran = test.args(&full).run();
+    (ran.stdout.clone(), ran.then())
+}
+
+/// Parses and renders `svg`; checks that every text element lies inside the canvas.
+fn render(svg: &str, what: &str) -> tiny_skia::Pixmap {
+    let mut opt = usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    // The generic `monospace` as the system's first monospaced family, as a browser
+    // would pick one (fontdb's default, Courier New, is rarely installed).
+    let mono = opt
+        .fontdb
+        .faces()
+        .find(|f| f.monospaced)
+        .and_then(|f| f.families.first())
+        .map(|(name, _)| name.clone())
+        .expect("no monospaced font to render text with: apt-get install fonts-dejavu-core");
+    opt.fontdb_mut().set_monospace_family(mono);
+    let tree = usvg::Tree::from_str(svg, &opt).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (w, h) = (tree.size().width(), tree.size().height());
+    let mut boxes = Vec::new();
+    texts(tree.root(), &mut boxes);
+    let doc = roxmltree::Document::parse(svg).expect("well-formed");
+    let written = doc.descendants().filter(|n| n.has_tag_name("text")).count();
+    assert_eq!(
+        boxes.len(),
+        written,
+        "{what}: a text element was not laid out"
+    );
+    for (text, b) in &boxes {
+        assert!(
+            b.left() >= 0.0 && b.top() >= 0.0 && b.right() <= w && b.bottom() <= h,
+            "{what}: `{text}` at {b:?} leaves the {w}x{h} canvas"
+        );
+    }
+    let mut pixmap = tiny_skia::Pixmap::new(w.ceil() as u32, h.ceil() as u32).expect("a canvas");
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap
+}
+
+fn texts(group: &usvg::Group, out: &mut Vec<(String, usvg::Rect)>) {
+    for node in group.children() {
+        match node {
+            usvg::Node::Text(t) => {
+                let text: String = t.chunks().iter().map(|c| c.text()).collect();
+                out.push((text, t.abs_bounding_box()));
+            }
+            usvg::Node::Group(g) => texts(g, out),
+            _ => {}
+        }
+    }
+}
+
+/// The rendered colour at the centre of each legend swatch, by kind.
+fn swatches(svg: &str, pixmap: &tiny_skia::Pixmap) -> BTreeMap<String, [u8; 3]> {
+    let doc = roxmltree::Document::parse(svg).expect("well-formed");
+    let num = |n: &roxmltree::Node, a: &str| -> u32 {
+        n.attribute(a)
+            .expect("a swatch has a position")
+            .parse()
+            .expect("a number")
+    };
+    doc.descendants()
+        .filter(|n| n.has_tag_name("rect"))
+        .filter_map(|n| {
+            let kind = n.attribute("class")?.strip_prefix("swatch ")?.to_owned();
+            let (x, y, size) = (num(&n, "x"), num(&n, "y"), num(&n, "width"));
+            let p = pixmap
+                .pixel(x + size / 2, y + size / 2)
+                .expect("the swatch is on the canvas");
+            Some((kind, [p.red(), p.green(), p.blue()]))
+        })
+        .collect()
+}
+
+/// WCAG relative luminance.
+fn luminance([r, g, b]: [u8; 3]) -> f64 {
+    let c = |v: u8| {
+        let v = f64::from(v) / 255.0;
+        if v <= 0.03928 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * c(r) + 0.7152 * c(g) + 0.0722 * c(b)
+}
+
+#[track_caller]
+fn distinct(colours: &BTreeMap<String, [u8; 3]>, what: &str) {
+    let mut seen: Vec<&[u8; 3]> = colours.values().collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        colours.len(),
+        "{what}: two swatches look alike: {colours:?}"
+    );
+}
+
+#[test]
+fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
+    let manifest = pool(
+        LONG,
+        "192.0.2.0/26",
+        "  gateway: 192.0.2.1\n  exclude: [192.0.2.48/30]\n",
+    );
+    let mut test = with_pool(&manifest);
+    for (a, owner) in [
+        ("192.0.2.3", "FloatingIP/lab-3"),
+        ("192.0.2.40", "VPC/router"),
+    ] {
+        test = test
+            .args([
+                "allocate",
+                LONG,
+                "--owner",
+                owner,
+                "--address",
+                a,
+                "--uid",
+                "u-1",
+            ])
+            .run()
+            .then();
+    }
+    let (svg, _) = draw(test, &[LONG]);
+    let pixmap = render(&svg, "a /26 with a long name");
+    let colours = swatches(&svg, &pixmap);
+    assert_eq!(colours.len(), 5, "{colours:?}");
+    distinct(&colours, "address kinds");
+    assert!(
+        svg.contains("<title>192.0.2.40 allocated to VPC/router (uid u-1)</title>"),
+        "the tooltip names the holder"
+    );
+}
+
+#[test]
+fn a_tiny_pool_with_a_long_name_is_not_clipped() {
+    let (svg, _) = draw(with_pool(&pool(LONG, "198.51.100.4/30", "")), &[LONG]);
+    render(&svg, "a /30 with a long name");
+}
+
+#[test]
+fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
+    // A /20: sixteen /24s. Block 0 stays empty; blocks 1 to 5 keep 16 candidates each
+    // (.240 to .255) and get 4, 8, 12, 15 and 16 of them allocated; block 6 has none.
+    let mut exclude = Vec::new();
+    for b in 1..=5 {
+        for tail in ["0/25", "128/26", "192/27", "224/28"] {
+            exclude.push(format!("10.0.{b}.{tail}"));
+        }
+    }
+    exclude.push("10.0.6.0/24".into());
+    let manifest = pool(
+        "big",
+        "10.0.0.0/20",
+        &format!("  exclude: [{}]\n", exclude.join(", ")),
+    );
+    let test = with_pool(&manifest);
+    let name = ipamctl::model::PoolName::new("big").expect("valid");
+    for (block, held) in [(1u32, 4u32), (2, 8), (3, 12), (4, 15), (5, 16)] {
+        for i in 0..held {
+            let address = std::net::Ipv4Addr::from(0x0a00_00f0 + (block << 8) + i);
+            let owner = ipamctl::model::Owner::parse(&format!("FloatingIP/f-{block}-{i}"), None)
+                .expect("valid");
+            let m = ipamctl::model::AllocationManifest::new(&name, None, address, owner);
+            let file = ipamctl::model::allocation_name(&name, address);
+            test.write(
+                &format!("cluster/ipallocations/{file}.yaml"),
+                &ipamctl::yaml::encode(&m),
+            );
+        }
+    }
+    let (svg, test) = draw(test, &["big"]);
+    let pixmap = render(&svg, "a /20 of /24s");
+    let colours = swatches(&svg, &pixmap);
+    distinct(&colours, "shades");
+    let ramp = [
+        "empty",
+        "quarter",
+        "half",
+        "three-quarters",
+        "almost-full",
+        "full",
+    ];
+    for pair in ramp.windows(2) {
+        let (a, b) = (luminance(colours[pair[0]]), luminance(colours[pair[1]]));
+        assert!(a > b, "{pair:?} do not darken");
+        let contrast = (a + 0.05) / (b + 0.05);
+        assert!(
+            contrast >= 1.5,
+            "{pair:?}: contrast {contrast:.2} as rendered"
+        );
+    }
+    // Every shade is on the map, once per block that has it.
+    let cells = |class: &str| svg.matches(&format!("class=\"cell {class}\"")).count();
+    assert_eq!(
+        ramp.map(cells),
+        [10, 1, 1, 1, 1, 1],
+        "one block of each shade, the rest empty"
+    );
+    assert_eq!(cells("no-candidates"), 1);
+    // One subnet of it, address by address.
+    let (svg, _) = draw(test, &["big", "--within", "10.0.5.0/24"]);
+    render(&svg, "a /24 within a /20");
+}

@@ -985,7 +985,8 @@ fn a_server_restart_during_churn_loses_nothing_and_clients_converge() {
         );
     }
     let out = run(&["list", "-o", "json"]);
-    assert_eq!(stdout(&out), "[]\n");
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(listed["items"], serde_json::json!([]), "{listed}");
     let mut client = postgres::Client::connect(
         &format!(
             "host={} port={} user=postgres dbname=postgres",

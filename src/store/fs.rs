@@ -138,10 +138,13 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
 }
 
 /// How long after its last change an allocation file that does not parse may still be a
-/// rewrite in progress (see [`FsStore::read_whole`]). A writer that truncated a file can be
-/// descheduled for a long time before it writes: half a second was seen to pass on a loaded
-/// two-core machine (27 runnable processes).
-const TORN_WINDOW_NS: i64 = 2_000_000_000;
+/// rewrite in progress (see [`FsStore::read_whole`]).
+const TORN_WINDOW_NS: i64 = 500_000_000;
+
+/// The same for an empty file: truncated and not written yet. A writer can be descheduled
+/// for a long time between the two: more than half a second was seen on a loaded two-core
+/// machine (27 runnable processes), and a claim then took the empty file for a broken one.
+const STALL_WINDOW_NS: i64 = 2_000_000_000;
 
 /// Nanoseconds since the epoch, by the clock that stamps files.
 fn now_ns() -> i64 {
@@ -331,11 +334,11 @@ impl FsStore {
     /// and a read in between sees a file that does not parse.
     ///
     /// A file that does not parse and had changed less than [`TORN_WINDOW_NS`] before a read
-    /// began may be such a rewrite: it is read again until it parses. If it has not parsed
-    /// half a second after the window, the look-up fails (exit 1, "try again") rather than
-    /// take it for a broken file, whose owner the claim would then not see: the writer may
-    /// only be stalled. Only a file that does not parse and had not changed for the whole
-    /// window when first read is taken for broken (its address stays taken).
+    /// began ([`STALL_WINDOW_NS`] if it is empty) may be such a rewrite: it is read again
+    /// until it parses or the window has passed. An empty file seen changing is never taken
+    /// for a broken one, whose owner the claim would then not see (its writer may only be
+    /// stalled between truncating and writing): if it is still empty half a second after the
+    /// stall window, the look-up fails (exit 1, "try again").
     fn read_whole(
         &self,
         dir: &OwnedFd,
@@ -353,12 +356,18 @@ impl FsStore {
             let Some((Err(why), stamp)) = &read else {
                 return Ok(read);
             };
-            if stamp.ctime > started - TORN_WINDOW_NS {
+            let empty = stamp.size == 0;
+            let window = if empty {
+                STALL_WINDOW_NS
+            } else {
+                TORN_WINDOW_NS
+            };
+            if stamp.ctime > started - window {
                 changing = true;
-            } else if !changing {
+            } else if !(changing && empty) {
                 return Ok(read);
             }
-            if started - begun > TORN_WINDOW_NS + 500_000_000 {
+            if started - begun > STALL_WINDOW_NS + 500_000_000 {
                 return Err(Error::io(
                     self.path(ObjectKind::Allocation, ns, file),
                     std::io::Error::other(format!(

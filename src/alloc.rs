@@ -35,9 +35,9 @@
 //! holds an address: without locks, since a look-up that finds the owner's allocation is
 //! right whatever runs beside it; only a claim needs the locks, and then fails.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 
 use crate::error::{Error, Result};
 use crate::model::{
@@ -74,11 +74,11 @@ pub struct Request {
     /// Exact owner identity.
     pub owner: Owner,
     /// Only addresses inside this subnet (its own network and broadcast skipped).
-    pub within: Option<Ipv4Net>,
+    pub within: Option<IpNet>,
     /// Addresses never to hand out in this request.
-    pub reserved: Vec<Ipv4Addr>,
+    pub reserved: Vec<IpAddr>,
     /// One specific address.
-    pub address: Option<Ipv4Addr>,
+    pub address: Option<IpAddr>,
     /// Decide, but write nothing.
     pub dry_run: bool,
 }
@@ -166,7 +166,7 @@ pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
 
 /// The pool's manifest and the addresses its allocations hold, from one directory listing
 /// (no allocation file is read). Takes no lock: for explaining a dry run, not for claiming.
-pub fn pool_state(store: &dyn Store, pool: &PoolRef) -> Result<(PoolManifest, Vec<Ipv4Addr>)> {
+pub fn pool_state(store: &dyn Store, pool: &PoolRef) -> Result<(PoolManifest, Vec<IpAddr>)> {
     let spec = load_pool(store, pool)?;
     let names = store.list(ObjectKind::Allocation, pool.namespace.as_ref())?;
     let taken = pool_addresses(&names, &pool.name).collect();
@@ -205,7 +205,7 @@ pub fn pool_not_found(store: &dyn Store, pool: &PoolRef) -> Error {
 pub fn pool_addresses<'a>(
     names: &'a [String],
     pool: &'a PoolName,
-) -> impl Iterator<Item = Ipv4Addr> + 'a {
+) -> impl Iterator<Item = IpAddr> + 'a {
     names
         .iter()
         .filter_map(move |name| match parse_allocation_name(name) {
@@ -309,6 +309,8 @@ fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> 
             "it is outside `--within`".to_owned()
         } else if spec.spec.exclude.iter().any(|e| e.net().contains(&addr)) {
             "it is excluded by the pool".to_owned()
+        } else if addr.is_ipv6() {
+            "it is a subnet-router anycast address (RFC 4291 §2.6.1)".to_owned()
         } else {
             "it is a network or broadcast address".to_owned()
         };
@@ -319,7 +321,7 @@ fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> 
     }
     if let Some(addr) = req.address {
         // `--address` asks for exactly this address: it is the request's only candidate.
-        candidates = candidates.within(Ipv4Net::from(addr));
+        candidates = candidates.only(addr);
     }
     Ok(candidates)
 }
@@ -404,7 +406,7 @@ fn claim(
     store: &dyn Store,
     req: &Request,
     candidates: &Candidates,
-    taken: &[Ipv4Addr],
+    taken: &[IpAddr],
     whole_pool: bool,
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
@@ -553,7 +555,7 @@ fn allocate_zone_now(
     })
 }
 
-fn held_by_other(store: &dyn Store, req: &Request, addr: Ipv4Addr) -> Error {
+fn held_by_other(store: &dyn Store, req: &Request, addr: IpAddr) -> Error {
     let name = allocation_name(&req.pool.name, addr);
     let holder = match read_allocation(store, req.pool.namespace.as_ref(), &name) {
         Ok(Some(Ok(m))) => format!("by `{}`", m.spec.owner),
@@ -576,7 +578,7 @@ pub enum Released {
 pub fn release_address(
     store: &dyn Store,
     pool: &PoolRef,
-    addr: Ipv4Addr,
+    addr: IpAddr,
     guard: &OwnerFilter,
 ) -> Result<Released> {
     // Each turn of the loop takes the lock of the owner the file names; if the file changed
@@ -596,7 +598,7 @@ pub fn release_address(
 fn release_attempt(
     store: &dyn Store,
     pool: &PoolRef,
-    addr: Ipv4Addr,
+    addr: IpAddr,
     guard: &OwnerFilter,
 ) -> Result<Option<Released>> {
     let ns = pool.namespace.as_ref();
@@ -623,7 +625,7 @@ fn release_attempt(
 pub fn would_release(
     store: &dyn Store,
     pool: &PoolRef,
-    addr: Ipv4Addr,
+    addr: IpAddr,
     guard: &OwnerFilter,
 ) -> Result<Released> {
     let name = allocation_name(&pool.name, addr);
@@ -640,7 +642,7 @@ pub fn would_release(
 fn guarded(
     store: &dyn Store,
     pool: &PoolRef,
-    addr: Ipv4Addr,
+    addr: IpAddr,
     parsed: Parsed,
     guard: &OwnerFilter,
 ) -> Result<AllocationManifest> {

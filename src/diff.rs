@@ -8,7 +8,7 @@
 //! meanwhile, whose claims are checked against the branch's).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -92,7 +92,7 @@ pub struct Change {
     pub pool: Option<String>,
     /// The allocation's address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Ipv4Addr>,
+    pub address: Option<IpAddr>,
     /// The owner (`KIND/NAME`), as it is now (as it was, for a release).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
@@ -499,7 +499,7 @@ fn outside_pools(
     pools_touched: &BTreeSet<(Option<Namespace>, String)>,
 ) -> Result<Vec<Conflict>> {
     // (scope, pool) -> addresses to check.
-    let mut check: BTreeMap<(Option<Namespace>, String), BTreeSet<Ipv4Addr>> = BTreeMap::new();
+    let mut check: BTreeMap<(Option<Namespace>, String), BTreeSet<IpAddr>> = BTreeMap::new();
     for m in claims {
         check
             .entry((m.metadata.namespace.clone(), m.spec.pool.to_string()))
@@ -549,7 +549,7 @@ fn outside_pools(
     Ok(conflicts)
 }
 
-fn outside(pool: &str, address: Ipv4Addr, why: &str) -> Conflict {
+fn outside(pool: &str, address: IpAddr, why: &str) -> Conflict {
     let mut name = String::new();
     crate::model::push_allocation_name(&mut name, pool, address);
     Conflict {

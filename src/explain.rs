@@ -5,12 +5,12 @@
 //! taken addresses (a directory listing), and looks up the holders of only those taken
 //! addresses that end up on the lines shown.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 
 use crate::model::{Exclude, PoolSpec};
-use crate::pool::Span;
+use crate::pool::{Span, address, ordinal, span_len};
 
 /// How many lines an explanation shows before it counts the rest.
 pub const DEFAULT_CAP: usize = 20;
@@ -23,12 +23,16 @@ pub enum Reason {
     PoolNetwork,
     /// The broadcast address of a pool shorter than /31.
     PoolBroadcast,
+    /// The subnet-router anycast address of an IPv6 pool shorter than /127.
+    PoolAnycast,
     /// Not inside the `--within` subnet.
-    OutsideWithin(Ipv4Net),
+    OutsideWithin(IpNet),
     /// The network address of the `--within` subnet (shorter than /31).
-    WithinNetwork(Ipv4Net),
+    WithinNetwork(IpNet),
     /// The broadcast address of the `--within` subnet (shorter than /31).
-    WithinBroadcast(Ipv4Net),
+    WithinBroadcast(IpNet),
+    /// The subnet-router anycast address of the IPv6 `--within` subnet (shorter than /127).
+    WithinAnycast(IpNet),
     /// The pool's gateway.
     Gateway,
     /// Inside this entry of the pool's `exclude`.
@@ -56,12 +60,14 @@ pub struct Line {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Explanation {
     /// The address the request gets; `None` when no candidate is left.
-    pub chosen: Option<Ipv4Addr>,
+    pub chosen: Option<IpAddr>,
     /// The skipped addresses below `chosen` (the whole pool when `None`), ascending, at most
     /// the cap's number of lines.
     pub lines: Vec<Line>,
-    /// How many skipped addresses the lines leave out.
-    pub more: u64,
+    /// How many skipped addresses the lines leave out (up to 2^128 - 1 in IPv6).
+    pub more: u128,
+    /// Whether the spans are IPv6 ordinals.
+    pub v6: bool,
 }
 
 /// What a request narrows the pool by.
@@ -70,11 +76,11 @@ pub struct Request<'a> {
     /// The pool's spec.
     pub spec: &'a PoolSpec,
     /// `--within`, which lies inside the pool.
-    pub within: Option<Ipv4Net>,
+    pub within: Option<IpNet>,
     /// `--reserved` addresses.
-    pub reserved: &'a [Ipv4Addr],
+    pub reserved: &'a [IpAddr],
     /// The addresses the pool's allocations hold, in any order.
-    pub taken: &'a [Ipv4Addr],
+    pub taken: &'a [IpAddr],
 }
 
 /// Explains every address of the pool below `chosen` (all of them when `chosen` is `None`),
@@ -93,16 +99,17 @@ pub struct Request<'a> {
 /// let reasons: Vec<_> = e.lines.iter().map(|l| l.reason.clone()).collect();
 /// assert_eq!(reasons, [Reason::PoolNetwork, Reason::Gateway, Reason::Taken]);
 /// ```
-pub fn explain(req: &Request<'_>, chosen: Option<Ipv4Addr>, cap: usize) -> Explanation {
-    let first = u64::from(u32::from(req.spec.cidr.network()));
+pub fn explain(req: &Request<'_>, chosen: Option<IpAddr>, cap: usize) -> Explanation {
+    let (first, top) = span_of(req.spec.cidr);
     let last = match chosen {
-        Some(addr) => u64::from(u32::from(addr)).checked_sub(1),
-        None => Some(u64::from(u32::from(req.spec.cidr.broadcast()))),
+        Some(addr) => ordinal(addr).checked_sub(1),
+        None => Some(top),
     };
     let mut explanation = Explanation {
         chosen,
         lines: Vec::new(),
         more: 0,
+        v6: req.spec.cidr.addr().is_ipv6(),
     };
     let Some(last) = last.filter(|&l| l >= first) else {
         return explanation;
@@ -111,28 +118,28 @@ pub fn explain(req: &Request<'_>, chosen: Option<Ipv4Addr>, cap: usize) -> Expla
     let mut lines: Vec<Line> = Vec::new();
     let mut a = first;
     // One line past the cap tells that the line at the cap is complete.
-    while a <= last && lines.len() <= cap {
+    while lines.len() <= cap {
         let (reason, end) = scan.reason_at(a);
         let end = end.min(last);
-        let span = (a as u32, end as u32);
+        let span = (a, end);
         match lines.last_mut() {
             Some(prev)
                 if prev.reason == reason
                     && reason != Reason::Taken
-                    && u64::from(prev.span.1) + 1 == a =>
+                    && prev.span.1.checked_add(1) == Some(a) =>
             {
                 prev.span.1 = span.1;
             }
             _ => lines.push(Line { span, reason }),
         }
-        a = end + 1;
+        match end.checked_add(1) {
+            Some(next) if next <= last => a = next,
+            _ => break,
+        }
     }
     lines.truncate(cap);
-    let shown: u64 = lines
-        .iter()
-        .map(|l| u64::from(l.span.1 - l.span.0) + 1)
-        .sum();
-    explanation.more = last - first + 1 - shown;
+    let shown: u128 = lines.iter().map(|l| span_len(&l.span)).sum();
+    explanation.more = span_len(&(first, last)).saturating_sub(shown);
     explanation.lines = lines;
     explanation
 }
@@ -142,37 +149,44 @@ struct Scan<'a> {
     req: &'a Request<'a>,
     /// Addresses where the reason may change: every single-address reason and the address
     /// after it, every span's start and the address after its end. Sorted, deduplicated.
-    breaks: Vec<u64>,
-    taken: Vec<u32>,
-    reserved: Vec<u32>,
+    breaks: Vec<u128>,
+    taken: Vec<u128>,
+    reserved: Vec<u128>,
+}
+
+/// The network and last address of `net`, as ordinals.
+fn span_of(net: IpNet) -> Span {
+    crate::pool::span_of(net)
+}
+
+/// Is `net` long enough that its first (and, in IPv4, last) address is handed out?
+fn edges_used(net: IpNet) -> bool {
+    net.prefix_len() + 1 >= net.max_prefix_len()
 }
 
 impl<'a> Scan<'a> {
     fn new(req: &'a Request<'a>) -> Scan<'a> {
-        let mut singles: Vec<u32> = Vec::new();
+        let mut singles: Vec<u128> = Vec::new();
         let mut spans: Vec<Span> = Vec::new();
-        let cidr = req.spec.cidr;
-        singles.extend([u32::from(cidr.network()), u32::from(cidr.broadcast())]);
+        singles.extend(<[u128; 2]>::from(span_of(req.spec.cidr)));
         if let Some(w) = req.within {
             spans.push(span_of(w));
-            singles.extend([u32::from(w.network()), u32::from(w.broadcast())]);
+            singles.extend(<[u128; 2]>::from(span_of(w)));
         }
-        singles.extend(req.spec.gateway.map(u32::from));
+        singles.extend(req.spec.gateway.map(ordinal));
         spans.extend(req.spec.exclude.iter().map(|e| span_of(e.net())));
-        let mut taken: Vec<u32> = req.taken.iter().copied().map(u32::from).collect();
+        let mut taken: Vec<u128> = req.taken.iter().copied().map(ordinal).collect();
         taken.sort_unstable();
-        let mut reserved: Vec<u32> = req.reserved.iter().copied().map(u32::from).collect();
+        let mut reserved: Vec<u128> = req.reserved.iter().copied().map(ordinal).collect();
         reserved.sort_unstable();
         singles.extend(&taken);
         singles.extend(&reserved);
-        let mut breaks: Vec<u64> = singles
+        // The address after the very last one does not exist: no break there.
+        let mut breaks: Vec<u128> = singles
             .iter()
-            .flat_map(|&s| [u64::from(s), u64::from(s) + 1])
-            .chain(
-                spans
-                    .iter()
-                    .flat_map(|&(lo, hi)| [u64::from(lo), u64::from(hi) + 1]),
-            )
+            .flat_map(|&s| [Some(s), s.checked_add(1)])
+            .chain(spans.iter().flat_map(|&(lo, hi)| [Some(lo), hi.checked_add(1)]))
+            .flatten()
             .collect();
         breaks.sort_unstable();
         breaks.dedup();
@@ -185,36 +199,43 @@ impl<'a> Scan<'a> {
     }
 
     /// The last address of a run that starts at `a` and crosses no break.
-    fn run_end(&self, a: u64, natural_end: u64) -> u64 {
+    fn run_end(&self, a: u128, natural_end: u128) -> u128 {
         let i = self.breaks.partition_point(|&b| b <= a);
-        let before_break = self.breaks.get(i).map_or(u64::MAX, |&b| b - 1);
+        let before_break = self.breaks.get(i).map_or(u128::MAX, |&b| b - 1);
         natural_end.min(before_break)
     }
 
     /// The reason `a` is skipped and the last address of the run it starts.
-    fn reason_at(&self, a: u64) -> (Reason, u64) {
+    fn reason_at(&self, a: u128) -> (Reason, u128) {
         let req = self.req;
         let cidr = req.spec.cidr;
-        let addr = Ipv4Addr::from(a as u32);
-        let wide = cidr.prefix_len() < 31;
-        if wide && addr == cidr.network() {
-            return (Reason::PoolNetwork, a);
+        let v6 = cidr.addr().is_ipv6();
+        let addr = address(v6, a);
+        if !edges_used(cidr) && addr == cidr.network() {
+            return (if v6 { Reason::PoolAnycast } else { Reason::PoolNetwork }, a);
         }
-        if wide && addr == cidr.broadcast() {
+        if !v6 && !edges_used(cidr) && addr == cidr.broadcast() {
             return (Reason::PoolBroadcast, a);
         }
         if let Some(w) = req.within {
             let (lo, hi) = span_of(w);
-            if a < u64::from(lo) {
-                return (Reason::OutsideWithin(w), self.run_end(a, u64::from(lo) - 1));
+            if a < lo {
+                return (Reason::OutsideWithin(w), self.run_end(a, lo - 1));
             }
-            if a > u64::from(hi) {
-                return (Reason::OutsideWithin(w), self.run_end(a, u64::MAX));
+            if a > hi {
+                return (Reason::OutsideWithin(w), self.run_end(a, u128::MAX));
             }
-            if w.prefix_len() < 31 && addr == w.network() {
-                return (Reason::WithinNetwork(w), a);
+            if !edges_used(w) && addr == w.network() {
+                return (
+                    if v6 {
+                        Reason::WithinAnycast(w)
+                    } else {
+                        Reason::WithinNetwork(w)
+                    },
+                    a,
+                );
             }
-            if w.prefix_len() < 31 && addr == w.broadcast() {
+            if !v6 && !edges_used(w) && addr == w.broadcast() {
                 return (Reason::WithinBroadcast(w), a);
             }
         }
@@ -222,21 +243,17 @@ impl<'a> Scan<'a> {
             return (Reason::Gateway, a);
         }
         if let Some(e) = req.spec.exclude.iter().find(|e| e.net().contains(&addr)) {
-            let end = u64::from(u32::from(e.net().broadcast()));
+            let end = span_of(e.net()).1;
             return (Reason::Excluded(*e), self.run_end(a, end));
         }
-        if self.reserved.binary_search(&(a as u32)).is_ok() {
+        if self.reserved.binary_search(&a).is_ok() {
             return (Reason::Reserved, a);
         }
-        if self.taken.binary_search(&(a as u32)).is_ok() {
+        if self.taken.binary_search(&a).is_ok() {
             return (Reason::Taken, a);
         }
-        (Reason::Free, self.run_end(a, u64::MAX))
+        (Reason::Free, self.run_end(a, u128::MAX))
     }
-}
-
-fn span_of(net: Ipv4Net) -> Span {
-    (u32::from(net.network()), u32::from(net.broadcast()))
 }
 
 impl Reason {
@@ -245,9 +262,13 @@ impl Reason {
         match self {
             Reason::PoolNetwork => "the pool's network address".into(),
             Reason::PoolBroadcast => "the pool's broadcast address".into(),
+            Reason::PoolAnycast => "the pool's subnet-router anycast address".into(),
             Reason::OutsideWithin(w) => format!("outside `--within {w}`"),
             Reason::WithinNetwork(w) => format!("the network address of `--within {w}`"),
             Reason::WithinBroadcast(w) => format!("the broadcast address of `--within {w}`"),
+            Reason::WithinAnycast(w) => {
+                format!("the subnet-router anycast address of `--within {w}`")
+            }
             Reason::Gateway => "the pool's gateway".into(),
             Reason::Excluded(e) => format!("excluded by the pool (`{e}`)"),
             Reason::Reserved => "reserved by `--reserved`".into(),
@@ -261,11 +282,16 @@ impl Explanation {
     /// The explanation as text lines, for stderr. `holder` is asked only about the taken
     /// addresses on the lines shown, so a caller reading allocation files reads at most the
     /// cap's number of them.
-    pub fn render(&self, holder: &mut dyn FnMut(Ipv4Addr) -> String) -> Vec<String> {
+    pub fn render(&self, holder: &mut dyn FnMut(IpAddr) -> String) -> Vec<String> {
+        let v6 = self.v6;
+        let one = |n: u128| address(v6, n).to_string();
         let spans: Vec<String> = self
             .lines
             .iter()
-            .map(|l| crate::pool::format_spans(&[l.span]).remove(0))
+            .map(|l| match l.span {
+                (lo, hi) if lo == hi => one(lo),
+                (lo, hi) => format!("{}-{}", one(lo), one(hi)),
+            })
             .collect();
         let width = spans.iter().map(String::len).max().unwrap_or(0);
         let mut out: Vec<String> = self
@@ -274,7 +300,7 @@ impl Explanation {
             .zip(&spans)
             .map(|(line, span)| {
                 let who = match line.reason {
-                    Reason::Taken => holder(Ipv4Addr::from(line.span.0)),
+                    Reason::Taken => holder(address(v6, line.span.0)),
                     _ => String::new(),
                 };
                 format!("  {span:<width$}  {}", line.reason.describe(&who))
@@ -366,14 +392,14 @@ mod tests {
     #[test]
     fn the_cap_counts_the_rest_and_asks_only_about_shown_holders() {
         let spec = spec("10.0.0.0/24", None, &[]);
-        let taken: Vec<Ipv4Addr> = (1..=100).map(|i| Ipv4Addr::new(10, 0, 0, i)).collect();
+        let taken: Vec<IpAddr> = (1..=100).map(|i| IpAddr::from([10u8, 0, 0, i])).collect();
         let req = Request {
             spec: &spec,
             within: None,
             reserved: &[],
             taken: &taken,
         };
-        let e = explain(&req, Some(Ipv4Addr::new(10, 0, 0, 101)), 5);
+        let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 101])), 5);
         assert_eq!(e.lines.len(), 5);
         assert_eq!(e.more, 101 - 5);
         let mut asked = 0;
@@ -421,7 +447,7 @@ mod tests {
         let e = explain(&req, None, 20);
         assert_eq!(e.lines.len(), 4);
         assert_eq!(e.lines[3].reason, Reason::PoolBroadcast);
-        assert_eq!(e.lines[3].span, (u32::MAX, u32::MAX));
+        assert_eq!(e.lines[3].span, (u128::from(u32::MAX), u128::from(u32::MAX)));
     }
 
     #[test]
@@ -433,7 +459,7 @@ mod tests {
             reserved: &[],
             taken: &[],
         };
-        let e = explain(&req, Some(Ipv4Addr::new(10, 0, 0, 0)), 20);
+        let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 0])), 20);
         assert!(e.lines.is_empty());
         assert_eq!(e.more, 0);
     }
@@ -447,8 +473,8 @@ mod tests {
             reserved: &[],
             taken: &[],
         };
-        let e = explain(&req, Some(Ipv4Addr::new(10, 0, 0, 3)), 20);
+        let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 3])), 20);
         assert_eq!(e.lines[1].reason, Reason::Free);
-        assert_eq!(e.lines[1].span.1, u32::from(Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!(e.lines[1].span.1, crate::pool::ordinal(IpAddr::from([10u8, 0, 0, 2])));
     }
 }

@@ -3,19 +3,34 @@
 //! returns strings; deciding whether to colour is the caller's business.
 
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 
 use crate::model::PoolSpec;
-use crate::pool::{Candidates, Span, Usage, host_span};
+use crate::pool::{
+    Candidates, Span, Usage, address, host_span, ordinal, readable_count, span_len,
+};
 
-/// Views of at most this prefix length (1024 addresses) get one cell per address; larger
-/// ones one cell per /24.
+/// IPv4 views of at most this prefix length (1024 addresses) get one cell per address;
+/// larger ones one cell per /24.
 const ADDRESS_CELLS_FROM: u8 = 22;
 
-/// The largest view drawn at all: a /12 is 4096 cells of one /24 each.
+/// IPv6 views of at most this prefix length (256 addresses) get one cell per address;
+/// larger ones one cell per /120 that holds an allocation (a /64 has 2^56 of them: only the
+/// ones in use are drawn, never millions of cells).
+const ADDRESS_CELLS_FROM_V6: u8 = 120;
+
+/// The largest IPv4 view drawn at all: a /12 is 4096 cells of one /24 each.
 pub const LARGEST_VIEW: u8 = 12;
+
+/// At most this many cells of /120s are drawn for an IPv6 view.
+const MOST_V6_BLOCKS: usize = 4096;
+
+/// Can `view` be drawn? An IPv4 view up to a /12; any IPv6 view.
+pub fn drawable(view: IpNet) -> bool {
+    view.addr().is_ipv6() || view.prefix_len() >= LARGEST_VIEW
+}
 
 /// Cells that start a new section (a blank line, a gap): a /24 of addresses, a /16 of /24s.
 const SECTION: usize = 256;
@@ -143,6 +158,8 @@ impl Kind {
 /// One cell: its kind and, for a /24, how many of its candidates are allocated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Cell {
+    /// Its first address, as an ordinal.
+    start: u128,
     kind: Kind,
     /// `(held, candidates)` of a /24; `None` for an address.
     fill: Option<(u64, u64)>,
@@ -153,15 +170,16 @@ struct Cell {
 pub struct Map {
     /// What is drawn, as the first line says it.
     title: String,
-    /// The addresses drawn: the pool's prefix or the `--within` subnet.
-    view: Ipv4Net,
-    /// Addresses per cell: 1, or 256 for a view larger than a /22.
-    step: u32,
+    /// Addresses per cell: 1, or 256 for an IPv4 view larger than a /22 or an IPv6 view
+    /// larger than a /120.
+    step: u128,
+    /// IPv6 (else IPv4).
+    v6: bool,
     cells: Vec<Cell>,
     /// `(what, usage)` lines under the legend: the pool's, then the subnet's.
     usage: Vec<(String, Usage)>,
     /// Who holds each allocated address, for the SVG's tooltips (see [`Map::with_owners`]).
-    owners: std::collections::HashMap<Ipv4Addr, String>,
+    owners: std::collections::HashMap<IpAddr, String>,
 }
 
 impl Map {
@@ -173,15 +191,28 @@ impl Map {
     /// gateway, the network or broadcast address (of the pool, or of `within`), excluded, or
     /// free, in that order. A /24 is shaded by the share of its candidates (as
     /// `allocate --within` would see them) that are allocated.
-    pub fn new(name: &str, spec: &PoolSpec, within: Option<Ipv4Net>, taken: &[Ipv4Addr]) -> Map {
+    pub fn new(name: &str, spec: &PoolSpec, within: Option<IpNet>, taken: &[IpAddr]) -> Map {
         let view = within.unwrap_or(spec.cidr);
-        let mut sorted: Vec<u32> = taken.iter().map(|&a| u32::from(a)).collect();
+        let v6 = view.addr().is_ipv6();
+        let mut sorted: Vec<u128> = taken
+            .iter()
+            .filter(|a| a.is_ipv6() == v6)
+            .map(|&a| ordinal(a))
+            .collect();
         sorted.sort_unstable();
         sorted.dedup();
-        let (first, last) = (u32::from(view.network()), u32::from(view.broadcast()));
-        let (step, cells) = if view.prefix_len() >= ADDRESS_CELLS_FROM {
+        let (first, last) = (ordinal(view.network()), ordinal(view.broadcast()));
+        let per_address = view.prefix_len()
+            >= if v6 {
+                ADDRESS_CELLS_FROM_V6
+            } else {
+                ADDRESS_CELLS_FROM
+            };
+        let mut sparse = false;
+        let (step, cells) = if per_address {
             let cells = (first..=last)
                 .map(|a| Cell {
+                    start: a,
                     kind: address_kind(spec, view, &sorted, a),
                     fill: None,
                 })
@@ -193,22 +224,36 @@ impl Map {
                 candidates = candidates.within(view);
             }
             let spans = candidates.spans();
-            let cells = (first..=last)
-                .step_by(256)
-                .map(|lo| {
-                    let hi = lo + 255;
-                    let count = overlap(&spans, lo, hi);
-                    let held = sorted[sorted.partition_point(|&a| a < lo)..]
-                        .iter()
-                        .take_while(|&&a| a <= hi)
-                        .filter(|&&a| candidates.contains(Ipv4Addr::from(a)))
-                        .count() as u64;
-                    Cell {
-                        kind: Kind::of_block(held, count),
-                        fill: Some((held, count)),
-                    }
-                })
-                .collect();
+            let block = |lo: u128| {
+                let hi = lo + 255;
+                let count = overlap(&spans, lo, hi);
+                let held = sorted[sorted.partition_point(|&a| a < lo)..]
+                    .iter()
+                    .take_while(|&&a| a <= hi)
+                    .filter(|&&a| candidates.contains(address(v6, a)))
+                    .count() as u64;
+                Cell {
+                    start: lo,
+                    kind: Kind::of_block(held, count),
+                    fill: Some((held, count)),
+                }
+            };
+            let cells: Vec<Cell> = if v6 {
+                // Only the /120s in use, in order (the first one when none is).
+                sparse = true;
+                let mut starts: Vec<u128> = sorted
+                    .iter()
+                    .filter(|&&a| first <= a && a <= last)
+                    .map(|&a| a & !0xff)
+                    .collect();
+                starts.dedup();
+                if starts.is_empty() {
+                    starts.push(first);
+                }
+                starts.into_iter().take(MOST_V6_BLOCKS).map(block).collect()
+            } else {
+                (first..=last).step_by(256).map(block).collect()
+            };
             (256, cells)
         };
         let mut usage = vec![(format!("pool {}", spec.cidr), Usage::of(spec, taken))];
@@ -217,15 +262,15 @@ impl Map {
             usage.push((format!("within {w}"), Usage::within(spec, w, taken)));
             title.push_str(&format!(", within {w}"));
         }
-        title.push_str(if step == 1 {
-            ": one cell per address"
-        } else {
-            ": one cell per /24"
+        title.push_str(match (step, sparse) {
+            (1, _) => ": one cell per address",
+            (_, true) => ": one cell per /120 that holds an allocation",
+            _ => ": one cell per /24",
         });
         Map {
             title,
-            view,
             step,
+            v6,
             cells,
             usage,
             owners: Default::default(),
@@ -239,7 +284,7 @@ impl Map {
 
     /// Names the holder of each address (`KIND/NAME (uid U)`) in the tooltips of the SVG's
     /// cells; an allocated address without one says `allocated` alone.
-    pub fn with_owners(mut self, owners: impl IntoIterator<Item = (Ipv4Addr, String)>) -> Map {
+    pub fn with_owners(mut self, owners: impl IntoIterator<Item = (IpAddr, String)>) -> Map {
         self.owners = owners.into_iter().collect();
         self
     }
@@ -262,17 +307,30 @@ impl Map {
         if self.cells.len() > 16 { 32 } else { 16 }
     }
 
-    /// The rows: their first address, and their cells.
-    fn rows(&self) -> impl Iterator<Item = (usize, Ipv4Addr, &[Cell])> {
-        let first = u32::from(self.view.network());
+    /// The rows: the index of their first cell, its address, and their cells. A row ends
+    /// after [`Map::per_row`] cells, or where the next cell does not follow on (a sparse map
+    /// of IPv6 /120s).
+    fn rows(&self) -> Vec<(usize, IpAddr, &[Cell])> {
         let per_row = self.per_row();
-        self.cells
-            .chunks(per_row)
-            .enumerate()
-            .map(move |(i, cells)| {
-                let offset = (i * per_row) as u32 * self.step;
-                (i * per_row, Ipv4Addr::from(first + offset), cells)
-            })
+        let mut rows = Vec::new();
+        let mut start = 0;
+        for i in 1..=self.cells.len() {
+            let follows = self
+                .cells
+                .get(i)
+                .is_some_and(|c| c.start == self.cells[i - 1].start + self.step);
+            if i == self.cells.len() || i - start == per_row || !follows {
+                let cells = &self.cells[start..i];
+                rows.push((start, address(self.v6, cells[0].start), cells));
+                start = i;
+            }
+        }
+        rows
+    }
+
+    /// The prefix length of one block cell: /24 or /120.
+    fn block_len(&self) -> u8 {
+        if self.v6 { 120 } else { 24 }
     }
 
     /// The usage figures, a line each.
@@ -282,7 +340,10 @@ impl Map {
             .map(|(what, u)| {
                 format!(
                     "{what}: {} candidates, {} allocated, {} free ({:.1}% used)",
-                    u.candidates, u.allocated, u.free, u.percent_used
+                    readable_count(u.candidates),
+                    u.allocated,
+                    readable_count(u.free),
+                    u.percent_used
                 )
             })
             .collect()
@@ -302,12 +363,13 @@ impl Map {
         };
         let width = self
             .rows()
+            .iter()
             .map(|(_, a, _)| a.to_string().len())
             .max()
             .unwrap_or(0);
         let mut text = format!("{}\n", self.title);
         for (index, addr, cells) in self.rows() {
-            if index > 0 && index % SECTION == 0 {
+            if index > 0 && (index % SECTION == 0 || self.v6 && self.step > 1) {
                 text.push('\n');
             }
             let _ = write!(text, "{addr:<width$} ");
@@ -362,7 +424,7 @@ impl Map {
         let x_of = |i: usize| MARGIN + LABEL + i * CELL + (i / GROUP) * GROUP_GAP;
         let grid_top = MARGIN + LINE;
         let y_of = |row: usize| grid_top + row * CELL + (row * per_row / SECTION) * SECTION_GAP;
-        let rows = self.cells.len().div_ceil(per_row);
+        let rows = self.rows().len();
         let legend = self.legend();
         let legend_top = y_of(rows) + LINE;
         let usage_top = legend_top + legend.len() * LINE;
@@ -414,7 +476,8 @@ impl Map {
             MARGIN + LINE / 2,
             escape(&self.title)
         );
-        for (row, (_, addr, cells)) in self.rows().enumerate() {
+        let block_len = self.block_len();
+        for (row, (_, addr, cells)) in self.rows().into_iter().enumerate() {
             let y = y_of(row);
             let _ = writeln!(
                 svg,
@@ -422,7 +485,7 @@ impl Map {
                 y + SIZE / 2
             );
             for (i, cell) in cells.iter().enumerate() {
-                let start = Ipv4Addr::from(u32::from(addr) + (i as u32) * self.step);
+                let start = address(self.v6, cell.start);
                 let style = cell.kind.style();
                 let tip = match (cell.fill, self.owners.get(&start)) {
                     (None, Some(owner)) if cell.kind == Kind::Allocated => {
@@ -430,7 +493,7 @@ impl Map {
                     }
                     (None, _) => format!("{start} {}", style.label),
                     (Some((held, count)), _) => {
-                        format!("{start}/24: {held} of {count} candidates allocated")
+                        format!("{start}/{block_len}: {held} of {count} candidates allocated")
                     }
                 };
                 let _ = writeln!(
@@ -472,9 +535,9 @@ impl Map {
 }
 
 /// The kind of address `a` of `view`, a subnet of pool `spec`; `taken` is sorted.
-fn address_kind(spec: &PoolSpec, view: Ipv4Net, taken: &[u32], a: u32) -> Kind {
+fn address_kind(spec: &PoolSpec, view: IpNet, taken: &[u128], a: u128) -> Kind {
     let in_hosts = |(lo, hi): Span| lo <= a && a <= hi;
-    let addr = Ipv4Addr::from(a);
+    let addr = address(view.addr().is_ipv6(), a);
     if taken.binary_search(&a).is_ok() {
         Kind::Allocated
     } else if spec.gateway == Some(addr) {
@@ -489,12 +552,12 @@ fn address_kind(spec: &PoolSpec, view: Ipv4Net, taken: &[u32], a: u32) -> Kind {
 }
 
 /// How many addresses of the sorted, disjoint `spans` lie in `lo..=hi`.
-fn overlap(spans: &[Span], lo: u32, hi: u32) -> u64 {
+fn overlap(spans: &[Span], lo: u128, hi: u128) -> u64 {
     let start = spans.partition_point(|&(_, shi)| shi < lo);
     spans[start..]
         .iter()
         .take_while(|&&(slo, _)| slo <= hi)
-        .map(|&(slo, shi)| u64::from(shi.min(hi) - slo.max(lo)) + 1)
+        .map(|&(slo, shi)| span_len(&(slo.max(lo), shi.min(hi))) as u64)
         .sum()
 }
 
@@ -558,8 +621,8 @@ mod tests {
     #[test]
     fn larger_than_a_slash_22_is_one_cell_per_slash_24() {
         let mut taken = addrs(&["10.0.0.5"]);
-        taken.extend((0..=255).map(|i| Ipv4Addr::new(10, 0, 2, i)));
-        taken.extend((1..=100).map(|i| Ipv4Addr::new(10, 0, 3, i)));
+        taken.extend((0..=255).map(|i| IpAddr::from([10u8, 0, 2, i])));
+        taken.extend((1..=100).map(|i| IpAddr::from([10u8, 0, 3, i])));
         let map = Map::new(
             "p",
             &spec("10.0.0.0/21", Some("10.0.0.1"), &["10.0.4.0/24"]),

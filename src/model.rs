@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -477,13 +477,24 @@ impl fmt::Display for PoolKind {
 }
 
 /// An entry of `spec.exclude`: one address, or a prefix inside the pool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Exclude(Ipv4Net);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Exclude(IpNet);
+
+impl Serialize for Exclude {
+    /// Its text; an IPv6 address alone is quoted in YAML, as `spec.address` is.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.to_string();
+        match self.0 {
+            IpNet::V6(_) if !text.contains('/') => crate::yaml::quoted(&text, s),
+            _ => s.collect_str(&text),
+        }
+    }
+}
 
 impl Exclude {
-    /// The excluded addresses as a prefix (a /32 for a single address).
-    pub fn net(self) -> Ipv4Net {
+    /// The excluded addresses as a prefix (a /32 or /128 for a single address).
+    pub fn net(self) -> IpNet {
         self.0
     }
 }
@@ -494,7 +505,7 @@ impl TryFrom<String> for Exclude {
         if s.contains('/') {
             parse_net(&s).map(Exclude)
         } else {
-            parse_addr(&s).map(|a| Exclude(Ipv4Net::from(a)))
+            parse_addr(&s).map(|a| Exclude(IpNet::from(a)))
         }
     }
 }
@@ -507,7 +518,7 @@ impl From<Exclude> for String {
 
 impl fmt::Display for Exclude {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.prefix_len() == 32 {
+        if self.0.prefix_len() == self.0.max_prefix_len() {
             self.0.addr().fmt(f)
         } else {
             self.0.fmt(f)
@@ -515,38 +526,31 @@ impl fmt::Display for Exclude {
     }
 }
 
-/// Parses an IPv4 address, saying so plainly when it is IPv6.
-pub fn parse_addr(s: &str) -> Result<Ipv4Addr, String> {
-    s.parse::<Ipv4Addr>().map_err(|_| {
-        if s.parse::<std::net::Ipv6Addr>().is_ok() {
-            format!("`{s}` is an IPv6 address; only IPv4 is supported")
-        } else {
-            format!("`{}` is not an IPv4 address", s.escape_debug())
-        }
+/// Parses an IPv4 or IPv6 address (any form `std` reads; it is written back canonically,
+/// RFC 5952 for IPv6).
+pub fn parse_addr(s: &str) -> Result<IpAddr, String> {
+    s.parse::<IpAddr>().map_err(|_| {
+        format!(
+            "`{}` is not an IP address like `10.0.0.1` or `2001:db8::1`",
+            s.escape_debug()
+        )
     })
 }
 
-/// Parses an IPv4 prefix without host bits, suggesting the prefix that was probably meant.
-pub fn parse_net(s: &str) -> Result<Ipv4Net, String> {
+/// Parses a prefix without host bits, IPv4 or IPv6, suggesting the prefix that was probably
+/// meant.
+pub fn parse_net(s: &str) -> Result<IpNet, String> {
     // ipnet reads `010.0.0.0/8` as 10.0.0.0/8 where inet_aton(3) reads 8.0.0.0/8: refuse
-    // leading zeros, as `Ipv4Addr` (and so `parse_addr`) does.
+    // leading zeros, as `IpAddr` (and so `parse_addr`) does; also in the length.
     let strict = s.split_once('/').is_some_and(|(addr, len)| {
-        addr.parse::<Ipv4Addr>().is_ok() && (len == "0" || !len.starts_with('0'))
+        addr.parse::<IpAddr>().is_ok() && (len == "0" || !len.starts_with('0'))
     });
-    let net = s
-        .parse::<Ipv4Net>()
-        .ok()
-        .filter(|_| strict)
-        .ok_or_else(|| {
-            if s.parse::<ipnet::Ipv6Net>().is_ok() {
-                format!("`{s}` is an IPv6 prefix; only IPv4 is supported")
-            } else {
-                format!(
-                    "`{}` is not an IPv4 prefix like `10.0.0.0/16`",
-                    s.escape_debug()
-                )
-            }
-        })?;
+    let net = s.parse::<IpNet>().ok().filter(|_| strict).ok_or_else(|| {
+        format!(
+            "`{}` is not a prefix like `10.0.0.0/16` or `fd00:42::/48`",
+            s.escape_debug()
+        )
+    })?;
     if net.trunc() != net {
         return Err(format!(
             "`{s}` has host bits set; did you mean `{}`?",
@@ -556,17 +560,28 @@ pub fn parse_net(s: &str) -> Result<Ipv4Net, String> {
     Ok(net)
 }
 
-mod serde_ipv4 {
-    //! Serde for IPv4 addresses and prefixes with the messages of `parse_addr`/`parse_net`.
+/// `IPv4` or `IPv6`, for messages.
+pub fn family_name(addr: IpAddr) -> &'static str {
+    match addr {
+        IpAddr::V4(_) => "IPv4",
+        IpAddr::V6(_) => "IPv6",
+    }
+}
+
+mod serde_ip {
+    //! Serde for addresses and prefixes with the messages of `parse_addr`/`parse_net`.
     use super::*;
     use serde::{Deserializer, Serializer};
 
     pub mod addr {
         use super::*;
-        pub fn serialize<S: Serializer>(a: &Ipv4Addr, s: S) -> Result<S::Ok, S::Error> {
-            s.collect_str(a)
+        pub fn serialize<S: Serializer>(a: &IpAddr, s: S) -> Result<S::Ok, S::Error> {
+            match a {
+                IpAddr::V4(_) => s.collect_str(a),
+                IpAddr::V6(_) => crate::yaml::quoted(&a.to_string(), s),
+            }
         }
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Ipv4Addr, D::Error> {
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IpAddr, D::Error> {
             let s = String::deserialize(d)?;
             parse_addr(&s).map_err(serde::de::Error::custom)
         }
@@ -574,13 +589,13 @@ mod serde_ipv4 {
 
     pub mod opt_addr {
         use super::*;
-        pub fn serialize<S: Serializer>(a: &Option<Ipv4Addr>, s: S) -> Result<S::Ok, S::Error> {
+        pub fn serialize<S: Serializer>(a: &Option<IpAddr>, s: S) -> Result<S::Ok, S::Error> {
             match a {
-                Some(a) => s.collect_str(a),
+                Some(a) => addr::serialize(a, s),
                 None => s.serialize_none(),
             }
         }
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::Error> {
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
             let s = Option::<String>::deserialize(d)?;
             s.map(|s| parse_addr(&s).map_err(serde::de::Error::custom))
                 .transpose()
@@ -589,10 +604,10 @@ mod serde_ipv4 {
 
     pub mod net {
         use super::*;
-        pub fn serialize<S: Serializer>(n: &Ipv4Net, s: S) -> Result<S::Ok, S::Error> {
+        pub fn serialize<S: Serializer>(n: &IpNet, s: S) -> Result<S::Ok, S::Error> {
             s.collect_str(n)
         }
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Ipv4Net, D::Error> {
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IpNet, D::Error> {
             let s = String::deserialize(d)?;
             parse_net(&s).map_err(serde::de::Error::custom)
         }
@@ -641,19 +656,19 @@ pub struct Metadata {
 #[serde(deny_unknown_fields)]
 pub struct PoolSpec {
     /// The pool's prefix (no host bits).
-    #[serde(with = "serde_ipv4::net")]
+    #[serde(with = "serde_ip::net")]
     #[schemars(schema_with = "crate::schema::cidr")]
-    pub cidr: Ipv4Net,
+    pub cidr: IpNet,
     /// `public` or `private`.
     pub kind: PoolKind,
     /// Never allocated.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "serde_ipv4::opt_addr"
+        with = "serde_ip::opt_addr"
     )]
-    #[schemars(with = "Option<Ipv4Addr>")]
-    pub gateway: Option<Ipv4Addr>,
+    #[schemars(schema_with = "crate::schema::optional_address")]
+    pub gateway: Option<IpAddr>,
     /// Addresses or prefixes never handed out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<Exclude>,
@@ -693,9 +708,9 @@ pub struct AllocationSpec {
     /// The pool the address comes from.
     pub pool: PoolName,
     /// The address held.
-    #[serde(with = "serde_ipv4::addr")]
-    #[schemars(with = "Ipv4Addr")]
-    pub address: Ipv4Addr,
+    #[serde(with = "serde_ip::addr")]
+    #[schemars(schema_with = "crate::schema::address")]
+    pub address: IpAddr,
     /// Who holds it.
     pub owner: Owner,
 }
@@ -723,7 +738,10 @@ pub struct AllocationManifest {
     pub spec: AllocationSpec,
 }
 
-/// The allocation name of `address` in `pool`: `<pool>-<a-b-c-d>`.
+/// The allocation name of `address` in `pool`: `<pool>-<a-b-c-d>` for IPv4; for IPv6 the
+/// pool's name and the address's eight groups as four lowercase hex digits each, joined by
+/// `-`. One address has exactly one name, without `:` (valid on every file system and a
+/// DNS-1123 subdomain), and the address parses back from its fixed-length suffix.
 ///
 /// # Examples
 ///
@@ -731,19 +749,42 @@ pub struct AllocationManifest {
 /// use ipamctl::model::{allocation_name, PoolName};
 /// let pool = PoolName::new("vpc-main").unwrap();
 /// assert_eq!(allocation_name(&pool, "10.42.1.7".parse().unwrap()), "vpc-main-10-42-1-7");
+/// let pool = PoolName::new("vpc-main-v6").unwrap();
+/// assert_eq!(
+///     allocation_name(&pool, "2001:db8::1".parse().unwrap()),
+///     "vpc-main-v6-2001-0db8-0000-0000-0000-0000-0000-0001"
+/// );
 /// ```
-pub fn allocation_name(pool: &PoolName, address: Ipv4Addr) -> String {
-    let mut name = String::with_capacity(pool.as_str().len() + 16);
+pub fn allocation_name(pool: &PoolName, address: IpAddr) -> String {
+    let mut name = String::with_capacity(pool.as_str().len() + 40);
     push_allocation_name(&mut name, pool.as_str(), address);
     name
 }
 
+/// Length of an IPv6 name's suffix: eight groups of four hex digits and seven `-`.
+const V6_SUFFIX: usize = 8 * 4 + 7;
+
 /// Appends the allocation name of `address` in the pool named `pool` to `out`: the inverse
 /// of [`parse_allocation_name`] on the names it accepts.
-pub fn push_allocation_name(out: &mut String, pool: &str, address: Ipv4Addr) {
+pub fn push_allocation_name(out: &mut String, pool: &str, address: IpAddr) {
+    out.push_str(pool);
+    match address {
+        IpAddr::V4(v4) => push_v4_suffix(out, v4),
+        IpAddr::V6(v6) => {
+            const DIGITS: &[u8; 16] = b"0123456789abcdef";
+            for group in v6.segments() {
+                out.push('-');
+                for shift in [12, 8, 4, 0] {
+                    out.push(char::from(DIGITS[usize::from((group >> shift) & 0xf)]));
+                }
+            }
+        }
+    }
+}
+
+fn push_v4_suffix(out: &mut String, address: Ipv4Addr) {
     // By hand rather than `format!`: a look-up names every file of a pool, 50,000 at a
     // time, and the formatting machinery was a tenth of it.
-    out.push_str(pool);
     for octet in address.octets() {
         out.push('-');
         if octet >= 100 {
@@ -756,9 +797,45 @@ pub fn push_allocation_name(out: &mut String, pool: &str, address: Ipv4Addr) {
     }
 }
 
-/// Splits an allocation name into pool and address: the last four `-`-separated groups are
-/// the address, so the split is unique. `None` when the name is not of that form.
-pub fn parse_allocation_name(name: &str) -> Option<(&str, Ipv4Addr)> {
+/// Splits an allocation name into pool and address: the last four `-`-separated decimal
+/// groups are an IPv4 address, or the last eight groups of exactly four lowercase hex digits
+/// an IPv6 address, so the split is unique (an IPv4 group has at most three characters, an
+/// IPv6 one exactly four). `None` when the name is not of either form: every name that parses
+/// is the one [`push_allocation_name`] writes for its pool and address.
+pub fn parse_allocation_name(name: &str) -> Option<(&str, IpAddr)> {
+    let bytes = name.as_bytes();
+    // An IPv6 name's last group is four characters long, an IPv4 name's at most three.
+    if bytes.len() > 5 && bytes[bytes.len() - 5] == b'-' {
+        return parse_v6_name(name);
+    }
+    parse_v4_name(name).map(|(pool, a)| (pool, IpAddr::V4(a)))
+}
+
+fn parse_v6_name(name: &str) -> Option<(&str, IpAddr)> {
+    let bytes = name.as_bytes();
+    let split = bytes.len().checked_sub(V6_SUFFIX + 1)?;
+    if split == 0 || bytes[split] != b'-' {
+        return None;
+    }
+    let mut segments = [0u16; 8];
+    for (i, segment) in segments.iter_mut().enumerate() {
+        let at = split + 1 + i * 5;
+        if i > 0 && bytes[at - 1] != b'-' {
+            return None;
+        }
+        for &b in &bytes[at..at + 4] {
+            let digit = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                _ => return None,
+            };
+            *segment = *segment << 4 | u16::from(digit);
+        }
+    }
+    Some((&name[..split], IpAddr::V6(Ipv6Addr::from(segments))))
+}
+
+fn parse_v4_name(name: &str) -> Option<(&str, Ipv4Addr)> {
     // Byte-wise from the end: every command parses every listed name, so this is hot.
     let bytes = name.as_bytes();
     let mut end = bytes.len();
@@ -788,7 +865,7 @@ impl AllocationManifest {
     pub fn new(
         pool: &PoolName,
         namespace: Option<&Namespace>,
-        address: Ipv4Addr,
+        address: IpAddr,
         owner: Owner,
     ) -> AllocationManifest {
         AllocationManifest {
@@ -845,12 +922,27 @@ impl PoolManifest {
             }
             _ => {}
         }
-        if let Some(gw) = spec.gateway
-            && !spec.cidr.contains(&gw)
-        {
-            return Err(format!("spec.gateway: `{gw}` is outside `{}`", spec.cidr));
+        let family = family_name(spec.cidr.addr());
+        if let Some(gw) = spec.gateway {
+            if family_name(gw) != family {
+                return Err(format!(
+                    "spec.gateway: `{gw}` is an {} address but spec.cidr `{}` is {family}",
+                    family_name(gw),
+                    spec.cidr
+                ));
+            }
+            if !spec.cidr.contains(&gw) {
+                return Err(format!("spec.gateway: `{gw}` is outside `{}`", spec.cidr));
+            }
         }
         for entry in &spec.exclude {
+            let entry_family = family_name(entry.net().addr());
+            if entry_family != family {
+                return Err(format!(
+                    "spec.exclude: `{entry}` is {entry_family} but spec.cidr `{}` is {family}",
+                    spec.cidr
+                ));
+            }
             if !spec.cidr.contains(&entry.net()) {
                 return Err(format!(
                     "spec.exclude: `{entry}` is outside `{}`",
@@ -948,7 +1040,7 @@ mod tests {
     #[test]
     fn allocation_names_round_trip() {
         let pool = PoolName::new("a-1-2-3-4").unwrap();
-        let addr: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        let addr: IpAddr = "10.0.0.1".parse().unwrap();
         let name = allocation_name(&pool, addr);
         assert_eq!(parse_allocation_name(&name), Some(("a-1-2-3-4", addr)));
         assert_eq!(parse_allocation_name("x-10-0-0"), None);
@@ -961,7 +1053,37 @@ mod tests {
     fn host_bits_suggest_the_prefix() {
         let err = parse_net("10.42.1.0/16").unwrap_err();
         assert!(err.contains("did you mean `10.42.0.0/16`"), "{err}");
-        assert!(parse_net("2001:db8::/32").unwrap_err().contains("IPv6"));
+        let err = parse_net("2001:db8::1/32").unwrap_err();
+        assert!(err.contains("did you mean `2001:db8::/32`"), "{err}");
+        assert!(parse_net("2001:db8::/032").is_err());
+        assert_eq!(parse_net("2001:DB8::/32").unwrap().to_string(), "2001:db8::/32");
+    }
+
+    #[test]
+    fn ipv6_allocation_names_round_trip_and_refuse_every_other_form() {
+        let pool = PoolName::new("vpc-main-v6").unwrap();
+        for text in ["2001:db8::1", "::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fd00:42::abcd:1"] {
+            let addr: IpAddr = text.parse().unwrap();
+            let name = allocation_name(&pool, addr);
+            assert!(!name.contains(':') && !name.ends_with('-'), "{name}");
+            assert_eq!(parse_allocation_name(&name), Some(("vpc-main-v6", addr)));
+        }
+        let good = "p-2001-0db8-0000-0000-0000-0000-0000-0001";
+        assert!(parse_allocation_name(good).is_some());
+        for bad in [
+            "p-2001-db8-0-0-0-0-0-abcd",                    // compressed groups
+            "p-2001-0DB8-0000-0000-0000-0000-0000-0001",    // uppercase
+            "p-2001-0db8--1",                               // `::` as `--`
+            "p-2001-0db8-0000-0000-0000-0000-0001",         // seven groups
+            "-2001-0db8-0000-0000-0000-0000-0000-0001",     // no pool
+            "2001-0db8-0000-0000-0000-0000-0000-0001",      // no pool at all
+            "p-2001-0db8-0000-0000-0000-0000-0000-000g",    // not hex
+            "p-2001-0db8-0000-0000-0000-0000-0000-00001",   // five digits
+            "p-2001-0db8-0000-0000-0000-0000-0000_0001",    // wrong separator
+            "p-2001:0db8:0000:0000:0000:0000:0000:0001",    // colons
+        ] {
+            assert_eq!(parse_allocation_name(bad), None, "{bad}");
+        }
     }
 
     #[test]

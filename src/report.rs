@@ -4,14 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::map::{LARGEST_VIEW, Map};
+use crate::map::{Map, drawable};
 use crate::model::{AllocationManifest, PoolManifest};
 use crate::output::Named;
-use crate::pool::{Candidates, Usage, format_spans};
+use crate::pool::{Candidates, Usage};
 
 /// How many holders a pool's entry names, largest first.
 pub const TOP_HOLDERS: usize = 5;
@@ -68,20 +68,18 @@ impl Named for PoolReport {
 
 /// The entry of `pool`, whose allocations are `held`.
 pub fn pool_report(pool: PoolManifest, held: &[AllocationManifest]) -> PoolReport {
-    let taken: Vec<Ipv4Addr> = held.iter().map(|m| m.spec.address).collect();
+    let taken: Vec<IpAddr> = held.iter().map(|m| m.spec.address).collect();
     let usage = Usage::of(&pool.spec, &taken);
-    let mut free = format_spans(
-        &Candidates::of_pool(&pool.spec)
-            .without(taken.iter().copied())
-            .spans(),
-    );
+    let candidates = Candidates::of_pool(&pool.spec);
+    let mut free =
+        candidates.format_spans(&candidates.clone().without(taken.iter().copied()).spans());
     let more_free_ranges = free.len().saturating_sub(FREE_RANGES);
     free.truncate(FREE_RANGES);
     let name = match &pool.metadata.namespace {
         Some(ns) => format!("{ns}/{}", pool.metadata.name),
         None => pool.metadata.name.clone(),
     };
-    let map = (pool.spec.cidr.prefix_len() >= LARGEST_VIEW).then(|| {
+    let map = drawable(pool.spec.cidr).then(|| {
         let map = Map::new(&name, &pool.spec, None, &taken);
         if map.per_address() {
             map.with_owners(
@@ -288,7 +286,7 @@ mod tests {
 
     fn held(pool: &PoolName, n: u8, owner: &str, uid: Option<&str>) -> AllocationManifest {
         let owner = Owner::parse(owner, uid.map(|u| Uid::new(u).unwrap())).unwrap();
-        AllocationManifest::new(pool, None, Ipv4Addr::new(10, 0, 0, n), owner)
+        AllocationManifest::new(pool, None, IpAddr::from([10u8, 0, 0, n]), owner)
     }
 
     #[test]

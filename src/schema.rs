@@ -25,9 +25,47 @@ const LABEL: &str = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
 const OCTET: &str = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
 /// A prefix length, 0–32, without leading zeros.
 const PREFIX_LEN: &str = "(3[0-2]|[12]?[0-9])";
+/// An IPv6 prefix length, 0–128, without leading zeros.
+const PREFIX_LEN_V6: &str = "(12[0-8]|1[01][0-9]|[1-9]?[0-9])";
+/// One group of an IPv6 address.
+const HEX: &str = "[0-9a-fA-F]{1,4}";
 
 fn address_pattern() -> String {
     format!("{OCTET}\\.{OCTET}\\.{OCTET}\\.{OCTET}")
+}
+
+/// Every RFC 4291 §2.2 text form of an IPv6 address (with `::` at any place, and an IPv4
+/// tail), as `Ipv6Addr` parses them: the eight cases of where `::` stands, spelt out.
+fn address_v6_pattern() -> String {
+    let v4 = address_pattern();
+    let forms = [
+        format!("({HEX}:){{7}}{HEX}"),
+        format!("({HEX}:){{1,7}}:"),
+        format!("({HEX}:){{1,6}}:{HEX}"),
+        format!("({HEX}:){{1,5}}(:{HEX}){{1,2}}"),
+        format!("({HEX}:){{1,4}}(:{HEX}){{1,3}}"),
+        format!("({HEX}:){{1,3}}(:{HEX}){{1,4}}"),
+        format!("({HEX}:){{1,2}}(:{HEX}){{1,5}}"),
+        format!("{HEX}:(:{HEX}){{1,6}}"),
+        format!(":((:{HEX}){{1,7}}|:)"),
+        format!("({HEX}:){{6}}{v4}"),
+        format!("({HEX}:){{0,5}}:({HEX}:){{0,5}}{v4}"),
+    ];
+    format!("({})", forms.join("|"))
+}
+
+/// An IPv4 or IPv6 address.
+fn any_address_pattern() -> String {
+    format!("({}|{})", address_pattern(), address_v6_pattern())
+}
+
+/// An IPv4 or IPv6 prefix (`/` and a length that fits the family).
+fn any_prefix_pattern() -> String {
+    format!(
+        "({}/{PREFIX_LEN}|{}/{PREFIX_LEN_V6})",
+        address_pattern(),
+        address_v6_pattern()
+    )
 }
 
 /// The schema of one manifest kind, as `ipamctl schema <kind>` prints it.
@@ -141,9 +179,9 @@ string_impl!(
     Exclude,
     "Exclude",
     string_schema(
-        &format!("{}(/{PREFIX_LEN})?", address_pattern()),
-        18,
-        "An IPv4 address, or a prefix without host bits, inside the pool."
+        &format!("({}|{})", any_address_pattern(), any_prefix_pattern()),
+        49,
+        "An address, or a prefix without host bits, inside the pool and of its family."
     )
 );
 
@@ -160,7 +198,7 @@ impl JsonSchema for Owner {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let kind = generator.subschema_for::<OwnerKind>();
         let uid = generator.subschema_for::<Option<Uid>>();
-        let node = format!("{LABEL}|{}/{PREFIX_LEN}", address_pattern());
+        let node = format!("{LABEL}|{}", any_prefix_pattern());
         let name_rules: Vec<Value> = OwnerKind::ALL
             .into_iter()
             .map(|k| {
@@ -186,7 +224,7 @@ impl JsonSchema for Owner {
                 "uid": uid,
                 "name": {
                     "type": "string",
-                    "description": "VirtualMachine: `<hostname>/<nic index>`; FloatingIP: a label; VPC: `router`; Node: a label or an IPv4 prefix.",
+                    "description": "VirtualMachine: `<hostname>/<nic index>`; FloatingIP: a label; VPC: `router`; Node: a label or a prefix.",
                 },
             },
             "required": ["kind", "name"],
@@ -216,13 +254,14 @@ pub(crate) fn pool_metadata(generator: &mut SchemaGenerator) -> Schema {
     metadata_named(generator, LABEL, "The pool's name: an RFC 1123 label.")
 }
 
-/// An allocation's `metadata`, whose name is `<pool>-<a-b-c-d>`.
+/// An allocation's `metadata`, whose name is `<pool>-<a-b-c-d>` or, for IPv6, the pool's
+/// name and the eight groups of four lowercase hex digits.
 pub(crate) fn allocation_metadata(generator: &mut SchemaGenerator) -> Schema {
-    let name = format!("{LABEL}-{OCTET}-{OCTET}-{OCTET}-{OCTET}");
+    let name = format!("{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})");
     metadata_named(
         generator,
         &name,
-        "`<pool>-<a-b-c-d>`: the pool's name and the address, dashed.",
+        "`<pool>-<a-b-c-d>` for IPv4, `<pool>-<8 groups of 4 lowercase hex digits, dashed>` for IPv6 (`vpc-main-v6-2001-0db8-0000-0000-0000-0000-0000-0001`).",
     )
 }
 
@@ -245,10 +284,29 @@ fn metadata_named(generator: &mut SchemaGenerator, pattern: &str, description: &
 /// A prefix without host bits (host bits cannot be said in a pattern; `check` refuses them).
 pub(crate) fn cidr(_: &mut SchemaGenerator) -> Schema {
     string_schema(
-        &format!("{}/{PREFIX_LEN}", address_pattern()),
-        18,
-        "An IPv4 prefix without host bits, e.g. `10.42.0.0/16`.",
+        &any_prefix_pattern(),
+        49,
+        "An IPv4 or IPv6 prefix without host bits, e.g. `10.42.0.0/16` or `fd00:42::/48`.",
     )
+}
+
+/// An address, IPv4 or IPv6 (`spec.address`, written in RFC 5952 canonical form).
+pub(crate) fn address(_: &mut SchemaGenerator) -> Schema {
+    string_schema(
+        &any_address_pattern(),
+        45,
+        "An IPv4 address, or an IPv6 address in RFC 5952 canonical form.",
+    )
+}
+
+/// An optional address (`spec.gateway`), of the pool's family.
+pub(crate) fn optional_address(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["string", "null"],
+        "pattern": format!("^{}$", any_address_pattern()),
+        "maxLength": 45,
+        "description": "An address of the pool's family, never allocated.",
+    })
 }
 
 /// An optional label (`spec.zone`).

@@ -248,6 +248,13 @@ fn expect_single(text: &str) -> Result<(), String> {
     }
 }
 
+/// Serializes `text` double-quoted in YAML (as itself elsewhere, e.g. in JSON): for IPv6
+/// addresses, some of which (`1:2:3:4:5:6:7:8`) a YAML 1.1 reader takes for sexagesimal
+/// numbers when plain.
+pub fn quoted<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    serde_saphyr::DoubleQuoted(text).serialize(s)
+}
+
 /// Encodes one manifest: same bytes for the same object.
 pub fn encode<T: Serialize>(value: &T) -> String {
     serde_saphyr::to_string(value).expect("manifests serialize: plain structs of strings")

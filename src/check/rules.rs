@@ -4,11 +4,11 @@
 //! square.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use super::{Decoded, Finding, error};
 use crate::model::{AllocationManifest, Namespace, Owner, PoolKind, PoolManifest, PoolName};
-use crate::pool::{Candidates, host_span};
+use crate::pool::{Candidates, host_span, ordinal};
 
 /// A pool as `allocate` finds it: by its path. `decoded` is `None` when the file does not
 /// decode (its own finding says why; its allocations are not checked against it).
@@ -107,7 +107,7 @@ pub(super) fn check_allocations(
 ) -> Vec<Finding> {
     let mut related = Vec::new();
     type OwnerKey<'a> = (&'a Option<Namespace>, &'a PoolName, &'a Owner);
-    let mut holdings: HashMap<OwnerKey<'_>, Vec<(Ipv4Addr, &str)>> =
+    let mut holdings: HashMap<OwnerKey<'_>, Vec<(IpAddr, &str)>> =
         HashMap::with_capacity(allocations.len());
     for Decoded { file, manifest } in allocations {
         let Some(m) = manifest else { continue };
@@ -170,16 +170,18 @@ pub(super) fn check_allocations(
 }
 
 /// Why `address` is not a candidate of `pool`.
-fn not_candidate(address: Ipv4Addr, pool: &PoolManifest, pool_rel: &str) -> String {
+fn not_candidate(address: IpAddr, pool: &PoolManifest, pool_rel: &str) -> String {
     let spec = &pool.spec;
     let cidr = spec.cidr;
     let name = &pool.metadata.name;
     let (first, last) = host_span(cidr);
     let why = if !cidr.contains(&address) {
         format!("is outside pool `{name}`'s prefix {cidr}")
-    } else if u32::from(address) < first {
+    } else if ordinal(address) < first && cidr.addr().is_ipv6() {
+        format!("is the subnet-router anycast address of pool `{name}` ({cidr})")
+    } else if ordinal(address) < first {
         format!("is the network address of pool `{name}` ({cidr})")
-    } else if u32::from(address) > last {
+    } else if ordinal(address) > last {
         format!("is the broadcast address of pool `{name}` ({cidr})")
     } else if spec.gateway == Some(address) {
         format!("is the gateway of pool `{name}`")

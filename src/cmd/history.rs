@@ -3,7 +3,7 @@
 //! the events table on a database.
 
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -33,7 +33,7 @@ struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     namespace: Option<String>,
     pool: String,
-    address: Ipv4Addr,
+    address: IpAddr,
     owner: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     uid: Option<String>,
@@ -50,7 +50,7 @@ impl Named for Entry {
 
 /// What the history is of.
 struct Subject {
-    address: Option<Ipv4Addr>,
+    address: Option<IpAddr>,
     pool: Option<PoolName>,
     filter: OwnerFilter,
 }

@@ -2,9 +2,9 @@
 //! and the selection `list`, `release` and `reconcile` share.
 
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 
 use crate::cli::{GlobalArgs, ListArgs, OutputFormat, Selectors};
 use crate::error::{Error, Result};
@@ -21,11 +21,11 @@ pub struct Query {
     /// `--pool` (or `release`'s POOL).
     pub pool: Option<PoolName>,
     /// `--address`.
-    pub address: Option<Ipv4Addr>,
+    pub address: Option<IpAddr>,
     /// `--owner`, `--uid`, `--kind`.
     pub filter: OwnerFilter,
     /// `--within`.
-    pub within: Option<Ipv4Net>,
+    pub within: Option<IpNet>,
     /// `-l`.
     pub labels: Option<LabelSelector>,
 }

@@ -208,12 +208,12 @@ fn owner_filter(owner: Option<&str>, uid_flag: Option<&str>) -> Result<OwnerFilt
 }
 
 /// An address flag or argument.
-fn address(name: &str, s: &str) -> Result<std::net::Ipv4Addr> {
+fn address(name: &str, s: &str) -> Result<std::net::IpAddr> {
     flag(name, parse_addr(s))
 }
 
 /// A prefix flag.
-fn prefix(name: &str, s: &str) -> Result<ipnet::Ipv4Net> {
+fn prefix(name: &str, s: &str) -> Result<ipnet::IpNet> {
     flag(name, parse_net(s))
 }
 

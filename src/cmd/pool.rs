@@ -1,7 +1,7 @@
 //! `ipamctl pool list|show|delete`.
 
 use std::io::{IsTerminal, Write};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::map::{self, Map};
 use crate::model::{Namespace, PoolManifest, PoolName};
 use crate::output::{self, Action, Change, Named};
-use crate::pool::{Candidates, Usage, format_spans};
+use crate::pool::{Candidates, Usage, readable_count};
 use crate::store::{self, LockMode, ObjectKind, Store};
 use crate::yaml;
 
@@ -29,7 +29,7 @@ pub fn run(
 }
 
 /// Addresses taken in `pool`, from the listing alone (no file is read).
-fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<Ipv4Addr>> {
+fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<IpAddr>> {
     let names = store.list(ObjectKind::Allocation, ns)?;
     Ok(pool_addresses(&names, pool).collect())
 }
@@ -113,7 +113,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                         Some(e) => e,
                         None => entries.insert(store.list(ObjectKind::Allocation, ns.as_ref())?),
                     };
-                    let taken: Vec<Ipv4Addr> = pool_addresses(entries, &name).collect();
+                    let taken: Vec<IpAddr> = pool_addresses(entries, &name).collect();
                     Usage::of(&manifest.spec, &taken)
                 }
             };
@@ -140,9 +140,9 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                         m.spec.kind.to_string(),
                         m.spec.cidr.to_string(),
                         output::or_dash(m.spec.zone.as_ref()),
-                        u.candidates.to_string(),
+                        readable_count(u.candidates),
                         u.allocated.to_string(),
-                        u.free.to_string(),
+                        readable_count(u.free),
                         format!("{:.1}%", u.percent_used),
                     ];
                     if wide {
@@ -182,11 +182,8 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         return draw(store, g, args, &pool, &manifest, &taken, out);
     }
     let usage = Usage::of(&manifest.spec, &taken);
-    let free = format_spans(
-        &Candidates::of_pool(&manifest.spec)
-            .without(taken.iter().copied())
-            .spans(),
-    );
+    let candidates = Candidates::of_pool(&manifest.spec);
+    let free = candidates.format_spans(&candidates.clone().without(taken.iter().copied()).spans());
     match g.output {
         Some(OutputFormat::Json) => {
             let status = ShowStatus {
@@ -216,11 +213,15 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
                 ("Gateway", output::or_dash(spec.gateway)),
                 ("Exclude", excludes(spec)),
                 ("Zone", output::or_dash(spec.zone.as_ref())),
-                ("Candidates", usage.candidates.to_string()),
+                ("Candidates", readable_with_exact(usage.candidates)),
                 ("Allocated", usage.allocated.to_string()),
                 (
                     "Free",
-                    format!("{} ({:.1}% used)", usage.free, usage.percent_used),
+                    format!(
+                        "{} ({:.1}% used)",
+                        readable_with_exact(usage.free),
+                        usage.percent_used
+                    ),
                 ),
                 (
                     "Free ranges",
@@ -246,7 +247,7 @@ fn draw(
     args: &PoolShowArgs,
     pool: &PoolRef,
     manifest: &PoolManifest,
-    taken: &[Ipv4Addr],
+    taken: &[IpAddr],
     out: &mut dyn Write,
 ) -> Result<()> {
     if let Some(format @ (FormatArg::Json | FormatArg::Yaml | FormatArg::Name)) = g.format {
@@ -278,7 +279,7 @@ fn draw(
         ));
     }
     let view = within.unwrap_or(cidr);
-    if view.prefix_len() < map::LARGEST_VIEW {
+    if !map::drawable(view) {
         return Err(Error::Usage {
             message: format!(
                 "{view} is too large to draw (the map goes up to a /{})",
@@ -291,7 +292,7 @@ fn draw(
                     .as_ref()
                     .map(|ns| format!(" -n {ns}"))
                     .unwrap_or_default(),
-                ipnet::Ipv4Net::new(view.network(), 16)
+                ipnet::IpNet::new(view.network(), 16)
                     .expect("16 is a valid prefix length")
                     .trunc()
             )),
@@ -316,7 +317,7 @@ fn draw(
 }
 
 /// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
-pub(super) fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(Ipv4Addr, String)>> {
+pub(super) fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, String)>> {
     let held = alloc::allocations_of(
         store,
         pool.namespace.as_ref(),
@@ -372,4 +373,13 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
         return Err(alloc::pool_not_found(store, pool));
     }
     Ok(())
+}
+
+/// A count as [`readable_count`] writes it, with the exact value after it when that differs:
+/// `2^64 - 4 (18446744073709551612)`.
+fn readable_with_exact(n: u128) -> String {
+    match readable_count(n) {
+        short if short == n.to_string() => short,
+        short => format!("{short} ({n})"),
+    }
 }

@@ -61,7 +61,7 @@ fn pool_spec(store: &dyn Store, pool: &PoolRef) -> Result<Option<crate::model::P
 fn release_one(
     store: &dyn Store,
     pool: &PoolRef,
-    addr: &std::net::Ipv4Addr,
+    addr: &std::net::IpAddr,
     guard: &OwnerFilter,
     dry_run: bool,
 ) -> Result<Vec<AllocationManifest>> {

@@ -81,7 +81,7 @@
 //!   given another); `check` reports the mismatch.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -389,7 +389,7 @@ impl FsStore {
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-        (addresses, index): (Vec<Ipv4Addr>, Index),
+        (addresses, index): (Vec<IpAddr>, Index),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned> {
         let read_start = now_ns();
@@ -486,7 +486,7 @@ impl FsStore {
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-    ) -> Result<(Vec<Ipv4Addr>, Index)> {
+    ) -> Result<(Vec<IpAddr>, Index)> {
         std::thread::scope(|s| {
             let index = s.spawn(|| self.load_index(dir, ns, pool));
             let addresses = self
@@ -597,7 +597,7 @@ impl FsStore {
     }
 
     /// The address `key`'s hint names in `pool`, if any.
-    fn hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<Ipv4Addr> {
+    fn hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<IpAddr> {
         let index_dir = self.index_dir(ns, false).ok()?;
         let hints =
             beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
@@ -610,7 +610,7 @@ impl FsStore {
     }
 
     /// Records `address` as `key`'s hint (best effort).
-    fn write_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64, address: Ipv4Addr) {
+    fn write_hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64, address: IpAddr) {
         failpoint!("index-before-hint");
         let _ = self
             .index_dir(ns, true)
@@ -634,8 +634,8 @@ impl FsStore {
         &self,
         kind_dir: &OwnedFd,
         pool: Option<&str>,
-    ) -> Result<BTreeMap<String, Vec<Ipv4Addr>>> {
-        let mut by_pool: BTreeMap<String, Vec<Ipv4Addr>> = BTreeMap::new();
+    ) -> Result<BTreeMap<String, Vec<IpAddr>>> {
+        let mut by_pool: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
         beneath::each_name(kind_dir, |file, _| {
             let Some(name) = file.strip_suffix(b".yaml").and_then(beneath::utf8) else {
                 return;
@@ -700,9 +700,9 @@ type Boxed = std::result::Result<Box<AllocationManifest>, String>;
 #[derive(Default)]
 struct Scanned {
     /// The addresses the pool's allocations hold.
-    taken: Vec<Ipv4Addr>,
+    taken: Vec<IpAddr>,
     /// The files whose owner may be wanted, and every file that does not parse, read now.
-    hits: Vec<(Ipv4Addr, String, Boxed)>,
+    hits: Vec<(IpAddr, String, Boxed)>,
 }
 
 impl Stamp {
@@ -724,7 +724,7 @@ fn stem(file: &str) -> &str {
 }
 
 /// The file name of the allocation of `address` in `pool` (`<pool>-a-b-c-d.yaml`).
-fn allocation_file(pool: &str, address: Ipv4Addr) -> String {
+fn allocation_file(pool: &str, address: IpAddr) -> String {
     let mut file = String::with_capacity(pool.len() + 21);
     crate::model::push_allocation_name(&mut file, pool, address);
     file.push_str(".yaml");
@@ -969,7 +969,7 @@ impl Store for FsStore {
         ns: Option<&Namespace>,
         pool: &PoolName,
         owner: &Owner,
-        address: Ipv4Addr,
+        address: IpAddr,
     ) {
         self.write_hint(ns, pool, owner.key(), address);
     }
@@ -1048,7 +1048,7 @@ mod tests {
         let pool = PoolName::new("p").unwrap();
         let a = Owner::parse("FloatingIP/a", None).unwrap();
         let b = Owner::parse("FloatingIP/b", None).unwrap();
-        let address: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        let address: IpAddr = "10.0.0.1".parse().unwrap();
         let manifest = |owner: &Owner| {
             yaml::encode(&AllocationManifest::new(
                 &pool,

@@ -29,7 +29,7 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use rustix::fs::Stat;
 
@@ -133,7 +133,7 @@ impl Record {
 }
 
 impl RecordRef<'_> {
-    fn line(&self, address: Ipv4Addr, out: &mut String) {
+    fn line(&self, address: IpAddr, out: &mut String) {
         let s = &self.stamp;
         let _ = writeln!(
             out,
@@ -151,7 +151,7 @@ impl RecordRef<'_> {
 /// A record in the index: the owner is a range of the index's text.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    address: Ipv4Addr,
+    address: IpAddr,
     stamp: Stamp,
     owner: (u32, u32),
     whole: bool,
@@ -179,13 +179,13 @@ pub struct Index {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     /// This address's file now has this record.
-    Set(Ipv4Addr, Record),
+    Set(IpAddr, Record),
     /// This address has no file any more.
-    Forget(Ipv4Addr),
+    Forget(IpAddr),
 }
 
 impl Change {
-    fn address(&self) -> Ipv4Addr {
+    fn address(&self) -> IpAddr {
         match self {
             Change::Set(address, _) | Change::Forget(address) => *address,
         }
@@ -219,7 +219,7 @@ impl Index {
         }
         // (address, line number, record or tombstone): sorted by address and then line, the
         // last line of each address is the one that counts.
-        let mut parsed: Vec<(Ipv4Addr, Option<Entry>)> = Vec::with_capacity(text.len() / 100);
+        let mut parsed: Vec<(IpAddr, Option<Entry>)> = Vec::with_capacity(text.len() / 100);
         let mut start = header_end + 1;
         while let Some(len) = text[start..].iter().position(|&b| b == b'\n') {
             let line = &text[start..start + len];
@@ -263,7 +263,7 @@ impl Index {
     }
 
     /// The record of `address`, if any.
-    pub fn get(&self, address: Ipv4Addr) -> Option<RecordRef<'_>> {
+    pub fn get(&self, address: IpAddr) -> Option<RecordRef<'_>> {
         let i = self
             .entries
             .binary_search_by_key(&address, |e| e.address)
@@ -273,7 +273,7 @@ impl Index {
 
     /// The record of each of `addresses` (ascending), and the recorded addresses that are
     /// not among them: one merge of two sorted lists, no look-up per address.
-    pub fn join(&self, addresses: &[Ipv4Addr]) -> (Vec<Option<RecordRef<'_>>>, Vec<Ipv4Addr>) {
+    pub fn join(&self, addresses: &[IpAddr]) -> (Vec<Option<RecordRef<'_>>>, Vec<IpAddr>) {
         let mut records = Vec::with_capacity(addresses.len());
         let mut unlisted = Vec::new();
         let mut entries = self.entries.iter().peekable();
@@ -373,7 +373,7 @@ pub fn same(record: Option<RecordRef<'_>>, learnt: &Record) -> bool {
 
 // Byte-wise, one pass over the line: a look-up parses one line per allocation of the pool,
 // 50,000 at a time. `at` is the line's offset in the file, for the owner's range.
-fn parse_line(line: &[u8], at: usize) -> Option<(Ipv4Addr, Option<Entry>)> {
+fn parse_line(line: &[u8], at: usize) -> Option<(IpAddr, Option<Entry>)> {
     let mut rest = line;
     let mut field = || {
         let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
@@ -454,7 +454,7 @@ fn parse_i64(digits: &[u8]) -> Option<i64> {
     }
 }
 
-fn parse_address(text: &[u8]) -> Option<Ipv4Addr> {
+fn parse_address(text: &[u8]) -> Option<IpAddr> {
     let mut octets = [0u8; 4];
     let mut parts = text.split(|&b| b == b'.');
     for octet in &mut octets {
@@ -464,7 +464,7 @@ fn parse_address(text: &[u8]) -> Option<Ipv4Addr> {
         }
         *octet = u8::try_from(parse_u64(part)?).ok()?;
     }
-    parts.next().is_none().then_some(Ipv4Addr::from(octets))
+    parts.next().is_none().then_some(IpAddr::from(octets))
 }
 
 #[cfg(test)]
@@ -486,7 +486,7 @@ mod tests {
 
     const WEB: &str = "VirtualMachine web-01/0 0f8fad5b-d9cb-469f-a165-70867728950e";
 
-    fn records(index: &Index) -> Vec<(Ipv4Addr, Record)> {
+    fn records(index: &Index) -> Vec<(IpAddr, Record)> {
         index
             .entries
             .iter()
@@ -507,9 +507,9 @@ mod tests {
 
     #[test]
     fn renders_and_parses_back_with_appended_changes() {
-        let a: Ipv4Addr = "10.0.0.1".parse().unwrap();
-        let b: Ipv4Addr = "10.0.0.2".parse().unwrap();
-        let c: Ipv4Addr = "10.0.0.3".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let c: IpAddr = "10.0.0.3".parse().unwrap();
         let start = [
             Change::Set(b, record(12, WEB)),
             Change::Set(a, record(11, "FloatingIP fip-1 -")),
@@ -552,7 +552,7 @@ mod tests {
 
     #[test]
     fn another_device_or_a_broken_line_is_ignored() {
-        let a: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
         let text = Index::empty(1).render_with(&[Change::Set(a, record(11, "FloatingIP fip-1 -"))]);
         let index = Index::parse(text.clone().into_bytes(), 1);
         assert_eq!(index.len(), 1);

@@ -20,7 +20,7 @@ pub mod lock;
 pub mod pg;
 
 use std::any::Any;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
@@ -66,7 +66,7 @@ pub struct OwnerLookup {
     /// The owner's allocation in the pool, read just now.
     pub held: Option<AllocationManifest>,
     /// When it holds none: the addresses the pool's allocations hold, the broken ones too.
-    pub taken: Vec<Ipv4Addr>,
+    pub taken: Vec<IpAddr>,
     /// Allocations of the pool that do not parse: (object name, why).
     pub broken: Vec<(String, String)>,
 }
@@ -98,7 +98,7 @@ pub struct Event {
 }
 
 /// Free candidates, lowest first, each read from the store as it is when asked for.
-pub type FreeIter<'a> = Box<dyn Iterator<Item = Result<Ipv4Addr>> + 'a>;
+pub type FreeIter<'a> = Box<dyn Iterator<Item = Result<IpAddr>> + 'a>;
 
 /// Runs `work` as one unit on `store` (see [`Store::atomically`]) and returns its value.
 pub fn atomically<T>(store: &dyn Store, mut work: impl FnMut() -> Result<T>) -> Result<T> {
@@ -187,7 +187,7 @@ pub trait Store {
         ns: Option<&Namespace>,
         pool: &PoolName,
         owner: &Owner,
-        address: Ipv4Addr,
+        address: IpAddr,
     );
 
     /// The allocations of scope `ns` (of `pool` only, if given) whose owner passes
@@ -252,13 +252,15 @@ pub trait Store {
         ns: Option<&Namespace>,
         pool: &PoolName,
         candidates: &Candidates,
-        taken: &[Ipv4Addr],
+        taken: &[IpAddr],
         whole_pool: bool,
     ) -> Result<FreeIter<'a>> {
         let _ = (ns, pool, whole_pool);
         let free = candidates.clone().without(taken.iter().copied());
-        Ok(Box::new(free.spans().into_iter().flat_map(|(lo, hi)| {
-            (lo..=hi).map(|a| Ok(Ipv4Addr::from(a)))
+        let v6 = free.is_v6();
+        // Lazy over the free spans: a /64's first free address costs no more than a /24's.
+        Ok(Box::new(free.spans().into_iter().flat_map(move |(lo, hi)| {
+            (lo..=hi).map(move |a| Ok(crate::pool::address(v6, a)))
         })))
     }
 

@@ -268,7 +268,7 @@ mod tests {
             |(pool, ns, address, owner, labels, annotations)| {
                 let pool = PoolName::new(&pool).expect("labels are pool names");
                 let mut m =
-                    AllocationManifest::new(&pool, ns.as_ref(), Ipv4Addr::from(address), owner);
+                    AllocationManifest::new(&pool, ns.as_ref(), Ipv4Addr::from(address).into(), owner);
                 m.metadata.labels.extend(labels);
                 m.metadata.annotations = annotations;
                 m

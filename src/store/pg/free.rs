@@ -8,12 +8,16 @@
 //! since its gap query looked. A hint that is wrong anyway (rows deleted by hand) costs at
 //! most a higher address than the lowest for a while, never a wrong exhaustion: when the
 //! query from the hint finds nothing, it looks again from the bottom.
+//!
+//! Both families alike: `inet` orders and adds (`address + 1`) IPv6 addresses as it does
+//! IPv4 ones, so the gap query walks the same index and never enumerates a prefix; the
+//! cursor is an ordinal ([`crate::pool::ordinal`]).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use super::{HintRead, PgStore};
 use crate::error::Result;
-use crate::pool::{Candidates, Span};
+use crate::pool::{Candidates, Span, address, ordinal};
 
 /// The first free address in `[$3, $4]` of pool ($1, $2): `$3` itself if free, else the
 /// address after the first allocation from `$3` on whose successor is not allocated. One
@@ -38,8 +42,10 @@ pub struct Free<'a> {
     namespace: String,
     pool: String,
     spans: Vec<Span>,
-    /// The next address to look from; `None` once past the last span.
-    cursor: Option<u32>,
+    /// The next address to look from, as an ordinal; `None` once past the last span.
+    cursor: Option<u128>,
+    /// IPv6 (else IPv4).
+    v6: bool,
     whole_pool: bool,
     /// The hint has not been read yet.
     fresh: bool,
@@ -62,6 +68,7 @@ impl<'a> Free<'a> {
             namespace: namespace.to_owned(),
             pool: pool.to_owned(),
             cursor: spans.first().map(|s| s.0),
+            v6: candidates.is_v6(),
             spans,
             whole_pool,
             fresh: true,
@@ -86,8 +93,10 @@ impl<'a> Free<'a> {
             low_water: row.get(0),
             epoch: row.get(1),
         };
-        if let (Some(IpAddr::V4(h)), Some(first)) = (read.low_water, self.cursor) {
-            let h = u32::from(h);
+        if let (Some(h), Some(first)) = (read.low_water, self.cursor)
+            && h.is_ipv6() == self.v6
+        {
+            let h = ordinal(h);
             if h > first {
                 self.cursor = Some(h);
                 self.from_hint = true;
@@ -101,19 +110,19 @@ impl<'a> Free<'a> {
     }
 
     /// The lowest free candidate at or above the cursor, by one query per span.
-    fn scan(&mut self) -> Result<Option<u32>> {
+    fn scan(&mut self) -> Result<Option<u128>> {
         let Some(cursor) = self.cursor else {
             return Ok(None);
         };
         let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
         for &(lo, hi) in self.spans.iter().filter(|s| s.1 >= cursor) {
-            let start = IpAddr::V4(Ipv4Addr::from(lo.max(cursor)));
-            let end = IpAddr::V4(Ipv4Addr::from(hi));
+            let start = address(self.v6, lo.max(cursor));
+            let end = address(self.v6, hi);
             let row = self
                 .store
                 .single(|c| c.query_one(GAP_QUERY, &[&ns, &pool, &start, &end]))?;
-            if let Some(IpAddr::V4(free)) = row.get::<_, Option<IpAddr>>(0) {
-                return Ok(Some(u32::from(free)));
+            if let Some(free) = row.get::<_, Option<IpAddr>>(0) {
+                return Ok(Some(ordinal(free)));
             }
         }
         Ok(None)
@@ -121,7 +130,7 @@ impl<'a> Free<'a> {
 }
 
 impl Iterator for Free<'_> {
-    type Item = Result<Ipv4Addr>;
+    type Item = Result<IpAddr>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.fresh {
@@ -137,7 +146,7 @@ impl Iterator for Free<'_> {
                 Err(e) => return Some(Err(e)),
                 Ok(Some(free)) => {
                     self.cursor = free.checked_add(1);
-                    return Some(Ok(Ipv4Addr::from(free)));
+                    return Some(Ok(address(self.v6, free)));
                 }
                 Ok(None) if self.from_hint => {
                     // Nothing above the hint: make sure nothing below it was freed unseen.

@@ -1,7 +1,7 @@
 //! [`Store`] on PostgreSQL: each method one statement (a change and its event row in one
 //! data-modifying `WITH`), joining the transaction of the surrounding unit of work.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use postgres::Client;
 
@@ -44,7 +44,7 @@ fn delete_allocation(
     client: &mut Client,
     ns: &str,
     pool: &str,
-    address: Ipv4Addr,
+    address: IpAddr,
     owner: Option<(&str, &str, &str)>,
     name: &str,
     client_id: &str,
@@ -73,7 +73,7 @@ fn delete_allocation(
         &[
             &ns,
             &pool,
-            &IpAddr::V4(address),
+            &address,
             &guarded,
             &kind,
             &oname,
@@ -187,7 +187,7 @@ impl Store for PgStore {
                     c.query_opt(
                         "SELECT manifest FROM ipamctl.allocations
                          WHERE namespace = $1 AND pool = $2 AND address = $3",
-                        &[&ns, &pool, &IpAddr::V4(address)],
+                        &[&ns, &pool, &address],
                     )
                 })?
             }
@@ -283,10 +283,7 @@ impl Store for PgStore {
                     .iter()
                     .filter_map(|r| {
                         let pool = PoolName::new(r.get::<_, &str>(0)).ok()?;
-                        match r.get::<_, IpAddr>(1) {
-                            IpAddr::V4(a) => Some(allocation_name(&pool, a)),
-                            IpAddr::V6(_) => None,
-                        }
+                        Some(allocation_name(&pool, r.get::<_, IpAddr>(1)))
                     })
                     .collect())
             }
@@ -391,11 +388,14 @@ impl Store for PgStore {
         ns: Option<&Namespace>,
         pool: &PoolName,
         _owner: &Owner,
-        address: Ipv4Addr,
+        address: IpAddr,
     ) {
-        let Some(next) = u32::from(address).checked_add(1) else {
+        let Some(next) = crate::pool::ordinal(address).checked_add(1) else {
             return;
         };
+        if address.is_ipv4() && next > u128::from(u32::MAX) {
+            return;
+        }
         let mut session = self.session();
         let key = (ns_key(ns).to_owned(), pool.to_string());
         if let Some(read) = session.hints_read.get(&key).cloned() {
@@ -403,7 +403,7 @@ impl Store for PgStore {
                 namespace: key.0,
                 pool: key.1,
                 read,
-                to: IpAddr::V4(Ipv4Addr::from(next)),
+                to: crate::pool::address(address.is_ipv6(), next),
             });
         }
     }
@@ -437,9 +437,7 @@ impl Store for PgStore {
             .iter()
             .filter_map(|r| {
                 let pool = PoolName::new(r.get::<_, &str>(0)).ok()?;
-                let IpAddr::V4(address) = r.get::<_, IpAddr>(1) else {
-                    return None;
-                };
+                let address = r.get::<_, IpAddr>(1);
                 Some(Found {
                     name: allocation_name(&pool, address),
                     parsed: parse(r.get::<_, &[u8]>(2)),
@@ -501,7 +499,7 @@ impl Store for PgStore {
                 &[
                     &nsk,
                     &pool,
-                    &IpAddr::V4(manifest.spec.address),
+                    &manifest.spec.address,
                     &kind,
                     &name,
                     &uid,
@@ -533,7 +531,7 @@ impl Store for PgStore {
         ns: Option<&Namespace>,
         pool: &PoolName,
         candidates: &Candidates,
-        _taken: &[Ipv4Addr],
+        _taken: &[IpAddr],
         whole_pool: bool,
     ) -> Result<FreeIter<'a>> {
         Ok(Box::new(super::free::Free::new(
@@ -553,8 +551,8 @@ impl Store for PgStore {
     ) -> Result<Option<(u64, u64)>> {
         // Everything, minus what lies in the gaps between candidate spans (few addresses:
         // the network, broadcast, gateway and excludes), each gap a range of the key.
-        let mut gaps: Vec<(u32, u32)> = Vec::new();
-        let mut next = Some(0u32);
+        let mut gaps: Vec<(u128, u128)> = Vec::new();
+        let mut next = Some(0u128);
         for (lo, hi) in candidates.spans() {
             if let Some(start) = next
                 && lo > start
@@ -563,17 +561,14 @@ impl Store for PgStore {
             }
             next = hi.checked_add(1);
         }
-        if let Some(start) = next {
-            gaps.push((start, u32::MAX));
+        let v6 = candidates.is_v6();
+        let top = if v6 { u128::MAX } else { u128::from(u32::MAX) };
+        if let Some(start) = next.filter(|&s| s <= top) {
+            gaps.push((start, top));
         }
         let (los, his): (Vec<IpAddr>, Vec<IpAddr>) = gaps
             .iter()
-            .map(|&(lo, hi)| {
-                (
-                    IpAddr::V4(Ipv4Addr::from(lo)),
-                    IpAddr::V4(Ipv4Addr::from(hi)),
-                )
-            })
+            .map(|&(lo, hi)| (crate::pool::address(v6, lo), crate::pool::address(v6, hi)))
             .unzip();
         let ns = ns_key(ns);
         let row = self.single(|c| {
@@ -629,10 +624,7 @@ impl PgStore {
             )
         })?;
         Ok(row.map(|r| {
-            let object = match r.get::<_, IpAddr>(0) {
-                IpAddr::V4(a) => allocation_name(pool, a),
-                IpAddr::V6(a) => format!("{pool}-{a}"),
-            };
+            let object = allocation_name(pool, r.get::<_, IpAddr>(0));
             (object, parse(r.get::<_, &[u8]>(1)))
         }))
     }

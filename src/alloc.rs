@@ -341,6 +341,49 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
     })
 }
 
+/// One address for one owner in each of `requests`' pools (their owner is the same), in
+/// order, all or nothing: when one fails, the addresses this call claimed in the pools
+/// before it are released again (an address the owner already held stays) and its error
+/// is returned. On a database the whole is one transaction, which the error rolls back.
+///
+/// Each pool's claim is [`allocate`]'s, so a crash between two claims leaves the earlier
+/// ones as the owner's allocations: the same request, asked again, gets them back
+/// ([`Allocated::Existing`]) and claims the rest, never a second address in a pool.
+pub fn allocate_all(store: &dyn Store, requests: &[Request]) -> Result<Vec<Allocated>> {
+    let dry_run = requests.iter().any(|r| r.dry_run);
+    let work = || {
+        let mut done: Vec<Allocated> = Vec::new();
+        for (i, req) in requests.iter().enumerate() {
+            if i > 0 {
+                failpoint!("allocate-between-pools");
+            }
+            match allocate(store, req) {
+                Ok(allocated) => done.push(allocated),
+                Err(e) => {
+                    undo(store, requests, &done)?;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(done)
+    };
+    if dry_run {
+        return work();
+    }
+    store::atomically(store, work)
+}
+
+/// Releases what [`allocate_all`] claimed (`Created`) before a later pool failed.
+fn undo(store: &dyn Store, requests: &[Request], done: &[Allocated]) -> Result<()> {
+    for (req, allocated) in requests.iter().zip(done) {
+        if let Allocated::Created(m) = allocated {
+            let guard = OwnerFilter::exactly(&m.spec.owner);
+            release_address(store, &req.pool, m.spec.address, &guard)?;
+        }
+    }
+    Ok(())
+}
+
 /// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run).
 fn decide(
     store: &dyn Store,

@@ -330,13 +330,17 @@ pub struct ApplyArgs {
 /// `ipamctl allocate`.
 #[derive(Debug, Args)]
 pub struct AllocateArgs {
-    /// The pool to claim from (omit with `--zone`).
-    #[arg(required_unless_present = "zone", add = ArgValueCompleter::new(complete::pools))]
-    pub pool: Option<String>,
+    /// The pool to claim from (omit with `--zone`). Name several (e.g. a VPC's `vpc-NAME`
+    /// and `vpc-NAME-v6`) to claim one address in each, all or nothing: when a later pool
+    /// cannot give one, the addresses this request claimed are released again (what the
+    /// owner held before stays) and the exit code is the later pool's. One address per
+    /// line, in the order given; `-o json|yaml` a List.
+    #[arg(value_name = "POOL", required_unless_present = "zone", add = ArgValueCompleter::new(complete::pools))]
+    pub pools: Vec<String>,
 
     /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
     /// name order, moving on when one is exhausted (exit 5 only when all are).
-    #[arg(long, value_name = "ZONE", conflicts_with_all = ["pool", "namespace", "within", "address"])]
+    #[arg(long, value_name = "ZONE", conflicts_with_all = ["pools", "namespace", "within", "address"])]
     pub zone: Option<String>,
 
     /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name>, VPC/router
@@ -348,7 +352,8 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
 
-    /// Only claim inside this subnet of the pool (its network and broadcast are skipped).
+    /// Only claim inside this subnet of the pool (its network and broadcast, or in IPv6 its
+    /// subnet-router anycast address, are skipped). One pool only.
     #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
@@ -356,7 +361,7 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "ADDR")]
     pub reserved: Vec<String>,
 
-    /// Claim exactly this address (exit 4 if someone else holds it).
+    /// Claim exactly this address (exit 4 if someone else holds it). One pool only.
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
 
@@ -366,8 +371,9 @@ pub struct AllocateArgs {
 
     /// Explain on stderr why the address is the one chosen (the one claimed, or with
     /// `--dry-run` the one that would be), listing each lower address and why it is skipped
-    /// (network or broadcast, outside `--within`, gateway, excluded, reserved, or taken and
-    /// by whom), at most 20 lines and a count of the rest. Stdout is as without it.
+    /// (network or broadcast, subnet-router anycast, outside `--within`, gateway, excluded,
+    /// reserved, or taken and by whom), at most 20 lines and a count of the rest. Stdout is
+    /// as without it. One pool only.
     #[arg(long, conflicts_with = "zone")]
     pub explain: bool,
 }
@@ -486,9 +492,11 @@ pub struct VpcCreateArgs {
     /// The VPC's name; its pool is `vpc-<NAME>`.
     pub name: String,
 
-    /// The VPC's range, e.g. 10.42.0.0/16.
-    #[arg(long, value_name = "CIDR")]
-    pub cidr: String,
+    /// The VPC's range, e.g. 10.42.0.0/16 (pool `vpc-NAME`) or fd00:42::/48 (pool
+    /// `vpc-NAME-v6`). Give it twice, one of each family, for a dual-stack VPC: both pools
+    /// are created, or neither.
+    #[arg(long, value_name = "CIDR", required = true)]
+    pub cidr: Vec<String>,
 
     /// The VPC's uid [default: a fresh random UUID].
     #[arg(long, value_name = "UID")]

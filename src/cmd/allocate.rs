@@ -20,9 +20,10 @@ pub fn run(
         "--owner",
         Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
     )?;
-    let allocated = match (&args.zone, &args.pool) {
-        (Some(zone), None) => alloc::allocate_zone(store, zone, &owner, args.dry_run)?,
-        (None, Some(pool)) => {
+    let allocated = match (&args.zone, args.pools.as_slice()) {
+        (Some(zone), []) => alloc::allocate_zone(store, zone, &owner, args.dry_run)?,
+        (None, [_, _, ..]) => return allocate_all(store, g, args, owner, out),
+        (None, [pool]) => {
             let req = request(g, args, pool, owner)?;
             let allocated = alloc::allocate(store, &req);
             if args.explain {
@@ -33,6 +34,48 @@ pub fn run(
         _ => return Err(Error::usage("allocate takes either POOL or `--zone ZONE`")),
     };
     render(&allocated, args.dry_run, g, out)
+}
+
+/// One address in each of several pools, all or nothing (dual stack).
+fn allocate_all(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &AllocateArgs,
+    owner: Owner,
+    out: &mut dyn Write,
+) -> Result<()> {
+    for (set, flag) in [
+        (args.within.is_some(), "--within"),
+        (args.address.is_some(), "--address"),
+        (args.explain, "--explain"),
+    ] {
+        if set {
+            return Err(Error::usage(format!(
+                "{flag} applies to one pool; allocate from each pool alone to use it"
+            )));
+        }
+    }
+    let requests = args
+        .pools
+        .iter()
+        .map(|pool| request(g, args, pool, owner.clone()))
+        .collect::<Result<Vec<_>>>()?;
+    let allocated = alloc::allocate_all(store, &requests)?;
+    for a in &allocated {
+        dry_run_note(a, args.dry_run);
+    }
+    if g.output.is_none() {
+        let text: String = allocated
+            .iter()
+            .map(|a| format!("{}\n", a.manifest().spec.address))
+            .collect();
+        return output::write(out, &text);
+    }
+    let changes: Vec<_> = allocated
+        .iter()
+        .map(|a| Change::new(a.manifest(), action(a)))
+        .collect();
+    output::write_changes(out, g.output, &changes, false)
 }
 
 fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Result<Request> {
@@ -112,6 +155,24 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
 }
 
 fn render(allocated: &Allocated, dry_run: bool, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    dry_run_note(allocated, dry_run);
+    let manifest = allocated.manifest();
+    if g.output.is_none() {
+        return output::line(out, &manifest.spec.address.to_string());
+    }
+    output::write_changes(out, g.output, &[Change::new(manifest, action(allocated))], true)
+}
+
+fn action(allocated: &Allocated) -> Action {
+    match allocated {
+        Allocated::Existing(_) => Action::Existing,
+        Allocated::Created(_) => Action::Created,
+        Allocated::WouldCreate(_) => Action::WouldCreate,
+    }
+}
+
+/// `--dry-run`'s line on stderr: what would be claimed, or what the owner holds already.
+fn dry_run_note(allocated: &Allocated, dry_run: bool) {
     if let Allocated::WouldCreate(m) | Allocated::Existing(m) = allocated
         && dry_run
     {
@@ -125,14 +186,4 @@ fn render(allocated: &Allocated, dry_run: bool, g: &GlobalArgs, out: &mut dyn Wr
             m.spec.owner, m.spec.address
         );
     }
-    let manifest = allocated.manifest();
-    if g.output.is_none() {
-        return output::line(out, &manifest.spec.address.to_string());
-    }
-    let action = match allocated {
-        Allocated::Existing(_) => Action::Existing,
-        Allocated::Created(_) => Action::Created,
-        Allocated::WouldCreate(_) => Action::WouldCreate,
-    };
-    output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
 }

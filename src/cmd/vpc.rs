@@ -1,4 +1,5 @@
-//! `ipamctl vpc create|delete`: a VPC and the private pool it owns.
+//! `ipamctl vpc create|delete`: a VPC and the private pools it owns: `vpc-NAME` for its
+//! IPv4 range, `vpc-NAME-v6` for its IPv6 range (dual stack: both).
 
 use std::io::Write;
 
@@ -28,13 +29,17 @@ pub fn run(
     }
 }
 
-/// The VPC's namespace (required) and pool.
-fn vpc_pool(g: &GlobalArgs, name: &str) -> Result<(Namespace, PoolRef)> {
+/// Suffix of the name of a VPC's IPv6 pool.
+const V6_SUFFIX: &str = "-v6";
+
+/// The VPC's namespace (required) and pool of one family.
+fn vpc_pool(g: &GlobalArgs, name: &str, v6: bool) -> Result<(Namespace, PoolRef)> {
     let ns = super::namespace(g)?.ok_or_else(|| Error::Usage {
         message: "a VPC lives in a tenant namespace: pass `-n NS`".into(),
         hint: None,
     })?;
-    let pool = super::flag("NAME", PoolName::new(&format!("vpc-{name}")))?;
+    let suffix = if v6 { V6_SUFFIX } else { "" };
+    let pool = super::flag("NAME", PoolName::new(&format!("vpc-{name}{suffix}")))?;
     Ok((
         ns.clone(),
         PoolRef {
@@ -50,53 +55,78 @@ fn create(
     args: &VpcCreateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (ns, pool) = vpc_pool(g, &args.name)?;
     let uid = match &args.uid {
         Some(uid) => super::flag("--uid", Uid::new(uid))?,
         None => Uid::new(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid"),
     };
-    let manifest = PoolManifest {
-        api_version: API_VERSION.into(),
-        kind: POOL_KIND.into(),
-        metadata: Metadata {
-            name: pool.name.to_string(),
-            namespace: Some(ns.clone()),
-            labels: Default::default(),
-            annotations: Default::default(),
-            owner_refs: vec![OwnerRef {
-                kind: VPC_KIND.into(),
-                uid: uid.to_string(),
-                name: Some(args.name.clone()),
-                controller: Some(true),
-            }],
-        },
-        spec: PoolSpec {
-            cidr: super::prefix("--cidr", &args.cidr)?,
-            kind: PoolKind::Private,
-            gateway: None,
-            exclude: Vec::new(),
-            zone: None,
-        },
+    let cidrs = args
+        .cidr
+        .iter()
+        .map(|c| super::prefix("--cidr", c))
+        .collect::<Result<Vec<_>>>()?;
+    if cidrs.len() > 2 || cidrs.len() == 2 && cidrs[0].addr().is_ipv6() == cidrs[1].addr().is_ipv6() {
+        return Err(Error::invalid(
+            "--cidr",
+            "give at most one IPv4 and one IPv6 range (a dual-stack VPC has one of each)",
+        ));
+    }
+    let mut manifests = Vec::new();
+    for cidr in cidrs {
+        let (ns, pool) = vpc_pool(g, &args.name, cidr.addr().is_ipv6())?;
+        let manifest = PoolManifest {
+            api_version: API_VERSION.into(),
+            kind: POOL_KIND.into(),
+            metadata: Metadata {
+                name: pool.name.to_string(),
+                namespace: Some(ns.clone()),
+                labels: Default::default(),
+                annotations: Default::default(),
+                owner_refs: vec![OwnerRef {
+                    kind: VPC_KIND.into(),
+                    uid: uid.to_string(),
+                    name: Some(args.name.clone()),
+                    controller: Some(true),
+                }],
+            },
+            spec: PoolSpec {
+                cidr,
+                kind: PoolKind::Private,
+                gateway: None,
+                exclude: Vec::new(),
+                zone: None,
+            },
+        };
+        manifest
+            .validate()
+            .map_err(|e| Error::invalid("vpc create", e))?;
+        manifests.push((ns, pool, manifest));
+    }
+    let exists = |(ns, pool, _): &(Namespace, PoolRef, PoolManifest)| -> Result<bool> {
+        Ok(store
+            .get(ObjectKind::Pool, Some(ns), pool.name.as_str())?
+            .is_some())
     };
-    manifest
-        .validate()
-        .map_err(|e| Error::invalid("vpc create", e))?;
-    let created = if args.dry_run {
-        store
-            .get(ObjectKind::Pool, Some(&ns), pool.name.as_str())?
-            .is_none()
+    let taken = if args.dry_run {
+        manifests.iter().map(exists).collect::<Result<Vec<bool>>>()?.into_iter().position(|e| e)
     } else {
+        // Both pools or neither: under the scope's lock, a pool made here is removed again
+        // when the next one exists already.
         store::atomically(store, || {
-            let _scope = store.lock_scope(Some(&ns))?;
-            store.create(
-                ObjectKind::Pool,
-                Some(&ns),
-                pool.name.as_str(),
-                yaml::encode(&manifest).as_bytes(),
-            )
+            let _scope = store.lock_scope(manifests.first().map(|m| &m.0))?;
+            for (i, (ns, pool, manifest)) in manifests.iter().enumerate() {
+                let bytes = yaml::encode(manifest);
+                if !store.create(ObjectKind::Pool, Some(ns), pool.name.as_str(), bytes.as_bytes())? {
+                    for (ns, pool, _) in &manifests[..i] {
+                        store.delete(ObjectKind::Pool, Some(ns), pool.name.as_str())?;
+                    }
+                    return Ok(Some(i));
+                }
+            }
+            Ok(None)
         })?
     };
-    if !created {
+    if let Some(i) = taken {
+        let (ns, pool, _) = &manifests[i];
         return Err(Error::Conflict {
             message: format!(
                 "VPC `{}` already exists in namespace `{ns}` (pool `{}`)",
@@ -110,9 +140,12 @@ fn create(
     }
     let action = Action::Created.planned(args.dry_run);
     if g.output.is_some() {
-        return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
+        let changes: Vec<_> = manifests.iter().map(|(_, _, m)| Change::new(m, action)).collect();
+        return output::write_changes(out, g.output, &changes, true);
     }
-    eprintln!("ipampool/{} {action}", pool.name);
+    for (_, pool, _) in &manifests {
+        eprintln!("ipampool/{} {action}", pool.name);
+    }
     output::line(out, uid.as_str())
 }
 
@@ -122,14 +155,37 @@ fn delete(
     args: &VpcDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (_, pool) = vpc_pool(g, &args.name)?;
+    let pools = [vpc_pool(g, &args.name, false)?.1, vpc_pool(g, &args.name, true)?.1];
+    // Both pools, IPv4 and IPv6, whichever exist: not found only when neither does.
+    let delete_both = || -> Result<(Removed, Option<Error>)> {
+        let mut changes = Vec::new();
+        let mut missing = None;
+        for pool in &pools {
+            match delete_vpc(store, args, pool) {
+                Ok((more, kept)) => {
+                    changes.extend(more);
+                    if kept.is_some() {
+                        return Ok((changes, kept));
+                    }
+                }
+                Err(e @ Error::NotFound { .. }) => {
+                    missing.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match missing {
+            Some(e) if changes.is_empty() => Err(e),
+            _ => Ok((changes, None)),
+        }
+    };
     // One unit of work: on a database, one transaction. The lines are printed once it is
     // done, and an error found after releasing (files that could not be released) comes
     // after them, as the releases stand.
     let (changes, kept) = if args.dry_run {
-        delete_vpc(store, args, &pool)?
+        delete_both()?
     } else {
-        store::atomically(store, || delete_vpc(store, args, &pool))?
+        store::atomically(store, delete_both)?
     };
     output::write_changes(out, g.output, &changes, false)?;
     match kept {

@@ -29,6 +29,7 @@
 //! | `small-pools` | public `p31` (/31), `p32` (/32), `p30` (/30, gateway .5); private `lab/nogw` (/24, no gateway, excludes `10.0.0.0/28` and `10.0.0.100`) |
 //! | `race` | public `race`, 10.7.0.0/27 without gateway: 30 candidates |
 //! | `broken-allocation` | public `tiny`, 192.0.2.0/29 with gateway .1, and an unparsable allocation file for .2 |
+//! | `dual-stack` | public IPv6 `public-v6` (2001:db8:0:1::/64, gateway ::1, excludes ::2/127 and ::5, zone `zone-a`), `v6-120`, `v6-126`, `v6-127`, `v6-128` (2001:db8:12x::/12x; the /128 is ::5), `v6-top` (the top /126, only the all-ones address left); private in acme/prod: `vpc-main` (10.42.0.0/16) and `vpc-main-v6` (fd00:42::/48), owned by one VPC, and `tiny` (10.9.0.0/30) and `tiny-v6` (fd00:9::/127), two candidates each |
 
 //! # Both stores
 //!

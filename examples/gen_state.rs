@@ -2,7 +2,7 @@
 //! of VirtualMachine owners, the lowest N candidates, written straight into the layout.
 //!
 //! ```text
-//! cargo run --release --example gen_state -- DIR N [--pool vpc-main] [-n acme/prod] [--cidr 10.42.0.0/16]
+//! cargo run --release --example gen_state -- DIR N [--pool vpc-main] [-n acme/prod] [--cidr 10.42.0.0/16 or fd00:42::/64]
 //! ```
 //!
 //! Only manifests are written, never the derived `.index/`: the first command run on the
@@ -65,7 +65,7 @@ fn uuid_from(seed: u64) -> Uid {
     Uid::new(&uuid.to_string()).expect("a UUID is a valid uid")
 }
 
-fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::Ipv4Net) -> PoolManifest {
+fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::IpNet) -> PoolManifest {
     PoolManifest {
         api_version: API_VERSION.into(),
         kind: POOL_KIND.into(),
@@ -103,7 +103,7 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let manifest = pool_manifest(&pool, &ns, cidr);
     let candidates = Candidates::of_pool(&manifest.spec);
-    if args.count > candidates.count() {
+    if u128::from(args.count) > candidates.count() {
         return Err(format!(
             "pool {cidr} has {} candidates; cannot hold {} allocations",
             candidates.count(),

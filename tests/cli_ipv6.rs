@@ -84,7 +84,8 @@ fn small_ipv6_prefixes_follow_rfc_4291_and_rfc_6164() {
     assert!(test.exists(
         "cluster/ipallocations/v6-127-2001-0db8-0127-0000-0000-0000-0000-0000.yaml"
     ));
-    test.args(["check"]).run();
+    // On PostgreSQL, what the database exported back: names and bytes as the file store's.
+    test.file_store_only().args(["check"]).run();
 }
 
 #[test]
@@ -236,9 +237,6 @@ fn zone_list_release_and_check_work_on_ipv6() {
         .stdout("ipallocation/public-v6-2001-0db8-0000-0001-0000-0000-0000-0004\n")
         .run()
         .then()
-        .args(["check"])
-        .run()
-        .then()
         .args(["release", "public-v6", "2001:db8:0:1::4", "--owner", "FloatingIP/other"])
         .fails(code::CONFLICT)
         .unchanged()
@@ -246,6 +244,14 @@ fn zone_list_release_and_check_work_on_ipv6() {
         .then()
         .args(["release", "public-v6", "2001:db8:0:1::4"])
         .stdout("ipallocation/public-v6-2001-0db8-0000-0001-0000-0000-0000-0004 released\n")
+        .run()
+        .then()
+        .args(["allocate", "public-v6", "--owner", "FloatingIP/f-2"])
+        .stdout("2001:db8:0:1::4\n")
+        .run()
+        .then()
+        .file_store_only()
+        .args(["check"])
         .run();
 }
 
@@ -467,5 +473,6 @@ fn thirty_two_processes_claiming_from_one_ipv6_120_get_distinct_addresses() {
     let distinct: HashSet<&str> = won.iter().copied().collect();
     let expected: HashSet<String> = (0xf0..=0xff).map(|i| format!("fd00:7::{i:x}")).collect();
     assert_eq!(distinct, expected.iter().map(String::as_str).collect::<HashSet<_>>());
-    test.args(["check"]).run();
+    // On PostgreSQL, what the database exported back: names and bytes as the file store's.
+    test.file_store_only().args(["check"]).run();
 }

@@ -132,7 +132,7 @@ fn list_of_many_files_is_sorted_and_warns_once_per_broken_file() {
     let pool = ipamctl::model::PoolName::new("vpc-main").expect("valid");
     let ns = ipamctl::model::Namespace::new("acme/prod").expect("valid");
     for i in 0..700u32 {
-        let address = std::net::Ipv4Addr::from(0x0a2a_0200 + i);
+        let address = std::net::IpAddr::from(std::net::Ipv4Addr::from(0x0a2a_0200 + i));
         let owner = ipamctl::model::Owner::parse(&format!("FloatingIP/fip-{i}"), None)
             .expect("valid owner");
         let m = ipamctl::model::AllocationManifest::new(&pool, Some(&ns), address, owner);

@@ -20,7 +20,7 @@
 
 mod torture;
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use torture::outside::{self, Slots, World};
@@ -92,7 +92,7 @@ fn allocate(pool: Pool, owner: (&str, Option<&str>)) -> Vec<String> {
 
 /// What one owner holds in one pool, from the files (read with the world's `cp` paused, the
 /// only outside writer into a file an owner here holds).
-fn held(state: &State, world: Option<&World>, pool: Pool, owner: OwnerId) -> Vec<Ipv4Addr> {
+fn held(state: &State, world: Option<&World>, pool: Pool, owner: OwnerId) -> Vec<IpAddr> {
     let scan = || state.scan();
     let scan = match world {
         Some(world) => world.steady(scan),
@@ -136,7 +136,7 @@ fn ask_again(
 ) -> Result<bool, String> {
     let before = held(state, world, pool, owner);
     let out = run(state, world, &allocate(pool, owner));
-    let got: Option<Ipv4Addr> = out.stdout.trim().parse().ok();
+    let got: Option<IpAddr> = out.stdout.trim().parse().ok();
     if out.code != Some(code::OK) || got.is_none() || out.crashed() {
         return Err(format!("retry: {}", out.describe()));
     }
@@ -435,7 +435,7 @@ fn an_allocation_replaced_outside_ipamctl_on_a_recycled_inode_is_found_by_its_ow
         (new.stdout.as_str(), holds.as_slice()),
         (
             "10.40.0.1\n",
-            ["10.40.0.1".parse::<Ipv4Addr>().unwrap()].as_slice()
+            ["10.40.0.1".parse::<IpAddr>().unwrap()].as_slice()
         ),
         "FloatingIP/new already held 10.40.0.1: {}",
         new.describe()

@@ -16,7 +16,7 @@
 mod torture;
 
 use std::collections::{BTreeSet, HashSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
@@ -300,7 +300,7 @@ fn argv(args: &[&str]) -> Vec<String> {
 }
 
 /// The address an `allocate` printed, if it printed one.
-fn address(out: &Outcome) -> Option<Ipv4Addr> {
+fn address(out: &Outcome) -> Option<IpAddr> {
     out.stdout.trim().parse().ok()
 }
 
@@ -354,7 +354,7 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
                     _ => found.push(unexpected(out)),
                 }
             }
-            let distinct: HashSet<Ipv4Addr> = won.iter().map(|&(_, a)| a).collect();
+            let distinct: HashSet<IpAddr> = won.iter().map(|&(_, a)| a).collect();
             if won.len() != candidates || distinct.len() != candidates {
                 found.push(format!(
                     "round {r}: {} owners won {} distinct addresses of {candidates} candidates",
@@ -405,7 +405,7 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
             let scan = state.scan();
             for &(i, a) in &won {
                 let held = scan.held_by(None, &pool, &format!("FloatingIP/fip-{i}"), Some(&format!("uid-{r}-{i}")));
-                let want: &[Ipv4Addr] = if i % 2 == 0 { &[] } else { &[a] };
+                let want: &[IpAddr] = if i % 2 == 0 { &[] } else { &[a] };
                 if held != want {
                     found.push(format!(
                         "round {r}: after the guarded releases fip-{i} holds {held:?}, expected {want:?}"
@@ -452,7 +452,7 @@ fn same_owner_storms_get_one_address() {
             let outs = state.run_all(&argvs);
             let scan = state.scan();
             for k in 0..identities {
-                let printed: BTreeSet<Option<Ipv4Addr>> = outs
+                let printed: BTreeSet<Option<IpAddr>> = outs
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| i % identities == k)
@@ -464,7 +464,7 @@ fn same_owner_storms_get_one_address() {
                     })
                     .collect();
                 let held = scan.held_by(Some("tenant/storm"), "storm", &owner(k), Some(&uid(k)));
-                let one: BTreeSet<Option<Ipv4Addr>> = held.iter().copied().map(Some).collect();
+                let one: BTreeSet<Option<IpAddr>> = held.iter().copied().map(Some).collect();
                 if held.len() != 1 || printed != one {
                     found.push(format!(
                         "round {r}: identity {k} was printed {printed:?} and holds {held:?}"
@@ -488,7 +488,7 @@ fn guarded_release_churn_never_deletes_another_owners_allocation() {
     let net = "10.200.0.0/28"; // 14 candidates
     let mut stress = Stress::new("churn");
     stress.apply(&pool_yaml(pool, None, net, &[]));
-    let history: Vec<std::sync::Mutex<Vec<Ipv4Addr>>> =
+    let history: Vec<std::sync::Mutex<Vec<IpAddr>>> =
         (0..workers).map(|_| Default::default()).collect();
     let conflicts = AtomicUsize::new(0);
     for r in 0..rounds {
@@ -526,7 +526,7 @@ fn churn_once(
     pool: &str,
     w: usize,
     r: usize,
-    history: &mut Vec<Ipv4Addr>,
+    history: &mut Vec<IpAddr>,
     conflicts: &AtomicUsize,
 ) -> Vec<String> {
     let mut found = Vec::new();
@@ -559,8 +559,8 @@ fn churn_once(
     // Guarded releases of addresses this identity does not hold (any holder is someone else:
     // an identity holds one address per pool, and this one holds `mine`). Exit 0 with
     // nothing released when the address is free (or the network/broadcast address).
-    let mut stale: Vec<Ipv4Addr> = history.iter().rev().take(3).copied().collect();
-    stale.push(Ipv4Addr::from(u32::from(mine) ^ 1));
+    let mut stale: Vec<IpAddr> = history.iter().rev().take(3).copied().collect();
+    stale.push(ipamctl::pool::address(false, ipamctl::pool::ordinal(mine) ^ 1));
     for addr in stale.into_iter().filter(|&a| a != mine) {
         let out = run(&me(&["release", pool, &addr.to_string()]));
         match out.code {
@@ -726,7 +726,7 @@ fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() 
             name.starts_with("vm-") || name.starts_with("fill-")
         },
     });
-    let history: Vec<Mutex<Vec<Ipv4Addr>>> = (0..workers).map(|_| Default::default()).collect();
+    let history: Vec<Mutex<Vec<IpAddr>>> = (0..workers).map(|_| Default::default()).collect();
     let conflicts = AtomicUsize::new(0);
     for r in 0..rounds {
         let fill = format!("fill-{r}");
@@ -799,7 +799,7 @@ fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() 
                         _ => found.push(format!("round {r}: {}", unexpected(out))),
                     }
                 }
-                let distinct: HashSet<Ipv4Addr> = won.iter().map(|&(_, a)| a).collect();
+                let distinct: HashSet<IpAddr> = won.iter().map(|&(_, a)| a).collect();
                 if won.len() != fill_candidates || distinct.len() != fill_candidates {
                     found.push(format!(
                         "round {r}: {} fillers won {} distinct addresses of {fill_candidates}",

@@ -17,7 +17,7 @@ pub mod outside;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -347,7 +347,7 @@ impl Scan {
     /// Every broken invariant (1, 2, 3, 6), one message each.
     pub fn violations(&self) -> Vec<String> {
         let mut out = self.problems.clone();
-        let mut by_address: HashMap<(Scope, String, Ipv4Addr), &Found> = HashMap::new();
+        let mut by_address: HashMap<(Scope, String, IpAddr), &Found> = HashMap::new();
         for found in &self.allocations {
             let spec = &found.manifest.spec;
             let key = (found.scope.clone(), spec.pool.to_string(), spec.address);
@@ -389,8 +389,8 @@ impl Scan {
     }
 
     /// What each owner identity holds, per (scope, pool), addresses ascending.
-    pub fn holdings(&self) -> BTreeMap<(Scope, String, ipamctl::model::Owner), Vec<Ipv4Addr>> {
-        let mut map: BTreeMap<_, Vec<Ipv4Addr>> = BTreeMap::new();
+    pub fn holdings(&self) -> BTreeMap<(Scope, String, ipamctl::model::Owner), Vec<IpAddr>> {
+        let mut map: BTreeMap<_, Vec<IpAddr>> = BTreeMap::new();
         for found in &self.allocations {
             let spec = &found.manifest.spec;
             map.entry((
@@ -415,8 +415,8 @@ impl Scan {
         pool: &str,
         owner: &str,
         uid: Option<&str>,
-    ) -> Vec<Ipv4Addr> {
-        let mut addrs: Vec<Ipv4Addr> = self
+    ) -> Vec<IpAddr> {
+        let mut addrs: Vec<IpAddr> = self
             .allocations
             .iter()
             .filter(|f| f.scope.as_deref() == scope && f.manifest.spec.pool.as_str() == pool)

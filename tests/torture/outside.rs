@@ -20,7 +20,7 @@
 //! them) leaves those loops out.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,7 +39,7 @@ use super::{Outcome, Rng, State, code};
 pub struct Slots {
     pub namespace: Option<&'static str>,
     pub pool: &'static str,
-    pub addresses: Vec<Ipv4Addr>,
+    pub addresses: Vec<IpAddr>,
 }
 
 impl Slots {
@@ -56,7 +56,7 @@ impl Slots {
             namespace,
             pool,
             addresses: (u32::from(first)..=u32::from(last))
-                .map(Ipv4Addr::from)
+                .map(|a| IpAddr::V4(Ipv4Addr::from(a)))
                 .collect(),
         }
     }
@@ -356,7 +356,7 @@ impl World {
                 }
                 let out = state.run(&argv);
                 asked += 1;
-                let got: Option<Ipv4Addr> = out.stdout.trim().parse().ok();
+                let got: Option<IpAddr> = out.stdout.trim().parse().ok();
                 if out.code != Some(code::OK) || got.is_none() || addrs != [got.unwrap()] {
                     violations.push(format!(
                         "world: {owner} holds {addrs:?} after the last pull; asking for it: {}",
@@ -500,11 +500,11 @@ fn clean_loop(shared: &Shared, mut rng: Rng) {
 struct Holdings {
     slots: Slots,
     /// Slot -> owner number.
-    held: BTreeMap<Ipv4Addr, usize>,
+    held: BTreeMap<IpAddr, usize>,
     /// Owner number -> slot.
-    owners: Vec<Option<Ipv4Addr>>,
+    owners: Vec<Option<IpAddr>>,
     /// Allocations removed before, to be re-created with the same bytes.
-    removed: Vec<(Ipv4Addr, usize)>,
+    removed: Vec<(IpAddr, usize)>,
 }
 
 impl Holdings {
@@ -518,7 +518,7 @@ impl Holdings {
         }
     }
 
-    fn path(&self, clone: &Path, address: Ipv4Addr) -> PathBuf {
+    fn path(&self, clone: &Path, address: IpAddr) -> PathBuf {
         let pool = PoolName::new(self.slots.pool).expect("a valid pool name");
         clone.join(self.slots.dir()).join(format!(
             "{}.yaml",
@@ -526,7 +526,7 @@ impl Holdings {
         ))
     }
 
-    fn manifest(&self, address: Ipv4Addr, owner: usize) -> String {
+    fn manifest(&self, address: IpAddr, owner: usize) -> String {
         let pool = PoolName::new(self.slots.pool).expect("a valid pool name");
         let ns = self
             .slots
@@ -538,7 +538,7 @@ impl Holdings {
         ipamctl::yaml::encode(&AllocationManifest::new(&pool, ns.as_ref(), address, owner))
     }
 
-    fn give(&mut self, clone: &Path, address: Ipv4Addr, owner: usize) {
+    fn give(&mut self, clone: &Path, address: IpAddr, owner: usize) {
         let path = self.path(clone, address);
         std::fs::create_dir_all(path.parent().expect("a directory")).expect("create a directory");
         std::fs::write(&path, self.manifest(address, owner)).expect("write in the clone");
@@ -546,15 +546,15 @@ impl Holdings {
         self.owners[owner] = Some(address);
     }
 
-    fn take(&mut self, clone: &Path, address: Ipv4Addr) -> usize {
+    fn take(&mut self, clone: &Path, address: IpAddr) -> usize {
         std::fs::remove_file(self.path(clone, address)).expect("remove in the clone");
         let owner = self.held.remove(&address).expect("held");
         self.owners[owner] = None;
         owner
     }
 
-    fn free_slot(&self, rng: &mut Rng) -> Option<Ipv4Addr> {
-        let free: Vec<Ipv4Addr> = (self.slots.addresses.iter().copied())
+    fn free_slot(&self, rng: &mut Rng) -> Option<IpAddr> {
+        let free: Vec<IpAddr> = (self.slots.addresses.iter().copied())
             .filter(|a| !self.held.contains_key(a))
             .collect();
         (!free.is_empty()).then(|| free[rng.below(free.len() as u64) as usize])
@@ -567,8 +567,8 @@ impl Holdings {
         (!idle.is_empty()).then(|| idle[rng.below(idle.len() as u64) as usize])
     }
 
-    fn held_slot(&self, rng: &mut Rng) -> Option<Ipv4Addr> {
-        let held: Vec<Ipv4Addr> = self.held.keys().copied().collect();
+    fn held_slot(&self, rng: &mut Rng) -> Option<IpAddr> {
+        let held: Vec<IpAddr> = self.held.keys().copied().collect();
         (!held.is_empty()).then(|| held[rng.below(held.len() as u64) as usize])
     }
 

@@ -283,6 +283,16 @@ fn check_held(held: &AllocationManifest, req: &Request) -> Result<()> {
 /// `--within` and `--address` against the pool (exit 2).
 fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> {
     let cidr = spec.spec.cidr;
+    if let Some(other) = req.reserved.iter().find(|a| a.is_ipv6() != cidr.addr().is_ipv6()) {
+        return Err(Error::invalid(
+            "--reserved",
+            format!(
+                "{other} is an {} address but pool `{}` is {cidr}",
+                crate::model::family_name(*other),
+                req.pool
+            ),
+        ));
+    }
     let mut candidates = Candidates::of_pool(&spec.spec).without(req.reserved.iter().copied());
     if let Some(within) = req.within {
         if !cidr.contains(&within) {

@@ -804,9 +804,13 @@ fn push_v4_suffix(out: &mut String, address: Ipv4Addr) {
 /// is the one [`push_allocation_name`] writes for its pool and address.
 pub fn parse_allocation_name(name: &str) -> Option<(&str, IpAddr)> {
     let bytes = name.as_bytes();
-    // An IPv6 name's last group is four characters long, an IPv4 name's at most three.
-    if bytes.len() > 5 && bytes[bytes.len() - 5] == b'-' {
-        return parse_v6_name(name);
+    // An IPv6 name's last group is four characters long, an IPv4 name's at most three: a
+    // name that parses as one cannot parse as the other.
+    if bytes.len() > V6_SUFFIX + 1
+        && bytes[bytes.len() - 5] == b'-'
+        && let Some(v6) = parse_v6_name(name)
+    {
+        return Some(v6);
     }
     parse_v4_name(name).map(|(pool, a)| (pool, IpAddr::V4(a)))
 }
@@ -938,8 +942,13 @@ impl PoolManifest {
         for entry in &spec.exclude {
             let entry_family = family_name(entry.net().addr());
             if entry_family != family {
+                let what = if entry.to_string().contains('/') {
+                    "prefix"
+                } else {
+                    "address"
+                };
                 return Err(format!(
-                    "spec.exclude: `{entry}` is {entry_family} but spec.cidr `{}` is {family}",
+                    "spec.exclude: `{entry}` is an {entry_family} {what} but spec.cidr `{}` is {family}",
                     spec.cidr
                 ));
             }
@@ -1044,6 +1053,18 @@ mod tests {
         let name = allocation_name(&pool, addr);
         assert_eq!(parse_allocation_name(&name), Some(("a-1-2-3-4", addr)));
         assert_eq!(parse_allocation_name("x-10-0-0"), None);
+        // Two-digit last octets end `-NN` like IPv6 groups' dashes: still IPv4.
+        for addr in ["10.42.0.10", "10.0.0.99", "0.0.0.0", "255.255.255.255"] {
+            let addr: IpAddr = addr.parse().unwrap();
+            let name = allocation_name(&pool, addr);
+            assert_eq!(parse_allocation_name(&name), Some(("a-1-2-3-4", addr)), "{name}");
+        }
+        let long = PoolName::new("p-0000-0000-0000-0000-0000-0000-0000").unwrap();
+        for addr in ["10.42.0.10", "2001:db8::1"] {
+            let addr: IpAddr = addr.parse().unwrap();
+            let name = allocation_name(&long, addr);
+            assert_eq!(parse_allocation_name(&name), Some((long.as_str(), addr)), "{name}");
+        }
         assert_eq!(parse_allocation_name("x-10-0-0-256"), None);
         assert_eq!(parse_allocation_name("x-10-0-0-01"), None);
         assert_eq!(parse_allocation_name("-10-0-0-1"), None);

@@ -282,7 +282,7 @@ fn a_gateway_or_exclude_of_the_other_family_is_refused_naming_the_field() {
         .unchanged()
         .run();
     assert!(
-        ran.stderr.contains("spec.exclude: `10.0.0.0/30` is IPv4 but spec.cidr `fd00::/64` is IPv6"),
+        ran.stderr.contains("spec.exclude: `10.0.0.0/30` is an IPv4 prefix but spec.cidr `fd00::/64` is IPv6"),
         "{}",
         ran.stderr
     );

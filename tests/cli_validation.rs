@@ -235,13 +235,15 @@ fn namespace_segment_ipallocations_is_refused() {
 }
 
 #[test]
-fn ipv6_cidr_is_refused() {
-    let err = apply_rejects(&pool("edge", "", "  cidr: 2001:db8::/64\n  kind: public\n"));
-    insta::assert_snapshot!(err, @"error: <stdin>: document 1: line 6 column 9: `2001:db8::/64` is an IPv6 prefix; only IPv4 is supported");
+fn an_ipv6_cidr_that_is_no_prefix_is_refused() {
+    let err = apply_rejects(&pool("edge", "", "  cidr: 2001:db8::/129\n  kind: public\n"));
+    insta::assert_snapshot!(err, @"error: <stdin>: document 1: line 6 column 9: `2001:db8::/129` is not a prefix like `10.0.0.0/16` or `fd00:42::/48`");
+    let err = apply_rejects(&pool("edge", "", "  cidr: 2001:db8::1/64\n  kind: public\n"));
+    assert!(err.contains("did you mean `2001:db8::/64`?"), "{err}");
 }
 
 #[test]
-fn ipv6_gateway_and_exclude_are_refused() {
+fn an_ipv6_gateway_or_exclude_in_an_ipv4_pool_is_refused() {
     let gw = apply_rejects(&pool(
         "edge",
         "",
@@ -395,7 +397,7 @@ fn namespace_flag_with_path_tricks_is_refused() {
 }
 
 #[test]
-fn ipv6_address_flags_are_refused() {
+fn ipv6_address_flags_on_an_ipv4_pool_are_refused() {
     let err = command_rejects(&[
         "allocate",
         "public-zone-a",
@@ -404,9 +406,8 @@ fn ipv6_address_flags_are_refused() {
         "--address",
         "2001:db8::7",
     ]);
-    insta::assert_snapshot!(err, @"error: --address: `2001:db8::7` is an IPv6 address; only IPv4 is supported");
+    insta::assert_snapshot!(err, @"error: --address: 2001:db8::7 is not a candidate of this request: it is outside the pool's prefix 203.0.113.0/24");
     command_rejects(&["release", "public-zone-a", "2001:db8::7"]);
-    command_rejects(&["list", "--address", "::1"]);
     command_rejects(&[
         "allocate",
         "public-zone-a",
@@ -418,7 +419,7 @@ fn ipv6_address_flags_are_refused() {
 }
 
 #[test]
-fn ipv6_within_is_refused() {
+fn ipv6_within_on_an_ipv4_pool_is_refused() {
     let err = command_rejects(&[
         "allocate",
         "public-zone-a",
@@ -427,7 +428,10 @@ fn ipv6_within_is_refused() {
         "--within",
         "2001:db8::/64",
     ]);
-    assert!(err.contains("IPv6 prefix; only IPv4 is supported"), "{err}");
+    assert!(
+        err.contains("`2001:db8::/64` does not lie inside pool `public-zone-a` (203.0.113.0/24)"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -440,7 +444,7 @@ fn within_with_host_bits_suggests_the_prefix_meant() {
 fn malformed_address_is_refused() {
     let err = command_rejects(&["release", "public-zone-a", "203.0.113.300"]);
     assert!(
-        err.contains("`203.0.113.300` is not an IPv4 address"),
+        err.contains("`203.0.113.300` is not an IP address like `10.0.0.1` or `2001:db8::1`"),
         "{err}"
     );
 }

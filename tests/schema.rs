@@ -223,8 +223,8 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
             with(pool(), "metadata/namespace", Some(json!("acme/ipampools"))),
         ),
         (
-            "IPv6 cidr",
-            with(pool(), "spec/cidr", Some(json!("2001:db8::/32"))),
+            "IPv6 cidr over 128",
+            with(pool(), "spec/cidr", Some(json!("2001:db8::/129"))),
         ),
         (
             "bare address as cidr",
@@ -270,8 +270,12 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
             with(allocation(), "spec/owner/uid", Some(json!("a b"))),
         ),
         (
-            "address not IPv4",
-            with(allocation(), "spec/address", Some(json!("::1"))),
+            "address not an address",
+            with(allocation(), "spec/address", Some(json!("2001:db8::g"))),
+        ),
+        (
+            "IPv6 name not eight groups of four",
+            with(allocation(), "metadata/name", Some(json!("vpc-main-2001-db8--1"))),
         ),
         (
             "name not pool-a-b-c-d",

@@ -61,12 +61,12 @@ fn init_creates_the_schema_once_and_is_idempotent() {
     let first = db.run(["init"]);
     assert_code(&first, code::OK);
     assert_eq!(stdout(&first), "schema/ipamctl created\n");
-    assert!(stderr(&first).starts_with("created the ipamctl schema, version 1"));
+    assert!(stderr(&first).starts_with("created the ipamctl schema, version 2"));
     let again = db.run(["init"]);
     assert_code(&again, code::OK);
     assert_eq!(stdout(&again), "schema/ipamctl unchanged\n");
-    assert!(stderr(&again).starts_with("ipamctl schema already at version 1"));
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 1);
+    assert!(stderr(&again).starts_with("ipamctl schema already at version 2"));
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 2);
     // The arbiters are constraints of the table.
     assert_eq!(
         db.count(
@@ -1102,10 +1102,12 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
     assert!(stderr(&refused).contains("is version 1; this ipamctl needs version 2"));
     let init = db.run(["init"]);
     assert_code(&init, code::OK);
-    assert!(stdout(&init).starts_with("upgraded the ipamctl schema from version 1 to 2"));
+    assert!(stderr(&init).starts_with("upgraded the ipamctl schema from version 1 to 2"));
     assert_eq!(pool_usage(&db), counted);
     assert_eq!(
-        db.count("SELECT allocated FROM ipamctl.pool_counts WHERE pool = 'p'"),
+        db.count(
+            "SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'"
+        ),
         3
     );
 }
@@ -1114,7 +1116,9 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
 fn pool_counts_follow_every_change_even_by_hand() {
     let db = Db::new();
     assert_code(&apply(&db, &pool_yaml("p", "10.22.0.0/24", None)), code::OK);
-    let count = || db.count("SELECT allocated FROM ipamctl.pool_counts WHERE pool = 'p'");
+    let count = || {
+        db.count("SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'")
+    };
     for i in 0..5 {
         assert_code(&allocate(&db, "p", &format!("FloatingIP/f-{i}")), code::OK);
     }
@@ -1148,4 +1152,58 @@ fn pool_counts_follow_every_change_even_by_hand() {
     );
     sql.batch_execute("TRUNCATE ipamctl.allocations").unwrap();
     assert_eq!(count(), 0);
+}
+
+#[test]
+fn the_count_ledger_folds_while_claims_and_releases_run_and_stays_exact() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("p", "10.23.0.0/24", None)), code::OK);
+    let ledger_rows = || db.count("SELECT count(*) FROM ipamctl.pool_counts WHERE pool = 'p'");
+    let counted = || {
+        db.count("SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'")
+    };
+    // Claims and releases by many processes, while `pool list`s fold the ledger under them.
+    let mut children: Vec<Child> = Vec::new();
+    for i in 0..120 {
+        let owner = format!("FloatingIP/f-{}", i % 90);
+        let args: Vec<String> = if i % 3 == 2 {
+            ["release", "p", "--owner", &owner]
+                .map(String::from)
+                .to_vec()
+        } else {
+            ["allocate", "p", "--owner", &owner]
+                .map(String::from)
+                .to_vec()
+        };
+        children.push(quiet(db.cmd(&args)).spawn().unwrap());
+        if i % 10 == 0 {
+            children.push(quiet(db.cmd(["pool", "list"])).spawn().unwrap());
+        }
+    }
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 3)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let held = db.count("SELECT count(*) FROM ipamctl.allocations WHERE pool = 'p'");
+    assert_eq!(counted(), held);
+    // A reader that finds a long ledger folds it into one row; the sum does not change.
+    for i in 0..70 {
+        assert_code(&allocate(&db, "p", &format!("FloatingIP/g-{i}")), code::OK);
+    }
+    let held = held + 70;
+    assert!(ledger_rows() > 64, "{} rows", ledger_rows());
+    assert!(pool_usage(&db).contains(&format!("\"allocated\": {held},")));
+    assert_eq!(ledger_rows(), 1);
+    assert_eq!(counted(), held);
+}
+
+/// A command whose output the test does not read.
+fn quiet(mut cmd: std::process::Command) -> std::process::Command {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    cmd
 }

@@ -874,6 +874,12 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
                 - db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'released'"),
             "round {round}"
         );
+        // The count ledger moved in the same transactions (migration 2).
+        assert_eq!(
+            db.count("SELECT count(*) FROM ipamctl.allocations"),
+            db.count("SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts"),
+            "round {round}"
+        );
         for owner in previous.iter().take(20) {
             let out = db.run(["release", "kill", "--owner", owner]);
             assert!(out.status.code().is_some(), "{owner}: {out:?}");

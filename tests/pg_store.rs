@@ -1213,3 +1213,61 @@ fn quiet(mut cmd: std::process::Command) -> std::process::Command {
         .stderr(std::process::Stdio::piped());
     cmd
 }
+
+/// Guarded releases racing the claim that reuses the address: `release POOL ADDRESS --owner
+/// A`, repeated by processes that all saw A hold it, while B claims the address the first of
+/// them freed. Whatever the order, B's allocation is never deleted by A's stale releases,
+/// and each guarded release either frees A's address (0), finds it held by another (4) or
+/// finds it free (3).
+#[test]
+fn guarded_release_races_never_delete_the_next_owners_allocation() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("g", "10.24.0.0/29", None)), code::OK);
+    let (mut reused, mut refused) = (0, 0);
+    for round in 0..20 {
+        let a = format!("FloatingIP/a-{round}");
+        let b = format!("FloatingIP/b-{round}");
+        let claimed = allocate(&db, "g", &a);
+        assert_code(&claimed, code::OK);
+        let address = stdout(&claimed).trim().to_owned();
+        let mut children: Vec<Child> = (0..4)
+            .map(|_| {
+                quiet(db.cmd(["release", "g", &address, "--owner", &a]))
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children.insert(
+            1,
+            db.cmd(["allocate", "g", "--owner", &b])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut b_got = None;
+        for (i, child) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            if i == 1 {
+                assert_code(&out, code::OK);
+                b_got = Some(stdout(&out).trim().to_owned());
+            } else {
+                let c = out.status.code();
+                assert!(matches!(c, Some(0 | 3 | 4)), "round {round}: {out:?}");
+                refused += usize::from(c == Some(4));
+            }
+        }
+        let b_got = b_got.unwrap();
+        reused += usize::from(b_got == address);
+        // B holds what it was told, whatever A's releases did.
+        let again = allocate(&db, "g", &b);
+        assert_eq!(stdout(&again).trim(), b_got, "round {round}");
+        assert!(
+            held(&db, "g").contains(&b_got.parse().unwrap()),
+            "round {round}: B's {b_got} was deleted"
+        );
+        assert_code(&db.run(["release", "g", "--owner", &b]), code::OK);
+        assert_eq!(held(&db, "g"), Vec::<Ipv4Addr>::new(), "round {round}");
+    }
+    eprintln!("{reused} of 20 rounds B reused A's address; {refused} stale releases refused");
+}

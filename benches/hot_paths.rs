@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::hint::black_box;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ fn owner(i: u32) -> Owner {
 }
 
 /// The lowest `n` candidates of the /16, as the generator allocates them.
-fn first_candidates(n: u32) -> Vec<Ipv4Addr> {
+fn first_candidates(n: u32) -> Vec<IpAddr> {
     Candidates::of_pool(&slash16())
         .iter()
         .take(n as usize)
@@ -76,7 +76,7 @@ fn free_search(c: &mut Criterion) {
     let mut g = c.benchmark_group("free_search_50k_taken");
     let spec = slash16();
     let taken_list = first_candidates(TAKEN);
-    let taken: HashSet<Ipv4Addr> = taken_list.iter().copied().collect();
+    let taken: HashSet<IpAddr> = taken_list.iter().copied().collect();
     // What `allocate` does: walk the candidates, skipping the taken set.
     g.bench_function("hashset_scan", |b| {
         b.iter(|| {
@@ -187,7 +187,7 @@ fn fixture() -> Fixture {
     }
 }
 
-fn write_allocations(dir: &Path, pool: &PoolName, ns: &Namespace, addrs: &[Ipv4Addr]) {
+fn write_allocations(dir: &Path, pool: &PoolName, ns: &Namespace, addrs: &[IpAddr]) {
     for (i, &a) in (0u32..).zip(addrs) {
         let m = AllocationManifest::new(pool, Some(ns), a, owner(i));
         fs::write(

@@ -283,7 +283,11 @@ fn check_held(held: &AllocationManifest, req: &Request) -> Result<()> {
 /// `--within` and `--address` against the pool (exit 2).
 fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> {
     let cidr = spec.spec.cidr;
-    if let Some(other) = req.reserved.iter().find(|a| a.is_ipv6() != cidr.addr().is_ipv6()) {
+    if let Some(other) = req
+        .reserved
+        .iter()
+        .find(|a| a.is_ipv6() != cidr.addr().is_ipv6())
+    {
         return Err(Error::invalid(
             "--reserved",
             format!(

@@ -185,7 +185,11 @@ impl<'a> Scan<'a> {
         let mut breaks: Vec<u128> = singles
             .iter()
             .flat_map(|&s| [Some(s), s.checked_add(1)])
-            .chain(spans.iter().flat_map(|&(lo, hi)| [Some(lo), hi.checked_add(1)]))
+            .chain(
+                spans
+                    .iter()
+                    .flat_map(|&(lo, hi)| [Some(lo), hi.checked_add(1)]),
+            )
             .flatten()
             .collect();
         breaks.sort_unstable();
@@ -212,7 +216,14 @@ impl<'a> Scan<'a> {
         let v6 = cidr.addr().is_ipv6();
         let addr = address(v6, a);
         if !edges_used(cidr) && addr == cidr.network() {
-            return (if v6 { Reason::PoolAnycast } else { Reason::PoolNetwork }, a);
+            return (
+                if v6 {
+                    Reason::PoolAnycast
+                } else {
+                    Reason::PoolNetwork
+                },
+                a,
+            );
         }
         if !v6 && !edges_used(cidr) && addr == cidr.broadcast() {
             return (Reason::PoolBroadcast, a);
@@ -447,7 +458,10 @@ mod tests {
         let e = explain(&req, None, 20);
         assert_eq!(e.lines.len(), 4);
         assert_eq!(e.lines[3].reason, Reason::PoolBroadcast);
-        assert_eq!(e.lines[3].span, (u128::from(u32::MAX), u128::from(u32::MAX)));
+        assert_eq!(
+            e.lines[3].span,
+            (u128::from(u32::MAX), u128::from(u32::MAX))
+        );
     }
 
     #[test]
@@ -475,6 +489,9 @@ mod tests {
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 3])), 20);
         assert_eq!(e.lines[1].reason, Reason::Free);
-        assert_eq!(e.lines[1].span.1, crate::pool::ordinal(IpAddr::from([10u8, 0, 0, 2])));
+        assert_eq!(
+            e.lines[1].span.1,
+            crate::pool::ordinal(IpAddr::from([10u8, 0, 0, 2]))
+        );
     }
 }

@@ -8,9 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::model::PoolSpec;
-use crate::pool::{
-    Candidates, Span, Usage, address, host_span, ordinal, readable_count, span_len,
-};
+use crate::pool::{Candidates, Span, Usage, address, host_span, ordinal, readable_count, span_len};
 
 /// IPv4 views of at most this prefix length (1024 addresses) get one cell per address;
 /// larger ones one cell per /24.

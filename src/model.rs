@@ -1057,13 +1057,21 @@ mod tests {
         for addr in ["10.42.0.10", "10.0.0.99", "0.0.0.0", "255.255.255.255"] {
             let addr: IpAddr = addr.parse().unwrap();
             let name = allocation_name(&pool, addr);
-            assert_eq!(parse_allocation_name(&name), Some(("a-1-2-3-4", addr)), "{name}");
+            assert_eq!(
+                parse_allocation_name(&name),
+                Some(("a-1-2-3-4", addr)),
+                "{name}"
+            );
         }
         let long = PoolName::new("p-0000-0000-0000-0000-0000-0000-0000").unwrap();
         for addr in ["10.42.0.10", "2001:db8::1"] {
             let addr: IpAddr = addr.parse().unwrap();
             let name = allocation_name(&long, addr);
-            assert_eq!(parse_allocation_name(&name), Some((long.as_str(), addr)), "{name}");
+            assert_eq!(
+                parse_allocation_name(&name),
+                Some((long.as_str(), addr)),
+                "{name}"
+            );
         }
         assert_eq!(parse_allocation_name("x-10-0-0-256"), None);
         assert_eq!(parse_allocation_name("x-10-0-0-01"), None);
@@ -1077,13 +1085,21 @@ mod tests {
         let err = parse_net("2001:db8::1/32").unwrap_err();
         assert!(err.contains("did you mean `2001:db8::/32`"), "{err}");
         assert!(parse_net("2001:db8::/032").is_err());
-        assert_eq!(parse_net("2001:DB8::/32").unwrap().to_string(), "2001:db8::/32");
+        assert_eq!(
+            parse_net("2001:DB8::/32").unwrap().to_string(),
+            "2001:db8::/32"
+        );
     }
 
     #[test]
     fn ipv6_allocation_names_round_trip_and_refuse_every_other_form() {
         let pool = PoolName::new("vpc-main-v6").unwrap();
-        for text in ["2001:db8::1", "::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fd00:42::abcd:1"] {
+        for text in [
+            "2001:db8::1",
+            "::",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "fd00:42::abcd:1",
+        ] {
             let addr: IpAddr = text.parse().unwrap();
             let name = allocation_name(&pool, addr);
             assert!(!name.contains(':') && !name.ends_with('-'), "{name}");
@@ -1092,16 +1108,16 @@ mod tests {
         let good = "p-2001-0db8-0000-0000-0000-0000-0000-0001";
         assert!(parse_allocation_name(good).is_some());
         for bad in [
-            "p-2001-db8-0-0-0-0-0-abcd",                    // compressed groups
-            "p-2001-0DB8-0000-0000-0000-0000-0000-0001",    // uppercase
-            "p-2001-0db8--1",                               // `::` as `--`
-            "p-2001-0db8-0000-0000-0000-0000-0001",         // seven groups
-            "-2001-0db8-0000-0000-0000-0000-0000-0001",     // no pool
-            "2001-0db8-0000-0000-0000-0000-0000-0001",      // no pool at all
-            "p-2001-0db8-0000-0000-0000-0000-0000-000g",    // not hex
-            "p-2001-0db8-0000-0000-0000-0000-0000-00001",   // five digits
-            "p-2001-0db8-0000-0000-0000-0000-0000_0001",    // wrong separator
-            "p-2001:0db8:0000:0000:0000:0000:0000:0001",    // colons
+            "p-2001-db8-0-0-0-0-0-abcd",                  // compressed groups
+            "p-2001-0DB8-0000-0000-0000-0000-0000-0001",  // uppercase
+            "p-2001-0db8--1",                             // `::` as `--`
+            "p-2001-0db8-0000-0000-0000-0000-0001",       // seven groups
+            "-2001-0db8-0000-0000-0000-0000-0000-0001",   // no pool
+            "2001-0db8-0000-0000-0000-0000-0000-0001",    // no pool at all
+            "p-2001-0db8-0000-0000-0000-0000-0000-000g",  // not hex
+            "p-2001-0db8-0000-0000-0000-0000-0000-00001", // five digits
+            "p-2001-0db8-0000-0000-0000-0000-0000_0001",  // wrong separator
+            "p-2001:0db8:0000:0000:0000:0000:0000:0001",  // colons
         ] {
             assert_eq!(parse_allocation_name(bad), None, "{bad}");
         }

@@ -276,11 +276,7 @@ pub fn readable_count(n: u128) -> String {
     }
     let up = n.checked_next_power_of_two().unwrap_or(0);
     let bits = if up == 0 { 128 } else { up.trailing_zeros() };
-    let missing = if up == 0 {
-        u128::MAX - n + 1
-    } else {
-        up - n
-    };
+    let missing = if up == 0 { u128::MAX - n + 1 } else { up - n };
     match missing {
         0 => format!("2^{bits}"),
         m if m < 1_000 => format!("2^{bits} - {m}"),
@@ -442,8 +438,12 @@ mod tests {
 
     #[test]
     fn the_top_of_the_ipv6_space_does_not_overflow() {
-        let c = Candidates::of_pool(&spec("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126", None, &[]))
-            .without(["ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe".parse().unwrap()]);
+        let c = Candidates::of_pool(&spec(
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126",
+            None,
+            &[],
+        ))
+        .without(["ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe".parse().unwrap()]);
         assert_eq!(
             all(&c),
             [
@@ -458,9 +458,15 @@ mod tests {
 
     #[test]
     fn a_64_is_counted_and_cut_without_enumerating_it() {
-        let c = Candidates::of_pool(&spec("fd00::/64", Some("fd00::1"), &["fd00::8000:0:0:0/65"]));
+        let c = Candidates::of_pool(&spec(
+            "fd00::/64",
+            Some("fd00::1"),
+            &["fd00::8000:0:0:0/65"],
+        ));
         assert_eq!(c.count(), (1u128 << 63) - 2);
-        let taken: Vec<IpAddr> = (2..50_002u128).map(|n| address(true, (0xfd00u128 << 112) + n)).collect();
+        let taken: Vec<IpAddr> = (2..50_002u128)
+            .map(|n| address(true, (0xfd00u128 << 112) + n))
+            .collect();
         let c = c.without(taken);
         assert_eq!(c.iter().next().unwrap().to_string(), "fd00::c352");
         assert_eq!(c.count(), (1u128 << 63) - 2 - 50_000);
@@ -473,7 +479,12 @@ mod tests {
         assert_eq!(readable_count(1 << 64), "2^64");
         assert_eq!(readable_count(u128::MAX), "2^128 - 1");
         assert_eq!(readable_count(3 * (1 << 60)), "3.5e18");
-        let u = Usage { candidates: (1 << 64) - 2, allocated: 1, free: 1 << 53, percent_used: 0.0 };
+        let u = Usage {
+            candidates: (1 << 64) - 2,
+            allocated: 1,
+            free: 1 << 53,
+            percent_used: 0.0,
+        };
         let json = serde_json::to_value(u).unwrap();
         assert_eq!(json["candidates"], "18446744073709551614");
         assert_eq!(json["free"], 9007199254740992u64);

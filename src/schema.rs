@@ -257,7 +257,8 @@ pub(crate) fn pool_metadata(generator: &mut SchemaGenerator) -> Schema {
 /// An allocation's `metadata`, whose name is `<pool>-<a-b-c-d>` or, for IPv6, the pool's
 /// name and the eight groups of four lowercase hex digits.
 pub(crate) fn allocation_metadata(generator: &mut SchemaGenerator) -> Schema {
-    let name = format!("{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})");
+    let name =
+        format!("{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})");
     metadata_named(
         generator,
         &name,

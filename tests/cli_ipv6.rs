@@ -59,7 +59,10 @@ fn small_ipv6_prefixes_follow_rfc_4291_and_rfc_6164() {
     // /126: the anycast address is skipped; /127 and /128 hand out every address.
     let mut test = Test::new("dual-stack");
     for (pool, expected) in [
-        ("v6-126", vec!["2001:db8:126::1", "2001:db8:126::2", "2001:db8:126::3"]),
+        (
+            "v6-126",
+            vec!["2001:db8:126::1", "2001:db8:126::2", "2001:db8:126::3"],
+        ),
         ("v6-127", vec!["2001:db8:127::", "2001:db8:127::1"]),
         ("v6-128", vec!["2001:db8:128::5"]),
         ("v6-top", vec!["ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"]),
@@ -78,12 +81,12 @@ fn small_ipv6_prefixes_follow_rfc_4291_and_rfc_6164() {
             .run()
             .then();
     }
-    assert!(test.exists(
-        "cluster/ipallocations/v6-top-ffff-ffff-ffff-ffff-ffff-ffff-ffff-ffff.yaml"
-    ));
-    assert!(test.exists(
-        "cluster/ipallocations/v6-127-2001-0db8-0127-0000-0000-0000-0000-0000.yaml"
-    ));
+    assert!(
+        test.exists("cluster/ipallocations/v6-top-ffff-ffff-ffff-ffff-ffff-ffff-ffff-ffff.yaml")
+    );
+    assert!(
+        test.exists("cluster/ipallocations/v6-127-2001-0db8-0127-0000-0000-0000-0000-0000.yaml")
+    );
     // On PostgreSQL, what the database exported back: names and bytes as the file store's.
     test.file_store_only().args(["check"]).run();
 }
@@ -95,9 +98,7 @@ fn a_120_is_drawn_address_by_address_and_a_64_as_the_120s_in_use() {
         .stdout("2001:db8:120::1\n")
         .run()
         .then();
-    let ran = test
-        .args(["pool", "show", "v6-120", "--map"])
-        .run();
+    let ran = test.args(["pool", "show", "v6-120", "--map"]).run();
     assert!(
         ran.stdout
             .starts_with("v6-120 2001:db8:120::/120: one cell per address\n"),
@@ -105,24 +106,47 @@ fn a_120_is_drawn_address_by_address_and_a_64_as_the_120s_in_use() {
         ran.stdout
     );
     // 256 cells: eight rows of 32, never more.
-    assert_eq!(ran.stdout.lines().filter(|l| l.starts_with("2001:db8:120::")).count(), 8);
+    assert_eq!(
+        ran.stdout
+            .lines()
+            .filter(|l| l.starts_with("2001:db8:120::"))
+            .count(),
+        8
+    );
     let ran = ran
         .then()
         .args(allocate("public-v6", "FloatingIP/f-1"))
         .run()
         .then()
-        .args(["allocate", "public-v6", "--owner", "FloatingIP/f-2", "--address", "2001:db8:0:1:ffff::9"])
+        .args([
+            "allocate",
+            "public-v6",
+            "--owner",
+            "FloatingIP/f-2",
+            "--address",
+            "2001:db8:0:1:ffff::9",
+        ])
         .stdout("2001:db8:0:1:ffff::9\n")
         .run()
         .then()
         .args(["pool", "show", "public-v6", "--map"])
         .run();
-    let rows: Vec<&str> = ran.stdout.lines().filter(|l| l.starts_with("2001:")).collect();
+    let rows: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("2001:"))
+        .collect();
     assert_eq!(rows.len(), 2, "{}", ran.stdout);
     assert!(rows[0].starts_with("2001:db8:0:1::  "), "{}", ran.stdout);
-    assert!(rows[1].starts_with("2001:db8:0:1:ffff::  "), "{}", ran.stdout);
     assert!(
-        ran.stdout.contains("pool 2001:db8:0:1::/64: 2^64 - 5 candidates, 2 allocated, 2^64 - 7 free (0.0% used)"),
+        rows[1].starts_with("2001:db8:0:1:ffff::  "),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains(
+            "pool 2001:db8:0:1::/64: 2^64 - 5 candidates, 2 allocated, 2^64 - 7 free (0.0% used)"
+        ),
         "{}",
         ran.stdout
     );
@@ -148,19 +172,31 @@ fn usage_is_exact_in_json_and_readable_in_the_table() {
     assert_eq!(status("public-v6")["candidates"], "18446744073709551611");
     assert_eq!(status("public-v6")["free"], "18446744073709551610");
     assert_eq!(status("public-v6")["allocated"], 1);
-    assert_eq!(status("vpc-main-v6")["candidates"], "1208925819614629174706175");
+    assert_eq!(
+        status("vpc-main-v6")["candidates"],
+        "1208925819614629174706175"
+    );
     assert_eq!(status("v6-120")["candidates"], 255);
     let ran = ran.then().args(["pool", "list"]).run();
-    let row = ran.stdout.lines().find(|l| l.contains("public-v6")).unwrap();
-    assert!(row.contains("2^64 - 5") && row.contains("2^64 - 6"), "{row}");
+    let row = ran
+        .stdout
+        .lines()
+        .find(|l| l.contains("public-v6"))
+        .unwrap();
+    assert!(
+        row.contains("2^64 - 5") && row.contains("2^64 - 6"),
+        "{row}"
+    );
     let ran = ran.then().args(["pool", "show", "public-v6"]).run();
     assert!(
-        ran.stdout.contains("Candidates:  2^64 - 5 (18446744073709551611)\n"),
+        ran.stdout
+            .contains("Candidates:  2^64 - 5 (18446744073709551611)\n"),
         "{}",
         ran.stdout
     );
     assert!(
-        ran.stdout.contains("Free ranges: 2001:db8:0:1::6-2001:db8:0:1:ffff:ffff:ffff:ffff\n"),
+        ran.stdout
+            .contains("Free ranges: 2001:db8:0:1::6-2001:db8:0:1:ffff:ffff:ffff:ffff\n"),
         "{}",
         ran.stdout
     );
@@ -194,7 +230,14 @@ fn within_a_64_at_the_end_of_a_48_skips_its_anycast_address() {
 #[test]
 fn explain_and_address_speak_ipv6() {
     let ran = Test::new("dual-stack")
-        .args(["allocate", "public-v6", "--owner", "FloatingIP/f-1", "--dry-run", "--explain"])
+        .args([
+            "allocate",
+            "public-v6",
+            "--owner",
+            "FloatingIP/f-1",
+            "--dry-run",
+            "--explain",
+        ])
         .stdout("2001:db8:0:1::4\n")
         .run();
     assert_eq!(
@@ -233,11 +276,25 @@ fn zone_list_release_and_check_work_on_ipv6() {
         )
         .run()
         .then()
-        .args(["list", "--pool", "public-v6", "--address", "2001:db8:0:1:0::4", "-o", "name"])
+        .args([
+            "list",
+            "--pool",
+            "public-v6",
+            "--address",
+            "2001:db8:0:1:0::4",
+            "-o",
+            "name",
+        ])
         .stdout("ipallocation/public-v6-2001-0db8-0000-0001-0000-0000-0000-0004\n")
         .run()
         .then()
-        .args(["release", "public-v6", "2001:db8:0:1::4", "--owner", "FloatingIP/other"])
+        .args([
+            "release",
+            "public-v6",
+            "2001:db8:0:1::4",
+            "--owner",
+            "FloatingIP/other",
+        ])
         .fails(code::CONFLICT)
         .unchanged()
         .run()
@@ -270,7 +327,9 @@ fn a_gateway_or_exclude_of_the_other_family_is_refused_naming_the_field() {
         .unchanged()
         .run();
     assert!(
-        ran.stderr.contains("spec.gateway: `10.0.0.1` is an IPv4 address but spec.cidr `fd00::/64` is IPv6"),
+        ran.stderr.contains(
+            "spec.gateway: `10.0.0.1` is an IPv4 address but spec.cidr `fd00::/64` is IPv6"
+        ),
         "{}",
         ran.stderr
     );
@@ -282,7 +341,9 @@ fn a_gateway_or_exclude_of_the_other_family_is_refused_naming_the_field() {
         .unchanged()
         .run();
     assert!(
-        ran.stderr.contains("spec.exclude: `10.0.0.0/30` is an IPv4 prefix but spec.cidr `fd00::/64` is IPv6"),
+        ran.stderr.contains(
+            "spec.exclude: `10.0.0.0/30` is an IPv4 prefix but spec.cidr `fd00::/64` is IPv6"
+        ),
         "{}",
         ran.stderr
     );
@@ -298,11 +359,11 @@ fn a_file_under_any_other_spelling_of_an_ipv6_name_is_reported_by_check() {
     let canonical = "public-v6-2001-0db8-0000-0001-0000-0000-0000-0004";
     let manifest = test.read(&format!("cluster/ipallocations/{canonical}.yaml"));
     let forms = [
-        "public-v6-2001-db8-0-1-0-0-0-4",                     // groups not padded
-        "public-v6-2001-0DB8-0000-0001-0000-0000-0000-0004",  // uppercase
-        "public-v6-2001-0db8-0-1--4",                         // `::` as `--`
-        "public-v6-2001:db8:0:1::4",                          // colons
-        "public-v6-2001-0db8-0000-0001-0000-0000-0004",       // seven groups
+        "public-v6-2001-db8-0-1-0-0-0-4", // groups not padded
+        "public-v6-2001-0DB8-0000-0001-0000-0000-0000-0004", // uppercase
+        "public-v6-2001-0db8-0-1--4",     // `::` as `--`
+        "public-v6-2001:db8:0:1::4",      // colons
+        "public-v6-2001-0db8-0000-0001-0000-0000-0004", // seven groups
     ];
     for form in forms {
         test.write(&format!("cluster/ipallocations/{form}.yaml"), &manifest);
@@ -310,12 +371,18 @@ fn a_file_under_any_other_spelling_of_an_ipv6_name_is_reported_by_check() {
     let ran = test.args(["check"]).status(code::FAILURE).run();
     for form in forms {
         assert!(
-            ran.stdout.contains(&format!("cluster/ipallocations/{form}.yaml")),
+            ran.stdout
+                .contains(&format!("cluster/ipallocations/{form}.yaml")),
             "{form} not reported:\n{}",
             ran.stdout
         );
     }
-    assert!(ran.stdout.contains(&format!("it should be `{canonical}.yaml`")), "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .contains(&format!("it should be `{canonical}.yaml`")),
+        "{}",
+        ran.stdout
+    );
 }
 
 #[test]
@@ -336,9 +403,16 @@ fn dual_stack_allocate_claims_in_both_pools_in_order() {
         .args(["-o", "json"])
         .run();
     let items = list_items(&ran.stdout);
-    let addresses: Vec<&str> = items.iter().map(|i| i["spec"]["address"].as_str().unwrap()).collect();
+    let addresses: Vec<&str> = items
+        .iter()
+        .map(|i| i["spec"]["address"].as_str().unwrap())
+        .collect();
     assert_eq!(addresses, ["10.42.0.1", "fd00:42::1"]);
-    assert!(items.iter().all(|i| i["status"]["action"] == "existing"), "{}", ran.stdout);
+    assert!(
+        items.iter().all(|i| i["status"]["action"] == "existing"),
+        "{}",
+        ran.stdout
+    );
     ran.then()
         .args(args("VirtualMachine/web-02/0"))
         .args(["--within", "10.42.1.0/24"])
@@ -351,22 +425,51 @@ fn dual_stack_allocate_claims_in_both_pools_in_order() {
 #[test]
 fn dual_stack_allocate_releases_the_first_claim_when_the_second_pool_is_exhausted() {
     let both = |owner: &str| -> Vec<String> {
-        ["allocate", "tiny", "tiny-v6", "-n", "acme/prod", "--owner", owner]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        [
+            "allocate",
+            "tiny",
+            "tiny-v6",
+            "-n",
+            "acme/prod",
+            "--owner",
+            owner,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
     };
     let test = Test::new("dual-stack")
         // The owner already holds 10.9.0.1: that stays, whatever happens to the request.
-        .args(["allocate", "tiny", "-n", "acme/prod", "--owner", "FloatingIP/keeper"])
+        .args([
+            "allocate",
+            "tiny",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "FloatingIP/keeper",
+        ])
         .stdout("10.9.0.1\n")
         .run()
         .then()
-        .args(["allocate", "tiny-v6", "-n", "acme/prod", "--owner", "FloatingIP/a"])
+        .args([
+            "allocate",
+            "tiny-v6",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "FloatingIP/a",
+        ])
         .stdout("fd00:9::\n")
         .run()
         .then()
-        .args(["allocate", "tiny-v6", "-n", "acme/prod", "--owner", "FloatingIP/b"])
+        .args([
+            "allocate",
+            "tiny-v6",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "FloatingIP/b",
+        ])
         .stdout("fd00:9::1\n")
         .run()
         .then();
@@ -375,7 +478,9 @@ fn dual_stack_allocate_releases_the_first_claim_when_the_second_pool_is_exhauste
         .args(both("FloatingIP/new"))
         .fails(code::EXHAUSTED)
         .unchanged()
-        .stderr("error: pool `acme/prod/tiny-v6` is exhausted: no free address in fd00:9::-fd00:9::1\n")
+        .stderr(
+            "error: pool `acme/prod/tiny-v6` is exhausted: no free address in fd00:9::-fd00:9::1\n",
+        )
         .run();
     ran.then()
         .args(both("FloatingIP/keeper"))
@@ -412,17 +517,45 @@ fn vpc_create_with_two_ranges_makes_both_pools_and_delete_removes_both() {
       kind: private
     ");
     ran.then()
-        .args(["allocate", "vpc-edge", "vpc-edge-v6", "-n", "acme", "--owner", "VPC/router"])
+        .args([
+            "allocate",
+            "vpc-edge",
+            "vpc-edge-v6",
+            "-n",
+            "acme",
+            "--owner",
+            "VPC/router",
+        ])
         .stdout("10.60.0.1\nfd00:60::1\n")
         .run()
         .then()
         // A second VPC of that name: nothing created.
-        .args(["vpc", "create", "edge", "-n", "acme", "--cidr", "10.61.0.0/16", "--cidr", "fd00:61::/48"])
+        .args([
+            "vpc",
+            "create",
+            "edge",
+            "-n",
+            "acme",
+            "--cidr",
+            "10.61.0.0/16",
+            "--cidr",
+            "fd00:61::/48",
+        ])
         .fails(code::CONFLICT)
         .unchanged()
         .run()
         .then()
-        .args(["vpc", "create", "two", "-n", "acme", "--cidr", "fd00:1::/48", "--cidr", "fd00:2::/48"])
+        .args([
+            "vpc",
+            "create",
+            "two",
+            "-n",
+            "acme",
+            "--cidr",
+            "fd00:1::/48",
+            "--cidr",
+            "fd00:2::/48",
+        ])
         .fails(code::INVALID)
         .unchanged()
         .run()
@@ -452,27 +585,42 @@ fn thirty_two_processes_claiming_from_one_ipv6_120_get_distinct_addresses() {
     let test = test.args(["apply", "-f", &input]).run().then();
     let children: Vec<Child> = (0..32)
         .map(|i| {
-            test.command(["allocate", "race6", "--owner", &format!("FloatingIP/fip-{i}")])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn ipamctl")
+            test.command([
+                "allocate",
+                "race6",
+                "--owner",
+                &format!("FloatingIP/fip-{i}"),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ipamctl")
         })
         .collect();
     let results: Vec<(i32, String)> = children
         .into_iter()
         .map(|c| {
             let out = c.wait_with_output().expect("wait for ipamctl");
-            (out.status.code().expect("exits by itself"), String::from_utf8_lossy(&out.stdout).into_owned())
+            (
+                out.status.code().expect("exits by itself"),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
         })
         .collect();
-    let won: Vec<&str> = results.iter().filter(|r| r.0 == code::OK).map(|r| r.1.trim_end()).collect();
+    let won: Vec<&str> = results
+        .iter()
+        .filter(|r| r.0 == code::OK)
+        .map(|r| r.1.trim_end())
+        .collect();
     let exhausted = results.iter().filter(|r| r.0 == code::EXHAUSTED).count();
     assert_eq!((won.len(), exhausted), (16, 16), "{results:?}");
     let distinct: HashSet<&str> = won.iter().copied().collect();
     let expected: HashSet<String> = (0xf0..=0xff).map(|i| format!("fd00:7::{i:x}")).collect();
-    assert_eq!(distinct, expected.iter().map(String::as_str).collect::<HashSet<_>>());
+    assert_eq!(
+        distinct,
+        expected.iter().map(String::as_str).collect::<HashSet<_>>()
+    );
     // On PostgreSQL, what the database exported back: names and bytes as the file store's.
     test.file_store_only().args(["check"]).run();
 }

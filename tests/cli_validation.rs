@@ -236,9 +236,17 @@ fn namespace_segment_ipallocations_is_refused() {
 
 #[test]
 fn an_ipv6_cidr_that_is_no_prefix_is_refused() {
-    let err = apply_rejects(&pool("edge", "", "  cidr: 2001:db8::/129\n  kind: public\n"));
+    let err = apply_rejects(&pool(
+        "edge",
+        "",
+        "  cidr: 2001:db8::/129\n  kind: public\n",
+    ));
     insta::assert_snapshot!(err, @"error: <stdin>: document 1: line 6 column 9: `2001:db8::/129` is not a prefix like `10.0.0.0/16` or `fd00:42::/48`");
-    let err = apply_rejects(&pool("edge", "", "  cidr: 2001:db8::1/64\n  kind: public\n"));
+    let err = apply_rejects(&pool(
+        "edge",
+        "",
+        "  cidr: 2001:db8::1/64\n  kind: public\n",
+    ));
     assert!(err.contains("did you mean `2001:db8::/64`?"), "{err}");
 }
 

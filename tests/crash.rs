@@ -365,7 +365,13 @@ fn dual_stack_allocate_crashed_between_its_claims_is_completed_by_the_same_reque
     let v6 = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: edge6\nspec:\n  cidr: 2001:db8:7::/64\n  kind: public\n";
     assert!(state.run_stdin(&["apply", "-f", "-"], v6).status.success());
     let request = [
-        "allocate", "edge", "edge6", "--owner", "VPC/router", "--uid", "u-1",
+        "allocate",
+        "edge",
+        "edge6",
+        "--owner",
+        "VPC/router",
+        "--uid",
+        "u-1",
     ];
     let allocations = || -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(state.root.join("cluster/ipallocations"))
@@ -379,21 +385,37 @@ fn dual_stack_allocate_crashed_between_its_claims_is_completed_by_the_same_reque
     };
 
     let crashed = state.run(&request, Some("allocate-between-pools"));
-    assert!(aborted(&crashed), "the fail point was not reached: {crashed:?}");
-    assert!(crashed.stdout.is_empty(), "printed an address before crashing");
+    assert!(
+        aborted(&crashed),
+        "the fail point was not reached: {crashed:?}"
+    );
+    assert!(
+        crashed.stdout.is_empty(),
+        "printed an address before crashing"
+    );
     // The first pool's claim is made and durable, the second not begun.
     assert_eq!(allocations(), ["edge-198-51-100-2.yaml"]);
 
     // Asked again: the first claim is the owner's and comes back; the second is made.
     let retry = state.run(&request, None);
-    assert!(retry.status.success(), "{}", String::from_utf8_lossy(&retry.stderr));
-    assert_eq!(String::from_utf8(retry.stdout).unwrap(), "198.51.100.2\n2001:db8:7::1\n");
+    assert!(
+        retry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&retry.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(retry.stdout).unwrap(),
+        "198.51.100.2\n2001:db8:7::1\n"
+    );
     let both = [
         "edge-198-51-100-2.yaml",
         "edge6-2001-0db8-0007-0000-0000-0000-0000-0001.yaml",
     ];
     assert_eq!(allocations(), both);
     let again = state.run(&request, None);
-    assert_eq!(String::from_utf8(again.stdout).unwrap(), "198.51.100.2\n2001:db8:7::1\n");
+    assert_eq!(
+        String::from_utf8(again.stdout).unwrap(),
+        "198.51.100.2\n2001:db8:7::1\n"
+    );
     assert_eq!(allocations(), both);
 }

@@ -343,7 +343,10 @@ fn malformed() -> Vec<(&'static str, Vec<u8>)> {
         ("null name", replace("name: new", "name: ~")),
         ("numeric name", replace("name: new", "name: 1.5")),
         ("boolean kind", replace("kind: public", "kind: yes")),
-        ("IPv6 cidr with host bits", replace("10.2.0.0/24", "2001:db8::1/64")),
+        (
+            "IPv6 cidr with host bits",
+            replace("10.2.0.0/24", "2001:db8::1/64"),
+        ),
         ("prefix over 128", replace("10.2.0.0/24", "2001:db8::/129")),
         (
             "IPv6 gateway",

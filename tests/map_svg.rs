@@ -193,7 +193,8 @@ fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
     let name = ipamctl::model::PoolName::new("big").expect("valid");
     for (block, held) in [(1u32, 4u32), (2, 8), (3, 12), (4, 15), (5, 16)] {
         for i in 0..held {
-            let address = std::net::IpAddr::from(std::net::Ipv4Addr::from(0x0a00_00f0 + (block << 8) + i));
+            let address =
+                std::net::IpAddr::from(std::net::Ipv4Addr::from(0x0a00_00f0 + (block << 8) + i));
             let owner = ipamctl::model::Owner::parse(&format!("FloatingIP/f-{block}-{i}"), None)
                 .expect("valid");
             let m = ipamctl::model::AllocationManifest::new(&name, None, address, owner);

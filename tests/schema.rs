@@ -275,7 +275,11 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
         ),
         (
             "IPv6 name not eight groups of four",
-            with(allocation(), "metadata/name", Some(json!("vpc-main-2001-db8--1"))),
+            with(
+                allocation(),
+                "metadata/name",
+                Some(json!("vpc-main-2001-db8--1")),
+            ),
         ),
         (
             "name not pool-a-b-c-d",

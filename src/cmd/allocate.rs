@@ -160,7 +160,12 @@ fn render(allocated: &Allocated, dry_run: bool, g: &GlobalArgs, out: &mut dyn Wr
     if g.output.is_none() {
         return output::line(out, &manifest.spec.address.to_string());
     }
-    output::write_changes(out, g.output, &[Change::new(manifest, action(allocated))], true)
+    output::write_changes(
+        out,
+        g.output,
+        &[Change::new(manifest, action(allocated))],
+        true,
+    )
 }
 
 fn action(allocated: &Allocated) -> Action {

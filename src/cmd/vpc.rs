@@ -64,7 +64,8 @@ fn create(
         .iter()
         .map(|c| super::prefix("--cidr", c))
         .collect::<Result<Vec<_>>>()?;
-    if cidrs.len() > 2 || cidrs.len() == 2 && cidrs[0].addr().is_ipv6() == cidrs[1].addr().is_ipv6() {
+    if cidrs.len() > 2 || cidrs.len() == 2 && cidrs[0].addr().is_ipv6() == cidrs[1].addr().is_ipv6()
+    {
         return Err(Error::invalid(
             "--cidr",
             "give at most one IPv4 and one IPv6 range (a dual-stack VPC has one of each)",
@@ -107,7 +108,12 @@ fn create(
             .is_some())
     };
     let taken = if args.dry_run {
-        manifests.iter().map(exists).collect::<Result<Vec<bool>>>()?.into_iter().position(|e| e)
+        manifests
+            .iter()
+            .map(exists)
+            .collect::<Result<Vec<bool>>>()?
+            .into_iter()
+            .position(|e| e)
     } else {
         // Both pools or neither: under the scope's lock, a pool made here is removed again
         // when the next one exists already.
@@ -115,7 +121,12 @@ fn create(
             let _scope = store.lock_scope(manifests.first().map(|m| &m.0))?;
             for (i, (ns, pool, manifest)) in manifests.iter().enumerate() {
                 let bytes = yaml::encode(manifest);
-                if !store.create(ObjectKind::Pool, Some(ns), pool.name.as_str(), bytes.as_bytes())? {
+                if !store.create(
+                    ObjectKind::Pool,
+                    Some(ns),
+                    pool.name.as_str(),
+                    bytes.as_bytes(),
+                )? {
                     for (ns, pool, _) in &manifests[..i] {
                         store.delete(ObjectKind::Pool, Some(ns), pool.name.as_str())?;
                     }
@@ -140,7 +151,10 @@ fn create(
     }
     let action = Action::Created.planned(args.dry_run);
     if g.output.is_some() {
-        let changes: Vec<_> = manifests.iter().map(|(_, _, m)| Change::new(m, action)).collect();
+        let changes: Vec<_> = manifests
+            .iter()
+            .map(|(_, _, m)| Change::new(m, action))
+            .collect();
         return output::write_changes(out, g.output, &changes, true);
     }
     for (_, pool, _) in &manifests {
@@ -155,7 +169,10 @@ fn delete(
     args: &VpcDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let pools = [vpc_pool(g, &args.name, false)?.1, vpc_pool(g, &args.name, true)?.1];
+    let pools = [
+        vpc_pool(g, &args.name, false)?.1,
+        vpc_pool(g, &args.name, true)?.1,
+    ];
     // Both pools, IPv4 and IPv6, whichever exist: not found only when neither does.
     let delete_both = || -> Result<(Removed, Option<Error>)> {
         let mut changes = Vec::new();

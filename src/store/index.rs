@@ -457,7 +457,11 @@ fn parse_i64(digits: &[u8]) -> Option<i64> {
 fn parse_address(text: &[u8]) -> Option<IpAddr> {
     if text.contains(&b':') {
         // IPv6 records are written as `Display` writes the address; `std` reads it back.
-        return std::str::from_utf8(text).ok()?.parse::<std::net::Ipv6Addr>().ok().map(IpAddr::V6);
+        return std::str::from_utf8(text)
+            .ok()?
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(IpAddr::V6);
     }
     let mut octets = [0u8; 4];
     let mut parts = text.split(|&b| b == b'.');

@@ -182,13 +182,7 @@ pub trait Store {
 
     /// Tells the store that `owner` now holds `address` in `pool` (after a `create` for it),
     /// so that its next look-up is quick. A hint only: nothing may depend on it.
-    fn record_claim(
-        &self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
-        owner: &Owner,
-        address: IpAddr,
-    );
+    fn record_claim(&self, ns: Option<&Namespace>, pool: &PoolName, owner: &Owner, address: IpAddr);
 
     /// The allocations of scope `ns` (of `pool` only, if given) whose owner passes
     /// `filter`, each read just now, in no particular order; allocations that do not parse
@@ -259,9 +253,9 @@ pub trait Store {
         let free = candidates.clone().without(taken.iter().copied());
         let v6 = free.is_v6();
         // Lazy over the free spans: a /64's first free address costs no more than a /24's.
-        Ok(Box::new(free.spans().into_iter().flat_map(move |(lo, hi)| {
-            (lo..=hi).map(move |a| Ok(crate::pool::address(v6, a)))
-        })))
+        Ok(Box::new(free.spans().into_iter().flat_map(
+            move |(lo, hi)| (lo..=hi).map(move |a| Ok(crate::pool::address(v6, a))),
+        )))
     }
 
     /// How many allocations `pool` has, and how many of them are among `candidates`,

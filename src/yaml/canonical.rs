@@ -267,8 +267,12 @@ mod tests {
         (label(), namespace(), any::<u32>(), owner(), map(), map()).prop_map(
             |(pool, ns, address, owner, labels, annotations)| {
                 let pool = PoolName::new(&pool).expect("labels are pool names");
-                let mut m =
-                    AllocationManifest::new(&pool, ns.as_ref(), Ipv4Addr::from(address).into(), owner);
+                let mut m = AllocationManifest::new(
+                    &pool,
+                    ns.as_ref(),
+                    Ipv4Addr::from(address).into(),
+                    owner,
+                );
                 m.metadata.labels.extend(labels);
                 m.metadata.annotations = annotations;
                 m

@@ -25,10 +25,10 @@ Examples:
   ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0
   ipamctl check -o json   # in CI: exit 1 on any error";
 
-/// IPv4 address management in a git-friendly state directory.
+/// IPv4 and IPv6 address management in a git-friendly state directory.
 ///
-/// ipamctl keeps IPv4 pools (IPAMPool) and the addresses handed out from them (IPAllocation)
-/// as Kubernetes-style YAML manifests, one file per object. An address is claimed by
+/// ipamctl keeps IPv4 and IPv6 pools (IPAMPool) and the addresses handed out from them
+/// (IPAllocation) as Kubernetes-style YAML manifests, one file per object. An address is claimed by
 /// creating its file exclusively, so any number of ipamctl processes can allocate at once
 /// without a server: two never get the same address, and an owner that asks twice gets the
 /// same address back.
@@ -561,11 +561,14 @@ pub struct PoolShowArgs {
     #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: String,
 
-    /// Draw the pool as an address map (text, or an image with `-o svg`).
+    /// Draw the pool as an address map (text, or an image with `-o svg`): one cell per
+    /// address up to an IPv4 /22 or an IPv6 /120; else one cell per /24 (IPv4, up to a /12)
+    /// or per /120 that holds an allocation (IPv6, any size), shaded by how full it is.
     #[arg(long)]
     pub map: bool,
 
-    /// Draw only this subnet of the pool (its network and broadcast are marked as such).
+    /// Draw only this subnet of the pool (its network and broadcast, or its IPv6
+    /// subnet-router anycast address, are marked as such).
     #[arg(long, value_name = "CIDR", requires = "map", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 

@@ -185,9 +185,15 @@ pub enum Command {
     /// Find (and with `--apply`, release) allocations whose owners no longer exist.
     ///
     /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
-    /// bare uid (e.g. the output of `virsh list --uuid`); `#` starts a comment. Every
-    /// allocation in scope whose owner matches no line is a leak. Each release is guarded
-    /// by the reported owner, so an address re-allocated to a live owner meanwhile stays.
+    /// UUID (e.g. the output of `virsh list --all --uuid`); `#` starts a comment. Any other
+    /// line (a hostname) is exit 2, naming it, and nothing is released. Every allocation in
+    /// scope whose owner matches no line is a leak, unless it was claimed after the list
+    /// was taken (`--live-as-of`, by `metadata.creationTimestamp`) or is younger than
+    /// `--min-age`. Without `--apply`, exit 1 when there are leaks (0 when none), as
+    /// `check`. `--apply` refuses (exit 4, nothing released) to release more than
+    /// `--max-release`. Each release is guarded by the reported owner, so an address
+    /// re-allocated to a live owner meanwhile stays. The summary (stderr) also counts the
+    /// live lines that matched no allocation.
     Reconcile(ReconcileArgs),
     /// Write a database's pools and allocations as a new state directory (`--store` only).
     ///
@@ -532,6 +538,21 @@ pub struct ReconcileArgs {
     /// With `--apply`: print what would be released (`would-release`); release nothing.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// When the live list was taken (RFC 3339, e.g. `2026-12-01T07:00:00Z`): allocations
+    /// claimed at or after it are never released [default: the live file's modification
+    /// time; required when the list comes from stdin].
+    #[arg(long, value_name = "TIME")]
+    pub live_as_of: Option<String>,
+
+    /// Leave allocations younger than this alone (e.g. `5m`, `1h`, `0`).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub min_age: String,
+
+    /// With `--apply`: refuse (exit 4, nothing released) to release more than this many
+    /// allocations, a count or a percentage of those checked.
+    #[arg(long, value_name = "N|P%", default_value = "25%")]
+    pub max_release: String,
 }
 
 /// `ipamctl pool delete`.

@@ -52,8 +52,8 @@ fn create(
 ) -> Result<()> {
     let (ns, pool) = vpc_pool(g, &args.name)?;
     let uid = match &args.uid {
-        Some(uid) => super::flag("--uid", Uid::new(uid))?,
-        None => Uid::new(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid"),
+        Some(uid) => super::flag("--uid", Uid::parse_uuid(uid))?,
+        None => Uid::parse_uuid(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid"),
     };
     let manifest = PoolManifest {
         api_version: API_VERSION.into(),
@@ -61,6 +61,7 @@ fn create(
         metadata: Metadata {
             name: pool.name.to_string(),
             namespace: Some(ns.clone()),
+            creation_timestamp: None,
             labels: Default::default(),
             annotations: Default::default(),
             owner_refs: vec![OwnerRef {

@@ -7,11 +7,11 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 1;
+pub const LATEST: i32 = 2;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -72,6 +72,15 @@ CREATE TABLE ipamctl.events (
     manifest    bytea       NOT NULL
 );
 CREATE INDEX events_at ON ipamctl.events (at);
+";
+
+/// Allocations record their `metadata.creationTimestamp` (written by the claim) in a column
+/// of their own, so that `reconcile` can tell a claim made after its live list was taken
+/// without parsing manifests. The manifest keeps it too, byte for byte, so `export` is
+/// unchanged; rows claimed before this version, like files written by older versions, have
+/// none (NULL).
+const V2: &str = "
+ALTER TABLE ipamctl.allocations ADD COLUMN creation_timestamp timestamptz;
 ";
 
 /// Creates the schema's home and version table if missing (idempotent).

@@ -698,6 +698,18 @@ impl Timestamp {
     pub fn time(self) -> std::time::SystemTime {
         self.0
     }
+
+    /// Seconds since the epoch (0 for an instant before it, which no claim makes).
+    pub fn secs(self) -> u64 {
+        self.0
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    /// The instant `secs` seconds after the epoch.
+    pub fn from_secs(secs: u64) -> Timestamp {
+        Timestamp(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    }
 }
 
 impl TryFrom<String> for Timestamp {
@@ -893,7 +905,8 @@ pub fn parse_allocation_name(name: &str) -> Option<(&str, Ipv4Addr)> {
 }
 
 impl AllocationManifest {
-    /// The manifest of `owner` holding `address` in `pool` (in `namespace`).
+    /// The manifest of `owner` holding `address` in `pool` (in `namespace`), without a
+    /// creation time: the claim sets it ([`Timestamp::now`]).
     pub fn new(
         pool: &PoolName,
         namespace: Option<&Namespace>,
@@ -906,7 +919,7 @@ impl AllocationManifest {
             metadata: Metadata {
                 name: allocation_name(pool, address),
                 namespace: namespace.cloned(),
-                creation_timestamp: Some(Timestamp::now()),
+                creation_timestamp: None,
                 labels: BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]),
                 annotations: BTreeMap::new(),
                 owner_refs: Vec::new(),

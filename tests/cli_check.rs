@@ -687,7 +687,7 @@ fn the_same_owner_in_another_pool_or_with_another_uid_is_fine() {
                 "public-zone-a",
                 "203.0.113.6",
                 "FloatingIP/fip-1",
-                Some("another-uid"),
+                Some("0b6f3c3e-1111-4c1e-8d2a-0000000000ff"),
             ),
         )
         .write(
@@ -1237,7 +1237,13 @@ fn fifty_thousand_allocations_are_checked_in_under_3_seconds() {
         let name = format!("big-{}", address.replace('.', "-"));
         fs::write(
             state.path(&format!("cluster/ipallocations/{name}.yaml")),
-            allocation(None, "big", &address, &owner, Some(&format!("uid-{i}"))),
+            allocation(
+                None,
+                "big",
+                &address,
+                &owner,
+                Some(&format!("00000000-0000-4000-8000-{i:012x}")),
+            ),
         )
         .unwrap();
     }

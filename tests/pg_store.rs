@@ -340,20 +340,40 @@ fn uid_queries_and_release_by_uid() {
     let db = Db::new();
     assert_code(&apply(&db, &pool_yaml("p", "10.1.0.0/24", None)), code::OK);
     for (owner, uid) in [
-        ("VirtualMachine/web-01/0", "u1"),
-        ("VirtualMachine/web-01/1", "u1"),
-        ("VirtualMachine/web-02/0", "u2"),
+        (
+            "VirtualMachine/web-01/0",
+            "00000000-0000-4000-8000-0000000000a1",
+        ),
+        (
+            "VirtualMachine/web-01/1",
+            "00000000-0000-4000-8000-0000000000a1",
+        ),
+        (
+            "VirtualMachine/web-02/0",
+            "00000000-0000-4000-8000-0000000000a2",
+        ),
     ] {
         assert_code(
             &db.run(["allocate", "p", "--owner", owner, "--uid", uid]),
             code::OK,
         );
     }
-    let listed = db.run(["list", "--uid", "u1", "-o", "json"]);
-    assert_eq!(stdout(&listed).matches("\"uid\": \"u1\"").count(), 2);
+    let listed = db.run([
+        "list",
+        "--uid",
+        "00000000-0000-4000-8000-0000000000a1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        stdout(&listed)
+            .matches("\"uid\": \"00000000-0000-4000-8000-0000000000a1\"")
+            .count(),
+        2
+    );
     let by_prefix = db.run(["list", "--owner", "VirtualMachine/web-01/"]);
     assert_eq!(stdout(&by_prefix).lines().count(), 3); // header + 2
-    let rel = db.run(["release", "--uid", "u1"]);
+    let rel = db.run(["release", "--uid", "00000000-0000-4000-8000-0000000000a1"]);
     assert_code(&rel, code::OK);
     assert_eq!(stdout(&rel).lines().count(), 2);
     assert_eq!(

@@ -229,7 +229,7 @@ fn reconcile_leaves_allocations_younger_than_min_age_alone() {
     assert_eq!(
         ran.stdout,
         format!(
-            "ipallocation/public-zone-a-{} released\n",
+            "ipallocation/public-zone-a-{}\n",
             fresh.replace('.', "-")
         )
     );

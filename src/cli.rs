@@ -179,7 +179,8 @@ pub enum Command {
     /// Inspect and delete pools.
     #[command(subcommand)]
     Pool(PoolCommand),
-    /// Create and delete VPCs: each owns a private pool `vpc-<NAME>` in its namespace.
+    /// Create, show and delete VPCs: each owns a private pool `vpc-<NAME>` in its namespace
+    /// and, in public pools, its router's uplinks (owner `VPC/router` with the VPC's uid).
     #[command(subcommand)]
     Vpc(VpcCommand),
     /// Find (and with `--apply`, release) allocations whose owners no longer exist.
@@ -475,14 +476,23 @@ pub enum PoolCommand {
 pub enum VpcCommand {
     /// Create a VPC's private pool `vpc-<NAME>` in `-n NS`, owned by the VPC; print its uid.
     ///
-    /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. A second VPC of
-    /// the same name in the namespace is exit 4. Without `-o`, stdout gets the uid alone
-    /// (`ipampool/vpc-<NAME> created` goes to stderr); with `-o`, the pool and its action.
+    /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. Idempotent: a
+    /// VPC that exists with the same CIDR (and `--uid`, if given) prints its uid and exits
+    /// 0 (`existing`); with another CIDR or uid it is exit 4. Without `-o`, stdout gets the
+    /// uid alone (`ipampool/vpc-<NAME> created|existing` goes to stderr); with `-o`, the
+    /// pool and its action.
     Create(VpcCreateArgs),
-    /// Delete a VPC: release every allocation of its pool, then remove the pool.
+    /// Print a VPC's uid; with `-o json|yaml`, the VPC: its uid, pool and router uplinks.
+    Get(VpcGetArgs),
+    /// List the VPCs (of `-n NS`, else every namespace): name, uid, CIDR and uplinks.
+    List,
+    /// Delete a VPC: release its router uplinks (every allocation owned by the VPC's uid, in
+    /// any pool) and every allocation of its pool, then remove the pool.
     ///
     /// Holds the pool's lock exclusively, so no concurrent `allocate` can leave an
     /// allocation behind; after a crash half-way, running it again finishes the job.
+    /// `--dry-run` lists all of it. A VPC that does not exist is exit 3, or 0 with
+    /// `--ignore-not-found`, so a retry loop can run it again safely.
     Delete(VpcDeleteArgs),
 }
 
@@ -505,6 +515,13 @@ pub struct VpcCreateArgs {
     pub dry_run: bool,
 }
 
+/// `ipamctl vpc get`.
+#[derive(Debug, Args)]
+pub struct VpcGetArgs {
+    /// The VPC's name.
+    pub name: String,
+}
+
 /// `ipamctl vpc delete`.
 #[derive(Debug, Args)]
 pub struct VpcDeleteArgs {
@@ -514,6 +531,10 @@ pub struct VpcDeleteArgs {
     /// List what would be released and removed; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// A VPC that does not exist (already deleted) is success, with a note on stderr.
+    #[arg(long)]
+    pub ignore_not_found: bool,
 }
 
 /// `ipamctl reconcile`.

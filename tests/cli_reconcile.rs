@@ -228,10 +228,7 @@ fn reconcile_leaves_allocations_younger_than_min_age_alone() {
         .run();
     assert_eq!(
         ran.stdout,
-        format!(
-            "ipallocation/public-zone-a-{}\n",
-            fresh.replace('.', "-")
-        )
+        format!("ipallocation/public-zone-a-{}\n", fresh.replace('.', "-"))
     );
 }
 

@@ -127,6 +127,13 @@ fn cases() -> Vec<Case> {
             Shape::Changes(true),
         ),
         case(
+            "vpc get",
+            populated,
+            &["vpc", "get", "main", "-n", "acme/prod"],
+            Shape::Object,
+        ),
+        case("vpc list", populated, &["vpc", "list"], Shape::List),
+        case(
             "vpc delete",
             populated,
             &["vpc", "delete", "main", "-n", "acme/prod"],

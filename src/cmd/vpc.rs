@@ -148,22 +148,30 @@ fn vpc_uid(pool: &PoolManifest) -> Option<Uid> {
         .and_then(|r| Uid::new(&r.uid).ok())
 }
 
-/// A VPC as `vpc get` and `vpc list` show it.
+/// A VPC as `vpc get` and `vpc list` show it: a view in the manifests' shape, never stored.
 #[derive(Clone, Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Vpc {
-    name: String,
-    namespace: Namespace,
-    uid: Uid,
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: VpcMetadata,
     /// The private pool(s) it owns.
     pools: Vec<PoolManifest>,
     /// Its router's uplinks: every allocation owned by `VPC/router` with its uid.
     uplinks: Vec<AllocationManifest>,
 }
 
+/// Name, namespace and uid of a [`Vpc`].
+#[derive(Clone, Debug, serde::Serialize)]
+struct VpcMetadata {
+    name: String,
+    namespace: Namespace,
+    uid: Uid,
+}
+
 impl Named for Vpc {
     fn resource(&self) -> String {
-        format!("vpc/{}", self.name)
+        format!("vpc/{}", self.metadata.name)
     }
 }
 
@@ -189,10 +197,14 @@ fn find(store: &dyn Store, ns: &Namespace, pool: &PoolRef, name: &str) -> Result
         return Ok(None);
     };
     Ok(Some(Vpc {
-        name: name.to_owned(),
-        namespace: ns.clone(),
+        api_version: API_VERSION,
+        kind: VPC_KIND,
         uplinks: uplinks(store, &uid)?,
-        uid,
+        metadata: VpcMetadata {
+            name: name.to_owned(),
+            namespace: ns.clone(),
+            uid,
+        },
         pools: vec![manifest],
     }))
 }
@@ -211,7 +223,7 @@ fn get(store: &dyn Store, g: &GlobalArgs, name: &str, out: &mut dyn Write) -> Re
     match g.output {
         Some(OutputFormat::Json) => output::write_json(out, &vpc),
         Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(&vpc)),
-        None => output::line(out, vpc.uid.as_str()),
+        None => output::line(out, vpc.metadata.uid.as_str()),
         Some(_) => render(out, g, &[vpc]),
     }
 }
@@ -256,9 +268,9 @@ fn render(out: &mut dyn Write, g: &GlobalArgs, vpcs: &[Vpc]) -> Result<()> {
                 .map(|m| format!("{}/{}", m.spec.pool, m.spec.address))
                 .collect();
             vec![
-                v.namespace.to_string(),
-                v.name.clone(),
-                v.uid.to_string(),
+                v.metadata.namespace.to_string(),
+                v.metadata.name.clone(),
+                v.metadata.uid.to_string(),
                 cidrs.join(","),
                 if uplinks.is_empty() {
                     "-".into()

@@ -1148,7 +1148,7 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
         db.count(
             "SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'"
         ),
-        3
+        4
     );
 }
 

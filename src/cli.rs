@@ -11,7 +11,8 @@ use crate::complete;
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success
-  1  `check` found errors, `diff` found changes; any other failure (I/O and the like)
+  1  `check` found errors, `diff` found changes, `reconcile` found leaks; any other
+     failure (I/O and the like)
   2  invalid usage or input
   3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
@@ -20,7 +21,8 @@ Exit codes:
 Examples:
   ipamctl init state && cd state
   ipamctl apply -f pools.yaml
-  IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$UID\")
+  VM=$(virsh domuuid web-01)   # the VM's uuid (not bash's $UID, the user id)
+  IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$VM\")
   ipamctl list -n acme/prod
   ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0
   ipamctl check -o json   # in CI: exit 1 on any error";
@@ -351,8 +353,9 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "KIND/NAME")]
     pub owner: String,
 
-    /// The owner's uid. Part of its identity: omitted means an owner without a uid.
-    #[arg(long, value_name = "UID")]
+    /// The owner's uid: a UUID (any case, kept lowercase), e.g. the VM's `virsh domuuid`;
+    /// anything else is exit 2. Part of its identity: omitted means an owner without a uid.
+    #[arg(long, value_name = "UUID")]
     pub uid: Option<String>,
 
     /// Only claim inside this subnet of the pool (its network and broadcast are skipped).
@@ -409,8 +412,8 @@ pub struct Selectors {
     #[arg(long, value_name = "KIND/NAME")]
     pub owner: Option<String>,
 
-    /// Only allocations of this owner uid.
-    #[arg(long, value_name = "UID")]
+    /// Only allocations of this owner uid (a UUID).
+    #[arg(long, value_name = "UUID")]
     pub uid: Option<String>,
 
     /// Only addresses inside this prefix (e.g. a subnet: 10.42.1.0/24). Exit 3 if no pool
@@ -506,7 +509,7 @@ pub struct VpcCreateArgs {
     #[arg(long, value_name = "CIDR")]
     pub cidr: String,
 
-    /// The VPC's uid [default: a fresh random UUID].
+    /// The VPC's uid, a UUID [default: a fresh random UUID].
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
 

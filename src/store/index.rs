@@ -493,7 +493,7 @@ mod tests {
             },
             owner: owner.into(),
             whole: ino.is_multiple_of(2),
-            created: (ino % 4 == 0).then_some(1_796_108_400 + ino),
+            created: ino.is_multiple_of(4).then_some(1_796_108_400 + ino),
         }
     }
 

@@ -65,38 +65,26 @@ fn reconcile_apply_refuses_more_than_the_cap_and_says_how_to_raise_it() {
         "{}",
         ran.stderr
     );
-    // A dry run checks what the real run would: refused too.
-    let ran = ran
-        .then()
-        .args(["reconcile", "--live", &live, "--apply", "--dry-run"])
-        .args(LATER)
-        .fails(code::CONFLICT)
-        .run();
-    let ran = ran
-        .then()
-        .args([
-            "reconcile",
-            "--live",
-            &live,
-            "--apply",
-            "--max-release",
-            "3",
-        ])
-        .args(LATER)
-        .fails(code::CONFLICT)
-        .run();
-    let ran = ran
-        .then()
-        .args([
-            "reconcile",
-            "--live",
-            &live,
-            "--apply",
-            "--max-release",
-            "4",
-        ])
-        .args(LATER)
-        .run();
+    // A dry run checks what the real run would: refused too; so is a cap one too low.
+    let mut ran = ran;
+    for refused in [&["--dry-run"][..], &["--max-release", "3"]] {
+        ran = ran
+            .then()
+            .args(["reconcile", "--live", &live, "--apply"])
+            .args(refused)
+            .args(LATER)
+            .fails(code::CONFLICT)
+            .run();
+    }
+    let apply = [
+        "reconcile",
+        "--live",
+        &live,
+        "--apply",
+        "--max-release",
+        "4",
+    ];
+    let ran = ran.then().args(apply).args(LATER).run();
     assert_eq!(
         ran.stdout.matches(" released\n").count(),
         4,

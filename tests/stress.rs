@@ -537,7 +537,7 @@ fn churn_once(
         None => state.run(argv),
     };
     let owner = format!("FloatingIP/churn-{}", w % 2);
-    let uid = format!("worker-{w}");
+    let uid = format!("00000000-0000-4000-8000-{w:012x}");
     let me = |args: &[&str]| {
         let mut v = argv(args);
         v.extend(argv(&["--owner", &owner, "--uid", &uid]));

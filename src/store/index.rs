@@ -24,9 +24,13 @@
 //!
 //! ```text
 //! ipamctl-index 2 <device>
-//! <address> <inode> <size> <mtime ns> <ctime ns> <w|-> <owner kind> <owner name> <uid or ->
+//! <address> <inode> <size> <mtime ns> <ctime ns> <w|w<secs>|-> <owner kind> <owner name> <uid or ->
 //! <address> -
 //! ```
+//!
+//! `w` marks a file that is exactly the manifest ipamctl writes for its pool, address and
+//! owner, so a reader may rebuild it unread; `w<secs>` the same with that
+//! `metadata.creationTimestamp` (seconds since the epoch), as every claim now writes.
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;

@@ -42,8 +42,8 @@ use ipnet::Ipv4Net;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, allocation_name,
-    parse_allocation_name,
+    AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, Timestamp,
+    allocation_name, parse_allocation_name,
 };
 use crate::pool::Candidates;
 use crate::store::{self, Claim, LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
@@ -430,7 +430,10 @@ fn claim(
                 None => break,
             },
         };
-        let manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
+        let mut manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
+        // Written once, by the claim: `reconcile` never releases what a live list taken
+        // before it could not have named.
+        manifest.metadata.creation_timestamp = Some(Timestamp::now());
         if req.dry_run {
             return Ok(Some(Allocated::WouldCreate(manifest)));
         }

@@ -310,6 +310,16 @@ pub(crate) fn optional_address(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// `metadata.creationTimestamp`: RFC 3339 in UTC, to the second, as Kubernetes writes it.
+pub(crate) fn timestamp(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["string", "null"],
+        "format": "date-time",
+        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+        "description": "When the object was created (for an allocation: the claim), RFC 3339 in UTC to the second, e.g. `2026-12-01T07:00:00Z`. Absent in state written by older versions.",
+    })
+}
+
 /// An optional label (`spec.zone`).
 pub(crate) fn optional_label(_: &mut SchemaGenerator) -> Schema {
     json_schema!({

@@ -33,11 +33,12 @@ fn a_64_hands_out_its_lowest_candidates_skipping_anycast_gateway_and_excludes() 
         .run();
     let file = "cluster/ipallocations/public-v6-2001-0db8-0000-0001-0000-0000-0000-0004.yaml";
     // Named by the eight groups in full, no `:`; the address canonical and quoted.
-    insta::assert_snapshot!(ran.read(file), @r#"
+    insta::assert_snapshot!(common::redact_time(&ran.read(file)), @r#"
     apiVersion: pivirt.hu/v1
     kind: IPAllocation
     metadata:
       name: public-v6-2001-0db8-0000-0001-0000-0000-0000-0004
+      creationTimestamp: "[TIME]"
       labels:
         pivirt.hu/managed-by: director
     spec:
@@ -390,7 +391,12 @@ fn dual_stack_allocate_claims_in_both_pools_in_order() {
     let args = |owner: &str| {
         let mut a = vec!["allocate", "vpc-main", "vpc-main-v6", "--owner"];
         a.push(owner);
-        a.extend(["--uid", "u-1", "-n", "acme/prod"]);
+        a.extend([
+            "--uid",
+            "0f8fad5b-d9cb-469f-a165-70867728950e",
+            "-n",
+            "acme/prod",
+        ]);
         a.into_iter().map(String::from).collect::<Vec<_>>()
     };
     let ran = Test::new("dual-stack")
@@ -496,9 +502,17 @@ fn dual_stack_allocate_releases_the_first_claim_when_the_second_pool_is_exhauste
 #[test]
 fn vpc_create_with_two_ranges_makes_both_pools_and_delete_removes_both() {
     let ran = Test::new("empty")
-        .args(["vpc", "create", "edge", "-n", "acme", "--uid", "u-vpc"])
+        .args([
+            "vpc",
+            "create",
+            "edge",
+            "-n",
+            "acme",
+            "--uid",
+            "7d1c0a8e-5b7f-4a1e-9a39-2f0c1f7e9b10",
+        ])
         .args(["--cidr", "10.60.0.0/16", "--cidr", "fd00:60::/48"])
-        .stdout("u-vpc\n")
+        .stdout("7d1c0a8e-5b7f-4a1e-9a39-2f0c1f7e9b10\n")
         .stderr("ipampool/vpc-edge created\nipampool/vpc-edge-v6 created\n")
         .run();
     insta::assert_snapshot!(ran.read("namespaces/acme/ipampools/vpc-edge-v6.yaml"), @r"
@@ -509,7 +523,7 @@ fn vpc_create_with_two_ranges_makes_both_pools_and_delete_removes_both() {
       namespace: acme
       ownerRefs:
       - kind: VPC
-        uid: u-vpc
+        uid: 7d1c0a8e-5b7f-4a1e-9a39-2f0c1f7e9b10
         name: edge
         controller: true
     spec:

@@ -91,7 +91,14 @@ impl State {
 
     fn allocate(&self, owner: &str, failpoint: Option<&str>) -> Output {
         self.run(
-            &["allocate", "edge", "--owner", owner, "--uid", "u-1"],
+            &[
+                "allocate",
+                "edge",
+                "--owner",
+                owner,
+                "--uid",
+                "00000000-0000-4000-8000-000000000001",
+            ],
             failpoint,
         )
     }
@@ -371,7 +378,7 @@ fn dual_stack_allocate_crashed_between_its_claims_is_completed_by_the_same_reque
         "--owner",
         "VPC/router",
         "--uid",
-        "u-1",
+        "0f8fad5b-d9cb-469f-a165-70867728950e",
     ];
     let allocations = || -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(state.root.join("cluster/ipallocations"))

@@ -1,13 +1,14 @@
-//! `ipamctl vpc create|delete`: a VPC and the private pools it owns: `vpc-NAME` for its
-//! IPv4 range, `vpc-NAME-v6` for its IPv6 range (dual stack: both).
+//! `ipamctl vpc create|get|list|delete`: a VPC, the private pools it owns (`vpc-NAME` for
+//! its IPv4 range, `vpc-NAME-v6` for its IPv6 range; dual stack: both), and its router's
+//! uplinks in public pools (allocations owned by `VPC/router` with the VPC's uid).
 
 use std::io::Write;
 
 use crate::alloc::{self, PoolRef, Released};
-use crate::cli::{GlobalArgs, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
+use crate::cli::{GlobalArgs, OutputFormat, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
 use crate::error::{Error, Result};
 use crate::model::{
-    API_VERSION, AllocationManifest, Metadata, Namespace, OwnerFilter, OwnerRef, POOL_KIND,
+    API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerFilter, OwnerRef, POOL_KIND,
     PoolKind, PoolManifest, PoolName, PoolSpec, Uid,
 };
 use crate::output::{self, Action, Change, Named};
@@ -17,6 +18,16 @@ use crate::yaml;
 /// The kind written in the pool's `ownerRefs`.
 const VPC_KIND: &str = "VPC";
 
+/// Suffix of the name of a VPC's IPv6 pool.
+const V6_SUFFIX: &str = "-v6";
+
+/// Both pools a VPC named `name` may own, IPv4 first.
+fn vpc_pools(g: &GlobalArgs, name: &str) -> Result<(Namespace, [PoolRef; 2])> {
+    let (ns, v4) = vpc_pool(g, name, false)?;
+    let (_, v6) = vpc_pool(g, name, true)?;
+    Ok((ns, [v4, v6]))
+}
+
 pub fn run(
     store: &dyn Store,
     g: &GlobalArgs,
@@ -25,14 +36,13 @@ pub fn run(
 ) -> Result<()> {
     match command {
         VpcCommand::Create(args) => create(store, g, args, out),
+        VpcCommand::Get(args) => get(store, g, &args.name, out),
+        VpcCommand::List => list(store, g, out),
         VpcCommand::Delete(args) => delete(store, g, args, out),
     }
 }
 
-/// Suffix of the name of a VPC's IPv6 pool.
-const V6_SUFFIX: &str = "-v6";
-
-/// The VPC's namespace (required) and pool of one family.
+/// The VPC's namespace (required) and pool.
 fn vpc_pool(g: &GlobalArgs, name: &str, v6: bool) -> Result<(Namespace, PoolRef)> {
     let ns = super::namespace(g)?.ok_or_else(|| Error::Usage {
         message: "a VPC lives in a tenant namespace: pass `-n NS`".into(),
@@ -55,9 +65,9 @@ fn create(
     args: &VpcCreateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let uid = match &args.uid {
-        Some(uid) => super::flag("--uid", Uid::new(uid))?,
-        None => Uid::new(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid"),
+    let given_uid = match &args.uid {
+        Some(uid) => Some(super::flag("--uid", Uid::parse_uuid(uid))?),
+        None => None,
     };
     let cidrs = args
         .cidr
@@ -71,96 +81,313 @@ fn create(
             "give at most one IPv4 and one IPv6 range (a dual-stack VPC has one of each)",
         ));
     }
-    let mut manifests = Vec::new();
-    for cidr in cidrs {
-        let (ns, pool) = vpc_pool(g, &args.name, cidr.addr().is_ipv6())?;
-        let manifest = PoolManifest {
-            api_version: API_VERSION.into(),
-            kind: POOL_KIND.into(),
-            metadata: Metadata {
-                name: pool.name.to_string(),
-                namespace: Some(ns.clone()),
-                labels: Default::default(),
-                annotations: Default::default(),
-                owner_refs: vec![OwnerRef {
-                    kind: VPC_KIND.into(),
-                    uid: uid.to_string(),
-                    name: Some(args.name.clone()),
-                    controller: Some(true),
-                }],
-            },
-            spec: PoolSpec {
-                cidr,
-                kind: PoolKind::Private,
-                gateway: None,
-                exclude: Vec::new(),
-                zone: None,
-            },
-        };
-        manifest
-            .validate()
-            .map_err(|e| Error::invalid("vpc create", e))?;
-        manifests.push((ns, pool, manifest));
+    let mut pools = Vec::new();
+    for cidr in &cidrs {
+        pools.push(vpc_pool(g, &args.name, cidr.addr().is_ipv6())?);
     }
-    let exists = |(ns, pool, _): &(Namespace, PoolRef, PoolManifest)| -> Result<bool> {
-        Ok(store
-            .get(ObjectKind::Pool, Some(ns), pool.name.as_str())?
-            .is_some())
+    let ns = pools[0].0.clone();
+    let manifest = |pool: &PoolRef, cidr: ipnet::IpNet, uid: &Uid| PoolManifest {
+        api_version: API_VERSION.into(),
+        kind: POOL_KIND.into(),
+        metadata: Metadata {
+            name: pool.name.to_string(),
+            namespace: Some(ns.clone()),
+            creation_timestamp: None,
+            labels: Default::default(),
+            annotations: Default::default(),
+            owner_refs: vec![OwnerRef {
+                kind: VPC_KIND.into(),
+                uid: uid.to_string(),
+                name: Some(args.name.clone()),
+                controller: Some(true),
+            }],
+        },
+        spec: PoolSpec {
+            cidr,
+            kind: PoolKind::Private,
+            gateway: None,
+            exclude: Vec::new(),
+            zone: None,
+        },
     };
-    let taken = if args.dry_run {
-        manifests
-            .iter()
-            .map(exists)
-            .collect::<Result<Vec<bool>>>()?
-            .into_iter()
-            .position(|e| e)
-    } else {
-        // Both pools or neither: under the scope's lock, a pool made here is removed again
-        // when the next one exists already.
-        store::atomically(store, || {
-            let _scope = store.lock_scope(manifests.first().map(|m| &m.0))?;
-            for (i, (ns, pool, manifest)) in manifests.iter().enumerate() {
-                let bytes = yaml::encode(manifest);
-                if !store.create(
-                    ObjectKind::Pool,
-                    Some(ns),
-                    pool.name.as_str(),
-                    bytes.as_bytes(),
-                )? {
-                    for (ns, pool, _) in &manifests[..i] {
-                        store.delete(ObjectKind::Pool, Some(ns), pool.name.as_str())?;
-                    }
-                    return Ok(Some(i));
-                }
+    // Under the scope's lock: the pools that exist already must be this VPC's (a retry of a
+    // create that succeeded, in part or whole: its uid is adopted); the others are created.
+    let work = || -> Result<(Uid, Vec<(PoolManifest, Action)>)> {
+        let _scope = (!args.dry_run)
+            .then(|| store.lock_scope(Some(&ns)))
+            .transpose()?;
+        let mut existing = Vec::new();
+        for ((_, pool), cidr) in pools.iter().zip(&cidrs) {
+            existing.push(match alloc::load_pool(store, pool) {
+                Ok(m) => Some(same_vpc(
+                    &args.name,
+                    &ns,
+                    pool,
+                    m,
+                    *cidr,
+                    given_uid.as_ref(),
+                )?),
+                Err(Error::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            });
+        }
+        let held: Vec<&Uid> = existing.iter().flatten().map(|(_, uid)| uid).collect();
+        if let [first, rest @ ..] = held.as_slice()
+            && rest.iter().any(|u| u != first)
+        {
+            return Err(Error::conflict(format!(
+                "the pools of VPC `{}` in namespace `{ns}` belong to different VPCs; delete them and create it again",
+                args.name
+            )));
+        }
+        let uid = held
+            .first()
+            .map(|u| (*u).clone())
+            .or_else(|| given_uid.clone())
+            .unwrap_or_else(|| {
+                Uid::parse_uuid(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid")
+            });
+        let mut done = Vec::new();
+        for (((_, pool), cidr), found) in pools.iter().zip(&cidrs).zip(existing) {
+            if let Some((m, _)) = found {
+                done.push((m, Action::Existing));
+                continue;
             }
-            Ok(None)
-        })?
+            let m = manifest(pool, *cidr, &uid);
+            m.validate().map_err(|e| Error::invalid("vpc create", e))?;
+            if !args.dry_run
+                && !store.create(
+                    ObjectKind::Pool,
+                    Some(&ns),
+                    pool.name.as_str(),
+                    yaml::encode(&m).as_bytes(),
+                )?
+            {
+                return Err(Error::conflict(format!(
+                    "pool `{pool}` was created meanwhile; run `ipamctl vpc create` again"
+                )));
+            }
+            done.push((m, Action::Created.planned(args.dry_run)));
+        }
+        Ok((uid, done))
     };
-    if let Some(i) = taken {
-        let (ns, pool, _) = &manifests[i];
-        return Err(Error::Conflict {
-            message: format!(
-                "VPC `{}` already exists in namespace `{ns}` (pool `{}`)",
-                args.name, pool.name
-            ),
-            hint: Some(format!(
-                "`ipamctl pool show {} -n {ns}` shows it",
-                pool.name
-            )),
-        });
-    }
-    let action = Action::Created.planned(args.dry_run);
+    let (uid, done) = if args.dry_run {
+        work()?
+    } else {
+        store::atomically(store, work)?
+    };
     if g.output.is_some() {
-        let changes: Vec<_> = manifests
-            .iter()
-            .map(|(_, _, m)| Change::new(m, action))
-            .collect();
+        let changes: Vec<_> = done.iter().map(|(m, a)| Change::new(m, *a)).collect();
         return output::write_changes(out, g.output, &changes, true);
     }
-    for (_, pool, _) in &manifests {
-        eprintln!("ipampool/{} {action}", pool.name);
+    for (m, action) in &done {
+        eprintln!("ipampool/{} {action}", m.metadata.name);
     }
     output::line(out, uid.as_str())
+}
+
+/// `existing`, the pool a create found under this VPC's pool name, with its VPC's uid, if it
+/// is this VPC's: owned by a VPC, of range `cidr`, and of uid `uid` when one was given.
+fn same_vpc(
+    name: &str,
+    ns: &Namespace,
+    pool: &PoolRef,
+    existing: PoolManifest,
+    cidr: ipnet::IpNet,
+    uid: Option<&Uid>,
+) -> Result<(PoolManifest, Uid)> {
+    let Some(existing_uid) = vpc_uid(&existing) else {
+        return Err(Error::conflict(format!(
+            "pool `{pool}` exists and is not owned by a VPC; choose another VPC name"
+        )));
+    };
+    if existing.spec.cidr != cidr || uid.is_some_and(|u| *u != existing_uid) {
+        return Err(Error::Conflict {
+            message: format!(
+                "VPC `{name}` already exists in namespace `{ns}` with CIDR {} and uid {existing_uid}, not {cidr}{}",
+                existing.spec.cidr,
+                uid.map(|u| format!(" and uid {u}")).unwrap_or_default(),
+            ),
+            hint: Some(format!("`ipamctl vpc get {name} -n {ns} -o yaml` shows it")),
+        });
+    }
+    Ok((existing, existing_uid))
+}
+
+/// The uid of the VPC that owns `pool`, from its `ownerRefs`; `None` if no VPC owns it.
+fn vpc_uid(pool: &PoolManifest) -> Option<Uid> {
+    pool.metadata
+        .owner_refs
+        .iter()
+        .find(|r| r.kind == VPC_KIND)
+        .and_then(|r| Uid::new(&r.uid).ok())
+}
+
+/// A VPC as `vpc get` and `vpc list` show it: a view in the manifests' shape, never stored.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Vpc {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: VpcMetadata,
+    /// The private pool(s) it owns.
+    pools: Vec<PoolManifest>,
+    /// Its router's uplinks: every allocation owned by `VPC/router` with its uid.
+    uplinks: Vec<AllocationManifest>,
+}
+
+/// Name, namespace and uid of a [`Vpc`].
+#[derive(Clone, Debug, serde::Serialize)]
+struct VpcMetadata {
+    name: String,
+    namespace: Namespace,
+    uid: Uid,
+}
+
+impl Named for Vpc {
+    fn resource(&self) -> String {
+        format!("vpc/{}", self.metadata.name)
+    }
+}
+
+/// The allocations of the VPC router owned by `uid`, in every scope.
+fn uplinks(store: &dyn Store, uid: &Uid) -> Result<Vec<AllocationManifest>> {
+    let router = Owner::parse("VPC/router", Some(uid.clone())).expect("`VPC/router` is valid");
+    let filter = OwnerFilter::exactly(&router);
+    let mut found = Vec::new();
+    for scope in store.scopes()? {
+        found.extend(alloc::allocations_of(store, scope.as_ref(), None, &filter)?);
+    }
+    Ok(found)
+}
+
+/// The VPC named `name` in `ns`, if one of its pools exists and a VPC owns it.
+fn find(store: &dyn Store, ns: &Namespace, pools: &[PoolRef], name: &str) -> Result<Option<Vpc>> {
+    let mut manifests = Vec::new();
+    for pool in pools {
+        match alloc::load_pool(store, pool) {
+            Ok(m) if vpc_uid(&m).is_some() => manifests.push(m),
+            Ok(_) | Err(Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(uid) = manifests.first().and_then(vpc_uid) else {
+        return Ok(None);
+    };
+    Ok(Some(Vpc {
+        api_version: API_VERSION,
+        kind: VPC_KIND,
+        uplinks: uplinks(store, &uid)?,
+        metadata: VpcMetadata {
+            name: name.to_owned(),
+            namespace: ns.clone(),
+            uid,
+        },
+        pools: manifests,
+    }))
+}
+
+fn get(store: &dyn Store, g: &GlobalArgs, name: &str, out: &mut dyn Write) -> Result<()> {
+    let (ns, pools) = vpc_pools(g, name)?;
+    let Some(vpc) = find(store, &ns, &pools, name)? else {
+        return Err(Error::NotFound {
+            message: format!(
+                "VPC `{name}` not found in namespace `{ns}` (no pool `{}` or `{}` owned by a VPC)",
+                pools[0].name, pools[1].name
+            ),
+            hint: Some("`ipamctl vpc list -A` lists every VPC".into()),
+        });
+    };
+    match g.output {
+        Some(OutputFormat::Json) => output::write_json(out, &vpc),
+        Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(&vpc)),
+        None => output::line(out, vpc.metadata.uid.as_str()),
+        Some(_) => render(out, g, &[vpc]),
+    }
+}
+
+fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let mut vpcs = Vec::new();
+    for scope in super::scopes(store, g)? {
+        let Some(ns) = scope else { continue };
+        let mut names = store.list(ObjectKind::Pool, Some(&ns))?;
+        names.sort();
+        // `vpc-X` is VPC X's IPv4 pool, `vpc-X-v6` its IPv6 pool: a VPC is listed once,
+        // under the name its pools were made from (an IPv6 pool's name less `-v6`).
+        let mut seen = std::collections::BTreeSet::new();
+        for pool_name in names {
+            let Some(stem) = pool_name.strip_prefix("vpc-") else {
+                continue;
+            };
+            let pool = PoolRef {
+                namespace: Some(ns.clone()),
+                name: super::flag("pool", PoolName::new(&pool_name))?,
+            };
+            let v6 = alloc::load_pool(store, &pool).is_ok_and(|m| m.spec.cidr.addr().is_ipv6());
+            let name = match stem.strip_suffix(V6_SUFFIX) {
+                Some(base) if v6 => base,
+                _ => stem,
+            };
+            if !seen.insert(name.to_owned()) {
+                continue;
+            }
+            let pools = [
+                PoolRef {
+                    namespace: Some(ns.clone()),
+                    name: super::flag("pool", PoolName::new(&format!("vpc-{name}")))?,
+                },
+                PoolRef {
+                    namespace: Some(ns.clone()),
+                    name: super::flag("pool", PoolName::new(&format!("vpc-{name}{V6_SUFFIX}")))?,
+                },
+            ];
+            if let Some(vpc) = find(store, &ns, &pools, name)? {
+                vpcs.push(vpc);
+            }
+        }
+    }
+    if output::write_list(out, g.output, &vpcs)? {
+        return Ok(());
+    }
+    render(out, g, &vpcs)
+}
+
+/// The table of `vpc list` (and `vpc get -o table|wide`).
+fn render(out: &mut dyn Write, g: &GlobalArgs, vpcs: &[Vpc]) -> Result<()> {
+    if let Some(OutputFormat::Name) = g.output {
+        return output::write_names(out, vpcs);
+    }
+    let rows = vpcs
+        .iter()
+        .map(|v| {
+            let cidrs: Vec<String> = v.pools.iter().map(|p| p.spec.cidr.to_string()).collect();
+            let uplinks: Vec<String> = v
+                .uplinks
+                .iter()
+                .map(|m| format!("{}/{}", m.spec.pool, m.spec.address))
+                .collect();
+            vec![
+                v.metadata.namespace.to_string(),
+                v.metadata.name.clone(),
+                v.metadata.uid.to_string(),
+                cidrs.join(","),
+                if uplinks.is_empty() {
+                    "-".into()
+                } else {
+                    uplinks.join(",")
+                },
+            ]
+        })
+        .collect();
+    output::write(
+        out,
+        &output::table(
+            &["NAMESPACE", "NAME", "UID", "CIDR", "UPLINKS"],
+            rows,
+            &[],
+            g.no_headers,
+        ),
+    )
 }
 
 fn delete(
@@ -169,10 +396,7 @@ fn delete(
     args: &VpcDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let pools = [
-        vpc_pool(g, &args.name, false)?.1,
-        vpc_pool(g, &args.name, true)?.1,
-    ];
+    let (_, pools) = vpc_pools(g, &args.name)?;
     // Both pools, IPv4 and IPv6, whichever exist: not found only when neither does.
     let delete_both = || -> Result<(Removed, Option<Error>)> {
         let mut changes = Vec::new();
@@ -199,10 +423,18 @@ fn delete(
     // One unit of work: on a database, one transaction. The lines are printed once it is
     // done, and an error found after releasing (files that could not be released) comes
     // after them, as the releases stand.
-    let (changes, kept) = if args.dry_run {
-        delete_both()?
+    let deleted = if args.dry_run {
+        delete_both()
     } else {
-        store::atomically(store, delete_both)?
+        store::atomically(store, delete_both)
+    };
+    let (changes, kept) = match deleted {
+        // Already deleted (a retry): nothing to do, and a retry loop sees success.
+        Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
+            eprintln!("note: {message}; nothing to delete");
+            (Vec::new(), None)
+        }
+        other => other?,
     };
     output::write_changes(out, g.output, &changes, false)?;
     match kept {
@@ -268,12 +500,21 @@ fn delete_vpc(
             hint: None,
         });
     }
-    for m in held {
+    // The router's uplinks first (in public pools, owned by the VPC's uid): while the pool
+    // stands, a retry after a crash still knows the uid to find them by.
+    let uplinks = match manifest.as_ref().and_then(vpc_uid) {
+        Some(uid) => uplinks(store, &uid)?,
+        None => Vec::new(),
+    };
+    for m in uplinks.into_iter().chain(held) {
         if !args.dry_run {
             let owner = &m.spec.owner;
             let guard = OwnerFilter::exactly(owner);
-            if let Released::NotHeld = alloc::release_address(store, pool, m.spec.address, &guard)?
-            {
+            let of = PoolRef {
+                namespace: m.metadata.namespace.clone(),
+                name: m.spec.pool.clone(),
+            };
+            if let Released::NotHeld = alloc::release_address(store, &of, m.spec.address, &guard)? {
                 continue;
             }
         }

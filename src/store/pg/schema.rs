@@ -7,11 +7,11 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 2;
+pub const LATEST: i32 = 3;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3)];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -131,6 +131,15 @@ WITH folded AS (
 )
 INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
     SELECT $1, $2, sum(delta) FROM folded HAVING sum(delta) <> 0
+";
+
+/// Allocations record their `metadata.creationTimestamp` (written by the claim) in a column
+/// of their own, so that `reconcile` can tell a claim made after its live list was taken
+/// without parsing manifests. The manifest keeps it too, byte for byte, so `export` is
+/// unchanged; rows claimed before this version, like files written by older versions, have
+/// none (NULL).
+const V3: &str = "
+ALTER TABLE ipamctl.allocations ADD COLUMN creation_timestamp timestamptz;
 ";
 
 /// Creates the schema's home and version table if missing (idempotent).

@@ -508,7 +508,7 @@ pub enum VpcCommand {
 /// `ipamctl vpc create`.
 #[derive(Debug, Args)]
 pub struct VpcCreateArgs {
-    /// The VPC's name; its pool is `vpc-<NAME>`.
+    /// The VPC's name; its pools are `vpc-<NAME>` (IPv4) and `vpc-<NAME>-v6` (IPv6).
     pub name: String,
 
     /// The VPC's range, e.g. 10.42.0.0/16 (pool `vpc-NAME`) or fd00:42::/48 (pool

@@ -573,7 +573,7 @@ pub struct ReconcileArgs {
 
     /// When the live list was taken (RFC 3339, e.g. `2026-12-01T07:00:00Z`): allocations
     /// claimed at or after it are never released [default: the live file's modification
-    /// time; required when the list comes from stdin].
+    /// time; required when the list comes from stdin or a pipe].
     #[arg(long, value_name = "TIME")]
     pub live_as_of: Option<String>,
 

@@ -155,6 +155,19 @@ fn reconcile_from_stdin_needs_live_as_of() {
         "{}",
         ran.stderr
     );
+    // A pipe given by path (`<(virsh list …)`, /dev/stdin) has no time of taking either.
+    let ran = ran
+        .then()
+        .args(["reconcile", "--live", "/dev/stdin", "--apply"])
+        .stdin(&only_web01())
+        .fails(code::INVALID)
+        .run();
+    assert!(
+        ran.stderr
+            .starts_with("error: `--live /dev/stdin` needs `--live-as-of TIME`"),
+        "{}",
+        ran.stderr
+    );
     let ran = ran
         .then()
         .args(["reconcile", "--live", "-", "--live-as-of", "yesterday"])

@@ -20,7 +20,14 @@ fn read_live(file: &str) -> Result<(String, Option<SystemTime>)> {
     } else {
         std::fs::File::open(file).and_then(|mut f| {
             f.read_to_string(&mut text)?;
-            f.metadata()?.modified().map(Some)
+            // A pipe (`<(virsh list …)`) is stamped when it was last written, after the list
+            // was taken: only a regular file's modification time says when it was written.
+            let meta = f.metadata()?;
+            if meta.is_file() {
+                meta.modified().map(Some)
+            } else {
+                Ok(None)
+            }
         })
     };
     let modified = read.map_err(|e| match e.kind() {
@@ -41,7 +48,7 @@ fn live_as_of(args: &ReconcileArgs, modified: Option<SystemTime>) -> Result<Syst
         ),
         (None, Some(modified)) => Ok(modified),
         (None, None) => Err(Error::Usage {
-            message: "`--live -` needs `--live-as-of TIME`: a list read from stdin has no modification time, and an allocation claimed after the list was taken must not be released".into(),
+            message: format!("`--live {}` needs `--live-as-of TIME`: a list read from stdin or a pipe has no modification time that says when it was taken, and an allocation claimed after that must not be released", args.live),
             hint: Some("take the time before listing: `T=$(date -u +%FT%TZ); virsh list --all --uuid | ipamctl reconcile --live - --live-as-of \"$T\"`".into()),
         }),
     }

@@ -21,6 +21,7 @@ pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod complete;
+pub mod cooldown;
 pub mod diff;
 pub mod docs;
 pub mod error;
@@ -36,6 +37,7 @@ pub mod report;
 pub mod schema;
 pub mod selector;
 pub mod store;
+pub mod subnet;
 pub mod transfer;
 pub mod yaml;
 

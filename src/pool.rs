@@ -88,6 +88,14 @@ impl Candidates {
         self
     }
 
+    /// Removes whole prefixes (a subnet's reserved entries).
+    pub fn without_nets(mut self, nets: impl IntoIterator<Item = Ipv4Net>) -> Candidates {
+        let mut blocked = std::mem::take(&mut self.blocked);
+        blocked.extend(nets.into_iter().map(span_of));
+        self.blocked = merge(blocked);
+        self
+    }
+
     /// Is `addr` a candidate?
     pub fn contains(&self, addr: Ipv4Addr) -> bool {
         let a = u32::from(addr);

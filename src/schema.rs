@@ -206,6 +206,20 @@ pub(crate) fn pool_kind(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "const": POOL_KIND })
 }
 
+/// `kind` of a subnet: always `Subnet`.
+pub(crate) fn subnet_kind(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": crate::subnet::SUBNET_KIND })
+}
+
+/// A duration as `spec.reuseAfter` takes it.
+pub(crate) fn duration(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["string", "null"],
+        "pattern": "^[0-9]+ ?[a-z]+( ?[0-9]+ ?[a-z]+)*$",
+        "description": "A duration: `90s`, `10m`, `1h 30m`, `1d`.",
+    })
+}
+
 /// `kind` of an allocation: always [`ALLOCATION_KIND`].
 pub(crate) fn allocation_kind(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "const": ALLOCATION_KIND })

@@ -76,6 +76,7 @@ fn create(
             gateway: None,
             exclude: Vec::new(),
             zone: None,
+            reuse_after: None,
         },
     };
     manifest

@@ -7,11 +7,11 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 1;
+pub const LATEST: i32 = 2;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -72,6 +72,25 @@ CREATE TABLE ipamctl.events (
     manifest    bytea       NOT NULL
 );
 CREATE INDEX events_at ON ipamctl.events (at);
+";
+
+/// Subnets and cooldown records: few per pool, each read whole, so one table keyed like the
+/// file store's paths. Their arbiters are the pool row's locks (`FOR UPDATE` by subnet
+/// changes and by a release that writes a record, `FOR SHARE` by claims), as in the file
+/// store.
+const V2: &str = "
+CREATE TABLE ipamctl.objects (
+    -- 'Subnet' or 'CooldownRecord'.
+    kind        text        NOT NULL,
+    namespace   text        NOT NULL,
+    name        text        NOT NULL,
+    -- The pool it belongs to, so a pool's records are found without parsing every row.
+    pool        text        NOT NULL,
+    -- The manifest, byte for byte as the file store writes it.
+    manifest    bytea       NOT NULL,
+    PRIMARY KEY (kind, namespace, name)
+);
+CREATE INDEX objects_pool ON ipamctl.objects (kind, namespace, pool);
 ";
 
 /// Creates the schema's home and version table if missing (idempotent).

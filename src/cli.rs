@@ -182,6 +182,14 @@ pub enum Command {
     /// Create and delete VPCs: each owns a private pool `vpc-<NAME>` in its namespace.
     #[command(subcommand)]
     Vpc(VpcCommand),
+    /// Store named subnets of a pool: its range, gateway and reserved addresses, for
+    /// `allocate --subnet`.
+    ///
+    /// A subnet lives in its pool's scope (`-n NS` for a private pool), lies inside the pool
+    /// and overlaps no other subnet of it (exit 4). Every change holds the pool's lock, so
+    /// concurrent creates cannot overlap and a claim always sees the subnet as it stands.
+    #[command(subcommand)]
+    Subnet(SubnetCommand),
     /// Find (and with `--apply`, release) allocations whose owners no longer exist.
     ///
     /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
@@ -348,9 +356,16 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
 
-    /// Only claim inside this subnet of the pool (its network and broadcast are skipped).
+    /// Only claim inside this prefix of the pool (its network and broadcast are skipped).
+    /// A stored subnet (`--subnet`) also keeps its gateway and reserved addresses.
     #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
+
+    /// Only claim inside this stored subnet of the pool (`ipamctl subnet create`): never its
+    /// network, broadcast, gateway or reserved addresses. Exit 5 names the subnet when it is
+    /// full.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["within", "zone"], add = ArgValueCompleter::new(complete::subnet_names))]
+    pub subnet: Option<String>,
 
     /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
     #[arg(long, value_name = "ADDR")]
@@ -439,6 +454,11 @@ pub struct ListArgs {
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
 
+    /// Only allocations inside this stored subnet (of the `-n` scope): its pool, within its
+    /// prefix.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pool", "within"], add = ArgValueCompleter::new(complete::subnet_names))]
+    pub subnet: Option<String>,
+
     #[command(flatten)]
     pub select: Selectors,
 }
@@ -462,6 +482,85 @@ pub enum PoolCommand {
     Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
     Delete(PoolDeleteArgs),
+}
+
+/// `ipamctl subnet ...`.
+#[derive(Debug, Subcommand)]
+pub enum SubnetCommand {
+    /// Create a subnet of a pool and print its gateway.
+    ///
+    /// The gateway defaults to the subnet's first host address. Creating a subnet that
+    /// exists with the same spec succeeds (`unchanged`), so retries are safe; with another
+    /// spec it is exit 4 (change it with `apply -f`). Exit 4 too when it leaves its pool,
+    /// overlaps another subnet of the pool, or would make an allocated address its gateway
+    /// or a reserved one. Without `-o`, stdout gets the gateway alone (`subnet/NAME
+    /// created` goes to stderr).
+    Create(SubnetCreateArgs),
+    /// List subnets (of `-n NS`, else of every scope), with their usage.
+    List(SubnetListArgs),
+    /// Show a subnet and its usage: candidates, allocated, free, free ranges.
+    Show(SubnetNameArgs),
+    /// Delete a subnet; refused (exit 4) while an allocation holds an address inside it.
+    Delete(SubnetDeleteArgs),
+}
+
+/// `ipamctl subnet create`.
+#[derive(Debug, Args)]
+pub struct SubnetCreateArgs {
+    /// The subnet's name (an RFC 1123 label), unique in its scope.
+    pub name: String,
+
+    /// The pool it is a range of (in the `-n` scope).
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: String,
+
+    /// The subnet's prefix, inside the pool's, e.g. 10.42.1.0/24.
+    #[arg(long, value_name = "CIDR")]
+    pub cidr: String,
+
+    /// The gateway, never handed out [default: the first host address].
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<String>,
+
+    /// An address or prefix of the subnet never handed out. Repeatable.
+    #[arg(long, value_name = "ADDR|CIDR")]
+    pub reserved: Vec<String>,
+
+    /// Check and print what would be created; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl subnet list`.
+#[derive(Debug, Args)]
+pub struct SubnetListArgs {
+    /// Only subnets of this pool.
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+}
+
+/// `ipamctl subnet show`.
+#[derive(Debug, Args)]
+pub struct SubnetNameArgs {
+    /// The subnet.
+    #[arg(add = ArgValueCompleter::new(complete::subnet_names))]
+    pub name: String,
+}
+
+/// `ipamctl subnet delete`.
+#[derive(Debug, Args)]
+pub struct SubnetDeleteArgs {
+    /// The subnet.
+    #[arg(add = ArgValueCompleter::new(complete::subnet_names))]
+    pub name: String,
+
+    /// A subnet that does not exist is success (exit 0), so retries are safe.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+
+    /// Check that the subnet could be deleted and print `would-delete`; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl vpc ...`.
@@ -557,8 +656,9 @@ pub struct PoolShowArgs {
     #[arg(long)]
     pub map: bool,
 
-    /// Draw only this subnet of the pool (its network and broadcast are marked as such).
-    #[arg(long, value_name = "CIDR", requires = "map", add = ArgValueCompleter::new(complete::subnets))]
+    /// Only this prefix of the pool: its usage and free ranges as `allocate --within` sees
+    /// them, or with `--map` its drawing (its network and broadcast are marked as such).
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
     /// Colour the map: `auto` when stdout is a terminal and `NO_COLOR` is unset or empty.

@@ -6,7 +6,7 @@ use crate::alloc::{self, Allocated, Request};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::error::{Error, Result};
 use crate::explain;
-use crate::model::{Owner, allocation_name};
+use crate::model::{Owner, SubnetName, allocation_name};
 use crate::output::{self, Action, Change};
 use crate::store::Store;
 
@@ -43,6 +43,11 @@ fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Res
             .within
             .as_deref()
             .map(|w| super::prefix("--within", w))
+            .transpose()?,
+        subnet: args
+            .subnet
+            .as_deref()
+            .map(|n| super::flag("--subnet", SubnetName::new(n)))
             .transpose()?,
         reserved: args
             .reserved

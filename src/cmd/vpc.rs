@@ -200,7 +200,7 @@ fn delete_vpc(
         if !args.dry_run {
             let owner = &m.spec.owner;
             let guard = OwnerFilter::exactly(owner);
-            if let Released::NotHeld = alloc::release_address(store, pool, m.spec.address, &guard)?
+            if let Released::NotHeld = alloc::release_in_doomed_pool(store, pool, m.spec.address, &guard)?
             {
                 continue;
             }
@@ -231,6 +231,8 @@ fn delete_vpc(
     }
     if let Some(m) = manifest {
         if !args.dry_run {
+            crate::subnet::delete_of_pool(store, pool)?;
+            crate::cooldown::forget_pool(store, pool)?;
             store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
         }
         let action = Action::Deleted.planned(args.dry_run);

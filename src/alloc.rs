@@ -39,15 +39,15 @@ use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
 
-use crate::error::{Error, Result};
 use crate::cooldown::{self, Cooling};
+use crate::error::{Error, Result};
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, SubnetName,
     allocation_name, parse_allocation_name,
 };
-use crate::subnet::{self, SubnetManifest};
 use crate::pool::Candidates;
 use crate::store::{self, Claim, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
+use crate::subnet::{self, SubnetManifest};
 use crate::yaml;
 
 /// Which pool, in which scope (`None` = cluster-scoped).
@@ -322,7 +322,10 @@ fn request_candidates(
         } else if let Some(s) = subnet
             && !s.spec.cidr.contains(&addr)
         {
-            format!("it is outside subnet `{}` ({})", s.metadata.name, s.spec.cidr)
+            format!(
+                "it is outside subnet `{}` ({})",
+                s.metadata.name, s.spec.cidr
+            )
         } else if let Some(s) = subnet
             && s.gateway() == addr
         {
@@ -433,11 +436,18 @@ fn decide(
         return Err(Error::conflict(format!(
             "{addr} in pool `{}` was released by another owner less than {} ago (the pool's reuseAfter)",
             req.pool,
-            spec.spec.reuse_after.as_ref().map_or(String::new(), |r| r.to_string())
+            spec.spec
+                .reuse_after
+                .as_ref()
+                .map_or(String::new(), |r| r.to_string())
         )));
     }
     let range = candidates.describe();
-    let cooling_count = cooling.blocked.iter().filter(|a| candidates.contains(**a)).count();
+    let cooling_count = cooling
+        .blocked
+        .iter()
+        .filter(|a| candidates.contains(**a))
+        .count();
     let candidates = candidates.without(cooling.blocked.iter().copied());
     let whole_pool = req.within.is_none()
         && req.subnet.is_none()
@@ -452,7 +462,10 @@ fn decide(
             "; {cooling_count} released address{} wait{} out reuseAfter {}",
             if cooling_count == 1 { "" } else { "es" },
             if cooling_count == 1 { "s" } else { "" },
-            spec.spec.reuse_after.as_ref().map_or(String::new(), |r| r.to_string())
+            spec.spec
+                .reuse_after
+                .as_ref()
+                .map_or(String::new(), |r| r.to_string())
         )
     } else {
         String::new()
@@ -750,8 +763,7 @@ fn release_attempt(
     let owner = manifest.spec.owner.clone();
     // With a cooldown, no claim may run between the record and the delete: the pool's lock,
     // exclusive, taken before the owner's (the order every claim takes them in).
-    let cooldown = !doomed
-        && load_pool(store, pool).is_ok_and(|p| p.spec.reuse_after.is_some());
+    let cooldown = !doomed && load_pool(store, pool).is_ok_and(|p| p.spec.reuse_after.is_some());
     let _pool_lock = cooldown
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
         .transpose()?;

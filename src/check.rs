@@ -155,7 +155,12 @@ pub fn check(store: &FsStore) -> Report {
         },
     );
     let subnets = read_all(layout.subnets, &mut findings, yaml::decode_subnet, |_| None);
-    let cooldown = read_all(layout.cooldown, &mut findings, yaml::decode_cooldown, |_| None);
+    let cooldown = read_all(
+        layout.cooldown,
+        &mut findings,
+        yaml::decode_cooldown,
+        |_| None,
+    );
     let known = rules::check_pools(&pools, &mut findings);
     ranges::check_subnets(&subnets, &known, &mut findings);
     ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);

@@ -120,7 +120,11 @@ pub fn subnet_names(current: &OsStr) -> Vec<CompletionCandidate> {
         .scopes()
         .unwrap_or_default()
         .iter()
-        .flat_map(|ns| store.list(ObjectKind::Subnet, ns.as_ref()).unwrap_or_default())
+        .flat_map(|ns| {
+            store
+                .list(ObjectKind::Subnet, ns.as_ref())
+                .unwrap_or_default()
+        })
         .collect();
     matching(current, names)
 }

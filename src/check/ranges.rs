@@ -15,7 +15,12 @@ use crate::subnet::SubnetManifest;
 const CLOCK_SLACK: Duration = Duration::from_secs(60);
 
 /// A name or namespace that disagrees with the file's path.
-fn misplaced(meta: &Metadata, stem: &str, rel: &str, scope: Option<&crate::model::Namespace>) -> Vec<Finding> {
+fn misplaced(
+    meta: &Metadata,
+    stem: &str,
+    rel: &str,
+    scope: Option<&crate::model::Namespace>,
+) -> Vec<Finding> {
     let mut found = Vec::new();
     if meta.name != stem {
         found.push(error(
@@ -39,11 +44,18 @@ pub(super) fn check_subnets(
     pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
     findings: &mut Vec<Finding>,
 ) {
-    let mut by_pool: HashMap<(&Option<crate::model::Namespace>, &str), Vec<(&str, &SubnetManifest)>> =
-        HashMap::new();
+    let mut by_pool: HashMap<
+        (&Option<crate::model::Namespace>, &str),
+        Vec<(&str, &SubnetManifest)>,
+    > = HashMap::new();
     for Decoded { file, manifest } in subnets {
         let Some(m) = manifest else { continue };
-        findings.extend(misplaced(&m.metadata, &file.stem, &file.rel, file.scope.as_ref()));
+        findings.extend(misplaced(
+            &m.metadata,
+            &file.stem,
+            &file.rel,
+            file.scope.as_ref(),
+        ));
         let pool = m.spec.pool.as_str();
         match pools.get(&(&file.scope, pool)) {
             None => findings.push(error(
@@ -98,7 +110,12 @@ pub(super) fn check_cooldown(
 ) {
     for Decoded { file, manifest } in records {
         let Some(r) = manifest else { continue };
-        findings.extend(misplaced(&r.metadata, &file.stem, &file.rel, file.scope.as_ref()));
+        findings.extend(misplaced(
+            &r.metadata,
+            &file.stem,
+            &file.rel,
+            file.scope.as_ref(),
+        ));
         let warning = |message: String| Finding {
             severity: Severity::Warning,
             path: file.rel.clone(),

@@ -239,7 +239,10 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
             ];
             // Shown only when set, so a pool without them reads as it always did.
             let extra = [
-                ("Reuse after", spec.reuse_after.as_ref().map(|r| r.to_string())),
+                (
+                    "Reuse after",
+                    spec.reuse_after.as_ref().map(|r| r.to_string()),
+                ),
                 ("Within", within.map(|w| w.to_string())),
             ];
             let mut at = 7; // after Zone

@@ -200,7 +200,8 @@ fn delete_vpc(
         if !args.dry_run {
             let owner = &m.spec.owner;
             let guard = OwnerFilter::exactly(owner);
-            if let Released::NotHeld = alloc::release_in_doomed_pool(store, pool, m.spec.address, &guard)?
+            if let Released::NotHeld =
+                alloc::release_in_doomed_pool(store, pool, m.spec.address, &guard)?
             {
                 continue;
             }

@@ -60,7 +60,14 @@ fn a_released_address_waits_out_the_window_except_for_its_owner() {
         .run()
         .then()
         // `--address` of a cooling address is a conflict, not a silent reuse.
-        .args(["allocate", "edge", "--owner", "FloatingIP/c", "--address", "198.51.100.2"])
+        .args([
+            "allocate",
+            "edge",
+            "--owner",
+            "FloatingIP/c",
+            "--address",
+            "198.51.100.2",
+        ])
         .fails(code::CONFLICT)
         .run()
         .then()
@@ -85,7 +92,10 @@ fn a_released_address_waits_out_the_window_except_for_its_owner() {
         .stdout("198.51.100.2\n")
         .run()
         .then();
-    assert!(!t.exists(RECORD), "a stale record is removed when its address is claimed");
+    assert!(
+        !t.exists(RECORD),
+        "a stale record is removed when its address is claimed"
+    );
 }
 
 #[test]
@@ -172,7 +182,11 @@ fn a_bad_reuse_after_is_refused() {
     let t = Test::new("seed");
     let input = t.input("edge.yaml", &pool("soon"));
     let ran = t.args(["apply", "-f", &input]).fails(code::INVALID).run();
-    assert!(ran.stderr.contains("`soon` is not a duration"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("`soon` is not a duration"),
+        "{}",
+        ran.stderr
+    );
 }
 
 /// Releases racing claims by other owners (real processes): whatever the interleaving, no

@@ -260,11 +260,13 @@ pub enum Command {
     /// ranges and its largest holders (by uid, or by owner without one). The other formats
     /// give the same data.
     Report,
-    /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation).
+    /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
+    /// CooldownRecord).
     ///
-    /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ...}`; with
-    /// one, that schema alone, as committed under `schema/` (`schema/ipampool.json`,
-    /// `schema/ipallocation.json`). Point an editor at them to validate manifests as they are
+    /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ..., ...}`
+    /// keyed by kind; with one, that schema alone, as committed under `schema/`
+    /// (`schema/ipampool.json`, `schema/ipallocation.json`, `schema/subnet.json`,
+    /// `schema/cooldownrecord.json`). Point an editor at them to validate manifests as they are
     /// typed: `# yaml-language-server: $schema=<path or URL of schema/ipampool.json>`.
     Schema(SchemaArgs),
     /// Print a shell completion script.
@@ -701,6 +703,10 @@ pub enum SchemaKind {
     Ipampool,
     /// `IPAllocation`.
     Ipallocation,
+    /// `Subnet`.
+    Subnet,
+    /// `CooldownRecord` (written by `release` in a pool with `reuseAfter`).
+    Cooldownrecord,
 }
 
 /// `ipamctl completions`.

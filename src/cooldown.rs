@@ -117,6 +117,7 @@ pub struct CooldownSpec {
     /// Who held it: the one owner that may have it back within the window.
     pub owner: Owner,
     /// When it was released: RFC 3339, UTC.
+    #[schemars(schema_with = "crate::schema::timestamp")]
     pub released_at: String,
 }
 
@@ -125,10 +126,19 @@ pub struct CooldownSpec {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CooldownRecord {
     /// Always [`API_VERSION`].
+    #[schemars(
+        schema_with = "crate::schema::api_version",
+        description = "Always `pivirt.hu/v1`."
+    )]
     pub api_version: String,
     /// Always [`COOLDOWN_KIND`].
+    #[schemars(
+        schema_with = "crate::schema::cooldown_kind",
+        description = "Always `CooldownRecord`."
+    )]
     pub kind: String,
     /// Name `<pool>-<a-b-c-d>` (the allocation's), the pool's namespace.
+    #[schemars(schema_with = "crate::schema::allocation_metadata")]
     pub metadata: Metadata,
     /// Pool, address, owner, time.
     pub spec: CooldownSpec,

@@ -148,17 +148,22 @@ pub enum Command {
     /// creates or upgrades the `ipamctl` schema of the database in one transaction; a
     /// schema newer than this ipamctl is refused.
     Init(InitArgs),
-    /// Create or update pools from YAML manifests, all or nothing.
+    /// Create or update pools and subnets from YAML manifests, all or nothing.
     ///
-    /// Every document of every file is validated before any pool is written. Prints
-    /// `ipampool/<name> created|configured|unchanged` per pool (with `-o json|yaml`, the
-    /// pools with `status.action`).
+    /// Every document of every file is validated before anything is written; `Subnet`
+    /// documents are checked against their pools (which the same input may create) under
+    /// the pools' locks. Prints `ipampool/<name>` or `subnet/<name>` and
+    /// `created|configured|unchanged` per object (with `-o json|yaml`, the objects with
+    /// `status.action`).
     Apply(ApplyArgs),
     /// Claim an address for an owner and print it.
     ///
     /// An owner that already holds an address in the pool gets it back. Otherwise the lowest
     /// free candidate is claimed: a host address of the pool that is not the gateway, not
-    /// excluded, inside `--within`, not `--reserved` and not taken.
+    /// excluded, inside `--within` or `--subnet` (and not that subnet's gateway or reserved
+    /// addresses), not `--reserved` and not taken. In a pool with `reuseAfter`, an address
+    /// released less than that long ago goes only to the owner that released it (which gets
+    /// it back first); other owners skip it.
     Allocate(AllocateArgs),
     /// Free addresses: one address, or every allocation the selectors pick.
     ///
@@ -170,6 +175,9 @@ pub enum Command {
     /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
     /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
     /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
+    /// In a pool with `reuseAfter`, each release first writes a cooldown record
+    /// (`<scope>/cooldown/<pool>-<a-b-c-d>.yaml`, commit it with the rest) that keeps the
+    /// address from other owners for that long.
     Release(ReleaseArgs),
     /// List allocations, sorted by namespace, pool and address.
     ///

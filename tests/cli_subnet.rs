@@ -428,3 +428,22 @@ fn subnet_delete_never_races_a_claim_into_it() {
         );
     }
 }
+
+#[test]
+fn explain_shows_the_subnets_gateway_as_reserved() {
+    let ran = with_web()
+        .args(allocate(
+            "Node/web",
+            &["--subnet", "web", "--dry-run", "--explain"],
+        ))
+        .stdout("10.42.1.2\n")
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.contains("(10.42.0.0/16, within 10.42.1.0/24)")
+            && ran.stderr.contains("10.42.1.1              reserved")
+            && ran.stderr.contains("-> 10.42.1.2: the lowest free candidate"),
+        "{}",
+        ran.stderr
+    );
+}

@@ -83,8 +83,23 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
         return Ok(());
     }
     let (pool, taken) = alloc::pool_state(store, &req.pool)?;
-    let within = req
-        .within
+    // A stored subnet is explained as what it stands for: its prefix, and its gateway and
+    // reserved addresses as `--reserved` (a reserved prefix is listed address by address,
+    // up to the explanation's cap of lines anyway).
+    let (within_net, reserved) = match &req.subnet {
+        Some(name) => {
+            let s = crate::subnet::load(store, req.pool.namespace.as_ref(), name)?;
+            let mut reserved = req.reserved.clone();
+            reserved.push(s.gateway());
+            for r in &s.spec.reserved {
+                let (lo, hi) = (u32::from(r.net().network()), u32::from(r.net().broadcast()));
+                reserved.extend((lo..=hi).take(1024).map(std::net::Ipv4Addr::from));
+            }
+            (Some(s.spec.cidr), reserved)
+        }
+        None => (req.within, req.reserved.clone()),
+    };
+    let within = within_net
         .map(|w| format!(", within {w}"))
         .unwrap_or_default();
     eprintln!(
@@ -93,8 +108,8 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
     );
     let input = explain::Request {
         spec: &pool.spec,
-        within: req.within,
-        reserved: &req.reserved,
+        within: within_net,
+        reserved: &reserved,
         taken: &taken,
     };
     let explanation = explain::explain(&input, chosen, explain::DEFAULT_CAP);

@@ -11,9 +11,15 @@
 //! (a benchmark fixture needs no durability); the pool goes through [`Store::create`].
 //! Owners and uids are a pure function of the allocation's index, so two runs with the
 //! same arguments write the same bytes.
+//!
+//! With `--copy FILE` (`-` for stdout) the allocations go there instead, as rows for
+//! PostgreSQL's `COPY ipamctl.allocations (namespace, pool, address, owner_kind, owner_name,
+//! owner_uid, manifest) FROM STDIN` (text format), each manifest the bytes the file store
+//! would have written; the pool is still written to DIR, for `apply`.
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -44,6 +50,9 @@ struct Args {
     /// The pool's prefix.
     #[arg(long, default_value = "10.42.0.0/16")]
     cidr: String,
+    /// Write the allocations as `COPY` rows to this file (`-`: stdout) instead of into DIR.
+    #[arg(long)]
+    copy: Option<PathBuf>,
 }
 
 /// splitmix64: a tiny, seedable generator, so fixtures are reproducible without a dependency.
@@ -122,18 +131,41 @@ fn run(args: &Args) -> Result<(), String> {
         )
         .map_err(|e| e.to_string())?;
 
-    let dir = args
-        .dir
-        .join(FsStore::relative_dir(ObjectKind::Allocation, Some(&ns)));
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let started = Instant::now();
-    for (i, address) in (0..args.count).zip(candidates.iter()) {
+    let allocations = (0..args.count).zip(candidates.iter()).map(|(i, address)| {
         let owner = Owner::parse(&format!("VirtualMachine/vm-{i}/0"), Some(uuid_from(i)))?;
-        let allocation = AllocationManifest::new(&pool, Some(&ns), address, owner);
-        let path = dir.join(format!("{}.yaml", allocation.metadata.name));
-        fs::write(&path, yaml::encode(&allocation))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
+        Ok::<_, String>(AllocationManifest::new(&pool, Some(&ns), address, owner))
+    });
+    let dir = match &args.copy {
+        Some(file) => {
+            let out: Box<dyn Write> = if file.as_os_str() == "-" {
+                Box::new(std::io::stdout().lock())
+            } else {
+                Box::new(fs::File::create(file).map_err(|e| format!("{}: {e}", file.display()))?)
+            };
+            let mut out = BufWriter::new(out);
+            for allocation in allocations {
+                copy_row(&mut out, &ns, &allocation?)
+                    .map_err(|e| format!("{}: {e}", file.display()))?;
+            }
+            out.flush()
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            file.clone()
+        }
+        None => {
+            let dir = args
+                .dir
+                .join(FsStore::relative_dir(ObjectKind::Allocation, Some(&ns)));
+            fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            for allocation in allocations {
+                let allocation = allocation?;
+                let path = dir.join(format!("{}.yaml", allocation.metadata.name));
+                fs::write(&path, yaml::encode(&allocation))
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            dir
+        }
+    };
     eprintln!(
         "wrote {} allocations of pool `{ns}/{pool}` ({cidr}) to {} in {:.1} s",
         args.count,
@@ -141,6 +173,33 @@ fn run(args: &Args) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// One row of `COPY ipamctl.allocations (namespace, pool, address, owner_kind, owner_name,
+/// owner_uid, manifest)` in text format: the columns the PostgreSQL store's claim inserts.
+/// Names and uids hold no tab, newline or backslash (the newtypes refuse them).
+fn copy_row(
+    out: &mut impl Write,
+    ns: &Namespace,
+    allocation: &AllocationManifest,
+) -> std::io::Result<()> {
+    let owner = &allocation.spec.owner;
+    let uid = owner.uid().map_or("", |u| u.as_str());
+    write!(
+        out,
+        "{ns}\t{}\t{}\t{}\t{}\t{uid}\t\\\\x",
+        allocation.spec.pool,
+        allocation.spec.address,
+        owner.kind().as_str(),
+        owner.name(),
+    )?;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hex: Vec<u8> = yaml::encode(allocation)
+        .bytes()
+        .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
+        .collect();
+    out.write_all(&hex)?;
+    writeln!(out)
 }
 
 fn main() -> ExitCode {

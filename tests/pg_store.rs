@@ -61,13 +61,13 @@ fn init_creates_the_schema_once_and_is_idempotent() {
     let first = db.run(["init"]);
     assert_code(&first, code::OK);
     assert_eq!(stdout(&first), "schema/ipamctl created\n");
-    assert!(stderr(&first).starts_with("created the ipamctl schema, version 2"));
+    assert!(stderr(&first).starts_with("created the ipamctl schema, version 3"));
     let again = db.run(["init"]);
     assert_code(&again, code::OK);
     assert_eq!(stdout(&again), "schema/ipamctl unchanged\n");
-    assert!(stderr(&again).starts_with("ipamctl schema already at version 2"));
+    assert!(stderr(&again).starts_with("ipamctl schema already at version 3"));
     // One row per migration applied.
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 2);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 3);
     // The arbiters are constraints of the table.
     assert_eq!(
         db.count(
@@ -109,14 +109,14 @@ fn a_newer_schema_is_refused_before_anything_is_written() {
     let out = apply(&db, &pool_yaml("p", "192.0.2.0/29", None));
     assert_code(&out, code::FAILURE);
     assert_one_error(&out);
-    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (2)"));
+    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (3)"));
     let init = db.run(["init"]);
     assert_code(&init, code::FAILURE);
     assert_one_error(&init);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), 0);
-    // Migrations 1 and 2, and the future one.
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 3);
+    // Migrations 1 to 3, and the future one.
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
 }
 
 #[test]
@@ -865,48 +865,109 @@ fn concurrent_inits_create_one_schema() {
     for child in children {
         assert_code(&child.wait_with_output().unwrap(), code::OK);
     }
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 2);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 3);
 }
 
+/// Rounds of the kill test: 1 by default (40 processes), 15 with `IPAMCTL_STRESS=long`:
+///
+/// ```text
+/// IPAMCTL_STRESS=long cargo test --test pg_store clients_killed -- --nocapture
+/// ```
+fn kill_rounds() -> usize {
+    match std::env::var("IPAMCTL_STRESS").as_deref() {
+        Ok("long") => 15,
+        _ => 1,
+    }
+}
+
+/// Clients SIGKILLed at random instants, rounds of 40 processes at once: the round's
+/// `allocate`s for new owners and `release --owner`s of the previous round's owners, each
+/// killed at its own instant in the batch's first 255 ms (before connecting, mid-transaction,
+/// or after the commit). After
+/// every round: the rows match the events, every owner of the round asking again converges
+/// on the address it was told, and every owner of the previous round is gone once its
+/// release is asked again. Prints how many processes the signal found still running.
 #[test]
 fn clients_killed_at_random_instants_leave_nothing_half_done() {
+    use std::os::unix::process::ExitStatusExt;
+
     let db = Db::new();
     assert_code(
         &apply(&db, &pool_yaml("kill", "10.13.0.0/24", None)),
         code::OK,
     );
-    let owners: Vec<String> = (0..40).map(|i| format!("FloatingIP/k-{i}")).collect();
-    let mut children = spawn_allocates(&db, "kill", &owners);
-    for child in &mut children {
-        // 0-39 ms: before connecting, mid-transaction, or after the commit.
-        let pause = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 40;
-        std::thread::sleep(std::time::Duration::from_millis(pause));
-        let _ = child.kill();
-    }
-    let mut printed = HashMap::new();
-    for (child, owner) in children.into_iter().zip(&owners) {
-        let out = child.wait_with_output().unwrap();
-        if out.status.success() {
-            printed.insert(owner.clone(), stdout(&out));
+    let (mut sent, mut killed, mut previous) = (0, 0, Vec::<String>::new());
+    for round in 0..kill_rounds() {
+        let owners: Vec<String> = (0..40 - previous.len().min(20))
+            .map(|i| format!("FloatingIP/k-{round}-{i}"))
+            .collect();
+        let mut children = spawn_allocates(&db, "kill", &owners);
+        for owner in previous.iter().take(20) {
+            children.push(
+                db.cmd(["release", "kill", "--owner", owner])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn ipamctl"),
+            );
         }
-    }
-    // Every stored claim committed with its event; nothing else is there.
-    let rows = db.count("SELECT count(*) FROM ipamctl.allocations");
-    assert_eq!(
-        rows,
-        db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'")
-    );
-    // Every owner asking again gets one address, the one it was told if it was told one.
-    let mut seen = BTreeSet::new();
-    for owner in &owners {
-        let out = allocate(&db, "kill", owner);
-        assert_code(&out, code::OK);
-        if let Some(before) = printed.get(owner) {
-            assert_eq!(&stdout(&out), before, "{owner}");
+        // Each process's own instant, 0-255 ms after the batch started (40 processes on a
+        // few cores take about that long), killed in order of those instants.
+        let started = std::time::Instant::now();
+        let mut instants: Vec<(u64, usize)> = (0..children.len())
+            .map(|i| (u64::from(uuid::Uuid::new_v4().as_bytes()[0]), i))
+            .collect();
+        instants.sort_unstable();
+        for (at, i) in instants {
+            let at = std::time::Duration::from_millis(at);
+            std::thread::sleep(at.saturating_sub(started.elapsed()));
+            let _ = children[i].kill();
+            sent += 1;
         }
-        assert!(seen.insert(stdout(&out)), "duplicate {}", stdout(&out));
+        let mut printed = HashMap::new();
+        for (i, child) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            if out.status.signal() == Some(9) {
+                killed += 1;
+            } else if out.status.success() && i < owners.len() {
+                printed.insert(owners[i].clone(), stdout(&out));
+            }
+        }
+        // Every stored claim committed with its event, every release with its own.
+        assert_eq!(
+            db.count("SELECT count(*) FROM ipamctl.allocations"),
+            db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'")
+                - db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'released'"),
+            "round {round}"
+        );
+        // The count ledger moved in the same transactions (migration 2).
+        assert_eq!(
+            db.count("SELECT count(*) FROM ipamctl.allocations"),
+            db.count("SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts"),
+            "round {round}"
+        );
+        for owner in previous.iter().take(20) {
+            let out = db.run(["release", "kill", "--owner", owner]);
+            assert!(out.status.code().is_some(), "{owner}: {out:?}");
+        }
+        let rest: Vec<String> = previous.split_off(previous.len().min(20));
+        // Every owner asking again gets one address, the one it was told if it was told one.
+        let mut seen = BTreeSet::new();
+        for owner in &owners {
+            let out = allocate(&db, "kill", owner);
+            assert_code(&out, code::OK);
+            if let Some(before) = printed.get(owner) {
+                assert_eq!(&stdout(&out), before, "{owner}");
+            }
+            assert!(seen.insert(stdout(&out)), "duplicate {}", stdout(&out));
+        }
+        previous = rest.into_iter().chain(owners).collect();
+        assert_eq!(
+            db.count("SELECT count(*) FROM ipamctl.allocations"),
+            i64::try_from(previous.len()).unwrap(),
+            "round {round}"
+        );
     }
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 40);
     assert_eq!(
         db.count(
             "SELECT count(*) FROM (SELECT owner_name FROM ipamctl.allocations
@@ -914,6 +975,7 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
         ),
         0
     );
+    eprintln!("SIGKILL sent to {sent} clients; {killed} were still running and died of it");
 }
 
 #[test]
@@ -1082,4 +1144,197 @@ fn a_server_restart_during_churn_loses_nothing_and_clients_converge() {
         failures.into_inner()
     );
     pg_cluster(&["stop".as_ref(), dir.as_os_str()]);
+}
+
+/// `pool list -o json`: every pool with its usage.
+fn pool_usage(db: &Db) -> String {
+    let out = db.run(["pool", "list", "-o", "json"]);
+    assert_code(&out, code::OK);
+    stdout(&out)
+}
+
+#[test]
+fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("p", "10.21.0.0/24", None)), code::OK);
+    for i in 0..3 {
+        assert_code(&allocate(&db, "p", &format!("FloatingIP/f-{i}")), code::OK);
+    }
+    let counted = pool_usage(&db);
+    // Back to schema 1, as a database made by the previous ipamctl is.
+    db.sql()
+        .batch_execute(
+            "DROP TABLE ipamctl.pool_counts;
+             DROP FUNCTION ipamctl.count_allocations() CASCADE;
+             DROP TABLE ipamctl.objects;
+             DELETE FROM ipamctl.schema_version WHERE version >= 2",
+        )
+        .unwrap();
+    let refused = db.run(["pool", "list"]);
+    assert_code(&refused, code::NOT_FOUND);
+    assert!(stderr(&refused).contains("is version 1; this ipamctl needs version 3"));
+    let init = db.run(["init"]);
+    assert_code(&init, code::OK);
+    assert!(stderr(&init).starts_with("upgraded the ipamctl schema from version 1 to 3"));
+    assert_eq!(pool_usage(&db), counted);
+    assert_eq!(
+        db.count(
+            "SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'"
+        ),
+        3
+    );
+}
+
+#[test]
+fn pool_counts_follow_every_change_even_by_hand() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("p", "10.22.0.0/24", None)), code::OK);
+    let count = || {
+        db.count("SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'")
+    };
+    for i in 0..5 {
+        assert_code(&allocate(&db, "p", &format!("FloatingIP/f-{i}")), code::OK);
+    }
+    // An owner asking again, and a lost race, insert nothing and count nothing.
+    assert_code(&allocate(&db, "p", "FloatingIP/f-0"), code::OK);
+    assert_eq!(count(), 5);
+    assert_code(
+        &db.run(["release", "p", "--owner", "FloatingIP/f-1"]),
+        code::OK,
+    );
+    assert_eq!(count(), 4);
+    // Rows deleted and copied by hand, outside ipamctl, are counted too.
+    let mut sql = db.sql();
+    sql.batch_execute(
+        "DELETE FROM ipamctl.allocations WHERE owner_name IN ('f-2', 'f-3');
+         INSERT INTO ipamctl.allocations
+             (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest)
+         SELECT namespace, pool, address, owner_kind, owner_name, owner_uid, manifest
+         FROM ipamctl.allocations WHERE false",
+    )
+    .unwrap();
+    assert_eq!(count(), 2);
+    assert_eq!(
+        count(),
+        db.count("SELECT count(*) FROM ipamctl.allocations WHERE pool = 'p'")
+    );
+    assert!(
+        pool_usage(&db).contains("\"allocated\": 2,"),
+        "{}",
+        pool_usage(&db)
+    );
+    sql.batch_execute("TRUNCATE ipamctl.allocations").unwrap();
+    assert_eq!(count(), 0);
+}
+
+#[test]
+fn the_count_ledger_folds_while_claims_and_releases_run_and_stays_exact() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("p", "10.23.0.0/24", None)), code::OK);
+    let ledger_rows = || db.count("SELECT count(*) FROM ipamctl.pool_counts WHERE pool = 'p'");
+    let counted = || {
+        db.count("SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'")
+    };
+    // Claims and releases by many processes, while `pool list`s fold the ledger under them.
+    let mut children: Vec<Child> = Vec::new();
+    for i in 0..120 {
+        let owner = format!("FloatingIP/f-{}", i % 90);
+        let args: Vec<String> = if i % 3 == 2 {
+            ["release", "p", "--owner", &owner]
+                .map(String::from)
+                .to_vec()
+        } else {
+            ["allocate", "p", "--owner", &owner]
+                .map(String::from)
+                .to_vec()
+        };
+        children.push(quiet(db.cmd(&args)).spawn().unwrap());
+        if i % 10 == 0 {
+            children.push(quiet(db.cmd(["pool", "list"])).spawn().unwrap());
+        }
+    }
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 3)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let held = db.count("SELECT count(*) FROM ipamctl.allocations WHERE pool = 'p'");
+    assert_eq!(counted(), held);
+    // A reader that finds a long ledger folds it into one row; the sum does not change.
+    for i in 0..70 {
+        assert_code(&allocate(&db, "p", &format!("FloatingIP/g-{i}")), code::OK);
+    }
+    let held = held + 70;
+    assert!(ledger_rows() > 64, "{} rows", ledger_rows());
+    assert!(pool_usage(&db).contains(&format!("\"allocated\": {held},")));
+    assert_eq!(ledger_rows(), 1);
+    assert_eq!(counted(), held);
+}
+
+/// A command whose output the test does not read.
+fn quiet(mut cmd: std::process::Command) -> std::process::Command {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+/// Guarded releases racing the claim that reuses the address: `release POOL ADDRESS --owner
+/// A`, repeated by processes that all saw A hold it, while B claims the address the first of
+/// them freed. Whatever the order, B's allocation is never deleted by A's stale releases,
+/// and each guarded release either frees A's address (0), finds it held by another (4) or
+/// finds it free (3).
+#[test]
+fn guarded_release_races_never_delete_the_next_owners_allocation() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("g", "10.24.0.0/29", None)), code::OK);
+    let (mut reused, mut refused) = (0, 0);
+    for round in 0..20 {
+        let a = format!("FloatingIP/a-{round}");
+        let b = format!("FloatingIP/b-{round}");
+        let claimed = allocate(&db, "g", &a);
+        assert_code(&claimed, code::OK);
+        let address = stdout(&claimed).trim().to_owned();
+        let mut children: Vec<Child> = (0..4)
+            .map(|_| {
+                quiet(db.cmd(["release", "g", &address, "--owner", &a]))
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children.insert(
+            1,
+            db.cmd(["allocate", "g", "--owner", &b])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut b_got = None;
+        for (i, child) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            if i == 1 {
+                assert_code(&out, code::OK);
+                b_got = Some(stdout(&out).trim().to_owned());
+            } else {
+                let c = out.status.code();
+                assert!(matches!(c, Some(0 | 3 | 4)), "round {round}: {out:?}");
+                refused += usize::from(c == Some(4));
+            }
+        }
+        let b_got = b_got.unwrap();
+        reused += usize::from(b_got == address);
+        // B holds what it was told, whatever A's releases did.
+        let again = allocate(&db, "g", &b);
+        assert_eq!(stdout(&again).trim(), b_got, "round {round}");
+        assert!(
+            held(&db, "g").contains(&b_got.parse().unwrap()),
+            "round {round}: B's {b_got} was deleted"
+        );
+        assert_code(&db.run(["release", "g", "--owner", &b]), code::OK);
+        assert_eq!(held(&db, "g"), Vec::<Ipv4Addr>::new(), "round {round}");
+    }
+    eprintln!("{reused} of 20 rounds B reused A's address; {refused} stale releases refused");
 }

@@ -174,24 +174,19 @@ impl PgStore {
     pub fn init(store: &str) -> Result<(Option<i32>, i32, String)> {
         let (mut client, shown) = connect(store)?;
         let id = client_id();
-        let mut attempt = 0;
-        loop {
-            match migrate(&mut client, &id) {
-                Ok(Ok(before)) => return Ok((before, schema::LATEST, shown)),
-                Ok(Err(newer)) => return Err(too_new(&shown, newer)),
-                // Two inits creating the schema at once: one of them loses a catalog race
-                // (a unique violation); the second try finds the schema there.
-                Err(e)
-                    if attempt < MAX_ATTEMPTS
-                        && e.code().is_some_and(|c| {
-                            retryable(c.code()) || matches!(c.code(), "23505" | "42P07")
-                        }) =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(backoff(attempt));
-                }
-                Err(e) => return Err(database(&shown, &e)),
-            }
+        // Two inits creating the schema at once: one of them loses a catalog race (a unique
+        // violation); the second try finds the schema there.
+        let migrated = retrying(
+            || migrate(&mut client, &id),
+            |e| {
+                e.code()
+                    .is_some_and(|c| retryable(c.code()) || matches!(c.code(), "23505" | "42P07"))
+            },
+        );
+        match migrated {
+            Ok(Ok(before)) => Ok((before, schema::LATEST, shown)),
+            Ok(Err(newer)) => Err(too_new(&shown, newer)),
+            Err(e) => Err(database(&shown, &e)),
         }
     }
 
@@ -290,20 +285,19 @@ impl PgStore {
         if self.session().in_txn {
             return work();
         }
-        let mut attempt = 0;
-        loop {
-            {
-                let mut session = self.session();
-                session
-                    .client
-                    .batch_execute(begin)
-                    .map_err(|e| self.error(&e))?;
-                session.in_txn = true;
-                session.hints_read.clear();
-                session.advances.clear();
-            }
-            let done = work();
-            let done = {
+        let done = retrying(
+            || {
+                {
+                    let mut session = self.session();
+                    session
+                        .client
+                        .batch_execute(begin)
+                        .map_err(|e| self.error(&e))?;
+                    session.in_txn = true;
+                    session.hints_read.clear();
+                    session.advances.clear();
+                }
+                let done = work();
                 let mut session = self.session();
                 session.in_txn = false;
                 let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
@@ -314,21 +308,30 @@ impl PgStore {
                     // means the connection is gone, and the server rolls back then.
                     (Err(e), _) => Err(e),
                 }
-            };
-            match done {
-                Err(Error::Database {
-                    sqlstate: Some(code),
-                    ..
-                }) if retryable(&code) && attempt + 1 < MAX_ATTEMPTS => {
-                    attempt += 1;
-                    std::thread::sleep(backoff(attempt));
-                }
-                Err(e) => return Err(e),
-                Ok(()) => {
-                    self.advance_hints();
-                    return Ok(());
-                }
+            },
+            |e| matches!(e, Error::Database { sqlstate: Some(code), .. } if retryable(code)),
+        );
+        if done.is_ok() {
+            self.advance_hints();
+        }
+        done
+    }
+}
+
+/// Runs `run` again after a growing pause while it fails with an error that `again` says
+/// another run can cure, at most [`MAX_ATTEMPTS`] runs in all.
+fn retrying<T, E>(
+    mut run: impl FnMut() -> std::result::Result<T, E>,
+    again: impl Fn(&E) -> bool,
+) -> std::result::Result<T, E> {
+    let mut attempt = 1;
+    loop {
+        match run() {
+            Err(e) if attempt < MAX_ATTEMPTS && again(&e) => {
+                std::thread::sleep(backoff(attempt));
+                attempt += 1;
             }
+            done => return done,
         }
     }
 }

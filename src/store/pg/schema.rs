@@ -7,11 +7,11 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 2;
+pub const LATEST: i32 = 3;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3)];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -74,11 +74,70 @@ CREATE TABLE ipamctl.events (
 CREATE INDEX events_at ON ipamctl.events (at);
 ";
 
+/// Each pool's number of allocation rows, so `pool list` need not count a million rows: a
+/// ledger of signed deltas, summed when read. Statement triggers on `allocations` append
+/// one row per pool a statement changed (an `INSERT`, a `DELETE` or a `COPY`, by ipamctl or
+/// by hand), in that statement's transaction, so the sum is exact in every snapshot.
+///
+/// Insert-only on purpose: a single counter row per pool would be a hot row that every
+/// claim locks from its insert to its commit, serialising concurrent claims on one pool
+/// (the arbiters must stay the constraints). Writers fold a pool's rows into one now and
+/// then ([`FOLD`]), skipping rows another fold holds, so the ledger stays short and no
+/// fold waits for another.
+const V2: &str = "
+CREATE TABLE ipamctl.pool_counts (
+    namespace   text        NOT NULL,
+    pool        text        NOT NULL,
+    delta       bigint      NOT NULL
+);
+CREATE INDEX pool_counts_pool ON ipamctl.pool_counts (namespace, pool);
+INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+    SELECT namespace, pool, count(*) FROM ipamctl.allocations GROUP BY namespace, pool;
+
+CREATE FUNCTION ipamctl.count_allocations() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM ipamctl.pool_counts;
+    ELSIF TG_OP = 'INSERT' THEN
+        INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+            SELECT namespace, pool, count(*) FROM changed GROUP BY namespace, pool;
+    ELSE
+        INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+            SELECT namespace, pool, -count(*) FROM changed GROUP BY namespace, pool;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER allocations_counted_insert AFTER INSERT ON ipamctl.allocations
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION ipamctl.count_allocations();
+CREATE TRIGGER allocations_counted_delete AFTER DELETE ON ipamctl.allocations
+    REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION ipamctl.count_allocations();
+CREATE TRIGGER allocations_counted_truncate AFTER TRUNCATE ON ipamctl.allocations
+    FOR EACH STATEMENT EXECUTE FUNCTION ipamctl.count_allocations();
+";
+
+/// Folds a pool's ledger rows ($1, $2) into one. Rows another fold has locked are skipped
+/// (`SKIP LOCKED`), so two folds never wait for each other or deadlock; each row is deleted
+/// by exactly one fold, which adds its value back in the same statement, so the sum that
+/// any snapshot sees is unchanged.
+pub const FOLD: &str = "
+WITH folded AS (
+    DELETE FROM ipamctl.pool_counts
+    WHERE ctid = ANY (ARRAY(SELECT ctid FROM ipamctl.pool_counts
+                            WHERE namespace = $1 AND pool = $2
+                            FOR UPDATE SKIP LOCKED))
+    RETURNING delta
+)
+INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+    SELECT $1, $2, sum(delta) FROM folded HAVING sum(delta) <> 0
+";
+
 /// Subnets and cooldown records: few per pool, each read whole, so one table keyed like the
 /// file store's paths. Their arbiters are the pool row's locks (`FOR UPDATE` by subnet
 /// changes and by a release that writes a record, `FOR SHARE` by claims), as in the file
 /// store.
-const V2: &str = "
+const V3: &str = "
 CREATE TABLE ipamctl.objects (
     -- 'Subnet' or 'CooldownRecord'.
     kind        text        NOT NULL,

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use postgres::Client;
 
-use super::{HintAdvance, PgStore, ns_key};
+use super::{HintAdvance, PgStore, ns_key, schema};
 use crate::error::{Error, Result};
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, allocation_name,
@@ -201,23 +201,59 @@ impl PgStore {
     /// Moves the hints that this unit's claims earned, now that it has committed. A hint
     /// moves only if no release happened since it was read (its epoch is unchanged), so it
     /// never passes a freed address; failures are ignored (it is advice).
+    ///
+    /// The update commits asynchronously (`synchronous_commit` off for its transaction
+    /// only): a hint lost in a server crash falls back to an older, lower one, which is
+    /// always safe, and the claim does not wait for a second WAL flush after its own. With
+    /// the durable defaults that flush was as long as the claim's commit.
     pub(super) fn advance_hints(&self) {
+        let advances: Vec<HintAdvance> = std::mem::take(&mut self.session().advances);
+        if advances.is_empty() {
+            return;
+        }
+        self.housekeep(|txn| {
+            for a in &advances {
+                txn.execute(
+                    "UPDATE ipamctl.pool_hints SET low_water = $3
+                     WHERE namespace = $1 AND pool = $2
+                       AND epoch = $4 AND low_water IS NOT DISTINCT FROM $5
+                       AND (low_water IS NULL OR low_water < $3)",
+                    &[
+                        &a.namespace,
+                        &a.pool,
+                        &a.to,
+                        &a.read.epoch,
+                        &a.read.low_water,
+                    ],
+                )?;
+            }
+            Ok(())
+        });
+    }
+
+    /// Runs advice-only writes (hints, count folds) in a transaction of their own that
+    /// commits asynchronously (`synchronous_commit` off for it alone): what a server crash
+    /// loses of them is only advice, and the command does not wait for a second WAL flush
+    /// after its own durable commit (with the durable defaults, as long as that commit).
+    /// Never inside a unit of work, whose transaction a failed statement would abort; a
+    /// failure (a read-only user, a standby, a lost race) is ignored.
+    fn housekeep(
+        &self,
+        work: impl FnOnce(&mut postgres::Transaction<'_>) -> std::result::Result<(), postgres::Error>,
+    ) {
         let mut session = self.session();
-        let advances: Vec<HintAdvance> = std::mem::take(&mut session.advances);
-        for a in advances {
-            let _ = session.client.execute(
-                "UPDATE ipamctl.pool_hints SET low_water = $3
-                 WHERE namespace = $1 AND pool = $2
-                   AND epoch = $4 AND low_water IS NOT DISTINCT FROM $5
-                   AND (low_water IS NULL OR low_water < $3)",
-                &[
-                    &a.namespace,
-                    &a.pool,
-                    &a.to,
-                    &a.read.epoch,
-                    &a.read.low_water,
-                ],
-            );
+        if session.in_txn {
+            return;
+        }
+        let Ok(mut txn) = session.client.transaction() else {
+            return;
+        };
+        if txn
+            .batch_execute("SET LOCAL synchronous_commit TO off")
+            .is_ok()
+            && work(&mut txn).is_ok()
+        {
+            let _ = txn.commit();
         }
     }
 }
@@ -675,17 +711,22 @@ impl Store for PgStore {
         let ns = ns_key(ns);
         let row = self.single(|c| {
             c.query_one(
-                "SELECT (SELECT count(*) FROM ipamctl.allocations
+                "SELECT (SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts
                          WHERE namespace = $1 AND pool = $2),
                         (SELECT coalesce(sum((SELECT count(*) FROM ipamctl.allocations
                                               WHERE namespace = $1 AND pool = $2
                                                 AND address BETWEEN g.lo AND g.hi)), 0)::bigint
-                         FROM unnest($3::inet[], $4::inet[]) AS g(lo, hi))",
+                         FROM unnest($3::inet[], $4::inet[]) AS g(lo, hi)),
+                        (SELECT count(*) FROM ipamctl.pool_counts
+                         WHERE namespace = $1 AND pool = $2)",
                 &[&ns, &pool.as_str(), &los, &his],
             )
         })?;
         let all = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
         let outside = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+        if row.get::<_, i64>(2) > FOLD_AFTER {
+            self.fold_counts(ns, pool.as_str());
+        }
         Ok(Some((all, all.saturating_sub(outside))))
     }
 
@@ -707,7 +748,17 @@ impl Store for PgStore {
     }
 }
 
+/// How many ledger rows a pool's count may have before the reader that summed them folds
+/// them into one (migration 2 in `schema.rs`).
+const FOLD_AFTER: i64 = 64;
+
 impl PgStore {
+    /// Folds the pool's count ledger into one row, after a reader summed many: the sum stays
+    /// exact whether or not the fold happens, only shorter to read.
+    fn fold_counts(&self, ns: &str, pool: &str) {
+        self.housekeep(|txn| txn.execute(schema::FOLD, &[&ns, &pool]).map(drop));
+    }
+
     /// The owner's allocation row in the pool: its object name and manifest.
     fn owner_row(
         &self,

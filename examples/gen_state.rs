@@ -96,6 +96,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::Ipv4Net) -> PoolM
             gateway: None,
             exclude: Vec::new(),
             zone: None,
+            reuse_after: None,
         },
     }
 }

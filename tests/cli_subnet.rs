@@ -442,7 +442,9 @@ fn explain_shows_the_subnets_gateway_as_reserved() {
     assert!(
         ran.stderr.contains("(10.42.0.0/16, within 10.42.1.0/24)")
             && ran.stderr.contains("10.42.1.1              reserved")
-            && ran.stderr.contains("-> 10.42.1.2: the lowest free candidate"),
+            && ran
+                .stderr
+                .contains("-> 10.42.1.2: the lowest free candidate"),
         "{}",
         ran.stderr
     );

@@ -44,10 +44,7 @@ pub(super) fn check_subnets(
     pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
     findings: &mut Vec<Finding>,
 ) {
-    let mut by_pool: HashMap<
-        (&Option<crate::model::Namespace>, &str),
-        Vec<(&str, &SubnetManifest)>,
-    > = HashMap::new();
+    let mut by_pool: HashMap<PoolKey<'_>, Vec<(&str, &SubnetManifest)>> = HashMap::new();
     for Decoded { file, manifest } in subnets {
         let Some(m) = manifest else { continue };
         findings.extend(misplaced(

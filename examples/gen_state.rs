@@ -14,7 +14,7 @@
 //!
 //! With `--copy FILE` (`-` for stdout) the allocations go there instead, as rows for
 //! PostgreSQL's `COPY ipamctl.allocations (namespace, pool, address, owner_kind, owner_name,
-//! owner_uid, manifest) FROM STDIN` (text format), each manifest the bytes the file store
+//! owner_uid, manifest, creation_timestamp) FROM STDIN` (text format), each manifest the bytes the file store
 //! would have written; the pool is still written to DIR, for `apply`.
 
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ use std::time::Instant;
 use clap::Parser;
 use ipamctl::model::{
     API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerRef, POOL_KIND, PoolKind,
-    PoolManifest, PoolName, PoolSpec, Uid, parse_net,
+    PoolManifest, PoolName, PoolSpec, Timestamp, Uid, parse_net,
 };
 use ipamctl::pool::Candidates;
 use ipamctl::store::fs::FsStore;
@@ -55,6 +55,9 @@ struct Args {
     copy: Option<PathBuf>,
 }
 
+/// The creation time of every generated allocation (2026-12-01T00:00:00Z).
+const CLAIMED_AT: u64 = 1_796_083_200;
+
 /// splitmix64: a tiny, seedable generator, so fixtures are reproducible without a dependency.
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -81,6 +84,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::Ipv4Net) -> PoolM
         metadata: Metadata {
             name: name.to_string(),
             namespace: Some(ns.clone()),
+            creation_timestamp: None,
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             owner_refs: vec![OwnerRef {
@@ -135,7 +139,10 @@ fn run(args: &Args) -> Result<(), String> {
     let started = Instant::now();
     let allocations = (0..args.count).zip(candidates.iter()).map(|(i, address)| {
         let owner = Owner::parse(&format!("VirtualMachine/vm-{i}/0"), Some(uuid_from(i)))?;
-        Ok::<_, String>(AllocationManifest::new(&pool, Some(&ns), address, owner))
+        let mut m = AllocationManifest::new(&pool, Some(&ns), address, owner);
+        // As a claim writes it; fixed, so that fixtures are reproducible.
+        m.metadata.creation_timestamp = Some(Timestamp::from_secs(CLAIMED_AT));
+        Ok::<_, String>(m)
     });
     let dir = match &args.copy {
         Some(file) => {
@@ -177,7 +184,7 @@ fn run(args: &Args) -> Result<(), String> {
 }
 
 /// One row of `COPY ipamctl.allocations (namespace, pool, address, owner_kind, owner_name,
-/// owner_uid, manifest)` in text format: the columns the PostgreSQL store's claim inserts.
+/// owner_uid, manifest, creation_timestamp)` in text format: the columns the PostgreSQL store's claim inserts.
 /// Names and uids hold no tab, newline or backslash (the newtypes refuse them).
 fn copy_row(
     out: &mut impl Write,
@@ -200,7 +207,10 @@ fn copy_row(
         .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
         .collect();
     out.write_all(&hex)?;
-    writeln!(out)
+    match allocation.metadata.creation_timestamp {
+        Some(at) => writeln!(out, "\t{at}"),
+        None => writeln!(out, "\t\\N"),
+    }
 }
 
 fn main() -> ExitCode {

@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rustix::fs::{FileType, Stat};
 use serde::Serialize;
 
+use crate::conflict;
 use crate::error::{Error, Result};
 use crate::model::AllocationManifest;
 use crate::parallel::parallel_map;
@@ -305,7 +306,17 @@ fn read_all<T: Send>(
 ) -> Vec<Decoded<T>> {
     let outcomes = parallel_map(&files, |file| {
         let text = read_manifest(file)?;
-        Ok(text.map(|text| decode(&text).map_err(|why| misplaced(&text).unwrap_or(why))))
+        Ok(text.map(|text| {
+            decode(&text).map_err(|why| {
+                // A conflicted allocation: say how to resolve it, with the path.
+                match conflict::sides(&text) {
+                    Some(sides) if file.rel.contains("/ipallocations/") => {
+                        conflict::allocation_finding(&file.rel, &sides, yaml::decode_allocation)
+                    }
+                    _ => misplaced(&text).unwrap_or(why),
+                }
+            })
+        }))
     });
     let mut read = Vec::with_capacity(files.len());
     for (file, outcome) in files.into_iter().zip(outcomes) {

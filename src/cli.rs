@@ -11,7 +11,8 @@ use crate::complete;
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success
-  1  `check` found errors, `diff` found changes; any other failure (I/O and the like)
+  1  `check` found errors, `diff` found changes, `reconcile` found leaks; any other
+     failure (I/O and the like)
   2  invalid usage or input
   3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
@@ -20,7 +21,8 @@ Exit codes:
 Examples:
   ipamctl init state && cd state
   ipamctl apply -f pools.yaml
-  IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$UID\")
+  VM=$(virsh domuuid web-01)   # the VM's uuid (not bash's $UID, the user id)
+  IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$VM\")
   ipamctl list -n acme/prod
   ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0
   ipamctl check -o json   # in CI: exit 1 on any error";
@@ -187,7 +189,8 @@ pub enum Command {
     /// Inspect and delete pools.
     #[command(subcommand)]
     Pool(PoolCommand),
-    /// Create and delete VPCs: each owns a private pool `vpc-<NAME>` in its namespace.
+    /// Create, show and delete VPCs: each owns a private pool `vpc-<NAME>` in its namespace
+    /// and, in public pools, its router's uplinks (owner `VPC/router` with the VPC's uid).
     #[command(subcommand)]
     Vpc(VpcCommand),
     /// Store named subnets of a pool: its range, gateway and reserved addresses, for
@@ -201,9 +204,15 @@ pub enum Command {
     /// Find (and with `--apply`, release) allocations whose owners no longer exist.
     ///
     /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
-    /// bare uid (e.g. the output of `virsh list --uuid`); `#` starts a comment. Every
-    /// allocation in scope whose owner matches no line is a leak. Each release is guarded
-    /// by the reported owner, so an address re-allocated to a live owner meanwhile stays.
+    /// UUID (e.g. the output of `virsh list --all --uuid`); `#` starts a comment. Any other
+    /// line (a hostname) is exit 2, naming it, and nothing is released. Every allocation in
+    /// scope whose owner matches no line is a leak, unless it was claimed after the list
+    /// was taken (`--live-as-of`, by `metadata.creationTimestamp`) or is younger than
+    /// `--min-age`. Without `--apply`, exit 1 when there are leaks (0 when none), as
+    /// `check`. `--apply` refuses (exit 4, nothing released) to release more than
+    /// `--max-release`. Each release is guarded by the reported owner, so an address
+    /// re-allocated to a live owner meanwhile stays. The summary (stderr) also counts the
+    /// live lines that matched no allocation.
     Reconcile(ReconcileArgs),
     /// Write a database's pools and allocations as a new state directory (`--store` only).
     ///
@@ -362,8 +371,9 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "KIND/NAME")]
     pub owner: String,
 
-    /// The owner's uid. Part of its identity: omitted means an owner without a uid.
-    #[arg(long, value_name = "UID")]
+    /// The owner's uid: a UUID (any case, kept lowercase), e.g. the VM's `virsh domuuid`;
+    /// anything else is exit 2. Part of its identity: omitted means an owner without a uid.
+    #[arg(long, value_name = "UUID")]
     pub uid: Option<String>,
 
     /// Only claim inside this prefix of the pool (its network and broadcast are skipped).
@@ -427,8 +437,8 @@ pub struct Selectors {
     #[arg(long, value_name = "KIND/NAME")]
     pub owner: Option<String>,
 
-    /// Only allocations of this owner uid.
-    #[arg(long, value_name = "UID")]
+    /// Only allocations of this owner uid (a UUID).
+    #[arg(long, value_name = "UUID")]
     pub uid: Option<String>,
 
     /// Only addresses inside this prefix (e.g. a subnet: 10.42.1.0/24). Exit 3 if no pool
@@ -578,14 +588,23 @@ pub struct SubnetDeleteArgs {
 pub enum VpcCommand {
     /// Create a VPC's private pool `vpc-<NAME>` in `-n NS`, owned by the VPC; print its uid.
     ///
-    /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. A second VPC of
-    /// the same name in the namespace is exit 4. Without `-o`, stdout gets the uid alone
-    /// (`ipampool/vpc-<NAME> created` goes to stderr); with `-o`, the pool and its action.
+    /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. Idempotent: a
+    /// VPC that exists with the same CIDR (and `--uid`, if given) prints its uid and exits
+    /// 0 (`existing`); with another CIDR or uid it is exit 4. Without `-o`, stdout gets the
+    /// uid alone (`ipampool/vpc-<NAME> created|existing` goes to stderr); with `-o`, the
+    /// pool and its action.
     Create(VpcCreateArgs),
-    /// Delete a VPC: release every allocation of its pool, then remove the pool.
+    /// Print a VPC's uid; with `-o json|yaml`, the VPC: its uid, pool and router uplinks.
+    Get(VpcGetArgs),
+    /// List the VPCs (of `-n NS`, else every namespace): name, uid, CIDR and uplinks.
+    List,
+    /// Delete a VPC: release its router uplinks (every allocation owned by the VPC's uid, in
+    /// any pool) and every allocation of its pool, then remove the pool.
     ///
     /// Holds the pool's lock exclusively, so no concurrent `allocate` can leave an
     /// allocation behind; after a crash half-way, running it again finishes the job.
+    /// `--dry-run` lists all of it. A VPC that does not exist is exit 3, or 0 with
+    /// `--ignore-not-found`, so a retry loop can run it again safely.
     Delete(VpcDeleteArgs),
 }
 
@@ -599,13 +618,20 @@ pub struct VpcCreateArgs {
     #[arg(long, value_name = "CIDR")]
     pub cidr: String,
 
-    /// The VPC's uid [default: a fresh random UUID].
+    /// The VPC's uid, a UUID [default: a fresh random UUID].
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
 
     /// Check and print the pool that would be created; create nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// `ipamctl vpc get`.
+#[derive(Debug, Args)]
+pub struct VpcGetArgs {
+    /// The VPC's name.
+    pub name: String,
 }
 
 /// `ipamctl vpc delete`.
@@ -617,6 +643,10 @@ pub struct VpcDeleteArgs {
     /// List what would be released and removed; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// A VPC that does not exist (already deleted) is success, with a note on stderr.
+    #[arg(long)]
+    pub ignore_not_found: bool,
 }
 
 /// `ipamctl reconcile`.
@@ -641,6 +671,21 @@ pub struct ReconcileArgs {
     /// With `--apply`: print what would be released (`would-release`); release nothing.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// When the live list was taken (RFC 3339, e.g. `2026-12-01T07:00:00Z`): allocations
+    /// claimed at or after it are never released [default: the live file's modification
+    /// time; required when the list comes from stdin or a pipe].
+    #[arg(long, value_name = "TIME")]
+    pub live_as_of: Option<String>,
+
+    /// Leave allocations younger than this alone (e.g. `5m`, `1h`, `0`).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub min_age: String,
+
+    /// With `--apply`: refuse (exit 4, nothing released) to release more than this many
+    /// allocations, a count or a percentage of those checked.
+    #[arg(long, value_name = "N|P%", default_value = "25%")]
+    pub max_release: String,
 }
 
 /// `ipamctl pool delete`.

@@ -117,7 +117,7 @@ pub struct CooldownSpec {
     /// Who held it: the one owner that may have it back within the window.
     pub owner: Owner,
     /// When it was released: RFC 3339, UTC.
-    #[schemars(schema_with = "crate::schema::timestamp")]
+    #[schemars(schema_with = "crate::schema::released_at")]
     pub released_at: String,
 }
 
@@ -156,6 +156,7 @@ impl CooldownRecord {
                 labels: Default::default(),
                 annotations: Default::default(),
                 owner_refs: Vec::new(),
+                creation_timestamp: None,
             },
             spec: CooldownSpec {
                 pool: pool.name.clone(),

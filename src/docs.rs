@@ -16,7 +16,7 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
     (exit::OK, "success"),
     (
         exit::FAILURE,
-        "`check` found errors, `diff` found changes; any failure not listed here (I/O error and the like)",
+        "`check` found errors, `diff` found changes, `reconcile` found leaks; any failure not listed here (I/O error and the like)",
     ),
     (exit::INVALID, "invalid usage or input: nothing was written"),
     (
@@ -34,7 +34,8 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
 const EXAMPLES: &[&str] = &[
     "ipamctl init state && cd state",
     "ipamctl apply -f pools.yaml",
-    "IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$UID\")",
+    "VM=$(virsh domuuid web-01)   # the VM's uuid (not bash's $UID, the user id)",
+    "IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$VM\")",
     "ipamctl list -n acme/prod -o json | jq -r '.items[].spec.address'",
     "ipamctl release --owner VirtualMachine/web-01/ --dry-run",
     "ipamctl diff -o markdown   # what this branch changes, for the pull request",

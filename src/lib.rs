@@ -21,6 +21,7 @@ pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod complete;
+pub mod conflict;
 pub mod cooldown;
 pub mod diff;
 pub mod docs;

@@ -134,7 +134,10 @@ string_newtype!(
 );
 
 string_newtype!(
-    /// An owner's uid: 1–128 characters of `[A-Za-z0-9._:-]` (a UUID, typically).
+    /// An owner's uid as read from a stored manifest: 1–128 characters of `[A-Za-z0-9._:-]`.
+    /// Reading is lenient so that state written by older versions stays readable and
+    /// releasable; every uid ipamctl takes as input goes through [`Uid::parse_uuid`], so only
+    /// UUIDs are ever written (`check` reports the others).
     Uid,
     "uid",
     |s| {
@@ -151,6 +154,51 @@ string_newtype!(
         }
     }
 );
+
+impl Uid {
+    /// Parses a uid given as input (a flag, a live list): a UUID in the RFC 4122 text form
+    /// (`8-4-4-4-12` hex digits, any case), kept lowercase. Anything else is refused, naming
+    /// the value; a short integer is most likely bash's `$UID` (the user id), and the
+    /// message says so.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ipamctl::model::Uid;
+    /// let uid = Uid::parse_uuid("0F8FAD5B-D9CB-469F-A165-70867728950E").unwrap();
+    /// assert_eq!(uid.as_str(), "0f8fad5b-d9cb-469f-a165-70867728950e");
+    /// assert!(Uid::parse_uuid("0").unwrap_err().contains("$UID"));
+    /// ```
+    pub fn parse_uuid(s: &str) -> Result<Uid, String> {
+        // The uuid crate also takes the braced, URN and 32-digit forms: only the hyphenated
+        // one is the text form that orchestrators print (virsh, Kubernetes, OpenStack).
+        let hyphenated = s.len() == 36
+            && s.bytes().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => b == b'-',
+                _ => b.is_ascii_hexdigit(),
+            });
+        if hyphenated && let Ok(uuid) = uuid::Uuid::try_parse(s) {
+            return Ok(Uid(uuid.hyphenated().to_string()));
+        }
+        let mut message = format!(
+            "invalid uid `{}`: a uid must be a UUID such as `0f8fad5b-d9cb-469f-a165-70867728950e` \
+             (RFC 4122 text form, any case)",
+            s.escape_debug()
+        );
+        if !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit()) {
+            message.push_str(
+                "; a short number is most likely the shell's `$UID`, which in bash is the user id, \
+                 not the VM's uuid: use another variable name",
+            );
+        }
+        Err(message)
+    }
+
+    /// True when the uid is a UUID in the lowercase RFC 4122 text form, as ipamctl writes it.
+    pub fn is_uuid(&self) -> bool {
+        Uid::parse_uuid(&self.0).is_ok_and(|u| u.0 == self.0)
+    }
+}
 
 /// What kind of thing holds an address, and so which rule its name follows.
 #[derive(
@@ -622,6 +670,74 @@ pub struct OwnerRef {
     pub controller: Option<bool>,
 }
 
+/// An instant with second precision, written as RFC 3339 in UTC (`2026-12-01T07:00:00Z`),
+/// the form Kubernetes writes `metadata.creationTimestamp` in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Timestamp(std::time::SystemTime);
+
+impl Timestamp {
+    /// Now, truncated to the second.
+    pub fn now() -> Timestamp {
+        Timestamp::truncated(std::time::SystemTime::now())
+    }
+
+    /// `at`, truncated to the second (the precision the text form keeps).
+    pub fn truncated(at: std::time::SystemTime) -> Timestamp {
+        let since = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        Timestamp(std::time::UNIX_EPOCH + std::time::Duration::from_secs(since))
+    }
+
+    /// Parses RFC 3339 in UTC (`Z`), as written; the error names the value.
+    pub fn parse(s: &str) -> Result<Timestamp, String> {
+        humantime::parse_rfc3339(s).map(Timestamp).map_err(|e| {
+            format!(
+                "invalid time `{}`: {e}; expected RFC 3339 in UTC, e.g. `2026-12-01T07:00:00Z`",
+                s.escape_debug()
+            )
+        })
+    }
+
+    /// The instant.
+    pub fn time(self) -> std::time::SystemTime {
+        self.0
+    }
+
+    /// Seconds since the epoch (0 for an instant before it, which no claim makes).
+    pub fn secs(self) -> u64 {
+        self.0
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    /// The instant `secs` seconds after the epoch.
+    pub fn from_secs(secs: u64) -> Timestamp {
+        Timestamp(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    }
+}
+
+impl TryFrom<String> for Timestamp {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Timestamp::parse(&s)
+    }
+}
+
+impl From<Timestamp> for String {
+    fn from(t: Timestamp) -> String {
+        t.to_string()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_rfc3339_seconds(self.0))
+    }
+}
+
 /// `metadata` of both manifests. All listed fields are kept on read and write; others are
 /// refused rather than silently dropped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -632,6 +748,11 @@ pub struct Metadata {
     /// The namespace; none for cluster-scoped objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Namespace>,
+    /// When the object was created (allocations: written once, by the claim), RFC 3339 in
+    /// UTC with second precision. Absent in state written by older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
+    pub creation_timestamp: Option<Timestamp>,
     /// Labels, in key order.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -800,7 +921,8 @@ pub fn parse_allocation_name(name: &str) -> Option<(&str, Ipv4Addr)> {
 }
 
 impl AllocationManifest {
-    /// The manifest of `owner` holding `address` in `pool` (in `namespace`).
+    /// The manifest of `owner` holding `address` in `pool` (in `namespace`), without a
+    /// creation time: the claim sets it ([`Timestamp::now`]).
     pub fn new(
         pool: &PoolName,
         namespace: Option<&Namespace>,
@@ -813,6 +935,7 @@ impl AllocationManifest {
             metadata: Metadata {
                 name: allocation_name(pool, address),
                 namespace: namespace.cloned(),
+                creation_timestamp: None,
                 labels: BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]),
                 annotations: BTreeMap::new(),
                 owner_refs: Vec::new(),
@@ -981,8 +1104,31 @@ mod tests {
     }
 
     #[test]
+    fn input_uids_are_uuids_kept_lowercase() {
+        let upper = Uid::parse_uuid("3F2C8A9E-1B7D-4E0A-9C55-0D1E2F3A4B5C").unwrap();
+        assert_eq!(upper.as_str(), "3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5c");
+        assert!(upper.is_uuid());
+        for bad in [
+            "",
+            "u-1",
+            "web-01",
+            "{3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5c}",
+            "3f2c8a9e1b7d4e0a9c550d1e2f3a4b5c",
+            "3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5g",
+        ] {
+            let err = Uid::parse_uuid(bad).unwrap_err();
+            assert!(
+                err.contains(&format!("`{bad}`")) && !err.contains("$UID"),
+                "{err}"
+            );
+        }
+        assert!(Uid::parse_uuid("1000").unwrap_err().contains("`$UID`"));
+    }
+
+    #[test]
     fn owner_key_is_stable() {
         let owner = Owner::parse("VPC/router", Some(Uid::new("u-1").unwrap())).unwrap();
+        assert!(!Uid::new("u-1").unwrap().is_uuid());
         // Pinned: a change here breaks lock and index agreement between versions.
         assert_eq!(owner.key(), owner.clone().key());
         assert_eq!(

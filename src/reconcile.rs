@@ -1,7 +1,14 @@
-//! Leak detection: which allocations belong to owners that no longer exist. Pure: the
-//! caller reads the live list and the allocations.
+//! Leak detection: which allocations belong to owners that no longer exist, and which of
+//! them a run may release. Pure: the caller reads the live list, the clock and the
+//! allocations.
+//!
+//! Three guards stand between a wrong live list and a wiped cloud: a line that is neither
+//! `KIND/NAME` nor a UUID refuses the whole list (hostnames fed for uuids match nothing),
+//! an allocation claimed after the list was taken (or younger than `--min-age`) is never a
+//! leak, and [`MaxRelease`] caps how much one run may release.
 
 use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
 
 use crate::model::{AllocationManifest, Owner, OwnerKind, Uid};
 
@@ -13,8 +20,8 @@ pub struct LiveSet {
 }
 
 impl LiveSet {
-    /// Parses one owner per line, `KIND/NAME` or a bare uid; blank lines and `#` comments
-    /// are skipped. The error names the line.
+    /// Parses one owner per line, `KIND/NAME` or a UUID (any case); blank lines and `#`
+    /// comments are skipped. Any other line refuses the whole list: the error names it.
     pub fn parse(text: &str) -> Result<LiveSet, String> {
         let mut live = LiveSet::default();
         for (i, line) in text.lines().enumerate() {
@@ -22,13 +29,20 @@ impl LiveSet {
             if line.is_empty() {
                 continue;
             }
-            let at = |e: String| format!("line {}: {e}", i + 1);
+            let at = |e: String| format!("line {} `{}`: {e}", i + 1, line.escape_debug());
             if line.contains('/') {
                 let owner = Owner::parse(line, None).map_err(at)?;
                 live.kind_names
                     .insert((owner.kind(), owner.name().to_owned()));
             } else {
-                live.uids.insert(Uid::new(line).map_err(at)?);
+                let uid = Uid::parse_uuid(line).map_err(|_| {
+                    at(
+                        "is neither `KIND/NAME` nor a UUID (hostnames are not owners: list \
+                        uuids, e.g. `virsh list --all --uuid`)"
+                            .into(),
+                    )
+                })?;
+                live.uids.insert(uid);
             }
         }
         Ok(live)
@@ -39,6 +53,11 @@ impl LiveSet {
         self.kind_names.is_empty() && self.uids.is_empty()
     }
 
+    /// How many owners the list names (distinct lines).
+    pub fn len(&self) -> usize {
+        self.kind_names.len() + self.uids.len()
+    }
+
     /// Is `owner` alive: listed by uid, or by kind and name?
     pub fn contains(&self, owner: &Owner) -> bool {
         owner.uid().is_some_and(|u| self.uids.contains(u))
@@ -46,34 +65,203 @@ impl LiveSet {
                 .kind_names
                 .contains(&(owner.kind(), owner.name().to_owned()))
     }
+
+    /// How many listed owners match no allocation of `allocations`: many means the list is
+    /// of the wrong thing, or of another cloud.
+    pub fn unmatched(&self, allocations: &[AllocationManifest]) -> usize {
+        let mut uids: HashSet<&Uid> = self.uids.iter().collect();
+        let mut names: HashSet<(OwnerKind, &str)> = self
+            .kind_names
+            .iter()
+            .map(|(k, n)| (*k, n.as_str()))
+            .collect();
+        for m in allocations {
+            let owner = &m.spec.owner;
+            if let Some(uid) = owner.uid() {
+                uids.remove(uid);
+            }
+            names.remove(&(owner.kind(), owner.name()));
+        }
+        uids.len() + names.len()
+    }
 }
 
-/// The allocations (of owners of `kind`, if given) whose owner is not live.
+/// When an allocation is too new for this run to judge.
+#[derive(Clone, Copy, Debug)]
+pub struct Freshness {
+    /// When the live list was taken: an allocation claimed at or after it is not in it.
+    pub live_as_of: SystemTime,
+    /// An allocation younger than this at `now` is left alone.
+    pub min_age: Duration,
+    /// The current time.
+    pub now: SystemTime,
+}
+
+impl Freshness {
+    /// Is `m` too new to be judged by a live list taken at `live_as_of`? An allocation
+    /// without `metadata.creationTimestamp` (written by an older version) is old enough.
+    pub fn too_new(&self, m: &AllocationManifest) -> bool {
+        let Some(created) = m.metadata.creation_timestamp else {
+            return false;
+        };
+        let created = created.time();
+        // The timestamp is truncated to the second, so a claim stamped in the second the list
+        // was taken may have come after it: such a claim is kept too.
+        let claimed_after = created + Duration::from_secs(1) > self.live_as_of;
+        let young = self
+            .now
+            .duration_since(created)
+            .map_or(true, |age| age < self.min_age);
+        claimed_after || young
+    }
+}
+
+/// The most one `reconcile --apply` may release: a count, or a share of the allocations it
+/// checked (rounded up, so that one leak among few can still be released).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxRelease {
+    /// At most this many.
+    Count(u64),
+    /// At most this percentage (0–100) of the allocations checked.
+    Percent(u64),
+}
+
+impl MaxRelease {
+    /// Parses `N` or `P%`; the error names the value.
+    pub fn parse(s: &str) -> Result<MaxRelease, String> {
+        let bad = || {
+            format!(
+                "invalid cap `{}`: expected a count (`40`) or a percentage from 0% to 100% (`25%`)",
+                s.escape_debug()
+            )
+        };
+        match s.strip_suffix('%') {
+            Some(p) => match p.parse::<u64>() {
+                Ok(p) if p <= 100 => Ok(MaxRelease::Percent(p)),
+                _ => Err(bad()),
+            },
+            None => s.parse().map(MaxRelease::Count).map_err(|_| bad()),
+        }
+    }
+
+    /// The cap for a run that checked `checked` allocations.
+    pub fn limit(self, checked: usize) -> u64 {
+        match self {
+            MaxRelease::Count(n) => n,
+            MaxRelease::Percent(p) => (checked as u64 * p).div_ceil(100),
+        }
+    }
+}
+
+impl std::fmt::Display for MaxRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaxRelease::Count(n) => write!(f, "{n}"),
+            MaxRelease::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// What a run found among the allocations in scope.
+#[derive(Debug)]
+pub struct Findings<'a> {
+    /// Allocations of owners of the kind asked for (all, without `--kind`).
+    pub checked: usize,
+    /// Dead owners' allocations old enough to judge: the leaks.
+    pub leaked: Vec<&'a AllocationManifest>,
+    /// Dead owners' allocations too new to judge, left alone.
+    pub too_new: usize,
+}
+
+/// The allocations (of owners of `kind`, if given) whose owner is not live, apart from
+/// those too new to judge.
 pub fn leaks<'a>(
     allocations: &'a [AllocationManifest],
     live: &LiveSet,
     kind: Option<OwnerKind>,
-) -> Vec<&'a AllocationManifest> {
-    allocations
-        .iter()
-        .filter(|m| kind.is_none_or(|k| m.spec.owner.kind() == k))
-        .filter(|m| !live.contains(&m.spec.owner))
-        .collect()
+    freshness: &Freshness,
+) -> Findings<'a> {
+    let mut findings = Findings {
+        checked: 0,
+        leaked: Vec::new(),
+        too_new: 0,
+    };
+    for m in allocations {
+        if kind.is_some_and(|k| m.spec.owner.kind() != k) {
+            continue;
+        }
+        findings.checked += 1;
+        if live.contains(&m.spec.owner) {
+            continue;
+        }
+        if freshness.too_new(m) {
+            findings.too_new += 1;
+        } else {
+            findings.leaked.push(m);
+        }
+    }
+    findings
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{PoolName, Timestamp};
+
+    const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
     #[test]
-    fn live_lines_are_owners_or_uids() {
-        let live =
-            LiveSet::parse("# inventory\nVirtualMachine/web-01/0\n\n0f8fad5b-d9cb\n").unwrap();
+    fn live_lines_are_owners_or_uuids() {
+        let text = format!(
+            "# inventory\nVirtualMachine/web-01/0\n\n{}\n",
+            UUID.to_uppercase()
+        );
+        let live = LiveSet::parse(&text).unwrap();
         let vm = Owner::parse("VirtualMachine/web-01/0", None).unwrap();
-        let by_uid =
-            Owner::parse("FloatingIP/fip", Some(Uid::new("0f8fad5b-d9cb").unwrap())).unwrap();
+        let by_uid = Owner::parse("FloatingIP/fip", Some(Uid::parse_uuid(UUID).unwrap())).unwrap();
         let dead = Owner::parse("FloatingIP/fip", None).unwrap();
         assert!(live.contains(&vm) && live.contains(&by_uid) && !live.contains(&dead));
-        assert!(LiveSet::parse("Pod/x").unwrap_err().starts_with("line 1:"));
+        assert!(
+            LiveSet::parse("Pod/x")
+                .unwrap_err()
+                .starts_with("line 1 `Pod/x`:")
+        );
+        let hostname = LiveSet::parse(&format!("{UUID}\nweb-01\n")).unwrap_err();
+        assert!(
+            hostname.starts_with("line 2 `web-01`: is neither"),
+            "{hostname}"
+        );
+    }
+
+    #[test]
+    fn a_claim_in_the_second_the_list_was_taken_or_later_is_too_new() {
+        let pool = PoolName::new("p").unwrap();
+        let owner = Owner::parse("FloatingIP/f", None).unwrap();
+        let mut m = AllocationManifest::new(&pool, None, "10.0.0.1".parse().unwrap(), owner);
+        let t = |s: &str| Timestamp::parse(s).unwrap().time();
+        let fresh = Freshness {
+            live_as_of: t("2026-12-01T07:00:00Z") + Duration::from_millis(500),
+            min_age: Duration::from_secs(300),
+            now: t("2026-12-01T08:00:00Z"),
+        };
+        m.metadata.creation_timestamp = Some(Timestamp::parse("2026-12-01T07:00:00Z").unwrap());
+        assert!(fresh.too_new(&m));
+        m.metadata.creation_timestamp = Some(Timestamp::parse("2026-12-01T06:59:59Z").unwrap());
+        assert!(!fresh.too_new(&m));
+        m.metadata.creation_timestamp = Some(Timestamp::parse("2026-12-01T07:56:00Z").unwrap());
+        assert!(fresh.too_new(&m));
+        m.metadata.creation_timestamp = None;
+        assert!(!fresh.too_new(&m));
+    }
+
+    #[test]
+    fn the_cap_is_a_count_or_a_share_rounded_up() {
+        assert_eq!(MaxRelease::parse("25%").unwrap().limit(97), 25);
+        assert_eq!(MaxRelease::parse("25%").unwrap().limit(2), 1);
+        assert_eq!(MaxRelease::parse("0").unwrap().limit(97), 0);
+        assert_eq!(MaxRelease::parse("40").unwrap().limit(2), 40);
+        for bad in ["101%", "-1", "x", "%", "2.5%"] {
+            assert!(MaxRelease::parse(bad).unwrap_err().contains(bad));
+        }
     }
 }

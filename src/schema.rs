@@ -245,8 +245,8 @@ pub(crate) fn subnet_kind(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "const": crate::subnet::SUBNET_KIND })
 }
 
-/// An RFC 3339 UTC time, as `releasedAt` holds it.
-pub(crate) fn timestamp(_: &mut SchemaGenerator) -> Schema {
+/// An RFC 3339 UTC time, as `releasedAt` holds it (to the millisecond).
+pub(crate) fn released_at(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "format": "date-time" })
 }
 
@@ -302,6 +302,16 @@ pub(crate) fn cidr(_: &mut SchemaGenerator) -> Schema {
         18,
         "An IPv4 prefix without host bits, e.g. `10.42.0.0/16`.",
     )
+}
+
+/// `metadata.creationTimestamp`: RFC 3339 in UTC, to the second, as Kubernetes writes it.
+pub(crate) fn timestamp(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["string", "null"],
+        "format": "date-time",
+        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+        "description": "When the object was created (for an allocation: the claim), RFC 3339 in UTC to the second, e.g. `2026-12-01T07:00:00Z`. Absent in state written by older versions.",
+    })
 }
 
 /// An optional label (`spec.zone`).

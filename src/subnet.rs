@@ -95,6 +95,7 @@ impl SubnetManifest {
                 labels: Default::default(),
                 annotations: Default::default(),
                 owner_refs: Vec::new(),
+                creation_timestamp: None,
             },
             spec: SubnetSpec {
                 pool: pool.name.clone(),

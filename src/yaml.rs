@@ -214,6 +214,9 @@ fn shift_line(message: &str, offset: usize) -> String {
 
 /// Parses and validates one pool manifest file from the state directory.
 pub fn decode_pool(text: &str) -> Result<PoolManifest, String> {
+    if crate::conflict::sides(text).is_some() {
+        return Err("unresolved merge conflict (git conflict markers): edit the file to the pool it should be, `git add` it, and run `ipamctl check`".into());
+    }
     expect_single(text)?;
     let pool: PoolManifest = from_str(text)?;
     pool.validate()?;
@@ -258,6 +261,12 @@ fn decode_canonical_allocation(text: &str) -> Option<AllocationManifest> {
 
 /// The slow path, and the only one for anything ipamctl did not write itself.
 fn decode_allocation_with_library(text: &str) -> Result<AllocationManifest, String> {
+    if let Some(sides) = crate::conflict::sides(text) {
+        return Err(crate::conflict::allocation_message(
+            &sides,
+            decode_allocation,
+        ));
+    }
     expect_single(text)?;
     let alloc: AllocationManifest = from_str(text)?;
     alloc.validate()?;

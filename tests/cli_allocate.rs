@@ -30,12 +30,13 @@ fn allocate_prints_the_lowest_candidate_alone_on_stdout() {
         ]
     );
     // Named `<pool>-<a-b-c-d>`, in the pool's namespace, labelled, owner split at the first `/`.
-    insta::assert_snapshot!(ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml"), @r#"
+    insta::assert_snapshot!(common::redact_time(&ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml")), @r#"
     apiVersion: pivirt.hu/v1
     kind: IPAllocation
     metadata:
       name: vpc-main-10-42-0-1
       namespace: acme/prod
+      creationTimestamp: "[TIME]"
       labels:
         pivirt.hu/managed-by: director
     spec:
@@ -55,11 +56,12 @@ fn allocate_skips_gateway_and_excludes() {
         .stdout("203.0.113.4\n")
         .run();
     // A public pool's allocations are cluster-scoped: no namespace key.
-    insta::assert_snapshot!(ran.read("cluster/ipallocations/public-zone-a-203-0-113-4.yaml"), @r#"
+    insta::assert_snapshot!(common::redact_time(&ran.read("cluster/ipallocations/public-zone-a-203-0-113-4.yaml")), @r#"
     apiVersion: pivirt.hu/v1
     kind: IPAllocation
     metadata:
       name: public-zone-a-203-0-113-4
+      creationTimestamp: "[TIME]"
       labels:
         pivirt.hu/managed-by: director
     spec:
@@ -493,7 +495,9 @@ fn allocate_output_yaml_prints_the_file_as_written_and_what_was_done() {
     let ran = Test::new("seed")
         .args(vpc_main(VM, &["--uid", uid::WEB01, "-o", "yaml"]))
         .run();
-    let file = ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml");
+    let file = common::redact_time(
+        &ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml"),
+    );
     assert_eq!(ran.stdout, format!("{file}status:\n  action: created\n"));
     // Asked again: the same allocation, which the owner already held.
     let again = ran

@@ -687,7 +687,7 @@ fn the_same_owner_in_another_pool_or_with_another_uid_is_fine() {
                 "public-zone-a",
                 "203.0.113.6",
                 "FloatingIP/fip-1",
-                Some("another-uid"),
+                Some("0b6f3c3e-1111-4c1e-8d2a-0000000000ff"),
             ),
         )
         .write(
@@ -1237,7 +1237,13 @@ fn fifty_thousand_allocations_are_checked_in_under_3_seconds() {
         let name = format!("big-{}", address.replace('.', "-"));
         fs::write(
             state.path(&format!("cluster/ipallocations/{name}.yaml")),
-            allocation(None, "big", &address, &owner, Some(&format!("uid-{i}"))),
+            allocation(
+                None,
+                "big",
+                &address,
+                &owner,
+                Some(&format!("00000000-0000-4000-8000-{i:012x}")),
+            ),
         )
         .unwrap();
     }
@@ -1257,4 +1263,102 @@ fn list_items(json: &str) -> Vec<serde_json::Value> {
         (&"v1".into(), &"List".into())
     );
     value["items"].as_array().expect("a List has items").clone()
+}
+
+// --- uids written by older versions --------------------------------------------------------
+
+#[test]
+fn a_stored_uid_that_is_no_uuid_is_a_warning_and_its_allocation_still_reads_and_releases() {
+    let state = State::new("check-clean");
+    state.write(
+        "cluster/ipallocations/public-zone-a-203-0-113-6.yaml",
+        allocation(
+            None,
+            "public-zone-a",
+            "203.0.113.6",
+            "FloatingIP/old",
+            Some("0"),
+        ),
+    );
+    state.expect(&[(
+        "warning",
+        "cluster/ipallocations/public-zone-a-203-0-113-6.yaml",
+        "owner `FloatingIP/old` has uid `0`, which is not a lowercase UUID; ipamctl now takes only UUIDs as uids: release it and allocate again with the owner's real uuid",
+    )]);
+    assert_eq!(
+        state.run(&["check"]).code,
+        0,
+        "a warning does not fail check"
+    );
+    let listed = state.run(&["list", "--owner", "FloatingIP/old"]);
+    assert!(listed.stdout.contains("203.0.113.6"), "{}", listed.stdout);
+    // The filter is strict (`--uid 0` is exit 2), the release by owner and address is not.
+    assert_eq!(state.run(&["release", "--uid", "0"]).code, 2);
+    let released = state.run(&[
+        "release",
+        "public-zone-a",
+        "203.0.113.6",
+        "--owner",
+        "FloatingIP/old",
+    ]);
+    assert_eq!(released.code, 0, "{}", released.stderr);
+    state.expect(&[]);
+}
+
+// --- git merge-conflict markers ------------------------------------------------------------
+
+/// Two branches' claims of one address, as `git merge` leaves the file (add/add conflict).
+fn conflicted(a_uid: &str, b_uid: &str) -> String {
+    let ours = allocation(
+        None,
+        "public-zone-a",
+        "203.0.113.6",
+        "FloatingIP/fip-a",
+        Some(a_uid),
+    );
+    let (head, ours_tail) = ours.split_once("    kind: FloatingIP\n").unwrap();
+    let theirs = allocation(
+        None,
+        "public-zone-a",
+        "203.0.113.6",
+        "FloatingIP/fip-b",
+        Some(b_uid),
+    );
+    let theirs_tail = theirs.split_once("    kind: FloatingIP\n").unwrap().1;
+    format!(
+        "{head}    kind: FloatingIP\n<<<<<<< HEAD\n{ours_tail}=======\n{theirs_tail}>>>>>>> feature\n"
+    )
+}
+
+#[test]
+fn a_file_with_conflict_markers_is_reported_with_both_owners_and_the_commands_keeping_uids() {
+    const A: &str = "0b6f3c3e-1111-4c1e-8d2a-00000000000a";
+    const B: &str = "0b6f3c3e-1111-4c1e-8d2a-00000000000b";
+    let state = State::new("check-clean");
+    let path = "cluster/ipallocations/public-zone-a-203-0-113-6.yaml";
+    state.write(path, conflicted(A, B));
+    let message = format!(
+        "unresolved merge conflict: ours holds the address for `FloatingIP/fip-a (uid {A})`, theirs for `FloatingIP/fip-b (uid {B})`; it stays taken until resolved. \
+         Keep ours: `git checkout --ours -- {path} && git add {path} && ipamctl allocate public-zone-a --owner FloatingIP/fip-b --uid {B}`; \
+         or keep theirs: `git checkout --theirs -- {path} && git add {path} && ipamctl allocate public-zone-a --owner FloatingIP/fip-a --uid {A}`"
+    );
+    state.expect(&[("error", path, &message)]);
+    // Every reader recognises it, and the address stays taken.
+    let listed = state.run(&["list"]);
+    assert!(
+        listed.stderr.contains(
+            "unresolved merge conflict (git conflict markers): ours holds it for `FloatingIP/fip-a"
+        ),
+        "{}",
+        listed.stderr
+    );
+    let next = state.run(&[
+        "allocate",
+        "public-zone-a",
+        "--owner",
+        "FloatingIP/fip-c",
+        "--dry-run",
+    ]);
+    assert_eq!(next.code, 0, "{}", next.stderr);
+    assert_ne!(next.stdout, "203.0.113.6\n");
 }

@@ -96,7 +96,10 @@ fn a_released_address_waits_out_the_window_except_for_its_owner() {
         .stdout("198.51.100.2\n")
         .run()
         .then();
-    assert!(!t.exists(RECORD), "a stale record is removed when its address is claimed");
+    assert!(
+        !t.exists(RECORD),
+        "a stale record is removed when its address is claimed"
+    );
 }
 
 #[test]

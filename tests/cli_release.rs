@@ -249,7 +249,7 @@ fn release_uid_covers_cluster_scoped_pools() {
 #[test]
 fn release_uid_holding_nothing_is_success_with_a_note() {
     Test::new("populated")
-        .args(["release", "--uid", "no-such-uid"])
+        .args(["release", "--uid", "00000000-0000-4000-8000-000000000000"])
         .stdout("")
         .stderr("note: no allocation matches; nothing to release\n")
         .unchanged()

@@ -469,3 +469,75 @@ fn namespace_and_all_namespaces_together_are_a_usage_error() {
         .run();
     assert!(ran.stderr.contains("cannot be used with"), "{}", ran.stderr);
 }
+
+#[test]
+fn a_uid_must_be_a_uuid_and_bashs_uid_is_named() {
+    let err = command_rejects(&[
+        "allocate",
+        "public-zone-a",
+        "--owner",
+        "FloatingIP/fip-9",
+        "--uid",
+        "0",
+    ]);
+    assert!(
+        err.starts_with("error: --uid: invalid uid `0`: a uid must be a UUID"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`$UID`, which in bash is the user id"),
+        "{err}"
+    );
+    for not_uuid in [
+        "vm-1",
+        "0f8fad5bd9cb469fa16570867728950e",
+        "{0f8fad5b-d9cb-469f-a165-70867728950e}",
+    ] {
+        let err = command_rejects(&["release", "--uid", not_uuid]);
+        assert!(err.contains(&format!("invalid uid `{not_uuid}`")), "{err}");
+        assert!(!err.contains("$UID"), "{err}");
+    }
+    command_rejects(&[
+        "vpc",
+        "create",
+        "x",
+        "-n",
+        "acme/x",
+        "--cidr",
+        "10.9.0.0/16",
+        "--uid",
+        "1000",
+    ]);
+}
+
+#[test]
+fn an_uppercase_uuid_is_the_same_owner_stored_lowercase() {
+    const UPPER: &str = "0F8FAD5B-D9CB-469F-A165-70867728950E";
+    let ran = Test::new("seed")
+        .args([
+            "allocate",
+            "public-zone-a",
+            "--owner",
+            "FloatingIP/fip-9",
+            "--uid",
+            UPPER,
+        ])
+        .stdout("203.0.113.4\n")
+        .run();
+    assert!(
+        ran.read("cluster/ipallocations/public-zone-a-203-0-113-4.yaml")
+            .contains("uid: 0f8fad5b-d9cb-469f-a165-70867728950e\n")
+    );
+    ran.then()
+        .args([
+            "allocate",
+            "public-zone-a",
+            "--owner",
+            "FloatingIP/fip-9",
+            "--uid",
+            &UPPER.to_lowercase(),
+        ])
+        .stdout("203.0.113.4\n")
+        .unchanged()
+        .run();
+}

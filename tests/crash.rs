@@ -91,7 +91,14 @@ impl State {
 
     fn allocate(&self, owner: &str, failpoint: Option<&str>) -> Output {
         self.run(
-            &["allocate", "edge", "--owner", owner, "--uid", "u-1"],
+            &[
+                "allocate",
+                "edge",
+                "--owner",
+                owner,
+                "--uid",
+                "00000000-0000-4000-8000-000000000001",
+            ],
             failpoint,
         )
     }

@@ -373,7 +373,7 @@ fn history_on_a_database_reads_its_events() {
         "--owner",
         "FloatingIP/a",
         "--uid",
-        "u-a",
+        "00000000-0000-4000-8000-00000000000a",
     ]);
     run(&["release", "public-zone-a", "203.0.113.4"]);
     run(&["allocate", "public-zone-a", "--owner", "FloatingIP/b"]);
@@ -401,7 +401,13 @@ fn history_on_a_database_reads_its_events() {
             .iter()
             .all(|e| e["author"].as_str().is_some_and(|a| a.contains('@')))
     );
-    let by_uid = common::list_items(&run(&["history", "--uid", "u-a", "-o", "json"]));
+    let by_uid = common::list_items(&run(&[
+        "history",
+        "--uid",
+        "00000000-0000-4000-8000-00000000000a",
+        "-o",
+        "json",
+    ]));
     assert_eq!(by_uid.len(), 2);
     // `diff` needs git: on a database it is a usage error.
     assert_eq!(db.run(["diff"]).status.code(), Some(code::INVALID));

@@ -3,6 +3,8 @@
 //! same address meet as an add/add conflict on exactly that file; keeping one side and
 //! re-running `allocate` for the other owner leaves a state `ipamctl check` finds clean.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -91,8 +93,13 @@ fn ipamctl(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
+/// The uids of the two owners (every owner here has one: the resolution keeps them).
+const UID_A: &str = "0b6f3c3e-1111-4c1e-8d2a-00000000000a";
+const UID_B: &str = "0b6f3c3e-1111-4c1e-8d2a-00000000000b";
+
 fn allocate(dir: &Path, owner: &str) -> String {
-    ipamctl(dir, &["allocate", "edge", "--owner", owner])
+    let uid = if owner.ends_with("-a") { UID_A } else { UID_B };
+    ipamctl(dir, &["allocate", "edge", "--owner", owner, "--uid", uid])
         .trim()
         .to_owned()
 }
@@ -143,11 +150,52 @@ fn two_clones_claiming_one_address_conflict_on_its_file_and_the_documented_fix_i
         format!("{CONTESTED}\n")
     );
 
-    // The documented resolution: keep ours, commit, re-run allocate for the other owner.
-    git(&first, &["checkout", "--ours", "--", CONTESTED]);
-    git(&first, &["add", "--", CONTESTED]);
+    // Every reader recognises the markers; `check` names both owners and the commands that
+    // resolve it, each keeping the other owner's uid.
+    let check = run(Command::new(BIN).current_dir(&first).args(["check"]));
+    assert_eq!(check.status.code(), Some(1));
+    let found = String::from_utf8(check.stdout).unwrap();
+    assert!(
+        found.contains(&format!(
+            "unresolved merge conflict: ours holds the address for `FloatingIP/fip-a (uid {UID_A})`, theirs for `FloatingIP/fip-b (uid {UID_B})`"
+        )),
+        "{found}"
+    );
+    let keep_ours = format!(
+        "git checkout --ours -- {CONTESTED} && git add {CONTESTED} && ipamctl allocate edge --owner FloatingIP/fip-b --uid {UID_B}"
+    );
+    assert!(
+        found.contains(&format!("Keep ours: `{keep_ours}`")),
+        "{found}"
+    );
+    assert!(
+        found.contains(&format!(
+            "ipamctl allocate edge --owner FloatingIP/fip-a --uid {UID_A}`"
+        )),
+        "{found}"
+    );
+    // The address stays taken while the file is conflicted.
+    let dry = ipamctl(
+        &first,
+        &[
+            "allocate",
+            "edge",
+            "--owner",
+            "FloatingIP/fip-c",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry, "192.0.2.3\n");
+
+    // The resolution `check` printed, run as printed (ipamctl from PATH).
+    let resolved = run(Command::new("sh")
+        .current_dir(&first)
+        .env("PATH", common::path_with_bin())
+        .env_remove("IPAMCTL_STATE_DIR")
+        .args(["-c", &keep_ours]));
+    assert!(resolved.status.success(), "{resolved:?}");
+    assert_eq!(String::from_utf8(resolved.stdout).unwrap(), "192.0.2.3\n");
     git(&first, &["commit", "-q", "--no-edit"]);
-    assert_eq!(allocate(&first, "FloatingIP/fip-b"), "192.0.2.3");
     git(&first, &["add", "-A"]);
     git(&first, &["commit", "-q", "-m", "Allocate for fip-b again"]);
 

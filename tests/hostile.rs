@@ -709,7 +709,7 @@ fn every_command() -> Vec<(Vec<String>, Option<String>)> {
         &["-n", "t/ns", "allocate", "q", "--owner", "FloatingIP/new"][..],
         &["release", "p", "10.0.0.1", "--owner", "FloatingIP/keep"][..],
         &["-n", "t/ns", "release", "q", "--owner", "FloatingIP/keep"][..],
-        &["release", "--uid", "nobody"][..],
+        &["release", "--uid", "00000000-0000-4000-8000-0000000000bd"][..],
         &["pool", "delete", "p"][..],
         &["-n", "t/ns", "pool", "delete", "q"][..],
         &["list", "-o", "json"][..],

@@ -55,21 +55,39 @@ type OwnerId = (&'static str, Option<&'static str>);
 /// Owner identities; some share a name and differ only in their uid.
 const OWNERS: [OwnerId; 10] = [
     ("FloatingIP/fip-0", None),
-    ("FloatingIP/fip-0", Some("uid-a")),
-    ("FloatingIP/fip-0", Some("uid-b")),
-    ("FloatingIP/fip-1", Some("uid-c")),
-    ("VirtualMachine/vm-0/0", Some("uid-d")),
-    ("VirtualMachine/vm-0/1", Some("uid-d")),
+    (
+        "FloatingIP/fip-0",
+        Some("00000000-0000-4000-8000-00000000000a"),
+    ),
+    (
+        "FloatingIP/fip-0",
+        Some("00000000-0000-4000-8000-00000000000b"),
+    ),
+    (
+        "FloatingIP/fip-1",
+        Some("00000000-0000-4000-8000-00000000000c"),
+    ),
+    (
+        "VirtualMachine/vm-0/0",
+        Some("00000000-0000-4000-8000-00000000000d"),
+    ),
+    (
+        "VirtualMachine/vm-0/1",
+        Some("00000000-0000-4000-8000-00000000000d"),
+    ),
     ("VirtualMachine/vm-1/0", None),
-    ("VPC/router", Some("uid-e")),
+    ("VPC/router", Some("00000000-0000-4000-8000-00000000000e")),
     ("Node/10.9.0.0/24", None),
-    ("Node/node-2", Some("uid-f")),
+    ("Node/node-2", Some("00000000-0000-4000-8000-00000000000f")),
 ];
 
 /// Owners that only ever allocate, never release (with the outside world only): their
 /// files are the ones the world's `cp` copies over themselves.
 const STICKY: [OwnerId; 2] = [
-    ("VirtualMachine/sticky-0/0", Some("uid-s")),
+    (
+        "VirtualMachine/sticky-0/0",
+        Some("00000000-0000-4000-8000-000000000005"),
+    ),
     ("FloatingIP/sticky-1", None),
 ];
 

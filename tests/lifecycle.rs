@@ -484,6 +484,9 @@ fn zone_allocate_storm_of_one_owner_gets_one_address() {
     assert_eq!(state.allocations("cluster").len(), 3);
 }
 
+/// A live owner's uid (a UUID, as every uid is).
+const ALIVE: &str = "3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5c";
+
 #[test]
 fn reconcile_reports_then_releases_dead_owners() {
     let state = State::new(ZONE_POOLS);
@@ -493,7 +496,7 @@ fn reconcile_reports_then_releases_dead_owners() {
         "--owner",
         "FloatingIP/alive",
         "--uid",
-        "u-alive",
+        ALIVE,
     ]);
     state.run(&["allocate", "za-1", "--owner", "FloatingIP/dead"]);
     state.run(&[
@@ -502,19 +505,27 @@ fn reconcile_reports_then_releases_dead_owners() {
         "--owner",
         "VirtualMachine/web-01/0",
         "--uid",
-        "vm-1",
+        "6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f31",
     ]);
-    let live = "# inventory\nu-alive\nVirtualMachine/web-01/0\n";
+    // Upper case, as some inventories print uuids: the same owner.
+    let live = format!(
+        "# inventory\n{}\nVirtualMachine/web-01/0\n",
+        ALIVE.to_uppercase()
+    );
+    let live = live.as_str();
+    // Taken after the claims above, which are then judged however young they are.
+    let after = ["--live-as-of", "2099-01-01T00:00:00Z", "--min-age", "0"];
+    let with = |args: &[&'static str]| [args, &after[..]].concat();
 
-    let report = state.run_stdin(&["reconcile", "--live", "-"], live);
-    assert_eq!(report.code, Some(0));
+    let report = state.run_stdin(&with(&["reconcile", "--live", "-"]), live);
+    assert_eq!(report.code, Some(1), "report mode exits 1 on leaks");
     assert_eq!(
         report.stdout,
         "NAMESPACE  POOL  ADDRESS       OWNER            UID  ACTION\n-          za-1  198.51.100.2  FloatingIP/dead  -    leaked\n"
     );
     assert_eq!(
         report.stderr,
-        "checked 3 allocations: 1 leaked, 0 released\n"
+        "checked 3 allocations: 1 leaked, 0 released; 0 of 2 live lines matched no allocation\n"
     );
     assert_eq!(
         state.allocations("cluster").len(),
@@ -523,7 +534,7 @@ fn reconcile_reports_then_releases_dead_owners() {
     );
 
     let json = state.run_stdin(
-        &[
+        &with(&[
             "reconcile",
             "--live",
             "-",
@@ -531,15 +542,23 @@ fn reconcile_reports_then_releases_dead_owners() {
             "json",
             "--kind",
             "VirtualMachine",
-        ],
+        ]),
         live,
     );
+    assert_eq!(json.code, Some(0), "no leaks: exit 0");
     let value: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(value["kind"], "List");
     assert_eq!(value["items"].as_array().unwrap().len(), 0);
-    assert_eq!(json.stderr, "checked 1 allocations: 0 leaked, 0 released\n");
+    assert_eq!(
+        json.stderr,
+        "checked 1 allocations: 0 leaked, 0 released; 0 of 2 live lines matched no allocation\n"
+    );
 
-    let dry = state.run_stdin(&["reconcile", "--live", "-", "--apply", "--dry-run"], live);
+    // 1 of 3: within the default cap (25% of those checked, rounded up: 1).
+    let dry = state.run_stdin(
+        &with(&["reconcile", "--live", "-", "--apply", "--dry-run"]),
+        live,
+    );
     assert_eq!(dry.code, Some(0));
     assert_eq!(
         dry.stdout,
@@ -547,7 +566,7 @@ fn reconcile_reports_then_releases_dead_owners() {
     );
     assert_eq!(
         dry.stderr,
-        "checked 3 allocations: 1 leaked, 1 would be released\n"
+        "checked 3 allocations: 1 leaked, 1 would be released; 0 of 2 live lines matched no allocation\n"
     );
     assert_eq!(
         state.allocations("cluster").len(),
@@ -555,10 +574,11 @@ fn reconcile_reports_then_releases_dead_owners() {
         "a dry run releases nothing"
     );
 
-    let apply = state.run_stdin(&["reconcile", "--live", "-", "--apply"], live);
+    let apply = state.run_stdin(&with(&["reconcile", "--live", "-", "--apply"]), live);
     assert_eq!(apply.code, Some(0));
     assert!(
-        apply.stderr == "checked 3 allocations: 1 leaked, 1 released\n",
+        apply.stderr
+            == "checked 3 allocations: 1 leaked, 1 released; 0 of 2 live lines matched no allocation\n",
         "{}",
         apply.stderr
     );
@@ -572,17 +592,29 @@ fn reconcile_reports_then_releases_dead_owners() {
 fn reconcile_refuses_an_empty_live_list_with_apply() {
     let state = State::new(ZONE_POOLS);
     state.run(&["allocate", "za-1", "--owner", "FloatingIP/f"]);
-    let run = state.run_stdin(&["reconcile", "--live", "-", "--apply"], "\n# nothing\n");
+    let at = ["--live-as-of", "2099-01-01T00:00:00Z", "--min-age", "0"];
+    let run = state.run_stdin(
+        &[&["reconcile", "--live", "-", "--apply"][..], &at].concat(),
+        "\n# nothing\n",
+    );
     assert_eq!(run.code, Some(2));
     assert!(run.stderr.starts_with("error: the live list is empty"));
     assert_eq!(state.allocations("cluster").len(), 1);
     let allowed = state.run_stdin(
-        &["reconcile", "--live", "-", "--apply", "--allow-empty"],
+        &[
+            &["reconcile", "--live", "-", "--apply", "--allow-empty"][..],
+            &at,
+            &["--max-release", "100%"],
+        ]
+        .concat(),
         "",
     );
     assert_eq!(allowed.code, Some(0));
     assert!(state.allocations("cluster").is_empty());
-    let bad = state.run_stdin(&["reconcile", "--live", "-"], "Pod/x\n");
+    let bad = state.run_stdin(
+        &[&["reconcile", "--live", "-"][..], &at].concat(),
+        "Pod/x\n",
+    );
     assert_eq!(bad.code, Some(2));
     assert!(bad.stderr.contains("line 1"), "{}", bad.stderr);
 }
@@ -606,6 +638,13 @@ fn reconcile_racing_a_reallocation_never_releases_a_live_owner() {
             "--allow-empty",
             "--kind",
             "FloatingIP",
+            // Judge the fresh claims as old: the guard under test is the owner's.
+            "--live-as-of",
+            "2099-01-01T00:00:00Z",
+            "--min-age",
+            "0",
+            "--max-release",
+            "100%",
         ]);
         let release = state.run(&["release", "zb-1", &dead, "--owner", "FloatingIP/dead"]);
         assert_eq!(release.code, Some(0));

@@ -151,7 +151,7 @@ fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
                 "--address",
                 a,
                 "--uid",
-                "u-1",
+                "00000000-0000-4000-8000-000000000001",
             ])
             .run()
             .then();
@@ -162,7 +162,7 @@ fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     assert_eq!(colours.len(), 5, "{colours:?}");
     distinct(&colours, "address kinds");
     assert!(
-        svg.contains("<title>192.0.2.40 allocated to VPC/router (uid u-1)</title>"),
+        svg.contains("<title>192.0.2.40 allocated to VPC/router (uid 00000000-0000-4000-8000-000000000001)</title>"),
         "the tooltip names the holder"
     );
 }

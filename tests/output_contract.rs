@@ -156,10 +156,17 @@ fn cases() -> Vec<Case> {
                 "--cidr",
                 "10.9.0.0/16",
                 "--uid",
-                "u-1",
+                "00000000-0000-4000-8000-000000000001",
             ],
             Shape::Changes(true),
         ),
+        case(
+            "vpc get",
+            populated,
+            &["vpc", "get", "main", "-n", "acme/prod"],
+            Shape::Object,
+        ),
+        case("vpc list", populated, &["vpc", "list"], Shape::List),
         case(
             "vpc delete",
             populated,
@@ -168,10 +175,18 @@ fn cases() -> Vec<Case> {
         ),
         Case {
             stdin: Some("FloatingIP/fip-1\n"),
+            // Leaks found: report mode is a CI gate, as `check` is.
+            status: code::FAILURE,
             ..case(
                 "reconcile",
                 populated,
-                &["reconcile", "--live", "-"],
+                &[
+                    "reconcile",
+                    "--live",
+                    "-",
+                    "--live-as-of",
+                    "2026-12-01T07:00:00Z",
+                ],
                 Shape::List,
             )
         },
@@ -484,9 +499,9 @@ fn allocate_and_vpc_create_print_the_value_alone_without_dash_o() {
             "--cidr",
             "10.9.0.0/16",
             "--uid",
-            "u-1",
+            "00000000-0000-4000-8000-000000000001",
         ])
-        .stdout("u-1\n")
+        .stdout("00000000-0000-4000-8000-000000000001\n")
         .stderr("ipampool/vpc-blue created\n")
         .run();
 }
@@ -517,10 +532,10 @@ fn dry_runs_print_what_would_change_and_write_nothing() {
                 "--cidr",
                 "10.9.0.0/16",
                 "--uid",
-                "u-2",
+                "00000000-0000-4000-8000-000000000002",
                 "--dry-run",
             ],
-            "u-2\n",
+            "00000000-0000-4000-8000-000000000002\n",
         ),
         (
             "populated",

@@ -61,13 +61,13 @@ fn init_creates_the_schema_once_and_is_idempotent() {
     let first = db.run(["init"]);
     assert_code(&first, code::OK);
     assert_eq!(stdout(&first), "schema/ipamctl created\n");
-    assert!(stderr(&first).starts_with("created the ipamctl schema, version 3"));
+    assert!(stderr(&first).starts_with("created the ipamctl schema, version 4"));
     let again = db.run(["init"]);
     assert_code(&again, code::OK);
     assert_eq!(stdout(&again), "schema/ipamctl unchanged\n");
-    assert!(stderr(&again).starts_with("ipamctl schema already at version 3"));
+    assert!(stderr(&again).starts_with("ipamctl schema already at version 4"));
     // One row per migration applied.
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 3);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
     // The arbiters are constraints of the table.
     assert_eq!(
         db.count(
@@ -109,14 +109,14 @@ fn a_newer_schema_is_refused_before_anything_is_written() {
     let out = apply(&db, &pool_yaml("p", "192.0.2.0/29", None));
     assert_code(&out, code::FAILURE);
     assert_one_error(&out);
-    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (3)"));
+    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (4)"));
     let init = db.run(["init"]);
     assert_code(&init, code::FAILURE);
     assert_one_error(&init);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), 0);
-    // Migrations 1 to 3, and the future one.
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
+    // Migrations 1 to 4, and the future one.
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 5);
 }
 
 #[test]
@@ -342,20 +342,40 @@ fn uid_queries_and_release_by_uid() {
     let db = Db::new();
     assert_code(&apply(&db, &pool_yaml("p", "10.1.0.0/24", None)), code::OK);
     for (owner, uid) in [
-        ("VirtualMachine/web-01/0", "u1"),
-        ("VirtualMachine/web-01/1", "u1"),
-        ("VirtualMachine/web-02/0", "u2"),
+        (
+            "VirtualMachine/web-01/0",
+            "00000000-0000-4000-8000-0000000000a1",
+        ),
+        (
+            "VirtualMachine/web-01/1",
+            "00000000-0000-4000-8000-0000000000a1",
+        ),
+        (
+            "VirtualMachine/web-02/0",
+            "00000000-0000-4000-8000-0000000000a2",
+        ),
     ] {
         assert_code(
             &db.run(["allocate", "p", "--owner", owner, "--uid", uid]),
             code::OK,
         );
     }
-    let listed = db.run(["list", "--uid", "u1", "-o", "json"]);
-    assert_eq!(stdout(&listed).matches("\"uid\": \"u1\"").count(), 2);
+    let listed = db.run([
+        "list",
+        "--uid",
+        "00000000-0000-4000-8000-0000000000a1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        stdout(&listed)
+            .matches("\"uid\": \"00000000-0000-4000-8000-0000000000a1\"")
+            .count(),
+        2
+    );
     let by_prefix = db.run(["list", "--owner", "VirtualMachine/web-01/"]);
     assert_eq!(stdout(&by_prefix).lines().count(), 3); // header + 2
-    let rel = db.run(["release", "--uid", "u1"]);
+    let rel = db.run(["release", "--uid", "00000000-0000-4000-8000-0000000000a1"]);
     assert_code(&rel, code::OK);
     assert_eq!(stdout(&rel).lines().count(), 2);
     assert_eq!(
@@ -865,7 +885,7 @@ fn concurrent_inits_create_one_schema() {
     for child in children {
         assert_code(&child.wait_with_output().unwrap(), code::OK);
     }
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 3);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
 }
 
 /// Rounds of the kill test: 1 by default (40 processes), 15 with `IPAMCTL_STRESS=long`:
@@ -1167,21 +1187,35 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
             "DROP TABLE ipamctl.pool_counts;
              DROP FUNCTION ipamctl.count_allocations() CASCADE;
              DROP TABLE ipamctl.objects;
+             ALTER TABLE ipamctl.allocations DROP COLUMN creation_timestamp;
              DELETE FROM ipamctl.schema_version WHERE version >= 2",
         )
         .unwrap();
     let refused = db.run(["pool", "list"]);
     assert_code(&refused, code::NOT_FOUND);
-    assert!(stderr(&refused).contains("is version 1; this ipamctl needs version 3"));
+    assert!(stderr(&refused).contains("is version 1; this ipamctl needs version 4"));
     let init = db.run(["init"]);
     assert_code(&init, code::OK);
-    assert!(stderr(&init).starts_with("upgraded the ipamctl schema from version 1 to 3"));
+    assert!(stderr(&init).starts_with("upgraded the ipamctl schema from version 1 to 4"));
     assert_eq!(pool_usage(&db), counted);
+    // Rows claimed before migration 3 have no creation time; a claim after it records its own.
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.allocations WHERE creation_timestamp IS NULL"),
+        3
+    );
+    assert_code(&allocate(&db, "p", "FloatingIP/f-new"), code::OK);
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM ipamctl.allocations
+             WHERE creation_timestamp > now() - interval '1 minute'"
+        ),
+        1
+    );
     assert_eq!(
         db.count(
             "SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'"
         ),
-        3
+        4
     );
 }
 

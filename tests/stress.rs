@@ -338,7 +338,7 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
                         "--owner",
                         &format!("FloatingIP/fip-{i}"),
                         "--uid",
-                        &format!("uid-{r}-{i}"),
+                        &format!("00000000-0000-4000-8000-{r:04x}{i:08x}"),
                     ])
                 })
                 .collect();
@@ -364,7 +364,7 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
             }
             let scan = state.scan();
             for &(i, a) in &won {
-                let held = scan.held_by(None, &pool, &format!("FloatingIP/fip-{i}"), Some(&format!("uid-{r}-{i}")));
+                let held = scan.held_by(None, &pool, &format!("FloatingIP/fip-{i}"), Some(&format!("00000000-0000-4000-8000-{r:04x}{i:08x}")));
                 if held != [a] {
                     found.push(format!("round {r}: fip-{i} was told {a} but holds {held:?}"));
                 }
@@ -376,9 +376,9 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
                 .iter()
                 .map(|&(i, a)| {
                     let uid = if i % 2 == 0 {
-                        format!("uid-{r}-{i}")
+                        format!("00000000-0000-4000-8000-{r:04x}{i:08x}")
                     } else {
-                        format!("uid-{r}-{i}-not")
+                        format!("00000000-0000-4001-8000-{r:04x}{i:08x}")
                     };
                     argv(&[
                         "release",
@@ -404,7 +404,7 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
             }
             let scan = state.scan();
             for &(i, a) in &won {
-                let held = scan.held_by(None, &pool, &format!("FloatingIP/fip-{i}"), Some(&format!("uid-{r}-{i}")));
+                let held = scan.held_by(None, &pool, &format!("FloatingIP/fip-{i}"), Some(&format!("00000000-0000-4000-8000-{r:04x}{i:08x}")));
                 let want: &[Ipv4Addr] = if i % 2 == 0 { &[] } else { &[a] };
                 if held != want {
                     found.push(format!(
@@ -433,7 +433,7 @@ fn same_owner_storms_get_one_address() {
         stress.round(identities * per_identity, |state, found| {
             // Interleaved, so the identities' requests start mixed together.
             let owner = |k: usize| format!("VirtualMachine/vm-{r}-{k}/0");
-            let uid = |k: usize| format!("uid-{r}-{k}");
+            let uid = |k: usize| format!("00000000-0000-4000-8000-{r:04x}{k:08x}");
             let argvs: Vec<Vec<String>> = (0..identities * per_identity)
                 .map(|i| {
                     let k = i % identities;
@@ -537,7 +537,7 @@ fn churn_once(
         None => state.run(argv),
     };
     let owner = format!("FloatingIP/churn-{}", w % 2);
-    let uid = format!("worker-{w}");
+    let uid = format!("00000000-0000-4000-8000-{w:012x}");
     let me = |args: &[&str]| {
         let mut v = argv(args);
         v.extend(argv(&["--owner", &owner, "--uid", &uid]));
@@ -736,7 +736,7 @@ fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() 
         stress.round_in_world(width, |state, world, found| {
             let world = world.expect("the world was started");
             let owner = |k: usize| format!("VirtualMachine/vm-{r}-{k}/0");
-            let uid = |k: usize| format!("uid-{r}-{k}");
+            let uid = |k: usize| format!("00000000-0000-4000-8000-{r:04x}{k:08x}");
             world.note(format!("round {r}"));
             // Identity 0's file is copied over itself in a tight loop once it exists.
             world.focus(Some(NS), &owner(0), Some(&uid(0)));

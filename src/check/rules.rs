@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use super::{Decoded, Finding, error};
+use super::{Decoded, Finding, Severity, error};
 use crate::model::{AllocationManifest, Namespace, Owner, PoolKind, PoolManifest, PoolName};
 use crate::pool::{Candidates, host_span};
 
@@ -130,6 +130,21 @@ pub(super) fn check_allocations(
                 ),
             ));
             continue;
+        }
+        if let Some(uid) = m.spec.owner.uid()
+            && !uid.is_uuid()
+        {
+            // Written by an older version, which took any string: still read and released,
+            // but a uid that is no UUID (bash's `$UID` is the user id) may be shared by owners
+            // that are not one, so `release --uid` would free them all.
+            findings.push(Finding {
+                severity: Severity::Warning,
+                path: file.rel.clone(),
+                message: format!(
+                    "owner `{}` has uid `{uid}`, which is not a lowercase UUID; ipamctl now takes only UUIDs as uids: release it and allocate again with the owner's real uuid",
+                    m.spec.owner
+                ),
+            });
         }
         if let Some(message) = scope_mismatch(m.metadata.namespace.as_ref(), file.scope.as_ref()) {
             findings.push(error(&file.rel, message));

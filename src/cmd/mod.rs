@@ -48,6 +48,8 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Check(args) => return check::run(&open_dir(g, "check")?, g, &args, out),
         // Exit 1 when something changed, as `git diff --exit-code`.
         Command::Diff(args) => return diff::run(&open_dir(g, "diff")?, g, &args, out),
+        // Report mode is a CI gate: leaks found exit 1.
+        Command::Reconcile(args) => return reconcile::run(&*open(g)?, g, &args, out),
         Command::History(args) => history::run(&*open(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, g.output, out),
@@ -59,7 +61,6 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Subnet(command) => subnet::run(&*open(g)?, g, &command, out),
-        Command::Reconcile(args) => reconcile::run(&*open(g)?, g, &args, out),
         Command::Report => report::run(&*open(g)?, g, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
         Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
@@ -199,9 +200,9 @@ fn pool_ref(g: &GlobalArgs, pool: &str) -> Result<PoolRef> {
     })
 }
 
-/// `--uid`, validated.
+/// `--uid`, validated: a UUID (see [`Uid::parse_uuid`]), kept lowercase.
 fn uid(uid: Option<&str>) -> Result<Option<Uid>> {
-    uid.map(|u| flag("--uid", Uid::new(u))).transpose()
+    uid.map(|u| flag("--uid", Uid::parse_uuid(u))).transpose()
 }
 
 /// `--owner`/`--uid` as a filter.

@@ -90,7 +90,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, parse_allocation_name,
+    AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, Timestamp, parse_allocation_name,
 };
 use crate::parallel::parallel_map;
 use crate::store::beneath::{self, Refused, WriteMode, refused};
@@ -414,7 +414,9 @@ impl FsStore {
                             && let Some(pool) = &pool_name
                             && let Some(owner) = index::parse_owner(record.owner)
                         {
-                            let m = AllocationManifest::new(pool, ns, address, owner);
+                            let mut m = AllocationManifest::new(pool, ns, address, owner);
+                            m.metadata.creation_timestamp =
+                                record.created.map(Timestamp::from_secs);
                             return Ok(Look::Rebuilt(m.metadata.name.clone(), Box::new(m)));
                         }
                     }
@@ -445,13 +447,17 @@ impl FsStore {
                                 stamp,
                                 owner: index::owner_text(&m.spec.owner).into(),
                                 whole: pool_name.as_ref().is_some_and(|pool| {
-                                    **m == AllocationManifest::new(
+                                    let mut canonical = AllocationManifest::new(
                                         pool,
                                         ns,
                                         address,
                                         m.spec.owner.clone(),
-                                    )
+                                    );
+                                    canonical.metadata.creation_timestamp =
+                                        m.metadata.creation_timestamp;
+                                    **m == canonical
                                 }),
+                                created: m.metadata.creation_timestamp.map(Timestamp::secs),
                             })
                         }
                         _ => None,

@@ -24,9 +24,13 @@
 //!
 //! ```text
 //! ipamctl-index 2 <device>
-//! <address> <inode> <size> <mtime ns> <ctime ns> <w|-> <owner kind> <owner name> <uid or ->
+//! <address> <inode> <size> <mtime ns> <ctime ns> <w|w<secs>|-> <owner kind> <owner name> <uid or ->
 //! <address> -
 //! ```
+//!
+//! `w` marks a file that is exactly the manifest ipamctl writes for its pool, address and
+//! owner, so a reader may rebuild it unread; `w<secs>` the same with that
+//! `metadata.creationTimestamp` (seconds since the epoch), as every claim now writes.
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -109,6 +113,9 @@ pub struct Record {
     /// The file was exactly the manifest ipamctl writes for its pool, scope, address and
     /// owner (no label, nothing else): a reader may rebuild it instead of reading it.
     pub whole: bool,
+    /// With `whole`: the file's `metadata.creationTimestamp`, in seconds since the epoch
+    /// (`None`: it has none, as files written by older versions).
+    pub created: Option<u64>,
 }
 
 /// One file's record as the index holds it: [`Record`], its owner borrowed from the index.
@@ -120,6 +127,8 @@ pub struct RecordRef<'a> {
     pub owner: &'a str,
     /// See [`Record::whole`].
     pub whole: bool,
+    /// See [`Record::created`].
+    pub created: Option<u64>,
 }
 
 impl Record {
@@ -128,6 +137,7 @@ impl Record {
             stamp: self.stamp,
             owner: &self.owner,
             whole: self.whole,
+            created: self.created,
         }
     }
 }
@@ -135,15 +145,17 @@ impl Record {
 impl RecordRef<'_> {
     fn line(&self, address: Ipv4Addr, out: &mut String) {
         let s = &self.stamp;
+        // `w<seconds>` for a whole file with a creation time: a version that knows only `w`
+        // and `-` skips the line, which costs it a read, never a wrong rebuild.
+        let whole = match (self.whole, self.created) {
+            (false, _) => String::from("-"),
+            (true, None) => String::from("w"),
+            (true, Some(secs)) => format!("w{secs}"),
+        };
         let _ = writeln!(
             out,
-            "{address} {} {} {} {} {} {}",
-            s.ino,
-            s.size,
-            s.mtime,
-            s.ctime,
-            if self.whole { "w" } else { "-" },
-            self.owner
+            "{address} {} {} {} {} {whole} {}",
+            s.ino, s.size, s.mtime, s.ctime, self.owner
         );
     }
 }
@@ -155,6 +167,7 @@ struct Entry {
     stamp: Stamp,
     owner: (u32, u32),
     whole: bool,
+    created: Option<u64>,
 }
 
 /// The records of one pool, in address order, for one device.
@@ -299,6 +312,7 @@ impl Index {
             // that `text_matches` asks for the file to be read.
             owner: std::str::from_utf8(&self.text[start..end]).unwrap_or(""),
             whole: entry.whole,
+            created: entry.created,
         }
     }
 
@@ -392,9 +406,10 @@ fn parse_line(line: &[u8], at: usize) -> Option<(Ipv4Addr, Option<Entry>)> {
         mtime: parse_i64(field())?,
         ctime: parse_i64(field())?,
     };
-    let whole = match field() {
-        b"w" => true,
-        b"-" => false,
+    let (whole, created) = match field() {
+        b"w" => (true, None),
+        b"-" => (false, None),
+        [b'w', secs @ ..] => (true, Some(parse_u64(secs)?)),
         _ => return None,
     };
     if rest.is_empty() {
@@ -411,6 +426,7 @@ fn parse_line(line: &[u8], at: usize) -> Option<(Ipv4Addr, Option<Entry>)> {
                 u32::try_from(at + line.len()).ok()?,
             ),
             whole,
+            created,
         }),
     ))
 }
@@ -481,6 +497,7 @@ mod tests {
             },
             owner: owner.into(),
             whole: ino.is_multiple_of(2),
+            created: ino.is_multiple_of(4).then_some(1_796_108_400 + ino),
         }
     }
 
@@ -499,6 +516,7 @@ mod tests {
                         stamp: r.stamp,
                         owner,
                         whole: r.whole,
+                        created: r.created,
                     },
                 )
             })

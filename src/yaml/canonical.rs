@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use crate::model::{
-    AllocationManifest, AllocationSpec, Metadata, Namespace, Owner, OwnerKind, PoolName, Uid,
-    parse_addr,
+    AllocationManifest, AllocationSpec, Metadata, Namespace, Owner, OwnerKind, PoolName, Timestamp,
+    Uid, parse_addr,
 };
 
 /// Longer input goes to the YAML library. Far above any real allocation (a few hundred bytes),
@@ -41,6 +41,10 @@ pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
         Some(ns) => Some(Namespace::new(ns).ok()?),
         None => None,
     };
+    let creation_timestamp = match lines.optional_field("  creationTimestamp: ")? {
+        Some(at) => Some(Timestamp::parse(at).ok()?),
+        None => None,
+    };
     let labels = lines.map("  labels:")?;
     let annotations = lines.map("  annotations:")?;
     lines.exact("spec:")?;
@@ -60,6 +64,7 @@ pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
         metadata: Metadata {
             name: name.to_owned(),
             namespace,
+            creation_timestamp,
             labels,
             annotations,
             owner_refs: Vec::new(),

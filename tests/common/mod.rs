@@ -416,9 +416,10 @@ impl Test {
         cmd
     }
 
-    /// Replaces every spelling of the temporary directory's path by `[TMP]`.
+    /// Replaces every spelling of the temporary directory's path by `[TMP]`, and the
+    /// claim times of allocations by `[TIME]` (see [`redact_time`]).
     fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
+        let mut text = redact_time(text);
         let mut roots = vec![self.root().to_path_buf()];
         if let Ok(canonical) = self.root().canonicalize() {
             roots.push(canonical);
@@ -541,6 +542,35 @@ impl Test {
             test: self,
         }
     }
+}
+
+/// `text` with the value of every `creationTimestamp` (an allocation's claim time, which is
+/// the clock's: YAML `creationTimestamp: "…"` or JSON `"creationTimestamp": "…"`) replaced
+/// by `[TIME]`, for snapshots. Only the 20 characters of an RFC 3339 UTC time are replaced,
+/// so a malformed value shows.
+pub fn redact_time(text: &str) -> String {
+    const KEY: &str = "creationTimestamp";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(KEY) {
+        let (head, tail) = rest.split_at(at + KEY.len());
+        out.push_str(head);
+        rest = tail;
+        for sep in [": \"", "\": \""] {
+            if let Some(value) = rest.strip_prefix(sep)
+                && value.len() > 20
+                && value.as_bytes()[20] == b'"'
+                && value.as_bytes()[19] == b'Z'
+            {
+                out.push_str(sep);
+                out.push_str("[TIME]");
+                rest = &value[20..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What a command printed, and the state directory it ran on.

@@ -532,7 +532,8 @@ impl Holdings {
             .slots
             .namespace
             .map(|n| Namespace::new(n).expect("a valid namespace"));
-        let uid = Uid::new(&format!("world-{owner}")).expect("a valid uid");
+        let uid =
+            Uid::parse_uuid(&format!("00000000-0000-4000-8000-{owner:012x}")).expect("a valid uid");
         let owner =
             Owner::parse(&format!("FloatingIP/world-{owner}"), Some(uid)).expect("a valid owner");
         ipamctl::yaml::encode(&AllocationManifest::new(&pool, ns.as_ref(), address, owner))

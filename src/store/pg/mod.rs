@@ -42,8 +42,12 @@ use crate::model::Namespace;
 use conninfo::ConnInfo;
 
 /// How many times a transaction is tried when the server reports a serialization failure
-/// or a deadlock.
-pub const MAX_ATTEMPTS: u32 = 8;
+/// or a deadlock. Under SERIALIZABLE (CockroachDB's default), claims on one pool read
+/// overlapping key ranges and insert into them, so each round of retries lets only some of
+/// them commit: 16 processes claiming at once on a loaded 2-core machine needed more than 8
+/// tries (`serialization_failures_are_retried_under_serializable`). The pauses grow to
+/// 320 ms (plus jitter), so 16 tries wait at most about 6 s in all.
+pub const MAX_ATTEMPTS: u32 = 16;
 
 /// A pool's low-water hint as a claim read it: the address, and the release epoch then.
 #[derive(Clone, Debug)]

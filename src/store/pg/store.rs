@@ -618,12 +618,14 @@ impl Store for PgStore {
         let bytes = yaml::encode(manifest).into_bytes();
         let id = self.client_id.as_str();
         let object = manifest.metadata.name.as_str();
+        let created = manifest.metadata.creation_timestamp.map(|t| t.to_string());
         let claimed = self.single(|c| {
             let row = c.query_one(
                 "WITH claimed AS (
                      INSERT INTO ipamctl.allocations
-                         (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)
+                         (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest,
+                          creation_timestamp)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $11::text::timestamptz)
                      ON CONFLICT DO NOTHING
                      RETURNING namespace, manifest
                  ), event AS (
@@ -642,6 +644,7 @@ impl Store for PgStore {
                     &id,
                     &ALLOCATION_KIND,
                     &object,
+                    &created,
                 ],
             )?;
             Ok(row.get::<_, i64>(0) > 0)

@@ -1,0 +1,299 @@
+//! `reconcile`'s guards against a wrong live list: lines that are no owner, the cap on one
+//! run, report mode as a CI gate, and claims made after the list was taken.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{Test, code, uid};
+
+/// Taken long after every allocation of the fixtures (which have no creation time and so
+/// count as old): only the owner decides.
+const LATER: [&str; 4] = ["--live-as-of", "2099-01-01T00:00:00Z", "--min-age", "0"];
+
+/// Every owner of the `populated` fixture but `FloatingIP/fip-1`, the router uplink, web-02's
+/// NIC and the Node: 4 of its 7 allocations leak.
+fn only_web01() -> String {
+    format!("{}\n", uid::WEB01)
+}
+
+#[test]
+fn reconcile_fed_hostnames_is_exit_2_naming_the_line_and_releases_nothing() {
+    let test = Test::new("populated");
+    // `virsh list --name` instead of `--uuid`: hostnames, none of them an owner.
+    let live = test.input("live.txt", "web-01\nweb-02\n");
+    let ran = test
+        .args([
+            "reconcile",
+            "--live",
+            &live,
+            "--apply",
+            "--max-release",
+            "100%",
+        ])
+        .args(LATER)
+        .fails(code::INVALID)
+        .run();
+    assert!(
+        ran.stderr.starts_with(
+            "error: --live live.txt: line 1 `web-01`: is neither `KIND/NAME` nor a UUID"
+        ),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn reconcile_apply_refuses_more_than_the_cap_and_says_how_to_raise_it() {
+    let test = Test::new("populated");
+    let live = test.input("live.txt", &only_web01());
+    // 4 of 7 leak; the default cap is 25% of 7, rounded up: 2.
+    let ran = test
+        .args(["reconcile", "--live", &live, "--apply"])
+        .args(LATER)
+        .fails(code::CONFLICT)
+        .run();
+    assert!(
+        ran.stderr.starts_with(
+            "error: 4 of 7 allocations checked look leaked, more than `--max-release 25%` allows (2); nothing released"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains("pass `--max-release 4`"),
+        "{}",
+        ran.stderr
+    );
+    // A dry run checks what the real run would: refused too; so is a cap one too low.
+    let mut ran = ran;
+    for refused in [&["--dry-run"][..], &["--max-release", "3"]] {
+        ran = ran
+            .then()
+            .args(["reconcile", "--live", &live, "--apply"])
+            .args(refused)
+            .args(LATER)
+            .fails(code::CONFLICT)
+            .run();
+    }
+    let apply = [
+        "reconcile",
+        "--live",
+        &live,
+        "--apply",
+        "--max-release",
+        "4",
+    ];
+    let ran = ran.then().args(apply).args(LATER).run();
+    assert_eq!(
+        ran.stdout.matches(" released\n").count(),
+        4,
+        "{}",
+        ran.stdout
+    );
+    let left = ran.then().args(["list", "-o", "name"]).run();
+    assert_eq!(left.stdout.lines().count(), 3, "{}", left.stdout);
+}
+
+#[test]
+fn reconcile_max_release_must_be_a_count_or_a_percentage() {
+    let test = Test::new("populated");
+    let live = test.input("live.txt", &only_web01());
+    let ran = test
+        .args([
+            "reconcile",
+            "--live",
+            &live,
+            "--apply",
+            "--max-release",
+            "all",
+        ])
+        .fails(code::INVALID)
+        .run();
+    assert!(ran.stderr.contains("invalid cap `all`"), "{}", ran.stderr);
+}
+
+#[test]
+fn reconcile_report_exits_1_on_leaks_and_0_without_counting_unmatched_lines() {
+    let test = Test::new("populated");
+    let live = test.input("live.txt", &only_web01());
+    let ran = test
+        .args(["reconcile", "--live", &live])
+        .args(LATER)
+        .status(code::FAILURE)
+        .unchanged()
+        .run();
+    assert_eq!(ran.stdout.matches(" leaked\n").count(), 4, "{}", ran.stdout);
+    let everyone = format!(
+        "{}\n{}\n{}\n{}\nNode/10.42.1.0/24\n# a VM that holds nothing\n3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5c\n",
+        uid::WEB01,
+        uid::WEB02,
+        uid::FIP1,
+        uid::VPC
+    );
+    let next = ran.then();
+    let live = next.input("everyone.txt", &everyone);
+    next.args(["reconcile", "--live", &live])
+        .args(LATER)
+        .stdout("")
+        .stderr(
+            "checked 7 allocations: 0 leaked, 0 released; 1 of 6 live lines matched no allocation\n",
+        )
+        .run();
+}
+
+#[test]
+fn reconcile_from_stdin_needs_live_as_of() {
+    let ran = Test::new("populated")
+        .args(["reconcile", "--live", "-", "--apply"])
+        .stdin(&only_web01())
+        .fails(code::INVALID)
+        .run();
+    assert!(
+        ran.stderr
+            .starts_with("error: `--live -` needs `--live-as-of TIME`"),
+        "{}",
+        ran.stderr
+    );
+    // A pipe given by path (`<(virsh list …)`, /dev/stdin) has no time of taking either.
+    let ran = ran
+        .then()
+        .args(["reconcile", "--live", "/dev/stdin", "--apply"])
+        .stdin(&only_web01())
+        .fails(code::INVALID)
+        .run();
+    assert!(
+        ran.stderr
+            .starts_with("error: `--live /dev/stdin` needs `--live-as-of TIME`"),
+        "{}",
+        ran.stderr
+    );
+    let ran = ran
+        .then()
+        .args(["reconcile", "--live", "-", "--live-as-of", "yesterday"])
+        .stdin(&only_web01())
+        .fails(code::INVALID)
+        .run();
+    assert!(
+        ran.stderr.contains("invalid time `yesterday`"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn reconcile_leaves_allocations_younger_than_min_age_alone() {
+    let test = Test::new("populated");
+    let live = test.input(
+        "live.txt",
+        &format!(
+            "{}\n{}\n{}\n{}\nNode/10.42.1.0/24\n",
+            uid::WEB01,
+            uid::WEB02,
+            uid::FIP1,
+            uid::VPC
+        ),
+    );
+    let ran = test
+        .args(["allocate", "public-zone-a", "--owner", "FloatingIP/fresh"])
+        .run();
+    let fresh = ran.stdout.trim().to_owned();
+    // The list is dated after the claim: only `--min-age` (5m by default) keeps it.
+    let late = ["--live-as-of", "2099-01-01T00:00:00Z"];
+    let ran = ran
+        .then()
+        .args(["reconcile", "--live", &live, "--apply"])
+        .args(late)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.starts_with(
+            "checked 8 allocations: 0 leaked, 0 released; 1 allocations of unlisted owners kept"
+        ),
+        "{}",
+        ran.stderr
+    );
+    let ran = ran
+        .then()
+        .args([
+            "reconcile",
+            "--live",
+            &live,
+            "--apply",
+            "--min-age",
+            "0",
+            "-o",
+            "name",
+        ])
+        .args(late)
+        .run();
+    assert_eq!(
+        ran.stdout,
+        format!("ipallocation/public-zone-a-{}\n", fresh.replace('.', "-"))
+    );
+}
+
+/// The race of Whereabouts issues 162, 176 and 207: the live list is taken, then a new owner
+/// claims, then reconcile runs with the list that could not name it. With real processes:
+/// the claim runs beside reconcile, landing before or after reconcile lists the allocations;
+/// either way it survives. (Before `--live-as-of`, a claim that landed first was released.)
+#[test]
+fn a_live_list_taken_before_a_concurrent_claim_never_releases_that_claim() {
+    for round in 0..6 {
+        let test = Test::new("populated").file_store_only();
+        let everyone = format!(
+            "{}\n{}\n{}\n{}\nNode/10.42.1.0/24\n",
+            uid::WEB01,
+            uid::WEB02,
+            uid::FIP1,
+            uid::VPC
+        );
+        // The live list is taken (its modification time is when) ...
+        let live = test.input("live.txt", &everyone);
+        if round % 2 == 1 {
+            // ... a second or more before the claim, or within the same second.
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+        }
+        // ... then a new owner claims, while reconcile --apply runs with that list.
+        let owner = format!("FloatingIP/new-{round}");
+        let claim = test
+            .command(["allocate", "public-zone-a", "--owner", &owner])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start allocate");
+        if round >= 2 {
+            // Give the claim a head start, so that reconcile lists it in some rounds.
+            std::thread::sleep(std::time::Duration::from_millis(40 * round));
+        }
+        let reconcile = test
+            .command([
+                "reconcile",
+                "--live",
+                &live,
+                "--apply",
+                "--min-age",
+                "0",
+                "--max-release",
+                "100%",
+            ])
+            .output()
+            .expect("run reconcile");
+        let claimed = claim.wait_with_output().expect("wait for allocate");
+        assert!(claimed.status.success(), "round {round}");
+        assert!(reconcile.status.success(), "round {round}: {reconcile:?}");
+        let address = String::from_utf8(claimed.stdout).expect("UTF-8");
+        let held = test
+            .command(["list", "--owner", &owner, "-o", "name"])
+            .output()
+            .expect("run list");
+        assert_eq!(
+            String::from_utf8(held.stdout).expect("UTF-8"),
+            format!(
+                "ipallocation/public-zone-a-{}\n",
+                address.trim().replace('.', "-")
+            ),
+            "round {round}: the claim made after the live list was taken was released: {}",
+            String::from_utf8_lossy(&reconcile.stderr)
+        );
+    }
+}

@@ -100,6 +100,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::IpNet) -> PoolMan
             gateway: None,
             exclude: Vec::new(),
             zone: None,
+            reuse_after: None,
         },
     }
 }

@@ -40,13 +40,15 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::cooldown::{self, Cooling};
 use crate::error::{Error, Result};
 use crate::model::{
-    AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, Timestamp,
-    allocation_name, parse_allocation_name,
+    AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, SubnetName,
+    Timestamp, allocation_name, parse_allocation_name,
 };
 use crate::pool::Candidates;
-use crate::store::{self, Claim, LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
+use crate::store::{self, Claim, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
+use crate::subnet::{self, SubnetManifest};
 use crate::yaml;
 
 /// Which pool, in which scope (`None` = cluster-scoped).
@@ -76,6 +78,8 @@ pub struct Request {
     pub owner: Owner,
     /// Only addresses inside this subnet (its own network and broadcast skipped).
     pub within: Option<IpNet>,
+    /// Only candidates of this stored subnet of the pool (`--subnet`).
+    pub subnet: Option<SubnetName>,
     /// Addresses never to hand out in this request.
     pub reserved: Vec<IpAddr>,
     /// One specific address.
@@ -249,10 +253,16 @@ fn claim_locks(
 }
 
 /// Checks a held allocation against the request's constraints (exit 4 if it breaks one).
-fn check_held(held: &AllocationManifest, req: &Request) -> Result<()> {
+fn check_held(
+    held: &AllocationManifest,
+    req: &Request,
+    subnet: Option<&SubnetManifest>,
+) -> Result<()> {
     let addr = held.spec.address;
     let broken = if req.address.is_some_and(|a| a != addr) {
         Some("`--address`")
+    } else if subnet.is_some_and(|s| !s.spec.cidr.contains(&addr)) {
+        Some("`--subnet`")
     } else if req.within.is_some_and(|w| !w.contains(&addr)) {
         Some("`--within`")
     } else if req.reserved.contains(&addr) {
@@ -282,7 +292,11 @@ fn check_held(held: &AllocationManifest, req: &Request) -> Result<()> {
 
 /// The candidates of this request, before taken addresses are removed. Validates
 /// `--within` and `--address` against the pool (exit 2).
-fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> {
+fn request_candidates(
+    spec: &PoolManifest,
+    req: &Request,
+    subnet: Option<&SubnetManifest>,
+) -> Result<Candidates> {
     let cidr = spec.spec.cidr;
     if let Some(other) = req
         .reserved
@@ -298,7 +312,11 @@ fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> 
             ),
         ));
     }
-    let mut candidates = Candidates::of_pool(&spec.spec).without(req.reserved.iter().copied());
+    let base = match subnet {
+        Some(s) => s.candidates(spec),
+        None => Candidates::of_pool(&spec.spec),
+    };
+    let mut candidates = base.without(req.reserved.iter().copied());
     if let Some(within) = req.within {
         if !cidr.contains(&within) {
             return Err(Error::invalid(
@@ -316,6 +334,21 @@ fn request_candidates(spec: &PoolManifest, req: &Request) -> Result<Candidates> 
     {
         let why = if !cidr.contains(&addr) {
             format!("it is outside the pool's prefix {cidr}")
+        } else if let Some(s) = subnet
+            && !s.spec.cidr.contains(&addr)
+        {
+            format!(
+                "it is outside subnet `{}` ({})",
+                s.metadata.name, s.spec.cidr
+            )
+        } else if let Some(s) = subnet
+            && s.gateway() == addr
+        {
+            format!("it is the gateway of subnet `{}`", s.metadata.name)
+        } else if let Some(s) = subnet
+            && s.spec.reserved.iter().any(|r| r.net().contains(&addr))
+        {
+            format!("it is reserved by subnet `{}`", s.metadata.name)
         } else if spec.spec.gateway == Some(addr) {
             "it is the pool's gateway".to_owned()
         } else if req.reserved.contains(&addr) {
@@ -399,32 +432,115 @@ fn undo(store: &dyn Store, requests: &[Request], done: &[Allocated]) -> Result<(
     Ok(())
 }
 
+/// The request's subnet (`--subnet`), read now, checked to be of the request's pool (exit 2
+/// if not, 3 if it does not exist).
+fn request_subnet(store: &dyn Store, req: &Request) -> Result<Option<SubnetManifest>> {
+    let Some(name) = &req.subnet else {
+        return Ok(None);
+    };
+    let s = subnet::load(store, req.pool.namespace.as_ref(), name)?;
+    if s.spec.pool != req.pool.name {
+        return Err(Error::invalid(
+            "--subnet",
+            format!(
+                "subnet `{name}` is a range of pool `{}`, not of `{}`",
+                s.pool(),
+                req.pool
+            ),
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// What the pool's cooldown records say to a claim by `owner` (nothing without
+/// `reuseAfter`). The caller holds the pool's lock (shared), or makes a dry run.
+fn cooling_for(
+    store: &dyn Store,
+    pool: &PoolRef,
+    spec: &PoolManifest,
+    owner: &Owner,
+) -> Result<Cooling> {
+    match &spec.spec.reuse_after {
+        Some(window) => cooldown::cooling(
+            store,
+            pool,
+            owner,
+            window.duration(),
+            std::time::SystemTime::now(),
+        ),
+        None => Ok(Cooling::default()),
+    }
+}
+
 /// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run).
 fn decide(
     store: &dyn Store,
     req: &Request,
     locks: Option<(LockGuard, LockGuard)>,
 ) -> Result<Allocated> {
-    // Read again under the lock: this is the pool as it stands until we are done.
+    // Read again under the lock: this is the pool (and subnet) as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
-    let candidates = request_candidates(&spec, req)?;
+    let subnet = request_subnet(store, req)?;
+    let candidates = request_candidates(&spec, req, subnet.as_ref())?;
     let lookup = find_owner(store, &req.pool, &req.owner)?;
     if let Some(held) = lookup.held {
-        check_held(&held, req)?;
+        check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
     }
+    // Read after the allocations were listed: an address released since the listing has
+    // its record written before its allocation went (see `crate::cooldown`).
+    let cooling = cooling_for(store, &req.pool, &spec, &req.owner)?;
+    if let Some(addr) = req.address
+        && cooling.blocked.contains(&addr)
+    {
+        return Err(Error::conflict(format!(
+            "{addr} in pool `{}` was released by another owner less than {} ago (the pool's reuseAfter)",
+            req.pool,
+            spec.spec
+                .reuse_after
+                .as_ref()
+                .map_or(String::new(), |r| r.to_string())
+        )));
+    }
     let range = candidates.describe();
-    let whole_pool = req.within.is_none() && req.reserved.is_empty() && req.address.is_none();
-    let claimed = claim(store, req, &candidates, &lookup.taken, whole_pool)?;
+    let cooling_count = cooling
+        .blocked
+        .iter()
+        .filter(|a| candidates.contains(**a))
+        .count();
+    let candidates = candidates.without(cooling.blocked.iter().copied());
+    let whole_pool = req.within.is_none()
+        && req.subnet.is_none()
+        && req.reserved.is_empty()
+        && req.address.is_none()
+        && cooling.blocked.is_empty()
+        && cooling.own.is_none();
+    let claimed = claim(store, req, &candidates, &lookup.taken, whole_pool, &cooling)?;
     drop(locks);
+    let cooling_note = if cooling_count > 0 {
+        format!(
+            "; {cooling_count} released address{} wait{} out reuseAfter {}",
+            if cooling_count == 1 { "" } else { "es" },
+            if cooling_count == 1 { "s" } else { "" },
+            spec.spec
+                .reuse_after
+                .as_ref()
+                .map_or(String::new(), |r| r.to_string())
+        )
+    } else {
+        String::new()
+    };
     match claimed {
         Some(allocated) => Ok(allocated),
         None => Err(Error::Exhausted {
-            what: format!("pool `{}`", req.pool),
+            what: match &subnet {
+                Some(s) => s.describe(),
+                None => format!("pool `{}`", req.pool),
+            },
             range: if req.within.is_some() || !req.reserved.is_empty() {
-                format!("{range} (after `--within`/`--reserved`)")
+                format!("{range} (after `--within`/`--reserved`){cooling_note}")
             } else {
-                range
+                format!("{range}{cooling_note}")
             },
         }),
     }
@@ -434,9 +550,10 @@ fn decide(
 /// the read-only error a claim would meet.
 fn allocate_read_only(store: &dyn Store, req: &Request) -> Result<Allocated> {
     let spec = load_pool(store, &req.pool)?;
-    request_candidates(&spec, req)?;
+    let subnet = request_subnet(store, req)?;
+    request_candidates(&spec, req, subnet.as_ref())?;
     if let Some(held) = find_owner(store, &req.pool, &req.owner)?.held {
-        check_held(&held, req)?;
+        check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
     }
     // Take the lock again for its error, which names what cannot be written.
@@ -466,10 +583,15 @@ fn claim(
     candidates: &Candidates,
     taken: &[IpAddr],
     whole_pool: bool,
+    cooling: &Cooling,
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    let free = match req.address {
+    // The address this owner released within the window comes first, if it may have it.
+    let own = cooling.own.filter(|a| {
+        candidates.contains(*a) && !taken.contains(a) && req.address.is_none_or(|r| r == *a)
+    });
+    let free: FreeIter<'_> = match req.address {
         // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
         Some(addr) => {
             let name = allocation_name(&pool.name, addr);
@@ -480,6 +602,7 @@ fn claim(
         }
         None => store.free_candidates(ns, &pool.name, candidates, taken, whole_pool)?,
     };
+    let free = own.map(Ok).into_iter().chain(free);
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     loop {
         let addr = match free.next() {
@@ -500,10 +623,15 @@ fn claim(
             Claim::Claimed => {
                 failpoint!("allocate-before-index");
                 store.record_claim(ns, &pool.name, &req.owner, addr);
+                // A record left behind (a crash before this) is harmless: its address is
+                // held, and the next release of it replaces the record.
+                if cooling.own == Some(addr) || cooling.stale.contains(&addr) {
+                    cooldown::forget(store, pool, addr)?;
+                }
                 return Ok(Some(Allocated::Created(manifest)));
             }
             Claim::OwnerHolds(held) => {
-                check_held(&held, req)?;
+                check_held(&held, req, None)?;
                 return Ok(Some(Allocated::Existing(*held)));
             }
             Claim::AddressTaken if req.address.is_some() => {
@@ -621,16 +749,19 @@ fn allocate_zone_now(
         let Ok(spec) = load_pool(store, pool) else {
             continue;
         };
-        let candidates = Candidates::of_pool(&spec.spec);
+        let cooling = cooling_for(store, pool, &spec, owner)?;
+        let candidates = Candidates::of_pool(&spec.spec).without(cooling.blocked.iter().copied());
+        let whole_pool = cooling.blocked.is_empty() && cooling.own.is_none();
         let req = Request {
             pool: pool.clone(),
             owner: owner.clone(),
             within: None,
+            subnet: None,
             reserved: Vec::new(),
             address: None,
             dry_run,
         };
-        if let Some(allocated) = claim(store, &req, &candidates, entries, true)? {
+        if let Some(allocated) = claim(store, &req, &candidates, entries, whole_pool, &cooling)? {
             return Ok(allocated);
         }
     }
@@ -661,16 +792,39 @@ pub enum Released {
 
 /// Deletes the allocation of `addr` in `pool` if its owner passes `guard` (exit 4 and
 /// nothing deleted if not). Safe against a racing release and re-allocation (invariant 5).
+/// In a pool with `reuseAfter`, the address's cooldown record is written first, under the
+/// pool's exclusive lock (see [`crate::cooldown`]).
 pub fn release_address(
     store: &dyn Store,
     pool: &PoolRef,
     addr: IpAddr,
     guard: &OwnerFilter,
 ) -> Result<Released> {
+    release_with(store, pool, addr, guard, false)
+}
+
+/// [`release_address`] for a caller that holds the pool's lock exclusively and is removing
+/// the pool (`vpc delete`): no lock is taken and no cooldown record written.
+pub fn release_in_doomed_pool(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &OwnerFilter,
+) -> Result<Released> {
+    release_with(store, pool, addr, guard, true)
+}
+
+fn release_with(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &OwnerFilter,
+    doomed: bool,
+) -> Result<Released> {
     // Each turn of the loop takes the lock of the owner the file names; if the file changed
     // hands before the lock was granted, go round again with the new owner.
     for _ in 0..16 {
-        match store::atomically(store, || release_attempt(store, pool, addr, guard))? {
+        match store::atomically(store, || release_attempt(store, pool, addr, guard, doomed))? {
             Some(released) => return Ok(released),
             None => continue,
         }
@@ -686,6 +840,7 @@ fn release_attempt(
     pool: &PoolRef,
     addr: IpAddr,
     guard: &OwnerFilter,
+    doomed: bool,
 ) -> Result<Option<Released>> {
     let ns = pool.namespace.as_ref();
     let name = allocation_name(&pool.name, addr);
@@ -694,13 +849,26 @@ fn release_attempt(
     };
     let manifest = guarded(store, pool, addr, parsed, guard)?;
     let owner = manifest.spec.owner.clone();
+    // With a cooldown, no claim may run between the record and the delete: the pool's lock,
+    // exclusive, taken before the owner's (the order every claim takes them in).
+    let cooldown = !doomed && load_pool(store, pool).is_ok_and(|p| p.spec.reuse_after.is_some());
+    let _pool_lock = cooldown
+        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+        .transpose()?;
     let _lock = store.lock_owner(ns, &pool.name, &owner)?;
     match read_allocation(store, ns, &name)? {
-        Some(Ok(now)) if now == manifest => Ok(if store.release(ns, &manifest)? {
-            Some(Released::Deleted(Box::new(manifest)))
-        } else {
-            None
-        }),
+        Some(Ok(now)) if now == manifest => {
+            if cooldown {
+                // First the record, then the delete: the address never looks free without it.
+                cooldown::record_release(store, pool, addr, &owner)?;
+                failpoint!("release-after-cooldown-record");
+            }
+            Ok(if store.release(ns, &manifest)? {
+                Some(Released::Deleted(Box::new(manifest)))
+            } else {
+                None
+            })
+        }
         None => Ok(Some(Released::NotHeld)),
         Some(_) => Ok(None),
     }

@@ -11,6 +11,7 @@
 //! nothing planted inside the state directory leads a read or the `--fix` unlink outside it.
 
 mod layout;
+mod ranges;
 mod rules;
 
 use std::collections::HashSet;
@@ -154,7 +155,16 @@ pub fn check(store: &FsStore) -> Report {
                 .map(|_| "is an IPAMPool manifest; pools belong in `ipampools/`".to_owned())
         },
     );
+    let subnets = read_all(layout.subnets, &mut findings, yaml::decode_subnet, |_| None);
+    let cooldown = read_all(
+        layout.cooldown,
+        &mut findings,
+        yaml::decode_cooldown,
+        |_| None,
+    );
     let known = rules::check_pools(&pools, &mut findings);
+    ranges::check_subnets(&subnets, &known, &mut findings);
+    ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
     let related = rules::check_allocations(&allocations, &known, &mut findings);
     findings.extend(confirm(root, related, &allocations));
 

@@ -150,17 +150,22 @@ pub enum Command {
     /// creates or upgrades the `ipamctl` schema of the database in one transaction; a
     /// schema newer than this ipamctl is refused.
     Init(InitArgs),
-    /// Create or update pools from YAML manifests, all or nothing.
+    /// Create or update pools and subnets from YAML manifests, all or nothing.
     ///
-    /// Every document of every file is validated before any pool is written. Prints
-    /// `ipampool/<name> created|configured|unchanged` per pool (with `-o json|yaml`, the
-    /// pools with `status.action`).
+    /// Every document of every file is validated before anything is written; `Subnet`
+    /// documents are checked against their pools (which the same input may create) under
+    /// the pools' locks. Prints `ipampool/<name>` or `subnet/<name>` and
+    /// `created|configured|unchanged` per object (with `-o json|yaml`, the objects with
+    /// `status.action`).
     Apply(ApplyArgs),
     /// Claim an address for an owner and print it.
     ///
     /// An owner that already holds an address in the pool gets it back. Otherwise the lowest
     /// free candidate is claimed: a host address of the pool that is not the gateway, not
-    /// excluded, inside `--within`, not `--reserved` and not taken.
+    /// excluded, inside `--within` or `--subnet` (and not that subnet's gateway or reserved
+    /// addresses), not `--reserved` and not taken. In a pool with `reuseAfter`, an address
+    /// released less than that long ago goes only to the owner that released it (which gets
+    /// it back first); other owners skip it.
     Allocate(AllocateArgs),
     /// Free addresses: one address, or every allocation the selectors pick.
     ///
@@ -172,6 +177,9 @@ pub enum Command {
     /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
     /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
     /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
+    /// In a pool with `reuseAfter`, each release first writes a cooldown record
+    /// (`<scope>/cooldown/<pool>-<a-b-c-d>.yaml`, commit it with the rest) that keeps the
+    /// address from other owners for that long.
     Release(ReleaseArgs),
     /// List allocations, sorted by namespace, pool and address.
     ///
@@ -185,6 +193,14 @@ pub enum Command {
     /// and, in public pools, its router's uplinks (owner `VPC/router` with the VPC's uid).
     #[command(subcommand)]
     Vpc(VpcCommand),
+    /// Store named subnets of a pool: its range, gateway and reserved addresses, for
+    /// `allocate --subnet`.
+    ///
+    /// A subnet lives in its pool's scope (`-n NS` for a private pool), lies inside the pool
+    /// and overlaps no other subnet of it (exit 4). Every change holds the pool's lock, so
+    /// concurrent creates cannot overlap and a claim always sees the subnet as it stands.
+    #[command(subcommand)]
+    Subnet(SubnetCommand),
     /// Find (and with `--apply`, release) allocations whose owners no longer exist.
     ///
     /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
@@ -261,11 +277,13 @@ pub enum Command {
     /// ranges and its largest holders (by uid, or by owner without one). The other formats
     /// give the same data.
     Report,
-    /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation).
+    /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
+    /// CooldownRecord).
     ///
-    /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ...}`; with
-    /// one, that schema alone, as committed under `schema/` (`schema/ipampool.json`,
-    /// `schema/ipallocation.json`). Point an editor at them to validate manifests as they are
+    /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ..., ...}`
+    /// keyed by kind; with one, that schema alone, as committed under `schema/`
+    /// (`schema/ipampool.json`, `schema/ipallocation.json`, `schema/subnet.json`,
+    /// `schema/cooldownrecord.json`). Point an editor at them to validate manifests as they are
     /// typed: `# yaml-language-server: $schema=<path or URL of schema/ipampool.json>`.
     Schema(SchemaArgs),
     /// Print a shell completion script.
@@ -362,10 +380,17 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "UUID")]
     pub uid: Option<String>,
 
-    /// Only claim inside this subnet of the pool (its network and broadcast, or in IPv6 its
-    /// subnet-router anycast address, are skipped). One pool only.
+    /// Only claim inside this prefix of the pool (its network and broadcast, or in IPv6 its
+    /// subnet-router anycast address, are skipped). One pool only. A stored subnet
+    /// (`--subnet`) also keeps its gateway and reserved addresses.
     #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
+
+    /// Only claim inside this stored subnet of the pool (`ipamctl subnet create`): never its
+    /// network, broadcast, gateway or reserved addresses. Exit 5 names the subnet when it is
+    /// full.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["within", "zone"], add = ArgValueCompleter::new(complete::subnet_names))]
+    pub subnet: Option<String>,
 
     /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
     #[arg(long, value_name = "ADDR")]
@@ -455,6 +480,11 @@ pub struct ListArgs {
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
 
+    /// Only allocations inside this stored subnet (of the `-n` scope): its pool, within its
+    /// prefix.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pool", "within"], add = ArgValueCompleter::new(complete::subnet_names))]
+    pub subnet: Option<String>,
+
     #[command(flatten)]
     pub select: Selectors,
 }
@@ -478,6 +508,85 @@ pub enum PoolCommand {
     Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
     Delete(PoolDeleteArgs),
+}
+
+/// `ipamctl subnet ...`.
+#[derive(Debug, Subcommand)]
+pub enum SubnetCommand {
+    /// Create a subnet of a pool and print its gateway.
+    ///
+    /// The gateway defaults to the subnet's first host address. Creating a subnet that
+    /// exists with the same spec succeeds (`unchanged`), so retries are safe; with another
+    /// spec it is exit 4 (change it with `apply -f`). Exit 4 too when it leaves its pool,
+    /// overlaps another subnet of the pool, or would make an allocated address its gateway
+    /// or a reserved one. Without `-o`, stdout gets the gateway alone (`subnet/NAME
+    /// created` goes to stderr).
+    Create(SubnetCreateArgs),
+    /// List subnets (of `-n NS`, else of every scope), with their usage.
+    List(SubnetListArgs),
+    /// Show a subnet and its usage: candidates, allocated, free, free ranges.
+    Show(SubnetNameArgs),
+    /// Delete a subnet; refused (exit 4) while an allocation holds an address inside it.
+    Delete(SubnetDeleteArgs),
+}
+
+/// `ipamctl subnet create`.
+#[derive(Debug, Args)]
+pub struct SubnetCreateArgs {
+    /// The subnet's name (an RFC 1123 label), unique in its scope.
+    pub name: String,
+
+    /// The pool it is a range of (in the `-n` scope).
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: String,
+
+    /// The subnet's prefix, inside the pool's, e.g. 10.42.1.0/24.
+    #[arg(long, value_name = "CIDR")]
+    pub cidr: String,
+
+    /// The gateway, never handed out [default: the first host address].
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<String>,
+
+    /// An address or prefix of the subnet never handed out. Repeatable.
+    #[arg(long, value_name = "ADDR|CIDR")]
+    pub reserved: Vec<String>,
+
+    /// Check and print what would be created; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl subnet list`.
+#[derive(Debug, Args)]
+pub struct SubnetListArgs {
+    /// Only subnets of this pool.
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+}
+
+/// `ipamctl subnet show`.
+#[derive(Debug, Args)]
+pub struct SubnetNameArgs {
+    /// The subnet.
+    #[arg(add = ArgValueCompleter::new(complete::subnet_names))]
+    pub name: String,
+}
+
+/// `ipamctl subnet delete`.
+#[derive(Debug, Args)]
+pub struct SubnetDeleteArgs {
+    /// The subnet.
+    #[arg(add = ArgValueCompleter::new(complete::subnet_names))]
+    pub name: String,
+
+    /// A subnet that does not exist is success (exit 0), so retries are safe.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+
+    /// Check that the subnet could be deleted and print `would-delete`; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `ipamctl vpc ...`.
@@ -612,9 +721,10 @@ pub struct PoolShowArgs {
     #[arg(long)]
     pub map: bool,
 
-    /// Draw only this subnet of the pool (its network and broadcast, or its IPv6
+    /// Only this prefix of the pool: its usage and free ranges as `allocate --within` sees
+    /// them, or with `--map` its drawing (its network and broadcast, or its IPv6
     /// subnet-router anycast address, are marked as such).
-    #[arg(long, value_name = "CIDR", requires = "map", add = ArgValueCompleter::new(complete::subnets))]
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
     pub within: Option<String>,
 
     /// Colour the map: `auto` when stdout is a terminal and `NO_COLOR` is unset or empty.
@@ -657,6 +767,10 @@ pub enum SchemaKind {
     Ipampool,
     /// `IPAllocation`.
     Ipallocation,
+    /// `Subnet`.
+    Subnet,
+    /// `CooldownRecord` (written by `release` in a pool with `reuseAfter`).
+    Cooldownrecord,
 }
 
 /// `ipamctl completions`.

@@ -110,3 +110,21 @@ pub fn subnets(current: &OsStr) -> Vec<CompletionCandidate> {
     }
     matching(current, names)
 }
+
+/// Stored subnet names, of every scope.
+pub fn subnet_names(current: &OsStr) -> Vec<CompletionCandidate> {
+    let Some(store) = store() else {
+        return Vec::new();
+    };
+    let names = store
+        .scopes()
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|ns| {
+            store
+                .list(ObjectKind::Subnet, ns.as_ref())
+                .unwrap_or_default()
+        })
+        .collect();
+    matching(current, names)
+}

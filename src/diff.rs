@@ -153,6 +153,8 @@ fn path_of(kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
     let dir = match kind {
         ObjectKind::Pool => "ipampools",
         ObjectKind::Allocation => "ipallocations",
+        ObjectKind::Subnet => "subnets",
+        ObjectKind::Cooldown => "cooldown",
     };
     match ns {
         Some(ns) => format!("namespaces/{ns}/{dir}/{name}.yaml"),
@@ -233,6 +235,8 @@ fn parse(kind: ObjectKind, bytes: &[u8]) -> Read {
             Ok(m) => Read::Pool(Box::new(m)),
             Err(e) => Read::Broken(e),
         },
+        // `locate` finds pools and allocations only: what a branch claims and releases.
+        ObjectKind::Subnet | ObjectKind::Cooldown => Read::Broken("not compared".into()),
     }
 }
 
@@ -263,10 +267,7 @@ pub fn diff(
     let mut pools_touched: BTreeSet<(Option<Namespace>, String)> = BTreeSet::new();
     for (((_, path), old_bytes), new_bytes) in files.iter().zip(before).zip(after) {
         let (kind, ns, name) = locate(path).expect("filtered above");
-        let object = match kind {
-            ObjectKind::Pool => format!("ipampool/{name}"),
-            ObjectKind::Allocation => format!("ipallocation/{name}"),
-        };
+        let object = format!("{}/{name}", kind.resource());
         let old_read = old_bytes.map(|b| parse(kind, &b));
         // Exactly the bytes ipamctl writes for what the file holds (no hand edit shows).
         let canonical =

@@ -22,6 +22,7 @@ pub mod cli;
 pub mod cmd;
 pub mod complete;
 pub mod conflict;
+pub mod cooldown;
 pub mod diff;
 pub mod docs;
 pub mod error;
@@ -37,6 +38,7 @@ pub mod report;
 pub mod schema;
 pub mod selector;
 pub mod store;
+pub mod subnet;
 pub mod transfer;
 pub mod yaml;
 

@@ -24,7 +24,7 @@ pub const MANAGED_BY_LABEL: &str = "pivirt.hu/managed-by";
 pub const MANAGED_BY: &str = "director";
 
 /// Directory names a namespace segment may not take: they would make paths ambiguous.
-const RESERVED_SEGMENTS: [&str; 2] = ["ipampools", "ipallocations"];
+const RESERVED_SEGMENTS: [&str; 4] = ["ipampools", "ipallocations", "subnets", "cooldown"];
 
 /// Checks `s` is a lowercase RFC 1123 label: 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
 fn check_label(s: &str) -> Result<(), String> {
@@ -108,8 +108,15 @@ string_newtype!(
 );
 
 string_newtype!(
-    /// A namespace: one or more `/`-separated RFC 1123 labels, none of them `ipampools` or
-    /// `ipallocations`, at most 253 characters. Each segment becomes one directory.
+    /// A subnet name: a lowercase RFC 1123 label of at most 63 characters.
+    SubnetName,
+    "subnet name",
+    check_label
+);
+
+string_newtype!(
+    /// A namespace: one or more `/`-separated RFC 1123 labels, none of them `ipampools`,
+    /// `ipallocations`, `subnets` or `cooldown`, at most 253 characters. Each segment becomes one directory.
     Namespace,
     "namespace",
     |s| {
@@ -616,7 +623,7 @@ pub fn family_name(addr: IpAddr) -> &'static str {
     }
 }
 
-mod serde_ip {
+pub(crate) mod serde_ip {
     //! Serde for addresses and prefixes with the messages of `parse_addr`/`parse_net`.
     use super::*;
     use serde::{Deserializer, Serializer};
@@ -797,6 +804,15 @@ pub struct PoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::optional_label")]
     pub zone: Option<String>,
+    /// How long a released address is kept from other owners (`10m`, `1h30m`); the owner
+    /// that released it gets it back meanwhile. None: reused at once.
+    #[serde(
+        default,
+        rename = "reuseAfter",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "crate::schema::duration")]
+    pub reuse_after: Option<crate::cooldown::ReuseAfter>,
 }
 
 /// An `IPAMPool` manifest.

@@ -205,6 +205,12 @@ impl Named for AllocationManifest {
     }
 }
 
+impl Named for crate::subnet::SubnetManifest {
+    fn resource(&self) -> String {
+        format!("subnet/{}", self.metadata.name)
+    }
+}
+
 impl<T: Named + ?Sized> Named for &T {
     fn resource(&self) -> String {
         (**self).resource()

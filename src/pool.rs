@@ -144,6 +144,14 @@ impl Candidates {
         self
     }
 
+    /// Removes whole prefixes (a subnet's reserved entries).
+    pub fn without_nets(mut self, nets: impl IntoIterator<Item = IpNet>) -> Candidates {
+        let mut blocked = std::mem::take(&mut self.blocked);
+        blocked.extend(nets.into_iter().map(span_of));
+        self.blocked = merge(blocked);
+        self
+    }
+
     /// Is `addr` a candidate?
     pub fn contains(&self, addr: IpAddr) -> bool {
         if addr.is_ipv6() != self.v6 {

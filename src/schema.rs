@@ -1,4 +1,4 @@
-//! JSON Schemas (draft-07, which every editor's YAML support reads) of the two manifests,
+//! JSON Schemas (draft-07, which every editor's YAML support reads) of the manifests,
 //! derived from the model types with schemars, so they describe what the files contain:
 //! the strings the validated newtypes accept, as patterns and formats, and no unknown field
 //! anywhere. Checks across fields (a gateway inside the cidr, an allocation name that
@@ -18,6 +18,11 @@ use crate::model::{
     ALLOCATION_KIND, API_VERSION, AllocationManifest, Exclude, Metadata, Namespace, Owner,
     OwnerKind, POOL_KIND, PoolManifest, PoolName, Uid,
 };
+
+/// `kind` of a cooldown record: always `CooldownRecord`.
+pub(crate) fn cooldown_kind(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": crate::cooldown::COOLDOWN_KIND })
+}
 
 /// An RFC 1123 label: what `PoolName`, a namespace segment and a zone are made of.
 const LABEL: &str = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
@@ -68,9 +73,37 @@ fn any_prefix_pattern() -> String {
     )
 }
 
+/// Every kind with a schema, in the order `ipamctl schema` prints them.
+pub const KINDS: [SchemaKind; 4] = [
+    SchemaKind::Ipampool,
+    SchemaKind::Ipallocation,
+    SchemaKind::Subnet,
+    SchemaKind::Cooldownrecord,
+];
+
+/// The name of a kind's schema file under `schema/`, without `.json`.
+pub fn file_stem(kind: SchemaKind) -> &'static str {
+    match kind {
+        SchemaKind::Ipampool => "ipampool",
+        SchemaKind::Ipallocation => "ipallocation",
+        SchemaKind::Subnet => "subnet",
+        SchemaKind::Cooldownrecord => "cooldownrecord",
+    }
+}
+
 /// The schema of one manifest kind, as `ipamctl schema <kind>` prints it.
 pub fn of(kind: SchemaKind) -> Value {
     let (schema, title, description) = match kind {
+        SchemaKind::Subnet => (
+            generator().into_root_schema_for::<crate::subnet::SubnetManifest>(),
+            crate::subnet::SUBNET_KIND,
+            "A named range of a pool, with its gateway and reserved addresses.",
+        ),
+        SchemaKind::Cooldownrecord => (
+            generator().into_root_schema_for::<crate::cooldown::CooldownRecord>(),
+            crate::cooldown::COOLDOWN_KIND,
+            "An address released recently from a pool with `reuseAfter`, written only by `ipamctl release`.",
+        ),
         SchemaKind::Ipampool => (
             generator().into_root_schema_for::<PoolManifest>(),
             POOL_KIND,
@@ -91,26 +124,27 @@ pub fn of(kind: SchemaKind) -> Value {
     value
 }
 
-/// Both schemas, keyed by manifest kind: what `ipamctl schema` prints without an argument.
+/// Every schema, keyed by manifest kind: what `ipamctl schema` prints without an argument.
 pub fn all() -> Value {
     json!({
         POOL_KIND: of(SchemaKind::Ipampool),
         ALLOCATION_KIND: of(SchemaKind::Ipallocation),
+        crate::subnet::SUBNET_KIND: of(SchemaKind::Subnet),
+        crate::cooldown::COOLDOWN_KIND: of(SchemaKind::Cooldownrecord),
     })
 }
 
 /// The committed schema files under `schema/`, as (file name, contents).
-pub fn files() -> Vec<(&'static str, String)> {
-    vec![
-        (
-            "ipampool.json",
-            crate::output::json(&of(SchemaKind::Ipampool)),
-        ),
-        (
-            "ipallocation.json",
-            crate::output::json(&of(SchemaKind::Ipallocation)),
-        ),
-    ]
+pub fn files() -> Vec<(String, String)> {
+    KINDS
+        .iter()
+        .map(|&k| {
+            (
+                format!("{}.json", file_stem(k)),
+                crate::output::json(&of(k)),
+            )
+        })
+        .collect()
 }
 
 fn generator() -> SchemaGenerator {
@@ -156,11 +190,11 @@ string_impl!(Namespace, "Namespace", {
     let mut schema = string_schema(
         &format!("{LABEL}(/{LABEL})*"),
         253,
-        "`/`-separated RFC 1123 labels, none of them `ipampools` or `ipallocations`.",
+        "`/`-separated RFC 1123 labels, none of them `ipampools`, `ipallocations`, `subnets` or `cooldown`.",
     );
     schema.insert(
         "not".into(),
-        json!({ "pattern": "(^|/)(ipampools|ipallocations)(/|$)" }),
+        json!({ "pattern": "(^|/)(ipampools|ipallocations|subnets|cooldown)(/|$)" }),
     );
     schema
 });
@@ -242,6 +276,25 @@ pub(crate) fn api_version(_: &mut SchemaGenerator) -> Schema {
 /// `kind` of a pool: always [`POOL_KIND`].
 pub(crate) fn pool_kind(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "const": POOL_KIND })
+}
+
+/// `kind` of a subnet: always `Subnet`.
+pub(crate) fn subnet_kind(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": crate::subnet::SUBNET_KIND })
+}
+
+/// An RFC 3339 UTC time, as `releasedAt` holds it (to the millisecond).
+pub(crate) fn released_at(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "format": "date-time" })
+}
+
+/// A duration as `spec.reuseAfter` takes it.
+pub(crate) fn duration(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["string", "null"],
+        "pattern": "^[0-9]+ ?[a-z]+( ?[0-9]+ ?[a-z]+)*$",
+        "description": "A duration: `90s`, `10m`, `1h 30m`, `1d`.",
+    })
 }
 
 /// `kind` of an allocation: always [`ALLOCATION_KIND`].

@@ -1,4 +1,4 @@
-//! Copying every pool and allocation from one store to another, byte for byte: `export`
+//! Copying every pool, subnet, allocation and cooldown record from one store to another, byte for byte: `export`
 //! (a database into a new state directory) and `import` (a state directory into a
 //! database). The caller makes it one unit of work on the database, so an import is all or
 //! nothing.
@@ -21,6 +21,10 @@ pub struct Copied {
     pub pools: usize,
     /// Allocations written to the target.
     pub allocations: usize,
+    /// Subnets written to the target.
+    pub subnets: usize,
+    /// Cooldown records written to the target.
+    pub cooldown_records: usize,
     /// Objects the target already held with the same bytes.
     pub unchanged: usize,
 }
@@ -55,6 +59,14 @@ fn read_valid(
             }
             (m.metadata.name.clone(), m.metadata.namespace.clone())
         }
+        ObjectKind::Subnet => {
+            let m = yaml::decode_subnet(text).map_err(|e| Error::invalid(at(), e))?;
+            (m.metadata.name.clone(), m.metadata.namespace.clone())
+        }
+        ObjectKind::Cooldown => {
+            let m = yaml::decode_cooldown(text).map_err(|e| Error::invalid(at(), e))?;
+            (m.metadata.name.clone(), m.metadata.namespace.clone())
+        }
     };
     if meta_name != name || meta_ns.as_ref() != ns {
         return Err(Error::invalid(
@@ -83,7 +95,7 @@ fn put(
         None => {}
     }
     match kind {
-        ObjectKind::Pool => {
+        ObjectKind::Pool | ObjectKind::Subnet | ObjectKind::Cooldown => {
             if !to.create(kind, ns, name, bytes)? {
                 return Err(conflict("was created meanwhile"));
             }
@@ -113,7 +125,7 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
     let mut copied = Copied::default();
     for scope in from.scopes()? {
         let ns = scope.as_ref();
-        for kind in [ObjectKind::Pool, ObjectKind::Allocation] {
+        for kind in ObjectKind::ALL {
             let mut names = from.list(kind, ns)?;
             names.sort();
             for name in names {
@@ -124,6 +136,8 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
                     match kind {
                         ObjectKind::Pool => copied.pools += 1,
                         ObjectKind::Allocation => copied.allocations += 1,
+                        ObjectKind::Subnet => copied.subnets += 1,
+                        ObjectKind::Cooldown => copied.cooldown_records += 1,
                     }
                 } else {
                     copied.unchanged += 1;

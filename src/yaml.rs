@@ -15,7 +15,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_saphyr::{Budget, DuplicateKeyPolicy, Options};
 
+use crate::cooldown::CooldownRecord;
 use crate::model::{ALLOCATION_KIND, AllocationManifest, POOL_KIND, PoolManifest};
+use crate::subnet::{SUBNET_KIND, SubnetManifest};
 
 /// Manifests larger than this are refused unread: a real one is a few hundred bytes.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
@@ -59,6 +61,9 @@ struct Header {
 pub enum Document {
     /// A pool, parsed and validated.
     Pool(Box<PoolManifest>),
+    /// A subnet, parsed and validated on its own (its pool is checked when applied), with
+    /// its gateway filled in.
+    Subnet(Box<SubnetManifest>),
     /// An allocation document: `apply` refuses these.
     Allocation,
 }
@@ -164,9 +169,14 @@ fn decode_document(text: &str) -> Result<Document, String> {
             }
             Ok(Document::Pool(Box::new(pool)))
         }
+        Some(SUBNET_KIND) => {
+            let subnet: SubnetManifest = from_str(text)?;
+            subnet.validate()?;
+            Ok(Document::Subnet(Box::new(subnet.normalized())))
+        }
         Some(ALLOCATION_KIND) => Ok(Document::Allocation),
         Some(other) => Err(format!(
-            "kind: `{other}` is not supported; expected `{POOL_KIND}` (or `{ALLOCATION_KIND}`, which only `ipamctl allocate` writes)"
+            "kind: `{other}` is not supported; expected `{POOL_KIND}` or `{SUBNET_KIND}` (or `{ALLOCATION_KIND}`, which only `ipamctl allocate` writes)"
         )),
         None => Err("kind: missing".into()),
     }
@@ -211,6 +221,22 @@ pub fn decode_pool(text: &str) -> Result<PoolManifest, String> {
     let pool: PoolManifest = from_str(text)?;
     pool.validate()?;
     Ok(pool)
+}
+
+/// Parses and validates one subnet manifest file from the state directory.
+pub fn decode_subnet(text: &str) -> Result<SubnetManifest, String> {
+    expect_single(text)?;
+    let subnet: SubnetManifest = from_str(text)?;
+    subnet.validate()?;
+    Ok(subnet)
+}
+
+/// Parses and validates one cooldown record from the state directory.
+pub fn decode_cooldown(text: &str) -> Result<CooldownRecord, String> {
+    expect_single(text)?;
+    let record: CooldownRecord = from_str(text)?;
+    record.validate()?;
+    Ok(record)
 }
 
 /// Parses and validates one allocation manifest file from the state directory.

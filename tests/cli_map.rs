@@ -286,10 +286,15 @@ fn within_outside_the_pool_is_invalid() {
         &["pool", "show", "lab", "--map", "--within", "10.0.0.1/24"],
         code::INVALID,
     );
-    // `--within` means nothing without `--map`.
+    // Without `--map`, `--within` gives that prefix's usage (issue 12), checked the same way.
     state.fails(
-        &["pool", "show", "lab", "--within", "192.0.2.0/28"],
+        &["pool", "show", "lab", "--within", "192.0.2.64/28"],
         code::INVALID,
+    );
+    assert!(
+        state
+            .ok(&["pool", "show", "lab", "--within", "192.0.2.0/28"])
+            .contains("Within:      192.0.2.0/28")
     );
 }
 

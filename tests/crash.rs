@@ -426,3 +426,46 @@ fn dual_stack_allocate_crashed_between_its_claims_is_completed_by_the_same_reque
     );
     assert_eq!(allocations(), both);
 }
+
+/// A pool with a reuse cooldown: a release writes the address's record before deleting the
+/// allocation, and a crash at any write step of either leaves the address held or cooling,
+/// never free for another owner.
+#[test]
+fn release_with_a_cooldown_never_frees_an_address_without_its_record() {
+    const POINTS: [&str; 4] = [
+        "write-after-temp-synced",
+        "write-after-dir-synced",
+        "release-after-cooldown-record",
+        "delete-after-unlink",
+    ];
+    for point in POINTS {
+        let state = State::new();
+        let cooled = POOLS.replace("  gateway:", "  reuseAfter: 1h\n  gateway:");
+        let apply = state.run_stdin(&["apply", "-f", "-"], &cooled);
+        assert!(apply.status.success(), "{apply:?}");
+        let held = state.allocate("FloatingIP/victim", None);
+        let address = String::from_utf8(held.stdout).unwrap().trim().to_owned();
+
+        let crashed = state.run(&["release", "edge", &address], Some(point));
+        assert!(aborted(&crashed), "{point}: not reached: {crashed:?}");
+        state.check_invariants();
+
+        // Whatever the crash left, another owner never gets the address...
+        let other = state.allocate("FloatingIP/other", None);
+        assert!(other.status.success(), "{point}: {other:?}");
+        assert_ne!(
+            String::from_utf8(other.stdout).unwrap().trim(),
+            address,
+            "{point}: the released address went to another owner"
+        );
+        // ...and its owner gets it back, released or not.
+        let back = state.allocate("FloatingIP/victim", None);
+        assert_eq!(
+            String::from_utf8(back.stdout).unwrap().trim(),
+            address,
+            "{point}"
+        );
+        let check = state.run(&["check"], None);
+        assert!(check.status.success(), "{point}: {check:?}");
+    }
+}

@@ -111,6 +111,40 @@ fn cases() -> Vec<Case> {
             Shape::Changes(true),
         ),
         case(
+            "subnet create",
+            seed,
+            &[
+                "subnet",
+                "create",
+                "web",
+                "-n",
+                "acme/prod",
+                "--pool",
+                "vpc-main",
+                "--cidr",
+                "10.42.1.0/24",
+            ],
+            Shape::Changes(true),
+        ),
+        case(
+            "subnet list",
+            Store::Dir(Some("subnets")),
+            &["subnet", "list"],
+            Shape::List,
+        ),
+        case(
+            "subnet show",
+            Store::Dir(Some("subnets")),
+            &["subnet", "show", "web", "-n", "acme/prod"],
+            Shape::Object,
+        ),
+        case(
+            "subnet delete",
+            Store::Dir(Some("subnets")),
+            &["subnet", "delete", "web", "-n", "acme/prod"],
+            Shape::Changes(true),
+        ),
+        case(
             "vpc create",
             seed,
             &[
@@ -192,7 +226,9 @@ fn cases() -> Vec<Case> {
             "schema",
             Store::Dir(None),
             &["schema"],
-            Shape::Document("schema/ipampool\nschema/ipallocation\n"),
+            Shape::Document(
+                "schema/ipampool\nschema/ipallocation\nschema/subnet\nschema/cooldownrecord\n",
+            ),
         ),
         case(
             "completions",

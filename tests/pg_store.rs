@@ -61,12 +61,13 @@ fn init_creates_the_schema_once_and_is_idempotent() {
     let first = db.run(["init"]);
     assert_code(&first, code::OK);
     assert_eq!(stdout(&first), "schema/ipamctl created\n");
-    assert!(stderr(&first).starts_with("created the ipamctl schema, version 3"));
+    assert!(stderr(&first).starts_with("created the ipamctl schema, version 4"));
     let again = db.run(["init"]);
     assert_code(&again, code::OK);
     assert_eq!(stdout(&again), "schema/ipamctl unchanged\n");
-    assert!(stderr(&again).starts_with("ipamctl schema already at version 3"));
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 3);
+    assert!(stderr(&again).starts_with("ipamctl schema already at version 4"));
+    // One row per migration applied.
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
     // The arbiters are constraints of the table.
     assert_eq!(
         db.count(
@@ -108,13 +109,14 @@ fn a_newer_schema_is_refused_before_anything_is_written() {
     let out = apply(&db, &pool_yaml("p", "192.0.2.0/29", None));
     assert_code(&out, code::FAILURE);
     assert_one_error(&out);
-    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (3)"));
+    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (4)"));
     let init = db.run(["init"]);
     assert_code(&init, code::FAILURE);
     assert_one_error(&init);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), 0);
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
+    // Migrations 1 to 4, and the future one.
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 5);
 }
 
 #[test]
@@ -438,6 +440,70 @@ fn sixty_four_processes_fill_a_pool_without_a_duplicate() {
         db.count("SELECT count(*) FROM ipamctl.events WHERE action = 'claimed'"),
         30
     );
+}
+
+#[test]
+fn concurrent_overlapping_subnet_creates_let_exactly_one_in() {
+    let db = Db::new();
+    assert_code(&apply(&db, &pool_yaml("p", "10.9.0.0/16", None)), code::OK);
+    let children: Vec<Child> = (0..8)
+        .map(|i| {
+            let name = format!("s{i}");
+            let cidr = format!("10.9.1.0/{}", 24 + i);
+            db.cmd(["subnet", "create", &name, "--pool", "p", "--cidr", &cidr])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn ipamctl")
+        })
+        .collect();
+    let mut won = 0;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        match out.status.code() {
+            Some(code::OK) => won += 1,
+            Some(code::CONFLICT) => assert_one_error(&out),
+            _ => panic!("unexpected {:?}: {}", out.status, stderr(&out)),
+        }
+    }
+    assert_eq!(won, 1);
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.objects WHERE kind = 'Subnet'"),
+        1
+    );
+}
+
+#[test]
+fn a_release_racing_other_owners_claims_keeps_its_address_cooling() {
+    let db = Db::new();
+    let pool = pool_yaml("cool", "10.10.0.0/24", Some("10.10.0.1")) + "  reuseAfter: 1h\n";
+    assert_code(&apply(&db, &pool), code::OK);
+    for round in 0..6 {
+        let owner = format!("FloatingIP/held-{round}");
+        let address = stdout(&allocate(&db, "cool", &owner)).trim().to_owned();
+        let others: Vec<String> = (0..6).map(|i| format!("FloatingIP/r{round}-{i}")).collect();
+        let mut children = spawn_allocates(&db, "cool", &others[..3]);
+        children.push(
+            db.cmd(["release", "cool", &address])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn ipamctl"),
+        );
+        children.extend(spawn_allocates(&db, "cool", &others[3..]));
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert_code(&out, code::OK);
+            let printed = stdout(&out);
+            assert!(
+                printed.contains("released") || printed.trim() != address,
+                "round {round}: another owner got {address} within the window"
+            );
+        }
+        // Its owner gets it back.
+        assert_eq!(stdout(&allocate(&db, "cool", &owner)).trim(), address);
+        assert_code(&db.run(["release", "cool", &address]), code::OK);
+    }
 }
 
 #[test]
@@ -819,7 +885,7 @@ fn concurrent_inits_create_one_schema() {
     for child in children {
         assert_code(&child.wait_with_output().unwrap(), code::OK);
     }
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 3);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
 }
 
 /// Rounds of the kill test: 1 by default (40 processes), 15 with `IPAMCTL_STRESS=long`:
@@ -1120,16 +1186,17 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
         .batch_execute(
             "DROP TABLE ipamctl.pool_counts;
              DROP FUNCTION ipamctl.count_allocations() CASCADE;
+             DROP TABLE ipamctl.objects;
              ALTER TABLE ipamctl.allocations DROP COLUMN creation_timestamp;
              DELETE FROM ipamctl.schema_version WHERE version >= 2",
         )
         .unwrap();
     let refused = db.run(["pool", "list"]);
     assert_code(&refused, code::NOT_FOUND);
-    assert!(stderr(&refused).contains("is version 1; this ipamctl needs version 3"));
+    assert!(stderr(&refused).contains("is version 1; this ipamctl needs version 4"));
     let init = db.run(["init"]);
     assert_code(&init, code::OK);
-    assert!(stderr(&init).starts_with("upgraded the ipamctl schema from version 1 to 3"));
+    assert!(stderr(&init).starts_with("upgraded the ipamctl schema from version 1 to 4"));
     assert_eq!(pool_usage(&db), counted);
     // Rows claimed before migration 3 have no creation time; a claim after it records its own.
     assert_eq!(

@@ -59,7 +59,10 @@ fn schema_command_prints_one_kind_as_committed_or_both_keyed_by_kind() {
     let ran = Test::without_state().args(["schema"]).run();
     let both: Value = serde_json::from_str(&ran.stdout).unwrap();
     let keys: Vec<&String> = both.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["IPAMPool", "IPAllocation"]);
+    assert_eq!(
+        keys,
+        ["CooldownRecord", "IPAMPool", "IPAllocation", "Subnet"]
+    );
     assert_eq!(
         both["IPAMPool"],
         serde_json::from_str::<Value>(&pool).unwrap()
@@ -99,6 +102,7 @@ fn fixture_manifests() -> Vec<PathBuf> {
 fn every_fixture_manifest_ipamctl_accepts_is_valid_against_its_schema() {
     let pools = validator(SchemaKind::Ipampool);
     let allocations = validator(SchemaKind::Ipallocation);
+    let subnets = validator(SchemaKind::Subnet);
     let (mut checked, mut refused) = (0, 0);
     for path in fixture_manifests() {
         let Ok(text) = String::from_utf8(fs::read(&path).unwrap()) else {
@@ -112,6 +116,7 @@ fn every_fixture_manifest_ipamctl_accepts_is_valid_against_its_schema() {
             docs.into_iter()
                 .filter_map(|d| match d {
                     Document::Pool(p) => Some((&pools, serde_json::to_value(*p).unwrap())),
+                    Document::Subnet(s) => Some((&subnets, serde_json::to_value(*s).unwrap())),
                     Document::Allocation => None,
                 })
                 .collect()
@@ -181,6 +186,8 @@ fn library_accepts(kind: SchemaKind, value: &Value) -> bool {
     match kind {
         SchemaKind::Ipampool => yaml::decode_pool(&text).is_ok(),
         SchemaKind::Ipallocation => yaml::decode_allocation(&text).is_ok(),
+        SchemaKind::Subnet => yaml::decode_subnet(&text).is_ok(),
+        SchemaKind::Cooldownrecord => yaml::decode_cooldown(&text).is_ok(),
     }
 }
 
@@ -305,4 +312,28 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
             "the schema accepts: {why}\n{value:#}"
         );
     }
+}
+
+#[test]
+fn a_subnet_and_a_cooldown_record_as_ipamctl_writes_them_are_valid() {
+    let subnet = yaml::decode_subnet(
+        "apiVersion: pivirt.hu/v1\nkind: Subnet\nmetadata:\n  name: web\n  namespace: acme/prod\nspec:\n  pool: vpc-main\n  cidr: 10.42.1.0/24\n  gateway: \"10.42.1.1\"\n  reserved:\n  - 10.42.1.0/28\n",
+    )
+    .unwrap();
+    let value = serde_json::to_value(subnet).unwrap();
+    assert_eq!(
+        errors(&validator(SchemaKind::Subnet), &value),
+        Vec::<String>::new()
+    );
+    let bad = with(value, "spec/cidr", Some(serde_json::json!("10.42.1.0/33")));
+    assert!(!errors(&validator(SchemaKind::Subnet), &bad).is_empty());
+    let record = yaml::decode_cooldown(
+        "apiVersion: pivirt.hu/v1\nkind: CooldownRecord\nmetadata:\n  name: edge-198-51-100-2\nspec:\n  pool: edge\n  address: \"198.51.100.2\"\n  owner:\n    kind: FloatingIP\n    name: a\n  releasedAt: \"2026-12-01T07:00:00.000Z\"\n",
+    )
+    .unwrap();
+    let value = serde_json::to_value(record).unwrap();
+    assert_eq!(
+        errors(&validator(SchemaKind::Cooldownrecord), &value),
+        Vec::<String>::new()
+    );
 }

@@ -27,6 +27,8 @@ use crate::yaml::MAX_MANIFEST_BYTES;
 const GITIGNORE_FILE: &str = ".gitignore";
 const POOLS_DIR: &str = "ipampools";
 const ALLOCATIONS_DIR: &str = "ipallocations";
+const SUBNETS_DIR: &str = "subnets";
+const COOLDOWN_DIR: &str = "cooldown";
 pub(super) const SYMLINK: &str =
     "is a symlink; ipamctl never follows symlinks inside the state directory";
 const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
@@ -52,6 +54,8 @@ pub(super) struct Layout {
     pub findings: Vec<Finding>,
     pub pools: Vec<ManifestFile>,
     pub allocations: Vec<ManifestFile>,
+    pub subnets: Vec<ManifestFile>,
+    pub cooldown: Vec<ManifestFile>,
     pub leftovers: Vec<Leftover>,
 }
 
@@ -102,6 +106,8 @@ impl Item {
 enum ObjectDir {
     Pools,
     Allocations,
+    Subnets,
+    Cooldown,
 }
 
 /// Walks the state directory at `root` (its path, for the marker) through `root_fd`, its
@@ -288,6 +294,8 @@ impl Walker {
                 (ALLOCATIONS_DIR, Kind::Dir) => {
                     self.objects(&fd, &item, None, ObjectDir::Allocations);
                 }
+                (SUBNETS_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Subnets),
+                (COOLDOWN_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Cooldown),
                 _ => self.foreign(&item, FOREIGN),
             }
         }
@@ -309,7 +317,13 @@ impl Walker {
                 (ALLOCATIONS_DIR, Kind::Dir, Some(ns)) => {
                     self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Allocations);
                 }
-                (POOLS_DIR | ALLOCATIONS_DIR, Kind::Dir, None) => self.foreign(
+                (SUBNETS_DIR, Kind::Dir, Some(ns)) => {
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Subnets);
+                }
+                (COOLDOWN_DIR, Kind::Dir, Some(ns)) => {
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Cooldown);
+                }
+                (POOLS_DIR | ALLOCATIONS_DIR | SUBNETS_DIR | COOLDOWN_DIR, Kind::Dir, None) => self.foreign(
                     &item,
                     "not part of the state directory layout: objects under `namespaces/` go in a namespace directory, e.g. `namespaces/<ns>/ipampools/`; ipamctl ignores it",
                 ),
@@ -357,6 +371,8 @@ impl Walker {
                     match what {
                         ObjectDir::Pools => self.out.pools.push(file),
                         ObjectDir::Allocations => self.out.allocations.push(file),
+                        ObjectDir::Subnets => self.out.subnets.push(file),
+                        ObjectDir::Cooldown => self.out.cooldown.push(file),
                     }
                 }
                 Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&fd, &item),

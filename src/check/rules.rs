@@ -17,6 +17,13 @@ pub(super) struct KnownPool<'a> {
     decoded: Option<(&'a PoolManifest, Candidates)>,
 }
 
+impl<'a> KnownPool<'a> {
+    /// The pool's manifest, when its file decodes.
+    pub(super) fn manifest(&self) -> Option<&'a PoolManifest> {
+        self.decoded.as_ref().map(|(m, _)| *m)
+    }
+}
+
 /// (scope, file name without `.yaml`).
 pub(super) type PoolKey<'a> = (&'a Option<Namespace>, &'a str);
 
@@ -217,7 +224,7 @@ pub(super) fn pool_path(scope: Option<&Namespace>, name: &PoolName) -> String {
 }
 
 /// The message when `metadata.namespace` and the file's path disagree.
-fn scope_mismatch(meta: Option<&Namespace>, path: Option<&Namespace>) -> Option<String> {
+pub(super) fn scope_mismatch(meta: Option<&Namespace>, path: Option<&Namespace>) -> Option<String> {
     match (meta, path) {
         (Some(m), Some(p)) if m != p => Some(format!(
             "metadata.namespace is `{m}`, but the file is in the directory of namespace `{p}`"

@@ -6,7 +6,7 @@ use crate::alloc::{self, Allocated, Request};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::error::{Error, Result};
 use crate::explain;
-use crate::model::{Owner, allocation_name};
+use crate::model::{Owner, SubnetName, allocation_name};
 use crate::output::{self, Action, Change};
 use crate::store::Store;
 
@@ -87,6 +87,11 @@ fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Res
             .as_deref()
             .map(|w| super::prefix("--within", w))
             .transpose()?,
+        subnet: args
+            .subnet
+            .as_deref()
+            .map(|n| super::flag("--subnet", SubnetName::new(n)))
+            .transpose()?,
         reserved: args
             .reserved
             .iter()
@@ -121,8 +126,24 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
         return Ok(());
     }
     let (pool, taken) = alloc::pool_state(store, &req.pool)?;
-    let within = req
-        .within
+    // A stored subnet is explained as what it stands for: its prefix, and its gateway and
+    // reserved addresses as `--reserved` (a reserved prefix is listed address by address,
+    // up to the explanation's cap of lines anyway).
+    let (within_net, reserved) = match &req.subnet {
+        Some(name) => {
+            let s = crate::subnet::load(store, req.pool.namespace.as_ref(), name)?;
+            let mut reserved = req.reserved.clone();
+            reserved.push(s.gateway());
+            for r in &s.spec.reserved {
+                let (lo, hi) = crate::pool::span_of(r.net());
+                let v6 = r.net().addr().is_ipv6();
+                reserved.extend((lo..=hi).take(1024).map(|n| crate::pool::address(v6, n)));
+            }
+            (Some(s.spec.cidr), reserved)
+        }
+        None => (req.within, req.reserved.clone()),
+    };
+    let within = within_net
         .map(|w| format!(", within {w}"))
         .unwrap_or_default();
     eprintln!(
@@ -131,8 +152,8 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
     );
     let input = explain::Request {
         spec: &pool.spec,
-        within: req.within,
-        reserved: &req.reserved,
+        within: within_net,
+        reserved: &reserved,
         taken: &taken,
     };
     let explanation = explain::explain(&input, chosen, explain::DEFAULT_CAP);

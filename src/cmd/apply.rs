@@ -1,4 +1,4 @@
-//! `ipamctl apply`: create or update pools from YAML, all or nothing.
+//! `ipamctl apply`: create or update pools and subnets from YAML, all or nothing.
 
 use std::collections::{BTreeSet, HashSet};
 use std::io::{Read, Write};
@@ -7,10 +7,13 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use crate::alloc::{self, PoolRef};
 use crate::cli::{ApplyArgs, GlobalArgs};
 use crate::error::{Error, Result};
-use crate::model::{Namespace, PoolKind, PoolManifest};
-use crate::output::{self, Action, Change};
+use serde::Serialize;
+
+use crate::model::{Namespace, PoolKind, PoolManifest, PoolName};
+use crate::output::{self, Action, Change, Named};
 use crate::pool::Candidates;
 use crate::store::{self, LockGuard, LockMode, ObjectKind, Store};
+use crate::subnet::{self, Put, SubnetManifest};
 use crate::yaml;
 
 /// Reads one `-f` argument (`-` = stdin), bounded like any manifest. Anything but a regular
@@ -85,10 +88,35 @@ fn not_regular(file: &str, kind: std::fs::FileType) -> Error {
     Error::invalid(file, format!("is {what}, not a regular file"))
 }
 
+/// The documents of an `apply` input: pools, then subnets.
+#[derive(Default)]
+struct Input {
+    pools: Vec<PoolManifest>,
+    subnets: Vec<SubnetManifest>,
+}
+
+/// A pool or a subnet, as `apply` reports it.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Applied<'a> {
+    Pool(&'a PoolManifest),
+    Subnet(&'a SubnetManifest),
+}
+
+impl Named for Applied<'_> {
+    fn resource(&self) -> String {
+        match self {
+            Applied::Pool(p) => p.resource(),
+            Applied::Subnet(s) => s.resource(),
+        }
+    }
+}
+
 /// Parses every document of every file; nothing is written if any is invalid.
-fn parse_all(files: &[String]) -> Result<Vec<PoolManifest>> {
-    let mut pools = Vec::new();
+fn parse_all(files: &[String]) -> Result<Input> {
+    let mut input = Input::default();
     let mut seen = HashSet::new();
+    let mut seen_subnets = HashSet::new();
     for file in files {
         let origin = if file == "-" {
             "<stdin>"
@@ -103,6 +131,24 @@ fn parse_all(files: &[String]) -> Result<Vec<PoolManifest>> {
         {
             let pool = match doc {
                 yaml::Document::Pool(pool) => *pool,
+                yaml::Document::Subnet(subnet) => {
+                    let key = (
+                        subnet.metadata.namespace.clone(),
+                        subnet.metadata.name.clone(),
+                    );
+                    if !seen_subnets.insert(key) {
+                        return Err(Error::invalid(
+                            origin,
+                            format!(
+                                "document {}: subnet `{}` appears twice in the input",
+                                i + 1,
+                                subnet.metadata.name
+                            ),
+                        ));
+                    }
+                    input.subnets.push(*subnet);
+                    continue;
+                }
                 yaml::Document::Allocation => {
                     return Err(Error::invalid(
                         origin,
@@ -124,10 +170,10 @@ fn parse_all(files: &[String]) -> Result<Vec<PoolManifest>> {
                     ),
                 ));
             }
-            pools.push(pool);
+            input.pools.push(pool);
         }
     }
-    Ok(pools)
+    Ok(input)
 }
 
 fn pool_ref(pool: &PoolManifest) -> PoolRef {
@@ -238,16 +284,16 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
 }
 
 pub fn run(store: &dyn Store, g: &GlobalArgs, args: &ApplyArgs, out: &mut dyn Write) -> Result<()> {
-    let pools = parse_all(&args.file)?;
-    // One unit of work: on a database, all pools in one transaction.
+    let input = parse_all(&args.file)?;
+    // One unit of work: on a database, all pools and subnets in one transaction.
     let plan = if args.dry_run {
-        write_all(store, &pools, true)?
+        write_all(store, &input, true)?
     } else {
-        store::atomically(store, || write_all(store, &pools, false))?
+        store::atomically(store, || write_all(store, &input, false))?
     };
-    let changes: Vec<Change<&PoolManifest>> = plan
+    let changes: Vec<Change<Applied<'_>>> = plan
         .into_iter()
-        .map(|(pool, action)| Change::new(pool, action.planned(args.dry_run)))
+        .map(|(object, action)| Change::new(object, action.planned(args.dry_run)))
         .collect();
     output::write_changes(out, g.output, &changes, false)
 }
@@ -256,9 +302,10 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, args: &ApplyArgs, out: &mut dyn Wr
 /// what was done to it.
 fn write_all<'p>(
     store: &dyn Store,
-    pools: &'p [PoolManifest],
+    input: &'p Input,
     dry_run: bool,
-) -> Result<Vec<(&'p PoolManifest, Action)>> {
+) -> Result<Vec<(Applied<'p>, Action)>> {
+    let pools = &input.pools;
     // Lock every scope written to, then every pool, in a fixed order (no deadlock between
     // concurrent applies). Held until all writes are done. A dry run writes nothing and
     // takes no lock, so that it also answers on a read-only state directory.
@@ -269,14 +316,19 @@ fn write_all<'p>(
         for ns in &scopes {
             locks.push(store.lock_scope(ns.as_ref())?);
         }
-        let mut order: Vec<&PoolManifest> = pools.iter().collect();
-        order.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
-        for pool in order {
-            locks.push(store.lock_pool(
-                pool.metadata.namespace.as_ref(),
-                &pool.name(),
-                LockMode::Exclusive,
-            )?);
+        // The pools of the subnets too: a subnet is checked and written under its pool's lock.
+        let order: BTreeSet<(Option<Namespace>, PoolName)> = pools
+            .iter()
+            .map(|p| (p.metadata.namespace.clone(), p.name()))
+            .chain(
+                input
+                    .subnets
+                    .iter()
+                    .map(|s| (s.metadata.namespace.clone(), s.spec.pool.clone())),
+            )
+            .collect();
+        for (ns, pool) in &order {
+            locks.push(store.lock_pool(ns.as_ref(), pool, LockMode::Exclusive)?);
         }
     }
     check_overlaps(store, pools)?;
@@ -290,9 +342,12 @@ fn write_all<'p>(
                 Action::Configured
             }
         };
-        plan.push((pool, action));
+        plan.push((Applied::Pool(pool), action));
     }
-    for (pool, action) in &plan {
+    for (applied, action) in &plan {
+        let Applied::Pool(pool) = applied else {
+            continue;
+        };
         if *action != Action::Unchanged && !dry_run {
             let ns = pool.metadata.namespace.as_ref();
             store.replace(
@@ -305,6 +360,23 @@ fn write_all<'p>(
             // applying the same input again converges (`unchanged`, then `created`).
             failpoint!("apply-between-pools");
         }
+    }
+    // Subnets after their pools: a subnet may be of a pool the same input creates. A dry
+    // run checks them against the pools as stored.
+    for subnet in &input.subnets {
+        let created_here = pools.iter().any(|p| {
+            p.metadata.namespace == subnet.metadata.namespace && p.name() == subnet.spec.pool
+        });
+        let action = if dry_run && created_here && existing(store, &subnet.pool())?.is_none() {
+            Action::Created
+        } else {
+            match subnet::put_locked(store, subnet, true, dry_run)? {
+                Put::Created => Action::Created,
+                Put::Configured => Action::Configured,
+                Put::Unchanged => Action::Unchanged,
+            }
+        };
+        plan.push((Applied::Subnet(subnet), action));
     }
     drop(locks);
     Ok(plan)

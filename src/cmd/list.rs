@@ -184,7 +184,13 @@ pub fn run(
     args: &ListArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let query = Query::new(args.pool.as_deref(), args.address.as_deref(), &args.select)?;
+    let mut query = Query::new(args.pool.as_deref(), args.address.as_deref(), &args.select)?;
+    if let Some(name) = &args.subnet {
+        // A stored subnet is its pool and its prefix.
+        let (pool, cidr) = super::subnet::pool_and_prefix(store, g, name)?;
+        query.pool = Some(pool.name);
+        query.within = Some(cidr);
+    }
     let found = collect(store, g, &query)?;
     let rendered = render(&found, g, out);
     // The process ends right after this command: freeing tens of thousands of manifests one

@@ -16,6 +16,7 @@ mod reconcile;
 mod release;
 mod report;
 mod schema;
+mod subnet;
 mod vpc;
 
 use std::io::Write;
@@ -59,6 +60,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::List(args) => list::run(&*open(g)?, g, &args, out),
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
+        Command::Subnet(command) => subnet::run(&*open(g)?, g, &command, out),
         Command::Report => report::run(&*open(g)?, g, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
         Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),

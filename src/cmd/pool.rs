@@ -181,8 +181,17 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
     if args.map {
         return draw(store, g, args, &pool, &manifest, &taken, out);
     }
-    let usage = Usage::of(&manifest.spec, &taken);
-    let candidates = Candidates::of_pool(&manifest.spec);
+    let within = within(args, &pool, &manifest)?;
+    let (usage, candidates) = match within {
+        Some(w) => (
+            Usage::within(&manifest.spec, w, &taken),
+            Candidates::of_pool(&manifest.spec).within(w),
+        ),
+        None => (
+            Usage::of(&manifest.spec, &taken),
+            Candidates::of_pool(&manifest.spec),
+        ),
+    };
     let free = candidates.format_spans(&candidates.clone().without(taken.iter().copied()).spans());
     match g.output {
         Some(OutputFormat::Json) => {
@@ -202,7 +211,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         Some(OutputFormat::Name) => output::line(out, &manifest.resource()),
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let spec = &manifest.spec;
-            let fields = [
+            let mut fields = vec![
                 ("Name", manifest.metadata.name.clone()),
                 (
                     "Namespace",
@@ -232,12 +241,50 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
                     },
                 ),
             ];
+            // Shown only when set, so a pool without them reads as it always did.
+            let extra = [
+                (
+                    "Reuse after",
+                    spec.reuse_after.as_ref().map(|r| r.to_string()),
+                ),
+                ("Within", within.map(|w| w.to_string())),
+            ];
+            let mut at = 7; // after Zone
+            for (key, value) in extra {
+                if let Some(value) = value {
+                    fields.insert(at, (key, value));
+                    at += 1;
+                }
+            }
             for (key, value) in fields {
                 output::line(out, &format!("{:<12} {value}", format!("{key}:")))?;
             }
             Ok(())
         }
     }
+}
+
+/// `--within` of `pool show`, checked to lie inside the pool (exit 2 if not).
+fn within(
+    args: &PoolShowArgs,
+    pool: &PoolRef,
+    manifest: &PoolManifest,
+) -> Result<Option<ipnet::IpNet>> {
+    let cidr = manifest.spec.cidr;
+    let within = args
+        .within
+        .as_deref()
+        .map(|w| super::prefix("--within", w))
+        .transpose()?;
+    if let Some(w) = within
+        && !cidr.contains(&w)
+    {
+        return Err(Error::invalid(
+            "--within",
+            format!("`{w}` does not lie inside pool `{pool}` ({cidr})"),
+        ));
+    }
+    Ok(within)
 }
 
 /// `pool show --map`: the address map, as text or (`-o svg`) an SVG document.
@@ -265,19 +312,7 @@ fn draw(
         });
     }
     let cidr = manifest.spec.cidr;
-    let within = args
-        .within
-        .as_deref()
-        .map(|w| super::prefix("--within", w))
-        .transpose()?;
-    if let Some(w) = within
-        && !cidr.contains(&w)
-    {
-        return Err(Error::invalid(
-            "--within",
-            format!("`{w}` does not lie inside pool `{pool}` ({cidr})"),
-        ));
-    }
+    let within = within(args, pool, manifest)?;
     let view = within.unwrap_or(cidr);
     if !map::drawable(view) {
         return Err(Error::Usage {
@@ -369,8 +404,14 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
             )),
         });
     }
-    if !dry_run && !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
-        return Err(alloc::pool_not_found(store, pool));
+    if !dry_run {
+        // Its subnets and cooldown records are part of it: they go first, so a crash leaves
+        // the pool (and running the command again finishes the job), never an orphan.
+        crate::subnet::delete_of_pool(store, pool)?;
+        crate::cooldown::forget_pool(store, pool)?;
+        if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
+            return Err(alloc::pool_not_found(store, pool));
+        }
     }
     Ok(())
 }

@@ -2,14 +2,14 @@
 
 use std::io::Write;
 
-use crate::cli::{OutputFormat, SchemaArgs, SchemaKind};
+use crate::cli::{OutputFormat, SchemaArgs};
 use crate::error::Result;
 use crate::{output, schema, yaml};
 
 pub fn run(args: &SchemaArgs, format: Option<OutputFormat>, out: &mut dyn Write) -> Result<()> {
     let kinds = match args.kind {
         Some(kind) => vec![kind],
-        None => vec![SchemaKind::Ipampool, SchemaKind::Ipallocation],
+        None => crate::schema::KINDS.to_vec(),
     };
     let value = match args.kind {
         Some(kind) => schema::of(kind),
@@ -24,10 +24,7 @@ pub fn run(args: &SchemaArgs, format: Option<OutputFormat>, out: &mut dyn Write)
         Some(OutputFormat::Name) => {
             let names: String = kinds
                 .iter()
-                .map(|k| match k {
-                    SchemaKind::Ipampool => "schema/ipampool\n",
-                    SchemaKind::Ipallocation => "schema/ipallocation\n",
-                })
+                .map(|k| format!("schema/{}\n", crate::schema::file_stem(*k)))
                 .collect();
             output::write(out, &names)
         }

@@ -108,6 +108,7 @@ fn create(
             gateway: None,
             exclude: Vec::new(),
             zone: None,
+            reuse_after: None,
         },
     };
     // Under the scope's lock: the pools that exist already must be this VPC's (a retry of a
@@ -514,7 +515,14 @@ fn delete_vpc(
                 namespace: m.metadata.namespace.clone(),
                 name: m.spec.pool.clone(),
             };
-            if let Released::NotHeld = alloc::release_address(store, &of, m.spec.address, &guard)? {
+            // The VPC's own pool is locked and going: no cooldown record there. An uplink in
+            // a public pool is released as any release is (with its pool's cooldown).
+            let released = if of == *pool {
+                alloc::release_in_doomed_pool(store, &of, m.spec.address, &guard)?
+            } else {
+                alloc::release_address(store, &of, m.spec.address, &guard)?
+            };
+            if let Released::NotHeld = released {
                 continue;
             }
         }
@@ -544,6 +552,8 @@ fn delete_vpc(
     }
     if let Some(m) = manifest {
         if !args.dry_run {
+            crate::subnet::delete_of_pool(store, pool)?;
+            crate::cooldown::forget_pool(store, pool)?;
             store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
         }
         let action = Action::Deleted.planned(args.dry_run);

@@ -9,6 +9,8 @@
 //! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
 //! <root>/namespaces/<ns segments>/ipampools/<pool>.yaml
 //! <root>/namespaces/<ns segments>/ipallocations/<pool>-<a-b-c-d>.yaml
+//! <root>/{cluster,namespaces/<ns segments>}/subnets/<subnet>.yaml    subnets of the scope's pools
+//! <root>/{cluster,namespaces/<ns segments>}/cooldown/<pool>-<a-b-c-d>.yaml   recent releases
 //! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (super::index)
 //! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
 //! <root>/.index/.tmp-*                            temporary files of writes in flight
@@ -134,6 +136,8 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
     match kind {
         ObjectKind::Pool => "ipampools",
         ObjectKind::Allocation => "ipallocations",
+        ObjectKind::Subnet => "subnets",
+        ObjectKind::Cooldown => "cooldown",
     }
 }
 

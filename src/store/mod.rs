@@ -27,13 +27,38 @@ use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
 use crate::pool::Candidates;
 use crate::yaml;
 
-/// The two kinds of stored object.
+/// The kinds of stored object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ObjectKind {
     /// `IPAMPool` manifests.
     Pool,
     /// `IPAllocation` manifests.
     Allocation,
+    /// `Subnet` manifests: a named range of one pool of the same scope.
+    Subnet,
+    /// `CooldownRecord` manifests: an address released recently, named like its allocation
+    /// (see [`crate::cooldown`]).
+    Cooldown,
+}
+
+impl ObjectKind {
+    /// Every kind, in the order a copy writes them (a subnet and a record name a pool).
+    pub const ALL: [ObjectKind; 4] = [
+        ObjectKind::Pool,
+        ObjectKind::Subnet,
+        ObjectKind::Allocation,
+        ObjectKind::Cooldown,
+    ];
+
+    /// The lowercase kind, as messages and `-o name` spell it.
+    pub fn resource(self) -> &'static str {
+        match self {
+            ObjectKind::Pool => "ipampool",
+            ObjectKind::Allocation => "ipallocation",
+            ObjectKind::Subnet => "subnet",
+            ObjectKind::Cooldown => "cooldownrecord",
+        }
+    }
 }
 
 /// How a pool lock is held.

@@ -7,11 +7,11 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 3;
+pub const LATEST: i32 = 4;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4)];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -140,6 +140,25 @@ INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
 /// none (NULL).
 const V3: &str = "
 ALTER TABLE ipamctl.allocations ADD COLUMN creation_timestamp timestamptz;
+";
+
+/// Subnets and cooldown records: few per pool, each read whole, so one table keyed like the
+/// file store's paths. Their arbiters are the pool row's locks (`FOR UPDATE` by subnet
+/// changes and by a release that writes a record, `FOR SHARE` by claims), as in the file
+/// store.
+const V4: &str = "
+CREATE TABLE ipamctl.objects (
+    -- 'Subnet' or 'CooldownRecord'.
+    kind        text        NOT NULL,
+    namespace   text        NOT NULL,
+    name        text        NOT NULL,
+    -- The pool it belongs to, so a pool's records are found without parsing every row.
+    pool        text        NOT NULL,
+    -- The manifest, byte for byte as the file store writes it.
+    manifest    bytea       NOT NULL,
+    PRIMARY KEY (kind, namespace, name)
+);
+CREATE INDEX objects_pool ON ipamctl.objects (kind, namespace, pool);
 ";
 
 /// Creates the schema's home and version table if missing (idempotent).

@@ -86,7 +86,71 @@ fn delete_allocation(
     Ok(row.get::<_, i64>(0) > 0)
 }
 
+/// The `kind` column of `ipamctl.objects` for the kinds kept there.
+fn object_kind(kind: ObjectKind) -> &'static str {
+    match kind {
+        ObjectKind::Subnet => crate::subnet::SUBNET_KIND,
+        ObjectKind::Cooldown => crate::cooldown::COOLDOWN_KIND,
+        ObjectKind::Pool | ObjectKind::Allocation => {
+            unreachable!("pools and allocations have tables")
+        }
+    }
+}
+
 impl PgStore {
+    /// The pool a subnet or cooldown record belongs to, read from its manifest or name.
+    fn object_pool(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<String> {
+        let invalid = |why: String| Error::invalid(self.locate(kind, ns, name), why);
+        match kind {
+            ObjectKind::Cooldown => parse_allocation_name(name)
+                .map(|(pool, _)| pool.to_owned())
+                .ok_or_else(|| invalid("is not named `<pool>-<a-b-c-d>`".into())),
+            _ => {
+                let text =
+                    std::str::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?;
+                let subnet = yaml::decode_subnet(text).map_err(invalid)?;
+                Ok(subnet.spec.pool.to_string())
+            }
+        }
+    }
+
+    /// Writes a subnet or cooldown record (`create_only`: only if absent); whether it did.
+    fn put_object(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+        create_only: bool,
+    ) -> Result<bool> {
+        let pool = self.object_pool(kind, ns, name, bytes)?;
+        let (k, n) = (object_kind(kind), ns_key(ns));
+        self.single(|c| {
+            let written = if create_only {
+                c.execute(
+                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                    &[&k, &n, &name, &pool, &bytes],
+                )?
+            } else {
+                c.execute(
+                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (kind, namespace, name)
+                     DO UPDATE SET pool = EXCLUDED.pool, manifest = EXCLUDED.manifest",
+                    &[&k, &n, &name, &pool, &bytes],
+                )?
+            };
+            Ok(written > 0)
+        })
+    }
+
     /// Writes a pool's manifest, creating or replacing it (`create_only`: only if absent),
     /// resetting its low-water hint (a changed pool may have new low candidates) and logging
     /// `pool created`/`pool updated`. Returns whether anything was written.
@@ -196,10 +260,7 @@ impl PgStore {
 
 impl Store for PgStore {
     fn locate(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
-        let kind = match kind {
-            ObjectKind::Pool => "ipampool",
-            ObjectKind::Allocation => "ipallocation",
-        };
+        let kind = kind.resource();
         match ns {
             Some(ns) => format!("{kind} {ns}/{name}"),
             None => format!("{kind} {name}"),
@@ -227,6 +288,16 @@ impl Store for PgStore {
                     )
                 })?
             }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                let k = object_kind(kind);
+                self.single(|c| {
+                    c.query_opt(
+                        "SELECT manifest FROM ipamctl.objects
+                         WHERE kind = $1 AND namespace = $2 AND name = $3",
+                        &[&k, &ns, &name],
+                    )
+                })?
+            }
         };
         Ok(row.map(|r| r.get(0)))
     }
@@ -248,6 +319,9 @@ impl Store for PgStore {
                     .map_err(|e| Error::invalid(self.locate(kind, ns, name), e))?;
                 Ok(matches!(self.claim(ns, &manifest)?, Claim::Claimed))
             }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                self.put_object(kind, ns, name, bytes, true)
+            }
         }
     }
 
@@ -263,6 +337,9 @@ impl Store for PgStore {
             ObjectKind::Allocation => Err(Error::usage(
                 "allocations are never replaced: release the address and allocate it again",
             )),
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                self.put_object(kind, ns, name, bytes, false).map(|_| ())
+            }
         }
     }
 
@@ -293,6 +370,16 @@ impl Store for PgStore {
                 };
                 self.single(|c| delete_allocation(c, ns, pool, address, None, name, id))
             }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                let k = object_kind(kind);
+                self.single(|c| {
+                    c.execute(
+                        "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
+                        &[&k, &ns, &name],
+                    )
+                })
+                .map(|n| n > 0)
+            }
         }
     }
 
@@ -322,6 +409,16 @@ impl Store for PgStore {
                         Some(allocation_name(&pool, r.get::<_, IpAddr>(1)))
                     })
                     .collect())
+            }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                let k = object_kind(kind);
+                let rows = self.single(|c| {
+                    c.query(
+                        "SELECT name FROM ipamctl.objects WHERE kind = $1 AND namespace = $2",
+                        &[&k, &ns],
+                    )
+                })?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
             }
         }
     }

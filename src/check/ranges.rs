@@ -1,0 +1,134 @@
+//! The rules of `ipamctl check` for subnets and cooldown records: each against its path and
+//! its pool, subnets of one pool against each other.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use super::rules::{KnownPool, PoolKey, scope_mismatch};
+use super::{Decoded, Finding, Severity, error};
+use crate::cooldown::CooldownRecord;
+use crate::model::Metadata;
+use crate::subnet::SubnetManifest;
+
+/// How far ahead of the checker's clock a `releasedAt` may be before it is reported: clocks
+/// of machines sharing a repository disagree by moments, not minutes.
+const CLOCK_SLACK: Duration = Duration::from_secs(60);
+
+/// A name or namespace that disagrees with the file's path.
+fn misplaced(
+    meta: &Metadata,
+    stem: &str,
+    rel: &str,
+    scope: Option<&crate::model::Namespace>,
+) -> Vec<Finding> {
+    let mut found = Vec::new();
+    if meta.name != stem {
+        found.push(error(
+            rel,
+            format!(
+                "metadata.name is `{}`, but the file is named `{stem}.yaml`",
+                meta.name
+            ),
+        ));
+    }
+    if let Some(message) = scope_mismatch(meta.namespace.as_ref(), scope) {
+        found.push(error(rel, message));
+    }
+    found
+}
+
+/// Checks each subnet against its path and its pool (it exists, holds the subnet), and the
+/// subnets of one pool against each other (no overlap).
+pub(super) fn check_subnets(
+    subnets: &[Decoded<SubnetManifest>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
+    findings: &mut Vec<Finding>,
+) {
+    let mut by_pool: HashMap<PoolKey<'_>, Vec<(&str, &SubnetManifest)>> = HashMap::new();
+    for Decoded { file, manifest } in subnets {
+        let Some(m) = manifest else { continue };
+        findings.extend(misplaced(
+            &m.metadata,
+            &file.stem,
+            &file.rel,
+            file.scope.as_ref(),
+        ));
+        let pool = m.spec.pool.as_str();
+        match pools.get(&(&file.scope, pool)) {
+            None => findings.push(error(
+                &file.rel,
+                format!("subnet of pool `{pool}`, which does not exist in its scope"),
+            )),
+            Some(known) => {
+                if let Some(p) = known.manifest()
+                    && !p.spec.cidr.contains(&m.spec.cidr)
+                {
+                    findings.push(error(
+                        &file.rel,
+                        format!(
+                            "{} does not lie inside its pool ({})",
+                            m.spec.cidr, p.spec.cidr
+                        ),
+                    ));
+                }
+            }
+        }
+        by_pool
+            .entry((&file.scope, pool))
+            .or_default()
+            .push((file.rel.as_str(), m));
+    }
+    for siblings in by_pool.values_mut() {
+        siblings.sort_by_key(|(_, m)| (m.spec.cidr.network(), m.spec.cidr.prefix_len()));
+        for (i, (rel, a)) in siblings.iter().enumerate() {
+            for (_, b) in &siblings[i + 1..] {
+                if !a.spec.cidr.contains(&b.spec.cidr.network()) {
+                    break;
+                }
+                findings.push(error(
+                    rel,
+                    format!(
+                        "subnet `{}` ({}) overlaps subnet `{}` ({}) of the same pool",
+                        a.metadata.name, a.spec.cidr, b.metadata.name, b.spec.cidr
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Checks each cooldown record against its path; a record of a pool that is gone, or dated
+/// ahead of `now`, is a warning (it keeps nothing from anyone, or keeps it longer).
+pub(super) fn check_cooldown(
+    records: &[Decoded<CooldownRecord>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
+    now: SystemTime,
+    findings: &mut Vec<Finding>,
+) {
+    for Decoded { file, manifest } in records {
+        let Some(r) = manifest else { continue };
+        findings.extend(misplaced(
+            &r.metadata,
+            &file.stem,
+            &file.rel,
+            file.scope.as_ref(),
+        ));
+        let warning = |message: String| Finding {
+            severity: Severity::Warning,
+            path: file.rel.clone(),
+            message,
+        };
+        if !pools.contains_key(&(&file.scope, r.spec.pool.as_str())) {
+            findings.push(warning(format!(
+                "cooldown record of pool `{}`, which does not exist in its scope; it holds nothing back, remove it",
+                r.spec.pool
+            )));
+        }
+        if r.released_at() > now + CLOCK_SLACK {
+            findings.push(warning(format!(
+                "releasedAt {} is ahead of this machine's clock: the address is kept until then plus the pool's reuseAfter",
+                r.spec.released_at
+            )));
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! Stored subnets: `subnet create|list|show|delete`, `allocate --subnet`, `list --subnet`,
+//! `pool show --within`, Subnet manifests in `apply -f`, and the races around them (real
+//! processes).
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{Test, code, list_items};
+
+const NS: [&str; 2] = ["-n", "acme/prod"];
+
+/// `subnet create NAME -n acme/prod --pool vpc-main --cidr CIDR [extra...]`.
+fn create<'a>(name: &'a str, cidr: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "subnet", "create", name, "--pool", "vpc-main", "--cidr", cidr,
+    ];
+    args.extend_from_slice(&NS);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `allocate vpc-main -n acme/prod --owner OWNER [extra...]`.
+fn allocate<'a>(owner: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["allocate", "vpc-main", "--owner", owner];
+    args.extend_from_slice(&NS);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The seed fixture (two empty pools) with subnet `web` = 10.42.1.0/24 of `vpc-main`.
+fn with_web() -> Test {
+    Test::new("seed")
+        .args(create("web", "10.42.1.0/24", &[]))
+        .stdout("10.42.1.1\n")
+        .stderr("subnet/web created\n")
+        .run()
+        .then()
+}
+
+#[test]
+fn node_and_vm_on_one_subnet_never_get_its_gateway() {
+    // The README's VPC example: a VM and the host's Node address on one subnet, in either
+    // order; neither repeats the gateway, and neither gets it.
+    let ran = with_web()
+        .args(allocate("Node/10.42.1.0/24", &["--subnet", "web"]))
+        .stdout("10.42.1.2\n")
+        .run()
+        .then()
+        .args(allocate("VirtualMachine/db-01/0", &["--subnet", "web"]))
+        .stdout("10.42.1.3\n")
+        .run();
+    insta::assert_snapshot!(ran.read("namespaces/acme/prod/subnets/web.yaml"), @r#"
+    apiVersion: pivirt.hu/v1
+    kind: Subnet
+    metadata:
+      name: web
+      namespace: acme/prod
+    spec:
+      pool: vpc-main
+      cidr: 10.42.1.0/24
+      gateway: "10.42.1.1"
+    "#);
+}
+
+#[test]
+fn a_subnet_keeps_its_gateway_reserved_network_and_broadcast() {
+    let t = Test::new("seed")
+        .args(create(
+            "tiny",
+            "10.42.2.0/29",
+            &[
+                "--gateway",
+                "10.42.2.6",
+                "--reserved",
+                "10.42.2.1",
+                "--reserved",
+                "10.42.2.2/31",
+            ],
+        ))
+        .stdout("10.42.2.6\n")
+        .run()
+        .then();
+    let mut t = t;
+    // .0 network, .1 and .2-.3 reserved, .6 gateway, .7 broadcast: .4 and .5 only.
+    for (i, expected) in ["10.42.2.4\n", "10.42.2.5\n"].into_iter().enumerate() {
+        let owner = format!("VirtualMachine/vm-{i}/0");
+        t = t
+            .args(allocate(&owner, &["--subnet", "tiny"]))
+            .stdout(expected)
+            .run()
+            .then();
+    }
+    let ran = t
+        .args(allocate("VirtualMachine/vm-9/0", &["--subnet", "tiny"]))
+        .fails(code::EXHAUSTED)
+        .run();
+    assert!(
+        ran.stderr
+            .contains("subnet `tiny` (10.42.2.0/29) of pool `acme/prod/vpc-main` is exhausted"),
+        "{}",
+        ran.stderr
+    );
+    ran.then()
+        .args(allocate(
+            "VirtualMachine/vm-9/0",
+            &["--subnet", "tiny", "--address", "10.42.2.6"],
+        ))
+        .fails(code::INVALID)
+        .stderr("error: --address: 10.42.2.6 is not a candidate of this request: it is the gateway of subnet `tiny`\n")
+        .run();
+}
+
+#[test]
+fn subnet_create_is_idempotent_and_guards_its_pool_and_siblings() {
+    let t = with_web()
+        // The same spec again: success, so a retry loop is safe.
+        .args(create("web", "10.42.1.0/24", &[]))
+        .stdout("10.42.1.1\n")
+        .stderr("subnet/web unchanged\n")
+        .run()
+        .then();
+    let t = t
+        .args(create("web", "10.42.1.0/25", &[]))
+        .fails(code::CONFLICT)
+        .run()
+        .then()
+        .args(create("db", "10.42.1.128/25", &[]))
+        .fails(code::CONFLICT)
+        .stderr("error: subnet `db` (10.42.1.128/25) overlaps subnet `web` (10.42.1.0/24) of pool `acme/prod/vpc-main`\n")
+        .run()
+        .then()
+        .args(create("wide", "10.0.0.0/8", &[]))
+        .fails(code::CONFLICT)
+        .stderr("error: subnet `wide` (10.0.0.0/8) does not lie inside pool `acme/prod/vpc-main` (10.42.0.0/16)\n")
+        .run()
+        .then()
+        .args(create("db", "10.42.2.0/24", &["--gateway", "10.42.3.1"]))
+        .fails(code::INVALID)
+        .run()
+        .then();
+    t.args([
+        "subnet",
+        "create",
+        "db",
+        "--pool",
+        "nope",
+        "--cidr",
+        "10.42.2.0/24",
+        "-n",
+        "acme/prod",
+    ])
+    .fails(code::NOT_FOUND)
+    .run();
+}
+
+#[test]
+fn a_subnet_whose_gateway_is_already_allocated_is_refused() {
+    Test::new("seed")
+        .args(allocate(
+            "VirtualMachine/web-01/0",
+            &["--within", "10.42.1.0/24"],
+        ))
+        .stdout("10.42.1.1\n")
+        .run()
+        .then()
+        .args(create("web", "10.42.1.0/24", &[]))
+        .fails(code::CONFLICT)
+        .run();
+}
+
+#[test]
+fn subnet_show_and_list_give_the_usage() {
+    let ran = with_web()
+        .args(allocate("VirtualMachine/web-01/0", &["--subnet", "web"]))
+        .run()
+        .then()
+        .args(["subnet", "show", "web", "-n", "acme/prod", "-o", "json"])
+        .run();
+    let shown: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(shown["kind"], "Subnet");
+    assert_eq!(shown["status"]["candidates"], 253);
+    assert_eq!(shown["status"]["allocated"], 1);
+    assert_eq!(shown["status"]["free"], 252);
+    assert_eq!(
+        shown["status"]["freeRanges"],
+        serde_json::json!(["10.42.1.3-10.42.1.254"])
+    );
+    let ran = ran.then().args(["subnet", "list", "-o", "json"]).run();
+    let items = list_items(&ran.stdout);
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["metadata"]["name"], "web");
+    let ran = ran
+        .then()
+        .args(["list", "--subnet", "web", "-n", "acme/prod", "-o", "name"])
+        .stdout("ipallocation/vpc-main-10-42-1-2\n")
+        .run();
+    // `pool show --within` gives the same figures without drawing a map (the prefix's own
+    // candidates: the gateway is the subnet's, not the pool's).
+    let ran = ran
+        .then()
+        .args([
+            "pool",
+            "show",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--within",
+            "10.42.1.0/24",
+            "-o",
+            "json",
+        ])
+        .run();
+    let shown: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(shown["status"]["candidates"], 254);
+    assert_eq!(shown["status"]["allocated"], 1);
+    assert_eq!(
+        shown["status"]["freeRanges"],
+        serde_json::json!(["10.42.1.1", "10.42.1.3-10.42.1.254"])
+    );
+}
+
+#[test]
+fn subnet_delete_waits_for_its_allocations_and_retries_are_safe() {
+    let t = with_web()
+        .args(allocate("VirtualMachine/web-01/0", &["--subnet", "web"]))
+        .run()
+        .then()
+        .args(["subnet", "delete", "web", "-n", "acme/prod"])
+        .fails(code::CONFLICT)
+        .stderr("error: subnet `web` (10.42.1.0/24) of pool `acme/prod/vpc-main` still holds 1 allocation\nhint: release them first: ipamctl list --subnet web -n acme/prod\n")
+        .run()
+        .then()
+        .args(["release", "vpc-main", "10.42.1.2", "-n", "acme/prod"])
+        .run()
+        .then()
+        .args(["subnet", "delete", "web", "-n", "acme/prod"])
+        .stdout("subnet/web deleted\n")
+        .run()
+        .then();
+    assert!(!t.exists("namespaces/acme/prod/subnets/web.yaml"));
+    t.args(["subnet", "delete", "web", "-n", "acme/prod"])
+        .fails(code::NOT_FOUND)
+        .run()
+        .then()
+        .args([
+            "subnet",
+            "delete",
+            "web",
+            "-n",
+            "acme/prod",
+            "--ignore-not-found",
+        ])
+        .unchanged()
+        .run();
+}
+
+#[test]
+fn apply_creates_updates_and_checks_subnets() {
+    let t = Test::new("seed");
+    let input = t.input(
+        "subnets.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: Subnet\nmetadata:\n  name: web\n  namespace: acme/prod\nspec:\n  pool: vpc-main\n  cidr: 10.42.1.0/24\n",
+    );
+    let t = t
+        .args(["apply", "-f", &input])
+        .stdout("subnet/web created\n")
+        .run()
+        .then()
+        .args(["apply", "-f", &input])
+        .stdout("subnet/web unchanged\n")
+        .run()
+        .then();
+    // The gateway was filled in, as `subnet create` does.
+    assert!(
+        t.read("namespaces/acme/prod/subnets/web.yaml")
+            .contains("gateway: \"10.42.1.1\"")
+    );
+    let wider = t.input(
+        "wider.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: Subnet\nmetadata:\n  name: web\n  namespace: acme/prod\nspec:\n  pool: vpc-main\n  cidr: 10.42.1.0/24\n  reserved: [10.42.1.0/28]\n",
+    );
+    let t = t
+        .args(["apply", "-f", &wider])
+        .stdout("subnet/web configured\n")
+        .run()
+        .then()
+        .args(allocate("Node/web", &["--subnet", "web"]))
+        .stdout("10.42.1.16\n")
+        .run()
+        .then();
+    let orphan = t.input(
+        "orphan.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: Subnet\nmetadata:\n  name: lost\n  namespace: acme/prod\nspec:\n  pool: nope\n  cidr: 10.42.1.0/24\n",
+    );
+    t.args(["apply", "-f", &orphan])
+        .fails(code::NOT_FOUND)
+        .run();
+}
+
+#[test]
+fn deleting_the_pool_takes_its_subnets() {
+    let t = Test::new("seed")
+        .args([
+            "subnet",
+            "create",
+            "edge",
+            "--pool",
+            "public-zone-a",
+            "--cidr",
+            "203.0.113.0/28",
+        ])
+        .stdout("203.0.113.1\n")
+        .run()
+        .then()
+        .args(["pool", "delete", "public-zone-a"])
+        .run()
+        .then();
+    assert!(!t.exists("cluster/subnets/edge.yaml"));
+}
+
+#[test]
+fn check_reports_overlapping_and_orphan_subnets() {
+    let t = with_web().file_store_only();
+    t.write(
+        "namespaces/acme/prod/subnets/db.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: Subnet\nmetadata:\n  name: db\n  namespace: acme/prod\nspec:\n  pool: vpc-main\n  cidr: 10.42.1.128/25\n  gateway: \"10.42.1.129\"\n",
+    );
+    t.write(
+        "namespaces/acme/prod/subnets/lost.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: Subnet\nmetadata:\n  name: lost\n  namespace: acme/prod\nspec:\n  pool: gone\n  cidr: 10.9.0.0/24\n  gateway: \"10.9.0.1\"\n",
+    );
+    let ran = t.args(["check"]).status(code::FAILURE).run();
+    assert!(
+        ran.stdout
+            .contains("subnet `web` (10.42.1.0/24) overlaps subnet `db` (10.42.1.128/25)"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout
+            .contains("subnet of pool `gone`, which does not exist")
+    );
+}
+
+/// Concurrent `subnet create`s of overlapping prefixes: exactly one wins, whatever the
+/// interleaving (the pool's exclusive lock is the arbiter).
+#[test]
+fn concurrent_overlapping_subnet_creates_let_exactly_one_in() {
+    let t = Test::new("seed").file_store_only();
+    for round in 0..3 {
+        let children: Vec<_> = (0..6)
+            .map(|i| {
+                let name = format!("r{round}-{i}");
+                // Nested prefixes: every pair overlaps.
+                let cidr = format!("10.42.{}.0/{}", 10 + round, 24 + i);
+                t.command(create(&name, &cidr, &[]))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let won = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .filter(|o| {
+                let status = o.status.code().unwrap();
+                assert!(status == 0 || status == code::CONFLICT, "{o:?}");
+                status == 0
+            })
+            .count();
+        assert_eq!(won, 1, "round {round}");
+    }
+    t.args(["check"]).run();
+}
+
+/// `subnet delete` racing claims into the subnet: either the subnet stays (and holds them)
+/// or it goes and nobody claimed inside it, never a deleted subnet with allocations.
+#[test]
+fn subnet_delete_never_races_a_claim_into_it() {
+    let mut t = Test::new("seed").file_store_only();
+    for round in 0..4 {
+        let name = format!("s{round}");
+        let cidr = format!("10.42.{}.0/24", 20 + round);
+        t = t.args(create(&name, &cidr, &[])).run().then();
+        let mut children: Vec<_> = (0..4)
+            .map(|i| {
+                let owner = format!("VirtualMachine/r{round}-{i}/0");
+                t.command(allocate(&owner, &["--subnet", &name]))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children.insert(
+            round,
+            t.command(["subnet", "delete", &name, "-n", "acme/prod"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            let status = o.status.code().unwrap();
+            // A claim after the delete finds no subnet (3); a delete after a claim is 4.
+            assert!(
+                [0, code::NOT_FOUND, code::CONFLICT].contains(&status),
+                "{o:?}"
+            );
+        }
+        let subnet_left = t.exists(&format!("namespaces/acme/prod/subnets/{name}.yaml"));
+        let inside = std::fs::read_dir(t.path("namespaces/acme/prod/ipallocations"))
+            .map(|d| {
+                d.filter(|e| {
+                    let n = e.as_ref().unwrap().file_name();
+                    n.to_string_lossy()
+                        .starts_with(&format!("vpc-main-10-42-{}-", 20 + round))
+                })
+                .count()
+            })
+            .unwrap_or(0);
+        assert!(
+            subnet_left || inside == 0,
+            "round {round}: subnet deleted while {inside} allocations were claimed into it"
+        );
+    }
+}
+
+#[test]
+fn explain_shows_the_subnets_gateway_as_reserved() {
+    let ran = with_web()
+        .args(allocate(
+            "Node/web",
+            &["--subnet", "web", "--dry-run", "--explain"],
+        ))
+        .stdout("10.42.1.2\n")
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.contains("(10.42.0.0/16, within 10.42.1.0/24)")
+            && ran.stderr.contains("10.42.1.1              reserved")
+            && ran
+                .stderr
+                .contains("-> 10.42.1.2: the lowest free candidate"),
+        "{}",
+        ran.stderr
+    );
+}

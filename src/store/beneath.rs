@@ -278,7 +278,9 @@ macro_rules! step {
 
 /// Writes `bytes` as `name` in `dir` through a new temporary file (mode 0666 less the
 /// umask, like any file: the state is shared by every user and job that runs ipamctl on it,
-/// and by git), created in the directory `scratch` returns (else in `dir` itself; either
+/// and by git), created in the directory `scratch` returns (else in `dir` itself, when it
+/// returns `None` or a directory it could not open for another reason than "not found",
+/// which is retried; either
 /// way on the same file system, or the rename would fail and `dir` is used). With
 /// `durable`, the data is `fsync`ed before the name is made, and the directory after, so the
 /// name never points at incomplete bytes and survives a power loss. Returns `false` (and
@@ -289,7 +291,7 @@ pub fn write(
     bytes: &[u8],
     mode: WriteMode,
     durable: bool,
-    scratch: &dyn Fn() -> Option<OwnedFd>,
+    scratch: &dyn Fn() -> Option<Confined<OwnedFd>>,
 ) -> Confined<bool> {
     let dir = dir.as_fd();
     let mut beside = false;
@@ -301,7 +303,21 @@ pub fn write(
         if attempt > 0 {
             std::thread::sleep(std::time::Duration::from_millis(attempt));
         }
-        let tmp_dir = if beside { None } else { scratch() };
+        let tmp_dir = if beside {
+            None
+        } else {
+            match scratch() {
+                None => None,
+                Some(Ok(scratch)) => Some(scratch),
+                // The scratch directory was removed (`git clean`) between its `mkdir` and
+                // its open. Never fall back to `dir` then: a temporary file there can make
+                // `dir` hold nothing but ignored entries when `git clean -fdX` scans it, and
+                // git then removes `dir` whole, with the name renamed into it meanwhile.
+                Some(Err(e)) if e.is_not_found() => continue,
+                // Anything else (a symlink planted at the scratch directory): beside.
+                Some(Err(_)) => None,
+            }
+        };
         let tmp_dir = tmp_dir.as_ref().map_or(dir, |d| d.as_fd());
         match write_once(tmp_dir, dir, name, bytes, mode, durable)? {
             Attempt::Done(done) => return Ok(done),
@@ -387,7 +403,7 @@ fn write_once(
 }
 
 /// No scratch directory: [`write`] makes its temporary file beside the target.
-pub fn beside() -> Option<OwnedFd> {
+pub fn beside() -> Option<Confined<OwnedFd>> {
     None
 }
 

@@ -602,8 +602,8 @@ impl FsStore {
 
     /// Where writes make their temporary files: `.index/` at the root, made again if `git
     /// clean` removed it.
-    fn scratch(&self) -> Option<OwnedFd> {
-        beneath::subdir(&self.fd, INDEX_DIR).ok()
+    fn scratch(&self) -> Option<std::result::Result<OwnedFd, Refused>> {
+        Some(beneath::subdir(&self.fd, INDEX_DIR))
     }
 
     /// The address `key`'s hint names in `pool`, if any.

@@ -753,6 +753,33 @@ fn git_clean_never_deletes_a_printed_claim_in_a_new_allocations_directory() {
     );
 }
 
+/// The interleaving behind a rare failure of the test above, forced with strace delays
+/// (`tests/repro-git-clean-scratch.sh`): `git clean` removes the scratch `.index/` between
+/// ipamctl's mkdir and open of it; a second `git clean` scans the new allocations directory
+/// while the claim's rename is held and removes it after the rename. Before the fix the
+/// temporary file was then made beside the claim, the directory held only ignored entries
+/// when git scanned it, and git deleted the printed claim (the script prints `LOST`).
+#[test]
+fn git_clean_removing_the_scratch_directory_mid_claim_never_deletes_the_printed_claim() {
+    let _serial = serial();
+    require_strace();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/repro-git-clean-scratch.sh"
+    );
+    let out = Command::new("bash")
+        .arg(script)
+        .arg(torture::BIN)
+        .output()
+        .expect("run the reproduction script");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("OK: "),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Finding 3 with real git: `git clean -qfdX` in a loop in the state directory's working
 /// tree while forty `allocate` for one owner run at once: exactly one address for the owner.
 #[test]

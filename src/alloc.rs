@@ -378,8 +378,6 @@ fn request_candidates(
 /// claimed exclusively. See the module docs for the protocol. On a database the whole
 /// decision is one transaction ([`Store::atomically`]).
 pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
-    // Read once to fail fast when the pool is missing.
-    load_pool(store, &req.pool)?;
     if req.dry_run {
         return decide(store, req, None);
     }

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::process::Child;
 
+use ipamctl::store::pg::schema::LATEST;
 use pg::{Db, assert_code, assert_one_error, stderr, stdout};
 
 /// Exit codes, as the README documents them.
@@ -61,13 +62,16 @@ fn init_creates_the_schema_once_and_is_idempotent() {
     let first = db.run(["init"]);
     assert_code(&first, code::OK);
     assert_eq!(stdout(&first), "schema/ipamctl created\n");
-    assert!(stderr(&first).starts_with("created the ipamctl schema, version 4"));
+    assert!(stderr(&first).starts_with(&format!("created the ipamctl schema, version {LATEST}")));
     let again = db.run(["init"]);
     assert_code(&again, code::OK);
     assert_eq!(stdout(&again), "schema/ipamctl unchanged\n");
-    assert!(stderr(&again).starts_with("ipamctl schema already at version 4"));
+    assert!(stderr(&again).starts_with(&format!("ipamctl schema already at version {LATEST}")));
     // One row per migration applied.
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.schema_version"),
+        i64::from(LATEST)
+    );
     // The arbiters are constraints of the table.
     assert_eq!(
         db.count(
@@ -109,14 +113,19 @@ fn a_newer_schema_is_refused_before_anything_is_written() {
     let out = apply(&db, &pool_yaml("p", "192.0.2.0/29", None));
     assert_code(&out, code::FAILURE);
     assert_one_error(&out);
-    assert!(stderr(&out).contains("is version 99, newer than this ipamctl knows (4)"));
+    assert!(stderr(&out).contains(&format!(
+        "is version 99, newer than this ipamctl knows ({LATEST})"
+    )));
     let init = db.run(["init"]);
     assert_code(&init, code::FAILURE);
     assert_one_error(&init);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), 0);
-    // Migrations 1 to 4, and the future one.
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 5);
+    // This ipamctl's migrations, and the future one.
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.schema_version"),
+        i64::from(LATEST) + 1
+    );
 }
 
 #[test]
@@ -885,7 +894,10 @@ fn concurrent_inits_create_one_schema() {
     for child in children {
         assert_code(&child.wait_with_output().unwrap(), code::OK);
     }
-    assert_eq!(db.count("SELECT count(*) FROM ipamctl.schema_version"), 4);
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.schema_version"),
+        i64::from(LATEST)
+    );
 }
 
 /// Rounds of the kill test: 1 by default (40 processes), 15 with `IPAMCTL_STRESS=long`:
@@ -1209,10 +1221,14 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
         .unwrap();
     let refused = db.run(["pool", "list"]);
     assert_code(&refused, code::NOT_FOUND);
-    assert!(stderr(&refused).contains("is version 1; this ipamctl needs version 4"));
+    assert!(stderr(&refused).contains(&format!(
+        "is version 1; this ipamctl needs version {LATEST}"
+    )));
     let init = db.run(["init"]);
     assert_code(&init, code::OK);
-    assert!(stderr(&init).starts_with("upgraded the ipamctl schema from version 1 to 4"));
+    assert!(stderr(&init).starts_with(&format!(
+        "upgraded the ipamctl schema from version 1 to {LATEST}"
+    )));
     assert_eq!(pool_usage(&db), counted);
     // Rows claimed before migration 3 have no creation time; a claim after it records its own.
     assert_eq!(

@@ -447,6 +447,22 @@ impl Test {
     /// Replaces the state directory's manifests with what the database holds.
     #[track_caller]
     fn store_from_database(&self, db: &pg::Db) {
+        // Every pool's count ledger (what `pool list` reports) agrees with its rows, after
+        // every command of every suite: ipamctl's statements count themselves, and a path
+        // that forgot to would show here.
+        let drift = db.count(
+            "SELECT count(*) FROM
+                 (SELECT namespace, pool, sum(delta) AS n FROM ipamctl.pool_counts
+                  GROUP BY namespace, pool HAVING sum(delta) <> 0) ledger
+             FULL JOIN
+                 (SELECT namespace, pool, count(*) AS n FROM ipamctl.allocations
+                  GROUP BY namespace, pool) rows USING (namespace, pool)
+             WHERE ledger.n IS DISTINCT FROM rows.n",
+        );
+        assert_eq!(
+            drift, 0,
+            "pools whose count ledger disagrees with their rows"
+        );
         let out = self.root().join("exported");
         let ran = db.run([OsStr::new("export"), out.as_os_str()]);
         assert!(ran.status.success(), "export: {}", pg::stderr(&ran));

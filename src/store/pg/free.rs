@@ -15,6 +15,7 @@
 
 use std::net::IpAddr;
 
+use super::typed::Typed;
 use super::{HintRead, PgStore};
 use crate::error::Result;
 use crate::pool::{Candidates, Span, address, ordinal};
@@ -35,6 +36,13 @@ SELECT CASE
           ORDER BY s.address
           LIMIT 1)
 END";
+
+/// Is `$3` free in pool ($1, $2)? The gap query's first question alone: a fresh backend
+/// plans it in a fifth of the time (0.2 ms against 1 ms), and it is the only question when
+/// the hint points at a free address, as it does after a release or a claim.
+const FREE_QUERY: &str = "
+SELECT NOT EXISTS (SELECT 1 FROM ipamctl.allocations
+                   WHERE namespace = $1 AND pool = $2 AND address = $3)";
 
 /// Free candidates of one pool, lowest first, each found by a query when asked for.
 pub struct Free<'a> {
@@ -80,7 +88,7 @@ impl<'a> Free<'a> {
     fn start_at_hint(&mut self) -> Result<()> {
         let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
         let row = self.store.single(|c| {
-            c.query_opt(
+            c.opt(
                 "SELECT low_water, epoch FROM ipamctl.pool_hints
                  WHERE namespace = $1 AND pool = $2",
                 &[&ns, &pool],
@@ -115,12 +123,21 @@ impl<'a> Free<'a> {
             return Ok(None);
         };
         let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
+        if self.spans.iter().any(|s| s.0 <= cursor && cursor <= s.1) {
+            let at = address(self.v6, cursor);
+            let row = self
+                .store
+                .single(|c| c.one(FREE_QUERY, &[&ns, &pool, &at]))?;
+            if row.get::<_, bool>(0) {
+                return Ok(Some(cursor));
+            }
+        }
         for &(lo, hi) in self.spans.iter().filter(|s| s.1 >= cursor) {
             let start = address(self.v6, lo.max(cursor));
             let end = address(self.v6, hi);
             let row = self
                 .store
-                .single(|c| c.query_one(GAP_QUERY, &[&ns, &pool, &start, &end]))?;
+                .single(|c| c.one(GAP_QUERY, &[&ns, &pool, &start, &end]))?;
             if let Some(free) = row.get::<_, Option<IpAddr>>(0) {
                 return Ok(Some(ordinal(free)));
             }

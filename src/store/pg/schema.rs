@@ -7,11 +7,11 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 4;
+pub const LATEST: i32 = 5;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5)];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -159,6 +159,27 @@ CREATE TABLE ipamctl.objects (
     PRIMARY KEY (kind, namespace, name)
 );
 CREATE INDEX objects_pool ON ipamctl.objects (kind, namespace, pool);
+";
+
+/// ipamctl's own claims and releases count themselves in the ledger, in the statement that
+/// makes the change, in a transaction that says so (`ipamctl.counting = 'self'`, see
+/// `BEGIN` in `mod.rs`); the triggers count every other writer's changes as before. The
+/// `WHEN` is evaluated without calling the function, so ipamctl's statements never load
+/// PL/pgSQL. An ipamctl older than this version refuses the schema, so none writes without
+/// counting.
+const V5: &str = "
+DROP TRIGGER allocations_counted_insert ON ipamctl.allocations;
+DROP TRIGGER allocations_counted_delete ON ipamctl.allocations;
+CREATE TRIGGER allocations_counted_insert AFTER INSERT ON ipamctl.allocations
+    REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT
+    WHEN (current_setting('ipamctl.counting', true) IS DISTINCT FROM 'self')
+    EXECUTE FUNCTION ipamctl.count_allocations();
+CREATE TRIGGER allocations_counted_delete AFTER DELETE ON ipamctl.allocations
+    REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT
+    WHEN (current_setting('ipamctl.counting', true) IS DISTINCT FROM 'self')
+    EXECUTE FUNCTION ipamctl.count_allocations();
 ";
 
 /// Creates the schema's home and version table if missing (idempotent).

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use postgres::Client;
 
+use super::typed::Typed;
 use super::{HintAdvance, PgStore, ns_key, schema};
 use crate::error::{Error, Result};
 use crate::model::{
@@ -38,8 +39,10 @@ fn owner_columns(owner: &Owner) -> (&'static str, &str, &str) {
     )
 }
 
-/// Deletes one allocation if `owner` (when given) still holds it, lowering the pool's hint
-/// and logging the release in the same statement. Returns whether a row went.
+/// Deletes one allocation if `owner` (when given) still holds it, lowering the pool's hint,
+/// counting it in the pool's ledger and logging the release in the same statement. Returns
+/// whether a row went. Runs in a transaction begun with [`super::BEGIN`] (the ledger's
+/// triggers leave its counting to it).
 fn delete_allocation(
     client: &mut Client,
     ns: &str,
@@ -53,7 +56,7 @@ fn delete_allocation(
         Some((k, n, u)) => (true, k, n, u),
         None => (false, "", "", ""),
     };
-    let row = client.query_one(
+    let row = client.one(
         "WITH gone AS (
              DELETE FROM ipamctl.allocations
              WHERE namespace = $1 AND pool = $2 AND address = $3
@@ -65,6 +68,9 @@ fn delete_allocation(
                                   THEN h.low_water ELSE gone.address END,
                  epoch = h.epoch + 1
              FROM gone WHERE h.namespace = gone.namespace AND h.pool = gone.pool
+         ), counted AS (
+             INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+             SELECT namespace, pool, -1 FROM gone
          ), event AS (
              INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
              SELECT $8, 'released', namespace, $9, $10, manifest FROM gone
@@ -133,13 +139,13 @@ impl PgStore {
         let (k, n) = (object_kind(kind), ns_key(ns));
         self.single(|c| {
             let written = if create_only {
-                c.execute(
+                c.exec(
                     "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
                      VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
                     &[&k, &n, &name, &pool, &bytes],
                 )?
             } else {
-                c.execute(
+                c.exec(
                     "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
                      VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (kind, namespace, name)
@@ -158,7 +164,7 @@ impl PgStore {
         let id = self.client_id.as_str();
         self.run(|client| {
             let existed = client
-                .query_opt(
+                .opt(
                     "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE",
                     &[&ns, &name],
                 )?
@@ -179,17 +185,17 @@ impl PgStore {
                     "pool created",
                 )
             };
-            if client.execute(statement, &[&ns, &name, &bytes])? == 0 {
+            if client.exec(statement, &[&ns, &name, &bytes])? == 0 {
                 // Created by someone else since the look-up: as the file store's create.
                 return Ok(false);
             }
-            client.execute(
+            client.exec(
                 "INSERT INTO ipamctl.pool_hints (namespace, pool) VALUES ($1, $2)
                  ON CONFLICT (namespace, pool)
                  DO UPDATE SET low_water = NULL, epoch = ipamctl.pool_hints.epoch + 1",
                 &[&ns, &name],
             )?;
-            client.execute(
+            client.exec(
                 "INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
                  VALUES ($1, $2, $3, $4, $5, $6)",
                 &[&id, &action, &ns, &POOL_KIND, &name, &bytes],
@@ -211,9 +217,9 @@ impl PgStore {
         if advances.is_empty() {
             return;
         }
-        self.housekeep(|txn| {
+        self.housekeep(|c| {
             for a in &advances {
-                txn.execute(
+                c.exec(
                     "UPDATE ipamctl.pool_hints SET low_water = $3
                      WHERE namespace = $1 AND pool = $2
                        AND epoch = $4 AND low_water IS NOT DISTINCT FROM $5
@@ -239,22 +245,27 @@ impl PgStore {
     /// failure (a read-only user, a standby, a lost race) is ignored.
     fn housekeep(
         &self,
-        work: impl FnOnce(&mut postgres::Transaction<'_>) -> std::result::Result<(), postgres::Error>,
+        work: impl FnOnce(&mut Client) -> std::result::Result<(), postgres::Error>,
     ) {
         let mut session = self.session();
         if session.in_txn {
             return;
         }
-        let Ok(mut txn) = session.client.transaction() else {
-            return;
-        };
-        if txn
-            .batch_execute("SET LOCAL synchronous_commit TO off")
-            .is_ok()
-            && work(&mut txn).is_ok()
+        let client = &mut session.client;
+        // One round trip to begin: the two statements in one simple query.
+        if client
+            .batch_execute("BEGIN; SET LOCAL synchronous_commit TO off")
+            .is_err()
         {
-            let _ = txn.commit();
+            let _ = client.batch_execute("ROLLBACK");
+            return;
         }
+        let end = if work(client).is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        let _ = client.batch_execute(end);
     }
 }
 
@@ -271,7 +282,7 @@ impl Store for PgStore {
         let ns = ns_key(ns);
         let row = match kind {
             ObjectKind::Pool => self.single(|c| {
-                c.query_opt(
+                c.opt(
                     "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2",
                     &[&ns, &name],
                 )
@@ -281,7 +292,7 @@ impl Store for PgStore {
                     return Ok(None);
                 };
                 self.single(|c| {
-                    c.query_opt(
+                    c.opt(
                         "SELECT manifest FROM ipamctl.allocations
                          WHERE namespace = $1 AND pool = $2 AND address = $3",
                         &[&ns, &pool, &address],
@@ -291,7 +302,7 @@ impl Store for PgStore {
             ObjectKind::Subnet | ObjectKind::Cooldown => {
                 let k = object_kind(kind);
                 self.single(|c| {
-                    c.query_opt(
+                    c.opt(
                         "SELECT manifest FROM ipamctl.objects
                          WHERE kind = $1 AND namespace = $2 AND name = $3",
                         &[&k, &ns, &name],
@@ -348,7 +359,7 @@ impl Store for PgStore {
         let id = self.client_id.as_str();
         match kind {
             ObjectKind::Pool => self.single(|c| {
-                let row = c.query_one(
+                let row = c.one(
                     "WITH gone AS (
                          DELETE FROM ipamctl.pools WHERE namespace = $1 AND name = $2
                          RETURNING namespace, name, manifest
@@ -368,12 +379,12 @@ impl Store for PgStore {
                 let Some((pool, address)) = parse_allocation_name(name) else {
                     return Ok(false);
                 };
-                self.single(|c| delete_allocation(c, ns, pool, address, None, name, id))
+                self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
             }
             ObjectKind::Subnet | ObjectKind::Cooldown => {
                 let k = object_kind(kind);
                 self.single(|c| {
-                    c.execute(
+                    c.exec(
                         "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
                         &[&k, &ns, &name],
                     )
@@ -388,7 +399,7 @@ impl Store for PgStore {
         match kind {
             ObjectKind::Pool => {
                 let rows = self.single(|c| {
-                    c.query(
+                    c.all(
                         "SELECT name FROM ipamctl.pools WHERE namespace = $1",
                         &[&ns],
                     )
@@ -397,7 +408,7 @@ impl Store for PgStore {
             }
             ObjectKind::Allocation => {
                 let rows = self.single(|c| {
-                    c.query(
+                    c.all(
                         "SELECT pool, address FROM ipamctl.allocations WHERE namespace = $1",
                         &[&ns],
                     )
@@ -413,7 +424,7 @@ impl Store for PgStore {
             ObjectKind::Subnet | ObjectKind::Cooldown => {
                 let k = object_kind(kind);
                 let rows = self.single(|c| {
-                    c.query(
+                    c.all(
                         "SELECT name FROM ipamctl.objects WHERE kind = $1 AND namespace = $2",
                         &[&k, &ns],
                     )
@@ -427,7 +438,7 @@ impl Store for PgStore {
         let rows = self.single(|c| {
             // The allocations' namespaces by a skip scan of the primary key (one index probe
             // per namespace), not a pass over every row.
-            c.query(
+            c.all(
                 "WITH RECURSIVE ns AS (
                      (SELECT namespace FROM ipamctl.allocations ORDER BY namespace LIMIT 1)
                      UNION ALL
@@ -467,9 +478,7 @@ impl Store for PgStore {
                 "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE"
             }
         };
-        self.in_unit("a pool lock", |c| {
-            c.query_opt(statement, &[&ns, &pool.as_str()])
-        })?;
+        self.in_unit("a pool lock", |c| c.opt(statement, &[&ns, &pool.as_str()]))?;
         // The row lock is the transaction's: it goes with COMMIT or ROLLBACK.
         Ok(Box::new(()))
     }
@@ -477,11 +486,11 @@ impl Store for PgStore {
     fn lock_scope(&self, ns: Option<&Namespace>) -> Result<LockGuard> {
         let ns = ns_key(ns);
         self.in_unit("a scope lock", |c| {
-            c.execute(
+            c.exec(
                 "INSERT INTO ipamctl.scope_locks (namespace) VALUES ($1) ON CONFLICT DO NOTHING",
                 &[&ns],
             )?;
-            c.query_opt(
+            c.opt(
                 "SELECT 1 FROM ipamctl.scope_locks WHERE namespace = $1 FOR UPDATE",
                 &[&ns],
             )
@@ -555,7 +564,7 @@ impl Store for PgStore {
         };
         let uid = filter.uid.as_ref().map(|u| u.as_str());
         let rows = self.single(|c| {
-            c.query(
+            c.all(
                 "SELECT pool, address, manifest FROM ipamctl.allocations
                  WHERE namespace = $1
                    AND ($2::text IS NULL OR pool = $2)
@@ -586,7 +595,7 @@ impl Store for PgStore {
     fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
         let ns = ns_key(ns);
         let rows = self.single(|c| {
-            c.query(
+            c.all(
                 "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
                         client, action, manifest
                  FROM ipamctl.events
@@ -617,15 +626,18 @@ impl Store for PgStore {
         let id = self.client_id.as_str();
         let object = manifest.metadata.name.as_str();
         let created = manifest.metadata.creation_timestamp.map(|t| t.to_string());
-        let claimed = self.single(|c| {
-            let row = c.query_one(
+        let claimed = self.run(|c| {
+            let row = c.one(
                 "WITH claimed AS (
                      INSERT INTO ipamctl.allocations
                          (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest,
                           creation_timestamp)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $11::text::timestamptz)
                      ON CONFLICT DO NOTHING
-                     RETURNING namespace, manifest
+                     RETURNING namespace, pool, manifest
+                 ), counted AS (
+                     INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+                     SELECT namespace, pool, 1 FROM claimed
                  ), event AS (
                      INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
                      SELECT $8, 'claimed', namespace, $9, $10, manifest FROM claimed
@@ -708,7 +720,7 @@ impl Store for PgStore {
             .unzip();
         let ns = ns_key(ns);
         let row = self.single(|c| {
-            c.query_one(
+            c.one(
                 "SELECT (SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts
                          WHERE namespace = $1 AND pool = $2),
                         (SELECT coalesce(sum((SELECT count(*) FROM ipamctl.allocations
@@ -732,7 +744,7 @@ impl Store for PgStore {
         let nsk = ns_key(ns);
         let id = self.client_id.as_str();
         let owner = owner_columns(&expected.spec.owner);
-        self.single(|c| {
+        self.run(|c| {
             delete_allocation(
                 c,
                 nsk,
@@ -754,7 +766,7 @@ impl PgStore {
     /// Folds the pool's count ledger into one row, after a reader summed many: the sum stays
     /// exact whether or not the fold happens, only shorter to read.
     fn fold_counts(&self, ns: &str, pool: &str) {
-        self.housekeep(|txn| txn.execute(schema::FOLD, &[&ns, &pool]).map(drop));
+        self.housekeep(|c| c.exec(schema::FOLD, &[&ns, &pool]).map(drop));
     }
 
     /// The owner's allocation row in the pool: its object name and manifest.
@@ -767,7 +779,7 @@ impl PgStore {
         let ns = ns_key(ns);
         let (kind, name, uid) = owner_columns(owner);
         let row = self.single(|c| {
-            c.query_opt(
+            c.opt(
                 "SELECT address, manifest FROM ipamctl.allocations
                  WHERE namespace = $1 AND pool = $2
                    AND owner_kind = $3 AND owner_name = $4 AND owner_uid = $5",

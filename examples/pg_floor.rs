@@ -1,0 +1,17 @@
+//! The floor under every command on the PostgreSQL store: a process that connects as
+//! ipamctl does (the same connection-string handling, over the same client) and runs the
+//! one query every command starts with (the schema version), then exits. `bench/run` times
+//! it beside the PostgreSQL store's commands: what a command costs above it is ipamctl's.
+//!
+//!     cargo run --release --example pg_floor -- 'postgresql:///db?host=/run/postgresql'
+
+fn main() {
+    let Some(store) = std::env::args().nth(1) else {
+        eprintln!("usage: pg_floor URL");
+        std::process::exit(2);
+    };
+    if let Err(e) = ipamctl::store::pg::PgStore::open(&store) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -513,7 +513,17 @@ fn decide(
         && req.address.is_none()
         && cooling.blocked.is_empty()
         && cooling.own.is_none();
-    let claimed = claim(store, req, &candidates, &lookup.taken, whole_pool, &cooling)?;
+    let mut claimed = claim(store, req, &candidates, &lookup.taken, whole_pool, &cooling)?;
+    // Nothing free: a request for the same owner may have taken the last free address while
+    // this one looked (on a database nothing serialises one owner's requests; its unique
+    // constraint arbitrates). Then that address is the answer, not exhaustion.
+    if claimed.is_none()
+        && !req.dry_run
+        && let Some(held) = find_owner(store, &req.pool, &req.owner)?.held
+    {
+        check_held(&held, req, subnet.as_ref())?;
+        claimed = Some(Allocated::Existing(held));
+    }
     drop(locks);
     let cooling_note = if cooling_count > 0 {
         format!(

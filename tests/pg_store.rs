@@ -6,7 +6,7 @@ mod pg;
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
-use std::process::Child;
+use std::process::{Child, Command};
 
 use ipamctl::store::pg::schema::LATEST;
 use pg::{Db, assert_code, assert_one_error, stderr, stdout};
@@ -1403,4 +1403,217 @@ fn guarded_release_races_never_delete_the_next_owners_allocation() {
         assert_eq!(held(&db, "g"), Vec::<Ipv4Addr>::new(), "round {round}");
     }
     eprintln!("{reused} of 20 rounds B reused A's address; {refused} stale releases refused");
+}
+
+/// PgBouncer in front of the test server, in transaction pooling: each transaction of a
+/// client may run on another server connection, and each server connection serves many
+/// clients in turn. (`bench/run` shows why one would: the server's start of a backend per
+/// connection is most of a command's time.)
+struct Bouncer {
+    child: Child,
+    /// The pooler's unix socket directory, and so its configuration's home.
+    dir: tempfile::TempDir,
+}
+
+impl Bouncer {
+    /// Starts PgBouncer for the test server; a loud failure when it is not installed.
+    fn start() -> Bouncer {
+        let server = pg::server();
+        let param = |key: &str| {
+            server
+                .split(['?', '&'])
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no `{key}` in the test server's URL {server}"))
+                .to_owned()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        std::fs::write(dir.path().join("users.txt"), "\"postgres\" \"\"\n").unwrap();
+        std::fs::write(
+            dir.path().join("pgbouncer.ini"),
+            format!(
+                "[databases]\n* = host={} port={}\n\
+                 [pgbouncer]\nlisten_addr =\nlisten_port = 6432\nunix_socket_dir = {d}\n\
+                 auth_type = trust\nauth_file = {d}/users.txt\npool_mode = transaction\n\
+                 max_client_conn = 200\ndefault_pool_size = 4\nlogfile = {d}/pgbouncer.log\n",
+                param("host"),
+                param("port"),
+            ),
+        )
+        .unwrap();
+        // Debian installs it in /usr/sbin, which a user's PATH may lack.
+        let program = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or("pgbouncer");
+        let mut cmd = Command::new(program);
+        // It refuses to run as root: then as the user the test cluster runs as.
+        let uid = Command::new("id").arg("-u").output().unwrap();
+        if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
+            let user = std::env::var("IPAMCTL_PG_USER").unwrap_or_else(|_| "nobody".into());
+            let status = Command::new("chown")
+                .args(["-R", &user])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown {user} {d}");
+            cmd.args(["-u", &user]);
+        }
+        let child = cmd
+            .arg(dir.path().join("pgbouncer.ini"))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("pgbouncer: {e}; install it (apt-get install pgbouncer): this test runs ipamctl through it")
+            });
+        let socket = dir.path().join(".s.PGSQL.6432");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "pgbouncer did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Bouncer { child, dir }
+    }
+
+    /// `ipamctl --store <db through the pooler> ARGS…`.
+    fn cmd(&self, db: &Db, args: &[&str]) -> Command {
+        let url = format!(
+            "postgresql:///{}?host={}&port=6432&user=postgres",
+            db.name(),
+            self.dir.path().display()
+        );
+        let mut cmd = Command::new(pg::BIN);
+        cmd.arg("--store")
+            .arg(url)
+            .args(args)
+            .env_remove("IPAMCTL_STATE_DIR")
+            .env_remove("IPAMCTL_STORE")
+            .stdin(std::process::Stdio::null());
+        cmd
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Claims through a transaction-pooling PgBouncer stay exact: ipamctl sends no named
+/// prepared statement and sets nothing beyond its transaction (`SET LOCAL`), so nothing of
+/// one client's session leaks into another's on a shared server connection.
+#[test]
+fn claims_through_pgbouncer_in_transaction_pooling_stay_exact() {
+    let db = Db::new();
+    let bouncer = Bouncer::start();
+    assert_code(
+        &apply(&db, &pool_yaml("p", "198.51.100.0/27", None)),
+        code::OK,
+    );
+    // 40 processes for distinct owners, 4 server connections: 30 addresses (.1–.30), once
+    // each, and 10 clear exhaustions.
+    let children: Vec<Child> = (0..40)
+        .map(|i| {
+            bouncer
+                .cmd(
+                    &db,
+                    &["allocate", "p", "--owner", &format!("FloatingIP/f-{i}")],
+                )
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let printed: BTreeSet<String> = outs
+        .iter()
+        .filter(|o| o.status.code() == Some(code::OK))
+        .map(|o| stdout(o).trim().to_owned())
+        .collect();
+    assert_eq!(printed.len(), 30, "{printed:?}");
+    assert_eq!(
+        outs.iter()
+            .filter(|o| o.status.code() == Some(code::EXHAUSTED))
+            .count(),
+        10
+    );
+    assert_eq!(held(&db, "p").len(), 30);
+    // The count ledger agrees (each claim counted itself once, in its own transaction).
+    assert_eq!(
+        db.count(
+            "SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts WHERE pool = 'p'"
+        ),
+        30
+    );
+    // One owner asking 16 times at once gets one address.
+    let out = bouncer
+        .cmd(&db, &["release", "p", "--owner", "FloatingIP/f-0"])
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    let children: Vec<Child> = (0..16)
+        .map(|_| {
+            bouncer
+                .cmd(&db, &["allocate", "p", "--owner", "FloatingIP/same"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let same: BTreeSet<String> = children
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            assert_code(&o, code::OK);
+            stdout(&o).trim().to_owned()
+        })
+        .collect();
+    assert_eq!(same.len(), 1, "{same:?}");
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.allocations WHERE owner_name = 'same'"),
+        1
+    );
+}
+
+/// Requests for one owner racing for a pool's last free address: one claims it, and every
+/// other one answers with that address (exit 0), never "exhausted". Nothing serialises one
+/// owner's requests on a database, so a request that looked up the owner before its twin's
+/// claim committed and searched for a free address after it found none: it now looks the
+/// owner up again before reporting exhaustion.
+#[test]
+fn same_owner_racing_for_the_last_free_address_never_reads_exhausted() {
+    let db = Db::new();
+    for round in 0..4 {
+        let pool = format!("last-{round}");
+        // 192.0.2.0/30 with gateway .1: one candidate, .2.
+        let cidr = format!("192.0.{}.0/30", 2 + round);
+        let gateway = format!("192.0.{}.1", 2 + round);
+        assert_code(
+            &apply(&db, &pool_yaml(&pool, &cidr, Some(&gateway))),
+            code::OK,
+        );
+        let children: Vec<Child> = (0..16)
+            .map(|_| {
+                db.cmd(["allocate", pool.as_str(), "--owner", "FloatingIP/twin"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert_code(&out, code::OK);
+            assert_eq!(stdout(&out), format!("192.0.{}.2\n", 2 + round));
+        }
+    }
 }

@@ -943,3 +943,109 @@ fn manifests_are_readable_by_whoever_may_read_the_state_directory() {
         }
     }
 }
+
+/// The directories of the stored subnets and the cooldown records (issue 12) go through the
+/// same confined opens as the manifests: a symlink planted at either, to a copy outside the
+/// root or to an empty directory there (before ipamctl ever made the directory), leads no
+/// read or write out of the root, and whatever meets it says so in one `error:` line.
+#[test]
+fn symlinks_at_the_subnet_and_cooldown_directories_lead_nothing_outside_the_root() {
+    let pool = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: c\n  namespace: t/ns\nspec:\n  cidr: 10.7.0.0/24\n  kind: private\n  reuseAfter: 1h\n";
+    let commands: [&[&str]; 9] = [
+        &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/new"],
+        &["-n", "t/ns", "release", "c", "--owner", "FloatingIP/keep"],
+        &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/keep"],
+        &[
+            "-n",
+            "t/ns",
+            "allocate",
+            "c",
+            "--owner",
+            "FloatingIP/s",
+            "--subnet",
+            "web",
+        ],
+        &[
+            "-n",
+            "t/ns",
+            "subnet",
+            "create",
+            "db",
+            "--pool",
+            "c",
+            "--cidr",
+            "10.7.0.64/28",
+        ],
+        &["-n", "t/ns", "subnet", "list"],
+        &["-n", "t/ns", "subnet", "show", "web"],
+        &["-n", "t/ns", "subnet", "delete", "web"],
+        &["check"],
+    ];
+    for (rel, to_empty) in [
+        ("namespaces/t/ns/cooldown", false),
+        ("namespaces/t/ns/subnets", false),
+        ("namespaces/t/ns/cooldown", true),
+        ("namespaces/t/ns/subnets", true),
+    ] {
+        let state = populated();
+        assert_eq!(state.apply(pool).code, Some(code::OK));
+        let setup: [&[&str]; 4] = [
+            &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/keep"],
+            &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/gone"],
+            // A cooldown record for .2, and a subnet.
+            &["-n", "t/ns", "release", "c", "--owner", "FloatingIP/gone"],
+            &[
+                "-n",
+                "t/ns",
+                "subnet",
+                "create",
+                "web",
+                "--pool",
+                "c",
+                "--cidr",
+                "10.7.0.16/29",
+            ],
+        ];
+        for args in setup {
+            let out = state.run(args);
+            assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+        }
+        if to_empty {
+            let empty = state.outside.join("empty");
+            fs::create_dir_all(&empty).unwrap();
+            fs::remove_dir_all(state.root.join(rel)).unwrap();
+            symlink_out(&state, rel, Some(&empty));
+        } else {
+            symlink_out(&state, rel, None);
+        }
+        let outside = snapshot(&state.outside, true);
+        let mut failures = 0;
+        for args in commands {
+            let out = state.run(args);
+            assert!(!out.crashed(), "{rel}: {}", out.describe());
+            if out.code != Some(code::OK) {
+                failures += 1;
+                let errors = out
+                    .stderr
+                    .lines()
+                    .filter(|l| l.starts_with("error:"))
+                    .count();
+                assert_eq!(errors, 1, "{rel}: {}", out.describe());
+            }
+            assert_eq!(
+                snapshot(&state.outside, true),
+                outside,
+                "{rel}: written outside the root by {}",
+                out.describe()
+            );
+        }
+        assert!(failures > 0, "{rel}: nothing noticed the symlink");
+        let check = state.run(&["check", "-o", "json"]);
+        assert_eq!(check.code, Some(1), "{rel}: {}", check.describe());
+        assert!(
+            check.stdout.contains("symlink"),
+            "{rel}: {}",
+            check.describe()
+        );
+    }
+}

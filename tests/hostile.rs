@@ -768,6 +768,43 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Runs each command on `state`, whose layout has a symlink planted at `rel`: none may
+/// crash, a refusal is one `error:` line, nothing outside the root changes, at least one
+/// command notices the symlink, and `check` reports it.
+fn assert_confined(state: &State, rel: &str, commands: &[(Vec<String>, Option<String>)]) {
+    let outside = snapshot(&state.outside, true);
+    let mut failures = 0;
+    for (args, stdin) in commands {
+        let out = state.run_stdin(args, stdin.as_deref().map(str::as_bytes));
+        assert!(!out.crashed(), "{rel}: {}", out.describe());
+        if out.code != Some(code::OK) {
+            failures += 1;
+            let errors = out
+                .stderr
+                .lines()
+                .filter(|l| l.starts_with("error:"))
+                .count();
+            assert_eq!(errors, 1, "{rel}: {}", out.describe());
+        }
+        assert_eq!(
+            snapshot(&state.outside, true),
+            outside,
+            "{rel}: written outside the root by {}",
+            out.describe()
+        );
+    }
+    assert!(failures > 0, "{rel}: nothing noticed the symlink");
+    if state.has_check() {
+        let check = state.run(&["check", "-o", "json"]);
+        assert_eq!(check.code, Some(1), "{rel}: {}", check.describe());
+        assert!(
+            check.stdout.contains("symlink"),
+            "{rel}: {}",
+            check.describe()
+        );
+    }
+}
+
 #[test]
 fn symlinks_in_the_layout_are_refused_and_nothing_is_written_outside_the_root() {
     let layout_links = [
@@ -784,37 +821,7 @@ fn symlinks_in_the_layout_are_refused_and_nothing_is_written_outside_the_root() 
     for rel in layout_links {
         let state = populated();
         symlink_out(&state, rel, None);
-        let outside = snapshot(&state.outside, true);
-        let mut failures = 0;
-        for (args, stdin) in every_command() {
-            let out = state.run_stdin(&args, stdin.as_deref().map(str::as_bytes));
-            assert!(!out.crashed(), "{rel}: {}", out.describe());
-            if out.code != Some(code::OK) {
-                failures += 1;
-                let errors = out
-                    .stderr
-                    .lines()
-                    .filter(|l| l.starts_with("error:"))
-                    .count();
-                assert_eq!(errors, 1, "{rel}: {}", out.describe());
-            }
-            assert_eq!(
-                snapshot(&state.outside, true),
-                outside,
-                "{rel}: written outside the root by {}",
-                out.describe()
-            );
-        }
-        assert!(failures > 0, "{rel}: nothing noticed the symlink");
-        if state.has_check() {
-            let check = state.run(&["check", "-o", "json"]);
-            assert_eq!(check.code, Some(1), "{rel}: {}", check.describe());
-            assert!(
-                check.stdout.contains("symlink"),
-                "{rel}: {}",
-                check.describe()
-            );
-        }
+        assert_confined(&state, rel, &every_command());
     }
 }
 
@@ -951,35 +958,17 @@ fn manifests_are_readable_by_whoever_may_read_the_state_directory() {
 #[test]
 fn symlinks_at_the_subnet_and_cooldown_directories_lead_nothing_outside_the_root() {
     let pool = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: c\n  namespace: t/ns\nspec:\n  cidr: 10.7.0.0/24\n  kind: private\n  reuseAfter: 1h\n";
-    let commands: [&[&str]; 9] = [
-        &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/new"],
-        &["-n", "t/ns", "release", "c", "--owner", "FloatingIP/keep"],
-        &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/keep"],
-        &[
-            "-n",
-            "t/ns",
-            "allocate",
-            "c",
-            "--owner",
-            "FloatingIP/s",
-            "--subnet",
-            "web",
-        ],
-        &[
-            "-n",
-            "t/ns",
-            "subnet",
-            "create",
-            "db",
-            "--pool",
-            "c",
-            "--cidr",
-            "10.7.0.64/28",
-        ],
-        &["-n", "t/ns", "subnet", "list"],
-        &["-n", "t/ns", "subnet", "show", "web"],
-        &["-n", "t/ns", "subnet", "delete", "web"],
-        &["check"],
+    // Each a command line, split at spaces.
+    let commands = [
+        "-n t/ns allocate c --owner FloatingIP/new",
+        "-n t/ns release c --owner FloatingIP/keep",
+        "-n t/ns allocate c --owner FloatingIP/keep",
+        "-n t/ns allocate c --owner FloatingIP/s --subnet web",
+        "-n t/ns subnet create db --pool c --cidr 10.7.0.64/28",
+        "-n t/ns subnet list",
+        "-n t/ns subnet show web",
+        "-n t/ns subnet delete web",
+        "check",
     ];
     for (rel, to_empty) in [
         ("namespaces/t/ns/cooldown", false),
@@ -989,25 +978,14 @@ fn symlinks_at_the_subnet_and_cooldown_directories_lead_nothing_outside_the_root
     ] {
         let state = populated();
         assert_eq!(state.apply(pool).code, Some(code::OK));
-        let setup: [&[&str]; 4] = [
-            &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/keep"],
-            &["-n", "t/ns", "allocate", "c", "--owner", "FloatingIP/gone"],
-            // A cooldown record for .2, and a subnet.
-            &["-n", "t/ns", "release", "c", "--owner", "FloatingIP/gone"],
-            &[
-                "-n",
-                "t/ns",
-                "subnet",
-                "create",
-                "web",
-                "--pool",
-                "c",
-                "--cidr",
-                "10.7.0.16/29",
-            ],
-        ];
-        for args in setup {
-            let out = state.run(args);
+        // A cooldown record for .2, and a subnet.
+        for line in [
+            "-n t/ns allocate c --owner FloatingIP/keep",
+            "-n t/ns allocate c --owner FloatingIP/gone",
+            "-n t/ns release c --owner FloatingIP/gone",
+            "-n t/ns subnet create web --pool c --cidr 10.7.0.16/29",
+        ] {
+            let out = state.run(&line.split(' ').collect::<Vec<_>>());
             assert_eq!(out.code, Some(code::OK), "{}", out.describe());
         }
         if to_empty {
@@ -1018,34 +996,10 @@ fn symlinks_at_the_subnet_and_cooldown_directories_lead_nothing_outside_the_root
         } else {
             symlink_out(&state, rel, None);
         }
-        let outside = snapshot(&state.outside, true);
-        let mut failures = 0;
-        for args in commands {
-            let out = state.run(args);
-            assert!(!out.crashed(), "{rel}: {}", out.describe());
-            if out.code != Some(code::OK) {
-                failures += 1;
-                let errors = out
-                    .stderr
-                    .lines()
-                    .filter(|l| l.starts_with("error:"))
-                    .count();
-                assert_eq!(errors, 1, "{rel}: {}", out.describe());
-            }
-            assert_eq!(
-                snapshot(&state.outside, true),
-                outside,
-                "{rel}: written outside the root by {}",
-                out.describe()
-            );
-        }
-        assert!(failures > 0, "{rel}: nothing noticed the symlink");
-        let check = state.run(&["check", "-o", "json"]);
-        assert_eq!(check.code, Some(1), "{rel}: {}", check.describe());
-        assert!(
-            check.stdout.contains("symlink"),
-            "{rel}: {}",
-            check.describe()
-        );
+        let commands: Vec<_> = commands
+            .iter()
+            .map(|line| (argv(&line.split(' ').collect::<Vec<_>>()), None))
+            .collect();
+        assert_confined(&state, rel, &commands);
     }
 }

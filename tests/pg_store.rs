@@ -515,6 +515,23 @@ fn a_release_racing_other_owners_claims_keeps_its_address_cooling() {
     }
 }
 
+/// Runs every command at once (all started before any is waited for); their outputs.
+fn run_at_once(commands: impl IntoIterator<Item = Command>) -> Vec<std::process::Output> {
+    let children: Vec<Child> = commands
+        .into_iter()
+        .map(|mut cmd| {
+            cmd.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn ipamctl")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait for ipamctl"))
+        .collect()
+}
+
 #[test]
 fn a_same_owner_storm_gets_one_address() {
     let db = Db::new();
@@ -1516,23 +1533,12 @@ fn claims_through_pgbouncer_in_transaction_pooling_stay_exact() {
     );
     // 40 processes for distinct owners, 4 server connections: 30 addresses (.1–.30), once
     // each, and 10 clear exhaustions.
-    let children: Vec<Child> = (0..40)
-        .map(|i| {
-            bouncer
-                .cmd(
-                    &db,
-                    &["allocate", "p", "--owner", &format!("FloatingIP/f-{i}")],
-                )
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outs: Vec<_> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+    let outs = run_at_once((0..40).map(|i| {
+        bouncer.cmd(
+            &db,
+            &["allocate", "p", "--owner", &format!("FloatingIP/f-{i}")],
+        )
+    }));
     let printed: BTreeSet<String> = outs
         .iter()
         .filter(|o| o.status.code() == Some(code::OK))
@@ -1559,24 +1565,15 @@ fn claims_through_pgbouncer_in_transaction_pooling_stay_exact() {
         .output()
         .unwrap();
     assert_code(&out, code::OK);
-    let children: Vec<Child> = (0..16)
-        .map(|_| {
-            bouncer
-                .cmd(&db, &["allocate", "p", "--owner", "FloatingIP/same"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let same: BTreeSet<String> = children
-        .into_iter()
-        .map(|c| {
-            let o = c.wait_with_output().unwrap();
-            assert_code(&o, code::OK);
-            stdout(&o).trim().to_owned()
-        })
-        .collect();
+    let same: BTreeSet<String> = run_at_once(
+        (0..16).map(|_| bouncer.cmd(&db, &["allocate", "p", "--owner", "FloatingIP/same"])),
+    )
+    .iter()
+    .map(|o| {
+        assert_code(o, code::OK);
+        stdout(o).trim().to_owned()
+    })
+    .collect();
     assert_eq!(same.len(), 1, "{same:?}");
     assert_eq!(
         db.count("SELECT count(*) FROM ipamctl.allocations WHERE owner_name = 'same'"),
@@ -1601,17 +1598,9 @@ fn same_owner_racing_for_the_last_free_address_never_reads_exhausted() {
             &apply(&db, &pool_yaml(&pool, &cidr, Some(&gateway))),
             code::OK,
         );
-        let children: Vec<Child> = (0..16)
-            .map(|_| {
-                db.cmd(["allocate", pool.as_str(), "--owner", "FloatingIP/twin"])
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
+        for out in run_at_once(
+            (0..16).map(|_| db.cmd(["allocate", pool.as_str(), "--owner", "FloatingIP/twin"])),
+        ) {
             assert_code(&out, code::OK);
             assert_eq!(stdout(&out), format!("192.0.{}.2\n", 2 + round));
         }

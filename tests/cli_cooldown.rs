@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Test, code};
+use common::{Test, code, spawn_piped};
 
 /// A public pool `edge` of four candidates with the given `reuseAfter` (none if empty).
 fn pool(reuse_after: &str) -> String {
@@ -214,20 +213,12 @@ fn a_release_racing_other_owners_claims_never_hands_its_address_over() {
         let mut children: Vec<_> = (0..4)
             .map(|i| {
                 let other = format!("FloatingIP/r{round}-{i}");
-                t.command(["allocate", "wide", "--owner", &other])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                spawn_piped(t.command(["allocate", "wide", "--owner", &other]))
             })
             .collect();
         children.insert(
             round % 4,
-            t.command(["release", "wide", &address])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+            spawn_piped(t.command(["release", "wide", &address])),
         );
         for c in children {
             let o = c.wait_with_output().unwrap();

@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::process::Stdio;
-
-use common::{Test, code, list_items};
+use common::{Test, code, list_items, spawn_piped};
 
 const NS: [&str; 2] = ["-n", "acme/prod"];
 
@@ -354,11 +352,7 @@ fn concurrent_overlapping_subnet_creates_let_exactly_one_in() {
                 let name = format!("r{round}-{i}");
                 // Nested prefixes: every pair overlaps.
                 let cidr = format!("10.42.{}.0/{}", 10 + round, 24 + i);
-                t.command(create(&name, &cidr, &[]))
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                spawn_piped(t.command(create(&name, &cidr, &[])))
             })
             .collect();
         let won = children
@@ -387,20 +381,12 @@ fn subnet_delete_never_races_a_claim_into_it() {
         let mut children: Vec<_> = (0..4)
             .map(|i| {
                 let owner = format!("VirtualMachine/r{round}-{i}/0");
-                t.command(allocate(&owner, &["--subnet", &name]))
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                spawn_piped(t.command(allocate(&owner, &["--subnet", &name])))
             })
             .collect();
         children.insert(
             round,
-            t.command(["subnet", "delete", &name, "-n", "acme/prod"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+            spawn_piped(t.command(["subnet", "delete", &name, "-n", "acme/prod"])),
         );
         for c in children {
             let o = c.wait_with_output().unwrap();

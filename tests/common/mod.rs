@@ -628,3 +628,12 @@ pub fn list_items(json: &str) -> Vec<serde_json::Value> {
         .unwrap_or_else(|| panic!("a List without items:\n{json}"))
         .clone()
 }
+
+/// Starts `cmd` with its output captured, for a test that runs processes at once and waits
+/// for them afterwards (`wait_with_output`).
+pub fn spawn_piped(mut cmd: Command) -> std::process::Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ipamctl")
+}

@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rustix::fs::{FileType, Stat};
 use serde::Serialize;
 
+use crate::alloc::PoolRef;
 use crate::conflict;
 use crate::error::{Error, Result};
 use crate::model::AllocationManifest;
@@ -88,6 +89,8 @@ pub struct Report {
     /// Allocation manifest files read (valid or not).
     pub allocations: usize,
     leftovers: Vec<Leftover>,
+    /// Cooldown records that hold nothing back, by path, with their pool.
+    idle_records: Vec<(String, PoolRef)>,
 }
 
 impl Report {
@@ -108,10 +111,23 @@ impl Report {
             .collect()
     }
 
+    /// The pools with cooldown records that hold nothing back, each once: `--fix` prunes
+    /// them ([`crate::cooldown::prune`], which judges each record again under the lock).
+    pub fn idle_cooldown_pools(&self) -> Vec<PoolRef> {
+        let mut pools: Vec<PoolRef> = Vec::new();
+        for (_, pool) in &self.idle_records {
+            if !pools.contains(pool) {
+                pools.push(pool.clone());
+            }
+        }
+        pools
+    }
+
     /// Drops the findings at `path` (after `--fix` removed it).
     pub fn resolved(&mut self, path: &str) {
         self.findings.retain(|f| f.path != path);
         self.leftovers.retain(|l| l.path != path);
+        self.idle_records.retain(|(p, _)| p != path);
     }
 }
 
@@ -164,7 +180,7 @@ pub fn check(store: &FsStore) -> Report {
     );
     let known = rules::check_pools(&pools, &mut findings);
     ranges::check_subnets(&subnets, &known, &mut findings);
-    ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
+    let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
     let related = rules::check_allocations(&allocations, &known, &mut findings);
     findings.extend(confirm(root, related, &allocations));
 
@@ -174,6 +190,7 @@ pub fn check(store: &FsStore) -> Report {
         pools: pool_count,
         allocations: allocation_count,
         leftovers: layout.leftovers,
+        idle_records,
     }
 }
 

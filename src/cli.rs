@@ -239,9 +239,11 @@ pub enum Command {
     /// two addresses in one pool; overlapping public pools; a private pool outside
     /// `namespaces/` or a public one inside; symlinks. As warnings: files and directories
     /// the layout does not have, dot-files in `ipampools/` and `ipallocations/` other than
-    /// ipamctl's own lock and index files, and leftover temporary files (`.tmp-*`).
-    /// Outside `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore`
-    /// are looked at, so the state directory can be a repository's root.
+    /// ipamctl's own lock and index files, leftover temporary files (`.tmp-*`), cooldown
+    /// records that hold nothing back (past their pool's reuseAfter, of a pool without one,
+    /// or of no pool) and cooldown records dated ahead of this machine's clock. Outside
+    /// `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore` are looked
+    /// at, so the state directory can be a repository's root.
     ///
     /// Findings go to stdout (SEVERITY, PATH, MESSAGE; or `-o json|yaml`, a List of
     /// `{severity, path, message}`; `-o name`, the paths with findings), sorted by path. A
@@ -746,8 +748,10 @@ pub enum ColorChoice {
 /// `ipamctl check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Remove leftover temporary files (`.tmp-*`) untouched for 5 minutes, printing
-    /// `removed PATH` to stderr for each. Never a manifest, a lock file or the index.
+    /// Remove leftover temporary files (`.tmp-*`) untouched for 5 minutes and cooldown
+    /// records that hold nothing back (each judged again under its pool's lock, so a
+    /// release writing a fresh one meanwhile keeps it), printing `removed PATH` to stderr
+    /// for each. Never any other manifest, a lock file or the index.
     #[arg(long)]
     pub fix: bool,
 }

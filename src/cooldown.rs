@@ -40,7 +40,7 @@ use crate::error::Result;
 use crate::model::{
     API_VERSION, Metadata, Owner, PoolName, allocation_name, parse_allocation_name, serde_ip,
 };
-use crate::store::{ObjectKind, Store};
+use crate::store::{LockMode, ObjectKind, Store};
 use crate::yaml;
 
 /// `kind` of a cooldown record.
@@ -288,6 +288,47 @@ pub fn forget(store: &dyn Store, pool: &PoolRef, address: IpAddr) -> Result<()> 
         &allocation_name(&pool.name, address),
     )?;
     Ok(())
+}
+
+/// Removes the records of `pool` that hold nothing back at `now`: past the pool's window, or
+/// of a pool that has no `reuseAfter` (or is not there at all); `ipamctl check --fix`.
+/// Returns the names removed.
+///
+/// Under the pool's lock, exclusive, as a release takes it to write a record: the records are
+/// read and removed with no release in between, so a record written since `check` looked (a
+/// release of the same address, replacing an expired record with a fresh one) is judged as
+/// it is now, never removed for what its predecessor said. A record that does not parse is
+/// kept (`check` reports it), and so are all of a pool whose manifest does not decode (its
+/// window is unknown).
+pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<String>> {
+    let ns = pool.namespace.as_ref();
+    crate::store::atomically(store, || {
+        let _lock = store.lock_pool(ns, &pool.name, LockMode::Exclusive)?;
+        let window = match store.get(ObjectKind::Pool, ns, pool.name.as_str())? {
+            None => None,
+            Some(bytes) => match std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|text| yaml::decode_pool(text).ok())
+            {
+                Some(manifest) => manifest.spec.reuse_after.map(|r| r.duration()),
+                None => return Ok(Vec::new()),
+            },
+        };
+        let mut removed = Vec::new();
+        for (address, record) in records(store, pool)? {
+            let expired = match (record, window) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(r), Some(window)) => !r.cooling(window, now),
+            };
+            if expired {
+                failpoint!("prune-before-remove");
+                forget(store, pool, address)?;
+                removed.push(allocation_name(&pool.name, address));
+            }
+        }
+        Ok(removed)
+    })
 }
 
 /// Removes every record of `pool` (when the pool itself goes).

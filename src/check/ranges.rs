@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use super::rules::{KnownPool, PoolKey, scope_mismatch};
 use super::{Decoded, Finding, Severity, error};
+use crate::alloc::PoolRef;
 use crate::cooldown::CooldownRecord;
 use crate::model::Metadata;
 use crate::subnet::SubnetManifest;
@@ -97,14 +98,16 @@ pub(super) fn check_subnets(
     }
 }
 
-/// Checks each cooldown record against its path; a record of a pool that is gone, or dated
-/// ahead of `now`, is a warning (it keeps nothing from anyone, or keeps it longer).
+/// Checks each cooldown record against its path and its pool. Returns the records that hold
+/// nothing back (past the pool's window, of a pool without `reuseAfter`, or of no pool), by
+/// path with their pool: what `check --fix` prunes.
 pub(super) fn check_cooldown(
     records: &[Decoded<CooldownRecord>],
     pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
     now: SystemTime,
     findings: &mut Vec<Finding>,
-) {
+) -> Vec<(String, PoolRef)> {
+    let mut idle = Vec::new();
     for Decoded { file, manifest } in records {
         let Some(r) = manifest else { continue };
         findings.extend(misplaced(
@@ -118,11 +121,35 @@ pub(super) fn check_cooldown(
             path: file.rel.clone(),
             message,
         };
-        if !pools.contains_key(&(&file.scope, r.spec.pool.as_str())) {
-            findings.push(warning(format!(
-                "cooldown record of pool `{}`, which does not exist in its scope; it holds nothing back, remove it",
+        const FIX: &str = "it holds nothing back; `ipamctl check --fix` removes it";
+        let why = match pools.get(&(&file.scope, r.spec.pool.as_str())) {
+            None => Some(format!(
+                "cooldown record of pool `{}`, which does not exist in its scope; {FIX}",
                 r.spec.pool
-            )));
+            )),
+            // A pool that does not decode has its own finding; its window is unknown.
+            Some(known) => match known.manifest().map(|p| &p.spec.reuse_after) {
+                None => None,
+                Some(None) => Some(format!(
+                    "cooldown record of pool `{}`, which has no reuseAfter; {FIX}",
+                    r.spec.pool
+                )),
+                Some(Some(window)) if !r.cooling(window.duration(), now) => Some(format!(
+                    "released at {}, longer ago than the pool's reuseAfter ({window}); {FIX}",
+                    r.spec.released_at
+                )),
+                Some(Some(_)) => None,
+            },
+        };
+        if let Some(why) = why {
+            findings.push(warning(why));
+            idle.push((
+                file.rel.clone(),
+                PoolRef {
+                    namespace: file.scope.clone(),
+                    name: r.spec.pool.clone(),
+                },
+            ));
         }
         if r.released_at() > now + CLOCK_SLACK {
             findings.push(warning(format!(
@@ -131,4 +158,5 @@ pub(super) fn check_cooldown(
             )));
         }
     }
+    idle
 }

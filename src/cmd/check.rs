@@ -6,9 +6,11 @@ use std::time::SystemTime;
 
 use crate::check::{self, Finding, Report, Severity};
 use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
+use crate::cooldown;
 use crate::error::{Error, Result, exit};
 use crate::output;
 use crate::store::fs::FsStore;
+use crate::store::{ObjectKind, Store};
 
 pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Write) -> Result<i32> {
     if g.namespace.is_some() {
@@ -21,6 +23,14 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
         let now = SystemTime::now();
         for path in report.fixable(now) {
             if check::remove_leftover(store, &path, now)? {
+                eprintln!("removed {path}");
+                report.resolved(&path);
+            }
+        }
+        for pool in report.idle_cooldown_pools() {
+            let ns = pool.namespace.as_ref();
+            for name in cooldown::prune(store, &pool, now)? {
+                let path = store.locate(ObjectKind::Cooldown, ns, &name);
                 eprintln!("removed {path}");
                 report.resolved(&path);
             }

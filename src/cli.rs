@@ -641,6 +641,7 @@ pub struct VpcCreateArgs {
 #[derive(Debug, Args)]
 pub struct VpcGetArgs {
     /// The VPC's name.
+    #[arg(add = ArgValueCompleter::new(complete::vpcs))]
     pub name: String,
 }
 
@@ -648,6 +649,7 @@ pub struct VpcGetArgs {
 #[derive(Debug, Args)]
 pub struct VpcDeleteArgs {
     /// The VPC's name.
+    #[arg(add = ArgValueCompleter::new(complete::vpcs))]
     pub name: String,
 
     /// List what would be released and removed; change nothing.

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap_complete::CompletionCandidate;
 
+use crate::alloc::PoolRef;
 use crate::model::{OwnerFilter, OwnerKind, PoolName};
 use crate::store::fs::FsStore;
 use crate::store::{ObjectKind, Store};
@@ -53,6 +54,23 @@ pub fn pools(current: &OsStr) -> Vec<CompletionCandidate> {
     let names = pools_in(&store)
         .into_iter()
         .map(|(_, name)| name.to_string())
+        .collect();
+    matching(current, names)
+}
+
+/// VPC names, of every namespace: the VPCs that own a pool `vpc-NAME` or `vpc-NAME-v6`.
+pub fn vpcs(current: &OsStr) -> Vec<CompletionCandidate> {
+    let Some(store) = store() else {
+        return Vec::new();
+    };
+    let names = pools_in(&store)
+        .into_iter()
+        .filter(|(_, name)| name.as_str().starts_with("vpc-"))
+        .filter_map(|(namespace, name)| {
+            let pool = PoolRef { namespace, name };
+            let manifest = crate::alloc::load_pool(&store, &pool).ok()?;
+            crate::cmd::owning_vpc(pool.name.as_str(), &manifest).map(str::to_owned)
+        })
         .collect();
     matching(current, names)
 }

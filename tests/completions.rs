@@ -101,3 +101,58 @@ fn completion_outside_a_state_directory_offers_no_names_and_no_error() {
     assert!(offered.contains(&"--map".to_owned()), "{offered:?}");
     assert!(offered.iter().all(|o| o.starts_with('-')), "{offered:?}");
 }
+
+#[test]
+fn vpc_get_and_delete_complete_the_names_of_vpcs() {
+    let test = Test::new("populated")
+        .args([
+            "vpc",
+            "create",
+            "blue",
+            "-n",
+            "acme/dev",
+            "--cidr",
+            "10.50.0.0/16",
+        ])
+        .run()
+        .then()
+        // Dual stack: `vpc-green` and `vpc-green-v6`, one VPC.
+        .args([
+            "vpc",
+            "create",
+            "green",
+            "-n",
+            "acme/prod",
+            "--cidr",
+            "10.51.0.0/16",
+            "--cidr",
+            "fd00:51::/48",
+        ])
+        .run()
+        .then()
+        // IPv6 alone: its pool is `vpc-violet-v6`, the VPC `violet`.
+        .args([
+            "vpc",
+            "create",
+            "violet",
+            "-n",
+            "acme/prod",
+            "--cidr",
+            "fd00:52::/48",
+        ])
+        .run()
+        .then();
+    // `vpc-main` is VPC main's pool (its ownerRefs say so); `vpc-dev` is a private pool no
+    // VPC owns: not offered.
+    let offered = complete(&test, &["ipamctl", "vpc", "get", ""]);
+    let names: Vec<&str> = offered
+        .iter()
+        .map(String::as_str)
+        .filter(|o| !o.starts_with('-'))
+        .collect();
+    assert_eq!(names, ["blue", "green", "main", "violet"]);
+    assert_eq!(
+        complete(&test, &["ipamctl", "vpc", "delete", "g"]),
+        ["green"]
+    );
+}

@@ -19,6 +19,8 @@ mod schema;
 mod subnet;
 mod vpc;
 
+pub use vpc::owning_vpc;
+
 use std::io::Write;
 
 use crate::alloc::PoolRef;

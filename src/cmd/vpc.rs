@@ -215,6 +215,23 @@ fn same_vpc(
     Ok((existing, existing_uid))
 }
 
+/// The name of the VPC whose pool is called `pool` (`vpc-NAME`, or `vpc-NAME-v6` for an IPv6
+/// pool); `None` for a pool not named like a VPC's.
+fn name_of(pool: &str, v6: bool) -> Option<&str> {
+    let stem = pool.strip_prefix("vpc-")?;
+    Some(match stem.strip_suffix(V6_SUFFIX) {
+        Some(base) if v6 => base,
+        _ => stem,
+    })
+}
+
+/// The name of the VPC that owns `pool` (for shell completion): its name if a VPC's
+/// `ownerRefs` are on it.
+pub fn owning_vpc<'a>(pool: &'a str, manifest: &PoolManifest) -> Option<&'a str> {
+    vpc_uid(manifest)?;
+    name_of(pool, manifest.spec.cidr.addr().is_ipv6())
+}
+
 /// The uid of the VPC that owns `pool`, from its `ownerRefs`; `None` if no VPC owns it.
 fn vpc_uid(pool: &PoolManifest) -> Option<Uid> {
     pool.metadata
@@ -317,17 +334,16 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
         // under the name its pools were made from (an IPv6 pool's name less `-v6`).
         let mut seen = std::collections::BTreeSet::new();
         for pool_name in names {
-            let Some(stem) = pool_name.strip_prefix("vpc-") else {
+            if !pool_name.starts_with("vpc-") {
                 continue;
-            };
+            }
             let pool = PoolRef {
                 namespace: Some(ns.clone()),
                 name: super::flag("pool", PoolName::new(&pool_name))?,
             };
             let v6 = alloc::load_pool(store, &pool).is_ok_and(|m| m.spec.cidr.addr().is_ipv6());
-            let name = match stem.strip_suffix(V6_SUFFIX) {
-                Some(base) if v6 => base,
-                _ => stem,
+            let Some(name) = name_of(&pool_name, v6) else {
+                continue;
             };
             if !seen.insert(name.to_owned()) {
                 continue;

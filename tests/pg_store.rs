@@ -1606,3 +1606,85 @@ fn same_owner_racing_for_the_last_free_address_never_reads_exhausted() {
         }
     }
 }
+
+/// The pool's low-water hint: `None` when it is not set.
+fn low_water(db: &Db, pool: &str) -> Option<Ipv4Addr> {
+    db.sql()
+        .query_opt(
+            "SELECT host(low_water) FROM ipamctl.pool_hints WHERE pool = $1",
+            &[&pool],
+        )
+        .unwrap()
+        .and_then(|r| r.get::<_, Option<&str>>(0).map(|a| a.parse().unwrap()))
+}
+
+/// The hint says "every candidate below me is taken" (src/store/pg/free.rs). Claims move it
+/// up in their own statement and releases lower it in theirs; with claims and releases of
+/// one pool racing (real processes, 8 claims and 4 releases at once, the releases below
+/// the hint), it must never stand above a free address, or lowest-first would hand out a
+/// higher one while a lower is free.
+#[test]
+fn the_hint_never_passes_a_free_address_while_claims_and_releases_race() {
+    let db = Db::new();
+    // 10.9.0.0/25 without gateway: candidates .1 to .126.
+    assert_code(
+        &apply(&db, &pool_yaml("tide", "10.9.0.0/25", None)),
+        code::OK,
+    );
+    for i in 0..24 {
+        assert_code(
+            &allocate(&db, "tide", &format!("FloatingIP/base-{i}")),
+            code::OK,
+        );
+    }
+    let mut next_owner = 0;
+    for round in 0..20 {
+        let taken = held(&db, "tide");
+        // Four held addresses: two spread over the lower part, far below the hint, and the
+        // two highest, at the hint, where claims that could not move it leave it behind.
+        let freed: Vec<String> = [
+            taken[(round * 5) % (taken.len() / 2)],
+            taken[(round * 5 + 7) % (taken.len() / 2)],
+            taken[taken.len() - 1],
+            taken[taken.len() - 2],
+        ]
+        .iter()
+        .map(Ipv4Addr::to_string)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+        let mut commands: Vec<Command> = Vec::new();
+        for _ in 0..8 {
+            let owner = format!("FloatingIP/new-{next_owner}");
+            next_owner += 1;
+            commands.push(db.cmd(["allocate", "tide", "--owner", &owner]));
+        }
+        for (k, address) in freed.iter().enumerate() {
+            commands.insert(k * 2 + 1, db.cmd(["release", "tide", address]));
+        }
+        for out in run_at_once(commands) {
+            assert_code(&out, code::OK);
+        }
+        let taken: BTreeSet<Ipv4Addr> = held(&db, "tide").into_iter().collect();
+        if let Some(hint) = low_water(&db, "tide") {
+            let below_free: Vec<Ipv4Addr> = (1..u32::from(hint) & 0x7f)
+                .map(|host| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 9, 0, 0)) + host))
+                .filter(|a| !taken.contains(a))
+                .collect();
+            assert!(
+                below_free.is_empty(),
+                "round {round}: the hint {hint} stands above free {below_free:?}"
+            );
+        }
+    }
+    // Lowest first, from the hint: the next claim gets the lowest free address.
+    let taken: BTreeSet<Ipv4Addr> = held(&db, "tide").into_iter().collect();
+    let lowest = (1..127u32)
+        .map(|host| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 9, 0, 0)) + host))
+        .find(|a| !taken.contains(a))
+        .expect("a free address");
+    assert_eq!(
+        stdout(&allocate(&db, "tide", "FloatingIP/last")),
+        format!("{lowest}\n")
+    );
+}

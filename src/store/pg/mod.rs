@@ -59,20 +59,18 @@ pub const MAX_ATTEMPTS: u32 = 16;
 /// claim. Writers that do not set it (psql, `COPY`, other tools) are still counted.
 const BEGIN: &str = "BEGIN; SET LOCAL ipamctl.counting TO 'self'";
 
-/// A pool's low-water hint as a claim read it: the address, and the release epoch then.
+/// A pool's low-water hint as a claim read it: the address, and the release epoch then;
+/// and what the gap queries from it handed out since.
 #[derive(Clone, Debug)]
 struct HintRead {
     low_water: Option<IpAddr>,
     epoch: i64,
-}
-
-/// A hint to move up once the claim's transaction has committed.
-#[derive(Clone, Debug)]
-struct HintAdvance {
-    namespace: String,
-    pool: String,
-    read: HintRead,
-    to: IpAddr,
+    /// The address handed out last, that no claim has tried yet.
+    untried: Option<IpAddr>,
+    /// An address was handed out and passed over for a later one (a claimer that lost
+    /// races puts some off): a claim no longer proves every candidate below it taken, so
+    /// it moves no hint.
+    passed_over: bool,
 }
 
 /// The connection and what this process is doing on it.
@@ -80,10 +78,13 @@ struct Session {
     client: Client,
     /// Inside [`crate::store::Store::atomically`]: statements join its transaction.
     in_txn: bool,
-    /// Hints read by the gap queries of the current unit, by (namespace, pool).
+    /// Hints read by the gap queries of the current unit, by (namespace, pool): a claim
+    /// moves one up in its own statement if it is unchanged.
     hints_read: HashMap<(String, String), HintRead>,
-    /// Hints to advance after the current unit commits.
-    advances: Vec<HintAdvance>,
+    /// The manifests of the pools the current unit has locked, by (namespace, name), as
+    /// the locking statement read them: no other transaction can change a locked row, so
+    /// a read of the pool in the same unit is answered from here.
+    locked_pools: HashMap<(String, String), Vec<u8>>,
 }
 
 /// A PostgreSQL database holding ipamctl's schema.
@@ -210,7 +211,7 @@ impl PgStore {
                 client,
                 in_txn: false,
                 hints_read: HashMap::new(),
-                advances: Vec::new(),
+                locked_pools: HashMap::new(),
             }),
             shown,
             client_id: client_id(),
@@ -299,7 +300,7 @@ impl PgStore {
         if self.session().in_txn {
             return work();
         }
-        let done = retrying(
+        retrying(
             || {
                 {
                     let mut session = self.session();
@@ -309,11 +310,11 @@ impl PgStore {
                         .map_err(|e| self.error(&e))?;
                     session.in_txn = true;
                     session.hints_read.clear();
-                    session.advances.clear();
                 }
                 let done = work();
                 let mut session = self.session();
                 session.in_txn = false;
+                session.locked_pools.clear();
                 let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 match (done, session.client.batch_execute(end)) {
                     (Ok(()), Ok(())) => Ok(()),
@@ -324,11 +325,7 @@ impl PgStore {
                 }
             },
             |e| matches!(e, Error::Database { sqlstate: Some(code), .. } if retryable(code)),
-        );
-        if done.is_ok() {
-            self.advance_hints();
-        }
-        done
+        )
     }
 }
 

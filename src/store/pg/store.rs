@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use postgres::Client;
 
 use super::typed::Typed;
-use super::{HintAdvance, PgStore, ns_key, schema};
+use super::{PgStore, ns_key, schema};
 use crate::error::{Error, Result};
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, allocation_name,
@@ -161,6 +161,7 @@ impl PgStore {
     /// resetting its low-water hint (a changed pool may have new low candidates) and logging
     /// `pool created`/`pool updated`. Returns whether anything was written.
     fn put_pool(&self, ns: &str, name: &str, bytes: &[u8], create_only: bool) -> Result<bool> {
+        self.forget_locked_pool(ns, name);
         let id = self.client_id.as_str();
         self.run(|client| {
             let existed = client
@@ -204,40 +205,7 @@ impl PgStore {
         })
     }
 
-    /// Moves the hints that this unit's claims earned, now that it has committed. A hint
-    /// moves only if no release happened since it was read (its epoch is unchanged), so it
-    /// never passes a freed address; failures are ignored (it is advice).
-    ///
-    /// The update commits asynchronously (`synchronous_commit` off for its transaction
-    /// only): a hint lost in a server crash falls back to an older, lower one, which is
-    /// always safe, and the claim does not wait for a second WAL flush after its own. With
-    /// the durable defaults that flush was as long as the claim's commit.
-    pub(super) fn advance_hints(&self) {
-        let advances: Vec<HintAdvance> = std::mem::take(&mut self.session().advances);
-        if advances.is_empty() {
-            return;
-        }
-        self.housekeep(|c| {
-            for a in &advances {
-                c.exec(
-                    "UPDATE ipamctl.pool_hints SET low_water = $3
-                     WHERE namespace = $1 AND pool = $2
-                       AND epoch = $4 AND low_water IS NOT DISTINCT FROM $5
-                       AND (low_water IS NULL OR low_water < $3)",
-                    &[
-                        &a.namespace,
-                        &a.pool,
-                        &a.to,
-                        &a.read.epoch,
-                        &a.read.low_water,
-                    ],
-                )?;
-            }
-            Ok(())
-        });
-    }
-
-    /// Runs advice-only writes (hints, count folds) in a transaction of their own that
+    /// Runs advice-only writes (count folds) in a transaction of their own that
     /// commits asynchronously (`synchronous_commit` off for it alone): what a server crash
     /// loses of them is only advice, and the command does not wait for a second WAL flush
     /// after its own durable commit (with the durable defaults, as long as that commit).
@@ -281,12 +249,19 @@ impl Store for PgStore {
     fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Vec<u8>>> {
         let ns = ns_key(ns);
         let row = match kind {
-            ObjectKind::Pool => self.single(|c| {
-                c.opt(
-                    "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2",
-                    &[&ns, &name],
-                )
-            })?,
+            ObjectKind::Pool => {
+                let session = self.session();
+                if let Some(bytes) = session.locked_pools.get(&(ns.to_owned(), name.to_owned())) {
+                    return Ok(Some(bytes.clone()));
+                }
+                drop(session);
+                self.single(|c| {
+                    c.opt(
+                        "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2",
+                        &[&ns, &name],
+                    )
+                })?
+            }
             ObjectKind::Allocation => {
                 let Some((pool, address)) = parse_allocation_name(name) else {
                     return Ok(None);
@@ -358,7 +333,9 @@ impl Store for PgStore {
         let ns = ns_key(ns);
         let id = self.client_id.as_str();
         match kind {
-            ObjectKind::Pool => self.single(|c| {
+            ObjectKind::Pool => {
+                self.forget_locked_pool(ns, name);
+                self.single(|c| {
                 let row = c.one(
                     "WITH gone AS (
                          DELETE FROM ipamctl.pools WHERE namespace = $1 AND name = $2
@@ -374,7 +351,8 @@ impl Store for PgStore {
                     &[&ns, &name, &id, &POOL_KIND],
                 )?;
                 Ok(row.get::<_, i64>(0) > 0)
-            }),
+            })
+            }
             ObjectKind::Allocation => {
                 let Some((pool, address)) = parse_allocation_name(name) else {
                     return Ok(false);
@@ -472,14 +450,20 @@ impl Store for PgStore {
         let ns = ns_key(ns);
         let statement = match mode {
             LockMode::Shared => {
-                "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR SHARE"
+                "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR SHARE"
             }
             LockMode::Exclusive => {
-                "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE"
+                "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE"
             }
         };
-        self.in_unit("a pool lock", |c| c.opt(statement, &[&ns, &pool.as_str()]))?;
-        // The row lock is the transaction's: it goes with COMMIT or ROLLBACK.
+        let row = self.in_unit("a pool lock", |c| c.opt(statement, &[&ns, &pool.as_str()]))?;
+        // The row lock is the transaction's: it goes with COMMIT or ROLLBACK. Until then the
+        // row cannot change but by this unit, so its manifest answers the unit's reads.
+        if let Some(row) = row {
+            self.session()
+                .locked_pools
+                .insert((ns.to_owned(), pool.to_string()), row.get(0));
+        }
         Ok(Box::new(()))
     }
 
@@ -527,27 +511,12 @@ impl Store for PgStore {
 
     fn record_claim(
         &self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
+        _ns: Option<&Namespace>,
+        _pool: &PoolName,
         _owner: &Owner,
-        address: IpAddr,
+        _address: IpAddr,
     ) {
-        let Some(next) = crate::pool::ordinal(address).checked_add(1) else {
-            return;
-        };
-        if address.is_ipv4() && next > u128::from(u32::MAX) {
-            return;
-        }
-        let mut session = self.session();
-        let key = (ns_key(ns).to_owned(), pool.to_string());
-        if let Some(read) = session.hints_read.get(&key).cloned() {
-            session.advances.push(HintAdvance {
-                namespace: key.0,
-                pool: key.1,
-                read,
-                to: crate::pool::address(address.is_ipv6(), next),
-            });
-        }
+        // The claim's own statement moved the pool's hint (see `claim`): nothing is left.
     }
 
     fn find_allocations(
@@ -626,27 +595,36 @@ impl Store for PgStore {
         let id = self.client_id.as_str();
         let object = manifest.metadata.name.as_str();
         let created = manifest.metadata.creation_timestamp.map(|t| t.to_string());
+        // The pool's hint moves past the address if this unit's gap queries read it, handed
+        // out this address and passed none over, and it is unchanged since (no release
+        // bumped its epoch, no other claim moved it).
+        let address = manifest.spec.address;
+        let read = {
+            let mut session = self.session();
+            let key = (nsk.to_owned(), pool.to_owned());
+            session.hints_read.get_mut(&key).and_then(|read| {
+                let latest = read.untried == Some(address);
+                if latest {
+                    read.untried = None;
+                }
+                (latest && !read.passed_over).then_some((read.epoch, read.low_water))
+            })
+        };
+        let next = crate::pool::ordinal(address)
+            .checked_add(1)
+            .filter(|&n| address.is_ipv6() || n <= u128::from(u32::MAX))
+            .map(|n| crate::pool::address(address.is_ipv6(), n));
+        let (to, epoch, low_water) = match read {
+            Some((epoch, low_water)) => (next, epoch, low_water),
+            None => (None, 0, None),
+        };
         let claimed = self.run(|c| {
             let row = c.one(
-                "WITH claimed AS (
-                     INSERT INTO ipamctl.allocations
-                         (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest,
-                          creation_timestamp)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $11::text::timestamptz)
-                     ON CONFLICT DO NOTHING
-                     RETURNING namespace, pool, manifest
-                 ), counted AS (
-                     INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
-                     SELECT namespace, pool, 1 FROM claimed
-                 ), event AS (
-                     INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
-                     SELECT $8, 'claimed', namespace, $9, $10, manifest FROM claimed
-                 )
-                 SELECT count(*) FROM claimed",
+                CLAIM,
                 &[
                     &nsk,
                     &pool,
-                    &manifest.spec.address,
+                    &address,
                     &kind,
                     &name,
                     &uid,
@@ -655,6 +633,9 @@ impl Store for PgStore {
                     &ALLOCATION_KIND,
                     &object,
                     &created,
+                    &to,
+                    &epoch,
+                    &low_water,
                 ],
             )?;
             Ok(row.get::<_, i64>(0) > 0)
@@ -758,11 +739,55 @@ impl Store for PgStore {
     }
 }
 
+/// A claim, in one statement: the row if the address and the owner are both free (the
+/// unique constraints arbitrate), its ledger row and its event; and the pool's low-water
+/// hint moved to `$12` (the address after the claimed one) if it still says what the gap
+/// query read (`$13` epoch, `$14` address). Runs in a transaction begun with
+/// [`super::BEGIN`] (the ledger's triggers leave its counting to it).
+///
+/// The hint moves in the claim's transaction, so it is never ahead of a claim that rolled
+/// back, and costs no second commit. Its row is locked `SKIP LOCKED` and only once the row
+/// is in (the lock sits above the join with `claimed`): claims of one pool never queue on
+/// the hint, the one that finds it locked leaves it lower (advice), and a release lowering
+/// it waits for the claim's commit, which then waits for nothing.
+const CLAIM: &str = "
+WITH claimed AS (
+    INSERT INTO ipamctl.allocations
+        (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest,
+         creation_timestamp)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $11::text::timestamptz)
+    ON CONFLICT DO NOTHING
+    RETURNING namespace, pool, manifest
+), counted AS (
+    INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+    SELECT namespace, pool, 1 FROM claimed
+), event AS (
+    INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+    SELECT $8, 'claimed', namespace, $9, $10, manifest FROM claimed
+), advanced AS (
+    UPDATE ipamctl.pool_hints SET low_water = $12
+    WHERE namespace = $1 AND pool = $2
+      AND EXISTS (SELECT FROM ipamctl.pool_hints
+                  WHERE namespace = $1 AND pool = $2 AND epoch = $13
+                    AND low_water IS NOT DISTINCT FROM $14
+                    AND (low_water IS NULL OR low_water < $12)
+                    AND EXISTS (SELECT FROM claimed)
+                  FOR UPDATE SKIP LOCKED)
+)
+SELECT count(*) FROM claimed";
+
 /// How many ledger rows a pool's count may have before the reader that summed them folds
 /// them into one (migration 2 in `schema.rs`).
 const FOLD_AFTER: i64 = 64;
 
 impl PgStore {
+    /// Forgets what a lock read of the pool: this unit is about to change it.
+    fn forget_locked_pool(&self, ns: &str, name: &str) {
+        self.session()
+            .locked_pools
+            .remove(&(ns.to_owned(), name.to_owned()));
+    }
+
     /// Folds the pool's count ledger into one row, after a reader summed many: the sum stays
     /// exact whether or not the fold happens, only shorter to read.
     fn fold_counts(&self, ns: &str, pool: &str) {

@@ -82,30 +82,36 @@ pub fn collect(
     g: &GlobalArgs,
     query: &Query,
 ) -> Result<Vec<AllocationManifest>> {
-    let scopes = super::scopes(store, g)?;
-    let mut found = Vec::new();
-    for ns in &scopes {
-        let ns = ns.as_ref();
-        let mut broken = Vec::new();
-        let listed = store.find_allocations(ns, query.pool.as_ref(), &query.filter)?;
-        found.reserve(listed.len());
-        for f in listed {
-            match f.parsed {
-                Ok(m) if query.keeps(&m) => found.push(m),
-                Ok(_) => {}
-                Err(why) => broken.push((f.name, why)),
+    let (pool, filter) = (query.pool.as_ref(), &query.filter);
+    let listed = match g.namespace {
+        Some(_) => {
+            let mut listed = Vec::new();
+            for ns in super::scopes(store, g)? {
+                let found = store.find_allocations(ns.as_ref(), pool, filter)?;
+                listed.extend(found.into_iter().map(|f| (ns.clone(), f)));
             }
+            listed
         }
-        broken.sort();
-        for (name, why) in broken {
-            eprintln!(
-                "warning: {}: {why} (skipped; run `ipamctl check`)",
-                store.locate(ObjectKind::Allocation, ns, &name)
-            );
+        None => store.find_allocations_everywhere(pool, filter)?,
+    };
+    let mut found = Vec::with_capacity(listed.len());
+    let mut broken = Vec::new();
+    for (ns, f) in listed {
+        match f.parsed {
+            Ok(m) if query.keeps(&m) => found.push(m),
+            Ok(_) => {}
+            Err(why) => broken.push((ns, f.name, why)),
         }
     }
+    broken.sort();
+    for (ns, name, why) in broken {
+        eprintln!(
+            "warning: {}: {why} (skipped; run `ipamctl check`)",
+            store.locate(ObjectKind::Allocation, ns.as_ref(), &name)
+        );
+    }
     if found.is_empty() {
-        check_exists(store, g, &scopes, query)?;
+        check_exists(store, g, &super::scopes(store, g)?, query)?;
     }
     // Stable, and the store tends to answer in this order already: then this is one pass.
     found.sort_by(|a, b| {

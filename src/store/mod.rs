@@ -219,6 +219,22 @@ pub trait Store {
         filter: &OwnerFilter,
     ) -> Result<Vec<Found>>;
 
+    /// [`Store::find_allocations`] over every scope, each answer with its scope. This asks
+    /// the scopes one by one; a store that can answer in one question (the database, whose
+    /// owner-uid index spans every scope) overrides it.
+    fn find_allocations_everywhere(
+        &self,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<(Option<Namespace>, Found)>> {
+        let mut all = Vec::new();
+        for ns in self.scopes()? {
+            let found = self.find_allocations(ns.as_ref(), pool, filter)?;
+            all.extend(found.into_iter().map(|f| (ns.clone(), f)));
+        }
+        Ok(all)
+    }
+
     /// Every recorded claim and release of the allocations of scope `ns`, oldest first,
     /// from the store's own audit log. A store that keeps none (the file store, whose
     /// history is git's) says so: exit 2.

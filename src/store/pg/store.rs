@@ -525,36 +525,16 @@ impl Store for PgStore {
         pool: Option<&PoolName>,
         filter: &OwnerFilter,
     ) -> Result<Vec<Found>> {
-        let ns = ns_key(ns);
-        let pool = pool.map(PoolName::as_str);
-        let (kind, name) = match &filter.kind_name {
-            Some((k, n)) => (Some(k.as_str()), Some(n.as_str())),
-            None => (None, None),
-        };
-        let uid = filter.uid.as_ref().map(|u| u.as_str());
-        let rows = self.single(|c| {
-            c.all(
-                "SELECT pool, address, manifest FROM ipamctl.allocations
-                 WHERE namespace = $1
-                   AND ($2::text IS NULL OR pool = $2)
-                   AND ($3::text IS NULL OR owner_kind = $3)
-                   AND ($4::text IS NULL OR CASE WHEN $5 THEN left(owner_name, length($4)) = $4
-                                                 ELSE owner_name = $4 END)
-                   AND ($6::text IS NULL OR owner_uid = $6)",
-                &[&ns, &pool, &kind, &name, &filter.prefix, &uid],
-            )
-        })?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| {
-                let pool = PoolName::new(r.get::<_, &str>(0)).ok()?;
-                let address = r.get::<_, IpAddr>(1);
-                Some(Found {
-                    name: allocation_name(&pool, address),
-                    parsed: parse(r.get::<_, &[u8]>(2)),
-                })
-            })
-            .collect())
+        let found = self.find(Some(ns_key(ns)), pool, filter)?;
+        Ok(found.into_iter().map(|(_, f)| f).collect())
+    }
+
+    fn find_allocations_everywhere(
+        &self,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<(Option<Namespace>, Found)>> {
+        self.find(None, pool, filter)
     }
 
     fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
@@ -781,6 +761,51 @@ SELECT count(*) FROM claimed";
 const FOLD_AFTER: i64 = 64;
 
 impl PgStore {
+    /// The allocations of scope `ns` (of every scope if `None`; of `pool` only, if given)
+    /// whose owner passes `filter`, with their scope: one statement, on the owner-uid index
+    /// when a uid is asked for.
+    fn find(
+        &self,
+        ns: Option<&str>,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<(Option<Namespace>, Found)>> {
+        let pool = pool.map(PoolName::as_str);
+        let (kind, name) = match &filter.kind_name {
+            Some((k, n)) => (Some(k.as_str()), Some(n.as_str())),
+            None => (None, None),
+        };
+        let uid = filter.uid.as_ref().map(|u| u.as_str());
+        let rows = self.single(|c| {
+            c.all(
+                "SELECT namespace, pool, address, manifest FROM ipamctl.allocations
+                 WHERE ($1::text IS NULL OR namespace = $1)
+                   AND ($2::text IS NULL OR pool = $2)
+                   AND ($3::text IS NULL OR owner_kind = $3)
+                   AND ($4::text IS NULL OR CASE WHEN $5 THEN left(owner_name, length($4)) = $4
+                                                 ELSE owner_name = $4 END)
+                   AND ($6::text IS NULL OR owner_uid = $6)",
+                &[&ns, &pool, &kind, &name, &filter.prefix, &uid],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let scope = match r.get::<_, &str>(0) {
+                    "" => None,
+                    ns => Some(Namespace::new(ns).ok()?),
+                };
+                let pool = PoolName::new(r.get::<_, &str>(1)).ok()?;
+                let address = r.get::<_, IpAddr>(2);
+                let found = Found {
+                    name: allocation_name(&pool, address),
+                    parsed: parse(r.get::<_, &[u8]>(3)),
+                };
+                Some((scope, found))
+            })
+            .collect())
+    }
+
     /// Forgets what a lock read of the pool: this unit is about to change it.
     fn forget_locked_pool(&self, ns: &str, name: &str) {
         self.session()

@@ -452,7 +452,7 @@ fn request_subnet(store: &dyn Store, req: &Request) -> Result<Option<SubnetManif
 
 /// What the pool's cooldown records say to a claim by `owner` (nothing without
 /// `reuseAfter`). The caller holds the pool's lock (shared), or makes a dry run.
-fn cooling_for(
+pub fn cooling_for(
     store: &dyn Store,
     pool: &PoolRef,
     spec: &PoolManifest,

@@ -409,8 +409,9 @@ pub struct AllocateArgs {
     /// Explain on stderr why the address is the one chosen (the one claimed, or with
     /// `--dry-run` the one that would be), listing each lower address and why it is skipped
     /// (network or broadcast, subnet-router anycast, outside `--within`, gateway, excluded,
-    /// reserved, or taken and by whom), at most 20 lines and a count of the rest. Stdout is
-    /// as without it. One pool only.
+    /// reserved, taken and by whom, or released by another owner within the pool's
+    /// reuseAfter), at most 20 lines and a count of the rest. Stdout is as without it. One
+    /// pool only.
     #[arg(long, conflicts_with = "zone")]
     pub explain: bool,
 }

@@ -41,6 +41,9 @@ pub enum Reason {
     Reserved,
     /// An allocation holds it.
     Taken,
+    /// Released by another owner within the pool's `reuseAfter` (as written), see
+    /// [`crate::cooldown`].
+    Cooling(String),
     /// A candidate nobody holds: the state changed between the claim's look-up and the
     /// listing the explanation was made from (a dry run takes no lock).
     Free,
@@ -81,6 +84,8 @@ pub struct Request<'a> {
     pub reserved: &'a [IpAddr],
     /// The addresses the pool's allocations hold, in any order.
     pub taken: &'a [IpAddr],
+    /// The addresses other owners released within the pool's `reuseAfter`, in any order.
+    pub cooling: &'a [IpAddr],
 }
 
 /// Explains every address of the pool below `chosen` (all of them when `chosen` is `None`),
@@ -94,7 +99,7 @@ pub struct Request<'a> {
 /// # let spec: ipamctl::model::PoolSpec = serde_json::from_str(
 /// #     r#"{"cidr":"10.0.0.0/29","kind":"public","gateway":"10.0.0.1"}"#).unwrap();
 /// let taken = ["10.0.0.2".parse().unwrap()];
-/// let req = Request { spec: &spec, within: None, reserved: &[], taken: &taken };
+/// let req = Request { spec: &spec, within: None, reserved: &[], taken: &taken, cooling: &[] };
 /// let e = explain(&req, Some("10.0.0.3".parse().unwrap()), 20);
 /// let reasons: Vec<_> = e.lines.iter().map(|l| l.reason.clone()).collect();
 /// assert_eq!(reasons, [Reason::PoolNetwork, Reason::Gateway, Reason::Taken]);
@@ -152,6 +157,7 @@ struct Scan<'a> {
     breaks: Vec<u128>,
     taken: Vec<u128>,
     reserved: Vec<u128>,
+    cooling: Vec<u128>,
 }
 
 /// The network and last address of `net`, as ordinals.
@@ -179,8 +185,11 @@ impl<'a> Scan<'a> {
         taken.sort_unstable();
         let mut reserved: Vec<u128> = req.reserved.iter().copied().map(ordinal).collect();
         reserved.sort_unstable();
+        let mut cooling: Vec<u128> = req.cooling.iter().copied().map(ordinal).collect();
+        cooling.sort_unstable();
         singles.extend(&taken);
         singles.extend(&reserved);
+        singles.extend(&cooling);
         // The address after the very last one does not exist: no break there.
         let mut breaks: Vec<u128> = singles
             .iter()
@@ -199,6 +208,7 @@ impl<'a> Scan<'a> {
             breaks,
             taken,
             reserved,
+            cooling,
         }
     }
 
@@ -263,6 +273,13 @@ impl<'a> Scan<'a> {
         if self.taken.binary_search(&a).is_ok() {
             return (Reason::Taken, a);
         }
+        if self.cooling.binary_search(&a).is_ok() {
+            let window = req.spec.reuse_after.as_ref();
+            return (
+                Reason::Cooling(window.map_or(String::new(), |w| w.to_string())),
+                a,
+            );
+        }
         (Reason::Free, self.run_end(a, u128::MAX))
     }
 }
@@ -283,6 +300,9 @@ impl Reason {
             Reason::Gateway => "the pool's gateway".into(),
             Reason::Excluded(e) => format!("excluded by the pool (`{e}`)"),
             Reason::Reserved => "reserved by `--reserved`".into(),
+            Reason::Cooling(window) => {
+                format!("released by another owner less than {window} ago (the pool's reuseAfter)")
+            }
             Reason::Taken => format!("taken by {holder}"),
             Reason::Free => "free now (released since the look-up)".into(),
         }
@@ -356,6 +376,7 @@ mod tests {
             within: None,
             reserved: &reserved,
             taken: &taken,
+            cooling: &[],
         };
         let e = explain(&req, Some("10.0.0.7".parse().unwrap()), 20);
         assert_eq!(
@@ -382,6 +403,7 @@ mod tests {
             within: Some("10.42.1.0/24".parse().unwrap()),
             reserved: &[],
             taken: &taken,
+            cooling: &[],
         };
         let e = explain(&req, Some("10.42.1.2".parse().unwrap()), 20);
         let line = |span: &str, why: &str| format!("  {span:<21}  {why}");
@@ -409,6 +431,7 @@ mod tests {
             within: None,
             reserved: &[],
             taken: &taken,
+            cooling: &[],
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 101])), 5);
         assert_eq!(e.lines.len(), 5);
@@ -431,6 +454,7 @@ mod tests {
             within: None,
             reserved: &[],
             taken: &taken,
+            cooling: &[],
         };
         let e = explain(&req, None, 20);
         let reasons: Vec<Reason> = e.lines.iter().map(|l| l.reason.clone()).collect();
@@ -454,6 +478,7 @@ mod tests {
             within: None,
             reserved: &[],
             taken: &addrs(&["255.255.255.253"]),
+            cooling: &[],
         };
         let e = explain(&req, None, 20);
         assert_eq!(e.lines.len(), 4);
@@ -472,6 +497,7 @@ mod tests {
             within: None,
             reserved: &[],
             taken: &[],
+            cooling: &[],
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 0])), 20);
         assert!(e.lines.is_empty());
@@ -486,6 +512,7 @@ mod tests {
             within: None,
             reserved: &[],
             taken: &[],
+            cooling: &[],
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 3])), 20);
         assert_eq!(e.lines[1].reason, Reason::Free);

@@ -348,3 +348,40 @@ fn check_fix_never_removes_a_record_a_release_writes_meanwhile() {
         .stdout("198.51.100.3\n")
         .run();
 }
+
+/// `--explain` names the addresses a request skips because another owner released them
+/// within the window, each on its own line.
+#[test]
+fn explain_names_the_addresses_cooling_down() {
+    let ran = with_edge("10m")
+        .args(allocate("FloatingIP/a"))
+        .run()
+        .then()
+        .args(allocate("FloatingIP/b"))
+        .run()
+        .then()
+        .args(["release", "edge", "198.51.100.2"])
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "edge",
+            "--owner",
+            "FloatingIP/c",
+            "--dry-run",
+            "--explain",
+        ])
+        .stdout("198.51.100.4\n")
+        .run();
+    let lines: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(
+        lines[3..6],
+        [
+            "  198.51.100.2  released by another owner less than 10m ago (the pool's reuseAfter)",
+            "  198.51.100.3  taken by `FloatingIP/b`",
+            "  -> 198.51.100.4: the lowest free candidate",
+        ],
+        "{}",
+        ran.stderr
+    );
+}

@@ -150,11 +150,13 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
         "explain: pool `{}` ({}{within}), lowest address first:",
         req.pool, pool.spec.cidr
     );
+    let cooling = alloc::cooling_for(store, &req.pool, &pool, &req.owner)?.blocked;
     let input = explain::Request {
         spec: &pool.spec,
         within: within_net,
         reserved: &reserved,
         taken: &taken,
+        cooling: &cooling,
     };
     let explanation = explain::explain(&input, chosen, explain::DEFAULT_CAP);
     let ns = req.pool.namespace.as_ref();

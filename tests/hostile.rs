@@ -969,6 +969,7 @@ fn symlinks_at_the_subnet_and_cooldown_directories_lead_nothing_outside_the_root
         "-n t/ns subnet show web",
         "-n t/ns subnet delete web",
         "check",
+        "check --fix",
     ];
     for (rel, to_empty) in [
         ("namespaces/t/ns/cooldown", false),

@@ -995,6 +995,8 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
             db.count("SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts"),
             "round {round}"
         );
+        // A claim moves the hint in its own statement: a kill at any instant leaves it true.
+        assert_hint_sound(&db, "kill", Ipv4Addr::new(10, 13, 0, 0), round);
         for owner in previous.iter().take(20) {
             let out = db.run(["release", "kill", "--owner", owner]);
             assert!(out.status.code().is_some(), "{owner}: {out:?}");
@@ -1618,6 +1620,23 @@ fn low_water(db: &Db, pool: &str) -> Option<Ipv4Addr> {
         .and_then(|r| r.get::<_, Option<&str>>(0).map(|a| a.parse().unwrap()))
 }
 
+/// Asserts that no candidate of `pool` (public, network address `network`, no gateway: every
+/// host address is a candidate) lies free below its hint.
+fn assert_hint_sound(db: &Db, pool: &str, network: Ipv4Addr, round: usize) {
+    let Some(hint) = low_water(db, pool) else {
+        return;
+    };
+    let taken: BTreeSet<Ipv4Addr> = held(db, pool).into_iter().collect();
+    let free_below: Vec<Ipv4Addr> = (u32::from(network) + 1..u32::from(hint))
+        .map(Ipv4Addr::from)
+        .filter(|a| !taken.contains(a))
+        .collect();
+    assert!(
+        free_below.is_empty(),
+        "round {round}: the hint {hint} of pool `{pool}` stands above free {free_below:?}"
+    );
+}
+
 /// The hint says "every candidate below me is taken" (src/store/pg/free.rs). Claims move it
 /// up in their own statement and releases lower it in theirs; with claims and releases of
 /// one pool racing (real processes, 8 claims and 4 releases at once, the releases below
@@ -1665,17 +1684,7 @@ fn the_hint_never_passes_a_free_address_while_claims_and_releases_race() {
         for out in run_at_once(commands) {
             assert_code(&out, code::OK);
         }
-        let taken: BTreeSet<Ipv4Addr> = held(&db, "tide").into_iter().collect();
-        if let Some(hint) = low_water(&db, "tide") {
-            let below_free: Vec<Ipv4Addr> = (1..u32::from(hint) & 0x7f)
-                .map(|host| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 9, 0, 0)) + host))
-                .filter(|a| !taken.contains(a))
-                .collect();
-            assert!(
-                below_free.is_empty(),
-                "round {round}: the hint {hint} stands above free {below_free:?}"
-            );
-        }
+        assert_hint_sound(&db, "tide", Ipv4Addr::new(10, 9, 0, 0), round);
     }
     // Lowest first, from the hint: the next claim gets the lowest free address.
     let taken: BTreeSet<Ipv4Addr> = held(&db, "tide").into_iter().collect();

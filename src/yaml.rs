@@ -233,6 +233,14 @@ pub fn decode_subnet(text: &str) -> Result<SubnetManifest, String> {
 
 /// Parses and validates one cooldown record from the state directory.
 pub fn decode_cooldown(text: &str) -> Result<CooldownRecord, String> {
+    match decode_canonical_cooldown(text) {
+        Some(record) => Ok(record),
+        None => decode_cooldown_with_library(text),
+    }
+}
+
+/// [`decode_allocation_with_library`]'s counterpart for a cooldown record.
+fn decode_cooldown_with_library(text: &str) -> Result<CooldownRecord, String> {
     expect_single(text)?;
     let record: CooldownRecord = from_str(text)?;
     record.validate()?;
@@ -257,6 +265,13 @@ fn decode_canonical_allocation(text: &str) -> Option<AllocationManifest> {
     // The guard that makes the fast path exact: the parser above may be as naive as it likes
     // about YAML, since only text that `encode` would have written itself gets through.
     (encode(&alloc) == text).then_some(alloc)
+}
+
+/// [`decode_canonical_allocation`]'s counterpart for a cooldown record, with the same guard.
+fn decode_canonical_cooldown(text: &str) -> Option<CooldownRecord> {
+    let record = canonical::parse_cooldown(text)?;
+    record.validate().ok()?;
+    (encode(&record) == text).then_some(record)
 }
 
 /// The slow path, and the only one for anything ipamctl did not write itself.

@@ -12,6 +12,7 @@
 //! already depends on). See `decode_canonical_allocation` in `yaml.rs`.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use crate::cooldown::{CooldownRecord, CooldownSpec};
 use crate::model::{
@@ -33,10 +34,7 @@ const MAX_KEY_BYTES: usize = 256;
 pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
     let mut lines = Lines::new(text)?;
     let (api_version, kind, metadata) = lines.head()?;
-    lines.exact("spec:")?;
-    let pool = PoolName::new(lines.field("  pool: ")?).ok()?;
-    let address = parse_addr(lines.field("  address: ")?).ok()?;
-    let owner = lines.owner()?;
+    let (pool, address, owner) = lines.spec()?;
     lines.end()?;
     Some(AllocationManifest {
         api_version,
@@ -56,10 +54,7 @@ pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
 pub(super) fn parse_cooldown(text: &str) -> Option<CooldownRecord> {
     let mut lines = Lines::new(text)?;
     let (api_version, kind, metadata) = lines.head()?;
-    lines.exact("spec:")?;
-    let pool = PoolName::new(lines.field("  pool: ")?).ok()?;
-    let address = parse_addr(lines.field("  address: ")?).ok()?;
-    let owner = lines.owner()?;
+    let (pool, address, owner) = lines.spec()?;
     let released_at = lines.field("  releasedAt: ")?.to_owned();
     lines.end()?;
     Some(CooldownRecord {
@@ -116,6 +111,14 @@ impl<'a> Lines<'a> {
             owner_refs: Vec::new(),
         };
         Some((api_version, kind, metadata))
+    }
+
+    /// `spec:` with its pool, address and owner, which both kinds begin their spec with.
+    fn spec(&mut self) -> Option<(PoolName, IpAddr, Owner)> {
+        self.exact("spec:")?;
+        let pool = PoolName::new(self.field("  pool: ")?).ok()?;
+        let address = parse_addr(self.field("  address: ")?).ok()?;
+        Some((pool, address, self.owner()?))
     }
 
     /// `  owner:` with its kind, uid (if any) and name.

@@ -300,6 +300,11 @@ pub fn forget(store: &dyn Store, pool: &PoolRef, address: IpAddr) -> Result<()> 
 /// it is now, never removed for what its predecessor said. A record that does not parse is
 /// kept (`check` reports it), and so are all of a pool whose manifest does not decode (its
 /// window is unknown).
+///
+/// What an outside writer can still do: one that takes no lock (`cp`, `git checkout`) and
+/// puts a fresh record in place between this read and the unlink loses it, as it would
+/// against a release's own replacement; the unlink is of the name, beneath the root, so a
+/// symlink planted there is removed, never followed.
 pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<String>> {
     let ns = pool.namespace.as_ref();
     crate::store::atomically(store, || {

@@ -28,6 +28,19 @@ fn with_edge(reuse_after: &str) -> Test {
     t.args(["apply", "-f", &input]).run().then()
 }
 
+/// Pool `edge` with the given `reuseAfter`, after `FloatingIP/a` claimed 198.51.100.2 and
+/// released it: the record is written.
+fn with_a_release(reuse_after: &str) -> Test {
+    with_edge(reuse_after)
+        .args(allocate("FloatingIP/a"))
+        .stdout("198.51.100.2\n")
+        .run()
+        .then()
+        .args(["release", "edge", "198.51.100.2"])
+        .run()
+        .then()
+}
+
 fn allocate(owner: &str) -> Vec<String> {
     ["allocate", "edge", "--owner", owner]
         .iter()
@@ -103,14 +116,7 @@ fn a_released_address_waits_out_the_window_except_for_its_owner() {
 
 #[test]
 fn without_reuse_after_a_released_address_is_handed_out_at_once() {
-    let t = with_edge("")
-        .args(allocate("FloatingIP/a"))
-        .stdout("198.51.100.2\n")
-        .run()
-        .then()
-        .args(["release", "edge", "198.51.100.2"])
-        .run()
-        .then()
+    let t = with_a_release("")
         .args(allocate("FloatingIP/b"))
         .stdout("198.51.100.2\n")
         .run()
@@ -167,13 +173,7 @@ fn a_record_dated_ahead_of_the_clock_keeps_its_address_and_check_warns() {
 
 #[test]
 fn deleting_the_pool_takes_its_records() {
-    let t = with_edge("1h")
-        .args(allocate("FloatingIP/a"))
-        .run()
-        .then()
-        .args(["release", "edge", "198.51.100.2"])
-        .run()
-        .then()
+    let t = with_a_release("1h")
         .args(["pool", "delete", "edge"])
         .run()
         .then();
@@ -255,14 +255,7 @@ const LONG_AGO: &str = "2001-01-01T00:00:00.000Z";
 /// pool) are warnings, and `check --fix` removes exactly those; cooling ones stay.
 #[test]
 fn check_fix_removes_the_records_that_hold_nothing_back_and_only_those() {
-    let t = with_edge("1h")
-        .file_store_only()
-        .args(allocate("FloatingIP/a"))
-        .run()
-        .then()
-        .args(["release", "edge", "198.51.100.2"])
-        .run()
-        .then();
+    let t = with_a_release("1h").file_store_only();
     let expired = "cluster/cooldown/edge-198-51-100-5.yaml";
     let orphan = "cluster/cooldown/gone-198-51-100-6.yaml";
     t.write(expired, &record("edge", "198.51.100.5", "old", LONG_AGO));
@@ -349,18 +342,39 @@ fn check_fix_never_removes_a_record_a_release_writes_meanwhile() {
         .run();
 }
 
+/// The expired record is replaced by a symlink to a file outside the state directory while
+/// `check --fix` holds it (at its fail point): the fix removes at most the link, never what
+/// it points to.
+#[cfg(feature = "failpoints")]
+#[test]
+fn check_fix_never_touches_what_a_symlink_planted_at_a_record_points_to() {
+    let t = with_edge("1h").file_store_only();
+    t.write(RECORD, &record("edge", "198.51.100.2", "old", LONG_AGO));
+    let outside = t.root().join("outside.yaml");
+    let kept = record("edge", "198.51.100.2", "precious", LONG_AGO);
+    std::fs::write(&outside, &kept).expect("write outside the state");
+    let mut fix = t.command(["check", "--fix"]);
+    fix.env("FAILPOINTS", "prune-before-remove=sleep(1500)");
+    let fix = spawn_piped(fix);
+    std::thread::sleep(Duration::from_millis(700));
+    std::fs::remove_file(t.path(RECORD)).expect("remove the record");
+    std::os::unix::fs::symlink(&outside, t.path(RECORD)).expect("plant a symlink");
+    let fixed = fix.wait_with_output().expect("check --fix");
+    assert!(fixed.status.code().is_some(), "{fixed:?}");
+    assert_eq!(
+        std::fs::read_to_string(&outside).expect("still there"),
+        kept,
+        "the file outside the state directory changed"
+    );
+}
+
 /// `--explain` names the addresses a request skips because another owner released them
 /// within the window, each on its own line.
 #[test]
 fn explain_names_the_addresses_cooling_down() {
-    let ran = with_edge("10m")
-        .args(allocate("FloatingIP/a"))
-        .run()
-        .then()
+    let ran = with_a_release("10m")
         .args(allocate("FloatingIP/b"))
-        .run()
-        .then()
-        .args(["release", "edge", "198.51.100.2"])
+        .stdout("198.51.100.3\n")
         .run()
         .then()
         .args([

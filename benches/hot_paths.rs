@@ -12,9 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ipamctl::alloc::{self, PoolRef, pool_addresses};
+use ipamctl::model::candidates::Candidates;
 use ipamctl::model::{AllocationManifest, Namespace, Owner, PoolName, PoolSpec, Uid};
-use ipamctl::pool::Candidates;
+use ipamctl::model::{PoolRef, pool_addresses};
 use ipamctl::store::fs::FsStore;
 use ipamctl::store::{ObjectKind, Store};
 use ipamctl::yaml;
@@ -178,7 +178,8 @@ fn fixture() -> Fixture {
     // Files are recorded in the index once they are older than its racy window; then one
     // look-up reads them all and records them, and one for the held owner writes its hint.
     std::thread::sleep(Duration::from_millis(200));
-    let held = alloc::lookup_owner(&store, &pool_ref, &owner(HELD)).expect("lookup");
+    let held =
+        ipamctl::engine::allocate::lookup_owner(&store, &pool_ref, &owner(HELD)).expect("lookup");
     assert_eq!(held.map(|m| m.spec.address), Some(addrs[HELD as usize]));
     Fixture {
         _dir: dir,
@@ -217,12 +218,16 @@ fn state_dir(c: &mut Criterion) {
     // a stat of every allocation.
     let new_owner = owner(TAKEN + 1);
     g.bench_function("lookup_new_owner", |b| {
-        b.iter(|| alloc::lookup_owner(&f.store, &f.pool, &new_owner).expect("lookup"))
+        b.iter(|| {
+            ipamctl::engine::allocate::lookup_owner(&f.store, &f.pool, &new_owner).expect("lookup")
+        })
     });
     // The idempotent path: hint, then one allocation file.
     let held = owner(HELD);
     g.bench_function("lookup_held_owner", |b| {
-        b.iter(|| alloc::lookup_owner(&f.store, &f.pool, &held).expect("lookup"))
+        b.iter(|| {
+            ipamctl::engine::allocate::lookup_owner(&f.store, &f.pool, &held).expect("lookup")
+        })
     });
     g.finish();
 }

@@ -25,11 +25,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
+use ipamctl::model::candidates::Candidates;
 use ipamctl::model::{
     API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerRef, POOL_KIND, PoolKind,
     PoolManifest, PoolName, PoolSpec, Timestamp, Uid, parse_net,
 };
-use ipamctl::pool::Candidates;
 use ipamctl::store::fs::FsStore;
 use ipamctl::store::{ObjectKind, Store};
 use ipamctl::yaml;

@@ -10,7 +10,7 @@ use clap::CommandFactory;
 #[test]
 fn man_pages_are_up_to_date() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
-    let pages = ipamctl::docs::man_pages();
+    let pages = ipamctl::cli::docs::man_pages();
     if std::env::var_os("IPAMCTL_BLESS").is_some() {
         fs::create_dir_all(&dir).unwrap();
         for entry in fs::read_dir(&dir).unwrap() {
@@ -41,13 +41,13 @@ fn man_pages_are_up_to_date() {
 
 #[test]
 fn every_page_has_an_exit_status_section_with_every_code() {
-    for (name, page) in ipamctl::docs::man_pages() {
+    for (name, page) in ipamctl::cli::docs::man_pages() {
         let text = String::from_utf8(page).unwrap();
         let section = text
             .split(".SH \"EXIT STATUS\"\n")
             .nth(1)
             .unwrap_or_else(|| panic!("{name} has no EXIT STATUS section"));
-        for (code, _) in ipamctl::docs::EXIT_STATUS {
+        for (code, _) in ipamctl::cli::docs::EXIT_STATUS {
             assert!(
                 section.contains(&format!(".TP\n\\fB{code}\\fR\n")),
                 "{name}: exit status {code} is not documented"
@@ -62,7 +62,7 @@ fn every_page_has_an_exit_status_section_with_every_code() {
 
 #[test]
 fn pages_show_no_literal_markdown() {
-    for (name, page) in ipamctl::docs::man_pages() {
+    for (name, page) in ipamctl::cli::docs::man_pages() {
         let text = String::from_utf8(page).unwrap();
         for (i, line) in text.lines().enumerate() {
             assert!(
@@ -86,7 +86,7 @@ fn pages_show_no_literal_markdown() {
 
 #[test]
 fn pages_refer_only_to_pages_that_exist() {
-    let pages = ipamctl::docs::man_pages();
+    let pages = ipamctl::cli::docs::man_pages();
     let names: BTreeSet<String> = pages
         .iter()
         .map(|(n, _)| n.trim_end_matches(".1").to_owned())
@@ -113,7 +113,7 @@ fn pages_refer_only_to_pages_that_exist() {
 #[test]
 fn the_help_epilogue_lists_every_exit_status() {
     let help = ipamctl::cli::Cli::command().render_long_help().to_string();
-    for (code, _) in ipamctl::docs::EXIT_STATUS {
+    for (code, _) in ipamctl::cli::docs::EXIT_STATUS {
         assert!(
             help.contains(&format!("\n  {code}  ")),
             "--help lacks exit status {code}"

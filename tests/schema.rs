@@ -18,7 +18,7 @@ fn validator(kind: SchemaKind) -> Validator {
     jsonschema::options()
         .with_draft(Draft::Draft7)
         .should_validate_formats(true)
-        .build(&ipamctl::schema::of(kind))
+        .build(&ipamctl::cli::schema::of(kind))
         .expect("the schema is a valid draft-07 schema")
 }
 
@@ -32,7 +32,7 @@ fn errors(validator: &Validator, value: &Value) -> Vec<String> {
 #[test]
 fn committed_schemas_are_up_to_date() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");
-    let files = ipamctl::schema::files();
+    let files = ipamctl::cli::schema::files();
     if std::env::var_os("IPAMCTL_BLESS").is_some() {
         fs::create_dir_all(&dir).unwrap();
         for (name, text) in &files {

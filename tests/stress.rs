@@ -560,9 +560,9 @@ fn churn_once(
     // an identity holds one address per pool, and this one holds `mine`). Exit 0 with
     // nothing released when the address is free (or the network/broadcast address).
     let mut stale: Vec<IpAddr> = history.iter().rev().take(3).copied().collect();
-    stale.push(ipamctl::pool::address(
+    stale.push(ipamctl::model::candidates::address(
         false,
-        ipamctl::pool::ordinal(mine) ^ 1,
+        ipamctl::model::candidates::ordinal(mine) ^ 1,
     ));
     for addr in stale.into_iter().filter(|&a| a != mine) {
         let out = run(&me(&["release", pool, &addr.to_string()]));

@@ -13,53 +13,20 @@
 //! the caller holds. A database overrides them with one transaction, one
 //! `INSERT … ON CONFLICT DO NOTHING`, an indexed gap query and a guarded `DELETE`.
 
-pub mod beneath;
 pub mod fs;
-pub mod index;
-pub mod lock;
+pub mod parallel;
 pub mod pg;
+pub mod read;
 
 use std::any::Any;
 use std::net::IpAddr;
 
 use crate::error::Result;
+use crate::model::candidates::Candidates;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
-use crate::pool::Candidates;
 use crate::yaml;
 
-/// The kinds of stored object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ObjectKind {
-    /// `IPAMPool` manifests.
-    Pool,
-    /// `IPAllocation` manifests.
-    Allocation,
-    /// `Subnet` manifests: a named range of one pool of the same scope.
-    Subnet,
-    /// `CooldownRecord` manifests: an address released recently, named like its allocation
-    /// (see [`crate::cooldown`]).
-    Cooldown,
-}
-
-impl ObjectKind {
-    /// Every kind, in the order a copy writes them (a subnet and a record name a pool).
-    pub const ALL: [ObjectKind; 4] = [
-        ObjectKind::Pool,
-        ObjectKind::Subnet,
-        ObjectKind::Allocation,
-        ObjectKind::Cooldown,
-    ];
-
-    /// The lowercase kind, as messages and `-o name` spell it.
-    pub fn resource(self) -> &'static str {
-        match self {
-            ObjectKind::Pool => "ipampool",
-            ObjectKind::Allocation => "ipallocation",
-            ObjectKind::Subnet => "subnet",
-            ObjectKind::Cooldown => "cooldownrecord",
-        }
-    }
-}
+pub use crate::model::ObjectKind;
 
 /// How a pool lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -295,7 +262,7 @@ pub trait Store {
         let v6 = free.is_v6();
         // Lazy over the free spans: a /64's first free address costs no more than a /24's.
         Ok(Box::new(free.spans().into_iter().flat_map(
-            move |(lo, hi)| (lo..=hi).map(move |a| Ok(crate::pool::address(v6, a))),
+            move |(lo, hi)| (lo..=hi).map(move |a| Ok(crate::model::candidates::address(v6, a))),
         )))
     }
 

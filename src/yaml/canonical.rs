@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use crate::cooldown::{CooldownRecord, CooldownSpec};
+use crate::model::cooldown::{CooldownRecord, CooldownSpec};
 use crate::model::{
     AllocationManifest, AllocationSpec, Metadata, Namespace, Owner, OwnerKind, PoolName, Timestamp,
     Uid, parse_addr,
@@ -220,8 +220,8 @@ mod tests {
     use ipnet::Ipv4Net;
     use proptest::prelude::*;
 
-    use crate::alloc::PoolRef;
-    use crate::cooldown::CooldownRecord;
+    use crate::model::PoolRef;
+    use crate::model::cooldown::CooldownRecord;
     use crate::model::{AllocationManifest, Namespace, Owner, OwnerKind, PoolName, Uid};
     use crate::yaml::{
         decode_allocation, decode_allocation_with_library, decode_canonical_allocation,

@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+use ipamctl::model::candidates::Candidates;
 use ipamctl::model::{AllocationManifest, PoolManifest};
-use ipamctl::pool::Candidates;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_ipamctl");

@@ -15,14 +15,14 @@
 //!
 //! Both families alike: `inet` orders and adds (`address + 1`) IPv6 addresses as it does
 //! IPv4 ones, so the gap query walks the same index and never enumerates a prefix; the
-//! cursor is an ordinal ([`crate::pool::ordinal`]).
+//! cursor is an ordinal ([`crate::model::candidates::ordinal`]).
 
 use std::net::IpAddr;
 
 use super::typed::Typed;
 use super::{HintRead, PgStore};
 use crate::error::Result;
-use crate::pool::{Candidates, Span, address, ordinal};
+use crate::model::candidates::{Candidates, Span, address, ordinal};
 
 /// The first free address in `[$3, $4]` of pool ($1, $2): `$3` itself if free, else the
 /// address after the first allocation from `$3` on whose successor is not allocated. One

@@ -8,11 +8,11 @@ use postgres::Client;
 use super::typed::Typed;
 use super::{PgStore, ns_key, schema};
 use crate::error::{Error, Result};
+use crate::model::candidates::Candidates;
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, allocation_name,
     parse_allocation_name,
 };
-use crate::pool::Candidates;
 use crate::store::{
     Claim, Event, Found, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Parsed, Store,
 };
@@ -95,8 +95,8 @@ fn delete_allocation(
 /// The `kind` column of `ipamctl.objects` for the kinds kept there.
 fn object_kind(kind: ObjectKind) -> &'static str {
     match kind {
-        ObjectKind::Subnet => crate::subnet::SUBNET_KIND,
-        ObjectKind::Cooldown => crate::cooldown::COOLDOWN_KIND,
+        ObjectKind::Subnet => crate::model::subnet::SUBNET_KIND,
+        ObjectKind::Cooldown => crate::model::cooldown::COOLDOWN_KIND,
         ObjectKind::Pool | ObjectKind::Allocation => {
             unreachable!("pools and allocations have tables")
         }
@@ -590,10 +590,10 @@ impl Store for PgStore {
                 (latest && !read.passed_over).then_some((read.epoch, read.low_water))
             })
         };
-        let next = crate::pool::ordinal(address)
+        let next = crate::model::candidates::ordinal(address)
             .checked_add(1)
             .filter(|&n| address.is_ipv6() || n <= u128::from(u32::MAX))
-            .map(|n| crate::pool::address(address.is_ipv6(), n));
+            .map(|n| crate::model::candidates::address(address.is_ipv6(), n));
         let (to, epoch, low_water) = match read {
             Some((epoch, low_water)) => (next, epoch, low_water),
             None => (None, 0, None),
@@ -677,7 +677,12 @@ impl Store for PgStore {
         }
         let (los, his): (Vec<IpAddr>, Vec<IpAddr>) = gaps
             .iter()
-            .map(|&(lo, hi)| (crate::pool::address(v6, lo), crate::pool::address(v6, hi)))
+            .map(|&(lo, hi)| {
+                (
+                    crate::model::candidates::address(v6, lo),
+                    crate::model::candidates::address(v6, hi),
+                )
+            })
             .unzip();
         let ns = ns_key(ns);
         let row = self.single(|c| {

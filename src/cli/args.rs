@@ -1,0 +1,800 @@
+//! The command line, as clap derive types. Their doc comments are the `--help` text and the
+//! man pages. No I/O here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::ArgValueCompleter;
+
+use crate::cli::complete;
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  success
+  1  `check` found errors, `diff` found changes, `reconcile` found leaks; any other
+     failure (I/O and the like)
+  2  invalid usage or input
+  3  not found (state directory, pool, namespace, prefix)
+  4  conflict with the current state
+  5  pool exhausted
+
+Examples:
+  ipamctl init state && cd state
+  ipamctl apply -f pools.yaml
+  VM=$(virsh domuuid web-01)   # the VM's uuid (not bash's $UID, the user id)
+  IP=$(ipamctl allocate vpc-main -n acme/prod --owner VirtualMachine/web-01/0 --uid \"$VM\")
+  ipamctl list -n acme/prod
+  ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0
+  ipamctl check -o json   # in CI: exit 1 on any error";
+
+/// IPv4 and IPv6 address management in a git-friendly state directory.
+///
+/// ipamctl keeps IPv4 and IPv6 pools (IPAMPool) and the addresses handed out from them
+/// (IPAllocation) as Kubernetes-style YAML manifests, one file per object. An address is claimed by
+/// creating its file exclusively, so any number of ipamctl processes can allocate at once
+/// without a server: two never get the same address, and an owner that asks twice gets the
+/// same address back.
+#[derive(Debug, Parser)]
+#[command(name = "ipamctl", version, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options that every command takes, before or after the subcommand.
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// The state directory [default: the nearest parent directory holding `.ipamctl`].
+    #[arg(
+        short = 'd',
+        long,
+        global = true,
+        env = "IPAMCTL_STATE_DIR",
+        value_name = "DIR"
+    )]
+    pub state_dir: Option<PathBuf>,
+
+    /// A PostgreSQL database instead of a state directory: `postgresql://USER@HOST/DB` or
+    /// libpq `key=value` pairs (`host=/run/postgresql dbname=ipam sslmode=verify-full`).
+    /// The password comes from the string, `PGPASSWORD` or the password file (`PGPASSFILE`,
+    /// `~/.pgpass`); other `PG*` variables fill in what the string leaves out. Create the
+    /// schema once with `ipamctl --store URL init`. Not with `--state-dir`.
+    #[arg(
+        long,
+        global = true,
+        env = "IPAMCTL_STORE",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub store: Option<String>,
+
+    /// Output format: table (the default), wide (a table with more columns), json or yaml
+    /// (one document; a list is a kubectl `List`), or name (`kind/name` lines). Without
+    /// `-o`, `allocate` prints the address alone and `vpc create` the VPC's uid alone. svg
+    /// is the image of `pool show --map`, and nothing else draws it.
+    #[arg(
+        short = 'o',
+        long = "output",
+        id = "output",
+        global = true,
+        value_enum,
+        value_name = "FORMAT"
+    )]
+    pub format: Option<FormatArg>,
+
+    /// Tables without their header line.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
+
+    /// `--output` as the commands that render data see it: the same, or `None` for svg, which
+    /// only `pool show --map` (reading [`GlobalArgs::format`]) accepts. Set before dispatch.
+    #[arg(skip)]
+    pub output: Option<OutputFormat>,
+
+    /// The namespace of the pool or allocations (omit for cluster-scoped public pools).
+    #[arg(short, long, global = true, value_name = "NS", add = ArgValueCompleter::new(complete::namespaces))]
+    pub namespace: Option<String>,
+
+    /// Every namespace (the default for `list`, `pool list` and uid-wide `release`).
+    #[arg(short = 'A', long, global = true, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+}
+
+/// `-o` values, as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// A human-readable table.
+    Table,
+    /// A table with more columns.
+    Wide,
+    /// JSON, for `jq`.
+    Json,
+    /// YAML manifests, as stored.
+    Yaml,
+    /// `kind/name` lines.
+    Name,
+    /// An SVG image (`pool show --map` only).
+    Svg,
+    /// A Markdown report, ready to post on a pull request (`diff` only).
+    Markdown,
+    /// One self-contained HTML page (`report` only).
+    Html,
+}
+
+/// The data formats every command renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// A human-readable table.
+    Table,
+    /// A table with more columns.
+    Wide,
+    /// JSON, for `jq`.
+    Json,
+    /// YAML manifests, as stored.
+    Yaml,
+    /// `kind/name` lines.
+    Name,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Make a directory an ipamctl state directory, or create the schema in a database
+    /// (idempotent).
+    ///
+    /// Writes the `.ipamctl` marker (which carries the layout version) and a `.gitignore`
+    /// that keeps locks, the derived index and temporary files out of git. With `--store`,
+    /// creates or upgrades the `ipamctl` schema of the database in one transaction; a
+    /// schema newer than this ipamctl is refused.
+    Init(InitArgs),
+    /// Create or update pools and subnets from YAML manifests, all or nothing.
+    ///
+    /// Every document of every file is validated before anything is written; `Subnet`
+    /// documents are checked against their pools (which the same input may create) under
+    /// the pools' locks. Prints `ipampool/<name>` or `subnet/<name>` and
+    /// `created|configured|unchanged` per object (with `-o json|yaml`, the objects with
+    /// `status.action`).
+    Apply(ApplyArgs),
+    /// Claim an address for an owner and print it.
+    ///
+    /// An owner that already holds an address in the pool gets it back. Otherwise the lowest
+    /// free candidate is claimed: a host address of the pool that is not the gateway, not
+    /// excluded, inside `--within` or `--subnet` (and not that subnet's gateway or reserved
+    /// addresses), not `--reserved` and not taken. In a pool with `reuseAfter`, an address
+    /// released less than that long ago goes only to the owner that released it (which gets
+    /// it back first); other owners skip it.
+    Allocate(AllocateArgs),
+    /// Free addresses: one address, or every allocation the selectors pick.
+    ///
+    /// `POOL ADDRESS` releases one address; otherwise the selectors (`--owner`, `--uid`,
+    /// `--kind`, `--within`, `-l`) pick the allocations, in POOL if given, else in every
+    /// pool of `-n NS` (every namespace without it); at least one selector is required.
+    /// Each is released guarded by its owner, so an address re-allocated meanwhile stays.
+    /// Releasing what is not held succeeds (a note goes to stderr), so retries are safe.
+    /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
+    /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
+    /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
+    /// In a pool with `reuseAfter`, each release first writes a cooldown record
+    /// (`<scope>/cooldown/<pool>-<a-b-c-d>.yaml`, commit it with the rest) that keeps the
+    /// address from other owners for that long.
+    Release(ReleaseArgs),
+    /// List allocations, sorted by namespace, pool and address.
+    ///
+    /// The selectors narrow the list; all must hold. A pool, namespace or `--within` prefix
+    /// that does not exist is exit 3, not an empty list.
+    List(ListArgs),
+    /// Inspect and delete pools.
+    #[command(subcommand)]
+    Pool(PoolCommand),
+    /// Create, show and delete VPCs: each owns a private pool `vpc-<NAME>` in its namespace
+    /// and, in public pools, its router's uplinks (owner `VPC/router` with the VPC's uid).
+    #[command(subcommand)]
+    Vpc(VpcCommand),
+    /// Store named subnets of a pool: its range, gateway and reserved addresses, for
+    /// `allocate --subnet`.
+    ///
+    /// A subnet lives in its pool's scope (`-n NS` for a private pool), lies inside the pool
+    /// and overlaps no other subnet of it (exit 4). Every change holds the pool's lock, so
+    /// concurrent creates cannot overlap and a claim always sees the subnet as it stands.
+    #[command(subcommand)]
+    Subnet(SubnetCommand),
+    /// Find (and with `--apply`, release) allocations whose owners no longer exist.
+    ///
+    /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
+    /// UUID (e.g. the output of `virsh list --all --uuid`); `#` starts a comment. Any other
+    /// line (a hostname) is exit 2, naming it, and nothing is released. Every allocation in
+    /// scope whose owner matches no line is a leak, unless it was claimed after the list
+    /// was taken (`--live-as-of`, by `metadata.creationTimestamp`) or is younger than
+    /// `--min-age`. Without `--apply`, exit 1 when there are leaks (0 when none), as
+    /// `check`. `--apply` refuses (exit 4, nothing released) to release more than
+    /// `--max-release`. Each release is guarded by the reported owner, so an address
+    /// re-allocated to a live owner meanwhile stays. The summary (stderr) also counts the
+    /// live lines that matched no allocation.
+    Reconcile(ReconcileArgs),
+    /// Write a database's pools and allocations as a new state directory (`--store` only).
+    ///
+    /// The files are byte for byte what the file store would have written, so the result
+    /// can be committed and reviewed, or used with `-d`. Reads one consistent snapshot.
+    /// DIR must not exist or be empty.
+    Export(TransferArgs),
+    /// Load a state directory into a database, all or nothing (`--store` only).
+    ///
+    /// Every manifest is validated first (exit 2 if one is broken, as `ipamctl check`
+    /// would report). Objects the database holds with the same bytes are left as they are,
+    /// so an import can be run again; one that conflicts with what the database holds (other
+    /// contents, an address held by another owner, an owner holding another address) is
+    /// exit 4 and nothing is imported.
+    Import(TransferArgs),
+    /// Validate the whole state directory; exit 1 if anything is wrong (a CI gate).
+    ///
+    /// Reads every manifest and reports, as errors: files that do not parse, have a wrong
+    /// apiVersion or kind, or unknown fields; a metadata.name or metadata.namespace that
+    /// disagrees with the file's path; an allocation whose file name is not
+    /// `<pool>-<a-b-c-d>` of its own address, whose pool does not exist, or whose address
+    /// is not a candidate of its pool (outside the prefix, the network or broadcast
+    /// address, the gateway, an exclude: a pool edited after the fact); an owner holding
+    /// two addresses in one pool; overlapping public pools; a private pool outside
+    /// `namespaces/` or a public one inside; symlinks. As warnings: files and directories
+    /// the layout does not have, dot-files in `ipampools/` and `ipallocations/` other than
+    /// ipamctl's own lock and index files, leftover temporary files (`.tmp-*`), cooldown
+    /// records that hold nothing back (past their pool's reuseAfter, of a pool without one,
+    /// or of no pool) and cooldown records dated ahead of this machine's clock. Outside
+    /// `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore` are looked
+    /// at, so the state directory can be a repository's root.
+    ///
+    /// Findings go to stdout (SEVERITY, PATH, MESSAGE; or `-o json|yaml`, a List of
+    /// `{severity, path, message}`; `-o name`, the paths with findings), sorted by path. A
+    /// one-line summary goes to stderr:
+    /// `ok: ...` or `error: N errors, M warnings in DIR ...`. Exit 0 when there is no
+    /// error (warnings allowed), 1 when there is one: run it on every pull request of the
+    /// repository that holds the state directory. Nothing is written, unless `--fix`.
+    Check(CheckArgs),
+    /// Show what a branch changes in a state directory kept in git, and what it breaks.
+    ///
+    /// Compares the fork point of HEAD and BASE (as `git diff BASE...HEAD` does) with HEAD,
+    /// or without HEAD with the working tree as it is, files git does not track yet included
+    /// (a fresh claim is an untracked file). BASE defaults to the current branch's upstream,
+    /// else HEAD. Lists claims, releases, owner changes and pool changes, and the conflicts
+    /// with the invariants: an address claimed on both sides by different owners, an owner
+    /// claiming in one pool on both sides, an allocation edited in place instead of created
+    /// or deleted, an allocation left outside its pool. `-o table|wide|json|yaml|name` or
+    /// `markdown` (a pull-request comment). Exit 0 when nothing changed, 1 when something
+    /// did (as `git diff --exit-code`), 4 when a change conflicts with the invariants.
+    Diff(DiffArgs),
+    /// Show who held an address, or what an owner held, and when, from git.
+    ///
+    /// Reads `git log` of the allocation files: each claim, release and in-place edit with
+    /// its commit, author and date, newest first. An address is looked up in every pool of
+    /// the scope (`--pool` narrows it); `--owner` (prefix form too) and `--uid` follow the
+    /// owner across addresses. On a database (`--store`), the same from its events table.
+    History(HistoryArgs),
+    /// Report every pool: usage, map, free ranges and largest holders.
+    ///
+    /// `-o html` writes one self-contained HTML page (inline CSS and SVG maps, no script,
+    /// nothing fetched) for a wiki or a CI artifact: a table of every pool, then each pool
+    /// with its usage, its map (each allocated cell's tooltip names its holder), its free
+    /// ranges and its largest holders (by uid, or by owner without one). The other formats
+    /// give the same data.
+    Report,
+    /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
+    /// CooldownRecord).
+    ///
+    /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ..., ...}`
+    /// keyed by kind; with one, that schema alone, as committed under `schema/`
+    /// (`schema/ipampool.json`, `schema/ipallocation.json`, `schema/subnet.json`,
+    /// `schema/cooldownrecord.json`). Point an editor at them to validate manifests as they are
+    /// typed: `# yaml-language-server: $schema=<path or URL of schema/ipampool.json>`.
+    Schema(SchemaArgs),
+    /// Print a shell completion script.
+    ///
+    /// The script asks `ipamctl` for candidates as you type, so it completes pool,
+    /// namespace and subnet names from the state directory (`IPAMCTL_STATE_DIR`, else the
+    /// nearest parent of the current directory holding `.ipamctl`) as well as commands and
+    /// options. For bash: `ipamctl completions bash > /etc/bash_completion.d/ipamctl`, or
+    /// `source <(ipamctl completions bash)`; the same script comes from `COMPLETE=bash
+    /// ipamctl`.
+    Completions(CompletionsArgs),
+}
+
+/// `ipamctl init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The directory [default: `--state-dir`, else the current directory].
+    pub dir: Option<PathBuf>,
+}
+
+/// `ipamctl diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The base revision [default: the upstream branch, else HEAD].
+    pub base: Option<String>,
+
+    /// The revision to compare [default: the working tree].
+    pub head: Option<String>,
+}
+
+/// `ipamctl history`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("subject").required(true).args(["address", "owner", "uid"])))]
+pub struct HistoryArgs {
+    /// The address.
+    pub address: Option<String>,
+
+    /// Only this pool's allocations.
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+
+    /// The owner (KIND/NAME; a trailing `/` selects by prefix).
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: Option<String>,
+
+    /// The owner uid.
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
+}
+
+/// `ipamctl export` and `ipamctl import`.
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    /// The state directory.
+    pub dir: PathBuf,
+}
+
+/// `ipamctl apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A YAML file of IPAMPool documents; `-` reads stdin. Repeatable.
+    #[arg(short, long = "filename", value_name = "FILE", required = true)]
+    pub file: Vec<String>,
+
+    /// Check everything and print what would change (`would-create`, `would-configure`,
+    /// `unchanged`); write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl allocate`.
+#[derive(Debug, Args)]
+pub struct AllocateArgs {
+    /// The pool to claim from (omit with `--zone`). Name several (e.g. a VPC's `vpc-NAME`
+    /// and `vpc-NAME-v6`) to claim one address in each, all or nothing: when a later pool
+    /// cannot give one, the addresses this request claimed are released again (what the
+    /// owner held before stays) and the exit code is the later pool's. One address per
+    /// line, in the order given; `-o json|yaml` a List.
+    #[arg(value_name = "POOL", required_unless_present = "zone", add = ArgValueCompleter::new(complete::pools))]
+    pub pools: Vec<String>,
+
+    /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
+    /// name order, moving on when one is exhausted (exit 5 only when all are).
+    #[arg(long, value_name = "ZONE", conflicts_with_all = ["pools", "namespace", "within", "address"])]
+    pub zone: Option<String>,
+
+    /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name>, VPC/router
+    /// or Node/<subnet>.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: String,
+
+    /// The owner's uid: a UUID (any case, kept lowercase), e.g. the VM's `virsh domuuid`;
+    /// anything else is exit 2. Part of its identity: omitted means an owner without a uid.
+    #[arg(long, value_name = "UUID")]
+    pub uid: Option<String>,
+
+    /// Only claim inside this prefix of the pool (its network and broadcast, or in IPv6 its
+    /// subnet-router anycast address, are skipped). One pool only. A stored subnet
+    /// (`--subnet`) also keeps its gateway and reserved addresses.
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
+    pub within: Option<String>,
+
+    /// Only claim inside this stored subnet of the pool (`ipamctl subnet create`): never its
+    /// network, broadcast, gateway or reserved addresses. Exit 5 names the subnet when it is
+    /// full.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["within", "zone"], add = ArgValueCompleter::new(complete::subnet_names))]
+    pub subnet: Option<String>,
+
+    /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
+    #[arg(long, value_name = "ADDR")]
+    pub reserved: Vec<String>,
+
+    /// Claim exactly this address (exit 4 if someone else holds it). One pool only.
+    #[arg(long, value_name = "ADDR")]
+    pub address: Option<String>,
+
+    /// Print what would be allocated (`would-create` in JSON and YAML); write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Explain on stderr why the address is the one chosen (the one claimed, or with
+    /// `--dry-run` the one that would be), listing each lower address and why it is skipped
+    /// (network or broadcast, subnet-router anycast, outside `--within`, gateway, excluded,
+    /// reserved, taken and by whom, or released by another owner within the pool's
+    /// reuseAfter), at most 20 lines and a count of the rest. Stdout is as without it. One
+    /// pool only.
+    #[arg(long, conflicts_with = "zone")]
+    pub explain: bool,
+}
+
+/// `ipamctl release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The pool [default: every pool of the scope].
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+
+    /// The address to release; `--owner`/`--uid`/`--kind` then guard it.
+    pub address: Option<String>,
+
+    #[command(flatten)]
+    pub select: Selectors,
+
+    /// Print what would be released (`would-release`); release nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Which allocations `list` and `release` select; every selector given must hold.
+#[derive(Debug, Args, Default, Clone)]
+pub struct Selectors {
+    /// Only allocations of owners of this kind: VirtualMachine, FloatingIP, VPC or Node.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+
+    /// Only allocations of this owner (KIND/NAME). A trailing `/` selects by prefix:
+    /// `VirtualMachine/web-01/` is every NIC of `web-01`.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: Option<String>,
+
+    /// Only allocations of this owner uid (a UUID).
+    #[arg(long, value_name = "UUID")]
+    pub uid: Option<String>,
+
+    /// Only addresses inside this prefix (e.g. a subnet: 10.42.1.0/24). Exit 3 if no pool
+    /// of the scope overlaps it.
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
+    pub within: Option<String>,
+
+    /// Only allocations whose labels match: `key=value`, `key!=value`, `key`, `!key`,
+    /// comma-separated, all of which must hold (as kubectl's `-l`).
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub labels: Option<String>,
+}
+
+impl Selectors {
+    /// True when no selector was given.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none()
+            && self.owner.is_none()
+            && self.uid.is_none()
+            && self.within.is_none()
+            && self.labels.is_none()
+    }
+}
+
+/// `ipamctl list`.
+#[derive(Debug, Args, Default)]
+pub struct ListArgs {
+    /// Only allocations of this pool (exit 3 if it does not exist).
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+
+    /// Only the allocation of this address.
+    #[arg(long, value_name = "ADDR")]
+    pub address: Option<String>,
+
+    /// Only allocations inside this stored subnet (of the `-n` scope): its pool, within its
+    /// prefix.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pool", "within"], add = ArgValueCompleter::new(complete::subnet_names))]
+    pub subnet: Option<String>,
+
+    #[command(flatten)]
+    pub select: Selectors,
+}
+
+/// `ipamctl pool ...`.
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// List pools with their usage: candidates, allocated, free, percent used.
+    List,
+    /// Show one pool, its usage and its free addresses as compact ranges; or, with `--map`,
+    /// draw it.
+    ///
+    /// `--map` draws one cell per address, 32 to a row (16 for a /28 or smaller), each row
+    /// labelled with its first address and a blank line between /24s: `#` allocated, `.`
+    /// free, `G` gateway, `x` excluded, `-` network or broadcast (of the pool, or of
+    /// `--within`). A prefix larger than a /22 is drawn one cell per /24 (a blank line
+    /// between /16s), shaded by the share of its candidates allocated: `.` none, `:` up to
+    /// 25%, `+` up to 50%, `*` up to 75%, `%` more, `#` full, `x` no candidates. Views up
+    /// to a /12 are drawn. A legend with counts and the usage figures follow. `-o svg`
+    /// writes the same map as an SVG document, each cell of class `cell KIND`.
+    Show(PoolShowArgs),
+    /// Delete a pool; refused (exit 4) while it has allocations.
+    Delete(PoolDeleteArgs),
+}
+
+/// `ipamctl subnet ...`.
+#[derive(Debug, Subcommand)]
+pub enum SubnetCommand {
+    /// Create a subnet of a pool and print its gateway.
+    ///
+    /// The gateway defaults to the subnet's first host address. Creating a subnet that
+    /// exists with the same spec succeeds (`unchanged`), so retries are safe; with another
+    /// spec it is exit 4 (change it with `apply -f`). Exit 4 too when it leaves its pool,
+    /// overlaps another subnet of the pool, or would make an allocated address its gateway
+    /// or a reserved one. Without `-o`, stdout gets the gateway alone (`subnet/NAME
+    /// created` goes to stderr).
+    Create(SubnetCreateArgs),
+    /// List subnets (of `-n NS`, else of every scope), with their usage.
+    List(SubnetListArgs),
+    /// Show a subnet and its usage: candidates, allocated, free, free ranges.
+    Show(SubnetNameArgs),
+    /// Delete a subnet; refused (exit 4) while an allocation holds an address inside it.
+    Delete(SubnetDeleteArgs),
+}
+
+/// `ipamctl subnet create`.
+#[derive(Debug, Args)]
+pub struct SubnetCreateArgs {
+    /// The subnet's name (an RFC 1123 label), unique in its scope.
+    pub name: String,
+
+    /// The pool it is a range of (in the `-n` scope).
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: String,
+
+    /// The subnet's prefix, inside the pool's, e.g. 10.42.1.0/24.
+    #[arg(long, value_name = "CIDR")]
+    pub cidr: String,
+
+    /// The gateway, never handed out [default: the first host address].
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<String>,
+
+    /// An address or prefix of the subnet never handed out. Repeatable.
+    #[arg(long, value_name = "ADDR|CIDR")]
+    pub reserved: Vec<String>,
+
+    /// Check and print what would be created; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl subnet list`.
+#[derive(Debug, Args)]
+pub struct SubnetListArgs {
+    /// Only subnets of this pool.
+    #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pool: Option<String>,
+}
+
+/// `ipamctl subnet show`.
+#[derive(Debug, Args)]
+pub struct SubnetNameArgs {
+    /// The subnet.
+    #[arg(add = ArgValueCompleter::new(complete::subnet_names))]
+    pub name: String,
+}
+
+/// `ipamctl subnet delete`.
+#[derive(Debug, Args)]
+pub struct SubnetDeleteArgs {
+    /// The subnet.
+    #[arg(add = ArgValueCompleter::new(complete::subnet_names))]
+    pub name: String,
+
+    /// A subnet that does not exist is success (exit 0), so retries are safe.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+
+    /// Check that the subnet could be deleted and print `would-delete`; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl vpc ...`.
+#[derive(Debug, Subcommand)]
+pub enum VpcCommand {
+    /// Create a VPC's private pool `vpc-<NAME>` in `-n NS`, owned by the VPC; print its uid.
+    ///
+    /// The pool carries `ownerRefs: [{kind: VPC, uid, controller: true}]`. Idempotent: a
+    /// VPC that exists with the same CIDR (and `--uid`, if given) prints its uid and exits
+    /// 0 (`existing`); with another CIDR or uid it is exit 4. Without `-o`, stdout gets the
+    /// uid alone (`ipampool/vpc-<NAME> created|existing` goes to stderr); with `-o`, the
+    /// pool and its action.
+    Create(VpcCreateArgs),
+    /// Print a VPC's uid; with `-o json|yaml`, the VPC: its uid, pool and router uplinks.
+    Get(VpcGetArgs),
+    /// List the VPCs (of `-n NS`, else every namespace): name, uid, CIDR and uplinks.
+    List,
+    /// Delete a VPC: release its router uplinks (every allocation owned by the VPC's uid, in
+    /// any pool) and every allocation of its pool, then remove the pool.
+    ///
+    /// Holds the pool's lock exclusively, so no concurrent `allocate` can leave an
+    /// allocation behind; after a crash half-way, running it again finishes the job.
+    /// `--dry-run` lists all of it. A VPC that does not exist is exit 3, or 0 with
+    /// `--ignore-not-found`, so a retry loop can run it again safely.
+    Delete(VpcDeleteArgs),
+}
+
+/// `ipamctl vpc create`.
+#[derive(Debug, Args)]
+pub struct VpcCreateArgs {
+    /// The VPC's name; its pools are `vpc-<NAME>` (IPv4) and `vpc-<NAME>-v6` (IPv6).
+    pub name: String,
+
+    /// The VPC's range, e.g. 10.42.0.0/16 (pool `vpc-NAME`) or fd00:42::/48 (pool
+    /// `vpc-NAME-v6`). Give it twice, one of each family, for a dual-stack VPC: both pools
+    /// are created, or neither.
+    #[arg(long, value_name = "CIDR", required = true)]
+    pub cidr: Vec<String>,
+
+    /// The VPC's uid, a UUID [default: a fresh random UUID].
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<String>,
+
+    /// Check and print the pool that would be created; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl vpc get`.
+#[derive(Debug, Args)]
+pub struct VpcGetArgs {
+    /// The VPC's name.
+    #[arg(add = ArgValueCompleter::new(complete::vpcs))]
+    pub name: String,
+}
+
+/// `ipamctl vpc delete`.
+#[derive(Debug, Args)]
+pub struct VpcDeleteArgs {
+    /// The VPC's name.
+    #[arg(add = ArgValueCompleter::new(complete::vpcs))]
+    pub name: String,
+
+    /// List what would be released and removed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// A VPC that does not exist (already deleted) is success, with a note on stderr.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+}
+
+/// `ipamctl reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The owners that still exist: `KIND/NAME` or a uid per line; `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub live: String,
+
+    /// Only allocations of owners of this kind (VirtualMachine, FloatingIP, VPC, Node).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+
+    /// Release the leaked allocations (without it, only report them).
+    #[arg(long)]
+    pub apply: bool,
+
+    /// Allow `--apply` with an empty live list (which would release everything in scope).
+    #[arg(long)]
+    pub allow_empty: bool,
+
+    /// With `--apply`: print what would be released (`would-release`); release nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// When the live list was taken (RFC 3339, e.g. `2026-12-01T07:00:00Z`): allocations
+    /// claimed at or after it are never released [default: the live file's modification
+    /// time; required when the list comes from stdin or a pipe].
+    #[arg(long, value_name = "TIME")]
+    pub live_as_of: Option<String>,
+
+    /// Leave allocations younger than this alone (e.g. `5m`, `1h`, `0`).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub min_age: String,
+
+    /// With `--apply`: refuse (exit 4, nothing released) to release more than this many
+    /// allocations, a count or a percentage of those checked.
+    #[arg(long, value_name = "N|P%", default_value = "25%")]
+    pub max_release: String,
+}
+
+/// `ipamctl pool delete`.
+#[derive(Debug, Args)]
+pub struct PoolDeleteArgs {
+    /// The pool.
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
+    pub pool: String,
+
+    /// Check that the pool could be deleted and print `would-delete`; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `ipamctl pool show`.
+#[derive(Debug, Args)]
+pub struct PoolShowArgs {
+    /// The pool.
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
+    pub pool: String,
+
+    /// Draw the pool as an address map (text, or an image with `-o svg`): one cell per
+    /// address up to an IPv4 /22 or an IPv6 /120; else one cell per /24 (IPv4, up to a /12)
+    /// or per /120 that holds an allocation (IPv6, any size), shaded by how full it is.
+    #[arg(long)]
+    pub map: bool,
+
+    /// Only this prefix of the pool: its usage and free ranges as `allocate --within` sees
+    /// them, or with `--map` its drawing (its network and broadcast, or its IPv6
+    /// subnet-router anycast address, are marked as such).
+    #[arg(long, value_name = "CIDR", add = ArgValueCompleter::new(complete::subnets))]
+    pub within: Option<String>,
+
+    /// Colour the map: `auto` when stdout is a terminal and `NO_COLOR` is unset or empty.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// `--color` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stdout is a terminal and `NO_COLOR` is not set.
+    Auto,
+    /// Always colour, even into a pipe or with `NO_COLOR` set.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+/// `ipamctl check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Remove leftover temporary files (`.tmp-*`) untouched for 5 minutes and cooldown
+    /// records that hold nothing back (each judged again under its pool's lock, so a
+    /// release writing a fresh one meanwhile keeps it), printing `removed PATH` to stderr
+    /// for each. Never any other manifest, a lock file or the index.
+    #[arg(long)]
+    pub fix: bool,
+}
+
+/// `ipamctl schema`.
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Only this manifest kind's schema.
+    #[arg(value_enum)]
+    pub kind: Option<SchemaKind>,
+}
+
+/// The manifest kinds with a schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaKind {
+    /// `IPAMPool`.
+    Ipampool,
+    /// `IPAllocation`.
+    Ipallocation,
+    /// `Subnet`.
+    Subnet,
+    /// `CooldownRecord` (written by `release` in a pool with `reuseAfter`).
+    Cooldownrecord,
+}
+
+/// `ipamctl completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Shells with completion scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    /// GNU bash.
+    Bash,
+    /// Z shell.
+    Zsh,
+    /// fish.
+    Fish,
+}

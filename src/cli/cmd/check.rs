@@ -1,0 +1,105 @@
+//! `ipamctl check [--fix]`: findings to stdout, a one-line summary to stderr, exit 1 on
+//! any error.
+
+use std::io::Write;
+use std::time::SystemTime;
+
+use crate::cli::output;
+use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
+use crate::engine::check::{self, Finding, Report, Severity};
+use crate::error::{Error, Result, exit};
+use crate::store::fs::FsStore;
+use crate::store::{ObjectKind, Store};
+
+pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Write) -> Result<i32> {
+    if g.namespace.is_some() {
+        return Err(Error::usage(
+            "`check` always checks the whole state directory; drop `--namespace`",
+        ));
+    }
+    let mut report = check::check(store);
+    if args.fix {
+        let now = SystemTime::now();
+        for path in report.fixable(now) {
+            if check::remove_leftover(store, &path, now)? {
+                eprintln!("removed {path}");
+                report.resolved(&path);
+            }
+        }
+        for pool in report.idle_cooldown_pools() {
+            let ns = pool.namespace.as_ref();
+            for name in crate::engine::cooldown::prune(store, &pool, now)? {
+                let path = store.locate(ObjectKind::Cooldown, ns, &name);
+                eprintln!("removed {path}");
+                report.resolved(&path);
+            }
+        }
+    }
+    render(out, g, &report.findings)?;
+    eprintln!("{}", summary(&report, &store.root().display().to_string()));
+    Ok(if report.count(Severity::Error) > 0 {
+        exit::FAILURE
+    } else {
+        exit::OK
+    })
+}
+
+fn render(out: &mut dyn Write, g: &GlobalArgs, findings: &[Finding]) -> Result<()> {
+    match g.output {
+        Some(OutputFormat::Json) => output::write_json_list(out, findings),
+        Some(OutputFormat::Yaml) => output::write_yaml_list(out, findings),
+        // The files with findings, each once: what to open next.
+        Some(OutputFormat::Name) => {
+            let mut paths: Vec<&str> = findings.iter().map(|f| f.path.as_str()).collect();
+            paths.dedup();
+            output::write(
+                out,
+                &paths.iter().map(|p| format!("{p}\n")).collect::<String>(),
+            )
+        }
+        Some(OutputFormat::Table | OutputFormat::Wide) | None if findings.is_empty() => Ok(()),
+        Some(OutputFormat::Table | OutputFormat::Wide) | None => {
+            let rows = findings
+                .iter()
+                .map(|f| vec![f.severity.to_string(), f.path.clone(), f.message.clone()])
+                .collect();
+            output::write(
+                out,
+                &output::table(&["SEVERITY", "PATH", "MESSAGE"], rows, &[], g.no_headers),
+            )
+        }
+    }
+}
+
+/// `ok: no problems found in DIR (...)`, `ok: 1 warning in DIR (...)` or
+/// `error: 2 errors, 1 warning in DIR (...)`, with what was checked in parentheses.
+fn summary(report: &Report, root: &str) -> String {
+    let plural = |n: usize, what: &str| {
+        if n == 1 {
+            format!("{n} {what}")
+        } else {
+            format!("{n} {what}s")
+        }
+    };
+    let checked = format!(
+        "{}, {} checked",
+        plural(report.pools, "pool"),
+        plural(report.allocations, "allocation")
+    );
+    let (errors, warnings) = (
+        report.count(Severity::Error),
+        report.count(Severity::Warning),
+    );
+    match (errors, warnings) {
+        (0, 0) => format!("ok: no problems found in {root} ({checked})"),
+        (0, w) => format!(
+            "ok: no errors, {} in {root} ({checked})",
+            plural(w, "warning")
+        ),
+        (e, w) => format!(
+            "error: {}, {} in {root} ({checked})",
+            plural(e, "error"),
+            plural(w, "warning")
+        ),
+    }
+}

@@ -1,0 +1,176 @@
+//! `ipamctl diff [BASE [HEAD]]`: what a branch changes in the state directory, for review.
+
+use std::io::Write;
+
+use crate::cli::output;
+use crate::cli::{DiffArgs, FormatArg, GlobalArgs, OutputFormat};
+use crate::engine::diff::{self, Diff, short};
+use crate::engine::git::Repo;
+use crate::error::{Result, exit};
+use crate::store::fs::FsStore;
+use crate::yaml;
+
+pub fn run(store: &FsStore, g: &GlobalArgs, args: &DiffArgs, out: &mut dyn Write) -> Result<i32> {
+    let repo = Repo::open(store.root())?;
+    let head = args.head.as_deref().map(|h| repo.commit(h)).transpose()?;
+    let base = match &args.base {
+        Some(b) => repo.commit(b)?,
+        None => match repo.upstream() {
+            Some(upstream) => repo.commit(&upstream)?,
+            None => repo.commit("HEAD")?,
+        },
+    };
+    // As `git diff BASE...HEAD`: from where HEAD forked off BASE. What BASE did since is
+    // the other side, against which the branch's claims are checked.
+    let tip = match &head {
+        Some(h) => h.clone(),
+        None => repo.commit("HEAD")?,
+    };
+    let fork = repo.merge_base(&base, &tip).unwrap_or_else(|| base.clone());
+    let other = (fork != base).then_some(base.as_str());
+    let found = diff::diff(&repo, store, &fork, head.as_deref(), other)?;
+    render(&found, g, out)?;
+    if !found.conflicts.is_empty() {
+        let n = found.conflicts.len();
+        eprintln!(
+            "error: {n} conflict{} with the invariants (see above)",
+            if n == 1 { "" } else { "s" }
+        );
+        return Ok(exit::CONFLICT);
+    }
+    Ok(if found.changes.is_empty() {
+        eprintln!("No changes.");
+        exit::OK
+    } else {
+        exit::FAILURE
+    })
+}
+
+fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    if g.format == Some(FormatArg::Markdown) {
+        return output::write(out, &markdown(d));
+    }
+    match g.output {
+        Some(OutputFormat::Json) => output::write_json(out, d),
+        Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(d)),
+        Some(OutputFormat::Name) => {
+            let names: String = d
+                .changes
+                .iter()
+                .map(|c| format!("{}\n", c.object))
+                .collect();
+            output::write(out, &names)
+        }
+        Some(OutputFormat::Table | OutputFormat::Wide) | None => {
+            let wide = g.output == Some(OutputFormat::Wide);
+            let mut text = String::new();
+            if !d.changes.is_empty() {
+                let rows = d
+                    .changes
+                    .iter()
+                    .map(|c| {
+                        let mut row = vec![
+                            c.change.as_str().to_owned(),
+                            c.object.clone(),
+                            output::or_dash(c.namespace.as_ref()),
+                            output::or_dash(c.address),
+                            output::or_dash(c.owner.as_ref()),
+                            output::or_dash(c.was.as_ref()),
+                        ];
+                        if wide {
+                            row.push(output::or_dash(c.uid.as_ref()));
+                            row.push(c.path.clone());
+                        }
+                        row
+                    })
+                    .collect();
+                let mut headers = vec!["CHANGE", "OBJECT", "NAMESPACE", "ADDRESS", "OWNER", "WAS"];
+                if wide {
+                    headers.extend(["UID", "PATH"]);
+                }
+                text.push_str(&output::table(&headers, rows, &[], g.no_headers));
+            }
+            if !d.conflicts.is_empty() {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                let rows = d
+                    .conflicts
+                    .iter()
+                    .map(|c| vec![kebab(&c.conflict), c.object.clone(), c.message.clone()])
+                    .collect();
+                text.push_str(&output::table(
+                    &["CONFLICT", "OBJECT", "MESSAGE"],
+                    rows,
+                    &[],
+                    g.no_headers,
+                ));
+            }
+            output::write(out, &text)
+        }
+    }
+}
+
+/// A conflict kind as JSON spells it.
+fn kebab(kind: &diff::ConflictKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A pull-request comment: a summary line, a table of the changes, the conflicts.
+fn markdown(d: &Diff) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut md = format!(
+        "### ipamctl diff `{}`...{}\n\n",
+        short(&d.base),
+        if d.head == "working tree" {
+            "working tree".to_owned()
+        } else {
+            format!("`{}`", short(&d.head))
+        }
+    );
+    let count = |k: diff::ChangeKind| d.changes.iter().filter(|c| c.change == k).count();
+    md.push_str(&format!(
+        "claimed: {}, released: {}, owner changes: {}, pool changes: {}, **conflicts: {}**\n\n",
+        count(diff::ChangeKind::Claimed),
+        count(diff::ChangeKind::Released),
+        count(diff::ChangeKind::OwnerChanged),
+        count(diff::ChangeKind::PoolCreated)
+            + count(diff::ChangeKind::PoolChanged)
+            + count(diff::ChangeKind::PoolDeleted),
+        d.conflicts.len()
+    ));
+    if d.changes.is_empty() {
+        md.push_str("No changes.\n");
+    } else {
+        md.push_str("| change | object | namespace | address | owner | was |\n");
+        md.push_str("|---|---|---|---|---|---|\n");
+        for c in &d.changes {
+            md.push_str(&format!(
+                "| {} | `{}` | {} | {} | {} | {} |\n",
+                c.change.as_str(),
+                c.object,
+                cell(&output::or_dash(c.namespace.as_ref())),
+                output::or_dash(c.address),
+                c.owner
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |o| format!("`{}`", cell(o))),
+                cell(&output::or_dash(c.was.as_ref())),
+            ));
+        }
+    }
+    if !d.conflicts.is_empty() {
+        md.push_str("\n#### Conflicts with the invariants\n\n");
+        for c in &d.conflicts {
+            md.push_str(&format!(
+                "- **{}** `{}`: {}\n",
+                kebab(&c.conflict),
+                c.object,
+                c.message
+            ));
+        }
+    }
+    md
+}

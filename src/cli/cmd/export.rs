@@ -1,0 +1,56 @@
+//! `ipamctl --store URL export DIR`: a database as a new state directory.
+
+use std::io::Write;
+
+use crate::cli::output::{self, Action, Change, Whole};
+use crate::cli::{GlobalArgs, TransferArgs};
+use crate::engine::transfer;
+use crate::error::{Error, Result};
+use crate::store::fs::FsStore;
+use crate::store::pg::PgStore;
+
+pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
+    if g.namespace.is_some() {
+        return Err(Error::usage(
+            "`export` writes every namespace; drop `--namespace`",
+        ));
+    }
+    let dir = &args.dir;
+    let occupied = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    if occupied {
+        return Err(Error::Usage {
+            message: format!(
+                "{}: not empty; export writes a new state directory",
+                dir.display()
+            ),
+            hint: Some("give a directory that does not exist yet".into()),
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    FsStore::init(dir)?;
+    let target = FsStore::open(dir)?;
+    let mut copied = None;
+    db.snapshot(&mut || {
+        copied = Some(transfer::copy_all(db, &target)?);
+        Ok(())
+    })?;
+    let copied = copied.expect("the snapshot ran the copy");
+    eprintln!(
+        "exported {} pools and {} allocations from {} to {}",
+        copied.pools,
+        copied.allocations,
+        db.describe(),
+        dir.display()
+    );
+    let made = Whole {
+        kind: "StateDirectory",
+        name: dir.display().to_string(),
+        version: None,
+        copied: Some(copied),
+    };
+    output::write_changes(out, g.output, &[Change::new(made, Action::Created)], true)
+}

@@ -1,0 +1,236 @@
+//! Dispatch: one module per subcommand, each turning arguments into calls on the core and
+//! rendering the result.
+
+mod allocate;
+mod apply;
+mod check;
+mod completions;
+mod diff;
+mod export;
+mod history;
+mod import;
+mod init;
+mod list;
+mod pool;
+mod reconcile;
+mod release;
+mod report;
+mod schema;
+mod subnet;
+mod vpc;
+
+use std::io::Write;
+
+use crate::cli::{Cli, Command, FormatArg, GlobalArgs, OutputFormat, PoolCommand};
+use crate::error::{Error, Result, exit};
+use crate::model::PoolRef;
+use crate::model::{Namespace, OwnerFilter, PoolName, Uid, parse_addr, parse_net};
+use crate::store::Store;
+use crate::store::fs::FsStore;
+use crate::store::pg::{PgStore, conninfo};
+
+/// Runs a parsed command line, writing to stdout; returns the exit code on success.
+pub fn run(cli: Cli) -> Result<i32> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let code = run_to(cli, &mut out)?;
+    out.flush()
+        .map_err(|e| Error::io(crate::cli::output::STDOUT, e))?;
+    Ok(code)
+}
+
+/// Runs a parsed command line, writing its output to `out`.
+pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
+    cli.global.output = data_format(&cli)?;
+    let g = &cli.global;
+    let done = match cli.command {
+        // The one command whose exit code is a result, not an error: findings exit 1.
+        Command::Check(args) => return check::run(&open_dir(g, "check")?, g, &args, out),
+        // Exit 1 when something changed, as `git diff --exit-code`.
+        Command::Diff(args) => return diff::run(&open_dir(g, "diff")?, g, &args, out),
+        // Report mode is a CI gate: leaks found exit 1.
+        Command::Reconcile(args) => return reconcile::run(&*open(g)?, g, &args, out),
+        Command::History(args) => history::run(&*open(g)?, g, &args, out),
+        Command::Init(args) => init::run(g, &args, out),
+        Command::Completions(args) => completions::run(&args, g.output, out),
+        Command::Schema(args) => schema::run(&args, g.output, out),
+        Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
+        Command::Allocate(args) => allocate::run(&*open(g)?, g, &args, out),
+        Command::Release(args) => release::run(&*open(g)?, g, &args, out),
+        Command::List(args) => list::run(&*open(g)?, g, &args, out),
+        Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
+        Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
+        Command::Subnet(command) => subnet::run(&*open(g)?, g, &command, out),
+        Command::Report => report::run(&*open(g)?, g, out),
+        Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
+        Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
+    };
+    done.map(|()| exit::OK)
+}
+
+/// `-o` as the commands that render data see it. svg is an image only `pool show --map`
+/// draws (it reads [`GlobalArgs::format`]); anywhere else it is exit 2.
+fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
+    Ok(match cli.global.format {
+        None => None,
+        Some(FormatArg::Table) => Some(OutputFormat::Table),
+        Some(FormatArg::Wide) => Some(OutputFormat::Wide),
+        Some(FormatArg::Json) => Some(OutputFormat::Json),
+        Some(FormatArg::Yaml) => Some(OutputFormat::Yaml),
+        Some(FormatArg::Name) => Some(OutputFormat::Name),
+        Some(FormatArg::Svg) => match &cli.command {
+            Command::Pool(PoolCommand::Show(args)) if args.map => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o svg` is only for the address map of `pool show --map`".into(),
+                    hint: Some("ipamctl pool show POOL --map -o svg > pool.svg".into()),
+                });
+            }
+        },
+        // Read from `GlobalArgs::format` by `report`, the one command with an HTML form.
+        Some(FormatArg::Html) => match &cli.command {
+            Command::Report => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o html` is only for `report`".into(),
+                    hint: Some("ipamctl report -o html > ipam.html".into()),
+                });
+            }
+        },
+        // Read from `GlobalArgs::format` by `diff`, the one command with a Markdown form.
+        Some(FormatArg::Markdown) => match &cli.command {
+            Command::Diff(_) => None,
+            _ => {
+                return Err(Error::Usage {
+                    message: "`-o markdown` is only for `diff`".into(),
+                    hint: Some("ipamctl diff -o markdown > comment.md".into()),
+                });
+            }
+        },
+    })
+}
+
+/// The store the global options select: a database with `--store`, else the state
+/// directory.
+fn open(g: &GlobalArgs) -> Result<Box<dyn Store + Sync>> {
+    Ok(match database(g)? {
+        Some(url) => Box::new(PgStore::open(url)?),
+        None => Box::new(FsStore::discover(g.state_dir.as_deref())?),
+    })
+}
+
+/// The database, for the commands that only a database has.
+fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
+    match database(g)? {
+        Some(url) => PgStore::open(url),
+        None => Err(Error::Usage {
+            message: format!(
+                "`{command}` moves state between a database and a state directory: it needs `--store URL`"
+            ),
+            hint: Some(format!("ipamctl --store postgresql://… {command} DIR")),
+        }),
+    }
+}
+
+/// The state directory, for the commands that only a state directory has.
+fn open_dir(g: &GlobalArgs, command: &str) -> Result<FsStore> {
+    if database(g)?.is_some() {
+        let why = match command {
+            "check" => "in a database the tables' constraints hold what it checks",
+            _ => "a database has no git history; `history` reads its events table",
+        };
+        return Err(Error::Usage {
+            message: format!("`{command}` reads a state directory; {why}"),
+            hint: Some(
+                "drop `--store` (and unset IPAMCTL_STORE), or `ipamctl --store URL list`".into(),
+            ),
+        });
+    }
+    FsStore::discover(g.state_dir.as_deref())
+}
+
+/// `--store`, validated: a PostgreSQL connection string, never together with
+/// `--state-dir`. `None` selects the state directory.
+fn database(g: &GlobalArgs) -> Result<Option<&str>> {
+    let Some(url) = g.store.as_deref() else {
+        return Ok(None);
+    };
+    if g.state_dir.is_some() {
+        return Err(Error::Usage {
+            message: "`--store` and `--state-dir` both name a store; give one".into(),
+            hint: Some(
+                "a database: --store postgresql://…; a state directory: -d DIR (check IPAMCTL_STORE and IPAMCTL_STATE_DIR)"
+                    .into(),
+            ),
+        });
+    }
+    if !conninfo::is_postgres(url) {
+        return Err(Error::Usage {
+            message: format!(
+                "`--store {}` is not a PostgreSQL connection string",
+                conninfo::mask(url)
+            ),
+            hint: Some(
+                "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"
+                    .into(),
+            ),
+        });
+    }
+    Ok(Some(url))
+}
+
+/// Turns a validation message about a flag's value into an exit-2 error naming the flag.
+fn flag<T>(name: &str, parsed: std::result::Result<T, String>) -> Result<T> {
+    parsed.map_err(|e| Error::invalid(name, e))
+}
+
+/// `-n`, validated.
+fn namespace(g: &GlobalArgs) -> Result<Option<Namespace>> {
+    g.namespace
+        .as_deref()
+        .map(|ns| flag("--namespace", Namespace::new(ns)))
+        .transpose()
+}
+
+/// The pool named on the command line, in the `-n` scope.
+fn pool_ref(g: &GlobalArgs, pool: &str) -> Result<PoolRef> {
+    Ok(PoolRef {
+        namespace: namespace(g)?,
+        name: flag("POOL", PoolName::new(pool))?,
+    })
+}
+
+/// `--uid`, validated: a UUID (see [`Uid::parse_uuid`]), kept lowercase.
+fn uid(uid: Option<&str>) -> Result<Option<Uid>> {
+    uid.map(|u| flag("--uid", Uid::parse_uuid(u))).transpose()
+}
+
+/// `--owner`/`--uid` as a filter.
+fn owner_filter(owner: Option<&str>, uid_flag: Option<&str>) -> Result<OwnerFilter> {
+    flag("--owner", OwnerFilter::new(owner, uid(uid_flag)?))
+}
+
+/// An address flag or argument.
+fn address(name: &str, s: &str) -> Result<std::net::IpAddr> {
+    flag(name, parse_addr(s))
+}
+
+/// A prefix flag.
+fn prefix(name: &str, s: &str) -> Result<ipnet::IpNet> {
+    flag(name, parse_net(s))
+}
+
+/// The scopes a command over many pools covers: `-n NS` alone, else every scope. A
+/// namespace that holds no pool and no allocation does not exist: exit 3, not an empty
+/// answer that would hide a typo.
+fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
+    let all = store.scopes()?;
+    match namespace(g)? {
+        Some(ns) if all.contains(&Some(ns.clone())) => Ok(vec![Some(ns)]),
+        Some(ns) => Err(Error::NotFound {
+            message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
+            hint: Some("`ipamctl pool list` shows the pools of every namespace".into()),
+        }),
+        None => Ok(all),
+    }
+}

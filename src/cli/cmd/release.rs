@@ -1,0 +1,117 @@
+//! `ipamctl release`: free one address, or every allocation the selectors pick.
+
+use std::io::Write;
+
+use super::list::Query;
+use crate::cli::output::{self, Action, Change};
+use crate::cli::{GlobalArgs, ReleaseArgs};
+use crate::engine::release::Released;
+use crate::error::{Error, Result};
+use crate::model::PoolRef;
+use crate::model::{AllocationManifest, OwnerFilter};
+use crate::store::Store;
+
+pub fn run(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ReleaseArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let select = &args.select;
+    let released = match (&args.pool, &args.address) {
+        (Some(pool), Some(addr)) => {
+            if select.within.is_some() || select.labels.is_some() {
+                return Err(Error::usage(
+                    "`--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it",
+                ));
+            }
+            let guard = Query::new(None, None, select)?.filter;
+            let pool = super::pool_ref(g, pool)?;
+            let addr = super::address("ADDRESS", addr)?;
+            release_one(store, &pool, &addr, &guard, args.dry_run)?
+        }
+        (pool, None) if !select.is_empty() => {
+            let query = Query::new(pool.as_deref(), None, select)?;
+            let held = super::list::collect(store, g, &query)?;
+            if held.is_empty() {
+                eprintln!("note: no allocation matches; nothing to release");
+            }
+            release_all(store, held, args.dry_run)?
+        }
+        _ => {
+            return Err(Error::Usage {
+                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
+                hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
+            });
+        }
+    };
+    let action = Action::Released.planned(args.dry_run);
+    let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
+    output::write_changes(out, g.output, &changes, false)
+}
+
+/// Does the pool manifest exist? (Release works without it; it only sharpens errors.)
+fn pool_spec(store: &dyn Store, pool: &PoolRef) -> Result<Option<crate::model::PoolManifest>> {
+    match crate::store::read::load_pool(store, pool) {
+        Ok(p) => Ok(Some(p)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn release_one(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: &std::net::IpAddr,
+    guard: &OwnerFilter,
+    dry_run: bool,
+) -> Result<Vec<AllocationManifest>> {
+    let spec = pool_spec(store, pool)?;
+    if let Some(spec) = &spec
+        && !spec.spec.cidr.contains(addr)
+    {
+        return Err(Error::invalid(
+            "ADDRESS",
+            format!("{addr} is outside pool `{pool}` ({})", spec.spec.cidr),
+        ));
+    }
+    let released = if dry_run {
+        crate::engine::release::would_release(store, pool, *addr, guard)?
+    } else {
+        crate::engine::release::release_address(store, pool, *addr, guard)?
+    };
+    match released {
+        Released::Deleted(m) => Ok(vec![*m]),
+        Released::NotHeld if spec.is_none() => Err(crate::store::read::pool_not_found(store, pool)),
+        Released::NotHeld => {
+            eprintln!("note: {addr} in pool `{pool}` is not allocated; nothing to release");
+            Ok(Vec::new())
+        }
+    }
+}
+
+/// Releases each allocation guarded by its exact owner, so an address re-allocated to
+/// someone else in the meantime is left alone.
+fn release_all(
+    store: &dyn Store,
+    held: Vec<AllocationManifest>,
+    dry_run: bool,
+) -> Result<Vec<AllocationManifest>> {
+    if dry_run {
+        return Ok(held);
+    }
+    let mut released = Vec::new();
+    for m in held {
+        let pool = PoolRef {
+            namespace: m.metadata.namespace.clone(),
+            name: m.spec.pool.clone(),
+        };
+        let guard = OwnerFilter::exactly(&m.spec.owner);
+        match crate::engine::release::release_address(store, &pool, m.spec.address, &guard) {
+            Ok(Released::Deleted(m)) => released.push(*m),
+            Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(released)
+}

@@ -1,0 +1,87 @@
+//! `ipamctl report`: every pool's usage, map, free ranges and largest holders; `-o html`
+//! writes them as one self-contained page.
+
+use std::io::Write;
+
+use crate::cli::output;
+use crate::cli::report::{self, PoolReport};
+use crate::cli::{FormatArg, GlobalArgs, OutputFormat};
+use crate::error::Result;
+use crate::model::{AllocationManifest, OwnerFilter};
+use crate::store::Store;
+
+pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let mut pools = Vec::new();
+    for ns in super::scopes(store, g)? {
+        let ns_ref = ns.as_ref();
+        let held =
+            crate::engine::allocate::allocations_of(store, ns_ref, None, &OwnerFilter::default())?;
+        for manifest in super::pool::pools_of(store, ns_ref)? {
+            let mine: Vec<AllocationManifest> = held
+                .iter()
+                .filter(|m| m.spec.pool.as_str() == manifest.metadata.name)
+                .cloned()
+                .collect();
+            pools.push(report::pool_report(manifest, &mine));
+        }
+    }
+    if g.format == Some(FormatArg::Html) {
+        return output::write(out, &report::html("ipamctl report", &pools));
+    }
+    if output::write_list(out, g.output, &pools)? {
+        return Ok(());
+    }
+    table(&pools, g, out)
+}
+
+fn table(pools: &[PoolReport], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    if pools.is_empty() {
+        eprintln!("No pools found.");
+        return Ok(());
+    }
+    let wide = g.output == Some(OutputFormat::Wide);
+    let rows = pools
+        .iter()
+        .map(|p| {
+            let m = &p.manifest;
+            let s = &p.status;
+            let mut row = vec![
+                output::or_dash(m.metadata.namespace.as_ref()),
+                m.metadata.name.clone(),
+                m.spec.cidr.to_string(),
+                s.usage.allocated.to_string(),
+                s.usage.free.to_string(),
+                format!("{:.1}%", s.usage.percent_used),
+                output::or_dash(
+                    s.largest_holders
+                        .first()
+                        .map(|h| format!("{} ({})", h.holder, h.addresses)),
+                ),
+            ];
+            if wide {
+                row.push(if s.free_ranges.is_empty() {
+                    "none".into()
+                } else {
+                    s.free_ranges.join(",")
+                });
+            }
+            row
+        })
+        .collect();
+    let mut headers = vec![
+        "NAMESPACE",
+        "NAME",
+        "CIDR",
+        "ALLOCATED",
+        "FREE",
+        "USED",
+        "LARGEST HOLDER",
+    ];
+    if wide {
+        headers.push("FREE RANGES");
+    }
+    output::write(
+        out,
+        &output::table(&headers, rows, &[3, 4, 5], g.no_headers),
+    )
+}

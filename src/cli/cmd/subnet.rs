@@ -1,0 +1,270 @@
+//! `ipamctl subnet create|list|show|delete`.
+
+use std::io::Write;
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::cli::output::{self, Action, Change, Named};
+use crate::cli::{
+    GlobalArgs, OutputFormat, SubnetCommand, SubnetCreateArgs, SubnetDeleteArgs, SubnetListArgs,
+    SubnetNameArgs,
+};
+use crate::engine::subnet::Put;
+use crate::error::{Error, Result};
+use crate::model::candidates::Usage;
+use crate::model::subnet::SubnetManifest;
+use crate::model::{Exclude, Namespace, PoolName, SubnetName};
+use crate::model::{PoolRef, pool_addresses};
+use crate::store::{ObjectKind, Store};
+use crate::yaml;
+
+pub fn run(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    command: &SubnetCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match command {
+        SubnetCommand::Create(args) => create(store, g, args, out),
+        SubnetCommand::List(args) => list(store, g, args, out),
+        SubnetCommand::Show(args) => show(store, g, args, out),
+        SubnetCommand::Delete(args) => delete(store, g, args, out),
+    }
+}
+
+fn name(s: &str) -> Result<SubnetName> {
+    super::flag("NAME", SubnetName::new(s))
+}
+
+fn create(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &SubnetCreateArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let pool = super::pool_ref(g, &args.pool)?;
+    let cidr = super::prefix("--cidr", &args.cidr)?;
+    let gateway = args
+        .gateway
+        .as_deref()
+        .map(|a| super::address("--gateway", a))
+        .transpose()?;
+    let reserved = args
+        .reserved
+        .iter()
+        .map(|r| super::flag("--reserved", Exclude::try_from(r.clone())))
+        .collect::<Result<Vec<_>>>()?;
+    let manifest = SubnetManifest::new(&name(&args.name)?, &pool, cidr, gateway, reserved);
+    manifest
+        .validate()
+        .map_err(|e| Error::invalid("subnet create", e))?;
+    let action = match crate::engine::subnet::put(store, &manifest, false, args.dry_run)? {
+        Put::Created => Action::Created,
+        Put::Configured => Action::Configured,
+        Put::Unchanged => Action::Unchanged,
+    }
+    .planned(args.dry_run);
+    if g.output.is_some() {
+        return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
+    }
+    eprintln!("{} {action}", manifest.resource());
+    output::line(out, &manifest.gateway().to_string())
+}
+
+/// A subnet's usage, as `subnet show` and `subnet list` give it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SubnetStatus {
+    #[serde(flatten)]
+    usage: Usage,
+    free_ranges: Vec<String>,
+}
+
+/// A subnet manifest with `status` after `spec`.
+#[derive(Serialize)]
+struct WithStatus<'a> {
+    #[serde(flatten)]
+    manifest: &'a SubnetManifest,
+    status: SubnetStatus,
+}
+
+impl Named for WithStatus<'_> {
+    fn resource(&self) -> String {
+        self.manifest.resource()
+    }
+}
+
+/// The usage of `s` given the addresses its scope's allocations hold (`names`).
+fn status(store: &dyn Store, s: &SubnetManifest, names: &[String]) -> Result<SubnetStatus> {
+    let pool = crate::store::read::load_pool(store, &s.pool())?;
+    let candidates = s.candidates(&pool);
+    let inside: Vec<IpAddr> = pool_addresses(names, &s.spec.pool)
+        .filter(|a| s.spec.cidr.contains(a))
+        .collect();
+    let held = inside.iter().filter(|a| candidates.contains(**a)).count() as u64;
+    let usage = Usage::from_counts(&candidates, inside.len() as u64, held);
+    let free = candidates.format_spans(&candidates.clone().without(inside).spans());
+    Ok(SubnetStatus {
+        usage,
+        free_ranges: free,
+    })
+}
+
+/// The reserved entries as a table cell.
+fn reserved(s: &SubnetManifest) -> String {
+    if s.spec.reserved.is_empty() {
+        return "-".into();
+    }
+    let all: Vec<String> = s.spec.reserved.iter().map(|r| r.to_string()).collect();
+    all.join(", ")
+}
+
+fn list(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &SubnetListArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let pool = args
+        .pool
+        .as_deref()
+        .map(|p| super::flag("--pool", PoolName::new(p)))
+        .transpose()?;
+    let mut subnets: Vec<(Option<Namespace>, SubnetManifest)> = Vec::new();
+    for ns in super::scopes(store, g)? {
+        for s in crate::engine::subnet::list(store, ns.as_ref(), pool.as_ref())? {
+            subnets.push((ns.clone(), s));
+        }
+    }
+    let mut rows = Vec::new();
+    let mut names: Option<(Option<Namespace>, Vec<String>)> = None;
+    for (ns, s) in &subnets {
+        if names.as_ref().is_none_or(|(at, _)| at != ns) {
+            names = Some((ns.clone(), store.list(ObjectKind::Allocation, ns.as_ref())?));
+        }
+        let listed = &names.as_ref().expect("set above").1;
+        rows.push(WithStatus {
+            manifest: s,
+            status: status(store, s, listed)?,
+        });
+    }
+    if output::write_list(out, g.output, &rows)? {
+        return Ok(());
+    }
+    if rows.is_empty() {
+        eprintln!("No subnets found.");
+        return Ok(());
+    }
+    let table = rows
+        .iter()
+        .map(|r| {
+            let (m, u) = (r.manifest, &r.status.usage);
+            vec![
+                output::or_dash(m.metadata.namespace.as_ref()),
+                m.metadata.name.clone(),
+                m.spec.pool.to_string(),
+                m.spec.cidr.to_string(),
+                m.gateway().to_string(),
+                reserved(m),
+                u.candidates.to_string(),
+                u.allocated.to_string(),
+                u.free.to_string(),
+                format!("{:.1}%", u.percent_used),
+            ]
+        })
+        .collect();
+    let headers = [
+        "NAMESPACE",
+        "NAME",
+        "POOL",
+        "CIDR",
+        "GATEWAY",
+        "RESERVED",
+        "CANDIDATES",
+        "ALLOCATED",
+        "FREE",
+        "USED",
+    ];
+    output::write(
+        out,
+        &output::table(&headers, table, &[6, 7, 8, 9], g.no_headers),
+    )
+}
+
+fn show(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &SubnetNameArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let ns = super::namespace(g)?;
+    let s = crate::engine::subnet::load(store, ns.as_ref(), &name(&args.name)?)?;
+    let names = store.list(ObjectKind::Allocation, ns.as_ref())?;
+    let shown = WithStatus {
+        manifest: &s,
+        status: status(store, &s, &names)?,
+    };
+    match g.output {
+        Some(OutputFormat::Json) => output::write(out, &output::json(&shown)),
+        Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(&shown)),
+        Some(OutputFormat::Name) => output::line(out, &s.resource()),
+        Some(OutputFormat::Table | OutputFormat::Wide) | None => {
+            let u = &shown.status.usage;
+            let free = &shown.status.free_ranges;
+            let fields = [
+                ("Name", s.metadata.name.clone()),
+                ("Namespace", output::or_dash(s.metadata.namespace.as_ref())),
+                ("Pool", s.spec.pool.to_string()),
+                ("CIDR", s.spec.cidr.to_string()),
+                ("Gateway", s.gateway().to_string()),
+                ("Reserved", reserved(&s)),
+                ("Candidates", u.candidates.to_string()),
+                ("Allocated", u.allocated.to_string()),
+                ("Free", format!("{} ({:.1}% used)", u.free, u.percent_used)),
+                (
+                    "Free ranges",
+                    if free.is_empty() {
+                        "none".into()
+                    } else {
+                        free.join(", ")
+                    },
+                ),
+            ];
+            for (key, value) in fields {
+                output::line(out, &format!("{:<12} {value}", format!("{key}:")))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn delete(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &SubnetDeleteArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let ns = super::namespace(g)?;
+    let name = name(&args.name)?;
+    let deleted = match crate::engine::subnet::delete(store, ns.as_ref(), &name, args.dry_run) {
+        Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
+            eprintln!("note: {message}; nothing to delete");
+            return Ok(());
+        }
+        other => other?,
+    };
+    let action = Action::Deleted.planned(args.dry_run);
+    output::write_changes(out, g.output, &[Change::new(&deleted, action)], true)
+}
+
+/// The pool of a stored subnet, for `list --subnet`.
+pub(super) fn pool_and_prefix(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    name_arg: &str,
+) -> Result<(PoolRef, ipnet::IpNet)> {
+    let ns = super::namespace(g)?;
+    let s = crate::engine::subnet::load(store, ns.as_ref(), &name(name_arg)?)?;
+    Ok((s.pool(), s.spec.cidr))
+}

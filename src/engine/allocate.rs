@@ -1,0 +1,660 @@
+//! The claim loop and owner look-ups: the lowest free candidate of a pool, claimed
+//! exclusively, or the address the owner already holds (invariants 1, 2 and 6 of
+//! [`crate::engine`]).
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::engine::cooldown;
+use crate::engine::release::release_address;
+use crate::engine::subnet;
+use crate::error::{Error, Result};
+use crate::model::candidates::Candidates;
+use crate::model::cooldown::Cooling;
+use crate::model::subnet::SubnetManifest;
+use crate::model::{
+    AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, PoolRef, SubnetName,
+    Timestamp, allocation_name,
+};
+use crate::store::read::{load_pool, read_allocation};
+use crate::store::{self, Claim, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
+
+/// An `allocate` request.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// The pool to claim from.
+    pub pool: PoolRef,
+    /// Exact owner identity.
+    pub owner: Owner,
+    /// Only addresses inside this subnet (its own network and broadcast skipped).
+    pub within: Option<IpNet>,
+    /// Only candidates of this stored subnet of the pool (`--subnet`).
+    pub subnet: Option<SubnetName>,
+    /// Addresses never to hand out in this request.
+    pub reserved: Vec<IpAddr>,
+    /// One specific address.
+    pub address: Option<IpAddr>,
+    /// Decide, but write nothing.
+    pub dry_run: bool,
+}
+
+/// What `allocate` did.
+#[derive(Clone, Debug)]
+pub enum Allocated {
+    /// The owner already held this allocation.
+    Existing(AllocationManifest),
+    /// A new allocation was claimed.
+    Created(AllocationManifest),
+    /// `--dry-run`: this allocation would be claimed.
+    WouldCreate(AllocationManifest),
+}
+
+impl Allocated {
+    /// The allocation, whichever way it came.
+    pub fn manifest(&self) -> &AllocationManifest {
+        match self {
+            Allocated::Existing(m) | Allocated::Created(m) | Allocated::WouldCreate(m) => m,
+        }
+    }
+}
+
+/// Prints a warning about an allocation file that does not parse. Its name stays taken.
+pub fn warn_unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &str) {
+    eprintln!(
+        "warning: {}: {why} (its address stays taken; run `ipamctl check`)",
+        store.locate(ObjectKind::Allocation, ns, name)
+    );
+}
+
+/// Finds the allocation `owner` holds in `pool`, warning about broken files on the way.
+fn find_owner(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<OwnerLookup> {
+    let ns = pool.namespace.as_ref();
+    let lookup = store.find_owner(ns, &pool.name, owner)?;
+    for (name, why) in &lookup.broken {
+        warn_unparsable(store, ns, name, why);
+    }
+    Ok(lookup)
+}
+
+/// The pool lock (shared) and the owner's lock, for a claim; `None` when the store is
+/// read-only, which leaves only a look-up (invariant 4's note in the module docs).
+fn claim_locks(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+) -> Result<Option<(LockGuard, LockGuard)>> {
+    let ns = pool.namespace.as_ref();
+    match store.lock_pool(ns, &pool.name, LockMode::Shared) {
+        Ok(pool_lock) => Ok(Some((pool_lock, store.lock_owner(ns, &pool.name, owner)?))),
+        Err(Error::ReadOnly { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Checks a held allocation against the request's constraints (exit 4 if it breaks one).
+fn check_held(
+    held: &AllocationManifest,
+    req: &Request,
+    subnet: Option<&SubnetManifest>,
+) -> Result<()> {
+    let addr = held.spec.address;
+    let broken = if req.address.is_some_and(|a| a != addr) {
+        Some("`--address`")
+    } else if subnet.is_some_and(|s| !s.spec.cidr.contains(&addr)) {
+        Some("`--subnet`")
+    } else if req.within.is_some_and(|w| !w.contains(&addr)) {
+        Some("`--within`")
+    } else if req.reserved.contains(&addr) {
+        Some("`--reserved`")
+    } else {
+        None
+    };
+    match broken {
+        None => Ok(()),
+        Some(flag) => Err(Error::Conflict {
+            message: format!(
+                "owner `{}` already holds {addr} in pool `{}`, which does not satisfy {flag}",
+                req.owner, req.pool
+            ),
+            hint: Some(format!(
+                "release it first: ipamctl release {} {addr}{}",
+                req.pool.name,
+                req.pool
+                    .namespace
+                    .as_ref()
+                    .map(|n| format!(" -n {n}"))
+                    .unwrap_or_default()
+            )),
+        }),
+    }
+}
+
+/// The candidates of this request, before taken addresses are removed. Validates
+/// `--within` and `--address` against the pool (exit 2).
+fn request_candidates(
+    spec: &PoolManifest,
+    req: &Request,
+    subnet: Option<&SubnetManifest>,
+) -> Result<Candidates> {
+    let cidr = spec.spec.cidr;
+    if let Some(other) = req
+        .reserved
+        .iter()
+        .find(|a| a.is_ipv6() != cidr.addr().is_ipv6())
+    {
+        return Err(Error::invalid(
+            "--reserved",
+            format!(
+                "{other} is an {} address but pool `{}` is {cidr}",
+                crate::model::family_name(*other),
+                req.pool
+            ),
+        ));
+    }
+    let base = match subnet {
+        Some(s) => s.candidates(spec),
+        None => Candidates::of_pool(&spec.spec),
+    };
+    let mut candidates = base.without(req.reserved.iter().copied());
+    if let Some(within) = req.within {
+        if !cidr.contains(&within) {
+            return Err(Error::invalid(
+                "--within",
+                format!(
+                    "`{within}` does not lie inside pool `{}` ({cidr})",
+                    req.pool
+                ),
+            ));
+        }
+        candidates = candidates.within(within);
+    }
+    if let Some(addr) = req.address
+        && !candidates.contains(addr)
+    {
+        let why = if !cidr.contains(&addr) {
+            format!("it is outside the pool's prefix {cidr}")
+        } else if let Some(s) = subnet
+            && !s.spec.cidr.contains(&addr)
+        {
+            format!(
+                "it is outside subnet `{}` ({})",
+                s.metadata.name, s.spec.cidr
+            )
+        } else if let Some(s) = subnet
+            && s.gateway() == addr
+        {
+            format!("it is the gateway of subnet `{}`", s.metadata.name)
+        } else if let Some(s) = subnet
+            && s.spec.reserved.iter().any(|r| r.net().contains(&addr))
+        {
+            format!("it is reserved by subnet `{}`", s.metadata.name)
+        } else if spec.spec.gateway == Some(addr) {
+            "it is the pool's gateway".to_owned()
+        } else if req.reserved.contains(&addr) {
+            "it is listed in `--reserved`".to_owned()
+        } else if req.within.is_some_and(|w| !w.contains(&addr)) {
+            "it is outside `--within`".to_owned()
+        } else if spec.spec.exclude.iter().any(|e| e.net().contains(&addr)) {
+            "it is excluded by the pool".to_owned()
+        } else if addr.is_ipv6() {
+            "it is a subnet-router anycast address (RFC 4291 §2.6.1)".to_owned()
+        } else {
+            "it is a network or broadcast address".to_owned()
+        };
+        return Err(Error::invalid(
+            "--address",
+            format!("{addr} is not a candidate of this request: {why}"),
+        ));
+    }
+    if let Some(addr) = req.address {
+        // `--address` asks for exactly this address: it is the request's only candidate.
+        candidates = candidates.only(addr);
+    }
+    Ok(candidates)
+}
+
+/// The director's Allocate: the owner's existing address, or the lowest free candidate,
+/// claimed exclusively. See the module docs for the protocol. On a database the whole
+/// decision is one transaction ([`Store::atomically`]).
+pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
+    if req.dry_run {
+        return decide(store, req, None);
+    }
+    store::atomically(store, || match claim_locks(store, &req.pool, &req.owner)? {
+        Some(locks) => decide(store, req, Some(locks)),
+        None => allocate_read_only(store, req),
+    })
+}
+
+/// One address for one owner in each of `requests`' pools (their owner is the same), in
+/// order, all or nothing: when one fails, the addresses this call claimed in the pools
+/// before it are released again (an address the owner already held stays) and its error
+/// is returned. On a database the whole is one transaction, which the error rolls back.
+///
+/// Each pool's claim is [`allocate`]'s, so a crash between two claims leaves the earlier
+/// ones as the owner's allocations: the same request, asked again, gets them back
+/// ([`Allocated::Existing`]) and claims the rest, never a second address in a pool.
+pub fn allocate_all(store: &dyn Store, requests: &[Request]) -> Result<Vec<Allocated>> {
+    let dry_run = requests.iter().any(|r| r.dry_run);
+    let work = || {
+        let mut done: Vec<Allocated> = Vec::new();
+        for (i, req) in requests.iter().enumerate() {
+            if i > 0 {
+                failpoint!("allocate-between-pools");
+            }
+            match allocate(store, req) {
+                Ok(allocated) => done.push(allocated),
+                Err(e) => {
+                    undo(store, requests, &done)?;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(done)
+    };
+    if dry_run {
+        return work();
+    }
+    store::atomically(store, work)
+}
+
+/// Releases what [`allocate_all`] claimed (`Created`) before a later pool failed.
+fn undo(store: &dyn Store, requests: &[Request], done: &[Allocated]) -> Result<()> {
+    for (req, allocated) in requests.iter().zip(done) {
+        if let Allocated::Created(m) = allocated {
+            let guard = OwnerFilter::exactly(&m.spec.owner);
+            release_address(store, &req.pool, m.spec.address, &guard)?;
+        }
+    }
+    Ok(())
+}
+
+/// The request's subnet (`--subnet`), read now, checked to be of the request's pool (exit 2
+/// if not, 3 if it does not exist).
+fn request_subnet(store: &dyn Store, req: &Request) -> Result<Option<SubnetManifest>> {
+    let Some(name) = &req.subnet else {
+        return Ok(None);
+    };
+    let s = subnet::load(store, req.pool.namespace.as_ref(), name)?;
+    if s.spec.pool != req.pool.name {
+        return Err(Error::invalid(
+            "--subnet",
+            format!(
+                "subnet `{name}` is a range of pool `{}`, not of `{}`",
+                s.pool(),
+                req.pool
+            ),
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// What the pool's cooldown records say to a claim by `owner` (nothing without
+/// `reuseAfter`). The caller holds the pool's lock (shared), or makes a dry run.
+pub fn cooling_for(
+    store: &dyn Store,
+    pool: &PoolRef,
+    spec: &PoolManifest,
+    owner: &Owner,
+) -> Result<Cooling> {
+    match &spec.spec.reuse_after {
+        Some(window) => cooldown::cooling(
+            store,
+            pool,
+            owner,
+            window.duration(),
+            std::time::SystemTime::now(),
+        ),
+        None => Ok(Cooling::default()),
+    }
+}
+
+/// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run).
+fn decide(
+    store: &dyn Store,
+    req: &Request,
+    locks: Option<(LockGuard, LockGuard)>,
+) -> Result<Allocated> {
+    // Read again under the lock: this is the pool (and subnet) as it stands until we are done.
+    let spec = load_pool(store, &req.pool)?;
+    let subnet = request_subnet(store, req)?;
+    let candidates = request_candidates(&spec, req, subnet.as_ref())?;
+    let lookup = find_owner(store, &req.pool, &req.owner)?;
+    if let Some(held) = lookup.held {
+        check_held(&held, req, subnet.as_ref())?;
+        return Ok(Allocated::Existing(held));
+    }
+    // Read after the allocations were listed: an address released since the listing has
+    // its record written before its allocation went (see `crate::cooldown`).
+    let cooling = cooling_for(store, &req.pool, &spec, &req.owner)?;
+    if let Some(addr) = req.address
+        && cooling.blocked.contains(&addr)
+    {
+        return Err(Error::conflict(format!(
+            "{addr} in pool `{}` was released by another owner less than {} ago (the pool's reuseAfter)",
+            req.pool,
+            spec.spec
+                .reuse_after
+                .as_ref()
+                .map_or(String::new(), |r| r.to_string())
+        )));
+    }
+    let range = candidates.describe();
+    let cooling_count = cooling
+        .blocked
+        .iter()
+        .filter(|a| candidates.contains(**a))
+        .count();
+    let candidates = candidates.without(cooling.blocked.iter().copied());
+    let whole_pool = req.within.is_none()
+        && req.subnet.is_none()
+        && req.reserved.is_empty()
+        && req.address.is_none()
+        && cooling.blocked.is_empty()
+        && cooling.own.is_none();
+    let mut claimed = claim(store, req, &candidates, &lookup.taken, whole_pool, &cooling)?;
+    // Nothing free: a request for the same owner may have taken the last free address while
+    // this one looked (on a database nothing serialises one owner's requests; its unique
+    // constraint arbitrates). Then that address is the answer, not exhaustion.
+    if claimed.is_none()
+        && !req.dry_run
+        && let Some(held) = find_owner(store, &req.pool, &req.owner)?.held
+    {
+        check_held(&held, req, subnet.as_ref())?;
+        claimed = Some(Allocated::Existing(held));
+    }
+    drop(locks);
+    let cooling_note = if cooling_count > 0 {
+        format!(
+            "; {cooling_count} released address{} wait{} out reuseAfter {}",
+            if cooling_count == 1 { "" } else { "es" },
+            if cooling_count == 1 { "s" } else { "" },
+            spec.spec
+                .reuse_after
+                .as_ref()
+                .map_or(String::new(), |r| r.to_string())
+        )
+    } else {
+        String::new()
+    };
+    match claimed {
+        Some(allocated) => Ok(allocated),
+        None => Err(Error::Exhausted {
+            what: match &subnet {
+                Some(s) => s.describe(),
+                None => format!("pool `{}`", req.pool),
+            },
+            range: if req.within.is_some() || !req.reserved.is_empty() {
+                format!("{range} (after `--within`/`--reserved`){cooling_note}")
+            } else {
+                format!("{range}{cooling_note}")
+            },
+        }),
+    }
+}
+
+/// `allocate` on a store that cannot be written: the owner's address if it holds one, else
+/// the read-only error a claim would meet.
+fn allocate_read_only(store: &dyn Store, req: &Request) -> Result<Allocated> {
+    let spec = load_pool(store, &req.pool)?;
+    let subnet = request_subnet(store, req)?;
+    request_candidates(&spec, req, subnet.as_ref())?;
+    if let Some(held) = find_owner(store, &req.pool, &req.owner)?.held {
+        check_held(&held, req, subnet.as_ref())?;
+        return Ok(Allocated::Existing(held));
+    }
+    // Take the lock again for its error, which names what cannot be written.
+    match claim_locks(store, &req.pool, &req.owner)? {
+        None => Err(store
+            .lock_pool(
+                req.pool.namespace.as_ref(),
+                &req.pool.name,
+                LockMode::Shared,
+            )
+            .err()
+            .unwrap_or_else(|| Error::conflict("the state directory became writable; try again"))),
+        Some(_) => Err(Error::conflict(
+            "the state directory became writable meanwhile; try again",
+        )),
+    }
+}
+
+/// Claims the lowest free candidate of `pool` for `req.owner`, moving on when another
+/// claimer wins an address; `None` when no candidate is left. The caller holds the pool's
+/// lock (shared) and the owner's lock, and found that the owner holds nothing here. On a
+/// store where the owner's constraint arbitrates instead of a lock, a concurrent request for
+/// the same owner may win: its allocation is then the answer ([`Claim::OwnerHolds`]).
+fn claim(
+    store: &dyn Store,
+    req: &Request,
+    candidates: &Candidates,
+    taken: &[IpAddr],
+    whole_pool: bool,
+    cooling: &Cooling,
+) -> Result<Option<Allocated>> {
+    let pool = &req.pool;
+    let ns = pool.namespace.as_ref();
+    // The address this owner released within the window comes first, if it may have it.
+    let own = cooling.own.filter(|a| {
+        candidates.contains(*a) && !taken.contains(a) && req.address.is_none_or(|r| r == *a)
+    });
+    let free: FreeIter<'_> = match req.address {
+        // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
+        Some(addr) => {
+            let name = allocation_name(&pool.name, addr);
+            if taken.contains(&addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
+                return Err(held_by_other(store, req, addr));
+            }
+            Box::new(std::iter::once(Ok(addr)))
+        }
+        None => store.free_candidates(ns, &pool.name, candidates, taken, whole_pool)?,
+    };
+    let free = own.map(Ok).into_iter().chain(free);
+    let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
+    loop {
+        let addr = match free.next() {
+            Some(addr) => addr?,
+            None => match put_off.pop_front() {
+                Some(addr) => addr,
+                None => break,
+            },
+        };
+        let mut manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
+        // Written once, by the claim: `reconcile` never releases what a live list taken
+        // before it could not have named.
+        manifest.metadata.creation_timestamp = Some(Timestamp::now());
+        if req.dry_run {
+            return Ok(Some(Allocated::WouldCreate(manifest)));
+        }
+        match store.claim(ns, &manifest)? {
+            Claim::Claimed => {
+                failpoint!("allocate-before-index");
+                store.record_claim(ns, &pool.name, &req.owner, addr);
+                // A record left behind (a crash before this) is harmless: its address is
+                // held, and the next release of it replaces the record.
+                if cooling.own == Some(addr) || cooling.stale.contains(&addr) {
+                    cooldown::forget(store, pool, addr)?;
+                }
+                return Ok(Some(Allocated::Created(manifest)));
+            }
+            Claim::OwnerHolds(held) => {
+                check_held(&held, req, None)?;
+                return Ok(Some(Allocated::Existing(*held)));
+            }
+            Claim::AddressTaken if req.address.is_some() => {
+                return Err(held_by_other(store, req, addr));
+            }
+            // Lost the race for this address to another claimer: try the next one. Claimers
+            // that lost together would race together for each next address too, every loser
+            // paying a durable write for it (64 processes filling a /24 made 3,086 attempts
+            // for 254 addresses). So from the second loss on, a random number of free
+            // candidates (fewer than 2, 4, … 32) is put off until the others ran out: the
+            // first try is still the lowest free, and nothing free is ever skipped for good.
+            Claim::AddressTaken => {
+                lost += 1;
+                for _ in 0..random_below(1 << (lost - 1).min(5)) {
+                    match free.next() {
+                        Some(addr) => put_off.push_back(addr?),
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A random number below `n` (a power of two, at most 256).
+fn random_below(n: u32) -> u32 {
+    u32::from(uuid::Uuid::new_v4().as_bytes()[0]) % n
+}
+
+/// Claims a floating IP from the public pools of `zone`, in name order, moving to the next
+/// pool when one is exhausted. Idempotent across the zone: an owner holding an address in
+/// any of its pools gets that one back.
+///
+/// Every pool lock, then every owner lock, is taken in pool-name order, so two requests for
+/// one owner cannot claim in two different pools, and no lock order can deadlock.
+pub fn allocate_zone(
+    store: &dyn Store,
+    zone: &str,
+    owner: &Owner,
+    dry_run: bool,
+) -> Result<Allocated> {
+    if dry_run {
+        return allocate_zone_now(store, zone, owner, dry_run);
+    }
+    store::atomically(store, || allocate_zone_now(store, zone, owner, dry_run))
+}
+
+/// [`allocate_zone`] inside its unit of work.
+fn allocate_zone_now(
+    store: &dyn Store,
+    zone: &str,
+    owner: &Owner,
+    dry_run: bool,
+) -> Result<Allocated> {
+    let mut names = store.list(ObjectKind::Pool, None)?;
+    names.sort();
+    let mut pools = Vec::new();
+    for name in names {
+        let Ok(name) = PoolName::new(&name) else {
+            continue;
+        };
+        let pool = PoolRef {
+            namespace: None,
+            name,
+        };
+        let Ok(spec) = load_pool(store, &pool) else {
+            continue;
+        };
+        if spec.spec.zone.as_deref() == Some(zone)
+            && spec.spec.kind == crate::model::PoolKind::Public
+        {
+            pools.push(pool);
+        }
+    }
+    if pools.is_empty() {
+        return Err(Error::NotFound {
+            message: format!("no public pool in zone `{zone}`"),
+            hint: Some("`ipamctl pool list` shows each pool's zone".into()),
+        });
+    }
+    let mut locks = Vec::new();
+    let mut read_only = None;
+    if !dry_run {
+        for pool in &pools {
+            match store.lock_pool(None, &pool.name, LockMode::Shared) {
+                Ok(lock) => locks.push(lock),
+                // Only a look-up is possible: an owner holding an address still gets it.
+                Err(e @ Error::ReadOnly { .. }) => {
+                    read_only = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if read_only.is_none() {
+            for pool in &pools {
+                locks.push(store.lock_owner(None, &pool.name, owner)?);
+            }
+        }
+    }
+    let mut listings = Vec::new();
+    for pool in &pools {
+        let lookup = find_owner(store, pool, owner)?;
+        if let Some(held) = lookup.held {
+            return Ok(Allocated::Existing(held));
+        }
+        listings.push(lookup.taken);
+    }
+    if let Some(e) = read_only {
+        return Err(e);
+    }
+    for (pool, entries) in pools.iter().zip(&listings) {
+        // Re-read under the lock: a pool deleted or changed meanwhile is skipped or current.
+        let Ok(spec) = load_pool(store, pool) else {
+            continue;
+        };
+        let cooling = cooling_for(store, pool, &spec, owner)?;
+        let candidates = Candidates::of_pool(&spec.spec).without(cooling.blocked.iter().copied());
+        let whole_pool = cooling.blocked.is_empty() && cooling.own.is_none();
+        let req = Request {
+            pool: pool.clone(),
+            owner: owner.clone(),
+            within: None,
+            subnet: None,
+            reserved: Vec::new(),
+            address: None,
+            dry_run,
+        };
+        if let Some(allocated) = claim(store, &req, &candidates, entries, whole_pool, &cooling)? {
+            return Ok(allocated);
+        }
+    }
+    let names: Vec<String> = pools.iter().map(|p| format!("`{}`", p.name)).collect();
+    Err(Error::Exhausted {
+        what: format!("zone `{zone}`"),
+        range: format!("any of its pools ({})", names.join(", ")),
+    })
+}
+
+fn held_by_other(store: &dyn Store, req: &Request, addr: IpAddr) -> Error {
+    let name = allocation_name(&req.pool.name, addr);
+    let holder = match read_allocation(store, req.pool.namespace.as_ref(), &name) {
+        Ok(Some(Ok(m))) => format!("by `{}`", m.spec.owner),
+        _ => "already".to_owned(),
+    };
+    Error::conflict(format!("{addr} in pool `{}` is held {holder}", req.pool))
+}
+
+/// Every allocation of scope `ns` (of `pool` only, if given) whose owner passes `filter`,
+/// sorted by pool and address; broken files are warned about. Reads only the files the
+/// store cannot rule out.
+pub fn allocations_of(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    pool: Option<&PoolName>,
+    filter: &OwnerFilter,
+) -> Result<Vec<AllocationManifest>> {
+    let mut found = Vec::new();
+    for f in store.find_allocations(ns, pool, filter)? {
+        match f.parsed {
+            Ok(m) => found.push(m),
+            Err(why) => warn_unparsable(store, ns, &f.name, &why),
+        }
+    }
+    found.sort_by(|a, b| (&a.spec.pool, a.spec.address).cmp(&(&b.spec.pool, b.spec.address)));
+    Ok(found)
+}
+
+/// Looks up the owner's allocation without locking or writing (for `--dry-run` and reads).
+pub fn lookup_owner(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+) -> Result<Option<AllocationManifest>> {
+    Ok(find_owner(store, pool, owner)?.held)
+}

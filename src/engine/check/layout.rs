@@ -1,0 +1,500 @@
+//! The walk of `ipamctl check`: every entry under the state directory, classified against
+//! the layout of [`crate::store::fs`] without following a single symlink. Every directory is
+//! opened beneath its parent's handle and every file stated or read relative to its
+//! directory's handle ([`crate::store::fs::beneath`]); no path is resolved from the top.
+//!
+//! The walk owns `cluster/`, `namespaces/` and the root's `.ipamctl`, `.gitignore` and
+//! `.tmp-*`; everything else at the root (a README, `.git`, CI configuration: the state
+//! directory is often the root of a GitOps repository) is left alone. Inside what it owns,
+//! every entry is either part of the layout or a finding.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rustix::fs::FileType;
+
+use super::{Finding, Leftover, Severity};
+use crate::model::{Namespace, PoolName};
+use crate::store::fs::beneath::{self, Refused};
+use crate::store::fs::{
+    FsStore, GITIGNORE, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX, MARKER, TMP_PREFIX,
+};
+use crate::yaml::MAX_MANIFEST_BYTES;
+
+const GITIGNORE_FILE: &str = ".gitignore";
+const POOLS_DIR: &str = "ipampools";
+const ALLOCATIONS_DIR: &str = "ipallocations";
+const SUBNETS_DIR: &str = "subnets";
+const COOLDOWN_DIR: &str = "cooldown";
+pub(super) const SYMLINK: &str =
+    "is a symlink; ipamctl never follows symlinks inside the state directory";
+const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
+
+/// A manifest file found by the walk, not read yet.
+#[derive(Clone, Debug)]
+pub(super) struct ManifestFile {
+    /// Path relative to the root, `/`-separated.
+    pub rel: String,
+    /// The directory that holds it, opened beneath the root by the walk.
+    pub dir: Arc<OwnedFd>,
+    /// Its name in `dir`, to open relative to that handle.
+    pub name: OsString,
+    /// The scope the path puts it in (`None` = `cluster/`).
+    pub scope: Option<Namespace>,
+    /// The file name without `.yaml`: the object's name as the tool knows it.
+    pub stem: String,
+}
+
+/// What the walk found.
+#[derive(Debug, Default)]
+pub(super) struct Layout {
+    pub findings: Vec<Finding>,
+    pub pools: Vec<ManifestFile>,
+    pub allocations: Vec<ManifestFile>,
+    pub subnets: Vec<ManifestFile>,
+    pub cooldown: Vec<ManifestFile>,
+    pub leftovers: Vec<Leftover>,
+}
+
+/// An entry of a directory, typed from the directory entry itself (or `fstatat` without
+/// following, where the file system does not say): a symlink is seen, never followed.
+struct Item {
+    /// The name as text (lossy), for matching and findings.
+    name: String,
+    /// The name as the directory holds it, to open relative to the directory's handle.
+    raw: OsString,
+    rel: String,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+impl Kind {
+    /// `Unknown` is not expected: callers resolve it with a `stat` first.
+    fn of(t: FileType) -> Kind {
+        match t {
+            FileType::Symlink => Kind::Symlink,
+            FileType::Directory => Kind::Dir,
+            FileType::RegularFile => Kind::File,
+            _ => Kind::Other,
+        }
+    }
+}
+
+impl Item {
+    /// The path as findings show it: directories end in `/`.
+    fn shown(&self) -> String {
+        if self.kind == Kind::Dir {
+            format!("{}/", self.rel)
+        } else {
+            self.rel.clone()
+        }
+    }
+}
+
+/// Which kind of object a `ipampools/` or `ipallocations/` directory holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ObjectDir {
+    Pools,
+    Allocations,
+    Subnets,
+    Cooldown,
+}
+
+/// Walks the state directory at `root` (its path, for the marker) through `root_fd`, its
+/// handle. `now` dates the temporary files found.
+pub(super) fn walk(root: &Path, root_fd: &OwnedFd, now: SystemTime) -> Layout {
+    let mut walker = Walker {
+        now,
+        out: Layout::default(),
+    };
+    walker.root(root, root_fd);
+    walker.out
+}
+
+struct Walker {
+    now: SystemTime,
+    out: Layout,
+}
+
+impl Walker {
+    fn finding(&mut self, severity: Severity, path: String, message: impl Into<String>) {
+        self.out.findings.push(Finding {
+            severity,
+            path,
+            message: message.into(),
+        });
+    }
+
+    /// Opens the directory `item` of `parent`, relative to `parent`'s handle, without
+    /// following a symlink. A directory replaced since the listing is a finding (a symlink)
+    /// or, removed by a concurrent command, `None` without one.
+    fn open(&mut self, parent: impl AsFd, item: &Item) -> Option<OwnedFd> {
+        match beneath::open_dir(parent, Path::new(&item.raw)) {
+            Ok(fd) => Some(fd),
+            Err(e) if e.is_not_found() => None,
+            Err(Refused::Symlink) => {
+                self.finding(Severity::Error, item.rel.clone(), SYMLINK);
+                None
+            }
+            Err(e) => {
+                self.cannot_list(&item.rel, &e);
+                None
+            }
+        }
+    }
+
+    fn cannot_list(&mut self, rel: &str, why: &Refused) {
+        let shown = if rel.is_empty() { "." } else { rel };
+        let why = match why {
+            Refused::Io(e) => e.to_string(),
+            Refused::NotADirectory => std::io::Error::from(rustix::io::Errno::NOTDIR).to_string(),
+            other => other.reason(),
+        };
+        self.finding(
+            Severity::Error,
+            format!("{shown}/"),
+            format!("cannot read the directory: {why}"),
+        );
+    }
+
+    /// The entries of the directory `dir` (at `rel`), sorted by name; an unreadable
+    /// directory is a finding.
+    fn entries(&mut self, dir: &OwnedFd, rel: &str) -> Vec<Item> {
+        let mut items = Vec::new();
+        let listed = beneath::each_name(dir, |raw, file_type| {
+            let raw = beneath::os(raw);
+            let file_type = match file_type {
+                FileType::Unknown => match beneath::stat(dir, raw) {
+                    Ok(Some(stat)) => FileType::from_raw_mode(stat.st_mode),
+                    _ => return, // removed since the listing
+                },
+                known => known,
+            };
+            let name = raw.to_string_lossy().into_owned();
+            let rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            items.push(Item {
+                kind: Kind::of(file_type),
+                raw: raw.to_owned(),
+                name,
+                rel,
+            });
+        });
+        if let Err(e) = listed {
+            self.cannot_list(rel, &e);
+        }
+        items.sort_by(|a, b| a.name.cmp(&b.name));
+        items
+    }
+
+    /// A symlink is an error wherever the walk meets one; anything else that the layout does
+    /// not have is a warning with `message`.
+    fn foreign(&mut self, item: &Item, message: &str) {
+        match item.kind {
+            Kind::Symlink => self.finding(Severity::Error, item.rel.clone(), SYMLINK),
+            Kind::Other => self.finding(
+                Severity::Warning,
+                item.rel.clone(),
+                "not a regular file or directory; ipamctl ignores it",
+            ),
+            Kind::File | Kind::Dir => self.finding(Severity::Warning, item.shown(), message),
+        }
+    }
+
+    fn root(&mut self, root: &Path, root_fd: &OwnedFd) {
+        self.marker(root);
+        self.gitignore(root_fd);
+        for item in self.entries(root_fd, "") {
+            let name = item.name.as_str();
+            let ours = matches!(name, "cluster" | "namespaces" | MARKER | GITIGNORE_FILE)
+                || name.starts_with(TMP_PREFIX);
+            match (name, item.kind) {
+                (_, Kind::Symlink) if ours => self.foreign(&item, ""),
+                ("cluster", Kind::Dir) => self.cluster(root_fd, &item),
+                ("namespaces", Kind::Dir) => self.namespaces(root_fd, &item, ""),
+                ("cluster" | "namespaces", _) => self.finding(
+                    Severity::Error,
+                    item.rel.clone(),
+                    "is not a directory; the layout needs a directory here",
+                ),
+                (_, Kind::File) if name.starts_with(TMP_PREFIX) => self.leftover(root_fd, &item),
+                // The derived index and the temporary files of writes in flight: only the
+                // temporary files can be findings (left by a process that died).
+                (INDEX_DIR, Kind::Dir) => self.scratch(root_fd, &item),
+                (INDEX_DIR, Kind::Symlink) => self.foreign(&item, ""),
+                // Everything else at the root belongs to whoever put it there.
+                _ => {}
+            }
+        }
+    }
+
+    /// The marker must be there and name a layout this ipamctl reads.
+    fn marker(&mut self, root: &Path) {
+        if let Err(e) = FsStore::open(root) {
+            let message = match e {
+                crate::Error::Corrupt { message, .. } => message,
+                crate::Error::NoStateDir { .. } => {
+                    "missing: this is not an ipamctl state directory".to_owned()
+                }
+                other => other.to_string(),
+            };
+            self.finding(Severity::Error, MARKER.to_owned(), message);
+        }
+    }
+
+    /// `.gitignore` keeps the locks, the index and temporary files out of git; without it
+    /// they get committed and every checkout inherits another machine's cache.
+    fn gitignore(&mut self, root: &OwnedFd) {
+        let text = match beneath::read(root, GITIGNORE_FILE, MAX_MANIFEST_BYTES) {
+            Ok(Some(file)) => String::from_utf8(file.bytes).unwrap_or_default(),
+            Ok(None) => String::new(),
+            // A symlink, a directory, a FIFO: reported by the walk, never opened through.
+            Err(Refused::Symlink | Refused::NotADirectory | Refused::NotAFile(_)) => return,
+            Err(Refused::TooLarge(_) | Refused::Io(_)) => String::new(),
+        };
+        let have: Vec<&str> = text.lines().map(str::trim).collect();
+        let missing: Vec<String> = GITIGNORE
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter(|l| !have.contains(l))
+            .map(|l| format!("`{l}`"))
+            .collect();
+        if !missing.is_empty() {
+            self.finding(
+                Severity::Warning,
+                GITIGNORE_FILE.to_owned(),
+                format!(
+                    "does not ignore {}: ipamctl's lock, index and temporary files would be committed",
+                    missing.join(", ")
+                ),
+            );
+        }
+    }
+
+    fn cluster(&mut self, parent: &OwnedFd, dir: &Item) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        for item in self.entries(&fd, &dir.rel) {
+            match (item.name.as_str(), item.kind) {
+                (POOLS_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Pools),
+                (ALLOCATIONS_DIR, Kind::Dir) => {
+                    self.objects(&fd, &item, None, ObjectDir::Allocations);
+                }
+                (SUBNETS_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Subnets),
+                (COOLDOWN_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Cooldown),
+                _ => self.foreign(&item, FOREIGN),
+            }
+        }
+    }
+
+    /// A directory under `namespaces/`; `prefix` is the namespace it stands for (empty for
+    /// `namespaces/` itself).
+    fn namespaces(&mut self, parent: &OwnedFd, dir: &Item, prefix: &str) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        let scope = Namespace::new(prefix).ok();
+        for item in self.entries(&fd, &dir.rel) {
+            let name = item.name.as_str();
+            match (name, item.kind, &scope) {
+                (POOLS_DIR, Kind::Dir, Some(ns)) => {
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Pools);
+                }
+                (ALLOCATIONS_DIR, Kind::Dir, Some(ns)) => {
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Allocations);
+                }
+                (SUBNETS_DIR, Kind::Dir, Some(ns)) => {
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Subnets);
+                }
+                (COOLDOWN_DIR, Kind::Dir, Some(ns)) => {
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Cooldown);
+                }
+                (POOLS_DIR | ALLOCATIONS_DIR | SUBNETS_DIR | COOLDOWN_DIR, Kind::Dir, None) => self.foreign(
+                    &item,
+                    "not part of the state directory layout: objects under `namespaces/` go in a namespace directory, e.g. `namespaces/<ns>/ipampools/`; ipamctl ignores it",
+                ),
+                (_, Kind::Dir, _) => {
+                    let child = if prefix.is_empty() {
+                        name.to_owned()
+                    } else {
+                        format!("{prefix}/{name}")
+                    };
+                    match Namespace::new(&child) {
+                        Ok(_) => self.namespaces(&fd, &item, &child),
+                        Err(why) => self.foreign(
+                            &item,
+                            &format!("not a namespace directory: {why}; ipamctl ignores it"),
+                        ),
+                    }
+                }
+                (_, Kind::File, _) if name.ends_with(".yaml") => self.foreign(
+                    &item,
+                    "not part of the state directory layout: manifests go in an `ipampools/` or `ipallocations/` directory; ipamctl ignores it",
+                ),
+                _ => self.foreign(&item, FOREIGN),
+            }
+        }
+    }
+
+    /// An `ipampools/` or `ipallocations/` directory.
+    fn objects(&mut self, parent: &OwnedFd, dir: &Item, scope: Option<Namespace>, what: ObjectDir) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        // Shared by the files found here, which are read through it.
+        let fd = Arc::new(fd);
+        for item in self.entries(&fd, &dir.rel) {
+            let name = item.name.as_str();
+            match item.kind {
+                Kind::File if !name.starts_with('.') && name.ends_with(".yaml") => {
+                    let file = ManifestFile {
+                        stem: name.trim_end_matches(".yaml").to_owned(),
+                        rel: item.rel,
+                        dir: Arc::clone(&fd),
+                        name: item.raw,
+                        scope: scope.clone(),
+                    };
+                    match what {
+                        ObjectDir::Pools => self.out.pools.push(file),
+                        ObjectDir::Allocations => self.out.allocations.push(file),
+                        ObjectDir::Subnets => self.out.subnets.push(file),
+                        ObjectDir::Cooldown => self.out.cooldown.push(file),
+                    }
+                }
+                Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&fd, &item),
+                Kind::File if what == ObjectDir::Pools && is_pool_lock(name) => {}
+                Kind::Dir if what == ObjectDir::Allocations && name == INDEX_DIR => {
+                    self.index(&fd, &item);
+                }
+                Kind::File | Kind::Dir if name.starts_with('.') => self.foreign(
+                    &item,
+                    "unexpected dot-file: not one of ipamctl's lock, index or temporary files",
+                ),
+                Kind::File if name.ends_with(".yml") => self.foreign(
+                    &item,
+                    "not read: ipamctl reads only `<name>.yaml` manifests, not `.yml`",
+                ),
+                Kind::File => self.foreign(
+                    &item,
+                    "not a manifest: ipamctl reads only `<name>.yaml` files here and ignores it",
+                ),
+                _ => self.foreign(&item, "unexpected directory; ipamctl ignores it"),
+            }
+        }
+    }
+
+    /// `ipallocations/.index/`: the derived owner index and hints. Its contents are
+    /// a cache (git-ignored, rebuilt on demand), so only their names are checked.
+    fn index(&mut self, parent: &OwnedFd, dir: &Item) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        for item in self.entries(&fd, &dir.rel) {
+            let name = item.name.as_str();
+            if item.kind == Kind::File && name.starts_with(TMP_PREFIX) {
+                self.leftover(&fd, &item);
+                continue;
+            }
+            let known = match item.kind {
+                Kind::File => pool_of(name, INDEX_SUFFIX).is_some() || is_old_index_file(name),
+                Kind::Dir => pool_of(name, HINTS_SUFFIX).is_some(),
+                Kind::Symlink | Kind::Other => false,
+            };
+            if !known {
+                self.foreign(
+                    &item,
+                    "not one of ipamctl's index files; ipamctl ignores it",
+                );
+            }
+        }
+    }
+
+    /// A temporary file `item` of `dir`, dated by an `fstatat` that does not follow.
+    /// `<root>/.index/`: its `.tmp-*` files are leftovers; the rest is a cache nobody reviews.
+    fn scratch(&mut self, parent: &OwnedFd, dir: &Item) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        for item in self.entries(&fd, &dir.rel) {
+            if item.kind == Kind::File && item.name.starts_with(TMP_PREFIX) {
+                self.leftover(&fd, &item);
+            }
+        }
+    }
+
+    fn leftover(&mut self, dir: &OwnedFd, item: &Item) {
+        let Ok(Some(stat)) = beneath::stat(dir, &item.raw) else {
+            return; // gone since the listing: the write it belonged to finished
+        };
+        let modified = super::modified(&stat);
+        let old = super::is_old(modified, self.now);
+        let message = if old {
+            "leftover temporary file of an interrupted write, older than 5 minutes; `ipamctl check --fix` removes it"
+        } else {
+            "temporary file of a write in progress or one interrupted moments ago; `ipamctl check --fix` removes it once it is 5 minutes old"
+        };
+        self.finding(Severity::Warning, item.rel.clone(), message);
+        self.out.leftovers.push(Leftover {
+            path: item.rel.clone(),
+            modified,
+        });
+    }
+}
+
+/// `.lock` (the scope lock) or `.<pool>.lock` (a pool lock).
+fn is_pool_lock(name: &str) -> bool {
+    name == ".lock"
+        || name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".lock"))
+            .is_some_and(|pool| PoolName::new(pool).is_ok())
+}
+
+/// What ipamctl 0.1 kept in `.index/` (a journal and owner lock stripes `<pool>.lock-NN`):
+/// unused now, and harmless.
+fn is_old_index_file(name: &str) -> bool {
+    name == "journal"
+        || name.rsplit_once(".lock-").is_some_and(|(pool, stripe)| {
+            PoolName::new(pool).is_ok()
+                && stripe.len() == 2
+                && stripe.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
+/// The pool name of `<pool><suffix>`, if valid.
+fn pool_of<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
+    name.strip_suffix(suffix)
+        .filter(|pool| PoolName::new(pool).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_and_index_names_are_recognised() {
+        assert!(is_pool_lock(".lock"));
+        assert!(is_pool_lock(".vpc-main.lock"));
+        assert!(!is_pool_lock(".Vpc.lock"));
+        assert!(!is_pool_lock("vpc-main.lock"));
+        assert!(is_old_index_file("vpc-main.lock-07"));
+        assert!(!is_old_index_file("vpc-main.lock-7"));
+        assert!(!is_old_index_file(".lock-07"));
+        assert_eq!(pool_of("vpc-main.owners", ".owners"), Some("vpc-main"));
+        assert_eq!(pool_of("vpc-main.log", ".owners"), None);
+    }
+}

@@ -1,0 +1,162 @@
+//! The rules of `ipamctl check` for subnets and cooldown records: each against its path and
+//! its pool, subnets of one pool against each other.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use super::rules::{KnownPool, PoolKey, scope_mismatch};
+use super::{Decoded, Finding, Severity, error};
+use crate::model::Metadata;
+use crate::model::PoolRef;
+use crate::model::cooldown::CooldownRecord;
+use crate::model::subnet::SubnetManifest;
+
+/// How far ahead of the checker's clock a `releasedAt` may be before it is reported: clocks
+/// of machines sharing a repository disagree by moments, not minutes.
+const CLOCK_SLACK: Duration = Duration::from_secs(60);
+
+/// A name or namespace that disagrees with the file's path.
+fn misplaced(
+    meta: &Metadata,
+    stem: &str,
+    rel: &str,
+    scope: Option<&crate::model::Namespace>,
+) -> Vec<Finding> {
+    let mut found = Vec::new();
+    if meta.name != stem {
+        found.push(error(
+            rel,
+            format!(
+                "metadata.name is `{}`, but the file is named `{stem}.yaml`",
+                meta.name
+            ),
+        ));
+    }
+    if let Some(message) = scope_mismatch(meta.namespace.as_ref(), scope) {
+        found.push(error(rel, message));
+    }
+    found
+}
+
+/// Checks each subnet against its path and its pool (it exists, holds the subnet), and the
+/// subnets of one pool against each other (no overlap).
+pub(super) fn check_subnets(
+    subnets: &[Decoded<SubnetManifest>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
+    findings: &mut Vec<Finding>,
+) {
+    let mut by_pool: HashMap<PoolKey<'_>, Vec<(&str, &SubnetManifest)>> = HashMap::new();
+    for Decoded { file, manifest } in subnets {
+        let Some(m) = manifest else { continue };
+        findings.extend(misplaced(
+            &m.metadata,
+            &file.stem,
+            &file.rel,
+            file.scope.as_ref(),
+        ));
+        let pool = m.spec.pool.as_str();
+        match pools.get(&(&file.scope, pool)) {
+            None => findings.push(error(
+                &file.rel,
+                format!("subnet of pool `{pool}`, which does not exist in its scope"),
+            )),
+            Some(known) => {
+                if let Some(p) = known.manifest()
+                    && !p.spec.cidr.contains(&m.spec.cidr)
+                {
+                    findings.push(error(
+                        &file.rel,
+                        format!(
+                            "{} does not lie inside its pool ({})",
+                            m.spec.cidr, p.spec.cidr
+                        ),
+                    ));
+                }
+            }
+        }
+        by_pool
+            .entry((&file.scope, pool))
+            .or_default()
+            .push((file.rel.as_str(), m));
+    }
+    for siblings in by_pool.values_mut() {
+        siblings.sort_by_key(|(_, m)| (m.spec.cidr.network(), m.spec.cidr.prefix_len()));
+        for (i, (rel, a)) in siblings.iter().enumerate() {
+            for (_, b) in &siblings[i + 1..] {
+                if !a.spec.cidr.contains(&b.spec.cidr.network()) {
+                    break;
+                }
+                findings.push(error(
+                    rel,
+                    format!(
+                        "subnet `{}` ({}) overlaps subnet `{}` ({}) of the same pool",
+                        a.metadata.name, a.spec.cidr, b.metadata.name, b.spec.cidr
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Checks each cooldown record against its path and its pool. Returns the records that hold
+/// nothing back (past the pool's window, of a pool without `reuseAfter`, or of no pool), by
+/// path with their pool: what `check --fix` prunes.
+pub(super) fn check_cooldown(
+    records: &[Decoded<CooldownRecord>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
+    now: SystemTime,
+    findings: &mut Vec<Finding>,
+) -> Vec<(String, PoolRef)> {
+    let mut idle = Vec::new();
+    for Decoded { file, manifest } in records {
+        let Some(r) = manifest else { continue };
+        findings.extend(misplaced(
+            &r.metadata,
+            &file.stem,
+            &file.rel,
+            file.scope.as_ref(),
+        ));
+        let warning = |message: String| Finding {
+            severity: Severity::Warning,
+            path: file.rel.clone(),
+            message,
+        };
+        const FIX: &str = "it holds nothing back; `ipamctl check --fix` removes it";
+        let why = match pools.get(&(&file.scope, r.spec.pool.as_str())) {
+            None => Some(format!(
+                "cooldown record of pool `{}`, which does not exist in its scope; {FIX}",
+                r.spec.pool
+            )),
+            // A pool that does not decode has its own finding; its window is unknown.
+            Some(known) => match known.manifest().map(|p| &p.spec.reuse_after) {
+                None => None,
+                Some(None) => Some(format!(
+                    "cooldown record of pool `{}`, which has no reuseAfter; {FIX}",
+                    r.spec.pool
+                )),
+                Some(Some(window)) if !r.cooling(window.duration(), now) => Some(format!(
+                    "released at {}, longer ago than the pool's reuseAfter ({window}); {FIX}",
+                    r.spec.released_at
+                )),
+                Some(Some(_)) => None,
+            },
+        };
+        if let Some(why) = why {
+            findings.push(warning(why));
+            idle.push((
+                file.rel.clone(),
+                PoolRef {
+                    namespace: file.scope.clone(),
+                    name: r.spec.pool.clone(),
+                },
+            ));
+        }
+        if r.released_at() > now + CLOCK_SLACK {
+            findings.push(warning(format!(
+                "releasedAt {} is ahead of this machine's clock: the address is kept until then plus the pool's reuseAfter",
+                r.spec.released_at
+            )));
+        }
+    }
+    idle
+}

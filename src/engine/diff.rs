@@ -1,0 +1,589 @@
+//! What a branch changes in a state directory, as a reviewer reads it: claims, releases,
+//! owner changes, pool changes, and the conflicts with the invariants that git's own merge
+//! cannot see (an address claimed on both sides with different owners, an owner claiming
+//! on both sides, an allocation edited in place, an allocation left outside its pool).
+//!
+//! Three trees take part, as in `git diff BASE...HEAD`: `old` (where the branch forked),
+//! `new` (the branch: a commit, or the working tree), and `other` (what the base branch did
+//! meanwhile, whose claims are checked against the branch's).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::engine::git::{Repo, Status};
+use crate::error::Result;
+use crate::model::candidates::Candidates;
+use crate::model::{AllocationManifest, Namespace, PoolManifest, parse_allocation_name};
+use crate::store::fs::FsStore;
+use crate::store::{ObjectKind, Store};
+use crate::yaml;
+
+/// What changed about one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// A new allocation.
+    Claimed,
+    /// An allocation deleted.
+    Released,
+    /// An allocation whose owner was rewritten in place.
+    OwnerChanged,
+    /// An allocation rewritten in place with the same owner.
+    Edited,
+    /// A new pool.
+    PoolCreated,
+    /// A pool whose manifest changed.
+    PoolChanged,
+    /// A pool deleted.
+    PoolDeleted,
+    /// A manifest that does not parse on one side.
+    Unreadable,
+}
+
+impl ChangeKind {
+    /// The word, as JSON spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Claimed => "claimed",
+            ChangeKind::Released => "released",
+            ChangeKind::OwnerChanged => "owner-changed",
+            ChangeKind::Edited => "edited",
+            ChangeKind::PoolCreated => "pool-created",
+            ChangeKind::PoolChanged => "pool-changed",
+            ChangeKind::PoolDeleted => "pool-deleted",
+            ChangeKind::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// A conflict with the invariants that the change brings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConflictKind {
+    /// The same address claimed on both sides, for different owners.
+    ClaimedOnBothSides,
+    /// The same owner claiming in the same pool on both sides, at different addresses.
+    OwnerClaimedTwice,
+    /// An allocation rewritten in place instead of released and claimed.
+    EditedInPlace,
+    /// An allocation whose address is not a candidate of its pool on the new side (or
+    /// whose pool is gone).
+    OutsidePool,
+    /// A manifest that does not parse on the new side.
+    Unreadable,
+}
+
+/// One changed object.
+#[derive(Clone, Debug, Serialize)]
+pub struct Change {
+    /// What happened.
+    pub change: ChangeKind,
+    /// `ipallocation/<name>` or `ipampool/<name>`.
+    pub object: String,
+    /// The file, relative to the state directory.
+    pub path: String,
+    /// The namespace, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The allocation's pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The allocation's address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpAddr>,
+    /// The owner (`KIND/NAME`), as it is now (as it was, for a release).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The owner's uid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// What was before: the old owner, or the pool fields that changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub was: Option<String>,
+}
+
+/// One conflict.
+#[derive(Clone, Debug, Serialize)]
+pub struct Conflict {
+    /// What kind.
+    pub conflict: ConflictKind,
+    /// The object it is about.
+    pub object: String,
+    /// What is wrong, on one line.
+    pub message: String,
+}
+
+/// The whole answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diff {
+    /// The fork point (a commit id).
+    pub base: String,
+    /// The branch: a commit id, or `working tree`.
+    pub head: String,
+    /// The base branch's tip checked for conflicts, if it moved on since the fork.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other: Option<String>,
+    /// The changes, in path order.
+    pub changes: Vec<Change>,
+    /// The conflicts with the invariants.
+    pub conflicts: Vec<Conflict>,
+}
+
+/// Where a manifest path points: (kind, namespace, object name).
+pub fn locate(path: &str) -> Option<(ObjectKind, Option<Namespace>, String)> {
+    let file = path.strip_suffix(".yaml")?;
+    let (dir, name) = file.rsplit_once('/')?;
+    let (scope, kind) = dir.rsplit_once('/')?;
+    let kind = match kind {
+        "ipampools" => ObjectKind::Pool,
+        "ipallocations" => ObjectKind::Allocation,
+        _ => return None,
+    };
+    let ns = match scope {
+        "cluster" => None,
+        _ => Some(Namespace::new(scope.strip_prefix("namespaces/")?).ok()?),
+    };
+    Some((kind, ns, name.to_owned()))
+}
+
+/// The path of an object, relative to the state directory.
+fn path_of(kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
+    let dir = match kind {
+        ObjectKind::Pool => "ipampools",
+        ObjectKind::Allocation => "ipallocations",
+        ObjectKind::Subnet => "subnets",
+        ObjectKind::Cooldown => "cooldown",
+    };
+    match ns {
+        Some(ns) => format!("namespaces/{ns}/{dir}/{name}.yaml"),
+        None => format!("cluster/{dir}/{name}.yaml"),
+    }
+}
+
+/// A tree to read manifests from.
+#[derive(Clone, Copy)]
+enum Tree<'a> {
+    Commit(&'a str),
+    Worktree,
+}
+
+/// Reads manifests from commits (through git) and from the working tree (through the
+/// store, beneath the state directory's handle).
+struct Reader<'a> {
+    repo: &'a Repo,
+    store: &'a FsStore,
+}
+
+impl Reader<'_> {
+    /// The bytes of each path in `tree`.
+    fn read(&self, tree: Tree<'_>, paths: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
+        match tree {
+            Tree::Commit(rev) => {
+                let wanted: Vec<(String, String)> = paths
+                    .iter()
+                    .map(|p| (rev.to_owned(), (*p).to_owned()))
+                    .collect();
+                self.repo.blobs(&wanted)
+            }
+            Tree::Worktree => paths
+                .iter()
+                .map(|p| match locate(p) {
+                    Some((kind, ns, name)) => self.store.get(kind, ns.as_ref(), &name),
+                    None => Ok(None),
+                })
+                .collect(),
+        }
+    }
+
+    /// The allocation names of `tree` in scope `ns`.
+    fn allocations(&self, tree: Tree<'_>, ns: Option<&Namespace>) -> Result<Vec<String>> {
+        match tree {
+            Tree::Commit(rev) => {
+                let dir = path_of(ObjectKind::Allocation, ns, "x");
+                let dir = dir.rsplit_once('/').map_or("", |(d, _)| d);
+                Ok(self
+                    .repo
+                    .list(rev, dir)?
+                    .into_iter()
+                    .filter_map(|f| f.strip_suffix(".yaml").map(str::to_owned))
+                    .collect())
+            }
+            Tree::Worktree => self.store.list(ObjectKind::Allocation, ns),
+        }
+    }
+}
+
+/// An allocation or pool as read from one side.
+enum Read {
+    Allocation(Box<AllocationManifest>),
+    Pool(Box<PoolManifest>),
+    Broken(String),
+}
+
+fn parse(kind: ObjectKind, bytes: &[u8]) -> Read {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Read::Broken("not UTF-8".into());
+    };
+    match kind {
+        ObjectKind::Allocation => match yaml::decode_allocation(text) {
+            Ok(m) => Read::Allocation(Box::new(m)),
+            Err(e) => Read::Broken(e),
+        },
+        ObjectKind::Pool => match yaml::decode_pool(text) {
+            Ok(m) => Read::Pool(Box::new(m)),
+            Err(e) => Read::Broken(e),
+        },
+        // `locate` finds pools and allocations only: what a branch claims and releases.
+        ObjectKind::Subnet | ObjectKind::Cooldown => Read::Broken("not compared".into()),
+    }
+}
+
+/// What changed from `old` to `new` (a commit, or the working tree with `None`), with the
+/// conflicts against `other` (the base branch's tip, when it moved on since `old`).
+pub fn diff(
+    repo: &Repo,
+    store: &FsStore,
+    old: &str,
+    new: Option<&str>,
+    other: Option<&str>,
+) -> Result<Diff> {
+    let reader = Reader { repo, store };
+    let new_tree = new.map_or(Tree::Worktree, Tree::Commit);
+    let files: Vec<(Status, String)> = repo
+        .changed(old, new)?
+        .into_iter()
+        .filter(|(_, p)| locate(p).is_some())
+        .collect();
+    let paths: Vec<&str> = files.iter().map(|(_, p)| p.as_str()).collect();
+    let before = reader.read(Tree::Commit(old), &paths)?;
+    let after = reader.read(new_tree, &paths)?;
+
+    let mut changes = Vec::new();
+    let mut conflicts = Vec::new();
+    // Claims of the branch, by path and by (scope, pool, owner), for the checks below.
+    let mut claims: Vec<AllocationManifest> = Vec::new();
+    let mut pools_touched: BTreeSet<(Option<Namespace>, String)> = BTreeSet::new();
+    for (((_, path), old_bytes), new_bytes) in files.iter().zip(before).zip(after) {
+        let (kind, ns, name) = locate(path).expect("filtered above");
+        let object = format!("{}/{name}", kind.resource());
+        let old_read = old_bytes.map(|b| parse(kind, &b));
+        // Exactly the bytes ipamctl writes for what the file holds (no hand edit shows).
+        let canonical =
+            |m: &AllocationManifest| new_bytes.as_deref() == Some(yaml::encode(m).as_bytes());
+        let new_read = new_bytes.as_ref().map(|b| parse(kind, b));
+        let mut change = Change {
+            change: ChangeKind::Unreadable,
+            object: object.clone(),
+            path: path.clone(),
+            namespace: ns.as_ref().map(|n| n.to_string()),
+            pool: None,
+            address: None,
+            owner: None,
+            uid: None,
+            was: None,
+        };
+        match (old_read, new_read) {
+            // Identical bytes read back (a mode change, say): nothing a reviewer sees.
+            (None, None) => continue,
+            (_, Some(Read::Broken(why))) => {
+                conflicts.push(Conflict {
+                    conflict: ConflictKind::Unreadable,
+                    object,
+                    message: format!("{path} does not parse: {why}"),
+                });
+            }
+            (Some(Read::Broken(_)), Some(Read::Allocation(m)))
+            | (None, Some(Read::Allocation(m))) => {
+                describe(&mut change, &m);
+                change.change = ChangeKind::Claimed;
+                claims.push(*m);
+            }
+            (Some(Read::Allocation(m)), None) => {
+                describe(&mut change, &m);
+                change.change = ChangeKind::Released;
+            }
+            // Released and claimed again by another owner, as ipamctl writes it: git sees
+            // one modified file, a reviewer two changes.
+            (Some(Read::Allocation(was)), Some(Read::Allocation(m)))
+                if was.spec.owner != m.spec.owner && canonical(&m) =>
+            {
+                let mut released = change.clone();
+                describe(&mut released, &was);
+                released.change = ChangeKind::Released;
+                changes.push(released);
+                describe(&mut change, &m);
+                change.change = ChangeKind::Claimed;
+                change.was = Some(owner_text(&was));
+                claims.push(*m);
+            }
+            (Some(Read::Allocation(was)), Some(Read::Allocation(m))) => {
+                describe(&mut change, &m);
+                if was.spec.owner == m.spec.owner {
+                    change.change = ChangeKind::Edited;
+                } else {
+                    change.change = ChangeKind::OwnerChanged;
+                    change.was = Some(owner_text(&was));
+                }
+                conflicts.push(Conflict {
+                    conflict: ConflictKind::EditedInPlace,
+                    object,
+                    message: format!(
+                        "{path} was rewritten in place; an allocation is only ever created (allocate) or deleted (release)"
+                    ),
+                });
+                claims.push(*m);
+            }
+            (None, Some(Read::Pool(_))) | (Some(Read::Broken(_)), Some(Read::Pool(_))) => {
+                change.change = ChangeKind::PoolCreated;
+                pools_touched.insert((ns.clone(), name.clone()));
+            }
+            (Some(Read::Pool(_)), None) => {
+                change.change = ChangeKind::PoolDeleted;
+                pools_touched.insert((ns.clone(), name.clone()));
+            }
+            (Some(Read::Pool(was)), Some(Read::Pool(now))) => {
+                change.change = ChangeKind::PoolChanged;
+                change.was = Some(pool_changes(&was, &now));
+                pools_touched.insert((ns.clone(), name.clone()));
+            }
+            (Some(Read::Broken(_)), None) => change.change = ChangeKind::Released,
+            // A pool file where an allocation belongs, or the reverse: `locate` keeps the
+            // kinds apart, so these cannot be read.
+            _ => {}
+        }
+        changes.push(change);
+    }
+
+    if let Some(other) = other {
+        conflicts.extend(across_sides(repo, old, other, &claims)?);
+    }
+    conflicts.extend(outside_pools(&reader, new_tree, &claims, &pools_touched)?);
+    Ok(Diff {
+        base: old.to_owned(),
+        head: new.map_or_else(|| "working tree".to_owned(), str::to_owned),
+        other: other.map(str::to_owned),
+        changes,
+        conflicts,
+    })
+}
+
+/// The holder of `m`, with its uid.
+fn owner_text(m: &AllocationManifest) -> String {
+    m.spec.owner.with_uid()
+}
+
+fn describe(change: &mut Change, m: &AllocationManifest) {
+    change.pool = Some(m.spec.pool.to_string());
+    change.address = Some(m.spec.address);
+    change.owner = Some(m.spec.owner.to_string());
+    change.uid = m.spec.owner.uid().map(|u| u.to_string());
+}
+
+/// The fields of a pool that changed, as `cidr 10.0.0.0/24 -> 10.0.0.0/23, zone - -> a`.
+fn pool_changes(was: &PoolManifest, now: &PoolManifest) -> String {
+    let show = |p: &PoolManifest| -> Vec<(&'static str, String)> {
+        let s = &p.spec;
+        let excludes: Vec<String> = s.exclude.iter().map(|e| e.to_string()).collect();
+        vec![
+            ("cidr", s.cidr.to_string()),
+            ("kind", s.kind.to_string()),
+            ("gateway", s.gateway.map_or("-".into(), |g| g.to_string())),
+            ("exclude", format!("[{}]", excludes.join(", "))),
+            ("zone", s.zone.clone().unwrap_or_else(|| "-".into())),
+        ]
+    };
+    let diffs: Vec<String> = show(was)
+        .into_iter()
+        .zip(show(now))
+        .filter(|(a, b)| a.1 != b.1)
+        .map(|((field, a), (_, b))| format!("{field} {a} -> {b}"))
+        .collect();
+    if diffs.is_empty() {
+        "metadata".into()
+    } else {
+        diffs.join(", ")
+    }
+}
+
+/// The branch's claims against what the base branch claimed meanwhile.
+fn across_sides(
+    repo: &Repo,
+    old: &str,
+    other: &str,
+    claims: &[AllocationManifest],
+) -> Result<Vec<Conflict>> {
+    let theirs: Vec<String> = repo
+        .changed(old, Some(other))?
+        .into_iter()
+        .filter(|(s, p)| {
+            *s != Status::Deleted && matches!(locate(p), Some((ObjectKind::Allocation, _, _)))
+        })
+        .map(|(_, p)| p)
+        .collect();
+    let wanted: Vec<(String, String)> = theirs
+        .iter()
+        .map(|p| (other.to_owned(), p.clone()))
+        .collect();
+    let mut by_path: HashMap<String, AllocationManifest> = HashMap::new();
+    let mut by_owner: HashMap<(Option<Namespace>, String, String), AllocationManifest> =
+        HashMap::new();
+    for (path, bytes) in theirs.iter().zip(repo.blobs(&wanted)?) {
+        if let Some(Read::Allocation(m)) = bytes.map(|b| parse(ObjectKind::Allocation, &b)) {
+            let key = owner_key(&m);
+            by_owner.insert(key, (*m).clone());
+            by_path.insert(path.clone(), *m);
+        }
+    }
+    let mut conflicts = Vec::new();
+    for m in claims {
+        let ns = m.metadata.namespace.as_ref();
+        let path = path_of(ObjectKind::Allocation, ns, &m.metadata.name);
+        let object = format!("ipallocation/{}", m.metadata.name);
+        if let Some(t) = by_path.get(&path)
+            && t.spec.owner != m.spec.owner
+        {
+            conflicts.push(Conflict {
+                conflict: ConflictKind::ClaimedOnBothSides,
+                object: object.clone(),
+                message: format!(
+                    "{} in pool `{}` is claimed here by `{}` and on {} by `{}`; git will stop on an add/add conflict",
+                    m.spec.address,
+                    m.spec.pool,
+                    owner_text(m),
+                    short(other),
+                    owner_text(t)
+                ),
+            });
+        }
+        if let Some(t) = by_owner.get(&owner_key(m))
+            && t.spec.address != m.spec.address
+        {
+            conflicts.push(Conflict {
+                conflict: ConflictKind::OwnerClaimedTwice,
+                object,
+                message: format!(
+                    "`{}` claims {} in pool `{}` here and {} on {}; after a merge it would hold two",
+                    owner_text(m),
+                    m.spec.address,
+                    m.spec.pool,
+                    t.spec.address,
+                    short(other)
+                ),
+            });
+        }
+    }
+    Ok(conflicts)
+}
+
+/// An owner's identity in its pool.
+fn owner_key(m: &AllocationManifest) -> (Option<Namespace>, String, String) {
+    (
+        m.metadata.namespace.clone(),
+        m.spec.pool.to_string(),
+        owner_text(m),
+    )
+}
+
+/// The first 12 characters of a commit id.
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// Allocations the branch claims, and every allocation of a pool it changes, that are not
+/// candidates of their pool on the new side.
+fn outside_pools(
+    reader: &Reader<'_>,
+    tree: Tree<'_>,
+    claims: &[AllocationManifest],
+    pools_touched: &BTreeSet<(Option<Namespace>, String)>,
+) -> Result<Vec<Conflict>> {
+    // (scope, pool) -> addresses to check.
+    let mut check: BTreeMap<(Option<Namespace>, String), BTreeSet<IpAddr>> = BTreeMap::new();
+    for m in claims {
+        check
+            .entry((m.metadata.namespace.clone(), m.spec.pool.to_string()))
+            .or_default()
+            .insert(m.spec.address);
+    }
+    for (ns, pool) in pools_touched {
+        let names = reader.allocations(tree, ns.as_ref())?;
+        let held = names
+            .iter()
+            .filter_map(|n| parse_allocation_name(n))
+            .filter(|(p, _)| p == pool)
+            .map(|(_, a)| a);
+        check
+            .entry((ns.clone(), pool.clone()))
+            .or_default()
+            .extend(held);
+    }
+    let mut conflicts = Vec::new();
+    for ((ns, pool), addresses) in check {
+        if addresses.is_empty() {
+            continue;
+        }
+        let path = path_of(ObjectKind::Pool, ns.as_ref(), &pool);
+        let manifest = reader
+            .read(tree, &[&path])?
+            .pop()
+            .flatten()
+            .map(|b| parse(ObjectKind::Pool, &b));
+        let candidates = match manifest {
+            Some(Read::Pool(p)) => Candidates::of_pool(&p.spec),
+            // Unreadable: reported as such above, or by `ipamctl check`.
+            Some(_) => continue,
+            None => {
+                for address in addresses {
+                    conflicts.push(outside(&pool, address, "which does not exist"));
+                }
+                continue;
+            }
+        };
+        for address in addresses {
+            if !candidates.contains(address) {
+                conflicts.push(outside(&pool, address, "whose candidates it is not among"));
+            }
+        }
+    }
+    Ok(conflicts)
+}
+
+fn outside(pool: &str, address: IpAddr, why: &str) -> Conflict {
+    let mut name = String::new();
+    crate::model::push_allocation_name(&mut name, pool, address);
+    Conflict {
+        conflict: ConflictKind::OutsidePool,
+        object: format!("ipallocation/{name}"),
+        message: format!("{address} is left in pool `{pool}`, {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_locate_their_objects() {
+        let (kind, ns, name) = locate("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml")
+            .expect("an allocation");
+        assert_eq!(kind, ObjectKind::Allocation);
+        assert_eq!(ns.map(|n| n.to_string()).as_deref(), Some("acme/prod"));
+        assert_eq!(name, "vpc-main-10-42-0-1");
+        assert_eq!(
+            path_of(kind, Namespace::new("acme/prod").ok().as_ref(), &name),
+            "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml"
+        );
+        let (kind, ns, _) = locate("cluster/ipampools/edge.yaml").expect("a pool");
+        assert_eq!((kind, ns), (ObjectKind::Pool, None));
+        for other in [
+            "cluster/foo.txt",
+            "cluster/ipampools/x.yml",
+            "README.md",
+            "namespaces/ipampools/x.yaml",
+        ] {
+            assert!(locate(other).is_none(), "{other}");
+        }
+    }
+}

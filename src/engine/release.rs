@@ -1,0 +1,164 @@
+//! Guarded release: an allocation is deleted only by a process that holds the lock of the
+//! owner recorded in it and read it after taking that lock (invariant 5 of [`crate::engine`]).
+
+use std::net::IpAddr;
+
+use crate::engine::cooldown;
+use crate::error::{Error, Result};
+use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef, allocation_name};
+use crate::store::read::{load_pool, read_allocation};
+use crate::store::{self, LockMode, ObjectKind, Parsed, Store};
+
+/// What a release of one address did.
+#[derive(Clone, Debug)]
+pub enum Released {
+    /// The allocation was deleted.
+    Deleted(Box<AllocationManifest>),
+    /// Nothing held the address.
+    NotHeld,
+}
+
+/// Deletes the allocation of `addr` in `pool` if its owner passes `guard` (exit 4 and
+/// nothing deleted if not). Safe against a racing release and re-allocation (invariant 5).
+/// In a pool with `reuseAfter`, the address's cooldown record is written first, under the
+/// pool's exclusive lock (see [`crate::cooldown`]).
+pub fn release_address(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &OwnerFilter,
+) -> Result<Released> {
+    release_with(store, pool, addr, guard, false)
+}
+
+/// [`release_address`] for a caller that holds the pool's lock exclusively and is removing
+/// the pool (`vpc delete`): no lock is taken and no cooldown record written.
+pub fn release_in_doomed_pool(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &OwnerFilter,
+) -> Result<Released> {
+    release_with(store, pool, addr, guard, true)
+}
+
+fn release_with(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &OwnerFilter,
+    doomed: bool,
+) -> Result<Released> {
+    // Each turn of the loop takes the lock of the owner the file names; if the file changed
+    // hands before the lock was granted, go round again with the new owner.
+    for _ in 0..16 {
+        match store::atomically(store, || release_attempt(store, pool, addr, guard, doomed))? {
+            Some(released) => return Ok(released),
+            None => continue,
+        }
+    }
+    Err(Error::conflict(format!(
+        "{addr} in pool `{pool}` kept changing hands while releasing it; try again"
+    )))
+}
+
+/// One turn of [`release_address`]: `None` when the allocation changed hands meanwhile.
+fn release_attempt(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &OwnerFilter,
+    doomed: bool,
+) -> Result<Option<Released>> {
+    let ns = pool.namespace.as_ref();
+    let name = allocation_name(&pool.name, addr);
+    let Some(parsed) = read_whole_allocation(store, ns, &name)? else {
+        return Ok(Some(Released::NotHeld));
+    };
+    let manifest = guarded(store, pool, addr, parsed, guard)?;
+    let owner = manifest.spec.owner.clone();
+    // With a cooldown, no claim may run between the record and the delete: the pool's lock,
+    // exclusive, taken before the owner's (the order every claim takes them in).
+    let cooldown = !doomed && load_pool(store, pool).is_ok_and(|p| p.spec.reuse_after.is_some());
+    let _pool_lock = cooldown
+        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+        .transpose()?;
+    let _lock = store.lock_owner(ns, &pool.name, &owner)?;
+    match read_allocation(store, ns, &name)? {
+        Some(Ok(now)) if now == manifest => {
+            if cooldown {
+                // First the record, then the delete: the address never looks free without it.
+                cooldown::record_release(store, pool, addr, &owner)?;
+                failpoint!("release-after-cooldown-record");
+            }
+            Ok(if store.release(ns, &manifest)? {
+                Some(Released::Deleted(Box::new(manifest)))
+            } else {
+                None
+            })
+        }
+        None => Ok(Some(Released::NotHeld)),
+        Some(_) => Ok(None),
+    }
+}
+
+/// What [`release_address`] would do, without locking or writing anything (`--dry-run`):
+/// the allocation as it is now, if its owner passes `guard`; exit 4 if not.
+pub fn would_release(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &OwnerFilter,
+) -> Result<Released> {
+    let name = allocation_name(&pool.name, addr);
+    match read_allocation(store, pool.namespace.as_ref(), &name)? {
+        None => Ok(Released::NotHeld),
+        Some(parsed) => Ok(Released::Deleted(Box::new(guarded(
+            store, pool, addr, parsed, guard,
+        )?))),
+    }
+}
+
+/// The allocation of `addr` read for a release, if it parses (exit 2 if not) and its owner
+/// passes `guard` (exit 4 if not).
+fn guarded(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: IpAddr,
+    parsed: Parsed,
+    guard: &OwnerFilter,
+) -> Result<AllocationManifest> {
+    let name = allocation_name(&pool.name, addr);
+    let located = || store.locate(ObjectKind::Allocation, pool.namespace.as_ref(), &name);
+    let manifest = parsed.map_err(|why| Error::invalid(located(), why))?;
+    let owner = &manifest.spec.owner;
+    if !guard.matches(owner) {
+        return Err(Error::conflict(format!(
+            "{addr} in pool `{pool}` is held by `{owner}`{}, not by the given owner; nothing released",
+            owner
+                .uid()
+                .map(|u| format!(" (uid {u})"))
+                .unwrap_or_default()
+        )));
+    }
+    Ok(manifest)
+}
+
+/// [`read_allocation`], giving a file that does not parse half a second to become whole:
+/// `cp` and editors rewrite a file in place (truncate, then write), and a guarded release
+/// must not refuse a file that only looked broken for an instant.
+fn read_whole_allocation(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    name: &str,
+) -> Result<Option<Parsed>> {
+    let mut read = read_allocation(store, ns, name)?;
+    for _ in 0..50 {
+        if !matches!(read, Some(Err(_))) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        read = read_allocation(store, ns, name)?;
+    }
+    Ok(read)
+}

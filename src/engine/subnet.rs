@@ -1,0 +1,261 @@
+//! Stored subnets' operations: reading, listing, creating, updating and deleting them, each
+//! holding its pool's lock (see [`crate::model::subnet`] for what a subnet is).
+
+use crate::error::{Error, Result};
+use crate::model::subnet::SubnetManifest;
+use crate::model::{Namespace, PoolName, PoolRef, SubnetName, pool_addresses};
+use crate::store::read::load_pool;
+use crate::store::{self, LockMode, ObjectKind, Store};
+use crate::yaml;
+
+/// Reads a subnet; exit 3 when it does not exist.
+pub fn load(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    name: &SubnetName,
+) -> Result<SubnetManifest> {
+    match read(store, ns, name.as_str())? {
+        Some(m) => Ok(m),
+        None => Err(Error::NotFound {
+            message: format!(
+                "subnet `{name}` not found ({})",
+                match ns {
+                    Some(ns) => format!("in namespace `{ns}`"),
+                    None => "cluster-scoped".into(),
+                }
+            ),
+            hint: Some("`ipamctl subnet list -A` shows every subnet".into()),
+        }),
+    }
+}
+
+/// Reads a subnet; `None` when it does not exist, exit 2 when it does not parse.
+fn read(store: &dyn Store, ns: Option<&Namespace>, name: &str) -> Result<Option<SubnetManifest>> {
+    let Some(bytes) = store.get(ObjectKind::Subnet, ns, name)? else {
+        return Ok(None);
+    };
+    let at = || store.locate(ObjectKind::Subnet, ns, name);
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
+    yaml::decode_subnet(text)
+        .map(Some)
+        .map_err(|e| Error::invalid(at(), e))
+}
+
+/// The subnets of scope `ns` (of `pool` only, if given), in name order.
+pub fn list(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    pool: Option<&PoolName>,
+) -> Result<Vec<SubnetManifest>> {
+    let mut names = store.list(ObjectKind::Subnet, ns)?;
+    names.sort();
+    let mut subnets = Vec::new();
+    for name in names {
+        if let Some(m) = read(store, ns, &name)?
+            && pool.is_none_or(|p| *p == m.spec.pool)
+        {
+            subnets.push(m);
+        }
+    }
+    Ok(subnets)
+}
+
+/// What a [`put`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Put {
+    /// A new subnet.
+    Created,
+    /// An existing subnet changed (`apply` only).
+    Configured,
+    /// The subnet exists as asked.
+    Unchanged,
+}
+
+/// Creates `subnet` (or, with `update`, changes an existing one), under its pool's exclusive
+/// lock: exit 3 if the pool does not exist, 4 if the subnet leaves its pool, overlaps a
+/// sibling, would make an address held by an allocation its gateway, a reserved, network or
+/// broadcast address, or (without `update`) exists with another spec. A dry run checks
+/// without the lock and writes nothing.
+pub fn put(store: &dyn Store, subnet: &SubnetManifest, update: bool, dry_run: bool) -> Result<Put> {
+    let pool = subnet.pool();
+    load_pool(store, &pool)?;
+    if dry_run {
+        return put_locked(store, subnet, update, true);
+    }
+    store::atomically(store, || {
+        let _lock = store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
+        put_locked(store, subnet, update, false)
+    })
+}
+
+/// [`put`] for a caller that holds the subnet's pool lock exclusively (`apply`, which locks
+/// every pool it touches first).
+pub fn put_locked(
+    store: &dyn Store,
+    subnet: &SubnetManifest,
+    update: bool,
+    dry_run: bool,
+) -> Result<Put> {
+    subnet.validate().map_err(|e| Error::invalid("subnet", e))?;
+    let put = check(store, subnet, update)?;
+    if dry_run || put == Put::Unchanged {
+        return Ok(put);
+    }
+    let ns = subnet.metadata.namespace.as_ref();
+    let bytes = yaml::encode(subnet);
+    if put == Put::Created {
+        if !store.create(
+            ObjectKind::Subnet,
+            ns,
+            &subnet.metadata.name,
+            bytes.as_bytes(),
+        )? {
+            return Err(Error::conflict(format!(
+                "subnet `{}` was created meanwhile; run the command again",
+                subnet.metadata.name
+            )));
+        }
+    } else {
+        store.replace(
+            ObjectKind::Subnet,
+            ns,
+            &subnet.metadata.name,
+            bytes.as_bytes(),
+        )?;
+    }
+    Ok(put)
+}
+
+/// The checks of [`put`], against the pool and its subnets as they stand.
+fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put> {
+    let pool = subnet.pool();
+    let ns = pool.namespace.as_ref();
+    let manifest = load_pool(store, &pool)?;
+    let cidr = subnet.spec.cidr;
+    if !manifest.spec.cidr.contains(&cidr) {
+        return Err(Error::conflict(format!(
+            "subnet `{}` ({cidr}) does not lie inside pool `{pool}` ({})",
+            subnet.metadata.name, manifest.spec.cidr
+        )));
+    }
+    let existing = read(store, ns, &subnet.metadata.name)?;
+    let put = match &existing {
+        Some(old) if old == subnet => return Ok(Put::Unchanged),
+        Some(old) if !update => {
+            return Err(Error::Conflict {
+                message: format!(
+                    "subnet `{}` exists with another spec ({} of pool `{}`, gateway {})",
+                    subnet.metadata.name,
+                    old.spec.cidr,
+                    old.pool(),
+                    old.gateway()
+                ),
+                hint: Some("change it with `ipamctl apply -f`, or pick another name".into()),
+            });
+        }
+        Some(old) if old.spec.pool != subnet.spec.pool => {
+            return Err(Error::conflict(format!(
+                "subnet `{}` belongs to pool `{}`; a subnet cannot move to another pool (delete it first)",
+                subnet.metadata.name,
+                old.pool()
+            )));
+        }
+        Some(_) => Put::Configured,
+        None => Put::Created,
+    };
+    for sibling in list(store, ns, Some(&pool.name))? {
+        if sibling.metadata.name != subnet.metadata.name
+            && (sibling.spec.cidr.contains(&cidr) || cidr.contains(&sibling.spec.cidr))
+        {
+            return Err(Error::conflict(format!(
+                "subnet `{}` ({cidr}) overlaps {}",
+                subnet.metadata.name,
+                sibling.describe()
+            )));
+        }
+    }
+    // An address already held must stay a candidate: the gateway of a new subnet must not
+    // be a VM's address.
+    let candidates = subnet.candidates(&manifest);
+    let names = store.list(ObjectKind::Allocation, ns)?;
+    if let Some(held) = pool_addresses(&names, &pool.name)
+        .filter(|a| cidr.contains(a) && !candidates.contains(*a))
+        .min()
+    {
+        let what = if held == subnet.gateway() {
+            "its gateway"
+        } else if subnet.spec.reserved.iter().any(|r| r.net().contains(&held)) {
+            "reserved"
+        } else {
+            "its network or broadcast address"
+        };
+        return Err(Error::Conflict {
+            message: format!(
+                "{held} of subnet `{}` would be {what}, but it is allocated",
+                subnet.metadata.name
+            ),
+            hint: Some(format!(
+                "see who holds it: ipamctl list --pool {} --address {held}{}",
+                pool.name,
+                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
+            )),
+        });
+    }
+    Ok(put)
+}
+
+/// Deletes the subnet `name` under its pool's exclusive lock: exit 3 if it does not exist
+/// (unless `ignore_missing`), 4 while an allocation of its pool holds an address inside it.
+/// Returns the subnet deleted (or that would be, in a dry run).
+pub fn delete(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    name: &SubnetName,
+    dry_run: bool,
+) -> Result<SubnetManifest> {
+    let subnet = load(store, ns, name)?;
+    let pool = subnet.pool();
+    let work = || -> Result<SubnetManifest> {
+        let _lock = (!dry_run)
+            .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+            .transpose()?;
+        // Read again under the lock: the subnet as it stands.
+        let subnet = load(store, ns, name)?;
+        let names = store.list(ObjectKind::Allocation, ns)?;
+        let held = pool_addresses(&names, &subnet.spec.pool)
+            .filter(|a| subnet.spec.cidr.contains(a))
+            .count();
+        if held > 0 {
+            return Err(Error::Conflict {
+                message: format!(
+                    "{} still holds {held} allocation{}",
+                    subnet.describe(),
+                    if held == 1 { "" } else { "s" }
+                ),
+                hint: Some(format!(
+                    "release them first: ipamctl list --subnet {name}{}",
+                    ns.map(|n| format!(" -n {n}")).unwrap_or_default()
+                )),
+            });
+        }
+        if !dry_run {
+            store.delete(ObjectKind::Subnet, ns, name.as_str())?;
+        }
+        Ok(subnet)
+    };
+    if dry_run {
+        work()
+    } else {
+        store::atomically(store, work)
+    }
+}
+
+/// Deletes every subnet of `pool` (when the pool itself goes; the caller holds its lock).
+pub fn delete_of_pool(store: &dyn Store, pool: &PoolRef) -> Result<()> {
+    let ns = pool.namespace.as_ref();
+    for subnet in list(store, ns, Some(&pool.name))? {
+        store.delete(ObjectKind::Subnet, ns, &subnet.metadata.name)?;
+    }
+    Ok(())
+}

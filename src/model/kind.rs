@@ -1,0 +1,35 @@
+//! The kinds of stored object, as the stores and every view name them.
+
+/// The kinds of stored object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    /// `IPAMPool` manifests.
+    Pool,
+    /// `IPAllocation` manifests.
+    Allocation,
+    /// `Subnet` manifests: a named range of one pool of the same scope.
+    Subnet,
+    /// `CooldownRecord` manifests: an address released recently, named like its allocation
+    /// (see [`crate::cooldown`]).
+    Cooldown,
+}
+
+impl ObjectKind {
+    /// Every kind, in the order a copy writes them (a subnet and a record name a pool).
+    pub const ALL: [ObjectKind; 4] = [
+        ObjectKind::Pool,
+        ObjectKind::Subnet,
+        ObjectKind::Allocation,
+        ObjectKind::Cooldown,
+    ];
+
+    /// The lowercase kind, as messages and `-o name` spell it.
+    pub fn resource(self) -> &'static str {
+        match self {
+            ObjectKind::Pool => "ipampool",
+            ObjectKind::Allocation => "ipallocation",
+            ObjectKind::Subnet => "subnet",
+            ObjectKind::Cooldown => "cooldownrecord",
+        }
+    }
+}

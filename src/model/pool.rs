@@ -1,0 +1,234 @@
+//! The `IPAMPool` manifest: its spec, kind and excludes, and [`PoolRef`], which pool in
+//! which scope.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::model::address::{family_name, parse_addr, parse_net, quoted, serde_ip};
+use crate::model::manifest::{API_VERSION, Metadata, POOL_KIND};
+use crate::model::names::{Namespace, PoolName, check_label};
+
+/// `public` (cluster-scoped, operator-made) or `private` (a VPC's range, namespaced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolKind {
+    /// Cluster-scoped; floating IPs and router uplinks come from it.
+    Public,
+    /// A VPC's own range in a tenant namespace.
+    Private,
+}
+
+impl fmt::Display for PoolKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PoolKind::Public => "public",
+            PoolKind::Private => "private",
+        })
+    }
+}
+
+/// An entry of `spec.exclude`: one address, or a prefix inside the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Exclude(IpNet);
+
+impl Serialize for Exclude {
+    /// Its text; an IPv6 address alone is quoted in YAML, as `spec.address` is.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.to_string();
+        match self.0 {
+            IpNet::V6(_) if !text.contains('/') => quoted(&text, s),
+            _ => s.collect_str(&text),
+        }
+    }
+}
+
+impl Exclude {
+    /// The excluded addresses as a prefix (a /32 or /128 for a single address).
+    pub fn net(self) -> IpNet {
+        self.0
+    }
+}
+
+impl TryFrom<String> for Exclude {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if s.contains('/') {
+            parse_net(&s).map(Exclude)
+        } else {
+            parse_addr(&s).map(|a| Exclude(IpNet::from(a)))
+        }
+    }
+}
+
+impl From<Exclude> for String {
+    fn from(e: Exclude) -> String {
+        e.to_string()
+    }
+}
+
+impl fmt::Display for Exclude {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.prefix_len() == self.0.max_prefix_len() {
+            self.0.addr().fmt(f)
+        } else {
+            self.0.fmt(f)
+        }
+    }
+}
+
+/// `spec` of an `IPAMPool`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    /// The pool's prefix (no host bits).
+    #[serde(with = "serde_ip::net")]
+    #[schemars(schema_with = "crate::model::schema::cidr")]
+    pub cidr: IpNet,
+    /// `public` or `private`.
+    pub kind: PoolKind,
+    /// Never allocated.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "serde_ip::opt_addr"
+    )]
+    #[schemars(schema_with = "crate::model::schema::optional_address")]
+    pub gateway: Option<IpAddr>,
+    /// Addresses or prefixes never handed out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<Exclude>,
+    /// Where a public pool is routable (an RFC 1123 label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::model::schema::optional_label")]
+    pub zone: Option<String>,
+    /// How long a released address is kept from other owners (`10m`, `1h30m`); the owner
+    /// that released it gets it back meanwhile. None: reused at once.
+    #[serde(
+        default,
+        rename = "reuseAfter",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "crate::model::schema::duration")]
+    pub reuse_after: Option<crate::model::cooldown::ReuseAfter>,
+}
+
+/// An `IPAMPool` manifest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolManifest {
+    /// Always [`API_VERSION`].
+    #[schemars(
+        schema_with = "crate::model::schema::api_version",
+        description = "Always `pivirt.hu/v1`."
+    )]
+    pub api_version: String,
+    /// Always [`POOL_KIND`].
+    #[schemars(
+        schema_with = "crate::model::schema::pool_kind",
+        description = "Always `IPAMPool`."
+    )]
+    pub kind: String,
+    /// Name, namespace, labels…
+    #[schemars(schema_with = "crate::model::schema::pool_metadata")]
+    pub metadata: Metadata,
+    /// The pool itself.
+    pub spec: PoolSpec,
+}
+
+impl PoolManifest {
+    /// The pool's validated name.
+    ///
+    /// Callers get manifests from [`crate::yaml::decode_pool`], which validated it already.
+    pub fn name(&self) -> PoolName {
+        PoolName::new(&self.metadata.name).expect("decode_pool validated metadata.name")
+    }
+
+    /// Cross-field checks that serde cannot express; each message names the field and value.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.api_version != API_VERSION {
+            return Err(format!(
+                "apiVersion: `{}` is not supported; expected `{API_VERSION}`",
+                self.api_version
+            ));
+        }
+        if self.kind != POOL_KIND {
+            return Err(format!(
+                "kind: expected `{POOL_KIND}`, found `{}`",
+                self.kind
+            ));
+        }
+        PoolName::new(&self.metadata.name).map_err(|e| format!("metadata.name: {e}"))?;
+        let spec = &self.spec;
+        match (spec.kind, &self.metadata.namespace) {
+            (PoolKind::Public, Some(ns)) => {
+                return Err(format!(
+                    "metadata.namespace: a public pool is cluster-scoped and has no namespace, found `{ns}`"
+                ));
+            }
+            (PoolKind::Private, None) => {
+                return Err("metadata.namespace: a private pool needs a namespace (the VPC's tenant namespace)".into());
+            }
+            _ => {}
+        }
+        let family = family_name(spec.cidr.addr());
+        if let Some(gw) = spec.gateway {
+            if family_name(gw) != family {
+                return Err(format!(
+                    "spec.gateway: `{gw}` is an {} address but spec.cidr `{}` is {family}",
+                    family_name(gw),
+                    spec.cidr
+                ));
+            }
+            if !spec.cidr.contains(&gw) {
+                return Err(format!("spec.gateway: `{gw}` is outside `{}`", spec.cidr));
+            }
+        }
+        for entry in &spec.exclude {
+            let entry_family = family_name(entry.net().addr());
+            if entry_family != family {
+                let what = if entry.to_string().contains('/') {
+                    "prefix"
+                } else {
+                    "address"
+                };
+                return Err(format!(
+                    "spec.exclude: `{entry}` is an {entry_family} {what} but spec.cidr `{}` is {family}",
+                    spec.cidr
+                ));
+            }
+            if !spec.cidr.contains(&entry.net()) {
+                return Err(format!(
+                    "spec.exclude: `{entry}` is outside `{}`",
+                    spec.cidr
+                ));
+            }
+        }
+        if let Some(zone) = &spec.zone {
+            check_label(zone).map_err(|why| format!("spec.zone: `{zone}` {why}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Which pool, in which scope (`None` = cluster-scoped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolRef {
+    /// The pool's namespace; `None` for a public pool.
+    pub namespace: Option<Namespace>,
+    /// The pool's name.
+    pub name: PoolName,
+}
+
+impl std::fmt::Display for PoolRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => write!(f, "{}", self.name),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Typed reads of stored objects: a pool manifest, an allocation, the addresses a pool's
+//! allocations hold; what every use case needs before it decides anything.
+
+use std::net::IpAddr;
+
+use crate::error::{Error, Result};
+use crate::model::{Namespace, PoolManifest, PoolRef, pool_addresses};
+use crate::store::{ObjectKind, Store};
+use crate::yaml;
+
+pub use crate::store::Parsed;
+
+/// Reads and parses one allocation; `None` if it does not exist. A file that is no manifest
+/// (too large, a symlink, not a regular file) reads like one that does not parse.
+pub fn read_allocation(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    name: &str,
+) -> Result<Option<Parsed>> {
+    let bytes = match store.get(ObjectKind::Allocation, ns, name) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        // The file itself is too large, a symlink, not a regular file: as broken as a file
+        // that does not parse, so its address stays taken and readers warn rather than fail.
+        // (A symlinked directory on the way is the whole scope's problem: that stays an error.)
+        Err(Error::Corrupt { path, message })
+            if path.ends_with(store.locate(ObjectKind::Allocation, ns, name)) =>
+        {
+            return Ok(Some(Err(message)));
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(Some(
+        std::str::from_utf8(&bytes)
+            .map_err(|_| "is not UTF-8 text".to_owned())
+            .and_then(yaml::decode_allocation),
+    ))
+}
+
+/// Reads a pool manifest; `NotFound` (with a hint naming other scopes that have a pool of
+/// that name) when it does not exist.
+pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
+    let ns = pool.namespace.as_ref();
+    let Some(bytes) = store.get(ObjectKind::Pool, ns, pool.name.as_str())? else {
+        return Err(pool_not_found(store, pool));
+    };
+    let location = store.locate(ObjectKind::Pool, ns, pool.name.as_str());
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(&location, "is not UTF-8 text"))?;
+    yaml::decode_pool(text).map_err(|e| Error::invalid(location, e))
+}
+
+/// The pool's manifest and the addresses its allocations hold, from one directory listing
+/// (no allocation file is read). Takes no lock: for explaining a dry run, not for claiming.
+pub fn pool_state(store: &dyn Store, pool: &PoolRef) -> Result<(PoolManifest, Vec<IpAddr>)> {
+    let spec = load_pool(store, pool)?;
+    let names = store.list(ObjectKind::Allocation, pool.namespace.as_ref())?;
+    let taken = pool_addresses(&names, &pool.name).collect();
+    Ok((spec, taken))
+}
+
+/// The `NotFound` error for `pool`, with a hint if the name exists in another scope.
+pub fn pool_not_found(store: &dyn Store, pool: &PoolRef) -> Error {
+    let elsewhere: Vec<String> = store
+        .scopes()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|scope| *scope != pool.namespace)
+        .filter(|scope| {
+            store
+                .get(ObjectKind::Pool, scope.as_ref(), pool.name.as_str())
+                .is_ok_and(|o| o.is_some())
+        })
+        .map(|scope| match scope {
+            Some(ns) => format!("in namespace `{ns}` (pass `-n {ns}`)"),
+            None => "cluster-scoped (omit `-n`)".to_owned(),
+        })
+        .collect();
+    let scope = match &pool.namespace {
+        Some(ns) => format!("in namespace `{ns}`"),
+        None => "cluster-scoped".to_owned(),
+    };
+    Error::NotFound {
+        message: format!("pool `{}` not found ({scope})", pool.name),
+        hint: (!elsewhere.is_empty())
+            .then(|| format!("a pool `{}` exists {}", pool.name, elsewhere.join(", "))),
+    }
+}

@@ -470,3 +470,10 @@ mod tests {
         assert!(!use_colour(ColorChoice::Never, true, None));
     }
 }
+
+/// Prints each of `warnings` as one `warning:` line on stderr, where diagnostics go.
+pub fn warn(warnings: &crate::engine::warning::Warnings) {
+    for w in warnings.iter() {
+        eprintln!("warning: {w}");
+    }
+}

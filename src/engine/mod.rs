@@ -47,3 +47,4 @@ pub mod reconcile;
 pub mod release;
 pub mod subnet;
 pub mod transfer;
+pub mod warning;

@@ -62,6 +62,12 @@ fn module_of(path: &str) -> Vec<String> {
 /// `source` with its comments blanked (newlines kept, so line numbers stay), its string and
 /// character literals kept: the `schema_with = "crate::…"` strings are imports too.
 fn strip_comments(source: &str) -> String {
+    strip(source, false)
+}
+
+/// [`strip_comments`], and with `strings` the string and character literals blanked too
+/// (byte for byte, so positions stay): what brace counting reads.
+fn strip(source: &str, strings: bool) -> String {
     let b = source.as_bytes();
     let mut out = String::with_capacity(source.len());
     let mut i = 0;
@@ -111,7 +117,7 @@ fn strip_comments(source: &str) -> String {
                 .windows(close.len())
                 .position(|w| w == close.as_slice())
                 .map_or(b.len(), |n| start + n + close.len());
-            out.push_str(&source[i..end]);
+            push_literal(&mut out, &source[i..end], strings);
             i = end;
         } else if b[i] == b'"' {
             let mut j = i + 1;
@@ -119,7 +125,7 @@ fn strip_comments(source: &str) -> String {
                 j += if b[j] == b'\\' { 2 } else { 1 };
             }
             let end = (j + 1).min(b.len());
-            out.push_str(&source[i..end]);
+            push_literal(&mut out, &source[i..end], strings);
             i = end;
         } else if b[i] == b'\'' {
             // A char literal ('x', '\n', '"') or a lifetime ('a): only the first is skipped.
@@ -130,7 +136,7 @@ fn strip_comments(source: &str) -> String {
                 (b.get(i + 1 + ch) == Some(&b'\'')).then_some(ch + 2)
             };
             let end = i + len.unwrap_or(1);
-            out.push_str(&source[i..end]);
+            push_literal(&mut out, &source[i..end], strings && len.is_some());
             i = end;
         } else {
             let ch = source[i..].chars().next().expect("i is on a char boundary");
@@ -141,9 +147,71 @@ fn strip_comments(source: &str) -> String {
     out
 }
 
+/// A literal as it is, or (with `blank`) as spaces, one per byte.
+fn push_literal(out: &mut String, literal: &str, blank: bool) {
+    if blank {
+        out.extend(literal.bytes().map(|c| if c == b'\n' { '\n' } else { ' ' }));
+    } else {
+        out.push_str(literal);
+    }
+}
+
+/// The inline modules of a file (`mod tests { … }`): their names and byte ranges, read
+/// from `bare` (comments and literals blanked, so every brace is code).
+fn inline_modules(bare: &str) -> Vec<(String, usize, usize)> {
+    let b = bare.as_bytes();
+    let mut out = Vec::new();
+    for (at, _) in bare.match_indices("mod ") {
+        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+            continue;
+        }
+        let rest = &bare[at + 4..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = rest[name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue;
+        }
+        let open = at + 4 + (rest.len() - after.len());
+        let mut depth = 0usize;
+        for (k, &c) in b.iter().enumerate().skip(open) {
+            match c {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((name.clone(), open, k));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The module path at byte `at` of a file: the file's, and the inline modules around `at`.
+fn module_at(file_module: &[String], inline: &[(String, usize, usize)], at: usize) -> Vec<String> {
+    let mut module = file_module.to_vec();
+    module.extend(
+        inline
+            .iter()
+            .filter(|(_, from, to)| (*from..=*to).contains(&at))
+            .map(|(name, _, _)| name.clone()),
+    );
+    module
+}
+
 /// Every module path that `code` names through `crate::`, `super::` or `self::`, expanded
 /// from `use` trees (`crate::{a::b, c}`), with the line it is on.
-fn paths_named(code: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
+fn paths_named(
+    code: &str,
+    file_module: &[String],
+    inline: &[(String, usize, usize)],
+) -> Vec<(usize, Vec<String>)> {
     let mut found = Vec::new();
     let b = code.as_bytes();
     let mut i = 0;
@@ -155,7 +223,7 @@ fn paths_named(code: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
         } else if b[i..].starts_with(b"crate::") {
             Some((7, Vec::new()))
         } else if b[i..].starts_with(b"super::") {
-            let mut m = module.to_vec();
+            let mut m = module_at(file_module, inline, i);
             let mut len = 0;
             while b[i + len..].starts_with(b"super::") {
                 m.pop();
@@ -163,7 +231,7 @@ fn paths_named(code: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
             }
             Some((len, m))
         } else if b[i..].starts_with(b"self::") {
-            Some((6, module.to_vec()))
+            Some((6, module_at(file_module, inline, i)))
         } else {
             None
         };
@@ -334,7 +402,8 @@ fn violations(sources: &BTreeMap<String, String>) -> Vec<String> {
                 None
             }
         };
-        for (line, named) in paths_named(&code, &module) {
+        let inline = inline_modules(&strip(source, true));
+        for (line, named) in paths_named(&code, &module, &inline) {
             let Some(top) = named.first() else { continue };
             let joined = named.join("::");
             if let (Some(own), Some(theirs)) = (own, rank(top))

@@ -1,6 +1,7 @@
 //! Addresses and prefixes as ipamctl spells them: parsing with messages that name the value,
 //! and serde in the canonical form (IPv6 quoted in YAML).
 
+use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -90,6 +91,56 @@ pub(crate) mod serde_ip {
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IpNet, D::Error> {
             let s = String::deserialize(d)?;
             parse_net(&s).map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+/// An entry of `spec.exclude`: one address, or a prefix inside the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Exclude(IpNet);
+
+impl Serialize for Exclude {
+    /// Its text; an IPv6 address alone is quoted in YAML, as `spec.address` is.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.to_string();
+        match self.0 {
+            IpNet::V6(_) if !text.contains('/') => quoted(&text, s),
+            _ => s.collect_str(&text),
+        }
+    }
+}
+
+impl Exclude {
+    /// The excluded addresses as a prefix (a /32 or /128 for a single address).
+    pub fn net(self) -> IpNet {
+        self.0
+    }
+}
+
+impl TryFrom<String> for Exclude {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if s.contains('/') {
+            parse_net(&s).map(Exclude)
+        } else {
+            parse_addr(&s).map(|a| Exclude(IpNet::from(a)))
+        }
+    }
+}
+
+impl From<Exclude> for String {
+    fn from(e: Exclude) -> String {
+        e.to_string()
+    }
+}
+
+impl fmt::Display for Exclude {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.prefix_len() == self.0.max_prefix_len() {
+            self.0.addr().fmt(f)
+        } else {
+            self.0.fmt(f)
         }
     }
 }

@@ -22,7 +22,7 @@ pub struct AllocationSpec {
     pub pool: PoolName,
     /// The address held.
     #[serde(with = "serde_ip::addr")]
-    #[schemars(schema_with = "crate::model::schema::address")]
+    #[schemars(schema_with = "crate::model::schema::fields::address")]
     pub address: IpAddr,
     /// Who holds it.
     pub owner: Owner,
@@ -34,18 +34,18 @@ pub struct AllocationSpec {
 pub struct AllocationManifest {
     /// Always [`API_VERSION`].
     #[schemars(
-        schema_with = "crate::model::schema::api_version",
+        schema_with = "crate::model::schema::fields::api_version",
         description = "Always `pivirt.hu/v1`."
     )]
     pub api_version: String,
     /// Always [`ALLOCATION_KIND`].
     #[schemars(
-        schema_with = "crate::model::schema::allocation_kind",
+        schema_with = "crate::model::schema::fields::allocation_kind",
         description = "Always `IPAllocation`."
     )]
     pub kind: String,
     /// Name `<pool>-<a-b-c-d>`, the pool's namespace, the managed-by label.
-    #[schemars(schema_with = "crate::model::schema::allocation_metadata")]
+    #[schemars(schema_with = "crate::model::manifest::allocation_metadata")]
     pub metadata: Metadata,
     /// Pool, address, owner.
     pub spec: AllocationSpec,

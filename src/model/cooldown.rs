@@ -37,71 +37,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::address::serde_ip;
 use crate::model::allocation::allocation_name;
+pub use crate::model::kind::COOLDOWN_KIND;
 use crate::model::manifest::{API_VERSION, Metadata};
 use crate::model::names::PoolName;
 use crate::model::owner::Owner;
 use crate::model::pool::PoolRef;
-
-/// `kind` of a cooldown record.
-pub const COOLDOWN_KIND: &str = "CooldownRecord";
-
-/// The longest `reuseAfter` accepted: a year (a longer one is a typo, not a policy).
-const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
-
-/// `spec.reuseAfter`: a duration as written (`10m`, `1h 30m`, `90s`), kept as written so the
-/// pool's manifest round-trips byte for byte.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ReuseAfter {
-    text: String,
-    duration: Duration,
-}
-
-impl ReuseAfter {
-    /// Parses a duration as `humantime` reads it (`30s`, `10m`, `2h`, `1h 30m`, `1d`): more
-    /// than zero, at most a year.
-    pub fn new(text: &str) -> std::result::Result<ReuseAfter, String> {
-        let duration = humantime::parse_duration(text).map_err(|e| {
-            format!(
-                "reuseAfter: `{}` is not a duration like `10m`, `1h` or `90s` ({e})",
-                text.escape_debug()
-            )
-        })?;
-        if duration.is_zero() || duration > LONGEST {
-            return Err(format!(
-                "reuseAfter: `{text}` must be more than zero and at most a year"
-            ));
-        }
-        Ok(ReuseAfter {
-            text: text.to_owned(),
-            duration,
-        })
-    }
-
-    /// The window.
-    pub fn duration(&self) -> Duration {
-        self.duration
-    }
-}
-
-impl std::fmt::Display for ReuseAfter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl TryFrom<String> for ReuseAfter {
-    type Error = String;
-    fn try_from(s: String) -> std::result::Result<Self, String> {
-        ReuseAfter::new(&s)
-    }
-}
-
-impl From<ReuseAfter> for String {
-    fn from(r: ReuseAfter) -> String {
-        r.text
-    }
-}
+#[cfg(test)]
+use crate::model::pool::ReuseAfter;
 
 /// `spec` of a cooldown record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -116,7 +58,7 @@ pub struct CooldownSpec {
     /// Who held it: the one owner that may have it back within the window.
     pub owner: Owner,
     /// When it was released: RFC 3339, UTC.
-    #[schemars(schema_with = "crate::model::schema::released_at")]
+    #[schemars(schema_with = "crate::model::schema::fields::released_at")]
     pub released_at: String,
 }
 
@@ -126,18 +68,18 @@ pub struct CooldownSpec {
 pub struct CooldownRecord {
     /// Always [`API_VERSION`].
     #[schemars(
-        schema_with = "crate::model::schema::api_version",
+        schema_with = "crate::model::schema::fields::api_version",
         description = "Always `pivirt.hu/v1`."
     )]
     pub api_version: String,
     /// Always [`COOLDOWN_KIND`].
     #[schemars(
-        schema_with = "crate::model::schema::cooldown_kind",
+        schema_with = "crate::model::schema::fields::cooldown_kind",
         description = "Always `CooldownRecord`."
     )]
     pub kind: String,
     /// Name `<pool>-<a-b-c-d>` (the allocation's), the pool's namespace.
-    #[schemars(schema_with = "crate::model::schema::allocation_metadata")]
+    #[schemars(schema_with = "crate::model::manifest::allocation_metadata")]
     pub metadata: Metadata,
     /// Pool, address, owner, time.
     pub spec: CooldownSpec,

@@ -1,4 +1,20 @@
-//! The kinds of stored object, as the stores and every view name them.
+//! The kinds of stored object, as the stores and every view name them, and the `apiVersion`
+//! and `kind` strings their manifests carry.
+
+/// The only `apiVersion` ipamctl reads and writes.
+pub const API_VERSION: &str = "pivirt.hu/v1";
+
+/// `kind` of a pool manifest.
+pub const POOL_KIND: &str = "IPAMPool";
+
+/// `kind` of an allocation manifest.
+pub const ALLOCATION_KIND: &str = "IPAllocation";
+
+/// `kind` of a subnet manifest.
+pub const SUBNET_KIND: &str = "Subnet";
+
+/// `kind` of a cooldown record.
+pub const COOLDOWN_KIND: &str = "CooldownRecord";
 
 /// The kinds of stored object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

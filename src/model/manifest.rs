@@ -1,22 +1,17 @@
 //! What every manifest shares: `apiVersion`, the kinds, and `metadata`.
 
+pub use crate::model::kind::{ALLOCATION_KIND, API_VERSION, POOL_KIND};
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use schemars::{Schema, SchemaGenerator, json_schema};
+
 use crate::model::names::Namespace;
 use crate::model::owner::OwnerRef;
+use crate::model::schema::fields::{LABEL, OCTET};
 use crate::model::time::Timestamp;
-
-/// The only `apiVersion` ipamctl reads and writes.
-pub const API_VERSION: &str = "pivirt.hu/v1";
-
-/// `kind` of a pool manifest.
-pub const POOL_KIND: &str = "IPAMPool";
-
-/// `kind` of an allocation manifest.
-pub const ALLOCATION_KIND: &str = "IPAllocation";
 
 /// Label every allocation carries.
 pub const MANAGED_BY_LABEL: &str = "pivirt.hu/managed-by";
@@ -37,7 +32,7 @@ pub struct Metadata {
     /// When the object was created (allocations: written once, by the claim), RFC 3339 in
     /// UTC with second precision. Absent in state written by older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::model::schema::timestamp")]
+    #[schemars(schema_with = "crate::model::schema::fields::timestamp")]
     pub creation_timestamp: Option<Timestamp>,
     /// Labels, in key order.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -48,4 +43,37 @@ pub struct Metadata {
     /// Owning objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owner_refs: Vec<OwnerRef>,
+}
+
+/// A pool's `metadata`, whose name is a pool name.
+pub(crate) fn pool_metadata(generator: &mut SchemaGenerator) -> Schema {
+    metadata_named(generator, LABEL, "The pool's name: an RFC 1123 label.")
+}
+
+/// An allocation's `metadata`, whose name is `<pool>-<a-b-c-d>` or, for IPv6, the pool's
+/// name and the eight groups of four lowercase hex digits.
+pub(crate) fn allocation_metadata(generator: &mut SchemaGenerator) -> Schema {
+    let name =
+        format!("{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})");
+    metadata_named(
+        generator,
+        &name,
+        "`<pool>-<a-b-c-d>` for IPv4, `<pool>-<8 groups of 4 lowercase hex digits, dashed>` for IPv6 (`vpc-main-v6-2001-0db8-0000-0000-0000-0000-0000-0001`).",
+    )
+}
+
+/// `Metadata` with a narrower `name`, as an `allOf` (draft-07 ignores a `$ref`'s siblings).
+fn metadata_named(generator: &mut SchemaGenerator, pattern: &str, description: &str) -> Schema {
+    let metadata = generator.subschema_for::<Metadata>();
+    json_schema!({
+        "allOf": [
+            metadata,
+            {
+                "required": ["name"],
+                "properties": {
+                    "name": { "pattern": format!("^{pattern}$"), "description": description },
+                },
+            },
+        ],
+    })
 }

@@ -3,12 +3,13 @@
 
 use std::fmt;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::address::{family_name, parse_addr, parse_net, quoted, serde_ip};
+use crate::model::address::{Exclude, family_name, serde_ip};
 use crate::model::manifest::{API_VERSION, Metadata, POOL_KIND};
 use crate::model::names::{Namespace, PoolName, check_label};
 
@@ -31,63 +32,13 @@ impl fmt::Display for PoolKind {
     }
 }
 
-/// An entry of `spec.exclude`: one address, or a prefix inside the pool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct Exclude(IpNet);
-
-impl Serialize for Exclude {
-    /// Its text; an IPv6 address alone is quoted in YAML, as `spec.address` is.
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let text = self.to_string();
-        match self.0 {
-            IpNet::V6(_) if !text.contains('/') => quoted(&text, s),
-            _ => s.collect_str(&text),
-        }
-    }
-}
-
-impl Exclude {
-    /// The excluded addresses as a prefix (a /32 or /128 for a single address).
-    pub fn net(self) -> IpNet {
-        self.0
-    }
-}
-
-impl TryFrom<String> for Exclude {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        if s.contains('/') {
-            parse_net(&s).map(Exclude)
-        } else {
-            parse_addr(&s).map(|a| Exclude(IpNet::from(a)))
-        }
-    }
-}
-
-impl From<Exclude> for String {
-    fn from(e: Exclude) -> String {
-        e.to_string()
-    }
-}
-
-impl fmt::Display for Exclude {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.prefix_len() == self.0.max_prefix_len() {
-            self.0.addr().fmt(f)
-        } else {
-            self.0.fmt(f)
-        }
-    }
-}
-
 /// `spec` of an `IPAMPool`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoolSpec {
     /// The pool's prefix (no host bits).
     #[serde(with = "serde_ip::net")]
-    #[schemars(schema_with = "crate::model::schema::cidr")]
+    #[schemars(schema_with = "crate::model::schema::fields::cidr")]
     pub cidr: IpNet,
     /// `public` or `private`.
     pub kind: PoolKind,
@@ -97,14 +48,14 @@ pub struct PoolSpec {
         skip_serializing_if = "Option::is_none",
         with = "serde_ip::opt_addr"
     )]
-    #[schemars(schema_with = "crate::model::schema::optional_address")]
+    #[schemars(schema_with = "crate::model::schema::fields::optional_address")]
     pub gateway: Option<IpAddr>,
     /// Addresses or prefixes never handed out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<Exclude>,
     /// Where a public pool is routable (an RFC 1123 label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::model::schema::optional_label")]
+    #[schemars(schema_with = "crate::model::schema::fields::optional_label")]
     pub zone: Option<String>,
     /// How long a released address is kept from other owners (`10m`, `1h30m`); the owner
     /// that released it gets it back meanwhile. None: reused at once.
@@ -113,8 +64,8 @@ pub struct PoolSpec {
         rename = "reuseAfter",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(schema_with = "crate::model::schema::duration")]
-    pub reuse_after: Option<crate::model::cooldown::ReuseAfter>,
+    #[schemars(schema_with = "crate::model::schema::fields::duration")]
+    pub reuse_after: Option<ReuseAfter>,
 }
 
 /// An `IPAMPool` manifest.
@@ -123,18 +74,18 @@ pub struct PoolSpec {
 pub struct PoolManifest {
     /// Always [`API_VERSION`].
     #[schemars(
-        schema_with = "crate::model::schema::api_version",
+        schema_with = "crate::model::schema::fields::api_version",
         description = "Always `pivirt.hu/v1`."
     )]
     pub api_version: String,
     /// Always [`POOL_KIND`].
     #[schemars(
-        schema_with = "crate::model::schema::pool_kind",
+        schema_with = "crate::model::schema::fields::pool_kind",
         description = "Always `IPAMPool`."
     )]
     pub kind: String,
     /// Name, namespace, labels…
-    #[schemars(schema_with = "crate::model::schema::pool_metadata")]
+    #[schemars(schema_with = "crate::model::manifest::pool_metadata")]
     pub metadata: Metadata,
     /// The pool itself.
     pub spec: PoolSpec,
@@ -230,5 +181,63 @@ impl std::fmt::Display for PoolRef {
             Some(ns) => write!(f, "{ns}/{}", self.name),
             None => write!(f, "{}", self.name),
         }
+    }
+}
+
+/// The longest `reuseAfter` accepted: a year (a longer one is a typo, not a policy).
+const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// `spec.reuseAfter`: a duration as written (`10m`, `1h 30m`, `90s`), kept as written so the
+/// pool's manifest round-trips byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ReuseAfter {
+    text: String,
+    duration: Duration,
+}
+
+impl ReuseAfter {
+    /// Parses a duration as `humantime` reads it (`30s`, `10m`, `2h`, `1h 30m`, `1d`): more
+    /// than zero, at most a year.
+    pub fn new(text: &str) -> std::result::Result<ReuseAfter, String> {
+        let duration = humantime::parse_duration(text).map_err(|e| {
+            format!(
+                "reuseAfter: `{}` is not a duration like `10m`, `1h` or `90s` ({e})",
+                text.escape_debug()
+            )
+        })?;
+        if duration.is_zero() || duration > LONGEST {
+            return Err(format!(
+                "reuseAfter: `{text}` must be more than zero and at most a year"
+            ));
+        }
+        Ok(ReuseAfter {
+            text: text.to_owned(),
+            duration,
+        })
+    }
+
+    /// The window.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+}
+
+impl std::fmt::Display for ReuseAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl TryFrom<String> for ReuseAfter {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        ReuseAfter::new(&s)
+    }
+}
+
+impl From<ReuseAfter> for String {
+    fn from(r: ReuseAfter) -> String {
+        r.text
     }
 }

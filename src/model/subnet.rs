@@ -18,14 +18,13 @@ use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::model::address::Exclude;
 use crate::model::address::serde_ip;
 use crate::model::candidates::{Candidates, host_span};
+pub use crate::model::kind::SUBNET_KIND;
 use crate::model::manifest::{API_VERSION, Metadata};
 use crate::model::names::{PoolName, SubnetName};
-use crate::model::pool::{Exclude, PoolManifest, PoolRef};
-
-/// `kind` of a subnet manifest.
-pub const SUBNET_KIND: &str = "Subnet";
+use crate::model::pool::{PoolManifest, PoolRef};
 
 /// `spec` of a `Subnet`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -35,7 +34,7 @@ pub struct SubnetSpec {
     pub pool: PoolName,
     /// The subnet's prefix, inside the pool's.
     #[serde(with = "serde_ip::net")]
-    #[schemars(schema_with = "crate::model::schema::cidr")]
+    #[schemars(schema_with = "crate::model::schema::fields::cidr")]
     pub cidr: IpNet,
     /// Never allocated; defaults to the subnet's first host address.
     #[serde(
@@ -56,18 +55,18 @@ pub struct SubnetSpec {
 pub struct SubnetManifest {
     /// Always [`API_VERSION`].
     #[schemars(
-        schema_with = "crate::model::schema::api_version",
+        schema_with = "crate::model::schema::fields::api_version",
         description = "Always `pivirt.hu/v1`."
     )]
     pub api_version: String,
     /// Always [`SUBNET_KIND`].
     #[schemars(
-        schema_with = "crate::model::schema::subnet_kind",
+        schema_with = "crate::model::schema::fields::subnet_kind",
         description = "Always `Subnet`."
     )]
     pub kind: String,
     /// Name and the pool's namespace.
-    #[schemars(schema_with = "crate::model::schema::pool_metadata")]
+    #[schemars(schema_with = "crate::model::manifest::pool_metadata")]
     pub metadata: Metadata,
     /// The range itself.
     pub spec: SubnetSpec,

@@ -1,24 +1,16 @@
-//! JSON Schemas (draft-07, which every editor's YAML support reads) of the manifests,
-//! derived from the model types with schemars, so they describe what the files contain:
-//! the strings the validated newtypes accept, as patterns and formats, and no unknown field
-//! anywhere. Checks across fields (a gateway inside the cidr, an allocation name that
-//! matches its address) stay with `ipamctl check`.
-//!
-//! The model's serde is custom (strings parsed by `try_from`, `with` modules for addresses),
-//! so the string types have their schemas written here by hand; `tests/schema.rs` validates
-//! every fixture manifest against them and keeps `schema/*.json` current.
+//! The schemas of the model's string types and fields, written by hand: the model's serde is
+//! custom (strings parsed by `try_from`, `with` modules for addresses), so schemars cannot
+//! derive them. The manifests name these in `#[schemars(schema_with = …)]`; this file names
+//! no manifest, so that none of them is imported back.
 
-use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 
-use crate::model::cooldown::{COOLDOWN_KIND, CooldownRecord};
-use crate::model::subnet::{SUBNET_KIND, SubnetManifest};
-use crate::model::{
-    ALLOCATION_KIND, API_VERSION, AllocationManifest, Exclude, Metadata, Namespace, ObjectKind,
-    Owner, OwnerKind, POOL_KIND, PoolManifest, PoolName, Uid,
-};
+use crate::model::address::Exclude;
+use crate::model::kind::{ALLOCATION_KIND, API_VERSION, COOLDOWN_KIND, POOL_KIND, SUBNET_KIND};
+use crate::model::names::{Namespace, PoolName, Uid};
+use crate::model::owner::{Owner, OwnerKind};
 
 /// `kind` of a cooldown record: always `CooldownRecord`.
 pub(crate) fn cooldown_kind(_: &mut SchemaGenerator) -> Schema {
@@ -26,9 +18,9 @@ pub(crate) fn cooldown_kind(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// An RFC 1123 label: what `PoolName`, a namespace segment and a zone are made of.
-const LABEL: &str = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
+pub(crate) const LABEL: &str = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
 /// An IPv4 octet without leading zeros, as `Ipv4Addr` parses it.
-const OCTET: &str = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+pub(crate) const OCTET: &str = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
 /// A prefix length, 0–32, without leading zeros.
 const PREFIX_LEN: &str = "(3[0-2]|[12]?[0-9])";
 /// An IPv6 prefix length, 0–128, without leading zeros.
@@ -72,53 +64,6 @@ fn any_prefix_pattern() -> String {
         address_pattern(),
         address_v6_pattern()
     )
-}
-
-/// The schema of one manifest kind, as `ipamctl schema <kind>` prints it.
-pub fn of(kind: ObjectKind) -> Value {
-    let (schema, title, description) = match kind {
-        ObjectKind::Subnet => (
-            generator().into_root_schema_for::<SubnetManifest>(),
-            SUBNET_KIND,
-            "A named range of a pool, with its gateway and reserved addresses.",
-        ),
-        ObjectKind::Cooldown => (
-            generator().into_root_schema_for::<CooldownRecord>(),
-            COOLDOWN_KIND,
-            "An address released recently from a pool with `reuseAfter`, written only by `ipamctl release`.",
-        ),
-        ObjectKind::Pool => (
-            generator().into_root_schema_for::<PoolManifest>(),
-            POOL_KIND,
-            "An IPv4 address pool managed by ipamctl.",
-        ),
-        ObjectKind::Allocation => (
-            generator().into_root_schema_for::<AllocationManifest>(),
-            ALLOCATION_KIND,
-            "An IPv4 address held by one owner, written only by `ipamctl allocate`.",
-        ),
-    };
-    let mut value = schema.to_value();
-    let object = value
-        .as_object_mut()
-        .expect("a root schema is a JSON object");
-    object.insert("title".into(), title.into());
-    object.insert("description".into(), description.into());
-    value
-}
-
-/// Every schema, keyed by manifest kind: what `ipamctl schema` prints without an argument.
-pub fn all() -> Value {
-    json!({
-        POOL_KIND: of(ObjectKind::Pool),
-        ALLOCATION_KIND: of(ObjectKind::Allocation),
-        SUBNET_KIND: of(ObjectKind::Subnet),
-        COOLDOWN_KIND: of(ObjectKind::Cooldown),
-    })
-}
-
-fn generator() -> SchemaGenerator {
-    SchemaSettings::draft07().for_deserialize().into_generator()
 }
 
 fn string_schema(pattern: &str, max_length: usize, description: &str) -> Schema {
@@ -272,39 +217,6 @@ pub(crate) fn allocation_kind(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "const": ALLOCATION_KIND })
 }
 
-/// A pool's `metadata`, whose name is a pool name.
-pub(crate) fn pool_metadata(generator: &mut SchemaGenerator) -> Schema {
-    metadata_named(generator, LABEL, "The pool's name: an RFC 1123 label.")
-}
-
-/// An allocation's `metadata`, whose name is `<pool>-<a-b-c-d>` or, for IPv6, the pool's
-/// name and the eight groups of four lowercase hex digits.
-pub(crate) fn allocation_metadata(generator: &mut SchemaGenerator) -> Schema {
-    let name =
-        format!("{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})");
-    metadata_named(
-        generator,
-        &name,
-        "`<pool>-<a-b-c-d>` for IPv4, `<pool>-<8 groups of 4 lowercase hex digits, dashed>` for IPv6 (`vpc-main-v6-2001-0db8-0000-0000-0000-0000-0000-0001`).",
-    )
-}
-
-/// `Metadata` with a narrower `name`, as an `allOf` (draft-07 ignores a `$ref`'s siblings).
-fn metadata_named(generator: &mut SchemaGenerator, pattern: &str, description: &str) -> Schema {
-    let metadata = generator.subschema_for::<Metadata>();
-    json_schema!({
-        "allOf": [
-            metadata,
-            {
-                "required": ["name"],
-                "properties": {
-                    "name": { "pattern": format!("^{pattern}$"), "description": description },
-                },
-            },
-        ],
-    })
-}
-
 /// A prefix without host bits (host bits cannot be said in a pattern; `check` refuses them).
 pub(crate) fn cidr(_: &mut SchemaGenerator) -> Schema {
     string_schema(
@@ -350,22 +262,4 @@ pub(crate) fn optional_label(_: &mut SchemaGenerator) -> Schema {
         "pattern": format!("^{LABEL}$"),
         "maxLength": 63,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn both_schemas_are_keyed_by_kind() {
-        let all = all();
-        assert_eq!(all["IPAMPool"]["title"], "IPAMPool");
-        assert_eq!(all["IPAllocation"]["title"], "IPAllocation");
-    }
-
-    #[test]
-    fn manifests_refuse_unknown_fields() {
-        let pool = of(ObjectKind::Pool);
-        assert_eq!(pool["additionalProperties"], false);
-    }
 }

@@ -260,12 +260,44 @@ pub fn diff(
     let before = reader.read(Tree::Commit(old), &paths)?;
     let after = reader.read(new_tree, &paths)?;
 
-    let mut changes = Vec::new();
-    let mut conflicts = Vec::new();
-    // Claims of the branch, by path and by (scope, pool, owner), for the checks below.
-    let mut claims: Vec<AllocationManifest> = Vec::new();
-    let mut pools_touched: BTreeSet<(Option<Namespace>, String)> = BTreeSet::new();
+    let mut tally = Tally::default();
     for (((_, path), old_bytes), new_bytes) in files.iter().zip(before).zip(after) {
+        tally.add(path, old_bytes, new_bytes);
+    }
+    let Tally {
+        changes,
+        mut conflicts,
+        claims,
+        pools_touched,
+    } = tally;
+
+    if let Some(other) = other {
+        conflicts.extend(across_sides(repo, old, other, &claims)?);
+    }
+    conflicts.extend(outside_pools(&reader, new_tree, &claims, &pools_touched)?);
+    Ok(Diff {
+        base: old.to_owned(),
+        head: new.map_or_else(|| "working tree".to_owned(), str::to_owned),
+        other: other.map(str::to_owned),
+        changes,
+        conflicts,
+    })
+}
+
+/// What the changed files of a diff add up to, file by file.
+#[derive(Default)]
+struct Tally {
+    changes: Vec<Change>,
+    conflicts: Vec<Conflict>,
+    /// The branch's claims, for the checks across sides and against the pools.
+    claims: Vec<AllocationManifest>,
+    /// Pools the branch created, changed or deleted.
+    pools_touched: BTreeSet<(Option<Namespace>, String)>,
+}
+
+impl Tally {
+    /// Adds what one changed file (of a kind [`locate`] knows) says, read before and after.
+    fn add(&mut self, path: &str, old_bytes: Option<Vec<u8>>, new_bytes: Option<Vec<u8>>) {
         let (kind, ns, name) = locate(path).expect("filtered above");
         let object = format!("{}/{name}", kind.resource());
         let old_read = old_bytes.map(|b| parse(kind, &b));
@@ -273,22 +305,19 @@ pub fn diff(
         let canonical =
             |m: &AllocationManifest| new_bytes.as_deref() == Some(yaml::encode(m).as_bytes());
         let new_read = new_bytes.as_ref().map(|b| parse(kind, b));
-        let mut change = Change {
-            change: ChangeKind::Unreadable,
-            object: object.clone(),
-            path: path.clone(),
-            namespace: ns.as_ref().map(|n| n.to_string()),
-            pool: None,
-            address: None,
-            owner: None,
-            uid: None,
-            was: None,
-        };
+        let mut change = Change::unread(&object, path, ns.as_ref());
+        if let Some((kind, was)) = pool_change(old_read.as_ref(), new_read.as_ref()) {
+            change.change = kind;
+            change.was = was;
+            self.pools_touched.insert((ns, name));
+            self.changes.push(change);
+            return;
+        }
         match (old_read, new_read) {
             // Identical bytes read back (a mode change, say): nothing a reviewer sees.
-            (None, None) => continue,
+            (None, None) => return,
             (_, Some(Read::Broken(why))) => {
-                conflicts.push(Conflict {
+                self.conflicts.push(Conflict {
                     conflict: ConflictKind::Unreadable,
                     object,
                     message: format!("{path} does not parse: {why}"),
@@ -298,7 +327,7 @@ pub fn diff(
             | (None, Some(Read::Allocation(m))) => {
                 describe(&mut change, &m);
                 change.change = ChangeKind::Claimed;
-                claims.push(*m);
+                self.claims.push(*m);
             }
             (Some(Read::Allocation(m)), None) => {
                 describe(&mut change, &m);
@@ -312,11 +341,11 @@ pub fn diff(
                 let mut released = change.clone();
                 describe(&mut released, &was);
                 released.change = ChangeKind::Released;
-                changes.push(released);
+                self.changes.push(released);
                 describe(&mut change, &m);
                 change.change = ChangeKind::Claimed;
                 change.was = Some(owner_text(&was));
-                claims.push(*m);
+                self.claims.push(*m);
             }
             (Some(Read::Allocation(was)), Some(Read::Allocation(m))) => {
                 describe(&mut change, &m);
@@ -326,47 +355,54 @@ pub fn diff(
                     change.change = ChangeKind::OwnerChanged;
                     change.was = Some(owner_text(&was));
                 }
-                conflicts.push(Conflict {
-                    conflict: ConflictKind::EditedInPlace,
-                    object,
-                    message: format!(
-                        "{path} was rewritten in place; an allocation is only ever created (allocate) or deleted (release)"
-                    ),
-                });
-                claims.push(*m);
-            }
-            (None, Some(Read::Pool(_))) | (Some(Read::Broken(_)), Some(Read::Pool(_))) => {
-                change.change = ChangeKind::PoolCreated;
-                pools_touched.insert((ns.clone(), name.clone()));
-            }
-            (Some(Read::Pool(_)), None) => {
-                change.change = ChangeKind::PoolDeleted;
-                pools_touched.insert((ns.clone(), name.clone()));
-            }
-            (Some(Read::Pool(was)), Some(Read::Pool(now))) => {
-                change.change = ChangeKind::PoolChanged;
-                change.was = Some(pool_changes(&was, &now));
-                pools_touched.insert((ns.clone(), name.clone()));
+                self.conflicts.push(Conflict {
+                conflict: ConflictKind::EditedInPlace,
+                object,
+                message: format!(
+                    "{path} was rewritten in place; an allocation is only ever created (allocate) or deleted (release)"
+                ),
+            });
+                self.claims.push(*m);
             }
             (Some(Read::Broken(_)), None) => change.change = ChangeKind::Released,
             // A pool file where an allocation belongs, or the reverse: `locate` keeps the
             // kinds apart, so these cannot be read.
             _ => {}
         }
-        changes.push(change);
+        self.changes.push(change);
     }
+}
 
-    if let Some(other) = other {
-        conflicts.extend(across_sides(repo, old, other, &claims)?);
+impl Change {
+    /// A change of the object at `path` whose contents are still to be described.
+    fn unread(object: &str, path: &str, ns: Option<&Namespace>) -> Change {
+        Change {
+            change: ChangeKind::Unreadable,
+            object: object.to_owned(),
+            path: path.to_owned(),
+            namespace: ns.map(|n| n.to_string()),
+            pool: None,
+            address: None,
+            owner: None,
+            uid: None,
+            was: None,
+        }
     }
-    conflicts.extend(outside_pools(&reader, new_tree, &claims, &pools_touched)?);
-    Ok(Diff {
-        base: old.to_owned(),
-        head: new.map_or_else(|| "working tree".to_owned(), str::to_owned),
-        other: other.map(str::to_owned),
-        changes,
-        conflicts,
-    })
+}
+
+/// A pool file's change and what changed in it, when the sides that exist read as pools
+/// (a side that does not parse counts as absent).
+fn pool_change(old: Option<&Read>, new: Option<&Read>) -> Option<(ChangeKind, Option<String>)> {
+    match (old, new) {
+        (None | Some(Read::Broken(_)), Some(Read::Pool(_))) => {
+            Some((ChangeKind::PoolCreated, None))
+        }
+        (Some(Read::Pool(_)), None) => Some((ChangeKind::PoolDeleted, None)),
+        (Some(Read::Pool(was)), Some(Read::Pool(now))) => {
+            Some((ChangeKind::PoolChanged, Some(pool_changes(was, now))))
+        }
+        _ => None,
+    }
 }
 
 /// The holder of `m`, with its uid.

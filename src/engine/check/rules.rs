@@ -113,7 +113,6 @@ pub(super) fn check_allocations(
     findings: &mut Vec<Finding>,
 ) -> Vec<Finding> {
     let mut related = Vec::new();
-    type OwnerKey<'a> = (&'a Option<Namespace>, &'a PoolName, &'a Owner);
     let mut holdings: HashMap<OwnerKey<'_>, Vec<(IpAddr, &str)>> =
         HashMap::with_capacity(allocations.len());
     for Decoded { file, manifest } in allocations {
@@ -170,6 +169,16 @@ pub(super) fn check_allocations(
             .or_default()
             .push((address, &file.rel));
     }
+    related.extend(owners_holding_more(holdings));
+    related
+}
+
+/// An owner identity in one pool of one scope.
+type OwnerKey<'a> = (&'a Option<Namespace>, &'a PoolName, &'a Owner);
+
+/// One error for each file of an owner that holds more than one address in a pool.
+fn owners_holding_more(holdings: HashMap<OwnerKey<'_>, Vec<(IpAddr, &str)>>) -> Vec<Finding> {
+    let mut related = Vec::new();
     for ((_, pool, owner), mut held) in holdings {
         if held.len() < 2 {
             continue;

@@ -12,7 +12,7 @@
 //!
 //! The release holds the pool's lock *exclusively* while it writes the record and deletes
 //! the allocation, and every claim holds it shared from its look-up to its claim (invariant 6
-//! of [`crate::alloc`]): so a claim reads either the allocation or its record, never neither.
+//! of [`crate::engine`]): so a claim reads either the allocation or its record, never neither.
 //! The claim's arbiter stays the create-only write of the allocation; a record only removes
 //! candidates (or, for its own owner, puts one first).
 //!

@@ -26,7 +26,7 @@ pub enum ObjectKind {
     /// `Subnet` manifests: a named range of one pool of the same scope.
     Subnet,
     /// `CooldownRecord` manifests: an address released recently, named like its allocation
-    /// (see [`crate::cooldown`]).
+    /// (see [`crate::model::cooldown`]).
     Cooldown,
 }
 

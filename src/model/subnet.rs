@@ -8,7 +8,7 @@
 //!
 //! Every change of a subnet (create, update by `apply`, delete) holds its pool's lock
 //! exclusively while it checks and writes, and a claim with `--subnet` reads the subnet under
-//! the same lock shared (invariant 6 of [`crate::alloc`]): so two subnets of one pool can
+//! the same lock shared (invariant 6 of [`crate::engine`]): so two subnets of one pool can
 //! never overlap, a claim is always checked against the subnet as it stands, and a subnet is
 //! never deleted while a claim is being made into it.
 

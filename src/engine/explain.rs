@@ -95,7 +95,7 @@ pub struct Request<'a> {
 /// # Examples
 ///
 /// ```
-/// # use ipamctl::explain::{explain, Reason, Request};
+/// # use ipamctl::engine::explain::{explain, Reason, Request};
 /// # let spec: ipamctl::model::PoolSpec = serde_json::from_str(
 /// #     r#"{"cidr":"10.0.0.0/29","kind":"public","gateway":"10.0.0.1"}"#).unwrap();
 /// let taken = ["10.0.0.2".parse().unwrap()];

@@ -90,7 +90,7 @@ impl Candidates {
     /// # Examples
     ///
     /// ```
-    /// # use ipamctl::pool::Candidates;
+    /// # use ipamctl::model::candidates::Candidates;
     /// # let spec: ipamctl::model::PoolSpec = serde_json::from_str(
     /// #     r#"{"cidr":"10.0.0.0/30","kind":"public","gateway":"10.0.0.1"}"#).unwrap();
     /// let first: Vec<_> = Candidates::of_pool(&spec).iter().map(|a| a.to_string()).collect();

@@ -23,7 +23,7 @@ enum Requirement {
 /// # Examples
 ///
 /// ```
-/// use ipamctl::selector::LabelSelector;
+/// use ipamctl::model::selector::LabelSelector;
 /// use std::collections::BTreeMap;
 /// let sel = LabelSelector::parse("tier=web,env!=prod").unwrap();
 /// let labels = BTreeMap::from([("tier".to_owned(), "web".to_owned())]);

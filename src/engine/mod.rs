@@ -43,6 +43,7 @@ pub mod cooldown;
 pub mod diff;
 pub mod explain;
 pub mod git;
+pub mod list;
 pub mod pool;
 pub mod reconcile;
 pub mod release;

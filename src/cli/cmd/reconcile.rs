@@ -3,9 +3,9 @@
 use std::io::{Read, Write};
 use std::time::SystemTime;
 
-use super::list::Query;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{GlobalArgs, ReconcileArgs};
+use crate::engine::list::Query;
 use crate::engine::reconcile::{Freshness, LiveSet, MaxRelease, leaks};
 use crate::engine::release::Released;
 use crate::error::{Error, Result, exit};

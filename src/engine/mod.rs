@@ -48,5 +48,6 @@ pub mod pool;
 pub mod reconcile;
 pub mod release;
 pub mod subnet;
+pub mod subnet_usage;
 pub mod transfer;
 pub mod warning;

@@ -38,6 +38,7 @@
 //! right whatever runs beside it; only a claim needs the locks, and then fails.
 
 pub mod allocate;
+pub mod apply;
 pub mod check;
 pub mod cooldown;
 pub mod diff;

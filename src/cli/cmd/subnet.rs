@@ -9,7 +9,6 @@ use crate::cli::{
     GlobalArgs, OutputFormat, SubnetCommand, SubnetCreateArgs, SubnetDeleteArgs, SubnetListArgs,
     SubnetNameArgs,
 };
-use crate::engine::subnet::Put;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::{Error, Result};
 use crate::model::PoolRef;
@@ -58,12 +57,8 @@ fn create(
     manifest
         .validate()
         .map_err(|e| Error::invalid("subnet create", e))?;
-    let action = match crate::engine::subnet::put(store, &manifest, false, args.dry_run)? {
-        Put::Created => Action::Created,
-        Put::Configured => Action::Configured,
-        Put::Unchanged => Action::Unchanged,
-    }
-    .planned(args.dry_run);
+    let put = crate::engine::subnet::put(store, &manifest, false, args.dry_run)?;
+    let action = Action::from(put).planned(args.dry_run);
     if g.output.is_some() {
         return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
     }

@@ -51,4 +51,5 @@ pub mod release;
 pub mod subnet;
 pub mod subnet_usage;
 pub mod transfer;
+pub mod vpc;
 pub mod warning;

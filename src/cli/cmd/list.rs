@@ -48,11 +48,7 @@ pub fn collect(
     g: &GlobalArgs,
     query: &Query,
 ) -> Result<Vec<AllocationManifest>> {
-    // With `-n`, its scope (exit 3 if it holds nothing); else the store answers for all.
-    let scopes = match g.namespace {
-        Some(_) => Some(super::scopes(store, g)?),
-        None => None,
-    };
+    let scopes = super::named_scopes(store, g)?;
     let mut warnings = Warnings::default();
     let found = list::collect(store, scopes.as_deref(), query, &mut warnings);
     output::warn(&warnings);

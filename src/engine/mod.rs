@@ -44,6 +44,7 @@ pub mod cooldown;
 pub mod diff;
 pub mod explain;
 pub mod git;
+pub mod history;
 pub mod list;
 pub mod pool;
 pub mod reconcile;

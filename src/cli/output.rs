@@ -419,6 +419,13 @@ pub fn or_dash(value: Option<impl ToString>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
+/// Prints each of `warnings` as one `warning:` line on stderr, where diagnostics go.
+pub fn warn(warnings: &crate::engine::warning::Warnings) {
+    for w in warnings.iter() {
+        eprintln!("warning: {w}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,12 +487,5 @@ mod tests {
         assert!(!use_colour(ColorChoice::Auto, false, None));
         assert!(use_colour(ColorChoice::Always, false, set));
         assert!(!use_colour(ColorChoice::Never, true, None));
-    }
-}
-
-/// Prints each of `warnings` as one `warning:` line on stderr, where diagnostics go.
-pub fn warn(warnings: &crate::engine::warning::Warnings) {
-    for w in warnings.iter() {
-        eprintln!("warning: {w}");
     }
 }

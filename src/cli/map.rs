@@ -208,8 +208,7 @@ impl Map {
             } else {
                 ADDRESS_CELLS_FROM
             };
-        let mut sparse = false;
-        let (step, cells) = if per_address {
+        let (step, cells, sparse) = if per_address {
             let cells = (first..=last)
                 .map(|a| Cell {
                     start: a,
@@ -217,44 +216,9 @@ impl Map {
                     fill: None,
                 })
                 .collect();
-            (1, cells)
+            (1, cells, false)
         } else {
-            let mut candidates = Candidates::of_pool(spec);
-            if within.is_some() {
-                candidates = candidates.within(view);
-            }
-            let spans = candidates.spans();
-            let block = |lo: u128| {
-                let hi = lo + 255;
-                let count = overlap(&spans, lo, hi);
-                let held = sorted[sorted.partition_point(|&a| a < lo)..]
-                    .iter()
-                    .take_while(|&&a| a <= hi)
-                    .filter(|&&a| candidates.contains(address(v6, a)))
-                    .count() as u64;
-                Cell {
-                    start: lo,
-                    kind: Kind::of_block(held, count),
-                    fill: Some((held, count)),
-                }
-            };
-            let cells: Vec<Cell> = if v6 {
-                // Only the /120s in use, in order (the first one when none is).
-                sparse = true;
-                let mut starts: Vec<u128> = sorted
-                    .iter()
-                    .filter(|&&a| first <= a && a <= last)
-                    .map(|&a| a & !0xff)
-                    .collect();
-                starts.dedup();
-                if starts.is_empty() {
-                    starts.push(first);
-                }
-                starts.into_iter().take(MOST_V6_BLOCKS).map(block).collect()
-            } else {
-                (first..=last).step_by(256).map(block).collect()
-            };
-            (256, cells)
+            (256, block_cells(spec, view, within.is_some(), &sorted), v6)
         };
         let mut usage = vec![(format!("pool {}", spec.cidr), Usage::of(spec, taken))];
         let mut title = format!("{name} {}", spec.cidr);
@@ -413,20 +377,12 @@ impl Map {
     /// `cell KIND` with a `<title>` tooltip, then a legend (swatches of class `swatch KIND`)
     /// and the usage figures.
     pub fn svg(&self) -> String {
-        const CELL: usize = 12;
-        const SIZE: usize = 10;
-        const GROUP_GAP: usize = 6;
-        const SECTION_GAP: usize = 10;
-        const MARGIN: usize = 10;
-        const LINE: usize = 18;
-        const LABEL: usize = 110;
-        let per_row = self.per_row();
-        let x_of = |i: usize| MARGIN + LABEL + i * CELL + (i / GROUP) * GROUP_GAP;
-        let grid_top = MARGIN + LINE;
-        let y_of = |row: usize| grid_top + row * CELL + (row * per_row / SECTION) * SECTION_GAP;
-        let rows = self.rows().len();
+        let grid = Grid {
+            per_row: self.per_row(),
+        };
+        let rows = self.rows();
         let legend = self.legend();
-        let legend_top = y_of(rows) + LINE;
+        let legend_top = grid.y_of(rows.len()) + LINE;
         let usage_top = legend_top + legend.len() * LINE;
         let height = usage_top + self.usage.len() * LINE + MARGIN;
         // Wide enough for the grid and for the longest line of text (title, legend, usage),
@@ -444,9 +400,42 @@ impl Map {
             .chain(legend_lines.iter().map(|l| l.chars().count() + 3))
             .max()
             .unwrap_or(0);
-        let width = (x_of(per_row.min(self.cells.len()).max(1) - 1) + SIZE + MARGIN)
+        let width = (grid.x_of(grid.per_row.min(self.cells.len()).max(1) - 1) + SIZE + MARGIN)
             .max(MARGIN + longest * 8 + MARGIN);
+        let mut svg = self.svg_head(width, height);
+        self.svg_cells(&mut svg, &grid, rows);
+        for (i, ((kind, _), line)) in legend.iter().zip(&legend_lines).enumerate() {
+            let y = legend_top + i * LINE;
+            let style = kind.style();
+            let _ = writeln!(
+                svg,
+                r#"<rect class="swatch {}" x="{MARGIN}" y="{y}" width="{SIZE}" height="{SIZE}"/>"#,
+                style.class
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{}">{}</text>"#,
+                MARGIN + 2 * CELL,
+                y + SIZE / 2,
+                escape(line)
+            );
+        }
+        for (i, line) in usage.iter().enumerate() {
+            let _ = writeln!(
+                svg,
+                r#"<text x="{MARGIN}" y="{}">{}</text>"#,
+                usage_top + i * LINE + SIZE / 2,
+                escape(line)
+            );
+        }
+        svg.push_str("</svg>\n");
+        svg
+    }
 
+    /// The SVG document up to its grid: the XML declaration, the `<svg>` element of
+    /// `width` by `height` pixels, its title, the style of each kind, the background and the
+    /// title line.
+    fn svg_head(&self, width: usize, height: usize) -> String {
         let mut svg = String::new();
         let _ = writeln!(svg, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
         let _ = writeln!(
@@ -476,9 +465,14 @@ impl Map {
             MARGIN + LINE / 2,
             escape(&self.title)
         );
+        svg
+    }
+
+    /// Appends the grid to `svg`: each row's label, then its cells with their tooltips.
+    fn svg_cells(&self, svg: &mut String, grid: &Grid, rows: Vec<(usize, IpAddr, &[Cell])>) {
         let block_len = self.block_len();
-        for (row, (_, addr, cells)) in self.rows().into_iter().enumerate() {
-            let y = y_of(row);
+        for (row, (_, addr, cells)) in rows.into_iter().enumerate() {
+            let y = grid.y_of(row);
             let _ = writeln!(
                 svg,
                 r#"<text class="label" x="{MARGIN}" y="{}">{addr}</text>"#,
@@ -500,38 +494,86 @@ impl Map {
                     svg,
                     r#"<rect class="cell {}" x="{}" y="{y}" width="{SIZE}" height="{SIZE}"><title>{}</title></rect>"#,
                     style.class,
-                    x_of(i),
+                    grid.x_of(i),
                     escape(&tip)
                 );
             }
         }
-        for (i, ((kind, _), line)) in legend.iter().zip(&legend_lines).enumerate() {
-            let y = legend_top + i * LINE;
-            let style = kind.style();
-            let _ = writeln!(
-                svg,
-                r#"<rect class="swatch {}" x="{MARGIN}" y="{y}" width="{SIZE}" height="{SIZE}"/>"#,
-                style.class
-            );
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{}">{}</text>"#,
-                MARGIN + 2 * CELL,
-                y + SIZE / 2,
-                escape(line)
-            );
-        }
-        for (i, line) in usage.iter().enumerate() {
-            let _ = writeln!(
-                svg,
-                r#"<text x="{MARGIN}" y="{}">{}</text>"#,
-                usage_top + i * LINE + SIZE / 2,
-                escape(line)
-            );
-        }
-        svg.push_str("</svg>\n");
-        svg
     }
+}
+
+/// The pitch of a cell of the SVG map, in pixels.
+const CELL: usize = 12;
+/// The side of a cell's square.
+const SIZE: usize = 10;
+/// The small gap every [`GROUP`] cells.
+const GROUP_GAP: usize = 6;
+/// The larger gap every [`SECTION`] cells.
+const SECTION_GAP: usize = 10;
+/// The margin around everything.
+const MARGIN: usize = 10;
+/// The height of a line of text.
+const LINE: usize = 18;
+/// The width of the row labels.
+const LABEL: usize = 110;
+
+/// Where the SVG map's cells go, for rows of `per_row` cells.
+struct Grid {
+    per_row: usize,
+}
+
+impl Grid {
+    /// The left edge of the `i`th cell of a row.
+    fn x_of(&self, i: usize) -> usize {
+        MARGIN + LABEL + i * CELL + (i / GROUP) * GROUP_GAP
+    }
+
+    /// The top edge of row `row`.
+    fn y_of(&self, row: usize) -> usize {
+        let grid_top = MARGIN + LINE;
+        grid_top + row * CELL + (row * self.per_row / SECTION) * SECTION_GAP
+    }
+}
+
+/// The cells of one /24 (or IPv6 /120) each over `view` of pool `spec` (`within`: a view
+/// narrower than the pool), shaded by how many of their candidates the sorted `taken`
+/// ordinals hold. An IPv6 view is sparse: only the /120s in use, in order (the first one
+/// when none is), at most [`MOST_V6_BLOCKS`].
+fn block_cells(spec: &PoolSpec, view: IpNet, within: bool, taken: &[u128]) -> Vec<Cell> {
+    let v6 = view.addr().is_ipv6();
+    let (first, last) = (ordinal(view.network()), ordinal(view.broadcast()));
+    let mut candidates = Candidates::of_pool(spec);
+    if within {
+        candidates = candidates.within(view);
+    }
+    let spans = candidates.spans();
+    let block = |lo: u128| {
+        let hi = lo + 255;
+        let count = overlap(&spans, lo, hi);
+        let held = taken[taken.partition_point(|&a| a < lo)..]
+            .iter()
+            .take_while(|&&a| a <= hi)
+            .filter(|&&a| candidates.contains(address(v6, a)))
+            .count() as u64;
+        Cell {
+            start: lo,
+            kind: Kind::of_block(held, count),
+            fill: Some((held, count)),
+        }
+    };
+    if !v6 {
+        return (first..=last).step_by(256).map(block).collect();
+    }
+    let mut starts: Vec<u128> = taken
+        .iter()
+        .filter(|&&a| first <= a && a <= last)
+        .map(|&a| a & !0xff)
+        .collect();
+    starts.dedup();
+    if starts.is_empty() {
+        starts.push(first);
+    }
+    starts.into_iter().take(MOST_V6_BLOCKS).map(block).collect()
 }
 
 /// The kind of address `a` of `view`, a subnet of pool `spec`; `taken` is sorted.

@@ -302,6 +302,18 @@ impl Action {
     }
 }
 
+impl From<crate::engine::subnet::Put> for Action {
+    /// What `apply` and `subnet create` report for what a put did.
+    fn from(put: crate::engine::subnet::Put) -> Action {
+        use crate::engine::subnet::Put;
+        match put {
+            Put::Created => Action::Created,
+            Put::Configured => Action::Configured,
+            Put::Unchanged => Action::Unchanged,
+        }
+    }
+}
+
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -38,13 +38,19 @@
 //! right whatever runs beside it; only a claim needs the locks, and then fails.
 
 pub mod allocate;
+pub mod apply;
 pub mod check;
 pub mod cooldown;
 pub mod diff;
 pub mod explain;
 pub mod git;
+pub mod history;
+pub mod list;
+pub mod pool;
 pub mod reconcile;
 pub mod release;
 pub mod subnet;
+pub mod subnet_usage;
 pub mod transfer;
+pub mod vpc;
 pub mod warning;

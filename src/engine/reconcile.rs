@@ -1,6 +1,7 @@
 //! Leak detection: which allocations belong to owners that no longer exist, and which of
-//! them a run may release. Pure: the caller reads the live list, the clock and the
-//! allocations.
+//! them a run may release. [`leaks`] is pure (the caller reads the live list, the clock and
+//! the allocations); [`reconcile`] reads the allocations in scope and, with `--apply`,
+//! releases the leaks, each guarded by the owner found dead.
 //!
 //! Three guards stand between a wrong live list and a wiped cloud: a line that is neither
 //! `KIND/NAME` nor a UUID refuses the whole list (hostnames fed for uuids match nothing),
@@ -10,7 +11,12 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use crate::model::{AllocationManifest, Owner, OwnerKind, Uid};
+use crate::engine::list::{Query, collect};
+use crate::engine::release::{Released, release_address};
+use crate::engine::warning::Warnings;
+use crate::error::{self, Error};
+use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, OwnerKind, PoolRef, Uid};
+use crate::store::Store;
 
 /// The owners that still exist, as the orchestrator reported them.
 #[derive(Debug, Default)]
@@ -201,6 +207,133 @@ pub fn leaks<'a>(
         }
     }
     findings
+}
+
+/// A `reconcile` run, validated.
+#[derive(Debug)]
+pub struct Request {
+    /// The owners that still exist.
+    pub live: LiveSet,
+    /// Where the live list came from (`--live`'s value), for messages.
+    pub source: String,
+    /// `--kind`: only allocations of owners of this kind.
+    pub kind: Option<OwnerKind>,
+    /// When an allocation is too new to judge.
+    pub freshness: Freshness,
+    /// `--max-release`.
+    pub cap: MaxRelease,
+    /// `--apply`: release the leaks (else only report them).
+    pub apply: bool,
+    /// `--dry-run`: with `apply`, say what would be released.
+    pub dry_run: bool,
+}
+
+/// What a run did to one leaked allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Reported, not released (no `--apply`).
+    Leaked,
+    /// Released.
+    Released,
+    /// `--apply --dry-run`: would be released.
+    WouldRelease,
+    /// Changed since it was found leaked (re-allocated, or released by someone else): kept.
+    Skipped,
+}
+
+/// What a run found and did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Allocations of owners of the kind asked for (all, without `--kind`).
+    pub checked: usize,
+    /// Each leak, in list order, with what was done to it.
+    pub leaked: Vec<(AllocationManifest, Verdict)>,
+    /// How many were released (or, in a dry run, would be).
+    pub released: usize,
+    /// Dead owners' allocations too new to judge, left alone.
+    pub too_new: usize,
+    /// Live owners that match no allocation in scope.
+    pub unmatched: usize,
+}
+
+/// `reconcile`: finds the leaks among the allocations of `scopes` (every scope, when
+/// `None`) and, with `apply`, releases them, each guarded by the owner reported dead so an
+/// address re-allocated meanwhile stays. Exit 4, nothing released, when more leaks than the
+/// cap allows. Warnings about broken allocation files go to `warnings`. (An empty live list
+/// with `apply` is refused with the arguments, before the store is asked anything.)
+pub fn reconcile(
+    store: &(dyn Store + Sync),
+    scopes: Option<&[Option<Namespace>]>,
+    req: &Request,
+    warnings: &mut Warnings,
+) -> error::Result<Outcome> {
+    let all = collect(store, scopes, &Query::default(), warnings)?;
+    let found = leaks(&all, &req.live, req.kind, &req.freshness);
+    let unmatched = req.live.unmatched(&all);
+    check_cap(req, &found, unmatched)?;
+    let mut leaked = Vec::new();
+    let mut released = 0;
+    for m in &found.leaked {
+        let verdict = if req.apply && req.dry_run {
+            Verdict::WouldRelease
+        } else if req.apply {
+            release_leak(store, m)?
+        } else {
+            Verdict::Leaked
+        };
+        if matches!(verdict, Verdict::Released | Verdict::WouldRelease) {
+            released += 1;
+        }
+        leaked.push(((*m).clone(), verdict));
+    }
+    Ok(Outcome {
+        checked: found.checked,
+        leaked,
+        released,
+        too_new: found.too_new,
+        unmatched,
+    })
+}
+
+/// Exit 4 when `--apply` would release more than `--max-release` allows.
+fn check_cap(req: &Request, found: &Findings<'_>, unmatched: usize) -> error::Result<()> {
+    let (checked, leaked) = (found.checked, found.leaked.len());
+    let (cap, limit) = (req.cap, req.cap.limit(checked));
+    if !req.apply || leaked as u64 <= limit {
+        return Ok(());
+    }
+    Err(Error::Conflict {
+        message: format!(
+            "{leaked} of {checked} allocations checked look leaked, more than `--max-release {cap}` allows ({limit}); nothing released{}",
+            if unmatched > 0 {
+                format!(
+                    " ({unmatched} of {} live lines matched no allocation: is the list of the right thing?)",
+                    req.live.len()
+                )
+            } else {
+                String::new()
+            }
+        ),
+        hint: Some(format!(
+            "review them with `ipamctl reconcile --live {}` (no `--apply`); if they are all leaks, pass `--max-release {leaked}`",
+            req.source
+        )),
+    })
+}
+
+/// Releases one leak, guarded by its owner.
+fn release_leak(store: &dyn Store, m: &AllocationManifest) -> error::Result<Verdict> {
+    let pool = PoolRef {
+        namespace: m.metadata.namespace.clone(),
+        name: m.spec.pool.clone(),
+    };
+    let guard = OwnerFilter::exactly(&m.spec.owner);
+    match release_address(store, &pool, m.spec.address, &guard) {
+        Ok(Released::Deleted(_)) => Ok(Verdict::Released),
+        // Changed meanwhile: re-allocated, or released by someone else.
+        Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => Ok(Verdict::Skipped),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Copying every pool, subnet, allocation and cooldown record from one store to another, byte for byte: `export`
 //! (a database into a new state directory) and `import` (a state directory into a
-//! database). The caller makes it one unit of work on the database, so an import is all or
+//! database). [`import`] makes it one unit of work on the database, so an import is all or
 //! nothing.
 //!
 //! Every object read is validated first (it parses, and its name and namespace are the ones
@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::{Namespace, allocation_name};
-use crate::store::{Claim, ObjectKind, Store};
+use crate::store::{self, Claim, ObjectKind, Store};
 use crate::yaml;
 
 /// What a copy did.
@@ -146,4 +146,10 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
         }
     }
     Ok(copied)
+}
+
+/// `import`: copies every object of `from` into `to` as one unit of work on `to` (one
+/// transaction on a database), so a conflict or a broken file anywhere leaves `to` as it was.
+pub fn import(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
+    store::atomically(to, || copy_all(from, to))
 }

@@ -8,7 +8,6 @@ use crate::engine::transfer;
 use crate::error::{Error, Result};
 use crate::store::fs::FsStore;
 use crate::store::pg::PgStore;
-use crate::store::{self, Store};
 
 pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
     if g.namespace.is_some() {
@@ -17,8 +16,7 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
         ));
     }
     let source = FsStore::open(&args.dir)?;
-    // One transaction: a conflict or a broken file anywhere leaves the database as it was.
-    let copied = store::atomically(db as &dyn Store, || transfer::copy_all(&source, db))?;
+    let copied = transfer::import(&source, db)?;
     eprintln!(
         "imported {} pools and {} allocations into {} ({} already there)",
         copied.pools,

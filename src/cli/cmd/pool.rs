@@ -8,11 +8,12 @@ use serde::Serialize;
 use crate::cli::map::{self, Map};
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolDeleteArgs, PoolShowArgs};
+use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
-use crate::model::candidates::{Candidates, Usage, readable_count};
-use crate::model::{Namespace, PoolManifest, PoolName};
-use crate::model::{PoolRef, pool_addresses};
-use crate::store::{self, LockMode, ObjectKind, Store};
+use crate::model::PoolManifest;
+use crate::model::PoolRef;
+use crate::model::candidates::{Usage, readable_count};
+use crate::store::Store;
 use crate::yaml;
 
 pub fn run(
@@ -26,12 +27,6 @@ pub fn run(
         PoolCommand::Show(arg) => show(store, g, arg, out),
         PoolCommand::Delete(arg) => delete(store, g, arg, out),
     }
-}
-
-/// Addresses taken in `pool`, from the listing alone (no file is read).
-fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<IpAddr>> {
-    let names = store.list(ObjectKind::Allocation, ns)?;
-    Ok(pool_addresses(&names, pool).collect())
 }
 
 /// `spec.exclude` as a table cell.
@@ -71,197 +66,150 @@ struct ShowStatus {
     free_ranges: Vec<String>,
 }
 
-/// The pools of scope `ns` in name order; one that does not parse, or has an invalid name,
-/// is warned about and skipped.
-pub(super) fn pools_of(store: &dyn Store, ns: Option<&Namespace>) -> Result<Vec<PoolManifest>> {
-    let mut names = store.list(ObjectKind::Pool, ns)?;
-    names.sort();
-    let mut pools = Vec::new();
-    for name in names {
-        let Ok(name) = PoolName::new(&name) else {
-            eprintln!(
-                "warning: {}: not a valid pool name (skipped; run `ipamctl check`)",
-                store.locate(ObjectKind::Pool, ns, &name)
-            );
-            continue;
-        };
-        let pool = PoolRef {
-            namespace: ns.cloned(),
-            name,
-        };
-        match crate::store::read::load_pool(store, &pool) {
-            Ok(m) => pools.push(m),
-            Err(Error::NotFound { .. }) => continue, // deleted since the listing
-            Err(e) => eprintln!("warning: {e} (skipped; run `ipamctl check`)"),
-        }
-    }
-    Ok(pools)
-}
-
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
-    let mut pools = Vec::new();
-    for ns in super::scopes(store, g)? {
-        // Listed only if the store cannot count (the file store: one listing per scope).
-        let mut entries: Option<Vec<String>> = None;
-        for manifest in pools_of(store, ns.as_ref())? {
-            let name = manifest.name();
-            let candidates = Candidates::of_pool(&manifest.spec);
-            let usage = match store.count_held(ns.as_ref(), &name, &candidates)? {
-                Some((allocated, held)) => Usage::from_counts(&candidates, allocated, held),
-                None => {
-                    let entries = match &mut entries {
-                        Some(e) => e,
-                        None => entries.insert(store.list(ObjectKind::Allocation, ns.as_ref())?),
-                    };
-                    let taken: Vec<IpAddr> = pool_addresses(entries, &name).collect();
-                    Usage::of(&manifest.spec, &taken)
-                }
-            };
-            pools.push((manifest, usage));
-        }
-    }
+    let scopes = super::scopes(store, g)?;
+    let mut warnings = Warnings::default();
+    let listed = crate::engine::pool::list(store, &scopes, &mut warnings);
+    output::warn(&warnings);
+    let pools = listed?;
     let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
     if output::write_list(out, g.output, &values)? {
         return Ok(());
     }
-    {
-        {
-            if pools.is_empty() {
-                eprintln!("No pools found.");
-                return Ok(());
-            }
-            let wide = g.output == Some(OutputFormat::Wide);
-            let rows = pools
-                .iter()
-                .map(|(m, u)| {
-                    let mut row = vec![
-                        output::or_dash(m.metadata.namespace.as_ref()),
-                        m.metadata.name.clone(),
-                        m.spec.kind.to_string(),
-                        m.spec.cidr.to_string(),
-                        output::or_dash(m.spec.zone.as_ref()),
-                        readable_count(u.candidates),
-                        u.allocated.to_string(),
-                        readable_count(u.free),
-                        format!("{:.1}%", u.percent_used),
-                    ];
-                    if wide {
-                        row.push(output::or_dash(m.spec.gateway));
-                        row.push(excludes(&m.spec));
-                    }
-                    row
-                })
-                .collect();
-            let mut headers = vec![
-                "NAMESPACE",
-                "NAME",
-                "KIND",
-                "CIDR",
-                "ZONE",
-                "CANDIDATES",
-                "ALLOCATED",
-                "FREE",
-                "USED",
+    if pools.is_empty() {
+        eprintln!("No pools found.");
+        return Ok(());
+    }
+    let wide = g.output == Some(OutputFormat::Wide);
+    let rows = pools
+        .iter()
+        .map(|(m, u)| {
+            let mut row = vec![
+                output::or_dash(m.metadata.namespace.as_ref()),
+                m.metadata.name.clone(),
+                m.spec.kind.to_string(),
+                m.spec.cidr.to_string(),
+                output::or_dash(m.spec.zone.as_ref()),
+                readable_count(u.candidates),
+                u.allocated.to_string(),
+                readable_count(u.free),
+                format!("{:.1}%", u.percent_used),
             ];
             if wide {
-                headers.extend(["GATEWAY", "EXCLUDE"]);
+                row.push(output::or_dash(m.spec.gateway));
+                row.push(excludes(&m.spec));
             }
-            output::write(
-                out,
-                &output::table(&headers, rows, &[5, 6, 7, 8], g.no_headers),
-            )
-        }
+            row
+        })
+        .collect();
+    let mut headers = vec![
+        "NAMESPACE",
+        "NAME",
+        "KIND",
+        "CIDR",
+        "ZONE",
+        "CANDIDATES",
+        "ALLOCATED",
+        "FREE",
+        "USED",
+    ];
+    if wide {
+        headers.extend(["GATEWAY", "EXCLUDE"]);
     }
+    output::write(
+        out,
+        &output::table(&headers, rows, &[5, 6, 7, 8], g.no_headers),
+    )
 }
 
 fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Write) -> Result<()> {
     let pool = super::pool_ref(g, &args.pool)?;
-    let manifest = crate::store::read::load_pool(store, &pool)?;
-    let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
+    let shown = crate::engine::pool::show(store, &pool)?;
+    let manifest = &shown.manifest;
     if args.map {
-        return draw(store, g, args, &pool, &manifest, &taken, out);
+        return draw(store, g, args, &pool, manifest, &shown.taken, out);
     }
-    let within = within(args, &pool, &manifest)?;
-    let (usage, candidates) = match within {
-        Some(w) => (
-            Usage::within(&manifest.spec, w, &taken),
-            Candidates::of_pool(&manifest.spec).within(w),
-        ),
-        None => (
-            Usage::of(&manifest.spec, &taken),
-            Candidates::of_pool(&manifest.spec),
-        ),
-    };
-    let free = candidates.format_spans(&candidates.clone().without(taken.iter().copied()).spans());
+    let within = within(args, &pool, manifest)?;
+    let (usage, free) = shown.usage(within);
     match g.output {
         Some(OutputFormat::Json) => {
             let status = ShowStatus {
                 usage,
                 free_ranges: free,
             };
-            output::write(out, &output::json(&with_status(&manifest, status)))
+            output::write(out, &output::json(&with_status(manifest, status)))
         }
         Some(OutputFormat::Yaml) => {
             let status = ShowStatus {
                 usage,
                 free_ranges: free,
             };
-            output::write(out, &yaml::encode(&with_status(&manifest, status)))
+            output::write(out, &yaml::encode(&with_status(manifest, status)))
         }
         Some(OutputFormat::Name) => output::line(out, &manifest.resource()),
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
-            let spec = &manifest.spec;
-            let mut fields = vec![
-                ("Name", manifest.metadata.name.clone()),
-                (
-                    "Namespace",
-                    output::or_dash(manifest.metadata.namespace.as_ref()),
-                ),
-                ("Kind", spec.kind.to_string()),
-                ("CIDR", spec.cidr.to_string()),
-                ("Gateway", output::or_dash(spec.gateway)),
-                ("Exclude", excludes(spec)),
-                ("Zone", output::or_dash(spec.zone.as_ref())),
-                ("Candidates", readable_with_exact(usage.candidates)),
-                ("Allocated", usage.allocated.to_string()),
-                (
-                    "Free",
-                    format!(
-                        "{} ({:.1}% used)",
-                        readable_with_exact(usage.free),
-                        usage.percent_used
-                    ),
-                ),
-                (
-                    "Free ranges",
-                    if free.is_empty() {
-                        "none".into()
-                    } else {
-                        free.join(", ")
-                    },
-                ),
-            ];
-            // Shown only when set, so a pool without them reads as it always did.
-            let extra = [
-                (
-                    "Reuse after",
-                    spec.reuse_after.as_ref().map(|r| r.to_string()),
-                ),
-                ("Within", within.map(|w| w.to_string())),
-            ];
-            let mut at = 7; // after Zone
-            for (key, value) in extra {
-                if let Some(value) = value {
-                    fields.insert(at, (key, value));
-                    at += 1;
-                }
-            }
-            for (key, value) in fields {
+            for (key, value) in fields(manifest, &usage, &free, within) {
                 output::line(out, &format!("{:<12} {value}", format!("{key}:")))?;
             }
             Ok(())
         }
     }
+}
+
+/// The `Key: value` lines of `pool show` in table form.
+fn fields(
+    manifest: &PoolManifest,
+    usage: &Usage,
+    free: &[String],
+    within: Option<ipnet::IpNet>,
+) -> Vec<(&'static str, String)> {
+    let spec = &manifest.spec;
+    let mut fields = vec![
+        ("Name", manifest.metadata.name.clone()),
+        (
+            "Namespace",
+            output::or_dash(manifest.metadata.namespace.as_ref()),
+        ),
+        ("Kind", spec.kind.to_string()),
+        ("CIDR", spec.cidr.to_string()),
+        ("Gateway", output::or_dash(spec.gateway)),
+        ("Exclude", excludes(spec)),
+        ("Zone", output::or_dash(spec.zone.as_ref())),
+        ("Candidates", readable_with_exact(usage.candidates)),
+        ("Allocated", usage.allocated.to_string()),
+        (
+            "Free",
+            format!(
+                "{} ({:.1}% used)",
+                readable_with_exact(usage.free),
+                usage.percent_used
+            ),
+        ),
+        (
+            "Free ranges",
+            if free.is_empty() {
+                "none".into()
+            } else {
+                free.join(", ")
+            },
+        ),
+    ];
+    // Shown only when set, so a pool without them reads as it always did.
+    let extra = [
+        (
+            "Reuse after",
+            spec.reuse_after.as_ref().map(|r| r.to_string()),
+        ),
+        ("Within", within.map(|w| w.to_string())),
+    ];
+    let mut at = 7; // after Zone
+    for (key, value) in extra {
+        if let Some(value) = value {
+            fields.insert(at, (key, value));
+            at += 1;
+        }
+    }
+    fields
 }
 
 /// `--within` of `pool show`, checked to lie inside the pool (exit 2 if not).
@@ -336,7 +284,7 @@ fn draw(
     let map = Map::new(&pool.to_string(), &manifest.spec, within, taken);
     if g.format == Some(FormatArg::Svg) {
         let map = if map.per_address() {
-            map.with_owners(owners(store, pool)?)
+            map.with_owners(crate::engine::pool::owners(store, pool)?)
         } else {
             map
         };
@@ -351,20 +299,6 @@ fn draw(
     output::write(out, &map.text(colour))
 }
 
-/// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
-pub(super) fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, String)>> {
-    let held = crate::engine::allocate::allocations_of(
-        store,
-        pool.namespace.as_ref(),
-        Some(&pool.name),
-        &crate::model::OwnerFilter::default(),
-    )?;
-    Ok(held
-        .into_iter()
-        .map(|m| (m.spec.address, m.spec.owner.with_uid()))
-        .collect())
-}
-
 fn delete(
     store: &dyn Store,
     g: &GlobalArgs,
@@ -372,48 +306,9 @@ fn delete(
     out: &mut dyn Write,
 ) -> Result<()> {
     let pool = super::pool_ref(g, &args.pool)?;
-    let manifest = crate::store::read::load_pool(store, &pool)?;
-    if args.dry_run {
-        delete_locked(store, &pool, true)?;
-    } else {
-        store::atomically(store, || delete_locked(store, &pool, false))?;
-    }
+    let manifest = crate::engine::pool::delete(store, &pool, args.dry_run)?;
     let action = Action::Deleted.planned(args.dry_run);
     output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
-}
-
-/// Deletes `pool` under its exclusive lock if no allocation holds an address in it; a dry
-/// run only checks, without the lock.
-fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()> {
-    let ns = pool.namespace.as_ref();
-    // Exclusive: no allocate can be between reading this pool and claiming (invariant 6).
-    let _lock = (!dry_run)
-        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
-        .transpose()?;
-    let held = taken(store, ns, &pool.name)?.len();
-    if held > 0 {
-        return Err(Error::Conflict {
-            message: format!(
-                "pool `{pool}` still has {held} allocation{}",
-                if held == 1 { "" } else { "s" }
-            ),
-            hint: Some(format!(
-                "release them first: ipamctl list --pool {}{}",
-                pool.name,
-                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
-            )),
-        });
-    }
-    if !dry_run {
-        // Its subnets and cooldown records are part of it: they go first, so a crash leaves
-        // the pool (and running the command again finishes the job), never an orphan.
-        crate::engine::subnet::delete_of_pool(store, pool)?;
-        crate::engine::cooldown::forget_pool(store, pool)?;
-        if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
-            return Err(crate::store::read::pool_not_found(store, pool));
-        }
-    }
-    Ok(())
 }
 
 /// A count as [`readable_count`] writes it, with the exact value after it when that differs:

@@ -3,14 +3,14 @@
 use std::io::{Read, Write};
 use std::time::SystemTime;
 
-use super::list::Query;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{GlobalArgs, ReconcileArgs};
-use crate::engine::reconcile::{Freshness, LiveSet, MaxRelease, leaks};
-use crate::engine::release::Released;
+use crate::engine::reconcile::{
+    Freshness, LiveSet, MaxRelease, Outcome, Request, Verdict, reconcile,
+};
+use crate::engine::warning::Warnings;
 use crate::error::{Error, Result, exit};
-use crate::model::PoolRef;
-use crate::model::{OwnerFilter, OwnerKind};
+use crate::model::{AllocationManifest, OwnerKind};
 use crate::store::Store;
 
 /// The live list's text and, for a file, its modification time (when it was taken).
@@ -55,12 +55,8 @@ fn live_as_of(args: &ReconcileArgs, modified: Option<SystemTime>) -> Result<Syst
     }
 }
 
-pub fn run(
-    store: &(dyn Store + Sync),
-    g: &GlobalArgs,
-    args: &ReconcileArgs,
-    out: &mut dyn Write,
-) -> Result<i32> {
+/// The arguments, validated, in the order they were always checked.
+fn request(args: &ReconcileArgs) -> Result<Request> {
     let (text, modified) = read_live(&args.live)?;
     let live =
         LiveSet::parse(&text).map_err(|e| Error::invalid(format!("--live {}", args.live), e))?;
@@ -89,90 +85,87 @@ pub fn run(
             hint: Some("an empty inventory is more often a broken query; pass `--allow-empty` if it is right".into()),
         });
     }
-    let all = super::list::collect(store, g, &Query::default())?;
-    let found = leaks(&all, &live, kind, &freshness);
-    let (checked, leaked) = (found.checked, &found.leaked);
-    let unmatched = live.unmatched(&all);
-    let limit = cap.limit(checked);
-    if args.apply && leaked.len() as u64 > limit {
-        return Err(Error::Conflict {
-            message: format!(
-                "{} of {checked} allocations checked look leaked, more than `--max-release {cap}` allows ({limit}); nothing released{}",
-                leaked.len(),
-                if unmatched > 0 {
-                    format!(
-                        " ({unmatched} of {} live lines matched no allocation: is the list of the right thing?)",
-                        live.len()
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-            hint: Some(format!(
-                "review them with `ipamctl reconcile --live {}` (no `--apply`); if they are all leaks, pass `--max-release {}`",
-                args.live,
-                leaked.len()
-            )),
-        });
-    }
-    let mut rows = Vec::new();
-    let mut released = 0;
-    for m in leaked {
-        let action = if args.apply && args.dry_run {
-            released += 1;
-            Action::WouldRelease
-        } else if args.apply {
-            let pool = PoolRef {
-                namespace: m.metadata.namespace.clone(),
-                name: m.spec.pool.clone(),
-            };
-            let owner = &m.spec.owner;
-            // Guarded by the owner reported dead: an address re-allocated meanwhile stays.
-            let guard = OwnerFilter::exactly(owner);
-            match crate::engine::release::release_address(store, &pool, m.spec.address, &guard) {
-                Ok(Released::Deleted(_)) => {
-                    released += 1;
-                    Action::Released
-                }
-                // Changed meanwhile: re-allocated, or released by someone else.
-                Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => Action::Skipped,
-                Err(e) => return Err(e),
-            }
-        } else {
-            Action::Leaked
-        };
-        rows.push(Change::new(*m, action));
-    }
+    Ok(Request {
+        live,
+        source: args.live.clone(),
+        kind,
+        freshness,
+        cap,
+        apply: args.apply,
+        dry_run: args.dry_run,
+    })
+}
+
+pub fn run(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ReconcileArgs,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let req = request(args)?;
+    let scopes = super::named_scopes(store, g)?;
+    let mut warnings = Warnings::default();
+    let done = reconcile(store, scopes.as_deref(), &req, &mut warnings);
+    output::warn(&warnings);
+    let done = done?;
     // A diagnostic, as `check`'s summary is: stdout keeps the data alone.
+    eprintln!("{}", summary(&done, args, req.live.len()));
+    // Report mode is a CI gate, as `check` is: leaks found exit 1.
+    let code = if !args.apply && !done.leaked.is_empty() {
+        exit::FAILURE
+    } else {
+        exit::OK
+    };
+    let rows: Vec<_> = done
+        .leaked
+        .iter()
+        .map(|(m, verdict)| Change::new(m, action(*verdict)))
+        .collect();
+    if output::write_list(out, g.output, &rows)? || rows.is_empty() {
+        return Ok(code);
+    }
+    table(&rows, g, out)?;
+    Ok(code)
+}
+
+/// The action a verdict is reported as.
+fn action(verdict: Verdict) -> Action {
+    match verdict {
+        Verdict::Leaked => Action::Leaked,
+        Verdict::Released => Action::Released,
+        Verdict::WouldRelease => Action::WouldRelease,
+        Verdict::Skipped => Action::Skipped,
+    }
+}
+
+/// The one stderr line that sums a run up.
+fn summary(done: &Outcome, args: &ReconcileArgs, live: usize) -> String {
     let mut summary = format!(
-        "checked {checked} allocations: {} leaked, {released} {}",
-        leaked.len(),
+        "checked {} allocations: {} leaked, {} {}",
+        done.checked,
+        done.leaked.len(),
+        done.released,
         if args.dry_run && args.apply {
             "would be released"
         } else {
             "released"
         }
     );
-    if found.too_new > 0 {
+    if done.too_new > 0 {
         summary.push_str(&format!(
             "; {} allocations of unlisted owners kept: claimed after the live list was taken, or younger than {}",
-            found.too_new, args.min_age
+            done.too_new, args.min_age
         ));
     }
     summary.push_str(&format!(
-        "; {unmatched} of {} live lines matched no allocation",
-        live.len()
+        "; {} of {live} live lines matched no allocation",
+        done.unmatched
     ));
-    eprintln!("{summary}");
-    // Report mode is a CI gate, as `check` is: leaks found exit 1.
-    let code = if !args.apply && !leaked.is_empty() {
-        exit::FAILURE
-    } else {
-        exit::OK
-    };
-    if output::write_list(out, g.output, &rows)? || rows.is_empty() {
-        return Ok(code);
-    }
+    summary
+}
+
+/// The table of leaks and what was done to each.
+fn table(rows: &[Change<&AllocationManifest>], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let rows = rows
         .iter()
         .map(|c| {
@@ -195,6 +188,5 @@ pub fn run(
             &[],
             g.no_headers,
         ),
-    )?;
-    Ok(code)
+    )
 }

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 
-use super::list::Query;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::engine::release::Released;
@@ -25,13 +24,13 @@ pub fn run(
                     "`--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it",
                 ));
             }
-            let guard = Query::new(None, None, select)?.filter;
+            let guard = super::list::query(None, None, select)?.filter;
             let pool = super::pool_ref(g, pool)?;
             let addr = super::address("ADDRESS", addr)?;
             release_one(store, &pool, &addr, &guard, args.dry_run)?
         }
         (pool, None) if !select.is_empty() => {
-            let query = Query::new(pool.as_deref(), None, select)?;
+            let query = super::list::query(pool.as_deref(), None, select)?;
             let held = super::list::collect(store, g, &query)?;
             if held.is_empty() {
                 eprintln!("note: no allocation matches; nothing to release");

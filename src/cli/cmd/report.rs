@@ -16,7 +16,11 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
         let ns_ref = ns.as_ref();
         let held =
             crate::engine::allocate::allocations_of(store, ns_ref, None, &OwnerFilter::default())?;
-        for manifest in super::pool::pools_of(store, ns_ref)? {
+        // Printed scope by scope, after the warnings of reading that scope's allocations.
+        let mut warnings = crate::engine::warning::Warnings::default();
+        let read = crate::engine::pool::pools_of(store, ns_ref, &mut warnings);
+        output::warn(&warnings);
+        for manifest in read? {
             let mine: Vec<AllocationManifest> = held
                 .iter()
                 .filter(|m| m.spec.pool.as_str() == manifest.metadata.name)

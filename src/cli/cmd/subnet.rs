@@ -1,7 +1,6 @@
 //! `ipamctl subnet create|list|show|delete`.
 
 use std::io::Write;
-use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -10,13 +9,12 @@ use crate::cli::{
     GlobalArgs, OutputFormat, SubnetCommand, SubnetCreateArgs, SubnetDeleteArgs, SubnetListArgs,
     SubnetNameArgs,
 };
-use crate::engine::subnet::Put;
+use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::{Error, Result};
-use crate::model::candidates::Usage;
+use crate::model::PoolRef;
 use crate::model::subnet::SubnetManifest;
-use crate::model::{Exclude, Namespace, PoolName, SubnetName};
-use crate::model::{PoolRef, pool_addresses};
-use crate::store::{ObjectKind, Store};
+use crate::model::{Exclude, PoolName, SubnetName};
+use crate::store::Store;
 use crate::yaml;
 
 pub fn run(
@@ -59,12 +57,8 @@ fn create(
     manifest
         .validate()
         .map_err(|e| Error::invalid("subnet create", e))?;
-    let action = match crate::engine::subnet::put(store, &manifest, false, args.dry_run)? {
-        Put::Created => Action::Created,
-        Put::Configured => Action::Configured,
-        Put::Unchanged => Action::Unchanged,
-    }
-    .planned(args.dry_run);
+    let put = crate::engine::subnet::put(store, &manifest, false, args.dry_run)?;
+    let action = Action::from(put).planned(args.dry_run);
     if g.output.is_some() {
         return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
     }
@@ -72,43 +66,18 @@ fn create(
     output::line(out, &manifest.gateway().to_string())
 }
 
-/// A subnet's usage, as `subnet show` and `subnet list` give it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SubnetStatus {
-    #[serde(flatten)]
-    usage: Usage,
-    free_ranges: Vec<String>,
-}
-
 /// A subnet manifest with `status` after `spec`.
 #[derive(Serialize)]
 struct WithStatus<'a> {
     #[serde(flatten)]
     manifest: &'a SubnetManifest,
-    status: SubnetStatus,
+    status: &'a SubnetStatus,
 }
 
 impl Named for WithStatus<'_> {
     fn resource(&self) -> String {
         self.manifest.resource()
     }
-}
-
-/// The usage of `s` given the addresses its scope's allocations hold (`names`).
-fn status(store: &dyn Store, s: &SubnetManifest, names: &[String]) -> Result<SubnetStatus> {
-    let pool = crate::store::read::load_pool(store, &s.pool())?;
-    let candidates = s.candidates(&pool);
-    let inside: Vec<IpAddr> = pool_addresses(names, &s.spec.pool)
-        .filter(|a| s.spec.cidr.contains(a))
-        .collect();
-    let held = inside.iter().filter(|a| candidates.contains(**a)).count() as u64;
-    let usage = Usage::from_counts(&candidates, inside.len() as u64, held);
-    let free = candidates.format_spans(&candidates.clone().without(inside).spans());
-    Ok(SubnetStatus {
-        usage,
-        free_ranges: free,
-    })
 }
 
 /// The reserved entries as a table cell.
@@ -131,24 +100,12 @@ fn list(
         .as_deref()
         .map(|p| super::flag("--pool", PoolName::new(p)))
         .transpose()?;
-    let mut subnets: Vec<(Option<Namespace>, SubnetManifest)> = Vec::new();
-    for ns in super::scopes(store, g)? {
-        for s in crate::engine::subnet::list(store, ns.as_ref(), pool.as_ref())? {
-            subnets.push((ns.clone(), s));
-        }
-    }
-    let mut rows = Vec::new();
-    let mut names: Option<(Option<Namespace>, Vec<String>)> = None;
-    for (ns, s) in &subnets {
-        if names.as_ref().is_none_or(|(at, _)| at != ns) {
-            names = Some((ns.clone(), store.list(ObjectKind::Allocation, ns.as_ref())?));
-        }
-        let listed = &names.as_ref().expect("set above").1;
-        rows.push(WithStatus {
-            manifest: s,
-            status: status(store, s, listed)?,
-        });
-    }
+    let scopes = super::scopes(store, g)?;
+    let listed = crate::engine::subnet_usage::list(store, &scopes, pool.as_ref())?;
+    let rows: Vec<WithStatus<'_>> = listed
+        .iter()
+        .map(|(manifest, status)| WithStatus { manifest, status })
+        .collect();
     if output::write_list(out, g.output, &rows)? {
         return Ok(());
     }
@@ -199,11 +156,10 @@ fn show(
     out: &mut dyn Write,
 ) -> Result<()> {
     let ns = super::namespace(g)?;
-    let s = crate::engine::subnet::load(store, ns.as_ref(), &name(&args.name)?)?;
-    let names = store.list(ObjectKind::Allocation, ns.as_ref())?;
+    let (s, status) = crate::engine::subnet_usage::show(store, ns.as_ref(), &name(&args.name)?)?;
     let shown = WithStatus {
         manifest: &s,
-        status: status(store, &s, &names)?,
+        status: &status,
     };
     match g.output {
         Some(OutputFormat::Json) => output::write(out, &output::json(&shown)),

@@ -1,0 +1,267 @@
+//! `apply`: creating or updating pools and subnets from manifests, all or nothing. Every
+//! scope written to is locked while public pools are checked for overlaps, and every pool
+//! written to (or holding a subnet written to) is locked exclusively while its allocations
+//! are checked and it changes (invariant 6 of [`crate::engine`]).
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde::Serialize;
+
+use crate::engine::subnet::{self, Put};
+use crate::error::{Error, Result};
+use crate::model::candidates::Candidates;
+use crate::model::subnet::SubnetManifest;
+use crate::model::{Namespace, PoolKind, PoolManifest, PoolName, PoolRef};
+use crate::store::read::load_pool;
+use crate::store::{self, LockMode, ObjectKind, Store};
+use crate::yaml;
+
+/// The documents of an `apply` input, validated and without duplicates: pools, then subnets.
+#[derive(Clone, Debug, Default)]
+pub struct Manifests {
+    /// The pools, in input order.
+    pub pools: Vec<PoolManifest>,
+    /// The subnets, in input order; applied after every pool.
+    pub subnets: Vec<SubnetManifest>,
+}
+
+/// A pool or a subnet of the input, as `apply` reports it.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Applied<'a> {
+    /// A pool manifest.
+    Pool(&'a PoolManifest),
+    /// A subnet manifest.
+    Subnet(&'a SubnetManifest),
+}
+
+/// Applies `input` as one unit of work (one transaction on a database): each pool, then
+/// each subnet, with what was (or, in a dry run, would be) done to it. Exit 4 and nothing
+/// applied when a public pool overlaps another, a changed pool would leave an allocation
+/// outside its candidates, or a subnet does not fit. A dry run writes nothing and takes no
+/// lock, so that it also answers on a read-only state directory.
+pub fn apply<'m>(
+    store: &dyn Store,
+    input: &'m Manifests,
+    dry_run: bool,
+) -> Result<Vec<(Applied<'m>, Put)>> {
+    if dry_run {
+        apply_locked(store, input, true)
+    } else {
+        store::atomically(store, || apply_locked(store, input, false))
+    }
+}
+
+/// [`apply`] inside its unit of work: locks (unless `dry_run`), checks, then writes.
+fn apply_locked<'m>(
+    store: &dyn Store,
+    input: &'m Manifests,
+    dry_run: bool,
+) -> Result<Vec<(Applied<'m>, Put)>> {
+    let pools = &input.pools;
+    // Lock every scope written to, then every pool, in a fixed order (no deadlock between
+    // concurrent applies). Held until all writes are done.
+    let mut scope_locks = Vec::new();
+    let mut pool_locks = Vec::new();
+    if !dry_run {
+        let scopes: BTreeSet<Option<Namespace>> =
+            pools.iter().map(|p| p.metadata.namespace.clone()).collect();
+        for ns in &scopes {
+            scope_locks.push(store.lock_scope(ns.as_ref())?);
+        }
+        for (ns, pool) in &pools_locked(input) {
+            pool_locks.push(store.lock_pool(ns.as_ref(), pool, LockMode::Exclusive)?);
+        }
+    }
+    check_overlaps(store, pools)?;
+    let mut plan = Vec::new();
+    for pool in pools {
+        let put = match existing(store, &pool_ref(pool))? {
+            None => Put::Created,
+            Some(old) if old == *pool => Put::Unchanged,
+            Some(_) => {
+                check_allocations(store, pool)?;
+                Put::Configured
+            }
+        };
+        plan.push((Applied::Pool(pool), put));
+    }
+    if !dry_run {
+        write_pools(store, &plan)?;
+    }
+    // Subnets after their pools: a subnet may be of a pool the same input creates. A dry
+    // run checks them against the pools as stored.
+    for subnet in &input.subnets {
+        plan.push((
+            Applied::Subnet(subnet),
+            put_subnet(store, input, subnet, dry_run)?,
+        ));
+    }
+    drop(scope_locks);
+    drop(pool_locks);
+    Ok(plan)
+}
+
+/// The pools `apply` locks, in lock order: those of the input, and those of its subnets (a
+/// subnet is checked and written under its pool's lock).
+fn pools_locked(input: &Manifests) -> BTreeSet<(Option<Namespace>, PoolName)> {
+    input
+        .pools
+        .iter()
+        .map(|p| (p.metadata.namespace.clone(), p.name()))
+        .chain(
+            input
+                .subnets
+                .iter()
+                .map(|s| (s.metadata.namespace.clone(), s.spec.pool.clone())),
+        )
+        .collect()
+}
+
+/// Writes every pool of `plan` that is not unchanged.
+fn write_pools(store: &dyn Store, plan: &[(Applied<'_>, Put)]) -> Result<()> {
+    for (applied, put) in plan {
+        let Applied::Pool(pool) = applied else {
+            continue;
+        };
+        if *put != Put::Unchanged {
+            let ns = pool.metadata.namespace.as_ref();
+            store.replace(
+                ObjectKind::Pool,
+                ns,
+                &pool.metadata.name,
+                yaml::encode(pool).as_bytes(),
+            )?;
+            // A crash between two pools leaves the first written: each file is whole, and
+            // applying the same input again converges (`unchanged`, then `created`).
+            failpoint!("apply-between-pools");
+        }
+    }
+    Ok(())
+}
+
+/// Checks and (unless `dry_run`) writes one subnet of `input`, whose pools are written.
+fn put_subnet(
+    store: &dyn Store,
+    input: &Manifests,
+    subnet: &SubnetManifest,
+    dry_run: bool,
+) -> Result<Put> {
+    let created_here = input
+        .pools
+        .iter()
+        .any(|p| p.metadata.namespace == subnet.metadata.namespace && p.name() == subnet.spec.pool);
+    // A dry run has not written the pool this input creates: nothing to check it against.
+    if dry_run && created_here && existing(store, &subnet.pool())?.is_none() {
+        return Ok(Put::Created);
+    }
+    subnet::put_locked(store, subnet, true, dry_run)
+}
+
+/// The pool a manifest describes.
+fn pool_ref(pool: &PoolManifest) -> PoolRef {
+    PoolRef {
+        namespace: pool.metadata.namespace.clone(),
+        name: pool.name(),
+    }
+}
+
+/// The existing manifest of `pool`, if any.
+fn existing(store: &dyn Store, pool: &PoolRef) -> Result<Option<PoolManifest>> {
+    match load_pool(store, pool) {
+        Ok(m) => Ok(Some(m)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Refuses a public pool overlapping another public pool (existing or in the input).
+fn check_overlaps(store: &dyn Store, incoming: &[PoolManifest]) -> Result<()> {
+    let incoming_public: Vec<&PoolManifest> = incoming
+        .iter()
+        .filter(|p| p.spec.kind == PoolKind::Public)
+        .collect();
+    if incoming_public.is_empty() {
+        return Ok(());
+    }
+    let replaced: HashSet<&str> = incoming_public
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    let mut others: Vec<PoolManifest> = Vec::new();
+    for entry in store.list(ObjectKind::Pool, None)? {
+        if replaced.contains(entry.as_str()) {
+            continue;
+        }
+        let Ok(name) = PoolName::new(&entry) else {
+            continue;
+        };
+        if let Some(m) = existing(
+            store,
+            &PoolRef {
+                namespace: None,
+                name,
+            },
+        )? {
+            others.push(m);
+        }
+    }
+    for (i, pool) in incoming_public.iter().enumerate() {
+        let clash = others
+            .iter()
+            .chain(incoming_public[..i].iter().copied())
+            .find(|o| {
+                o.spec.cidr.contains(&pool.spec.cidr.network())
+                    || pool.spec.cidr.contains(&o.spec.cidr.network())
+            });
+        if let Some(other) = clash {
+            return Err(Error::conflict(format!(
+                "public pool `{}` ({}) overlaps public pool `{}` ({}); nothing applied",
+                pool.metadata.name, pool.spec.cidr, other.metadata.name, other.spec.cidr
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an update that would strand an allocation (outside the new prefix, on its
+/// network/broadcast address, gateway or an exclude), naming the allocations.
+fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
+    let pref = pool_ref(pool);
+    let candidates = Candidates::of_pool(&pool.spec);
+    let ns = pref.namespace.as_ref();
+    let names = store.list(ObjectKind::Allocation, ns)?;
+    let mut stranded: Vec<_> = crate::model::pool_addresses(&names, &pref.name)
+        .filter(|addr| !candidates.contains(*addr))
+        .collect();
+    // The listing comes in directory order; name them by address so the message is stable.
+    stranded.sort();
+    let stranded: Vec<String> = stranded
+        .into_iter()
+        .map(|addr| {
+            format!(
+                "{} ({addr})",
+                crate::model::allocation_name(&pref.name, addr)
+            )
+        })
+        .collect();
+    if stranded.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<_> = stranded.iter().take(10).cloned().collect();
+    let more = stranded.len().saturating_sub(shown.len());
+    Err(Error::Conflict {
+        message: format!(
+            "updating pool `{pref}` would leave {} allocation{} outside its candidates: {}{}; nothing applied",
+            stranded.len(),
+            if stranded.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
+        hint: Some("release those allocations first, or keep their addresses in the pool".into()),
+    })
+}

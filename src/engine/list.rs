@@ -1,0 +1,163 @@
+//! Selecting allocations: the query `list`, `release` and `reconcile` share, answered from
+//! the store's owner index, sorted by namespace (cluster first), pool, then address.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::engine::warning::{Warning, Warnings};
+use crate::error::{Error, Result};
+use crate::model::selector::LabelSelector;
+use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolName, PoolRef};
+use crate::store::read::{load_pool, pool_not_found};
+use crate::store::{ObjectKind, Store};
+
+/// Which allocations a command selects, validated. The owner filter goes to the store
+/// (whose owner index answers it without reading every file); the rest is checked on the
+/// manifests it returns.
+#[derive(Debug, Default)]
+pub struct Query {
+    /// `--pool` (or `release`'s POOL).
+    pub pool: Option<PoolName>,
+    /// `--address`.
+    pub address: Option<IpAddr>,
+    /// `--owner`, `--uid`, `--kind`.
+    pub filter: OwnerFilter,
+    /// `--within`.
+    pub within: Option<IpNet>,
+    /// `-l`.
+    pub labels: Option<LabelSelector>,
+}
+
+impl Query {
+    /// Does `m` pass the selectors the store did not apply?
+    fn keeps(&self, m: &AllocationManifest) -> bool {
+        self.address.is_none_or(|a| a == m.spec.address)
+            && self.within.is_none_or(|w| w.contains(&m.spec.address))
+            && self
+                .labels
+                .as_ref()
+                .is_none_or(|l| l.matches(&m.metadata.labels))
+    }
+}
+
+/// Reads every allocation of `scopes` (every scope, when `None`) that passes the query,
+/// sorted.
+///
+/// The store reads, spread over the cores, only the allocations its owner index cannot
+/// vouch for (a file exactly as ipamctl wrote it, unchanged since, is rebuilt from its
+/// record) and, with `--owner`, `--uid` or `--kind`, only those that can match. Warnings
+/// about broken files go to `warnings` in name order. An empty answer for a pool that does
+/// not exist, or a `--within` prefix that no pool of the scopes overlaps, is exit 3.
+pub fn collect(
+    store: &(dyn Store + Sync),
+    scopes: Option<&[Option<Namespace>]>,
+    query: &Query,
+    warnings: &mut Warnings,
+) -> Result<Vec<AllocationManifest>> {
+    let (pool, filter) = (query.pool.as_ref(), &query.filter);
+    let listed = match scopes {
+        Some(scopes) => {
+            let mut listed = Vec::new();
+            for ns in scopes {
+                let found = store.find_allocations(ns.as_ref(), pool, filter)?;
+                listed.extend(found.into_iter().map(|f| (ns.clone(), f)));
+            }
+            listed
+        }
+        None => store.find_allocations_everywhere(pool, filter)?,
+    };
+    let mut found = Vec::with_capacity(listed.len());
+    let mut broken = Vec::new();
+    for (ns, f) in listed {
+        match f.parsed {
+            Ok(m) if query.keeps(&m) => found.push(m),
+            Ok(_) => {}
+            Err(why) => broken.push((ns, f.name, why)),
+        }
+    }
+    broken.sort();
+    for (ns, name, why) in broken {
+        warnings.push(Warning::new(format!(
+            "{}: {why} (skipped; run `ipamctl check`)",
+            store.locate(ObjectKind::Allocation, ns.as_ref(), &name)
+        )));
+    }
+    if found.is_empty() {
+        match scopes {
+            Some(scopes) => check_exists(store, scopes, true, query)?,
+            None => check_exists(store, &store.scopes()?, false, query)?,
+        }
+    }
+    // Stable, and the store tends to answer in this order already: then this is one pass.
+    found.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.spec.pool, a.spec.address).cmp(&(
+            &b.metadata.namespace,
+            &b.spec.pool,
+            b.spec.address,
+        ))
+    });
+    Ok(found)
+}
+
+/// Exit 3 when the query names a pool that no scope holds, or a `--within` prefix that no
+/// pool of the scopes (or of `--pool`) overlaps: an empty list would hide the typo. A
+/// missing pool is named in the namespace asked for (`named`: the one of `scopes`), else
+/// as missing from every namespace.
+fn check_exists(
+    store: &dyn Store,
+    scopes: &[Option<Namespace>],
+    named: bool,
+    query: &Query,
+) -> Result<()> {
+    let mut pools = Vec::new();
+    for ns in scopes {
+        let names = match &query.pool {
+            Some(p) => vec![p.to_string()],
+            None => store.list(ObjectKind::Pool, ns.as_ref())?,
+        };
+        for name in names {
+            let Ok(name) = PoolName::new(&name) else {
+                continue;
+            };
+            let pool = PoolRef {
+                namespace: ns.clone(),
+                name,
+            };
+            match load_pool(store, &pool) {
+                Ok(m) => pools.push(m),
+                Err(Error::NotFound { .. }) => {}
+                // A pool that does not parse still exists; `check` says why.
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+    if let Some(pool) = &query.pool
+        && pools.is_empty()
+    {
+        return Err(match scopes {
+            [Some(ns)] if named => pool_not_found(
+                store,
+                &PoolRef {
+                    namespace: Some(ns.clone()),
+                    name: pool.clone(),
+                },
+            ),
+            _ => Error::NotFound {
+                message: format!("pool `{pool}` not found in any namespace"),
+                hint: Some("`ipamctl pool list` shows the pools".into()),
+            },
+        });
+    }
+    if let Some(within) = query.within
+        && !pools
+            .iter()
+            .any(|p| p.spec.cidr.contains(&within) || within.contains(&p.spec.cidr))
+    {
+        return Err(Error::NotFound {
+            message: format!("no pool in scope overlaps `--within {within}`"),
+            hint: Some("`ipamctl pool list` shows the pools and their prefixes".into()),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! Pools as `pool list`, `pool show` and `pool delete` see them: the stored pools of a scope
+//! with their usage, one pool with the addresses its allocations hold, and the delete that
+//! takes the pool's subnets and cooldown records with it (invariant 6 of [`crate::engine`]).
+
+use std::net::IpAddr;
+
+use crate::engine::warning::{Warning, Warnings};
+use crate::error::{Error, Result};
+use crate::model::candidates::{Candidates, Usage};
+use crate::model::{Namespace, OwnerFilter, PoolManifest, PoolName, PoolRef, pool_addresses};
+use crate::store::read::{load_pool, pool_not_found};
+use crate::store::{self, LockMode, ObjectKind, Store};
+
+/// Addresses taken in `pool`, from the listing alone (no file is read).
+fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<IpAddr>> {
+    let names = store.list(ObjectKind::Allocation, ns)?;
+    Ok(pool_addresses(&names, pool).collect())
+}
+
+/// The pools of scope `ns` in name order. One that does not parse, or has an invalid name,
+/// is skipped with a warning in `warnings`; one deleted since the listing is skipped.
+pub fn pools_of(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    warnings: &mut Warnings,
+) -> Result<Vec<PoolManifest>> {
+    let mut names = store.list(ObjectKind::Pool, ns)?;
+    names.sort();
+    let mut pools = Vec::new();
+    for name in names {
+        let Ok(name) = PoolName::new(&name) else {
+            warnings.push(Warning::new(format!(
+                "{}: not a valid pool name (skipped; run `ipamctl check`)",
+                store.locate(ObjectKind::Pool, ns, &name)
+            )));
+            continue;
+        };
+        let pool = PoolRef {
+            namespace: ns.cloned(),
+            name,
+        };
+        match load_pool(store, &pool) {
+            Ok(m) => pools.push(m),
+            Err(Error::NotFound { .. }) => continue, // deleted since the listing
+            Err(e) => warnings.push(Warning::new(format!("{e} (skipped; run `ipamctl check`)"))),
+        }
+    }
+    Ok(pools)
+}
+
+/// `pool list`: every pool of `scopes` (scope by scope, each in name order) with its usage.
+/// Pools skipped are warned about in `warnings`, which keeps those met before a failure.
+pub fn list(
+    store: &dyn Store,
+    scopes: &[Option<Namespace>],
+    warnings: &mut Warnings,
+) -> Result<Vec<(PoolManifest, Usage)>> {
+    let mut pools = Vec::new();
+    for ns in scopes {
+        // Listed only if the store cannot count (the file store: one listing per scope).
+        let mut entries: Option<Vec<String>> = None;
+        for manifest in pools_of(store, ns.as_ref(), warnings)? {
+            let name = manifest.name();
+            let candidates = Candidates::of_pool(&manifest.spec);
+            let usage = match store.count_held(ns.as_ref(), &name, &candidates)? {
+                Some((allocated, held)) => Usage::from_counts(&candidates, allocated, held),
+                None => {
+                    let entries = match &mut entries {
+                        Some(e) => e,
+                        None => entries.insert(store.list(ObjectKind::Allocation, ns.as_ref())?),
+                    };
+                    let taken: Vec<IpAddr> = pool_addresses(entries, &name).collect();
+                    Usage::of(&manifest.spec, &taken)
+                }
+            };
+            pools.push((manifest, usage));
+        }
+    }
+    Ok(pools)
+}
+
+/// One pool as `pool show` reads it.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    /// The pool's manifest.
+    pub manifest: PoolManifest,
+    /// The addresses its allocations hold, from the listing (no file is read).
+    pub taken: Vec<IpAddr>,
+}
+
+impl Shown {
+    /// The usage of the pool (of `within` only, if given, which the caller checked lies
+    /// inside it) and its free ranges, as [`Candidates::format_spans`] writes them.
+    pub fn usage(&self, within: Option<ipnet::IpNet>) -> (Usage, Vec<String>) {
+        let spec = &self.manifest.spec;
+        let (usage, candidates) = match within {
+            Some(w) => (
+                Usage::within(spec, w, &self.taken),
+                Candidates::of_pool(spec).within(w),
+            ),
+            None => (Usage::of(spec, &self.taken), Candidates::of_pool(spec)),
+        };
+        let free = candidates.clone().without(self.taken.iter().copied());
+        (usage, candidates.format_spans(&free.spans()))
+    }
+}
+
+/// `pool show`: the pool (exit 3 if it does not exist) and the addresses it holds.
+pub fn show(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
+    let manifest = load_pool(store, pool)?;
+    let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
+    Ok(Shown { manifest, taken })
+}
+
+/// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
+pub fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, String)>> {
+    let held = crate::engine::allocate::allocations_of(
+        store,
+        pool.namespace.as_ref(),
+        Some(&pool.name),
+        &OwnerFilter::default(),
+    )?;
+    Ok(held
+        .into_iter()
+        .map(|m| (m.spec.address, m.spec.owner.with_uid()))
+        .collect())
+}
+
+/// `pool delete`: deletes `pool` with its subnets and cooldown records, as one unit of
+/// work, if no allocation holds an address in it (exit 3 if it does not exist, 4 while one
+/// does). Returns the manifest deleted (or that would be, in a dry run, which only checks).
+pub fn delete(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<PoolManifest> {
+    let manifest = load_pool(store, pool)?;
+    if dry_run {
+        delete_locked(store, pool, true)?;
+    } else {
+        store::atomically(store, || delete_locked(store, pool, false))?;
+    }
+    Ok(manifest)
+}
+
+/// Deletes `pool` under its exclusive lock if no allocation holds an address in it; a dry
+/// run only checks, without the lock.
+fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()> {
+    let ns = pool.namespace.as_ref();
+    // Exclusive: no allocate can be between reading this pool and claiming (invariant 6).
+    let _lock = (!dry_run)
+        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+        .transpose()?;
+    let held = taken(store, ns, &pool.name)?.len();
+    if held > 0 {
+        return Err(Error::Conflict {
+            message: format!(
+                "pool `{pool}` still has {held} allocation{}",
+                if held == 1 { "" } else { "s" }
+            ),
+            hint: Some(format!(
+                "release them first: ipamctl list --pool {}{}",
+                pool.name,
+                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
+            )),
+        });
+    }
+    if !dry_run {
+        // Its subnets and cooldown records are part of it: they go first, so a crash leaves
+        // the pool (and running the command again finishes the job), never an orphan.
+        crate::engine::subnet::delete_of_pool(store, pool)?;
+        crate::engine::cooldown::forget_pool(store, pool)?;
+        if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
+            return Err(pool_not_found(store, pool));
+        }
+    }
+    Ok(())
+}

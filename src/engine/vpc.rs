@@ -1,0 +1,497 @@
+//! VPCs: a VPC named NAME in a tenant namespace owns the private pools `vpc-NAME` (IPv4)
+//! and `vpc-NAME-v6` (IPv6; dual stack: both), and its router's uplinks in public pools are
+//! allocations owned by `VPC/router` with the VPC's uid (the naming rules are in
+//! [`crate::model::vpc`]). Creating one holds the scope's lock; deleting one holds each of
+//! its pools' locks exclusively while it releases their allocations and removes them.
+
+use std::collections::BTreeSet;
+
+use ipnet::IpNet;
+use serde::Serialize;
+
+use crate::engine::release::{self, Released};
+use crate::error::{Error, Result};
+use crate::model::vpc::{VPC_KIND, name_of, pool_name, vpc_uid};
+use crate::model::{
+    API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerFilter, OwnerRef, POOL_KIND,
+    PoolKind, PoolManifest, PoolName, PoolRef, PoolSpec, Uid,
+};
+use crate::store::read::load_pool;
+use crate::store::{self, LockMode, ObjectKind, Store};
+use crate::yaml;
+
+/// A `vpc create` request, validated.
+#[derive(Clone, Debug)]
+pub struct CreateRequest {
+    /// The VPC's name.
+    pub name: String,
+    /// Its tenant namespace.
+    pub namespace: Namespace,
+    /// Its pools with their ranges: one per family, IPv4 first when both are given.
+    pub pools: Vec<(PoolRef, IpNet)>,
+    /// `--uid`: the uid to give it (else a new UUID, or the uid of the pools that exist).
+    pub uid: Option<Uid>,
+    /// Decide, but write nothing and take no lock.
+    pub dry_run: bool,
+}
+
+/// What `vpc create` did to one of the VPC's pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Made {
+    /// The pool was created (or, in a dry run, would be).
+    Created,
+    /// The pool existed already as this VPC's (a retry).
+    Existing,
+}
+
+/// What `vpc create` did: the VPC's uid and each of its pools.
+#[derive(Clone, Debug)]
+pub struct Created {
+    /// The uid, new or adopted from the pools that existed.
+    pub uid: Uid,
+    /// The pools, in the order of the request.
+    pub pools: Vec<(PoolManifest, Made)>,
+}
+
+/// `vpc create`, as one unit of work under the scope's lock: the pools that exist already
+/// must be this VPC's (a retry of a create that succeeded, in part or whole: their uid is
+/// adopted); the others are created. Exit 4 if a pool of that name is another's.
+pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
+    let work = || -> Result<Created> {
+        let _scope = (!req.dry_run)
+            .then(|| store.lock_scope(Some(&req.namespace)))
+            .transpose()?;
+        let existing = existing_pools(store, req)?;
+        let uid = uid_of(req, &existing)?;
+        let mut pools = Vec::new();
+        for ((pool, cidr), found) in req.pools.iter().zip(existing) {
+            if let Some((m, _)) = found {
+                pools.push((m, Made::Existing));
+                continue;
+            }
+            let m = pool_manifest(req, pool, *cidr, &uid);
+            m.validate().map_err(|e| Error::invalid("vpc create", e))?;
+            if !req.dry_run
+                && !store.create(
+                    ObjectKind::Pool,
+                    Some(&req.namespace),
+                    pool.name.as_str(),
+                    yaml::encode(&m).as_bytes(),
+                )?
+            {
+                return Err(Error::conflict(format!(
+                    "pool `{pool}` was created meanwhile; run `ipamctl vpc create` again"
+                )));
+            }
+            pools.push((m, Made::Created));
+        }
+        Ok(Created { uid, pools })
+    };
+    if req.dry_run {
+        work()
+    } else {
+        store::atomically(store, work)
+    }
+}
+
+/// Each pool of the request that exists, with its VPC's uid, checked to be this VPC's.
+fn existing_pools(
+    store: &dyn Store,
+    req: &CreateRequest,
+) -> Result<Vec<Option<(PoolManifest, Uid)>>> {
+    let mut existing = Vec::new();
+    for (pool, cidr) in &req.pools {
+        existing.push(match load_pool(store, pool) {
+            Ok(m) => Some(same_vpc(req, pool, m, *cidr)?),
+            Err(Error::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        });
+    }
+    Ok(existing)
+}
+
+/// The uid of the VPC being created: that of its existing pools (which must agree), else
+/// the one asked for, else a new UUID.
+fn uid_of(req: &CreateRequest, existing: &[Option<(PoolManifest, Uid)>]) -> Result<Uid> {
+    let held: Vec<&Uid> = existing.iter().flatten().map(|(_, uid)| uid).collect();
+    if let [first, rest @ ..] = held.as_slice()
+        && rest.iter().any(|u| u != first)
+    {
+        return Err(Error::conflict(format!(
+            "the pools of VPC `{}` in namespace `{}` belong to different VPCs; delete them and create it again",
+            req.name, req.namespace
+        )));
+    }
+    Ok(held
+        .first()
+        .map(|u| (*u).clone())
+        .or_else(|| req.uid.clone())
+        .unwrap_or_else(|| {
+            Uid::parse_uuid(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid")
+        }))
+}
+
+/// The manifest of the VPC's private pool `pool` of range `cidr`, owned by uid `uid`.
+fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) -> PoolManifest {
+    PoolManifest {
+        api_version: API_VERSION.into(),
+        kind: POOL_KIND.into(),
+        metadata: Metadata {
+            name: pool.name.to_string(),
+            namespace: Some(req.namespace.clone()),
+            creation_timestamp: None,
+            labels: Default::default(),
+            annotations: Default::default(),
+            owner_refs: vec![OwnerRef {
+                kind: VPC_KIND.into(),
+                uid: uid.to_string(),
+                name: Some(req.name.clone()),
+                controller: Some(true),
+            }],
+        },
+        spec: PoolSpec {
+            cidr,
+            kind: PoolKind::Private,
+            gateway: None,
+            exclude: Vec::new(),
+            zone: None,
+            reuse_after: None,
+        },
+    }
+}
+
+/// `existing`, the pool a create found under this VPC's pool name, with its VPC's uid, if it
+/// is this VPC's: owned by a VPC, of range `cidr`, and of the uid asked for, if any.
+fn same_vpc(
+    req: &CreateRequest,
+    pool: &PoolRef,
+    existing: PoolManifest,
+    cidr: IpNet,
+) -> Result<(PoolManifest, Uid)> {
+    let (name, ns, uid) = (&req.name, &req.namespace, req.uid.as_ref());
+    let Some(existing_uid) = vpc_uid(&existing) else {
+        return Err(Error::conflict(format!(
+            "pool `{pool}` exists and is not owned by a VPC; choose another VPC name"
+        )));
+    };
+    if existing.spec.cidr != cidr || uid.is_some_and(|u| *u != existing_uid) {
+        return Err(Error::Conflict {
+            message: format!(
+                "VPC `{name}` already exists in namespace `{ns}` with CIDR {} and uid {existing_uid}, not {cidr}{}",
+                existing.spec.cidr,
+                uid.map(|u| format!(" and uid {u}")).unwrap_or_default(),
+            ),
+            hint: Some(format!("`ipamctl vpc get {name} -n {ns} -o yaml` shows it")),
+        });
+    }
+    Ok((existing, existing_uid))
+}
+
+/// A VPC as `vpc get` and `vpc list` show it: a view in the manifests' shape, never stored.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Vpc {
+    api_version: &'static str,
+    kind: &'static str,
+    /// Its name, namespace and uid.
+    pub metadata: VpcMetadata,
+    /// The private pool(s) it owns.
+    pub pools: Vec<PoolManifest>,
+    /// Its router's uplinks: every allocation owned by `VPC/router` with its uid.
+    pub uplinks: Vec<AllocationManifest>,
+}
+
+/// Name, namespace and uid of a [`Vpc`].
+#[derive(Clone, Debug, Serialize)]
+pub struct VpcMetadata {
+    /// The VPC's name.
+    pub name: String,
+    /// Its tenant namespace.
+    pub namespace: Namespace,
+    /// Its uid, from its pools' `ownerRefs`.
+    pub uid: Uid,
+}
+
+/// The allocations of the VPC router owned by `uid`, in every scope.
+fn uplinks(store: &dyn Store, uid: &Uid) -> Result<Vec<AllocationManifest>> {
+    let router = Owner::parse("VPC/router", Some(uid.clone())).expect("`VPC/router` is valid");
+    let filter = OwnerFilter::exactly(&router);
+    let mut found = Vec::new();
+    for scope in store.scopes()? {
+        found.extend(crate::engine::allocate::allocations_of(
+            store,
+            scope.as_ref(),
+            None,
+            &filter,
+        )?);
+    }
+    Ok(found)
+}
+
+/// The VPC named `name` in `ns`, if one of its `pools` exists and a VPC owns it.
+fn find(store: &dyn Store, ns: &Namespace, pools: &[PoolRef], name: &str) -> Result<Option<Vpc>> {
+    let mut manifests = Vec::new();
+    for pool in pools {
+        match load_pool(store, pool) {
+            Ok(m) if vpc_uid(&m).is_some() => manifests.push(m),
+            Ok(_) | Err(Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(uid) = manifests.first().and_then(vpc_uid) else {
+        return Ok(None);
+    };
+    Ok(Some(Vpc {
+        api_version: API_VERSION,
+        kind: VPC_KIND,
+        uplinks: uplinks(store, &uid)?,
+        metadata: VpcMetadata {
+            name: name.to_owned(),
+            namespace: ns.clone(),
+            uid,
+        },
+        pools: manifests,
+    }))
+}
+
+/// `vpc get`: the VPC named `name` in `ns`, whose pools are `pools` (IPv4, then IPv6);
+/// exit 3 if neither exists owned by a VPC.
+pub fn get(store: &dyn Store, ns: &Namespace, pools: &[PoolRef; 2], name: &str) -> Result<Vpc> {
+    match find(store, ns, pools, name)? {
+        Some(vpc) => Ok(vpc),
+        None => Err(Error::NotFound {
+            message: format!(
+                "VPC `{name}` not found in namespace `{ns}` (no pool `{}` or `{}` owned by a VPC)",
+                pools[0].name, pools[1].name
+            ),
+            hint: Some("`ipamctl vpc list -A` lists every VPC".into()),
+        }),
+    }
+}
+
+/// `vpc list`: the VPCs of the tenant namespaces among `scopes`, namespace by namespace, in
+/// the order of their pools' names.
+pub fn list(store: &dyn Store, scopes: &[Option<Namespace>]) -> Result<Vec<Vpc>> {
+    let mut vpcs = Vec::new();
+    for scope in scopes {
+        let Some(ns) = scope else { continue };
+        let mut names = store.list(ObjectKind::Pool, Some(ns))?;
+        names.sort();
+        // `vpc-X` is VPC X's IPv4 pool, `vpc-X-v6` its IPv6 pool: a VPC is listed once,
+        // under the name its pools were made from (an IPv6 pool's name less `-v6`).
+        let mut seen = BTreeSet::new();
+        for name in names {
+            if !name.starts_with("vpc-") {
+                continue;
+            }
+            let v6 =
+                load_pool(store, &pool_in(ns, &name)?).is_ok_and(|m| m.spec.cidr.addr().is_ipv6());
+            let Some(vpc) = name_of(&name, v6) else {
+                continue;
+            };
+            if !seen.insert(vpc.to_owned()) {
+                continue;
+            }
+            let pools = [
+                pool_in(ns, &pool_name(vpc, false))?,
+                pool_in(ns, &pool_name(vpc, true))?,
+            ];
+            vpcs.extend(find(store, ns, &pools, vpc)?);
+        }
+    }
+    Ok(vpcs)
+}
+
+/// The pool named `name` in `ns`; exit 2 if it is no valid pool name.
+fn pool_in(ns: &Namespace, name: &str) -> Result<PoolRef> {
+    Ok(PoolRef {
+        namespace: Some(ns.clone()),
+        name: PoolName::new(name).map_err(|e| Error::invalid("pool", e))?,
+    })
+}
+
+/// An object `vpc delete` removes: a released allocation, or a deleted pool.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Removal {
+    /// An allocation released (an uplink, or one of the VPC's own pools).
+    Allocation(AllocationManifest),
+    /// One of the VPC's pools, deleted.
+    Pool(PoolManifest),
+}
+
+/// What `vpc delete` did.
+#[derive(Debug)]
+pub struct Deleted {
+    /// What it removed (or, in a dry run, would), in order: per pool, the allocations,
+    /// then the pool.
+    pub removed: Vec<Removal>,
+    /// The error to report once `removed` is shown: allocation files that could not be
+    /// released, so a pool was kept. What was released stays released.
+    pub kept: Option<Error>,
+}
+
+/// `vpc delete`: both pools of VPC `name` (`pools`, IPv4 then IPv6), whichever exist, as
+/// one unit of work; exit 3 only when neither does. Each pool's allocations are released
+/// (the router's uplinks first) before the pool, its subnets and its cooldown records go.
+pub fn delete(
+    store: &dyn Store,
+    name: &str,
+    pools: &[PoolRef; 2],
+    dry_run: bool,
+) -> Result<Deleted> {
+    let delete_both = || -> Result<Deleted> {
+        let mut removed = Vec::new();
+        let mut missing = None;
+        for pool in pools {
+            match delete_pool(store, name, pool, dry_run) {
+                Ok(Deleted {
+                    removed: more,
+                    kept,
+                }) => {
+                    removed.extend(more);
+                    if kept.is_some() {
+                        return Ok(Deleted { removed, kept });
+                    }
+                }
+                Err(e @ Error::NotFound { .. }) => {
+                    missing.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match missing {
+            Some(e) if removed.is_empty() => Err(e),
+            _ => Ok(Deleted {
+                removed,
+                kept: None,
+            }),
+        }
+    };
+    // One unit of work: on a database, one transaction, committed also when a pool is
+    // kept (the releases before it stand).
+    if dry_run {
+        delete_both()
+    } else {
+        store::atomically(store, delete_both)
+    }
+}
+
+/// Removes one pool of VPC `name`, under the pool's exclusive lock: allocate holds it
+/// shared from before it reads the pool until its claim is durable, so once it is held no
+/// claim is in flight and none can start.
+fn delete_pool(store: &dyn Store, name: &str, pool: &PoolRef, dry_run: bool) -> Result<Deleted> {
+    let ns = pool.namespace.as_ref();
+    let _lock = (!dry_run)
+        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
+        .transpose()?;
+    let manifest = match load_pool(store, pool) {
+        Ok(m) => Some(m),
+        Err(Error::NotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(m) = &manifest
+        && !m.metadata.owner_refs.iter().any(|r| r.kind == VPC_KIND)
+    {
+        return Err(Error::conflict(format!(
+            "pool `{pool}` is not owned by a VPC; delete it with `ipamctl pool delete`"
+        )));
+    }
+    let held = crate::engine::allocate::allocations_of(
+        store,
+        ns,
+        Some(&pool.name),
+        &OwnerFilter::default(),
+    )?;
+    if manifest.is_none() && held.is_empty() {
+        return Err(Error::NotFound {
+            message: format!(
+                "VPC `{name}` not found in namespace `{}` (no pool `{}`)",
+                ns.map_or("", |n| n.as_str()),
+                pool.name
+            ),
+            hint: None,
+        });
+    }
+    // The router's uplinks first (in public pools, owned by the VPC's uid): while the pool
+    // stands, a retry after a crash still knows the uid to find them by.
+    let uplinks = match manifest.as_ref().and_then(vpc_uid) {
+        Some(uid) => uplinks(store, &uid)?,
+        None => Vec::new(),
+    };
+    let mut removed = release_all(store, pool, uplinks.into_iter().chain(held), dry_run)?;
+    if let Some(kept) = unreleased(store, pool, dry_run)? {
+        return Ok(Deleted {
+            removed,
+            kept: Some(kept),
+        });
+    }
+    if let Some(m) = manifest {
+        if !dry_run {
+            crate::engine::subnet::delete_of_pool(store, pool)?;
+            crate::engine::cooldown::forget_pool(store, pool)?;
+            store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
+        }
+        removed.push(Removal::Pool(m));
+    }
+    Ok(Deleted {
+        removed,
+        kept: None,
+    })
+}
+
+/// Releases each allocation guarded by its exact owner (in a dry run, none); returns those
+/// released (or that would be). `pool` is the VPC's pool being removed.
+fn release_all(
+    store: &dyn Store,
+    pool: &PoolRef,
+    held: impl Iterator<Item = AllocationManifest>,
+    dry_run: bool,
+) -> Result<Vec<Removal>> {
+    let mut removed = Vec::new();
+    for m in held {
+        if !dry_run {
+            let guard = OwnerFilter::exactly(&m.spec.owner);
+            let of = PoolRef {
+                namespace: m.metadata.namespace.clone(),
+                name: m.spec.pool.clone(),
+            };
+            // The VPC's own pool is locked and going: no cooldown record there. An uplink in
+            // a public pool is released as any release is (with its pool's cooldown).
+            let released = if of == *pool {
+                release::release_in_doomed_pool(store, &of, m.spec.address, &guard)?
+            } else {
+                release::release_address(store, &of, m.spec.address, &guard)?
+            };
+            if let Released::NotHeld = released {
+                continue;
+            }
+        }
+        removed.push(Removal::Allocation(m));
+    }
+    Ok(removed)
+}
+
+/// Exit 4 to report when allocation files of `pool` are left after the releases (files
+/// that do not parse were not released): never orphan them silently. None in a dry run.
+fn unreleased(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<Option<Error>> {
+    let left = store
+        .list(ObjectKind::Allocation, pool.namespace.as_ref())?
+        .iter()
+        .filter(|e| {
+            crate::model::parse_allocation_name(e).is_some_and(|(p, _)| p == pool.name.as_str())
+        })
+        .count();
+    if left == 0 || dry_run {
+        return Ok(None);
+    }
+    Ok(Some(Error::Conflict {
+        message: format!(
+            "{left} allocation file{} of pool `{pool}` could not be released; the pool is kept",
+            if left == 1 { "" } else { "s" }
+        ),
+        hint: Some(
+            "run `ipamctl check` to see why, fix them, and run `ipamctl vpc delete` again".into(),
+        ),
+    }))
+}

@@ -14,7 +14,7 @@ use crate::engine::subnet::Put;
 use crate::model::candidates::Candidates;
 use crate::model::subnet::SubnetManifest;
 use crate::model::{Namespace, PoolKind, PoolManifest, PoolName};
-use crate::store::{self, LockGuard, LockMode, ObjectKind, Store};
+use crate::store::{self, LockMode, ObjectKind, PoolLock, ScopeLock, Store};
 use crate::yaml;
 
 /// Reads one `-f` argument (`-` = stdin), bounded like any manifest. Anything but a regular
@@ -312,10 +312,11 @@ fn write_all<'p>(
     // takes no lock, so that it also answers on a read-only state directory.
     let scopes: BTreeSet<Option<Namespace>> =
         pools.iter().map(|p| p.metadata.namespace.clone()).collect();
-    let mut locks: Vec<LockGuard> = Vec::new();
+    let mut scope_locks: Vec<ScopeLock> = Vec::new();
+    let mut locks: Vec<PoolLock> = Vec::new();
     if !dry_run {
         for ns in &scopes {
-            locks.push(store.lock_scope(ns.as_ref())?);
+            scope_locks.push(store.lock_scope(ns.as_ref())?);
         }
         // The pools of the subnets too: a subnet is checked and written under its pool's lock.
         let order: BTreeSet<(Option<Namespace>, PoolName)> = pools

@@ -353,12 +353,15 @@ fn draw(
 
 /// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
 pub(super) fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, String)>> {
+    let mut warnings = crate::engine::warning::Warnings::default();
     let held = crate::engine::allocate::allocations_of(
         store,
         pool.namespace.as_ref(),
         Some(&pool.name),
         &crate::model::OwnerFilter::default(),
+        &mut warnings,
     )?;
+    output::warn(&warnings);
     Ok(held
         .into_iter()
         .map(|m| (m.spec.address, m.spec.owner.with_uid()))

@@ -14,8 +14,15 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
     let mut pools = Vec::new();
     for ns in super::scopes(store, g)? {
         let ns_ref = ns.as_ref();
-        let held =
-            crate::engine::allocate::allocations_of(store, ns_ref, None, &OwnerFilter::default())?;
+        let mut warnings = crate::engine::warning::Warnings::default();
+        let held = crate::engine::allocate::allocations_of(
+            store,
+            ns_ref,
+            None,
+            &OwnerFilter::default(),
+            &mut warnings,
+        )?;
+        output::warn(&warnings);
         for manifest in super::pool::pools_of(store, ns_ref)? {
             let mine: Vec<AllocationManifest> = held
                 .iter()

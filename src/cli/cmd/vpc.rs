@@ -244,12 +244,15 @@ fn uplinks(store: &dyn Store, uid: &Uid) -> Result<Vec<AllocationManifest>> {
     let filter = OwnerFilter::exactly(&router);
     let mut found = Vec::new();
     for scope in store.scopes()? {
+        let mut warnings = crate::engine::warning::Warnings::default();
         found.extend(crate::engine::allocate::allocations_of(
             store,
             scope.as_ref(),
             None,
             &filter,
+            &mut warnings,
         )?);
+        output::warn(&warnings);
     }
     Ok(found)
 }
@@ -481,12 +484,15 @@ fn delete_vpc(
             "pool `{pool}` is not owned by a VPC; delete it with `ipamctl pool delete`"
         )));
     }
+    let mut warnings = crate::engine::warning::Warnings::default();
     let held = crate::engine::allocate::allocations_of(
         store,
         ns,
         Some(&pool.name),
         &OwnerFilter::default(),
+        &mut warnings,
     )?;
+    output::warn(&warnings);
     if manifest.is_none() && held.is_empty() {
         return Err(Error::NotFound {
             message: format!(

@@ -23,11 +23,15 @@
 //! - A connection that breaks mid-command is one `error:` line (exit 1); the transaction it
 //!   was in never committed, so nothing is half-done.
 
+mod claims;
 mod connect;
 pub mod conninfo;
 mod free;
+mod locks;
+mod objects;
+mod queries;
+mod rows;
 pub mod schema;
-mod store;
 mod typed;
 
 use std::collections::HashMap;

@@ -356,7 +356,7 @@ fn decide(
         return Ok(Allocated::Existing(held));
     }
     // Read after the allocations were listed: an address released since the listing has
-    // its record written before its allocation went (see `crate::cooldown`).
+    // its record written before its allocation went (see `crate::engine::cooldown`).
     let cooling = cooling_for(store, &req.pool, &spec, &req.owner)?;
     if let Some(addr) = req.address
         && cooling.blocked.contains(&addr)
@@ -480,26 +480,7 @@ fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    // The address this owner released within the window comes first, if it may have it.
-    let own = cooling.own.filter(|a| {
-        candidates.contains(*a) && !taken.contains(a) && req.address.is_none_or(|r| r == *a)
-    });
-    let free: FreeIter<'_> = match req.address {
-        // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
-        Some(addr) => {
-            let name = allocation_name(&pool.name, addr);
-            if taken.contains(&addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
-                return Err(held_by_other(store, req, addr));
-            }
-            Box::new(std::iter::once(Ok(addr)))
-        }
-        None => {
-            // What the look-up saw taken is cut out here; the store finds the rest itself.
-            let untaken = candidates.clone().without(taken.iter().copied());
-            store.free_candidates(ns, &pool.name, &untaken, whole_pool)?
-        }
-    };
-    let free = own.map(Ok).into_iter().chain(free);
+    let free = free_for(store, req, candidates, taken, whole_pool, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     loop {
         let addr = match free.next() {
@@ -550,6 +531,40 @@ fn claim(
         }
     }
     Ok(None)
+}
+
+/// The addresses [`claim`] tries, in order: the address this owner released within the
+/// cooldown window (if it may have it), then the free candidates, lowest first; with
+/// `--address`, that address alone (exit 4 if someone holds it).
+fn free_for<'a>(
+    store: &'a dyn Store,
+    req: &Request,
+    candidates: &Candidates,
+    taken: &[IpAddr],
+    whole_pool: bool,
+    cooling: &Cooling,
+) -> Result<FreeIter<'a>> {
+    let pool = &req.pool;
+    let ns = pool.namespace.as_ref();
+    let own = cooling.own.filter(|a| {
+        candidates.contains(*a) && !taken.contains(a) && req.address.is_none_or(|r| r == *a)
+    });
+    let free: FreeIter<'a> = match req.address {
+        // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
+        Some(addr) => {
+            let name = allocation_name(&pool.name, addr);
+            if taken.contains(&addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
+                return Err(held_by_other(store, req, addr));
+            }
+            Box::new(std::iter::once(Ok(addr)))
+        }
+        None => {
+            // What the look-up saw taken is cut out here; the store finds the rest itself.
+            let untaken = candidates.clone().without(taken.iter().copied());
+            store.free_candidates(ns, &pool.name, &untaken, whole_pool)?
+        }
+    };
+    Ok(Box::new(own.map(Ok).into_iter().chain(free)))
 }
 
 /// A random number below `n` (a power of two, at most 256).

@@ -22,7 +22,7 @@ pub enum Released {
 /// Deletes the allocation of `addr` in `pool` if its owner passes `guard` (exit 4 and
 /// nothing deleted if not). Safe against a racing release and re-allocation (invariant 5).
 /// In a pool with `reuseAfter`, the address's cooldown record is written first, under the
-/// pool's exclusive lock (see [`crate::cooldown`]).
+/// pool's exclusive lock (see [`crate::engine::cooldown`]).
 pub fn release_address(
     store: &dyn Store,
     pool: &PoolRef,

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! <root>/.ipamctl                                 marker: identifies the root, layout version;
-//!                                                 every lock is a byte range of it (super::lock)
+//!                                                 every lock is a byte range of it (lock.rs)
 //! <root>/.gitignore                               keeps the dot-files below out of git
 //! <root>/cluster/ipampools/<pool>.yaml            public pools
 //! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
@@ -11,7 +11,7 @@
 //! <root>/namespaces/<ns segments>/ipallocations/<pool>-<a-b-c-d>.yaml
 //! <root>/{cluster,namespaces/<ns segments>}/subnets/<subnet>.yaml    subnets of the scope's pools
 //! <root>/{cluster,namespaces/<ns segments>}/cooldown/<pool>-<a-b-c-d>.yaml   recent releases
-//! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (super::index)
+//! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (index.rs)
 //! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
 //! <root>/.index/.tmp-*                            temporary files of writes in flight
 //! ```
@@ -22,17 +22,18 @@
 //! ipamctl printed it. An object directory holds manifests only.
 //!
 //! Everything below the root is opened beneath the root's handle without following a
-//! symlink ([`super::beneath`]): nothing planted in the state directory can make ipamctl read
+//! symlink ([`beneath`]): nothing planted in the state directory can make ipamctl read
 //! or write outside it. Everything ipamctl writes goes through a new temporary file and a
 //! rename, so no existing file (or hard link) is ever written into; the one exception, an
 //! append to a pool's index, refuses a file that has a second name.
 //!
-//! The protocols live with their code: the write protocol in [`objects`], owner look-ups
-//! in [`queries`] (the scan behind them in [`scan`], the derived files it keeps in
-//! [`derived`]), claims and guarded releases in [`claims`], locks in [`lock`].
+//! The protocols live with their code: the write protocol, and the crash window each step
+//! closes, in `objects.rs`; owner look-ups, and why an outside writer cannot fool them, in
+//! `queries.rs` (the scan behind them in `scan.rs`, the derived files it keeps in
+//! `derived.rs`, the format of the owner index in [`index`]); claims and guarded releases
+//! in `claims.rs`; locks in [`lock`].
 //!
 //! # What an outside writer can still do
-//!
 //!
 //! `git pull`, `checkout`, `clean -fdX`, `cp` over a file, `rm`, `touch`, a stepped clock:
 //! each changes a file's status (or removes the index, which is only a cost), so the next
@@ -43,7 +44,7 @@
 //!   reports the duplicate owner;
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
-//! - replacing `.ipamctl` while locks are held (see [`super::lock`]);
+//! - replacing `.ipamctl` while locks are held (see [`lock`]);
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch.

@@ -221,7 +221,9 @@ pub trait Claims {
 
     /// [`Claims::claim`] for an allocation copied from another store (`import`, `export`):
     /// the same arbiters, and nothing remembered for look-ups (a bulk copy would write a
-    /// hint per allocation that no look-up may ever ask for).
+    /// hint per allocation that no look-up may ever ask for). The caller holds no claim
+    /// lock: on the file store nothing but the file name arbitrates it, so the copy relies
+    /// on its source holding one address per owner and pool.
     fn claim_copy(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim>;
 
     /// Deletes the allocation `expected` names if it is still `expected` (invariant 5 of

@@ -16,7 +16,7 @@ use ipamctl::model::candidates::Candidates;
 use ipamctl::model::{AllocationManifest, Namespace, Owner, PoolName, PoolSpec, Uid};
 use ipamctl::model::{PoolRef, pool_addresses};
 use ipamctl::store::fs::FsStore;
-use ipamctl::store::{ObjectKind, Store};
+use ipamctl::store::{ObjectKind, Objects, Queries};
 use ipamctl::yaml;
 
 /// Allocations in the state-directory fixture, as in the largest case.
@@ -178,8 +178,13 @@ fn fixture() -> Fixture {
     // Files are recorded in the index once they are older than its racy window; then one
     // look-up reads them all and records them, and one for the held owner writes its hint.
     std::thread::sleep(Duration::from_millis(200));
-    let held =
-        ipamctl::engine::allocate::lookup_owner(&store, &pool_ref, &owner(HELD)).expect("lookup");
+    let held = ipamctl::engine::allocate::lookup_owner(
+        &store,
+        &pool_ref,
+        &owner(HELD),
+        &mut Default::default(),
+    )
+    .expect("lookup");
     assert_eq!(held.map(|m| m.spec.address), Some(addrs[HELD as usize]));
     Fixture {
         _dir: dir,
@@ -219,14 +224,26 @@ fn state_dir(c: &mut Criterion) {
     let new_owner = owner(TAKEN + 1);
     g.bench_function("lookup_new_owner", |b| {
         b.iter(|| {
-            ipamctl::engine::allocate::lookup_owner(&f.store, &f.pool, &new_owner).expect("lookup")
+            ipamctl::engine::allocate::lookup_owner(
+                &f.store,
+                &f.pool,
+                &new_owner,
+                &mut Default::default(),
+            )
+            .expect("lookup")
         })
     });
     // The idempotent path: hint, then one allocation file.
     let held = owner(HELD);
     g.bench_function("lookup_held_owner", |b| {
         b.iter(|| {
-            ipamctl::engine::allocate::lookup_owner(&f.store, &f.pool, &held).expect("lookup")
+            ipamctl::engine::allocate::lookup_owner(
+                &f.store,
+                &f.pool,
+                &held,
+                &mut Default::default(),
+            )
+            .expect("lookup")
         })
     });
     g.finish();

@@ -31,7 +31,7 @@ use ipamctl::model::{
     PoolManifest, PoolName, PoolSpec, Timestamp, Uid, parse_net,
 };
 use ipamctl::store::fs::FsStore;
-use ipamctl::store::{ObjectKind, Store};
+use ipamctl::store::{ObjectKind, Objects};
 use ipamctl::yaml;
 
 /// Generate a benchmark state directory.

@@ -10,7 +10,11 @@ fn main() {
         eprintln!("usage: pg_floor URL");
         std::process::exit(2);
     };
-    if let Err(e) = ipamctl::store::pg::PgStore::open(&store) {
+    let target = ipamctl::store::pg::Target::new(&store);
+    for w in target.iter().flat_map(|t| t.warnings()) {
+        eprintln!("warning: {w}");
+    }
+    if let Err(e) = target.and_then(|t| ipamctl::store::pg::PgStore::open(&t)) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

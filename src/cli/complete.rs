@@ -12,7 +12,7 @@ use clap_complete::CompletionCandidate;
 use crate::model::PoolRef;
 use crate::model::{OwnerFilter, OwnerKind, PoolName};
 use crate::store::fs::FsStore;
-use crate::store::{ObjectKind, Store};
+use crate::store::{ObjectKind, Objects, Queries};
 
 /// The state directory a completion reads, if there is one.
 fn store() -> Option<FsStore> {

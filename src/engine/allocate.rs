@@ -10,6 +10,7 @@ use ipnet::IpNet;
 use crate::engine::cooldown;
 use crate::engine::release::release_address;
 use crate::engine::subnet;
+use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::cooldown::Cooling;
@@ -19,7 +20,7 @@ use crate::model::{
     Timestamp, allocation_name,
 };
 use crate::store::read::{load_pool, read_allocation};
-use crate::store::{self, Claim, FreeIter, LockGuard, LockMode, ObjectKind, OwnerLookup, Store};
+use crate::store::{self, Claim, ClaimLock, FreeIter, LockMode, ObjectKind, OwnerLookup, Store};
 
 /// An `allocate` request.
 #[derive(Clone, Debug)]
@@ -60,34 +61,41 @@ impl Allocated {
     }
 }
 
-/// Prints a warning about an allocation file that does not parse. Its name stays taken.
-pub fn warn_unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &str) {
-    eprintln!(
-        "warning: {}: {why} (its address stays taken; run `ipamctl check`)",
+/// The warning about an allocation that does not parse. Its name stays taken.
+pub fn unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &str) -> Warning {
+    Warning::new(format!(
+        "{}: {why} (its address stays taken; run `ipamctl check`)",
         store.locate(ObjectKind::Allocation, ns, name)
-    );
+    ))
 }
 
-/// Finds the allocation `owner` holds in `pool`, warning about broken files on the way.
-fn find_owner(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<OwnerLookup> {
+/// Finds the allocation `owner` holds in `pool`, with a warning for each broken file seen
+/// on the way.
+fn find_owner(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+    warnings: &mut Warnings,
+) -> Result<OwnerLookup> {
     let ns = pool.namespace.as_ref();
     let lookup = store.find_owner(ns, &pool.name, owner)?;
     for (name, why) in &lookup.broken {
-        warn_unparsable(store, ns, name, why);
+        warnings.push(unparsable(store, ns, name, why));
     }
     Ok(lookup)
 }
 
-/// The pool lock (shared) and the owner's lock, for a claim; `None` when the store is
-/// read-only, which leaves only a look-up (invariant 4's note in the module docs).
+/// The claim's locks in `pools` (see [`ClaimLock`]); `None` when the store is read-only,
+/// which leaves only a look-up (the note at the end of the module docs of
+/// [`crate::engine`]).
 fn claim_locks(
     store: &dyn Store,
-    pool: &PoolRef,
+    ns: Option<&Namespace>,
+    pools: &[PoolName],
     owner: &Owner,
-) -> Result<Option<(LockGuard, LockGuard)>> {
-    let ns = pool.namespace.as_ref();
-    match store.lock_pool(ns, &pool.name, LockMode::Shared) {
-        Ok(pool_lock) => Ok(Some((pool_lock, store.lock_owner(ns, &pool.name, owner)?))),
+) -> Result<Option<ClaimLock>> {
+    match store.lock_claim(ns, pools, owner) {
+        Ok(locks) => Ok(Some(locks)),
         Err(Error::ReadOnly { .. }) => Ok(None),
         Err(e) => Err(e),
     }
@@ -173,36 +181,7 @@ fn request_candidates(
     if let Some(addr) = req.address
         && !candidates.contains(addr)
     {
-        let why = if !cidr.contains(&addr) {
-            format!("it is outside the pool's prefix {cidr}")
-        } else if let Some(s) = subnet
-            && !s.spec.cidr.contains(&addr)
-        {
-            format!(
-                "it is outside subnet `{}` ({})",
-                s.metadata.name, s.spec.cidr
-            )
-        } else if let Some(s) = subnet
-            && s.gateway() == addr
-        {
-            format!("it is the gateway of subnet `{}`", s.metadata.name)
-        } else if let Some(s) = subnet
-            && s.spec.reserved.iter().any(|r| r.net().contains(&addr))
-        {
-            format!("it is reserved by subnet `{}`", s.metadata.name)
-        } else if spec.spec.gateway == Some(addr) {
-            "it is the pool's gateway".to_owned()
-        } else if req.reserved.contains(&addr) {
-            "it is listed in `--reserved`".to_owned()
-        } else if req.within.is_some_and(|w| !w.contains(&addr)) {
-            "it is outside `--within`".to_owned()
-        } else if spec.spec.exclude.iter().any(|e| e.net().contains(&addr)) {
-            "it is excluded by the pool".to_owned()
-        } else if addr.is_ipv6() {
-            "it is a subnet-router anycast address (RFC 4291 §2.6.1)".to_owned()
-        } else {
-            "it is a network or broadcast address".to_owned()
-        };
+        let why = not_a_candidate(spec, req, subnet, addr);
         return Err(Error::invalid(
             "--address",
             format!("{addr} is not a candidate of this request: {why}"),
@@ -215,16 +194,59 @@ fn request_candidates(
     Ok(candidates)
 }
 
+/// Why `addr` (`--address`) is not among the request's candidates.
+fn not_a_candidate(
+    spec: &PoolManifest,
+    req: &Request,
+    subnet: Option<&SubnetManifest>,
+    addr: IpAddr,
+) -> String {
+    let cidr = spec.spec.cidr;
+    if !cidr.contains(&addr) {
+        format!("it is outside the pool's prefix {cidr}")
+    } else if let Some(s) = subnet
+        && !s.spec.cidr.contains(&addr)
+    {
+        format!(
+            "it is outside subnet `{}` ({})",
+            s.metadata.name, s.spec.cidr
+        )
+    } else if let Some(s) = subnet
+        && s.gateway() == addr
+    {
+        format!("it is the gateway of subnet `{}`", s.metadata.name)
+    } else if let Some(s) = subnet
+        && s.spec.reserved.iter().any(|r| r.net().contains(&addr))
+    {
+        format!("it is reserved by subnet `{}`", s.metadata.name)
+    } else if spec.spec.gateway == Some(addr) {
+        "it is the pool's gateway".to_owned()
+    } else if req.reserved.contains(&addr) {
+        "it is listed in `--reserved`".to_owned()
+    } else if req.within.is_some_and(|w| !w.contains(&addr)) {
+        "it is outside `--within`".to_owned()
+    } else if spec.spec.exclude.iter().any(|e| e.net().contains(&addr)) {
+        "it is excluded by the pool".to_owned()
+    } else if addr.is_ipv6() {
+        "it is a subnet-router anycast address (RFC 4291 §2.6.1)".to_owned()
+    } else {
+        "it is a network or broadcast address".to_owned()
+    }
+}
+
 /// The director's Allocate: the owner's existing address, or the lowest free candidate,
 /// claimed exclusively. See the module docs for the protocol. On a database the whole
-/// decision is one transaction ([`Store::atomically`]).
-pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
+/// decision is one transaction ([`crate::store::Units::atomically`]). Broken allocation
+/// files met on the way are added to `warnings`, whatever the result.
+pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Result<Allocated> {
     if req.dry_run {
-        return decide(store, req, None);
+        return decide(store, req, None, warnings);
     }
-    store::atomically(store, || match claim_locks(store, &req.pool, &req.owner)? {
-        Some(locks) => decide(store, req, Some(locks)),
-        None => allocate_read_only(store, req),
+    let ns = req.pool.namespace.as_ref();
+    let pools = std::slice::from_ref(&req.pool.name);
+    store::atomically(store, || match claim_locks(store, ns, pools, &req.owner)? {
+        Some(locks) => decide(store, req, Some(locks), warnings),
+        None => allocate_read_only(store, req, warnings),
     })
 }
 
@@ -236,15 +258,19 @@ pub fn allocate(store: &dyn Store, req: &Request) -> Result<Allocated> {
 /// Each pool's claim is [`allocate`]'s, so a crash between two claims leaves the earlier
 /// ones as the owner's allocations: the same request, asked again, gets them back
 /// ([`Allocated::Existing`]) and claims the rest, never a second address in a pool.
-pub fn allocate_all(store: &dyn Store, requests: &[Request]) -> Result<Vec<Allocated>> {
+pub fn allocate_all(
+    store: &dyn Store,
+    requests: &[Request],
+    warnings: &mut Warnings,
+) -> Result<Vec<Allocated>> {
     let dry_run = requests.iter().any(|r| r.dry_run);
-    let work = || {
+    let mut work = || {
         let mut done: Vec<Allocated> = Vec::new();
         for (i, req) in requests.iter().enumerate() {
             if i > 0 {
                 failpoint!("allocate-between-pools");
             }
-            match allocate(store, req) {
+            match allocate(store, req, warnings) {
                 Ok(allocated) => done.push(allocated),
                 Err(e) => {
                     undo(store, requests, &done)?;
@@ -311,23 +337,26 @@ pub fn cooling_for(
     }
 }
 
-/// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run).
+/// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run), which
+/// it holds until it returns: on the file store until then, on a database until the unit of
+/// work ends.
 fn decide(
     store: &dyn Store,
     req: &Request,
-    locks: Option<(LockGuard, LockGuard)>,
+    _locks: Option<ClaimLock>,
+    warnings: &mut Warnings,
 ) -> Result<Allocated> {
     // Read again under the lock: this is the pool (and subnet) as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     let candidates = request_candidates(&spec, req, subnet.as_ref())?;
-    let lookup = find_owner(store, &req.pool, &req.owner)?;
+    let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
     }
     // Read after the allocations were listed: an address released since the listing has
-    // its record written before its allocation went (see `crate::cooldown`).
+    // its record written before its allocation went (see `crate::engine::cooldown`).
     let cooling = cooling_for(store, &req.pool, &spec, &req.owner)?;
     if let Some(addr) = req.address
         && cooling.blocked.contains(&addr)
@@ -360,12 +389,24 @@ fn decide(
     // constraint arbitrates). Then that address is the answer, not exhaustion.
     if claimed.is_none()
         && !req.dry_run
-        && let Some(held) = find_owner(store, &req.pool, &req.owner)?.held
+        && let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held
     {
         check_held(&held, req, subnet.as_ref())?;
         claimed = Some(Allocated::Existing(held));
     }
-    drop(locks);
+    claimed.ok_or_else(|| exhausted(req, &spec, subnet.as_ref(), &range, cooling_count))
+}
+
+/// The error of a request that found no free candidate: what was searched (`range`, as
+/// the candidates describe themselves), and how many released addresses wait out the
+/// pool's `reuseAfter`.
+fn exhausted(
+    req: &Request,
+    spec: &PoolManifest,
+    subnet: Option<&SubnetManifest>,
+    range: &str,
+    cooling_count: usize,
+) -> Error {
     let cooling_note = if cooling_count > 0 {
         format!(
             "; {cooling_count} released address{} wait{} out reuseAfter {}",
@@ -379,34 +420,36 @@ fn decide(
     } else {
         String::new()
     };
-    match claimed {
-        Some(allocated) => Ok(allocated),
-        None => Err(Error::Exhausted {
-            what: match &subnet {
-                Some(s) => s.describe(),
-                None => format!("pool `{}`", req.pool),
-            },
-            range: if req.within.is_some() || !req.reserved.is_empty() {
-                format!("{range} (after `--within`/`--reserved`){cooling_note}")
-            } else {
-                format!("{range}{cooling_note}")
-            },
-        }),
+    Error::Exhausted {
+        what: match subnet {
+            Some(s) => s.describe(),
+            None => format!("pool `{}`", req.pool),
+        },
+        range: if req.within.is_some() || !req.reserved.is_empty() {
+            format!("{range} (after `--within`/`--reserved`){cooling_note}")
+        } else {
+            format!("{range}{cooling_note}")
+        },
     }
 }
 
 /// `allocate` on a store that cannot be written: the owner's address if it holds one, else
 /// the read-only error a claim would meet.
-fn allocate_read_only(store: &dyn Store, req: &Request) -> Result<Allocated> {
+fn allocate_read_only(
+    store: &dyn Store,
+    req: &Request,
+    warnings: &mut Warnings,
+) -> Result<Allocated> {
     let spec = load_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     request_candidates(&spec, req, subnet.as_ref())?;
-    if let Some(held) = find_owner(store, &req.pool, &req.owner)?.held {
+    if let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held {
         check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
     }
     // Take the lock again for its error, which names what cannot be written.
-    match claim_locks(store, &req.pool, &req.owner)? {
+    let ns = req.pool.namespace.as_ref();
+    match claim_locks(store, ns, std::slice::from_ref(&req.pool.name), &req.owner)? {
         None => Err(store
             .lock_pool(
                 req.pool.namespace.as_ref(),
@@ -422,10 +465,11 @@ fn allocate_read_only(store: &dyn Store, req: &Request) -> Result<Allocated> {
 }
 
 /// Claims the lowest free candidate of `pool` for `req.owner`, moving on when another
-/// claimer wins an address; `None` when no candidate is left. The caller holds the pool's
-/// lock (shared) and the owner's lock, and found that the owner holds nothing here. On a
-/// store where the owner's constraint arbitrates instead of a lock, a concurrent request for
-/// the same owner may win: its allocation is then the answer ([`Claim::OwnerHolds`]).
+/// claimer wins an address; `None` when no candidate is left. The caller holds the claim's
+/// locks ([`ClaimLock`]), and found that the owner holds nothing here, the pool's
+/// allocations holding `taken` as far as its look-up saw. On a store where the owner's
+/// constraint arbitrates instead of a lock, a concurrent request for the same owner may win:
+/// its allocation is then the answer ([`Claim::OwnerHolds`]).
 fn claim(
     store: &dyn Store,
     req: &Request,
@@ -436,22 +480,7 @@ fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    // The address this owner released within the window comes first, if it may have it.
-    let own = cooling.own.filter(|a| {
-        candidates.contains(*a) && !taken.contains(a) && req.address.is_none_or(|r| r == *a)
-    });
-    let free: FreeIter<'_> = match req.address {
-        // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
-        Some(addr) => {
-            let name = allocation_name(&pool.name, addr);
-            if taken.contains(&addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
-                return Err(held_by_other(store, req, addr));
-            }
-            Box::new(std::iter::once(Ok(addr)))
-        }
-        None => store.free_candidates(ns, &pool.name, candidates, taken, whole_pool)?,
-    };
-    let free = own.map(Ok).into_iter().chain(free);
+    let free = free_for(store, req, candidates, taken, whole_pool, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     loop {
         let addr = match free.next() {
@@ -470,8 +499,6 @@ fn claim(
         }
         match store.claim(ns, &manifest)? {
             Claim::Claimed => {
-                failpoint!("allocate-before-index");
-                store.record_claim(ns, &pool.name, &req.owner, addr);
                 // A record left behind (a crash before this) is harmless: its address is
                 // held, and the next release of it replaces the record.
                 if cooling.own == Some(addr) || cooling.stale.contains(&addr) {
@@ -506,6 +533,40 @@ fn claim(
     Ok(None)
 }
 
+/// The addresses [`claim`] tries, in order: the address this owner released within the
+/// cooldown window (if it may have it), then the free candidates, lowest first; with
+/// `--address`, that address alone (exit 4 if someone holds it).
+fn free_for<'a>(
+    store: &'a dyn Store,
+    req: &Request,
+    candidates: &Candidates,
+    taken: &[IpAddr],
+    whole_pool: bool,
+    cooling: &Cooling,
+) -> Result<FreeIter<'a>> {
+    let pool = &req.pool;
+    let ns = pool.namespace.as_ref();
+    let own = cooling.own.filter(|a| {
+        candidates.contains(*a) && !taken.contains(a) && req.address.is_none_or(|r| r == *a)
+    });
+    let free: FreeIter<'a> = match req.address {
+        // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
+        Some(addr) => {
+            let name = allocation_name(&pool.name, addr);
+            if taken.contains(&addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
+                return Err(held_by_other(store, req, addr));
+            }
+            Box::new(std::iter::once(Ok(addr)))
+        }
+        None => {
+            // What the look-up saw taken is cut out here; the store finds the rest itself.
+            let untaken = candidates.clone().without(taken.iter().copied());
+            store.free_candidates(ns, &pool.name, &untaken, whole_pool)?
+        }
+    };
+    Ok(Box::new(own.map(Ok).into_iter().chain(free)))
+}
+
 /// A random number below `n` (a power of two, at most 256).
 fn random_below(n: u32) -> u32 {
     u32::from(uuid::Uuid::new_v4().as_bytes()[0]) % n
@@ -513,29 +574,29 @@ fn random_below(n: u32) -> u32 {
 
 /// Claims a floating IP from the public pools of `zone`, in name order, moving to the next
 /// pool when one is exhausted. Idempotent across the zone: an owner holding an address in
-/// any of its pools gets that one back.
+/// any of its pools gets that one back. Broken allocation files met on the way are added to
+/// `warnings`, whatever the result.
 ///
-/// Every pool lock, then every owner lock, is taken in pool-name order, so two requests for
-/// one owner cannot claim in two different pools, and no lock order can deadlock.
+/// One [`ClaimLock`] for every pool of the zone: every pool lock, then every owner lock, in
+/// pool-name order (the order of [`crate::store::guard`]), so two requests for one owner
+/// cannot claim in two different pools, and no lock order can deadlock.
 pub fn allocate_zone(
     store: &dyn Store,
     zone: &str,
     owner: &Owner,
     dry_run: bool,
+    warnings: &mut Warnings,
 ) -> Result<Allocated> {
     if dry_run {
-        return allocate_zone_now(store, zone, owner, dry_run);
+        return allocate_zone_now(store, zone, owner, dry_run, warnings);
     }
-    store::atomically(store, || allocate_zone_now(store, zone, owner, dry_run))
+    store::atomically(store, || {
+        allocate_zone_now(store, zone, owner, dry_run, warnings)
+    })
 }
 
-/// [`allocate_zone`] inside its unit of work.
-fn allocate_zone_now(
-    store: &dyn Store,
-    zone: &str,
-    owner: &Owner,
-    dry_run: bool,
-) -> Result<Allocated> {
+/// The public pools of `zone`, in name order; `NotFound` (exit 3) if it has none.
+fn zone_pools(store: &dyn Store, zone: &str) -> Result<Vec<PoolRef>> {
     let mut names = store.list(ObjectKind::Pool, None)?;
     names.sort();
     let mut pools = Vec::new();
@@ -562,29 +623,33 @@ fn allocate_zone_now(
             hint: Some("`ipamctl pool list` shows each pool's zone".into()),
         });
     }
-    let mut locks = Vec::new();
-    let mut read_only = None;
-    if !dry_run {
-        for pool in &pools {
-            match store.lock_pool(None, &pool.name, LockMode::Shared) {
-                Ok(lock) => locks.push(lock),
-                // Only a look-up is possible: an owner holding an address still gets it.
-                Err(e @ Error::ReadOnly { .. }) => {
-                    read_only = Some(e);
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
+    Ok(pools)
+}
+
+/// [`allocate_zone`] inside its unit of work.
+fn allocate_zone_now(
+    store: &dyn Store,
+    zone: &str,
+    owner: &Owner,
+    dry_run: bool,
+    warnings: &mut Warnings,
+) -> Result<Allocated> {
+    let pools = zone_pools(store, zone)?;
+    let names: Vec<PoolName> = pools.iter().map(|p| p.name.clone()).collect();
+    // Only a look-up is possible on a read-only store: an owner holding an address still
+    // gets it.
+    let (_locks, read_only) = if dry_run {
+        (None, None)
+    } else {
+        match store.lock_claim(None, &names, owner) {
+            Ok(locks) => (Some(locks), None),
+            Err(e @ Error::ReadOnly { .. }) => (None, Some(e)),
+            Err(e) => return Err(e),
         }
-        if read_only.is_none() {
-            for pool in &pools {
-                locks.push(store.lock_owner(None, &pool.name, owner)?);
-            }
-        }
-    }
+    };
     let mut listings = Vec::new();
     for pool in &pools {
-        let lookup = find_owner(store, pool, owner)?;
+        let lookup = find_owner(store, pool, owner, warnings)?;
         if let Some(held) = lookup.held {
             return Ok(Allocated::Existing(held));
         }
@@ -631,30 +696,33 @@ fn held_by_other(store: &dyn Store, req: &Request, addr: IpAddr) -> Error {
 }
 
 /// Every allocation of scope `ns` (of `pool` only, if given) whose owner passes `filter`,
-/// sorted by pool and address; broken files are warned about. Reads only the files the
-/// store cannot rule out.
+/// sorted by pool and address; each broken file is a warning added to `warnings`. Reads
+/// only the files the store cannot rule out.
 pub fn allocations_of(
     store: &dyn Store,
     ns: Option<&Namespace>,
     pool: Option<&PoolName>,
     filter: &OwnerFilter,
+    warnings: &mut Warnings,
 ) -> Result<Vec<AllocationManifest>> {
     let mut found = Vec::new();
     for f in store.find_allocations(ns, pool, filter)? {
         match f.parsed {
             Ok(m) => found.push(m),
-            Err(why) => warn_unparsable(store, ns, &f.name, &why),
+            Err(why) => warnings.push(unparsable(store, ns, &f.name, &why)),
         }
     }
     found.sort_by(|a, b| (&a.spec.pool, a.spec.address).cmp(&(&b.spec.pool, b.spec.address)));
     Ok(found)
 }
 
-/// Looks up the owner's allocation without locking or writing (for `--dry-run` and reads).
+/// Looks up the owner's allocation without locking or writing (for `--dry-run` and reads);
+/// each broken file seen on the way is a warning added to `warnings`.
 pub fn lookup_owner(
     store: &dyn Store,
     pool: &PoolRef,
     owner: &Owner,
+    warnings: &mut Warnings,
 ) -> Result<Option<AllocationManifest>> {
-    Ok(find_owner(store, pool, owner)?.held)
+    Ok(find_owner(store, pool, owner, warnings)?.held)
 }

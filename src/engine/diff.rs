@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::model::candidates::Candidates;
 use crate::model::{AllocationManifest, Namespace, PoolManifest, parse_allocation_name};
 use crate::store::fs::FsStore;
-use crate::store::{ObjectKind, Store};
+use crate::store::{ObjectKind, Objects};
 use crate::yaml;
 
 /// What changed about one object.

@@ -113,12 +113,17 @@ pub fn show(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
 }
 
 /// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
-pub fn owners(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, String)>> {
+pub fn owners(
+    store: &dyn Store,
+    pool: &PoolRef,
+    warnings: &mut Warnings,
+) -> Result<Vec<(IpAddr, String)>> {
     let held = crate::engine::allocate::allocations_of(
         store,
         pool.namespace.as_ref(),
         Some(&pool.name),
         &OwnerFilter::default(),
+        warnings,
     )?;
     Ok(held
         .into_iter()

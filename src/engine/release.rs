@@ -1,5 +1,6 @@
-//! Guarded release: an allocation is deleted only by a process that holds the lock of the
-//! owner recorded in it and read it after taking that lock (invariant 5 of [`crate::engine`]).
+//! Guarded release: an allocation is deleted only if it is still the one read, its owner
+//! passing the guard (invariant 5 of [`crate::engine`]; the store's [`Claims::release`](crate::store::Claims::release)
+//! arbitrates).
 
 use std::net::IpAddr;
 
@@ -7,7 +8,7 @@ use crate::engine::cooldown;
 use crate::error::{Error, Result};
 use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef, allocation_name};
 use crate::store::read::{load_pool, read_allocation};
-use crate::store::{self, LockMode, ObjectKind, Parsed, Store};
+use crate::store::{self, LockMode, ObjectKind, Parsed, Release, Store};
 
 /// What a release of one address did.
 #[derive(Clone, Debug)]
@@ -21,7 +22,7 @@ pub enum Released {
 /// Deletes the allocation of `addr` in `pool` if its owner passes `guard` (exit 4 and
 /// nothing deleted if not). Safe against a racing release and re-allocation (invariant 5).
 /// In a pool with `reuseAfter`, the address's cooldown record is written first, under the
-/// pool's exclusive lock (see [`crate::cooldown`]).
+/// pool's exclusive lock (see [`crate::engine::cooldown`]).
 pub fn release_address(
     store: &dyn Store,
     pool: &PoolRef,
@@ -49,8 +50,8 @@ fn release_with(
     guard: &OwnerFilter,
     doomed: bool,
 ) -> Result<Released> {
-    // Each turn of the loop takes the lock of the owner the file names; if the file changed
-    // hands before the lock was granted, go round again with the new owner.
+    // Each turn of the loop releases the allocation as it read it; if it changed hands before
+    // the store's release confirmed it, go round again with the new owner.
     for _ in 0..16 {
         match store::atomically(store, || release_attempt(store, pool, addr, guard, doomed))? {
             Some(released) => return Ok(released),
@@ -76,30 +77,27 @@ fn release_attempt(
         return Ok(Some(Released::NotHeld));
     };
     let manifest = guarded(store, pool, addr, parsed, guard)?;
-    let owner = manifest.spec.owner.clone();
     // With a cooldown, no claim may run between the record and the delete: the pool's lock,
-    // exclusive, taken before the owner's (the order every claim takes them in).
+    // exclusive, taken before the store's release takes the owner's (the order every claim
+    // takes them in).
     let cooldown = !doomed && load_pool(store, pool).is_ok_and(|p| p.spec.reuse_after.is_some());
     let _pool_lock = cooldown
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
         .transpose()?;
-    let _lock = store.lock_owner(ns, &pool.name, &owner)?;
-    match read_allocation(store, ns, &name)? {
-        Some(Ok(now)) if now == manifest => {
-            if cooldown {
-                // First the record, then the delete: the address never looks free without it.
-                cooldown::record_release(store, pool, addr, &owner)?;
-                failpoint!("release-after-cooldown-record");
-            }
-            Ok(if store.release(ns, &manifest)? {
-                Some(Released::Deleted(Box::new(manifest)))
-            } else {
-                None
-            })
+    let owner = &manifest.spec.owner;
+    // First the record, then the delete: the address never looks free without it.
+    let mut record = || {
+        if cooldown {
+            cooldown::record_release(store, pool, addr, owner)?;
+            failpoint!("release-after-cooldown-record");
         }
-        None => Ok(Some(Released::NotHeld)),
-        Some(_) => Ok(None),
-    }
+        Ok(())
+    };
+    Ok(match store.release(ns, &manifest, &mut record)? {
+        Release::Deleted => Some(Released::Deleted(Box::new(manifest))),
+        Release::Gone => Some(Released::NotHeld),
+        Release::Changed => None,
+    })
 }
 
 /// What [`release_address`] would do, without locking or writing anything (`--dry-run`):

@@ -103,7 +103,7 @@ fn put(
         ObjectKind::Allocation => {
             let text = std::str::from_utf8(bytes).expect("validated by read_valid");
             let manifest = yaml::decode_allocation(text).expect("validated by read_valid");
-            match to.claim(ns, &manifest)? {
+            match to.claim_copy(ns, &manifest)? {
                 Claim::Claimed => {}
                 Claim::AddressTaken => {
                     return Err(conflict("its address is held by another owner"));

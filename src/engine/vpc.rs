@@ -10,6 +10,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::engine::release::{self, Released};
+use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::vpc::{VPC_KIND, name_of, pool_name, vpc_uid};
 use crate::model::{
@@ -213,7 +214,11 @@ pub struct VpcMetadata {
 }
 
 /// The allocations of the VPC router owned by `uid`, in every scope.
-fn uplinks(store: &dyn Store, uid: &Uid) -> Result<Vec<AllocationManifest>> {
+fn uplinks(
+    store: &dyn Store,
+    uid: &Uid,
+    warnings: &mut Warnings,
+) -> Result<Vec<AllocationManifest>> {
     let router = Owner::parse("VPC/router", Some(uid.clone())).expect("`VPC/router` is valid");
     let filter = OwnerFilter::exactly(&router);
     let mut found = Vec::new();
@@ -223,13 +228,20 @@ fn uplinks(store: &dyn Store, uid: &Uid) -> Result<Vec<AllocationManifest>> {
             scope.as_ref(),
             None,
             &filter,
+            warnings,
         )?);
     }
     Ok(found)
 }
 
 /// The VPC named `name` in `ns`, if one of its `pools` exists and a VPC owns it.
-fn find(store: &dyn Store, ns: &Namespace, pools: &[PoolRef], name: &str) -> Result<Option<Vpc>> {
+fn find(
+    store: &dyn Store,
+    ns: &Namespace,
+    pools: &[PoolRef],
+    name: &str,
+    warnings: &mut Warnings,
+) -> Result<Option<Vpc>> {
     let mut manifests = Vec::new();
     for pool in pools {
         match load_pool(store, pool) {
@@ -244,7 +256,7 @@ fn find(store: &dyn Store, ns: &Namespace, pools: &[PoolRef], name: &str) -> Res
     Ok(Some(Vpc {
         api_version: API_VERSION,
         kind: VPC_KIND,
-        uplinks: uplinks(store, &uid)?,
+        uplinks: uplinks(store, &uid, warnings)?,
         metadata: VpcMetadata {
             name: name.to_owned(),
             namespace: ns.clone(),
@@ -256,8 +268,14 @@ fn find(store: &dyn Store, ns: &Namespace, pools: &[PoolRef], name: &str) -> Res
 
 /// `vpc get`: the VPC named `name` in `ns`, whose pools are `pools` (IPv4, then IPv6);
 /// exit 3 if neither exists owned by a VPC.
-pub fn get(store: &dyn Store, ns: &Namespace, pools: &[PoolRef; 2], name: &str) -> Result<Vpc> {
-    match find(store, ns, pools, name)? {
+pub fn get(
+    store: &dyn Store,
+    ns: &Namespace,
+    pools: &[PoolRef; 2],
+    name: &str,
+    warnings: &mut Warnings,
+) -> Result<Vpc> {
+    match find(store, ns, pools, name, warnings)? {
         Some(vpc) => Ok(vpc),
         None => Err(Error::NotFound {
             message: format!(
@@ -271,7 +289,11 @@ pub fn get(store: &dyn Store, ns: &Namespace, pools: &[PoolRef; 2], name: &str) 
 
 /// `vpc list`: the VPCs of the tenant namespaces among `scopes`, namespace by namespace, in
 /// the order of their pools' names.
-pub fn list(store: &dyn Store, scopes: &[Option<Namespace>]) -> Result<Vec<Vpc>> {
+pub fn list(
+    store: &dyn Store,
+    scopes: &[Option<Namespace>],
+    warnings: &mut Warnings,
+) -> Result<Vec<Vpc>> {
     let mut vpcs = Vec::new();
     for scope in scopes {
         let Some(ns) = scope else { continue };
@@ -296,7 +318,7 @@ pub fn list(store: &dyn Store, scopes: &[Option<Namespace>]) -> Result<Vec<Vpc>>
                 pool_in(ns, &pool_name(vpc, false))?,
                 pool_in(ns, &pool_name(vpc, true))?,
             ];
-            vpcs.extend(find(store, ns, &pools, vpc)?);
+            vpcs.extend(find(store, ns, &pools, vpc, warnings)?);
         }
     }
     Ok(vpcs)
@@ -339,12 +361,13 @@ pub fn delete(
     name: &str,
     pools: &[PoolRef; 2],
     dry_run: bool,
+    warnings: &mut Warnings,
 ) -> Result<Deleted> {
-    let delete_both = || -> Result<Deleted> {
+    let mut delete_both = || -> Result<Deleted> {
         let mut removed = Vec::new();
         let mut missing = None;
         for pool in pools {
-            match delete_pool(store, name, pool, dry_run) {
+            match delete_pool(store, name, pool, dry_run, warnings) {
                 Ok(Deleted {
                     removed: more,
                     kept,
@@ -380,7 +403,13 @@ pub fn delete(
 /// Removes one pool of VPC `name`, under the pool's exclusive lock: allocate holds it
 /// shared from before it reads the pool until its claim is durable, so once it is held no
 /// claim is in flight and none can start.
-fn delete_pool(store: &dyn Store, name: &str, pool: &PoolRef, dry_run: bool) -> Result<Deleted> {
+fn delete_pool(
+    store: &dyn Store,
+    name: &str,
+    pool: &PoolRef,
+    dry_run: bool,
+    warnings: &mut Warnings,
+) -> Result<Deleted> {
     let ns = pool.namespace.as_ref();
     let _lock = (!dry_run)
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
@@ -402,6 +431,7 @@ fn delete_pool(store: &dyn Store, name: &str, pool: &PoolRef, dry_run: bool) -> 
         ns,
         Some(&pool.name),
         &OwnerFilter::default(),
+        warnings,
     )?;
     if manifest.is_none() && held.is_empty() {
         return Err(Error::NotFound {
@@ -416,7 +446,7 @@ fn delete_pool(store: &dyn Store, name: &str, pool: &PoolRef, dry_run: bool) -> 
     // The router's uplinks first (in public pools, owned by the VPC's uid): while the pool
     // stands, a retry after a crash still knows the uid to find them by.
     let uplinks = match manifest.as_ref().and_then(vpc_uid) {
-        Some(uid) => uplinks(store, &uid)?,
+        Some(uid) => uplinks(store, &uid, warnings)?,
         None => Vec::new(),
     };
     let mut removed = release_all(store, pool, uplinks.into_iter().chain(held), dry_run)?;

@@ -1,44 +1,29 @@
-//! Storage of manifests behind the [`Store`] trait: the queries the commands ask, so that a
-//! database-backed store can follow without touching them. The filesystem implementation
-//! is [`fs::FsStore`]; how it keeps its indexes honest stays inside it.
+//! Storage of manifests behind the [`Store`] trait, cut by concern: object bytes
+//! ([`Objects`]), typed queries of allocations ([`Queries`]), the claims and releases that
+//! arbitrate addresses ([`Claims`]), locks with guards that say what they hold
+//! ([`Locks`], [`guard`]), the unit of work ([`Units`]) and a store's own audit log
+//! ([`Audit`]). The engine takes `&dyn Store`, which is all six.
 //!
-//! Objects are keyed by (kind, namespace, name); `create` is create-only and is the arbiter
-//! of every claim. [`pg::PgStore`] keeps the same objects in PostgreSQL, where the arbiters
-//! are the tables' primary key and unique owner constraint.
-//!
-//! A few methods have default bodies that describe a store arbitrated by files and locks
-//! (the file store uses them as they are): [`Store::atomically`] runs the work as it is,
-//! [`Store::claim`] is a `create`, [`Store::free_candidates`] cuts the caller's taken
-//! addresses out of the candidates, and [`Store::release`] deletes under the owner's lock
-//! the caller holds. A database overrides them with one transaction, one
-//! `INSERT … ON CONFLICT DO NOTHING`, an indexed gap query and a guarded `DELETE`.
+//! Objects are keyed by (kind, namespace, name). The filesystem implementation is
+//! [`fs::FsStore`], where the file name is the arbiter of every claim; [`pg::PgStore`] keeps
+//! the same objects in PostgreSQL, where the arbiters are the tables' primary key and unique
+//! owner constraint. How an implementation keeps its indexes honest, and the locks only it
+//! needs (the file store's per-owner lock), stay inside it.
 
 pub mod fs;
+pub mod guard;
 pub mod parallel;
 pub mod pg;
 pub mod read;
 
-use std::any::Any;
 use std::net::IpAddr;
 
 use crate::error::Result;
 use crate::model::candidates::Candidates;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
-use crate::yaml;
 
 pub use crate::model::ObjectKind;
-
-/// How a pool lock is held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockMode {
-    /// Held by `allocate` while it claims: many at once.
-    Shared,
-    /// Held by `apply` and `pool delete` while they change the pool: alone.
-    Exclusive,
-}
-
-/// A held lock; dropping it unlocks.
-pub type LockGuard = Box<dyn Any>;
+pub use crate::store::guard::{ClaimLock, Hold, LockMode, PoolLock, ScopeLock};
 
 /// An allocation as read: its manifest, or why the stored object is no manifest.
 pub type Parsed = std::result::Result<AllocationManifest, String>;
@@ -52,12 +37,14 @@ pub struct Found {
     pub parsed: Parsed,
 }
 
-/// The answer to [`Store::find_owner`].
+/// The answer to [`Queries::find_owner`].
 #[derive(Clone, Debug, Default)]
 pub struct OwnerLookup {
     /// The owner's allocation in the pool, read just now.
     pub held: Option<AllocationManifest>,
-    /// When it holds none: the addresses the pool's allocations hold, the broken ones too.
+    /// When it holds none: the addresses the pool's allocations hold, the broken ones too,
+    /// as far as the look-up saw them (a store whose look-up is one indexed row, the
+    /// database, leaves it empty: its [`Queries::free_candidates`] finds them itself).
     pub taken: Vec<IpAddr>,
     /// Allocations of the pool that do not parse: (object name, why).
     pub broken: Vec<(String, String)>,
@@ -67,7 +54,7 @@ pub struct OwnerLookup {
 #[derive(Clone, Debug)]
 pub enum Claim {
     /// The address is now the owner's: the allocation is stored, complete and durable once
-    /// the surrounding [`Store::atomically`] returns.
+    /// the surrounding [`Units::atomically`] returns.
     Claimed,
     /// Someone else holds the address: try the next candidate.
     AddressTaken,
@@ -92,7 +79,19 @@ pub struct Event {
 /// Free candidates, lowest first, each read from the store as it is when asked for.
 pub type FreeIter<'a> = Box<dyn Iterator<Item = Result<IpAddr>> + 'a>;
 
-/// Runs `work` as one unit on `store` (see [`Store::atomically`]) and returns its value.
+/// What a guarded release ([`Claims::release`]) found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// The allocation was as expected, and is deleted.
+    Deleted,
+    /// No allocation holds the address any more.
+    Gone,
+    /// The allocation is not the expected one any more (released and claimed again, or
+    /// rewritten): nothing was deleted; read it again.
+    Changed,
+}
+
+/// Runs `work` as one unit on `store` (see [`Units::atomically`]) and returns its value.
 pub fn atomically<T>(store: &dyn Store, mut work: impl FnMut() -> Result<T>) -> Result<T> {
     let mut value = None;
     store.atomically(&mut || {
@@ -102,9 +101,15 @@ pub fn atomically<T>(store: &dyn Store, mut work: impl FnMut() -> Result<T>) -> 
     Ok(value.expect("atomically returns Ok only after the work returned Ok"))
 }
 
-/// Storage of pools and allocations. Every method is safe to call from many processes at
-/// once, and no answer rests on anything but the stored objects as they are when it is given.
-pub trait Store {
+/// Storage of pools and allocations: every concern below. Every method is safe to call
+/// from many processes at once, and no answer rests on anything but the stored objects as
+/// they are when it is given.
+pub trait Store: Objects + Queries + Claims + Locks + Units + Audit {}
+
+impl<T: Objects + Queries + Claims + Locks + Units + Audit + ?Sized> Store for T {}
+
+/// Object bytes: every kind of object by (kind, namespace, name).
+pub trait Objects {
     /// A human-readable location of an object, for messages (a path relative to the root).
     fn locate(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String;
 
@@ -139,42 +144,19 @@ pub trait Store {
 
     /// Every scope that holds a pool or allocation directory: `None` is the cluster scope.
     fn scopes(&self) -> Result<Vec<Option<Namespace>>>;
+}
 
-    /// Locks a pool against changes (`Exclusive`) or against being changed while claiming
-    /// (`Shared`). Blocks until granted. [`crate::Error::ReadOnly`] when the store cannot be
-    /// written, so that a caller that only reads can go on without it.
-    fn lock_pool(
-        &self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
-        mode: LockMode,
-    ) -> Result<LockGuard>;
-
-    /// Serialises changes to the set of pools of one scope (`apply` holds it while it checks
-    /// overlaps and writes), so two concurrent applies cannot both create overlapping
-    /// public pools.
-    fn lock_scope(&self, ns: Option<&Namespace>) -> Result<LockGuard>;
-
-    /// Serialises requests for one owner identity in one pool.
-    fn lock_owner(
-        &self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
-        owner: &Owner,
-    ) -> Result<LockGuard>;
-
+/// Typed queries of allocations, answered from the stored objects as they are.
+pub trait Queries: Objects {
     /// The allocation `owner` (kind, name and uid exactly) holds in `pool`, read just now;
-    /// when it holds none, the addresses the pool's allocations hold.
+    /// when it holds none, the addresses the pool's allocations hold (see
+    /// [`OwnerLookup::taken`]).
     fn find_owner(
         &self,
         ns: Option<&Namespace>,
         pool: &PoolName,
         owner: &Owner,
     ) -> Result<OwnerLookup>;
-
-    /// Tells the store that `owner` now holds `address` in `pool` (after a `create` for it),
-    /// so that its next look-up is quick. A hint only: nothing may depend on it.
-    fn record_claim(&self, ns: Option<&Namespace>, pool: &PoolName, owner: &Owner, address: IpAddr);
 
     /// The allocations of scope `ns` (of `pool` only, if given) whose owner passes
     /// `filter`, each read just now, in no particular order; allocations that do not parse
@@ -186,9 +168,9 @@ pub trait Store {
         filter: &OwnerFilter,
     ) -> Result<Vec<Found>>;
 
-    /// [`Store::find_allocations`] over every scope, each answer with its scope. This asks
-    /// the scopes one by one; a store that can answer in one question (the database, whose
-    /// owner-uid index spans every scope) overrides it.
+    /// [`Queries::find_allocations`] over every scope, each answer with its scope. This
+    /// asks the scopes one by one; a store that can answer in one question (the database,
+    /// whose owner-uid index spans every scope) overrides it.
     fn find_allocations_everywhere(
         &self,
         pool: Option<&PoolName>,
@@ -202,6 +184,107 @@ pub trait Store {
         Ok(all)
     }
 
+    /// The free addresses among `candidates` of `pool`, lowest first. The caller has cut
+    /// out what its [`Queries::find_owner`] saw taken; a store that answers from an index
+    /// finds the rest itself. `whole_pool` says the candidates are the pool's own (no
+    /// `--within`, `--reserved` or `--address`), so that a store may keep a low-water hint
+    /// from the answer. Advice only: [`Claims::claim`] still arbitrates every address.
+    fn free_candidates<'a>(
+        &'a self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+        whole_pool: bool,
+    ) -> Result<FreeIter<'a>>;
+
+    /// How many allocations `pool` has, and how many of them are among `candidates`,
+    /// when the store can count them without listing them (a database); `None` by default:
+    /// the caller counts from [`Objects::list`].
+    fn count_held(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+    ) -> Result<Option<(u64, u64)>> {
+        let _ = (ns, pool, candidates);
+        Ok(None)
+    }
+}
+
+/// The typed writes that arbitrate addresses: a claim, a copy, a guarded release.
+pub trait Claims {
+    /// Claims `manifest`'s address for its owner, unless the address is taken or the owner
+    /// already holds an address in the pool, and remembers what the store's next look-up
+    /// for the owner needs (the file store's owner hint). The caller holds the
+    /// [`ClaimLock`] of the owner in the pool.
+    fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim>;
+
+    /// [`Claims::claim`] for an allocation copied from another store (`import`, `export`):
+    /// the same arbiters, and nothing remembered for look-ups (a bulk copy would write a
+    /// hint per allocation that no look-up may ever ask for). The caller holds no claim
+    /// lock: on the file store nothing but the file name arbitrates it, so the copy relies
+    /// on its source holding one address per owner and pool.
+    fn claim_copy(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim>;
+
+    /// Deletes the allocation `expected` names if it is still `expected` (invariant 5 of
+    /// [`crate::engine`]): [`Release::Changed`] (nothing deleted) if it is not,
+    /// [`Release::Gone`] if nothing holds the address. `before_delete` runs once the
+    /// allocation is confirmed, right before it is deleted (a cooldown record is written
+    /// there); its error is returned, nothing deleted. The file store takes the lock of
+    /// `expected`'s owner and reads the file again under it; a database reads the row
+    /// and deletes it with a `DELETE` guarded by the owner's columns.
+    fn release(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        before_delete: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Release>;
+}
+
+/// Locks, each returned as a guard whose type says what it holds (see [`guard`] for the
+/// lock order, and why it cannot deadlock). Each blocks until granted, and is
+/// [`crate::Error::ReadOnly`] when the store cannot be written, so that a caller that only
+/// reads can go on without it. On a database a lock is a row lock of the unit of work's
+/// transaction, and outside a unit it is an error.
+pub trait Locks {
+    /// Locks a pool against changes (`Exclusive`) or against being changed while claiming
+    /// (`Shared`).
+    fn lock_pool(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        mode: LockMode,
+    ) -> Result<PoolLock>;
+
+    /// Serialises changes to the set of pools of one scope (`apply` holds it while it checks
+    /// overlaps and writes), so two concurrent applies cannot both create overlapping
+    /// public pools.
+    fn lock_scope(&self, ns: Option<&Namespace>) -> Result<ScopeLock>;
+
+    /// The locks a claim for `owner` in each of `pools` (ascending by name, one at least)
+    /// holds from before it reads the pools until the claim is durable: every pool shared,
+    /// then, where the store needs one (the file store), the owner's lock in every pool.
+    fn lock_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pools: &[PoolName],
+        owner: &Owner,
+    ) -> Result<ClaimLock>;
+}
+
+/// The unit of work.
+pub trait Units {
+    /// Runs `work` (which calls this store) as one unit: on a database, one transaction,
+    /// committed when `work` returns `Ok`, rolled back when it returns `Err`, and run again
+    /// from the start (a bounded number of times) after a serialization failure or deadlock,
+    /// so `work` must have no effect outside the store before it returns. Nested calls join
+    /// the outer unit. The file store runs `work` as it is: each of its writes is durable on
+    /// its own, and the locks `work` takes keep its steps apart from other processes'.
+    fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()>;
+}
+
+/// A store's own audit log.
+pub trait Audit {
     /// Every recorded claim and release of the allocations of scope `ns`, oldest first,
     /// from the store's own audit log. A store that keeps none (the file store, whose
     /// history is git's) says so: exit 2.
@@ -214,76 +297,5 @@ pub trait Store {
                     .into(),
             ),
         })
-    }
-
-    /// Runs `work` (which calls this store) as one unit: on a database, one transaction,
-    /// committed when `work` returns `Ok`, rolled back when it returns `Err`, and run again
-    /// from the start (a bounded number of times) after a serialization failure or deadlock,
-    /// so `work` must have no effect outside the store before it returns. Nested calls join
-    /// the outer unit. The file store runs `work` as it is: each of its writes is durable on
-    /// its own, and the locks `work` takes keep its steps apart from other processes'.
-    fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        work()
-    }
-
-    /// Claims `manifest`'s address for its owner, unless the address is taken or the owner
-    /// already holds an address in the pool. The caller holds the pool's lock (shared).
-    /// By default a create-only write of the object: the owner's lock, which the caller
-    /// holds on such a store, rules out [`Claim::OwnerHolds`].
-    fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
-        let created = self.create(
-            ObjectKind::Allocation,
-            ns,
-            &manifest.metadata.name,
-            yaml::encode(manifest).as_bytes(),
-        )?;
-        Ok(if created {
-            Claim::Claimed
-        } else {
-            Claim::AddressTaken
-        })
-    }
-
-    /// The free addresses among `candidates` of `pool`, lowest first. `taken` is what the
-    /// caller's [`Store::find_owner`] returned; a store that answers from an index may
-    /// ignore it. `whole_pool` says the candidates are the pool's own (no `--within`,
-    /// `--reserved` or `--address`), so that a store may keep a low-water hint from the
-    /// answer. Advice only: [`Store::claim`] still arbitrates every address.
-    fn free_candidates<'a>(
-        &'a self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
-        candidates: &Candidates,
-        taken: &[IpAddr],
-        whole_pool: bool,
-    ) -> Result<FreeIter<'a>> {
-        let _ = (ns, pool, whole_pool);
-        let free = candidates.clone().without(taken.iter().copied());
-        let v6 = free.is_v6();
-        // Lazy over the free spans: a /64's first free address costs no more than a /24's.
-        Ok(Box::new(free.spans().into_iter().flat_map(
-            move |(lo, hi)| (lo..=hi).map(move |a| Ok(crate::model::candidates::address(v6, a))),
-        )))
-    }
-
-    /// How many allocations `pool` has, and how many of them are among `candidates`,
-    /// when the store can count them without listing them (a database); `None` by default:
-    /// the caller counts from [`Store::list`].
-    fn count_held(
-        &self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
-        candidates: &Candidates,
-    ) -> Result<Option<(u64, u64)>> {
-        let _ = (ns, pool, candidates);
-        Ok(None)
-    }
-
-    /// Deletes the allocation `expected` names if it still belongs to `expected`'s owner;
-    /// `false` (nothing deleted) if not. By default a plain delete: the caller holds the
-    /// lock of that owner and re-read the allocation under it (invariant 5 of
-    /// [`crate::alloc`]).
-    fn release(&self, ns: Option<&Namespace>, expected: &AllocationManifest) -> Result<bool> {
-        self.delete(ObjectKind::Allocation, ns, &expected.metadata.name)
     }
 }

@@ -6,6 +6,7 @@ use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::allocate::{Allocated, Request};
 use crate::engine::explain;
+use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::{Owner, SubnetName, allocation_name};
 use crate::store::Store;
@@ -20,14 +21,24 @@ pub fn run(
         "--owner",
         Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
     )?;
+    let mut warnings = Warnings::default();
     let allocated = match (&args.zone, args.pools.as_slice()) {
         (Some(zone), []) => {
-            crate::engine::allocate::allocate_zone(store, zone, &owner, args.dry_run)?
+            let allocated = crate::engine::allocate::allocate_zone(
+                store,
+                zone,
+                &owner,
+                args.dry_run,
+                &mut warnings,
+            );
+            output::warn(&warnings);
+            allocated?
         }
         (None, [_, _, ..]) => return allocate_all(store, g, args, owner, out),
         (None, [pool]) => {
             let req = request(g, args, pool, owner)?;
-            let allocated = crate::engine::allocate::allocate(store, &req);
+            let allocated = crate::engine::allocate::allocate(store, &req, &mut warnings);
+            output::warn(&warnings);
             if args.explain {
                 explain(store, &req, &allocated)?;
             }
@@ -62,7 +73,10 @@ fn allocate_all(
         .iter()
         .map(|pool| request(g, args, pool, owner.clone()))
         .collect::<Result<Vec<_>>>()?;
-    let allocated = crate::engine::allocate::allocate_all(store, &requests)?;
+    let mut warnings = Warnings::default();
+    let allocated = crate::engine::allocate::allocate_all(store, &requests, &mut warnings);
+    output::warn(&warnings);
+    let allocated = allocated?;
     for a in &allocated {
         dry_run_note(a, args.dry_run);
     }

@@ -9,7 +9,7 @@ use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::engine::check::{self, Finding, Report, Severity};
 use crate::error::{Error, Result, exit};
 use crate::store::fs::FsStore;
-use crate::store::{ObjectKind, Store};
+use crate::store::{ObjectKind, Objects};
 
 pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Write) -> Result<i32> {
     if g.namespace.is_some() {

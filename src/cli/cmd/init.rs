@@ -15,7 +15,7 @@ pub fn run(g: &GlobalArgs, args: &InitArgs, out: &mut dyn Write) -> Result<()> {
                 "`init DIR` makes a state directory; with `--store` it takes no directory",
             ));
         }
-        let (before, now, shown) = PgStore::init(url)?;
+        let (before, now, shown) = PgStore::init(&super::target(url)?)?;
         let (action, note) = match before {
             Some(v) if v == now => (
                 Action::Unchanged,

@@ -22,12 +22,13 @@ mod vpc;
 use std::io::Write;
 
 use crate::cli::{Cli, Command, FormatArg, GlobalArgs, OutputFormat, PoolCommand};
+use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result, exit};
 use crate::model::PoolRef;
 use crate::model::{Namespace, OwnerFilter, PoolName, Uid, parse_addr, parse_net};
 use crate::store::Store;
 use crate::store::fs::FsStore;
-use crate::store::pg::{PgStore, conninfo};
+use crate::store::pg::{PgStore, Target, conninfo};
 
 /// Runs a parsed command line, writing to stdout; returns the exit code on success.
 pub fn run(cli: Cli) -> Result<i32> {
@@ -114,15 +115,27 @@ fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
 /// directory.
 fn open(g: &GlobalArgs) -> Result<Box<dyn Store + Sync>> {
     Ok(match database(g)? {
-        Some(url) => Box::new(PgStore::open(url)?),
+        Some(url) => Box::new(PgStore::open(&target(url)?)?),
         None => Box::new(FsStore::discover(g.state_dir.as_deref())?),
     })
+}
+
+/// The database `url` names, ready to connect, once what getting ready noticed (a password
+/// file others may read) is printed.
+fn target(url: &str) -> Result<Target> {
+    let target = Target::new(url)?;
+    let mut warnings = Warnings::default();
+    for w in target.warnings() {
+        warnings.push(Warning::new(w.as_str()));
+    }
+    crate::cli::output::warn(&warnings);
+    Ok(target)
 }
 
 /// The database, for the commands that only a database has.
 fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
     match database(g)? {
-        Some(url) => PgStore::open(url),
+        Some(url) => PgStore::open(&target(url)?),
         None => Err(Error::Usage {
             message: format!(
                 "`{command}` moves state between a database and a state directory: it needs `--store URL`"

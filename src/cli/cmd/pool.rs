@@ -284,7 +284,10 @@ fn draw(
     let map = Map::new(&pool.to_string(), &manifest.spec, within, taken);
     if g.format == Some(FormatArg::Svg) {
         let map = if map.per_address() {
-            map.with_owners(crate::engine::pool::owners(store, pool)?)
+            let mut warnings = Warnings::default();
+            let owners = crate::engine::pool::owners(store, pool, &mut warnings);
+            output::warn(&warnings);
+            map.with_owners(owners?)
         } else {
             map
         };

@@ -14,9 +14,17 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
     let mut pools = Vec::new();
     for ns in super::scopes(store, g)? {
         let ns_ref = ns.as_ref();
-        let held =
-            crate::engine::allocate::allocations_of(store, ns_ref, None, &OwnerFilter::default())?;
         // Printed scope by scope, after the warnings of reading that scope's allocations.
+        let mut warnings = crate::engine::warning::Warnings::default();
+        let held = crate::engine::allocate::allocations_of(
+            store,
+            ns_ref,
+            None,
+            &OwnerFilter::default(),
+            &mut warnings,
+        );
+        output::warn(&warnings);
+        let held = held?;
         let mut warnings = crate::engine::warning::Warnings::default();
         let read = crate::engine::pool::pools_of(store, ns_ref, &mut warnings);
         output::warn(&warnings);

@@ -7,6 +7,7 @@ use std::io::Write;
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{GlobalArgs, OutputFormat, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
 use crate::engine::vpc::{CreateRequest, Made, Removal, Vpc};
+use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::vpc::pool_name;
 use crate::model::{Namespace, PoolName, PoolRef, Uid};
@@ -113,7 +114,10 @@ impl Named for Vpc {
 
 fn get(store: &dyn Store, g: &GlobalArgs, name: &str, out: &mut dyn Write) -> Result<()> {
     let (ns, pools) = vpc_pools(g, name)?;
-    let vpc = crate::engine::vpc::get(store, &ns, &pools, name)?;
+    let mut warnings = Warnings::default();
+    let vpc = crate::engine::vpc::get(store, &ns, &pools, name, &mut warnings);
+    output::warn(&warnings);
+    let vpc = vpc?;
     match g.output {
         Some(OutputFormat::Json) => output::write_json(out, &vpc),
         Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(&vpc)),
@@ -124,7 +128,10 @@ fn get(store: &dyn Store, g: &GlobalArgs, name: &str, out: &mut dyn Write) -> Re
 
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let scopes = super::scopes(store, g)?;
-    let vpcs = crate::engine::vpc::list(store, &scopes)?;
+    let mut warnings = Warnings::default();
+    let vpcs = crate::engine::vpc::list(store, &scopes, &mut warnings);
+    output::warn(&warnings);
+    let vpcs = vpcs?;
     if output::write_list(out, g.output, &vpcs)? {
         return Ok(());
     }
@@ -178,7 +185,11 @@ fn delete(
     let (_, pools) = vpc_pools(g, &args.name)?;
     // The lines are printed once the unit of work is done, and an error found after
     // releasing (files that could not be released) comes after them, as the releases stand.
-    let deleted = match crate::engine::vpc::delete(store, &args.name, &pools, args.dry_run) {
+    let mut warnings = Warnings::default();
+    let deleted =
+        crate::engine::vpc::delete(store, &args.name, &pools, args.dry_run, &mut warnings);
+    output::warn(&warnings);
+    let deleted = match deleted {
         // Already deleted (a retry): nothing to do, and a retry loop sees success.
         Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
             eprintln!("note: {message}; nothing to delete");

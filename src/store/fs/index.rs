@@ -493,7 +493,8 @@ fn parse_address(text: &[u8]) -> Option<IpAddr> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    // By its path, not `super::*`: the same items, named as the layer check reads paths.
+    use crate::store::fs::index::*;
 
     fn record(ino: u64, owner: &str) -> Record {
         Record {

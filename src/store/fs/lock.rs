@@ -19,6 +19,12 @@
 //! Write locks need the marker opened for writing: on a read-only state directory (or a
 //! marker the user may not write) [`Error::ReadOnly`] says so, and commands that only read
 //! do without locks.
+//!
+//! The file store's [`Locks`]: a pool, a scope, and the locks of a claim, which are the
+//! pools' locks (shared) and then, because nothing on disk arbitrates between two requests
+//! for one owner, the owner's lock in each pool. The owner's lock is also taken by a release
+//! (`claims.rs`). Every guard holds a [`Hold::File`]; the order they are taken in is
+//! [`crate::store::guard`]'s.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -28,13 +34,10 @@ use rustix::fs::{Mode, OFlags, openat};
 use rustix::io::Errno;
 
 use crate::error::{Error, Result};
-use crate::store::LockMode;
+use crate::model::{Namespace, Owner, PoolName};
 use crate::store::fs::beneath::{self, refused};
-
-/// A held lock: the open file description that holds it. Dropping it closes the descriptor,
-/// which releases the lock.
-#[derive(Debug)]
-pub struct Held(#[allow(dead_code)] OwnedFd);
+use crate::store::fs::{FsStore, MARKER};
+use crate::store::{ClaimLock, Hold, LockMode, Locks, PoolLock, ScopeLock};
 
 /// What a lock guards, hashed into the byte it locks. Distinct targets collide only with
 /// probability 2^-62 per pair; a collision would make two locks one (a wait, or a process
@@ -81,14 +84,15 @@ impl Target<'_> {
     }
 }
 
-/// Locks `target` on the marker `marker` in the directory `root`, blocking until granted.
+/// Locks `target` on the marker `marker` in the directory `root`, blocking until granted:
+/// the open file description that holds the lock (closing it releases the lock).
 pub fn lock(
     root: impl AsFd,
     marker: &str,
     path: &Path,
     target: Target<'_>,
     mode: LockMode,
-) -> Result<Held> {
+) -> Result<OwnedFd> {
     let root = root.as_fd();
     // A few turns: each one catches a marker replaced before it was locked.
     for _ in 0..8 {
@@ -133,7 +137,7 @@ pub fn lock(
         // others lock the new file: go round and lock that one.
         match beneath::stat(root, marker) {
             Ok(Some(now)) if now.st_ino == stat.st_ino && now.st_dev == stat.st_dev => {
-                return Ok(Held(fd));
+                return Ok(fd);
             }
             Ok(None) => {
                 return Err(Error::NoStateDir {
@@ -148,4 +152,72 @@ pub fn lock(
         path: path.to_owned(),
         message: "kept being replaced while ipamctl tried to lock it".into(),
     })
+}
+
+impl FsStore {
+    /// Locks `target` on this store's marker.
+    pub(super) fn lock(&self, target: Target<'_>, mode: LockMode) -> Result<Hold> {
+        let path = self.root().join(MARKER);
+        Ok(Hold::File(lock(
+            self.root_fd(),
+            MARKER,
+            &path,
+            target,
+            mode,
+        )?))
+    }
+}
+
+impl Locks for FsStore {
+    fn lock_pool(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        mode: LockMode,
+    ) -> Result<PoolLock> {
+        let target = Target::Pool {
+            scope: scope_text(ns),
+            pool: pool.as_str(),
+        };
+        Ok(PoolLock::new(self.lock(target, mode)?))
+    }
+
+    fn lock_scope(&self, ns: Option<&Namespace>) -> Result<ScopeLock> {
+        let target = Target::Scope {
+            scope: scope_text(ns),
+        };
+        Ok(ScopeLock::new(self.lock(target, LockMode::Exclusive)?))
+    }
+
+    fn lock_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pools: &[PoolName],
+        owner: &Owner,
+    ) -> Result<ClaimLock> {
+        let scope = scope_text(ns);
+        let mut held = Vec::with_capacity(pools.len());
+        for pool in pools {
+            let pool = pool.as_str();
+            held.push(self.lock(Target::Pool { scope, pool }, LockMode::Shared)?);
+        }
+        // After every pool's lock (the order of `crate::store::guard`): the owner's lock
+        // serialises requests for one owner, which no file name arbitrates (invariant 2).
+        let mut owners = Vec::with_capacity(pools.len());
+        for pool in pools {
+            let key = owner.key();
+            let target = Target::Owner {
+                scope,
+                pool: pool.as_str(),
+                key,
+            };
+            owners.push(self.lock(target, LockMode::Exclusive)?);
+        }
+        Ok(ClaimLock::new(held, owners))
+    }
+}
+
+/// The scope part of a lock's target: the namespace, or `""` for the cluster scope.
+pub(super) fn scope_text(ns: Option<&Namespace>) -> &str {
+    ns.map_or("", Namespace::as_str)
 }

@@ -42,30 +42,7 @@ enum Verify {
 /// or why it cannot be built (never quoting the password).
 pub fn config(info: &ConnInfo, password: Option<&str>) -> Result<(postgres::Config, Tls), String> {
     let mut config = postgres::Config::new();
-    let hosts: Vec<&str> = info
-        .get("host")
-        .map(|h| h.split(',').collect())
-        .unwrap_or_default();
-    for host in &hosts {
-        config.host(host);
-    }
-    if let Some(addrs) = info.get("hostaddr") {
-        for addr in addrs.split(',') {
-            let ip = addr.parse().map_err(|_| {
-                format!("`hostaddr` `{}` is not an IP address", addr.escape_debug())
-            })?;
-            config.hostaddr(ip);
-            if hosts.is_empty() {
-                config.host(addr);
-            }
-        }
-    }
-    for port in info.get("port").unwrap_or("5432").split(',') {
-        let port = port
-            .parse()
-            .map_err(|_| format!("`port` `{}` is not a port number", port.escape_debug()))?;
-        config.port(port);
-    }
+    let hosts = addresses(&mut config, info)?;
     if let Some(user) = info.get("user") {
         config.user(user);
     }
@@ -79,34 +56,7 @@ pub fn config(info: &ConnInfo, password: Option<&str>) -> Result<(postgres::Conf
         config.options(o);
     }
     config.application_name(info.get("application_name").unwrap_or("ipamctl"));
-    let timeout = match info.get("connect_timeout") {
-        Some(t) => {
-            let secs: u64 = t.parse().map_err(|_| {
-                format!(
-                    "`connect_timeout` `{}` is not a number of seconds",
-                    t.escape_debug()
-                )
-            })?;
-            Duration::from_secs(secs.max(2))
-        }
-        None => DEFAULT_CONNECT_TIMEOUT,
-    };
-    config.connect_timeout(timeout);
-    // A server that vanishes without a FIN is noticed, not waited for forever.
-    config.keepalives(true);
-    config.keepalives_idle(Duration::from_secs(30));
-    if let Some(t) = info.get("target_session_attrs") {
-        config.target_session_attrs(match t {
-            "any" => postgres::config::TargetSessionAttrs::Any,
-            "read-write" => postgres::config::TargetSessionAttrs::ReadWrite,
-            other => {
-                return Err(format!(
-                    "`target_session_attrs` `{}` is not supported (any, read-write)",
-                    other.escape_debug()
-                ));
-            }
-        });
-    }
+    session_settings(&mut config, info)?;
     let sockets_only = !hosts.is_empty()
         && hosts.iter().all(|h| h.starts_with('/'))
         && info.get("hostaddr").is_none();
@@ -138,6 +88,72 @@ pub fn config(info: &ConnInfo, password: Option<&str>) -> Result<(postgres::Conf
             Ok((config, Tls::None))
         }
     }
+}
+
+/// The hosts, addresses and ports of `info` into `config`; the hosts as given.
+fn addresses<'a>(
+    config: &mut postgres::Config,
+    info: &'a ConnInfo,
+) -> Result<Vec<&'a str>, String> {
+    let hosts: Vec<&str> = info
+        .get("host")
+        .map(|h| h.split(',').collect())
+        .unwrap_or_default();
+    for host in &hosts {
+        config.host(host);
+    }
+    if let Some(addrs) = info.get("hostaddr") {
+        for addr in addrs.split(',') {
+            let ip = addr.parse().map_err(|_| {
+                format!("`hostaddr` `{}` is not an IP address", addr.escape_debug())
+            })?;
+            config.hostaddr(ip);
+            if hosts.is_empty() {
+                config.host(addr);
+            }
+        }
+    }
+    for port in info.get("port").unwrap_or("5432").split(',') {
+        let port = port
+            .parse()
+            .map_err(|_| format!("`port` `{}` is not a port number", port.escape_debug()))?;
+        config.port(port);
+    }
+    Ok(hosts)
+}
+
+/// The settings of the session once connected: how long connecting may take, keepalives,
+/// and `target_session_attrs`.
+fn session_settings(config: &mut postgres::Config, info: &ConnInfo) -> Result<(), String> {
+    let timeout = match info.get("connect_timeout") {
+        Some(t) => {
+            let secs: u64 = t.parse().map_err(|_| {
+                format!(
+                    "`connect_timeout` `{}` is not a number of seconds",
+                    t.escape_debug()
+                )
+            })?;
+            Duration::from_secs(secs.max(2))
+        }
+        None => DEFAULT_CONNECT_TIMEOUT,
+    };
+    config.connect_timeout(timeout);
+    // A server that vanishes without a FIN is noticed, not waited for forever.
+    config.keepalives(true);
+    config.keepalives_idle(Duration::from_secs(30));
+    if let Some(t) = info.get("target_session_attrs") {
+        config.target_session_attrs(match t {
+            "any" => postgres::config::TargetSessionAttrs::Any,
+            "read-write" => postgres::config::TargetSessionAttrs::ReadWrite,
+            other => {
+                return Err(format!(
+                    "`target_session_attrs` `{}` is not supported (any, read-write)",
+                    other.escape_debug()
+                ));
+            }
+        });
+    }
+    Ok(())
 }
 
 /// The TLS connector a connection uses.

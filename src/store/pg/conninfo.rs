@@ -351,30 +351,54 @@ impl ConnInfo {
 
     /// The password: given, or found in the password file (`passfile`, else
     /// `~/.pgpass`) for this host, port, database and user. A password file that others may
-    /// read is ignored with a warning, as libpq does.
+    /// read is ignored, as libpq does; [`ConnInfo::password_lookup`] also says so.
     pub fn password(&self, home: Option<&Path>) -> Option<String> {
+        self.password_lookup(home).password
+    }
+
+    /// [`ConnInfo::password`], and the warning to show when a password file was ignored
+    /// because others may read it (as libpq warns).
+    pub fn password_lookup(&self, home: Option<&Path>) -> PasswordLookup {
         if let Some(p) = self.get("password") {
-            return Some(p.to_owned());
+            return PasswordLookup {
+                password: Some(p.to_owned()),
+                warning: None,
+            };
         }
         let file = match self.get("passfile") {
-            Some(f) => PathBuf::from(f),
-            None => home?.join(".pgpass"),
+            Some(f) => Some(PathBuf::from(f)),
+            None => home.map(|h| h.join(".pgpass")),
         };
-        let meta = std::fs::metadata(&file).ok()?;
+        let Some(file) = file else {
+            return PasswordLookup::default();
+        };
+        let Ok(meta) = std::fs::metadata(&file) else {
+            return PasswordLookup::default();
+        };
         if !meta.is_file() {
-            return None;
+            return PasswordLookup::default();
         }
         {
             use std::os::unix::fs::PermissionsExt;
             if meta.permissions().mode() & 0o077 != 0 {
-                eprintln!(
-                    "warning: password file {} has group or world access; permissions should be u=rw (0600) or less",
-                    file.display()
-                );
-                return None;
+                return PasswordLookup {
+                    password: None,
+                    warning: Some(format!(
+                        "password file {} has group or world access; permissions should be u=rw (0600) or less",
+                        file.display()
+                    )),
+                };
             }
         }
-        let text = std::fs::read_to_string(&file).ok()?;
+        PasswordLookup {
+            password: self.password_in(&file),
+            warning: None,
+        }
+    }
+
+    /// The password `file` holds for this host, port, database and user, if any.
+    fn password_in(&self, file: &Path) -> Option<String> {
+        let text = std::fs::read_to_string(file).ok()?;
         let host = self.get("host").unwrap_or("localhost");
         // A socket directory is looked up as `localhost`, as libpq does for its default one.
         let host = if host.starts_with('/') {
@@ -399,6 +423,15 @@ impl ConnInfo {
             })
             .map(|f| f[4].clone())
     }
+}
+
+/// What [`ConnInfo::password_lookup`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PasswordLookup {
+    /// The password, if one was given or found.
+    pub password: Option<String>,
+    /// Why a password file was ignored, as the line after `warning: ` reads.
+    pub warning: Option<String>,
 }
 
 /// The five `:`-separated fields of a password file line (`\:` and `\\` escaped).

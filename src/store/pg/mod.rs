@@ -10,7 +10,7 @@
 //!   counter, nothing that needs `SERIALIZABLE`: it runs at the default READ COMMITTED, in
 //!   which an insert that meets a concurrent, uncommitted insert of the same key waits for
 //!   it and then does nothing (if it committed) or goes ahead (if it rolled back).
-//! - Every command that changes something is one transaction ([`crate::store::Store::atomically`]):
+//! - Every command that changes something is one transaction ([`crate::store::Units::atomically`]):
 //!   `allocate` reads the pool's row `FOR SHARE` and holds it until its claim commits;
 //!   `apply`, `pool delete` and `vpc delete` take it `FOR UPDATE`, so a claim is always
 //!   checked against the pool as it stands (the file store's invariant 6).
@@ -23,11 +23,15 @@
 //! - A connection that breaks mid-command is one `error:` line (exit 1); the transaction it
 //!   was in never committed, so nothing is half-done.
 
+mod claims;
 mod connect;
 pub mod conninfo;
 mod free;
+mod locks;
+mod objects;
+mod queries;
+mod rows;
 pub mod schema;
-mod store;
 mod typed;
 
 use std::collections::HashMap;
@@ -76,7 +80,7 @@ struct HintRead {
 /// The connection and what this process is doing on it.
 struct Session {
     client: Client,
-    /// Inside [`crate::store::Store::atomically`]: statements join its transaction.
+    /// Inside [`crate::store::Units::atomically`]: statements join its transaction.
     in_txn: bool,
     /// Hints read by the gap queries of the current unit, by (namespace, pool): a claim
     /// moves one up in its own statement if it is unchanged.
@@ -96,18 +100,49 @@ pub struct PgStore {
     client_id: String,
 }
 
-/// Parses, completes and connects; `store` is the `--store` value as given.
-fn connect(store: &str) -> Result<(Client, String)> {
-    let info = ConnInfo::parse(store).map_err(|e| Error::invalid("--store", e))?;
-    let os_user = whoami::username().unwrap_or_else(|_| "postgres".into());
-    let info = info
-        .with_env(|var| std::env::var(var).ok())
-        .with_defaults(&os_user);
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let password = info.password(home.as_deref());
-    let shown = info.describe();
-    let (config, tls) =
-        connect::config(&info, password.as_deref()).map_err(|e| Error::invalid("--store", e))?;
+/// A connection string made ready to connect: parsed, completed from the environment and
+/// libpq's defaults, its password looked up. What the look-up had to say (a password file
+/// that others may read, ignored as libpq ignores it) is in [`Target::warnings`], for the
+/// caller to show before it connects: a connection refused for want of that password
+/// follows it.
+pub struct Target {
+    /// The `--store` value as given, for hints (masked before it is shown).
+    store: String,
+    info: ConnInfo,
+    password: Option<String>,
+    warnings: Vec<String>,
+}
+
+impl Target {
+    /// Parses and completes `store` (the `--store` value as given); exit 2 if it does not
+    /// parse. Reads the environment and the password file, connects to nothing.
+    pub fn new(store: &str) -> Result<Target> {
+        let info = ConnInfo::parse(store).map_err(|e| Error::invalid("--store", e))?;
+        let os_user = whoami::username().unwrap_or_else(|_| "postgres".into());
+        let info = info
+            .with_env(|var| std::env::var(var).ok())
+            .with_defaults(&os_user);
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let found = info.password_lookup(home.as_deref());
+        Ok(Target {
+            store: store.to_owned(),
+            info,
+            password: found.password,
+            warnings: found.warning.into_iter().collect(),
+        })
+    }
+
+    /// What was noticed while getting ready, each as the line after `warning: ` reads.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}
+
+/// Connects to `target`.
+fn connect(target: &Target) -> Result<(Client, String)> {
+    let shown = target.info.describe();
+    let (config, tls) = connect::config(&target.info, target.password.as_deref())
+        .map_err(|e| Error::invalid("--store", e))?;
     let client = connect::connect(&config, tls).map_err(|e| Error::Database {
         message: format!("cannot connect to PostgreSQL ({shown}): {}", one_line(&e)),
         sqlstate: e.code().map(|c| c.code().to_owned()),
@@ -153,11 +188,11 @@ fn client_id() -> String {
 }
 
 impl PgStore {
-    /// Connects to the database `store` names and checks that it holds a schema this
+    /// Connects to the database `target` names and checks that it holds a schema this
     /// ipamctl knows: none is exit 3 with a hint to run `init`; a newer one is refused
     /// before anything is read or written.
-    pub fn open(store: &str) -> Result<PgStore> {
-        let (mut client, shown) = connect(store)?;
+    pub fn open(target: &Target) -> Result<PgStore> {
+        let (mut client, shown) = connect(target)?;
         let version = match client.one(schema::VERSION_QUERY, &[]) {
             Ok(row) => row.get::<_, Option<i32>>(0),
             // No `ipamctl` schema, or no version table in it.
@@ -177,7 +212,7 @@ impl PgStore {
                 },
                 hint: format!(
                     "run `ipamctl --store '{}' init`",
-                    conninfo::mask(store).replace('\'', "'\\''")
+                    conninfo::mask(&target.store).replace('\'', "'\\''")
                 ),
             }),
         }
@@ -186,8 +221,8 @@ impl PgStore {
     /// Creates or upgrades the schema (idempotent): every missing migration, in one
     /// transaction with its version row. Returns the version before (`None`: there was no
     /// schema) and the store's description. A newer schema is refused, nothing written.
-    pub fn init(store: &str) -> Result<(Option<i32>, i32, String)> {
-        let (mut client, shown) = connect(store)?;
+    pub fn init(target: &Target) -> Result<(Option<i32>, i32, String)> {
+        let (mut client, shown) = connect(target)?;
         let id = client_id();
         // Two inits creating the schema at once: one of them loses a catalog race (a unique
         // violation); the second try finds the schema there.
@@ -290,7 +325,7 @@ impl PgStore {
         self.unit_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", work)
     }
 
-    /// [`crate::store::Store::atomically`]: BEGIN, the work, COMMIT; again after 40001/40P01.
+    /// [`crate::store::Units::atomically`]: BEGIN, the work, COMMIT; again after 40001/40P01.
     fn unit(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         self.unit_as(BEGIN, work)
     }

@@ -1,0 +1,146 @@
+//! The derived files under `.index/`: each pool's owner index (its format is
+//! [`crate::store::fs::index`]) and each owner's address hint. Both are advice: read best
+//! effort, written best effort, never trusted without the allocation file they name.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use crate::model::{Namespace, PoolName};
+use crate::store::ObjectKind;
+use crate::store::fs::beneath::{self, Refused, WriteMode};
+use crate::store::fs::index::{Change, Index};
+use crate::store::fs::{FsStore, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX};
+
+impl FsStore {
+    /// The index of `pool` in the allocations directory `dir`: empty if it is missing or
+    /// unreadable (an index is only ever a cost saved).
+    pub(super) fn load_index(&self, dir: &OwnedFd, ns: Option<&Namespace>, pool: &str) -> Index {
+        let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
+        self.index_dir(ns, false)
+            .ok()
+            .and_then(|index_dir| {
+                beneath::read(
+                    &index_dir,
+                    format!("{pool}{INDEX_SUFFIX}"),
+                    beneath::MAX_READ,
+                )
+                .ok()
+                .flatten()
+            })
+            .map_or_else(|| Index::empty(dev), |file| Index::parse(file.bytes, dev))
+    }
+
+    /// The indexes of `pool`, or of every pool of `ns` that has one, by pool name.
+    pub(super) fn load_indexes(
+        &self,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        pool: Option<&PoolName>,
+    ) -> HashMap<String, Index> {
+        let mut pools = Vec::new();
+        match pool {
+            Some(pool) => pools.push(pool.as_str().to_owned()),
+            None => {
+                if let Ok(index_dir) = self.index_dir(ns, false) {
+                    let _ = beneath::each_name(&index_dir, |name, _| {
+                        if let Some(pool) =
+                            beneath::utf8(name).and_then(|n| n.strip_suffix(INDEX_SUFFIX))
+                        {
+                            pools.push(pool.to_owned());
+                        }
+                    });
+                }
+            }
+        }
+        pools
+            .into_iter()
+            .map(|pool| {
+                let index = self.load_index(dir, ns, &pool);
+                (pool, index)
+            })
+            .collect()
+    }
+
+    /// Appends `changes` to the pool's index, or rewrites it whole when it is missing or
+    /// mostly history.
+    pub(super) fn save_index(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &str,
+        index: &Index,
+        changes: &[Change],
+    ) -> std::result::Result<(), Refused> {
+        failpoint!("index-before-write");
+        let index_dir = self.index_dir(ns, true)?;
+        let file = format!("{pool}{INDEX_SUFFIX}");
+        if index.lines > 0
+            && !index.wants_rewrite(changes.len())
+            && beneath::append(&index_dir, &file, Index::render_changes(changes).as_bytes())?
+        {
+            return Ok(());
+        }
+        beneath::write(
+            &index_dir,
+            &file,
+            index.render_with(changes).as_bytes(),
+            WriteMode::Replace,
+            false,
+            &beneath::beside,
+        )?;
+        Ok(())
+    }
+
+    /// The index directory of the allocations of `ns`: `.index/<allocations dir>` (created
+    /// with `create`).
+    pub(super) fn index_dir(
+        &self,
+        ns: Option<&Namespace>,
+        create: bool,
+    ) -> std::result::Result<OwnedFd, Refused> {
+        let rel = Path::new(INDEX_DIR).join(FsStore::relative_dir(ObjectKind::Allocation, ns));
+        if create {
+            beneath::open_or_create_dir(&self.fd, &rel)
+        } else {
+            beneath::open_dir(&self.fd, &rel)
+        }
+    }
+
+    /// The address `key`'s hint names in `pool`, if any.
+    pub(super) fn hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<IpAddr> {
+        let index_dir = self.index_dir(ns, false).ok()?;
+        let hints =
+            beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
+        let file = beneath::read(&hints, format!("{key:016x}"), 64).ok()??;
+        std::str::from_utf8(&file.bytes)
+            .ok()?
+            .strip_suffix('\n')?
+            .parse()
+            .ok()
+    }
+
+    /// Records `address` as `key`'s hint (best effort).
+    pub(super) fn write_hint(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        key: u64,
+        address: IpAddr,
+    ) {
+        failpoint!("index-before-hint");
+        let _ = self
+            .index_dir(ns, true)
+            .and_then(|index_dir| beneath::subdir(index_dir, &format!("{pool}{HINTS_SUFFIX}")))
+            .and_then(|hints| {
+                beneath::write(
+                    hints,
+                    &format!("{key:016x}"),
+                    format!("{address}\n").as_bytes(),
+                    WriteMode::Replace,
+                    false,
+                    &beneath::beside,
+                )
+            });
+    }
+}

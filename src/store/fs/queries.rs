@@ -1,0 +1,129 @@
+//! Owner look-ups and owner-filter queries on the filesystem ([`Queries`]).
+//!
+//! # Owner look-ups, and why an outside writer cannot fool them
+//!
+//! The allocation files are the only truth. A look-up for owner O in pool P ([`Queries::find_owner`]):
+//! 1. *Hint:* read O's hint, then the one allocation file it names; if that file (read now)
+//!    names O at that address, that is O's allocation. Two small reads, whatever the pool's
+//!    size: the idempotent path. A wrong or stale hint only costs the next step.
+//! 2. *Scan:* list the directory and `stat` each of P's files; a file whose status equals
+//!    its index record exactly is known to belong to the recorded owner; every other file
+//!    is read (and recorded if it is old enough, see [`crate::store::fs::index`]). Files that may be
+//!    O's are read. So the answer always rests on files as they are now, or on records that
+//!    the files' present status vouches for.
+//!
+//! The uid and owner-filter queries ([`Queries::find_allocations`]) are the same scan over the
+//! pools of a scope, reading only the files they return.
+
+use crate::error::Result;
+use crate::model::candidates::Candidates;
+use crate::model::{Namespace, Owner, OwnerFilter, PoolName};
+use crate::store::fs::FsStore;
+use crate::store::fs::index;
+use crate::store::{Found, FreeIter, ObjectKind, OwnerLookup, Queries};
+
+impl Queries for FsStore {
+    fn find_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<OwnerLookup> {
+        let mut lookup = OwnerLookup::default();
+        let Some(dir) = self.dir(ObjectKind::Allocation, ns, false)? else {
+            return Ok(lookup);
+        };
+        let key = owner.key();
+        if let Some(address) = self.hint(ns, pool, key) {
+            let name = crate::model::allocation_name(pool, address);
+            if let Some((Ok(m), _)) = self.read_allocation(&dir, ns, &format!("{name}.yaml"))?
+                && m.spec.owner == *owner
+                && m.spec.address == address
+            {
+                lookup.held = Some(m);
+                return Ok(lookup);
+            }
+        }
+        let listed = self.names_and_index(&dir, ns, pool.as_str())?;
+        let text = index::owner_text(owner);
+        let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
+        lookup.taken = scanned.taken;
+        for (address, name, mut parsed) in scanned.hits {
+            if parsed.is_err()
+                && let Some((again, _)) = self.read_whole(&dir, ns, &format!("{name}.yaml"))?
+            {
+                parsed = again.map(Box::new);
+            }
+            match parsed {
+                Ok(m) if m.spec.owner == *owner && m.spec.address == address => {
+                    lookup.held.get_or_insert(*m);
+                }
+                Ok(_) => {}
+                Err(why) => lookup.broken.push((name, why)),
+            }
+        }
+        if let Some(held) = &lookup.held {
+            self.write_hint(ns, pool, key, held.spec.address);
+        }
+        Ok(lookup)
+    }
+
+    fn find_allocations(
+        &self,
+        ns: Option<&Namespace>,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<Found>> {
+        let Some(dir) = self.dir(ObjectKind::Allocation, ns, false)? else {
+            return Ok(Vec::new());
+        };
+        let mut found = Vec::new();
+        let wanted = |text: &str| index::text_matches(text, filter);
+        // The pools' indexes are read while the directory is listed, as for an owner look-up.
+        let (by_pool, mut indexes) = std::thread::scope(|s| {
+            let indexes = s.spawn(|| self.load_indexes(&dir, ns, pool));
+            let by_pool = self.pool_names(&dir, pool.map(PoolName::as_str));
+            let indexes = indexes
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (by_pool, indexes)
+        });
+        for (pool, addresses) in by_pool? {
+            let index = match indexes.remove(&pool) {
+                Some(index) => index,
+                None => self.load_index(&dir, ns, &pool),
+            };
+            let hits = self
+                .scan(&dir, ns, &pool, (addresses, index), &wanted)?
+                .hits;
+            found.reserve(hits.len());
+            for (_, name, parsed) in hits {
+                match parsed {
+                    Ok(m) if !filter.matches(&m.spec.owner) => {}
+                    parsed => found.push(Found {
+                        name,
+                        parsed: parsed.map(|m| *m),
+                    }),
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    fn free_candidates<'a>(
+        &'a self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+        whole_pool: bool,
+    ) -> Result<FreeIter<'a>> {
+        // The caller cut out what the look-up saw taken; each address is still arbitrated by
+        // its claim's create-only write. No low-water hint: a listing is this store's index.
+        let _ = (ns, pool, whole_pool);
+        let v6 = candidates.is_v6();
+        // Lazy over the free spans: a /64's first free address costs no more than a /24's.
+        Ok(Box::new(candidates.spans().into_iter().flat_map(
+            move |(lo, hi)| (lo..=hi).map(move |a| Ok(crate::model::candidates::address(v6, a))),
+        )))
+    }
+}

@@ -1,0 +1,186 @@
+//! Claims and guarded releases in PostgreSQL ([`Claims`]), arbitrated by the allocations
+//! table's primary key and unique owner constraint, and the audit log their statements
+//! write ([`Audit`]).
+
+use super::rows::{ALLOCATION_KIND, delete_allocation, owner_columns, parse};
+use super::typed::Typed;
+use super::{PgStore, ns_key};
+use crate::error::{Error, Result};
+use crate::model::{AllocationManifest, Namespace};
+use crate::store::read::read_allocation;
+use crate::store::{Audit, Claim, Claims, Event, ObjectKind, Objects, Release};
+use crate::yaml;
+
+impl Claims for PgStore {
+    fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
+        let nsk = ns_key(ns);
+        let pool = manifest.spec.pool.as_str();
+        let (kind, name, uid) = owner_columns(&manifest.spec.owner);
+        let bytes = yaml::encode(manifest).into_bytes();
+        let id = self.client_id.as_str();
+        let object = manifest.metadata.name.as_str();
+        let created = manifest.metadata.creation_timestamp.map(|t| t.to_string());
+        // The pool's hint moves past the address if this unit's gap queries read it, handed
+        // out this address and passed none over, and it is unchanged since (no release
+        // bumped its epoch, no other claim moved it).
+        let address = manifest.spec.address;
+        let read = {
+            let mut session = self.session();
+            let key = (nsk.to_owned(), pool.to_owned());
+            session.hints_read.get_mut(&key).and_then(|read| {
+                let latest = read.untried == Some(address);
+                if latest {
+                    read.untried = None;
+                }
+                (latest && !read.passed_over).then_some((read.epoch, read.low_water))
+            })
+        };
+        let next = crate::model::candidates::ordinal(address)
+            .checked_add(1)
+            .filter(|&n| address.is_ipv6() || n <= u128::from(u32::MAX))
+            .map(|n| crate::model::candidates::address(address.is_ipv6(), n));
+        let (to, epoch, low_water) = match read {
+            Some((epoch, low_water)) => (next, epoch, low_water),
+            None => (None, 0, None),
+        };
+        let claimed = self.run(|c| {
+            let row = c.one(
+                CLAIM,
+                &[
+                    &nsk,
+                    &pool,
+                    &address,
+                    &kind,
+                    &name,
+                    &uid,
+                    &bytes,
+                    &id,
+                    &ALLOCATION_KIND,
+                    &object,
+                    &created,
+                    &to,
+                    &epoch,
+                    &low_water,
+                ],
+            )?;
+            Ok(row.get::<_, i64>(0) > 0)
+        })?;
+        if claimed {
+            return Ok(Claim::Claimed);
+        }
+        // Nothing inserted: the address is taken, or the owner holds one. This statement
+        // sees every commit made before it started, including the one that beat us.
+        match self.owner_row(ns, &manifest.spec.pool, &manifest.spec.owner)? {
+            Some((_, Ok(held))) => Ok(Claim::OwnerHolds(Box::new(held))),
+            Some((name, Err(why))) => Err(Error::invalid(
+                self.locate(ObjectKind::Allocation, ns, &name),
+                why,
+            )),
+            None => Ok(Claim::AddressTaken),
+        }
+    }
+
+    fn claim_copy(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
+        // The same statement: a copy reads no gap query, so it moves no hint either.
+        self.claim(ns, manifest)
+    }
+
+    fn release(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        before_delete: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Release> {
+        // The row as it is now; then the `DELETE`, guarded by the owner's columns, decides.
+        match read_allocation(self, ns, &expected.metadata.name)? {
+            Some(Ok(now)) if now == *expected => {}
+            None => return Ok(Release::Gone),
+            Some(_) => return Ok(Release::Changed),
+        }
+        before_delete()?;
+        let nsk = ns_key(ns);
+        let id = self.client_id.as_str();
+        let owner = owner_columns(&expected.spec.owner);
+        let deleted = self.run(|c| {
+            delete_allocation(
+                c,
+                nsk,
+                expected.spec.pool.as_str(),
+                expected.spec.address,
+                Some(owner),
+                &expected.metadata.name,
+                id,
+            )
+        })?;
+        Ok(if deleted {
+            Release::Deleted
+        } else {
+            Release::Changed
+        })
+    }
+}
+
+impl Audit for PgStore {
+    fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
+        let ns = ns_key(ns);
+        let rows = self.single(|c| {
+            c.all(
+                "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+                        client, action, manifest
+                 FROM ipamctl.events
+                 WHERE namespace = $1 AND kind = $2 AND action IN ('claimed', 'released')
+                 ORDER BY id",
+                &[&ns, &ALLOCATION_KIND],
+            )
+        })?;
+        // A manifest that does not parse was never written by ipamctl: left out.
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(Event {
+                    at: r.get(0),
+                    who: r.get(1),
+                    action: r.get(2),
+                    manifest: parse(r.get::<_, &[u8]>(3)).ok()?,
+                })
+            })
+            .collect())
+    }
+}
+
+/// A claim, in one statement: the row if the address and the owner are both free (the
+/// unique constraints arbitrate), its ledger row and its event; and the pool's low-water
+/// hint moved to `$12` (the address after the claimed one) if it still says what the gap
+/// query read (`$13` epoch, `$14` address). Runs in a transaction begun with
+/// [`super::BEGIN`] (the ledger's triggers leave its counting to it).
+///
+/// The hint moves in the claim's transaction, so it is never ahead of a claim that rolled
+/// back, and costs no second commit. Its row is locked `SKIP LOCKED` and only once the row
+/// is in (the lock sits above the join with `claimed`): claims of one pool never queue on
+/// the hint, the one that finds it locked leaves it lower (advice), and a release lowering
+/// it waits for the claim's commit, which then waits for nothing.
+const CLAIM: &str = "
+WITH claimed AS (
+    INSERT INTO ipamctl.allocations
+        (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest,
+         creation_timestamp)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $11::text::timestamptz)
+    ON CONFLICT DO NOTHING
+    RETURNING namespace, pool, manifest
+), counted AS (
+    INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+    SELECT namespace, pool, 1 FROM claimed
+), event AS (
+    INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+    SELECT $8, 'claimed', namespace, $9, $10, manifest FROM claimed
+), advanced AS (
+    UPDATE ipamctl.pool_hints SET low_water = $12
+    WHERE namespace = $1 AND pool = $2
+      AND EXISTS (SELECT FROM ipamctl.pool_hints
+                  WHERE namespace = $1 AND pool = $2 AND epoch = $13
+                    AND low_water IS NOT DISTINCT FROM $14
+                    AND (low_water IS NULL OR low_water < $12)
+                    AND EXISTS (SELECT FROM claimed)
+                  FOR UPDATE SKIP LOCKED)
+)
+SELECT count(*) FROM claimed";

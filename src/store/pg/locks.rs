@@ -1,0 +1,81 @@
+//! Locks in PostgreSQL ([`Locks`]): row locks of the unit of work's transaction, which last
+//! until it commits or rolls back ([`Hold::Transaction`]); and the unit of work itself
+//! ([`Units`]). A claim locks only its pools' rows, `FOR SHARE`: the unique owner
+//! constraint arbitrates between requests for one owner, so no owner is locked.
+
+use super::typed::Typed;
+use super::{PgStore, ns_key};
+use crate::error::Result;
+use crate::model::{Namespace, Owner, PoolName};
+use crate::store::{ClaimLock, Hold, LockMode, Locks, PoolLock, ScopeLock, Units};
+
+impl Locks for PgStore {
+    fn lock_pool(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        mode: LockMode,
+    ) -> Result<PoolLock> {
+        self.lock_pool_row(ns, pool, mode)?;
+        Ok(PoolLock::new(Hold::Transaction))
+    }
+
+    fn lock_scope(&self, ns: Option<&Namespace>) -> Result<ScopeLock> {
+        let ns = ns_key(ns);
+        self.in_unit("a scope lock", |c| {
+            c.exec(
+                "INSERT INTO ipamctl.scope_locks (namespace) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&ns],
+            )?;
+            c.opt(
+                "SELECT 1 FROM ipamctl.scope_locks WHERE namespace = $1 FOR UPDATE",
+                &[&ns],
+            )
+        })?;
+        Ok(ScopeLock::new(Hold::Transaction))
+    }
+
+    fn lock_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pools: &[PoolName],
+        _owner: &Owner,
+    ) -> Result<ClaimLock> {
+        for pool in pools {
+            self.lock_pool_row(ns, pool, LockMode::Shared)?;
+        }
+        let held = pools.iter().map(|_| Hold::Transaction).collect();
+        Ok(ClaimLock::new(held, Vec::new()))
+    }
+}
+
+impl PgStore {
+    /// Locks the pool's row `FOR SHARE` or `FOR UPDATE` in the unit's transaction, and keeps
+    /// the manifest it read for the unit's reads of the pool.
+    fn lock_pool_row(&self, ns: Option<&Namespace>, pool: &PoolName, mode: LockMode) -> Result<()> {
+        let ns = ns_key(ns);
+        let statement = match mode {
+            LockMode::Shared => {
+                "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR SHARE"
+            }
+            LockMode::Exclusive => {
+                "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE"
+            }
+        };
+        let row = self.in_unit("a pool lock", |c| c.opt(statement, &[&ns, &pool.as_str()]))?;
+        // The row lock is the transaction's: it goes with COMMIT or ROLLBACK. Until then the
+        // row cannot change but by this unit, so its manifest answers the unit's reads.
+        if let Some(row) = row {
+            self.session()
+                .locked_pools
+                .insert((ns.to_owned(), pool.to_string()), row.get(0));
+        }
+        Ok(())
+    }
+}
+
+impl Units for PgStore {
+    fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.unit(work)
+    }
+}

@@ -1,0 +1,339 @@
+//! Object bytes in PostgreSQL ([`Objects`]): pools and allocations in their tables, subnets
+//! and cooldown records in `objects`; each method one statement (a change and its event row
+//! in one data-modifying `WITH`), joining the transaction of the surrounding unit of work.
+
+use std::net::IpAddr;
+
+use super::rows::{POOL_KIND, delete_allocation};
+use super::typed::Typed;
+use super::{PgStore, ns_key};
+use crate::error::{Error, Result};
+use crate::model::{Namespace, PoolName, allocation_name, parse_allocation_name};
+use crate::store::{Claim, Claims, ObjectKind, Objects};
+use crate::yaml;
+
+/// The `kind` column of `ipamctl.objects` for the kinds kept there.
+fn object_kind(kind: ObjectKind) -> &'static str {
+    match kind {
+        ObjectKind::Subnet => crate::model::subnet::SUBNET_KIND,
+        ObjectKind::Cooldown => crate::model::cooldown::COOLDOWN_KIND,
+        ObjectKind::Pool | ObjectKind::Allocation => {
+            unreachable!("pools and allocations have tables")
+        }
+    }
+}
+
+impl PgStore {
+    /// The pool a subnet or cooldown record belongs to, read from its manifest or name.
+    fn object_pool(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<String> {
+        let invalid = |why: String| Error::invalid(self.locate(kind, ns, name), why);
+        match kind {
+            ObjectKind::Cooldown => parse_allocation_name(name)
+                .map(|(pool, _)| pool.to_owned())
+                .ok_or_else(|| invalid("is not named `<pool>-<a-b-c-d>`".into())),
+            _ => {
+                let text =
+                    std::str::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?;
+                let subnet = yaml::decode_subnet(text).map_err(invalid)?;
+                Ok(subnet.spec.pool.to_string())
+            }
+        }
+    }
+
+    /// Writes a subnet or cooldown record (`create_only`: only if absent); whether it did.
+    fn put_object(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+        create_only: bool,
+    ) -> Result<bool> {
+        let pool = self.object_pool(kind, ns, name, bytes)?;
+        let (k, n) = (object_kind(kind), ns_key(ns));
+        self.single(|c| {
+            let written = if create_only {
+                c.exec(
+                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                    &[&k, &n, &name, &pool, &bytes],
+                )?
+            } else {
+                c.exec(
+                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (kind, namespace, name)
+                     DO UPDATE SET pool = EXCLUDED.pool, manifest = EXCLUDED.manifest",
+                    &[&k, &n, &name, &pool, &bytes],
+                )?
+            };
+            Ok(written > 0)
+        })
+    }
+
+    /// Writes a pool's manifest, creating or replacing it (`create_only`: only if absent),
+    /// resetting its low-water hint (a changed pool may have new low candidates) and logging
+    /// `pool created`/`pool updated`. Returns whether anything was written.
+    fn put_pool(&self, ns: &str, name: &str, bytes: &[u8], create_only: bool) -> Result<bool> {
+        self.forget_locked_pool(ns, name);
+        let id = self.client_id.as_str();
+        self.run(|client| {
+            let existed = client
+                .opt(
+                    "SELECT 1 FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR UPDATE",
+                    &[&ns, &name],
+                )?
+                .is_some();
+            if existed && create_only {
+                return Ok(false);
+            }
+            let (statement, action) = if existed {
+                (
+                    "UPDATE ipamctl.pools SET manifest = $3, updated_at = now()
+                     WHERE namespace = $1 AND name = $2",
+                    "pool updated",
+                )
+            } else {
+                (
+                    "INSERT INTO ipamctl.pools (namespace, name, manifest) VALUES ($1, $2, $3)
+                     ON CONFLICT DO NOTHING",
+                    "pool created",
+                )
+            };
+            if client.exec(statement, &[&ns, &name, &bytes])? == 0 {
+                // Created by someone else since the look-up: as the file store's create.
+                return Ok(false);
+            }
+            client.exec(
+                "INSERT INTO ipamctl.pool_hints (namespace, pool) VALUES ($1, $2)
+                 ON CONFLICT (namespace, pool)
+                 DO UPDATE SET low_water = NULL, epoch = ipamctl.pool_hints.epoch + 1",
+                &[&ns, &name],
+            )?;
+            client.exec(
+                "INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&id, &action, &ns, &POOL_KIND, &name, &bytes],
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Forgets what a lock read of the pool: this unit is about to change it.
+    fn forget_locked_pool(&self, ns: &str, name: &str) {
+        self.session()
+            .locked_pools
+            .remove(&(ns.to_owned(), name.to_owned()));
+    }
+}
+
+impl Objects for PgStore {
+    fn locate(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
+        let kind = kind.resource();
+        match ns {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        }
+    }
+
+    fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Vec<u8>>> {
+        let ns = ns_key(ns);
+        let row = match kind {
+            ObjectKind::Pool => {
+                let session = self.session();
+                if let Some(bytes) = session.locked_pools.get(&(ns.to_owned(), name.to_owned())) {
+                    return Ok(Some(bytes.clone()));
+                }
+                drop(session);
+                self.single(|c| {
+                    c.opt(
+                        "SELECT manifest FROM ipamctl.pools WHERE namespace = $1 AND name = $2",
+                        &[&ns, &name],
+                    )
+                })?
+            }
+            ObjectKind::Allocation => {
+                let Some((pool, address)) = parse_allocation_name(name) else {
+                    return Ok(None);
+                };
+                self.single(|c| {
+                    c.opt(
+                        "SELECT manifest FROM ipamctl.allocations
+                         WHERE namespace = $1 AND pool = $2 AND address = $3",
+                        &[&ns, &pool, &address],
+                    )
+                })?
+            }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                let k = object_kind(kind);
+                self.single(|c| {
+                    c.opt(
+                        "SELECT manifest FROM ipamctl.objects
+                         WHERE kind = $1 AND namespace = $2 AND name = $3",
+                        &[&k, &ns, &name],
+                    )
+                })?
+            }
+        };
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    fn create(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<bool> {
+        match kind {
+            ObjectKind::Pool => self.put_pool(ns_key(ns), name, bytes, true),
+            ObjectKind::Allocation => {
+                let text = std::str::from_utf8(bytes).map_err(|_| {
+                    Error::invalid(self.locate(kind, ns, name), "is not UTF-8 text")
+                })?;
+                let manifest = yaml::decode_allocation(text)
+                    .map_err(|e| Error::invalid(self.locate(kind, ns, name), e))?;
+                Ok(matches!(self.claim(ns, &manifest)?, Claim::Claimed))
+            }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                self.put_object(kind, ns, name, bytes, true)
+            }
+        }
+    }
+
+    fn replace(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<()> {
+        match kind {
+            ObjectKind::Pool => self.put_pool(ns_key(ns), name, bytes, false).map(|_| ()),
+            ObjectKind::Allocation => Err(Error::usage(
+                "allocations are never replaced: release the address and allocate it again",
+            )),
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                self.put_object(kind, ns, name, bytes, false).map(|_| ())
+            }
+        }
+    }
+
+    fn delete(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<bool> {
+        let ns = ns_key(ns);
+        let id = self.client_id.as_str();
+        match kind {
+            ObjectKind::Pool => {
+                self.forget_locked_pool(ns, name);
+                self.single(|c| {
+                let row = c.one(
+                    "WITH gone AS (
+                         DELETE FROM ipamctl.pools WHERE namespace = $1 AND name = $2
+                         RETURNING namespace, name, manifest
+                     ), hint AS (
+                         DELETE FROM ipamctl.pool_hints h USING gone
+                         WHERE h.namespace = gone.namespace AND h.pool = gone.name
+                     ), event AS (
+                         INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+                         SELECT $3, 'pool deleted', namespace, $4, name, manifest FROM gone
+                     )
+                     SELECT count(*) FROM gone",
+                    &[&ns, &name, &id, &POOL_KIND],
+                )?;
+                Ok(row.get::<_, i64>(0) > 0)
+            })
+            }
+            ObjectKind::Allocation => {
+                let Some((pool, address)) = parse_allocation_name(name) else {
+                    return Ok(false);
+                };
+                self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
+            }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                let k = object_kind(kind);
+                self.single(|c| {
+                    c.exec(
+                        "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
+                        &[&k, &ns, &name],
+                    )
+                })
+                .map(|n| n > 0)
+            }
+        }
+    }
+
+    fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<String>> {
+        let ns = ns_key(ns);
+        match kind {
+            ObjectKind::Pool => {
+                let rows = self.single(|c| {
+                    c.all(
+                        "SELECT name FROM ipamctl.pools WHERE namespace = $1",
+                        &[&ns],
+                    )
+                })?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            }
+            ObjectKind::Allocation => {
+                let rows = self.single(|c| {
+                    c.all(
+                        "SELECT pool, address FROM ipamctl.allocations WHERE namespace = $1",
+                        &[&ns],
+                    )
+                })?;
+                Ok(rows
+                    .iter()
+                    .filter_map(|r| {
+                        let pool = PoolName::new(r.get::<_, &str>(0)).ok()?;
+                        Some(allocation_name(&pool, r.get::<_, IpAddr>(1)))
+                    })
+                    .collect())
+            }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
+                let k = object_kind(kind);
+                let rows = self.single(|c| {
+                    c.all(
+                        "SELECT name FROM ipamctl.objects WHERE kind = $1 AND namespace = $2",
+                        &[&k, &ns],
+                    )
+                })?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            }
+        }
+    }
+
+    fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
+        let rows = self.single(|c| {
+            // The allocations' namespaces by a skip scan of the primary key (one index probe
+            // per namespace), not a pass over every row.
+            c.all(
+                "WITH RECURSIVE ns AS (
+                     (SELECT namespace FROM ipamctl.allocations ORDER BY namespace LIMIT 1)
+                     UNION ALL
+                     SELECT (SELECT a.namespace FROM ipamctl.allocations a
+                             WHERE a.namespace > ns.namespace ORDER BY a.namespace LIMIT 1)
+                     FROM ns WHERE ns.namespace IS NOT NULL
+                 )
+                 SELECT namespace FROM ns WHERE namespace IS NOT NULL
+                 UNION SELECT namespace FROM ipamctl.pools",
+                &[],
+            )
+        })?;
+        let mut scopes = vec![None];
+        scopes.extend(
+            rows.iter()
+                .map(|r| r.get::<_, &str>(0))
+                .filter(|ns| !ns.is_empty())
+                .filter_map(|ns| Namespace::new(ns).ok().map(Some)),
+        );
+        scopes.sort();
+        scopes.dedup();
+        Ok(scopes)
+    }
+}

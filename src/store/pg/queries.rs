@@ -1,0 +1,209 @@
+//! Typed queries in PostgreSQL ([`Queries`]): the owner's row by its unique key, owner
+//! filters on the owner indexes, the gap query for free candidates (`free.rs`) and counts
+//! from the pool's count ledger.
+
+use std::net::IpAddr;
+
+use postgres::Client;
+
+use super::rows::parse;
+use super::typed::Typed;
+use super::{PgStore, ns_key, schema};
+use crate::error::Result;
+use crate::model::candidates::Candidates;
+use crate::model::{Namespace, Owner, OwnerFilter, PoolName, allocation_name};
+use crate::store::{Found, FreeIter, OwnerLookup, Queries};
+
+/// How many ledger rows a pool's count may have before the reader that summed them folds
+/// them into one (migration 2 in `schema.rs`).
+const FOLD_AFTER: i64 = 64;
+
+impl Queries for PgStore {
+    fn find_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<OwnerLookup> {
+        let mut lookup = OwnerLookup::default();
+        if let Some((name, parsed)) = self.owner_row(ns, pool, owner)? {
+            match parsed {
+                Ok(m) => lookup.held = Some(m),
+                Err(why) => lookup.broken.push((name, why)),
+            }
+        }
+        Ok(lookup)
+    }
+
+    fn find_allocations(
+        &self,
+        ns: Option<&Namespace>,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<Found>> {
+        let found = self.find(Some(ns_key(ns)), pool, filter)?;
+        Ok(found.into_iter().map(|(_, f)| f).collect())
+    }
+
+    fn find_allocations_everywhere(
+        &self,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<(Option<Namespace>, Found)>> {
+        self.find(None, pool, filter)
+    }
+
+    fn free_candidates<'a>(
+        &'a self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+        whole_pool: bool,
+    ) -> Result<FreeIter<'a>> {
+        Ok(Box::new(super::free::Free::new(
+            self,
+            ns_key(ns),
+            pool.as_str(),
+            candidates,
+            whole_pool,
+        )))
+    }
+
+    fn count_held(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        candidates: &Candidates,
+    ) -> Result<Option<(u64, u64)>> {
+        // Everything, minus what lies in the gaps between candidate spans (few addresses:
+        // the network, broadcast, gateway and excludes), each gap a range of the key.
+        let mut gaps: Vec<(u128, u128)> = Vec::new();
+        let mut next = Some(0u128);
+        for (lo, hi) in candidates.spans() {
+            if let Some(start) = next
+                && lo > start
+            {
+                gaps.push((start, lo - 1));
+            }
+            next = hi.checked_add(1);
+        }
+        let v6 = candidates.is_v6();
+        let top = if v6 { u128::MAX } else { u128::from(u32::MAX) };
+        if let Some(start) = next.filter(|&s| s <= top) {
+            gaps.push((start, top));
+        }
+        let (los, his): (Vec<IpAddr>, Vec<IpAddr>) = gaps
+            .iter()
+            .map(|&(lo, hi)| {
+                (
+                    crate::model::candidates::address(v6, lo),
+                    crate::model::candidates::address(v6, hi),
+                )
+            })
+            .unzip();
+        let ns = ns_key(ns);
+        let row = self.single(|c| {
+            c.one(
+                "SELECT (SELECT coalesce(sum(delta), 0)::bigint FROM ipamctl.pool_counts
+                         WHERE namespace = $1 AND pool = $2),
+                        (SELECT coalesce(sum((SELECT count(*) FROM ipamctl.allocations
+                                              WHERE namespace = $1 AND pool = $2
+                                                AND address BETWEEN g.lo AND g.hi)), 0)::bigint
+                         FROM unnest($3::inet[], $4::inet[]) AS g(lo, hi)),
+                        (SELECT count(*) FROM ipamctl.pool_counts
+                         WHERE namespace = $1 AND pool = $2)",
+                &[&ns, &pool.as_str(), &los, &his],
+            )
+        })?;
+        let all = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+        let outside = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+        if row.get::<_, i64>(2) > FOLD_AFTER {
+            self.fold_counts(ns, pool.as_str());
+        }
+        Ok(Some((all, all.saturating_sub(outside))))
+    }
+}
+
+impl PgStore {
+    /// The allocations of scope `ns` (of every scope if `None`; of `pool` only, if given)
+    /// whose owner passes `filter`, with their scope: one statement, on the owner-uid index
+    /// when a uid is asked for.
+    fn find(
+        &self,
+        ns: Option<&str>,
+        pool: Option<&PoolName>,
+        filter: &OwnerFilter,
+    ) -> Result<Vec<(Option<Namespace>, Found)>> {
+        let pool = pool.map(PoolName::as_str);
+        let (kind, name) = match &filter.kind_name {
+            Some((k, n)) => (Some(k.as_str()), Some(n.as_str())),
+            None => (None, None),
+        };
+        let uid = filter.uid.as_ref().map(|u| u.as_str());
+        let rows = self.single(|c| {
+            c.all(
+                "SELECT namespace, pool, address, manifest FROM ipamctl.allocations
+                 WHERE ($1::text IS NULL OR namespace = $1)
+                   AND ($2::text IS NULL OR pool = $2)
+                   AND ($3::text IS NULL OR owner_kind = $3)
+                   AND ($4::text IS NULL OR CASE WHEN $5 THEN left(owner_name, length($4)) = $4
+                                                 ELSE owner_name = $4 END)
+                   AND ($6::text IS NULL OR owner_uid = $6)",
+                &[&ns, &pool, &kind, &name, &filter.prefix, &uid],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let scope = match r.get::<_, &str>(0) {
+                    "" => None,
+                    ns => Some(Namespace::new(ns).ok()?),
+                };
+                let pool = PoolName::new(r.get::<_, &str>(1)).ok()?;
+                let address = r.get::<_, IpAddr>(2);
+                let found = Found {
+                    name: allocation_name(&pool, address),
+                    parsed: parse(r.get::<_, &[u8]>(3)),
+                };
+                Some((scope, found))
+            })
+            .collect())
+    }
+
+    /// Folds the pool's count ledger into one row, after a reader summed many: the sum stays
+    /// exact whether or not the fold happens, only shorter to read.
+    fn fold_counts(&self, ns: &str, pool: &str) {
+        self.housekeep(|c| c.exec(schema::FOLD, &[&ns, &pool]).map(drop));
+    }
+
+    /// Runs advice-only writes (count folds) in a transaction of their own that
+    /// commits asynchronously (`synchronous_commit` off for it alone): what a server crash
+    /// loses of them is only advice, and the command does not wait for a second WAL flush
+    /// after its own durable commit (with the durable defaults, as long as that commit).
+    /// Never inside a unit of work, whose transaction a failed statement would abort; a
+    /// failure (a read-only user, a standby, a lost race) is ignored.
+    fn housekeep(
+        &self,
+        work: impl FnOnce(&mut Client) -> std::result::Result<(), postgres::Error>,
+    ) {
+        let mut session = self.session();
+        if session.in_txn {
+            return;
+        }
+        let client = &mut session.client;
+        // One round trip to begin: the two statements in one simple query.
+        if client
+            .batch_execute("BEGIN; SET LOCAL synchronous_commit TO off")
+            .is_err()
+        {
+            let _ = client.batch_execute("ROLLBACK");
+            return;
+        }
+        let end = if work(client).is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        let _ = client.batch_execute(end);
+    }
+}

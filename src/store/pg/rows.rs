@@ -1,0 +1,113 @@
+//! What several of the PostgreSQL store's methods share: how an allocation row's manifest
+//! and owner columns are read and written, the guarded delete of an allocation, and the
+//! owner's row.
+
+use std::net::IpAddr;
+
+use postgres::Client;
+
+use super::typed::Typed;
+use super::{PgStore, ns_key};
+use crate::error::Result;
+use crate::model::{Namespace, Owner, PoolName, allocation_name};
+use crate::store::Parsed;
+use crate::yaml;
+
+/// A pool's manifest kind, as the events table names it.
+pub(super) const POOL_KIND: &str = "IPAMPool";
+/// An allocation's manifest kind, as the events table names it.
+pub(super) const ALLOCATION_KIND: &str = "IPAllocation";
+
+/// Decodes a stored allocation manifest.
+pub(super) fn parse(bytes: &[u8]) -> Parsed {
+    std::str::from_utf8(bytes)
+        .map_err(|_| "is not UTF-8 text".to_owned())
+        .and_then(yaml::decode_allocation)
+}
+
+/// The owner's three key columns: kind, name, uid (`''` for none).
+pub(super) fn owner_columns(owner: &Owner) -> (&'static str, &str, &str) {
+    (
+        owner.kind().as_str(),
+        owner.name(),
+        owner.uid().map_or("", |u| u.as_str()),
+    )
+}
+
+/// Deletes one allocation if `owner` (when given) still holds it, lowering the pool's hint,
+/// counting it in the pool's ledger and logging the release in the same statement. Returns
+/// whether a row went. Runs in a transaction begun with [`super::BEGIN`] (the ledger's
+/// triggers leave its counting to it).
+pub(super) fn delete_allocation(
+    client: &mut Client,
+    ns: &str,
+    pool: &str,
+    address: IpAddr,
+    owner: Option<(&str, &str, &str)>,
+    name: &str,
+    client_id: &str,
+) -> std::result::Result<bool, postgres::Error> {
+    let (guarded, kind, oname, uid) = match owner {
+        Some((k, n, u)) => (true, k, n, u),
+        None => (false, "", "", ""),
+    };
+    let row = client.one(
+        "WITH gone AS (
+             DELETE FROM ipamctl.allocations
+             WHERE namespace = $1 AND pool = $2 AND address = $3
+               AND (NOT $4 OR (owner_kind = $5 AND owner_name = $6 AND owner_uid = $7))
+             RETURNING namespace, pool, address, manifest
+         ), hint AS (
+             UPDATE ipamctl.pool_hints h
+             SET low_water = CASE WHEN h.low_water IS NULL OR h.low_water <= gone.address
+                                  THEN h.low_water ELSE gone.address END,
+                 epoch = h.epoch + 1
+             FROM gone WHERE h.namespace = gone.namespace AND h.pool = gone.pool
+         ), counted AS (
+             INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+             SELECT namespace, pool, -1 FROM gone
+         ), event AS (
+             INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+             SELECT $8, 'released', namespace, $9, $10, manifest FROM gone
+         )
+         SELECT count(*) FROM gone",
+        &[
+            &ns,
+            &pool,
+            &address,
+            &guarded,
+            &kind,
+            &oname,
+            &uid,
+            &client_id,
+            &ALLOCATION_KIND,
+            &name,
+        ],
+    )?;
+    Ok(row.get::<_, i64>(0) > 0)
+}
+
+impl PgStore {
+    /// The owner's allocation row in the pool: its object name and manifest.
+    pub(super) fn owner_row(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<Option<(String, Parsed)>> {
+        let ns = ns_key(ns);
+        let (kind, name, uid) = owner_columns(owner);
+        let row = self.single(|c| {
+            c.opt(
+                "SELECT address, manifest FROM ipamctl.allocations
+                 WHERE namespace = $1 AND pool = $2
+                   AND owner_kind = $3 AND owner_name = $4 AND owner_uid = $5",
+                &[&ns, &pool.as_str(), &kind, &name, &uid],
+            )
+        })?;
+        Ok(row.map(|r| {
+            let object = allocation_name(pool, r.get::<_, IpAddr>(0));
+            (object, parse(r.get::<_, &[u8]>(1)))
+        }))
+    }
+}

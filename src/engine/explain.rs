@@ -42,7 +42,7 @@ pub enum Reason {
     /// An allocation holds it.
     Taken,
     /// Released by another owner within the pool's `reuseAfter` (as written), see
-    /// [`crate::cooldown`].
+    /// [`crate::model::cooldown`].
     Cooling(String),
     /// A candidate nobody holds: the state changed between the claim's look-up and the
     /// listing the explanation was made from (a dry run takes no lock).

@@ -1454,3 +1454,63 @@ fn release_owner_prefix_releases_every_nic_of_the_host_in_the_pool() {
     succeeded(&out);
     assert_eq!(listed(&out), [], "{}", out.describe());
 }
+
+// ---- Invariant 5 across the Store trait: a release re-reads under the owner's lock -------
+
+/// A release reads the allocation, then waits for its owner's lock. Held there by strace
+/// (its owner-lock `fcntl(F_OFD_SETLKW)` delayed 2 s), the address is released by another
+/// process and claimed by another owner. When the slow release gets the lock, the store's
+/// release (`Claims::release` of the file store) reads the file again and finds it changed
+/// hands: it deletes nothing, and the guard then refuses the new owner (exit 4). Without the
+/// re-read under the lock, it would delete fip-rr-b's claim.
+#[test]
+fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
+    let _serial = serial();
+    require_strace();
+    let test = Test::new("seed");
+    let a = "FloatingIP/fip-rr-a";
+    let addr = allocate(&test, a);
+    let args = ["release", POOL, addr.as_str(), "--owner", a];
+    // The owner lock is the release's fifth fcntl (the others are F_GETFD); the trace says
+    // which one was delayed, so a change in that count fails here instead of passing.
+    let trace = test.root().join("release.strace");
+    let pre = [
+        "-f",
+        "-qq",
+        "-o",
+        trace.to_str().expect("a UTF-8 path"),
+        "-e",
+        "trace=fcntl",
+        "-e",
+        "inject=fcntl:delay_enter=2000000:when=5",
+        "--",
+    ]
+    .map(String::from);
+    let slow = spawn(wrapped(&ipamctl_cmd(&test, &args), "strace", &pre));
+    assert!(
+        wait_until_held(&slow, Duration::from_secs(5)),
+        "the slow release was never held"
+    );
+    succeeded(&ipamctl(&test, &args));
+    let b = "FloatingIP/fip-rr-b";
+    assert_eq!(
+        allocate(&test, b),
+        addr,
+        "{b} takes the lowest free address again"
+    );
+    let out = finish(&args, slow);
+    let traced = fs::read_to_string(&trace).expect("strace wrote its trace");
+    assert!(
+        traced
+            .lines()
+            .any(|l| l.contains("F_OFD_SETLKW") && l.contains("DELAYED")),
+        "the delayed call was not the owner lock:\n{traced}"
+    );
+    assert_eq!(out.code, Some(code::CONFLICT), "{}", out.describe());
+    assert_eq!(
+        held(&test, b),
+        std::slice::from_ref(&addr),
+        "{b}'s claim of {addr} is gone"
+    );
+    assert_consistent(&test.state());
+}

@@ -179,9 +179,10 @@ fn database(g: &GlobalArgs) -> Result<Option<&str>> {
     }
     if !conninfo::is_postgres(url) {
         return Err(Error::Usage {
+            // Never the string itself: whatever it is, it may hold a password.
             message: format!(
-                "`--store {}` is not a PostgreSQL connection string",
-                conninfo::mask(url)
+                "`--store` is not a PostgreSQL connection string: {}",
+                conninfo::why_not_postgres(url)
             ),
             hint: Some(
                 "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"

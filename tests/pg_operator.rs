@@ -195,3 +195,214 @@ fn a_malformed_store_string_is_not_echoed_and_says_what_is_wrong() {
     assert_code(&out, code::INVALID);
     assert!(stderr(&out).contains("percent-encode"), "{}", stderr(&out));
 }
+
+/// A public pool manifest.
+fn pool_yaml(name: &str, cidr: &str) -> String {
+    format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: {name}\nspec:\n  cidr: {cidr}\n  kind: public\n"
+    )
+}
+
+/// `ipamctl --store STORE ARGS…`, its output piped, not yet started.
+fn cmd(store: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(pg::BIN);
+    cmd.arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("IPAMCTL_STATE_DIR")
+        .env_remove("IPAMCTL_STORE")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Applies `yaml` to `store` through a file.
+fn apply_cmd(store: &str, yaml: &str, dir: &tempfile::TempDir) -> Command {
+    let file = dir.path().join(format!("{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(&file, yaml).unwrap();
+    cmd(store, &["apply", "-f", file.to_str().unwrap()])
+}
+
+/// `url` with `key=value` added to its query.
+fn with_param(url: &str, kv: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{kv}")
+}
+
+/// Finding 2a: a transaction holding the pool's row (psql's `SELECT … FOR UPDATE`) ends
+/// `allocate` and `apply` with a lock timeout, not a wait forever: the default one on a
+/// direct connection, and one set in the connection string through a transaction-pooling
+/// PgBouncer (which ignores startup `options`).
+#[test]
+fn a_held_pool_row_ends_allocate_and_apply_with_a_lock_timeout() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let out = apply_cmd(&db.url, &pool_yaml("small", "10.20.0.0/28"), &dir)
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    let mut locker = db.sql();
+    let mut tx = locker.transaction().unwrap();
+    tx.query(
+        "SELECT 1 FROM ipamctl.pools WHERE name = 'small' FOR UPDATE",
+        &[],
+    )
+    .unwrap();
+    let bouncer = pg::Bouncer::start();
+    let pooled = with_param(
+        &bouncer.url(&db),
+        "options=-c%20lock_timeout%3D2s%20-c%20statement_timeout%3D5s",
+    );
+    let children = [
+        (
+            cmd(&db.url, &["allocate", "small", "--owner", "FloatingIP/a"]),
+            "20s",
+        ),
+        (
+            apply_cmd(&db.url, &pool_yaml("small", "10.20.0.0/27"), &dir),
+            "20s",
+        ),
+        (
+            cmd(&pooled, &["allocate", "small", "--owner", "FloatingIP/b"]),
+            "2s",
+        ),
+        (
+            apply_cmd(&pooled, &pool_yaml("small", "10.20.0.0/26"), &dir),
+            "2s",
+        ),
+    ]
+    .map(|(mut c, after)| (c.spawn().unwrap(), after));
+    for (child, after) in children {
+        let out = pg::wait_or_kill(child, 90, "a command behind a locked pool row");
+        assert_code(&out, code::FAILURE);
+        assert_one_error(&out);
+        let err = stderr(&out);
+        // A command queued behind another waiter may pass its lock wait on to the next
+        // lock (each wait is bounded by `lock_timeout`) and then meet `statement_timeout`.
+        assert!(
+            err.contains(&format!("gave up after {after} waiting for a row lock"))
+                && err.contains("(lock_timeout;")
+                || err.contains("waiting for a statement to finish (statement_timeout;"),
+            "{err}"
+        );
+    }
+    tx.rollback().unwrap();
+    // Nothing was claimed or changed, and the pool works again.
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
+    let out = cmd(&pooled, &["allocate", "small", "--owner", "FloatingIP/b"])
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    assert_eq!(stdout(&out), "10.20.0.1\n");
+}
+
+/// Finding 2a: a client that froze in the middle of its claim (its network gone, its COMMIT
+/// never sent), idle in transaction with the pool's row `FOR SHARE`, holds it no longer than
+/// `idle_in_transaction_session_timeout`: an `apply` that changes the pool gets through.
+#[test]
+fn a_client_frozen_mid_claim_holds_the_pool_row_no_longer_than_its_idle_timeout() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let out = apply_cmd(&db.url, &pool_yaml("frozen", "10.21.0.0/28"), &dir)
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    let proxy = pg::Proxy::start("FOR SHARE", 1, pg::Cut::Freeze);
+    let frozen = cmd(
+        &proxy.url(db.name()),
+        &["allocate", "frozen", "--owner", "FloatingIP/f"],
+    )
+    .spawn()
+    .unwrap();
+    let start = std::time::Instant::now();
+    while !proxy.fired() {
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "the claim never locked the pool"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Waits for the row as long as it takes the server to end the frozen session.
+    let widen = apply_cmd(
+        &with_param(&db.url, "options=-c%20lock_timeout%3D120s"),
+        &pool_yaml("frozen", "10.21.0.0/27"),
+        &dir,
+    )
+    .spawn()
+    .unwrap();
+    let out = pg::wait_or_kill(widen, 180, "apply behind a frozen client");
+    assert_code(&out, code::OK);
+    let out = pg::wait_or_kill(frozen, 60, "the frozen allocate");
+    assert_code(&out, code::FAILURE);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
+}
+
+/// Finding 2b: `connect_timeout` bounds the whole handshake, not only the TCP connect: a
+/// server or pooler that accepts and then says nothing (PgBouncer stopped with SIGSTOP, a
+/// listener that never answers) ends the command with exit 1 and one line saying so, with
+/// `connect_timeout` and with the default.
+#[test]
+fn a_server_that_accepts_and_never_answers_ends_the_command_at_the_connect_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts every connection and keeps it, saying nothing.
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for c in listener.incoming() {
+            kept.push(c);
+        }
+    });
+    let bouncer = pg::Bouncer::start();
+    let db = Db::new();
+    let stop = Command::new("kill")
+        .args(["-STOP", &bouncer.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let silent = format!("postgresql://u@127.0.0.1:{port}/db");
+    let children = [
+        (
+            cmd(&with_param(&silent, "connect_timeout=2"), &["pool", "list"]),
+            "2 s",
+        ),
+        (cmd(&silent, &["pool", "list"]), "10 s"),
+        (
+            cmd(
+                &with_param(&silent, "sslmode=disable&connect_timeout=3"),
+                &["pool", "list"],
+            ),
+            "3 s",
+        ),
+        (
+            cmd(
+                &with_param(&bouncer.url(&db), "connect_timeout=3"),
+                &["pool", "list"],
+            ),
+            "3 s",
+        ),
+    ]
+    .map(|(mut c, after)| (c.spawn().unwrap(), after));
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|(child, after)| {
+            (
+                pg::wait_or_kill(child, 60, "connecting to a silent server"),
+                after,
+            )
+        })
+        .collect();
+    let _ = Command::new("kill")
+        .args(["-CONT", &bouncer.pid().to_string()])
+        .status();
+    for (out, after) in outs {
+        assert_code(&out, code::FAILURE);
+        assert_one_error(&out);
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("gave up after {after} waiting for the server")),
+            "{err}"
+        );
+    }
+}

@@ -32,6 +32,7 @@ mod objects;
 mod queries;
 mod rows;
 pub mod schema;
+mod timeouts;
 mod typed;
 
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ use crate::error::{Error, Result};
 use crate::model::Namespace;
 
 use conninfo::ConnInfo;
+use timeouts::Timeouts;
 use typed::Typed;
 
 /// How many times a transaction is tried when the server reports a serialization failure
@@ -98,6 +100,11 @@ pub struct PgStore {
     shown: String,
     /// Who makes the changes, for the audit log: `user@host` of this client.
     client_id: String,
+    /// How every unit of work that may change allocations begins: [`BEGIN`] and the
+    /// timeouts' `SET LOCAL`s, in one simple query.
+    begin: String,
+    /// The timeouts every transaction sets.
+    timeouts: Timeouts,
 }
 
 /// A connection string made ready to connect: parsed, completed from the environment and
@@ -138,16 +145,27 @@ impl Target {
     }
 }
 
-/// Connects to `target`.
-fn connect(target: &Target) -> Result<(Client, String)> {
+/// Connects to `target`: the client, the connection as messages show it, and the
+/// timeouts its transactions set.
+fn connect(target: &Target) -> Result<(Client, String, Timeouts)> {
     let shown = target.info.describe();
-    let (config, tls) = connect::config(&target.info, target.password.as_deref())
+    let prepared = connect::prepare(&target.info, target.password.as_deref())
         .map_err(|e| Error::invalid("--store", e))?;
-    let client = connect::connect(&config, tls).map_err(|e| Error::Database {
-        message: format!("cannot connect to PostgreSQL ({shown}): {}", one_line(&e)),
-        sqlstate: e.code().map(|c| c.code().to_owned()),
+    let timeouts = prepared.timeouts.clone();
+    let client = connect::connect(prepared).map_err(|failed| match failed {
+        connect::Failed::Error(e) => Error::Database {
+            message: format!("cannot connect to PostgreSQL ({shown}): {}", one_line(&e)),
+            sqlstate: e.code().map(|c| c.code().to_owned()),
+        },
+        connect::Failed::TimedOut(after) => Error::Database {
+            message: format!(
+                "cannot connect to PostgreSQL ({shown}): gave up after {} s waiting for the server to finish the connection handshake (connect_timeout, per host)",
+                after.as_secs()
+            ),
+            sqlstate: None,
+        },
     })?;
-    Ok((client, shown))
+    Ok((client, shown, timeouts))
 }
 
 /// The text of a client error on one line, the server's message without its DETAIL lines.
@@ -192,16 +210,16 @@ impl PgStore {
     /// ipamctl knows: none is exit 3 with a hint to run `init`; a newer one is refused
     /// before anything is read or written.
     pub fn open(target: &Target) -> Result<PgStore> {
-        let (mut client, shown) = connect(target)?;
+        let (mut client, shown, timeouts) = connect(target)?;
         let version = match client.one(schema::VERSION_QUERY, &[]) {
             Ok(row) => row.get::<_, Option<i32>>(0),
             // No `ipamctl` schema, or no version table in it.
             Err(e) if matches!(e.code().map(|c| c.code()), Some("3F000" | "42P01")) => None,
-            Err(e) => return Err(database(&shown, &e)),
+            Err(e) => return Err(database(&shown, &e, &timeouts)),
         };
         match version {
             Some(v) if v > schema::LATEST => Err(too_new(&shown, v)),
-            Some(v) if v == schema::LATEST => Ok(PgStore::new(client, shown)),
+            Some(v) if v == schema::LATEST => Ok(PgStore::new(client, shown, timeouts)),
             _ => Err(Error::NoSchema {
                 message: match version {
                     Some(v) => format!(
@@ -222,12 +240,12 @@ impl PgStore {
     /// transaction with its version row. Returns the version before (`None`: there was no
     /// schema) and the store's description. A newer schema is refused, nothing written.
     pub fn init(target: &Target) -> Result<(Option<i32>, i32, String)> {
-        let (mut client, shown) = connect(target)?;
+        let (mut client, shown, timeouts) = connect(target)?;
         let id = client_id();
         // Two inits creating the schema at once: one of them loses a catalog race (a unique
         // violation); the second try finds the schema there.
         let migrated = retrying(
-            || migrate(&mut client, &id),
+            || migrate(&mut client, &id, &timeouts),
             |e| {
                 e.code()
                     .is_some_and(|c| retryable(c.code()) || matches!(c.code(), "23505" | "42P07"))
@@ -236,11 +254,11 @@ impl PgStore {
         match migrated {
             Ok(Ok(before)) => Ok((before, schema::LATEST, shown)),
             Ok(Err(newer)) => Err(too_new(&shown, newer)),
-            Err(e) => Err(database(&shown, &e)),
+            Err(e) => Err(database(&shown, &e, &timeouts)),
         }
     }
 
-    fn new(client: Client, shown: String) -> PgStore {
+    fn new(client: Client, shown: String, timeouts: Timeouts) -> PgStore {
         PgStore {
             session: Mutex::new(Session {
                 client,
@@ -250,6 +268,8 @@ impl PgStore {
             }),
             shown,
             client_id: client_id(),
+            begin: format!("{BEGIN}{}", timeouts.set_local()),
+            timeouts,
         }
     }
 
@@ -266,7 +286,7 @@ impl PgStore {
 
     /// A client error as an [`Error::Database`] naming this store.
     fn error(&self, e: &postgres::Error) -> Error {
-        database(&self.shown, e)
+        database(&self.shown, e, &self.timeouts)
     }
 
     /// Runs `f` on the connection; a write outside a unit of work gets a transaction of its
@@ -280,7 +300,9 @@ impl PgStore {
             return f(&mut session.client).map_err(|e| self.error(&e));
         }
         let client = &mut session.client;
-        client.batch_execute(BEGIN).map_err(|e| self.error(&e))?;
+        client
+            .batch_execute(&self.begin)
+            .map_err(|e| self.error(&e))?;
         match f(client) {
             Ok(value) => {
                 client.batch_execute("COMMIT").map_err(|e| self.error(&e))?;
@@ -322,12 +344,16 @@ impl PgStore {
     /// Runs `work` in one read-only transaction that sees one snapshot of the whole
     /// database (REPEATABLE READ), as `export` needs.
     pub fn snapshot(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        self.unit_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", work)
+        let begin = format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY{}",
+            self.timeouts.set_local()
+        );
+        self.unit_as(&begin, work)
     }
 
     /// [`crate::store::Units::atomically`]: BEGIN, the work, COMMIT; again after 40001/40P01.
     fn unit(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        self.unit_as(BEGIN, work)
+        self.unit_as(&self.begin, work)
     }
 
     /// A unit of work opened by `begin`.
@@ -390,9 +416,17 @@ fn backoff(n: u32) -> Duration {
     Duration::from_millis(base + jitter)
 }
 
-fn database(shown: &str, e: &postgres::Error) -> Error {
+/// A client error as one line naming the server; a timeout of [`Timeouts`] says what it
+/// waited for.
+fn database(shown: &str, e: &postgres::Error, timeouts: &Timeouts) -> Error {
+    let expired = e
+        .as_db_error()
+        .and_then(|db| timeouts.expired(db.code().code(), db.message()));
     Error::Database {
-        message: format!("PostgreSQL ({shown}): {}", one_line(e)),
+        message: match expired {
+            Some(why) => format!("PostgreSQL ({shown}): {why}"),
+            None => format!("PostgreSQL ({shown}): {}", one_line(e)),
+        },
         sqlstate: e.code().map(|c| c.code().to_owned()),
     }
 }
@@ -412,8 +446,10 @@ fn too_new(shown: &str, version: i32) -> Error {
 fn migrate(
     client: &mut Client,
     id: &str,
+    timeouts: &Timeouts,
 ) -> std::result::Result<std::result::Result<Option<i32>, i32>, postgres::Error> {
     let mut tx = client.transaction()?;
+    tx.batch_execute(timeouts.set_local().trim_start_matches("; "))?;
     tx.batch_execute(schema::BOOTSTRAP)?;
     // Concurrent inits queue here; readers of the version are not blocked.
     tx.batch_execute("LOCK TABLE ipamctl.schema_version IN EXCLUSIVE MODE")?;

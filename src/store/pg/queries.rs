@@ -193,7 +193,10 @@ impl PgStore {
         let client = &mut session.client;
         // One round trip to begin: the two statements in one simple query.
         if client
-            .batch_execute("BEGIN; SET LOCAL synchronous_commit TO off")
+            .batch_execute(&format!(
+                "BEGIN; SET LOCAL synchronous_commit TO off{}",
+                self.timeouts.set_local()
+            ))
             .is_err()
         {
             let _ = client.batch_execute("ROLLBACK");

@@ -16,6 +16,7 @@ mod code {
     pub const FAILURE: i32 = 1;
     pub const INVALID: i32 = 2;
     pub const NOT_FOUND: i32 = 3;
+    pub const UNKNOWN: i32 = 6;
 }
 
 /// The password of every connection string below: unusual enough that any five of its
@@ -405,4 +406,100 @@ fn a_server_that_accepts_and_never_answers_ends_the_command_at_the_connect_timeo
             "{err}"
         );
     }
+}
+
+/// Asserts a lost-`COMMIT` outcome: exit 6, one error line that says the change may or may
+/// not have been made, and the hint that running the command again is safe.
+#[track_caller]
+fn assert_unknown(out: &Output) {
+    assert_code(out, code::UNKNOWN);
+    assert_one_error(out);
+    let err = stderr(out);
+    assert!(
+        err.contains("may or may not have been made")
+            && err.contains("running the same command again is safe"),
+        "{err}"
+    );
+}
+
+/// Finding 3: a connection lost after `COMMIT` reached the server (a proxy passes it on and
+/// cuts the connection before the answer comes back) is an unknown outcome, exit 6, for
+/// `allocate`, `release` and `apply`; in each case the change was made, and running the
+/// same command again is safe and reports what is there.
+#[test]
+fn a_commit_whose_answer_is_lost_is_an_unknown_outcome_and_running_again_is_safe() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let through = |proxy: &pg::Proxy, args: &[&str]| cmd(&proxy.url(db.name()), args);
+
+    // apply: the pool is created, and applying again finds it unchanged.
+    let proxy = pg::Proxy::start("COMMIT", 1, pg::Cut::AfterSending);
+    let yaml = pool_yaml("lost", "10.22.0.0/28");
+    let out = apply_cmd(&proxy.url(db.name()), &yaml, &dir)
+        .output()
+        .unwrap();
+    assert!(proxy.fired());
+    assert_unknown(&out);
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.pools WHERE name = 'lost'"),
+        1
+    );
+    let out = apply_cmd(&db.url, &yaml, &dir).output().unwrap();
+    assert_code(&out, code::OK);
+    assert!(stdout(&out).contains("unchanged"), "{}", stdout(&out));
+
+    // allocate: the address is held, and the same request again answers with it.
+    let proxy = pg::Proxy::start("COMMIT", 1, pg::Cut::AfterSending);
+    let out = through(&proxy, &["allocate", "lost", "--owner", "FloatingIP/x"])
+        .output()
+        .unwrap();
+    assert_unknown(&out);
+    assert_eq!(stdout(&out), "");
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 1);
+    let out = cmd(&db.url, &["allocate", "lost", "--owner", "FloatingIP/x"])
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    assert_eq!(stdout(&out), "10.22.0.1\n");
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 1);
+
+    // release: the address is released, and releasing it again does nothing.
+    let proxy = pg::Proxy::start("COMMIT", 1, pg::Cut::AfterSending);
+    let out = through(&proxy, &["release", "lost", "10.22.0.1"])
+        .output()
+        .unwrap();
+    assert_unknown(&out);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
+    let out = cmd(&db.url, &["release", "lost", "10.22.0.1"])
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    assert!(
+        stderr(&out).contains("nothing to release"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Finding 3's other half: a connection lost before the `COMMIT` (here, at the claim's
+/// statement) is still exit 1, nothing made. (Lost at the `COMMIT` itself, even before the
+/// server read it, the client cannot tell: that is exit 6.)
+#[test]
+fn a_connection_lost_before_commit_is_exit_1_and_nothing_made() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let out = apply_cmd(&db.url, &pool_yaml("early", "10.23.0.0/28"), &dir)
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
+    let proxy = pg::Proxy::start("WITH claimed AS", 1, pg::Cut::BeforeSending);
+    let out = cmd(
+        &proxy.url(db.name()),
+        &["allocate", "early", "--owner", "FloatingIP/x"],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, code::FAILURE);
+    assert_one_error(&out);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
 }

@@ -17,6 +17,8 @@ Exit codes:
   3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
   5  pool exhausted
+  6  outcome unknown: the connection to PostgreSQL was lost during COMMIT (the
+     change may or may not have been made; running the same command again is safe)
 
 Examples:
   ipamctl init state && cd state

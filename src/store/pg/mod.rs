@@ -20,8 +20,11 @@
 //! - Every change appends a row to `events` in the same statement (a data-modifying `WITH`).
 //! - Serialization failures and deadlocks (SQLSTATE 40001, 40P01) roll the transaction back
 //!   and run it again, at most [`MAX_ATTEMPTS`] times with a growing, jittered pause.
-//! - A connection that breaks mid-command is one `error:` line (exit 1); the transaction it
-//!   was in never committed, so nothing is half-done.
+//! - A connection that breaks mid-command is one `error:` line: exit 1 before the `COMMIT`
+//!   was sent (the transaction never committed, so nothing is half-done), exit 6
+//!   ([`crate::error::exit::UNKNOWN`]) once it was, when the server may have committed:
+//!   the outcome is unknown, and running the command again is safe (a claim is idempotent
+//!   per owner, a release per address).
 
 mod claims;
 mod connect;
@@ -289,6 +292,22 @@ impl PgStore {
         database(&self.shown, e, &self.timeouts)
     }
 
+    /// A failed `COMMIT` as an error: the server's refusal (a serialization failure, say)
+    /// rolled it back; a connection lost with the `COMMIT` sent leaves the outcome unknown
+    /// ([`Error::OutcomeUnknown`]): the server may have committed before it went.
+    fn commit_failed(&self, e: &postgres::Error) -> Error {
+        if e.as_db_error().is_some() {
+            return self.error(e);
+        }
+        Error::OutcomeUnknown {
+            message: format!(
+                "PostgreSQL ({}): the connection was lost while committing ({}): the change may or may not have been made",
+                self.shown,
+                one_line(e)
+            ),
+        }
+    }
+
     /// Runs `f` on the connection; a write outside a unit of work gets a transaction of its
     /// own, so its change and its event row commit together.
     fn run<T>(
@@ -305,7 +324,9 @@ impl PgStore {
             .map_err(|e| self.error(&e))?;
         match f(client) {
             Ok(value) => {
-                client.batch_execute("COMMIT").map_err(|e| self.error(&e))?;
+                client
+                    .batch_execute("COMMIT")
+                    .map_err(|e| self.commit_failed(&e))?;
                 Ok(value)
             }
             Err(e) => {
@@ -379,7 +400,7 @@ impl PgStore {
                 let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 match (done, session.client.batch_execute(end)) {
                     (Ok(()), Ok(())) => Ok(()),
-                    (Ok(()), Err(e)) => Err(self.error(&e)),
+                    (Ok(()), Err(e)) => Err(self.commit_failed(&e)),
                     // The work's own error is the one to report; a failed rollback only
                     // means the connection is gone, and the server rolls back then.
                     (Err(e), _) => Err(e),

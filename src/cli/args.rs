@@ -1,6 +1,8 @@
 //! The command line, as clap derive types. Their doc comments are the `--help` text and the
 //! man pages. No I/O here.
 
+// Length: every command's arguments in one file, as `--help` and the man pages read them.
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -17,8 +19,7 @@ Exit codes:
   3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
   5  pool exhausted
-  6  outcome unknown: the connection to PostgreSQL was lost during COMMIT (the
-     change may or may not have been made; running the same command again is safe)
+  6  outcome unknown: lost connection during COMMIT; running it again is safe
 
 Examples:
   ipamctl init state && cd state

@@ -503,3 +503,157 @@ fn a_connection_lost_before_commit_is_exit_1_and_nothing_made() {
     assert_one_error(&out);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
 }
+
+/// A command to run against a connection string.
+type StoreCommand<'a> = dyn Fn(&str) -> Command + 'a;
+
+/// What a database holds, to compare before and after a command cut halfway: every pool,
+/// allocation and subnet or cooldown record, by name.
+fn contents(db: &Db) -> Vec<String> {
+    db.sql()
+        .query(
+            "SELECT 'pool ' || namespace || '/' || name FROM ipamctl.pools
+             UNION ALL SELECT 'allocation ' || namespace || '/' || pool || ' ' || host(address)
+                       FROM ipamctl.allocations
+             UNION ALL SELECT kind || ' ' || namespace || '/' || name FROM ipamctl.objects
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Finding 4: a command that changes several things is one transaction on PostgreSQL: a
+/// connection cut between its steps (the proxy drops the second deleting or inserting
+/// statement and closes) leaves the database as it was, for `release --uid` over several
+/// pools, `release` with an owner selector, `vpc delete`, `pool delete` and `apply -f` of
+/// several documents; running the command again then does it all.
+#[test]
+fn a_connection_cut_between_the_steps_of_one_command_changes_nothing() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let uid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    let pools: String = (1..=3)
+        .map(|i| pool_yaml(&format!("p{i}"), &format!("10.3{i}.0.0/28")))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    assert_code(
+        &apply_cmd(&db.url, &pools, &dir).output().unwrap(),
+        code::OK,
+    );
+    for i in 1..=3 {
+        let pool = format!("p{i}");
+        for (owner, uid) in [
+            ("VirtualMachine/vm/0", Some(uid)),
+            ("FloatingIP/fip-1", None),
+        ] {
+            let mut args = vec!["allocate", pool.as_str(), "--owner", owner];
+            args.extend(uid.iter().flat_map(|u| ["--uid", u]));
+            assert_code(&cmd(&db.url, &args).output().unwrap(), code::OK);
+        }
+    }
+    let vpc = cmd(
+        &db.url,
+        &[
+            "vpc",
+            "create",
+            "blue",
+            "-n",
+            "acme/dev",
+            "--cidr",
+            "10.60.0.0/16",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&vpc, code::OK);
+    let out = cmd(
+        &db.url,
+        &[
+            "allocate",
+            "vpc-blue",
+            "-n",
+            "acme/dev",
+            "--owner",
+            "FloatingIP/in-vpc",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, code::OK);
+    let subnet = cmd(
+        &db.url,
+        &[
+            "subnet",
+            "create",
+            "s1",
+            "--pool",
+            "p3",
+            "--cidr",
+            "10.33.0.8/29",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_code(&subnet, code::OK);
+
+    let two_more = format!(
+        "{}---\n{}",
+        pool_yaml("q1", "10.41.0.0/28"),
+        pool_yaml("q2", "10.42.0.0/28")
+    );
+    let cases: Vec<(&str, Box<StoreCommand>)> = vec![
+        (
+            "DELETE FROM ipamctl.allocations",
+            Box::new(|s: &str| cmd(s, &["release", "--uid", uid, "-A"])),
+        ),
+        (
+            "DELETE FROM ipamctl.allocations",
+            Box::new(|s: &str| cmd(s, &["release", "--owner", "FloatingIP/fip-1", "-A"])),
+        ),
+        (
+            "DELETE FROM ipamctl",
+            Box::new(|s: &str| cmd(s, &["vpc", "delete", "blue", "-n", "acme/dev"])),
+        ),
+        (
+            "DELETE FROM ipamctl",
+            Box::new(|s: &str| cmd(s, &["pool", "delete", "p3"])),
+        ),
+        (
+            "INSERT INTO ipamctl.pools",
+            Box::new(|s: &str| apply_cmd(s, &two_more, &dir)),
+        ),
+    ];
+    for (i, (second, command)) in cases.iter().enumerate() {
+        if i == 3 {
+            // `pool delete` needs the pool empty: release what `p3` holds first.
+            for args in [
+                ["release", "p3", "10.33.0.1"],
+                ["release", "p3", "10.33.0.2"],
+            ] {
+                let out = cmd(&db.url, &args).output().unwrap();
+                assert_code(&out, code::OK);
+            }
+        }
+        let before = contents(&db);
+        let proxy = pg::Proxy::start(second, 2, pg::Cut::BeforeSending);
+        let out = command(&proxy.url(db.name())).output().unwrap();
+        assert!(proxy.fired(), "case {i}: no second step to cut");
+        assert_code(&out, code::FAILURE);
+        assert_one_error(&out);
+        assert_eq!(
+            contents(&db),
+            before,
+            "case {i}: a cut command changed something"
+        );
+        let out = command(&db.url).output().unwrap();
+        assert_code(&out, code::OK);
+        assert_ne!(
+            contents(&db),
+            before,
+            "case {i}: running it again did nothing"
+        );
+    }
+}

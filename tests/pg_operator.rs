@@ -657,3 +657,75 @@ fn a_connection_cut_between_the_steps_of_one_command_changes_nothing() {
         );
     }
 }
+
+/// An allocation manifest, as the file store writes one by hand.
+fn allocation_yaml(pool: &str, address: &str, owner: &str) -> String {
+    let name = format!("{pool}-{}", address.replace('.', "-"));
+    format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAllocation\nmetadata:\n  name: {name}\nspec:\n  pool: {pool}\n  address: \"{address}\"\n  owner:\n    kind: FloatingIP\n    name: {owner}\n"
+    )
+}
+
+/// Finding 5: `import` refuses whole (exit 2, nothing written) a state directory that
+/// `check` rejects: an allocation outside its pool's prefix, one on the gateway, one in a
+/// pool that does not exist; the message names the files.
+#[test]
+fn import_refuses_whole_a_state_directory_that_check_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let fs = |args: &[&str]| {
+        Command::new(pg::BIN)
+            .arg("-d")
+            .arg(&state)
+            .args(args)
+            .env_remove("IPAMCTL_STORE")
+            .env_remove("IPAMCTL_STATE_DIR")
+            .output()
+            .unwrap()
+    };
+    let init = Command::new(pg::BIN)
+        .arg("init")
+        .arg(&state)
+        .env_remove("IPAMCTL_STORE")
+        .output()
+        .unwrap();
+    assert_code(&init, code::OK);
+    let pool = dir.path().join("pool.yaml");
+    std::fs::write(
+        &pool,
+        format!("{}  gateway: 10.9.0.1\n", pool_yaml("p", "10.9.0.0/24")),
+    )
+    .unwrap();
+    assert_code(&fs(&["apply", "-f", pool.to_str().unwrap()]), code::OK);
+    assert_code(
+        &fs(&["allocate", "p", "--owner", "FloatingIP/fine"]),
+        code::OK,
+    );
+    let allocations = state.join("cluster/ipallocations");
+    for (pool, address, owner) in [
+        ("p", "10.10.0.5", "outside"),
+        ("p", "10.9.0.1", "gateway"),
+        ("nopool", "10.11.0.5", "orphan"),
+    ] {
+        let name = format!("{pool}-{}.yaml", address.replace('.', "-"));
+        std::fs::write(
+            allocations.join(name),
+            allocation_yaml(pool, address, owner),
+        )
+        .unwrap();
+    }
+    let check = fs(&["check"]);
+    assert_code(&check, code::FAILURE);
+
+    let db = Db::new();
+    let out = db.run(["import", state.to_str().unwrap()]);
+    assert_code(&out, code::INVALID);
+    assert_one_error(&out);
+    let err = stderr(&out);
+    for file in ["p-10-10-0-5", "p-10-9-0-1", "nopool-10-11-0-5"] {
+        assert!(err.contains(file), "{file} not named: {err}");
+    }
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), 0);
+}

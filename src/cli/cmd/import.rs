@@ -16,7 +16,7 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
         ));
     }
     let source = FsStore::open(&args.dir)?;
-    let copied = transfer::import(&source, db)?;
+    let copied = transfer::import_dir(&source, db)?;
     eprintln!(
         "imported {} pools and {} allocations into {} ({} already there)",
         copied.pools,

@@ -729,3 +729,31 @@ fn import_refuses_whole_a_state_directory_that_check_rejects() {
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.events"), 0);
 }
+
+/// Finding 7: `init` on a damaged version history fails at once, naming the missing
+/// versions, and changes nothing: versions 4 and 5 deleted (their tables still there), and
+/// version 4 missing under a present 5.
+#[test]
+fn init_refuses_a_damaged_version_history_naming_the_missing_versions() {
+    for (deleted, named) in [
+        ("4, 5", "versions 4, 5 are missing"),
+        ("4", "version 4 is missing"),
+        ("2", "version 2 is missing"),
+    ] {
+        let db = Db::new();
+        db.sql()
+            .batch_execute(&format!(
+                "DELETE FROM ipamctl.schema_version WHERE version IN ({deleted})"
+            ))
+            .unwrap();
+        let versions = db.count("SELECT count(*) FROM ipamctl.schema_version");
+        let out = db.run(["init"]);
+        assert_code(&out, code::FAILURE);
+        assert_one_error(&out);
+        assert!(stderr(&out).contains(named), "{deleted}: {}", stderr(&out));
+        assert_eq!(
+            db.count("SELECT count(*) FROM ipamctl.schema_version"),
+            versions
+        );
+    }
+}

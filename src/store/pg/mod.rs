@@ -31,6 +31,7 @@ mod connect;
 pub mod conninfo;
 mod free;
 mod locks;
+mod migrate;
 mod objects;
 mod queries;
 mod rows;
@@ -247,17 +248,25 @@ impl PgStore {
         let id = client_id();
         // Two inits creating the schema at once: one of them loses a catalog race (a unique
         // violation); the second try finds the schema there.
+        // Only a race of the bootstrap is retried: once the version table is locked, a
+        // migration that finds its objects there means a damaged history, which waiting
+        // does not mend.
         let migrated = retrying(
-            || migrate(&mut client, &id, &timeouts),
-            |e| {
-                e.code()
-                    .is_some_and(|c| retryable(c.code()) || matches!(c.code(), "23505" | "42P07"))
+            || migrate::migrate(&mut client, &id, &timeouts),
+            |e| match e {
+                migrate::Failed::Bootstrap(e) => e
+                    .code()
+                    .is_some_and(|c| retryable(c.code()) || matches!(c.code(), "23505" | "42P07")),
+                migrate::Failed::Migration(e) => e.code().is_some_and(|c| retryable(c.code())),
             },
         );
         match migrated {
-            Ok(Ok(before)) => Ok((before, schema::LATEST, shown)),
-            Ok(Err(newer)) => Err(too_new(&shown, newer)),
-            Err(e) => Err(database(&shown, &e, &timeouts)),
+            Ok(migrate::Outcome::Migrated(before)) => Ok((before, schema::LATEST, shown)),
+            Ok(migrate::Outcome::Newer(newer)) => Err(too_new(&shown, newer)),
+            Ok(migrate::Outcome::Damaged(missing)) => Err(damaged(&shown, &missing)),
+            Err(migrate::Failed::Bootstrap(e) | migrate::Failed::Migration(e)) => {
+                Err(database(&shown, &e, &timeouts))
+            }
         }
     }
 
@@ -462,33 +471,20 @@ fn too_new(shown: &str, version: i32) -> Error {
     }
 }
 
-/// Applies the missing migrations in one transaction. `Ok(Err(v))`: the schema is version
-/// `v`, newer than this binary's; nothing was written.
-fn migrate(
-    client: &mut Client,
-    id: &str,
-    timeouts: &Timeouts,
-) -> std::result::Result<std::result::Result<Option<i32>, i32>, postgres::Error> {
-    let mut tx = client.transaction()?;
-    tx.batch_execute(timeouts.set_local().trim_start_matches("; "))?;
-    tx.batch_execute(schema::BOOTSTRAP)?;
-    // Concurrent inits queue here; readers of the version are not blocked.
-    tx.batch_execute("LOCK TABLE ipamctl.schema_version IN EXCLUSIVE MODE")?;
-    let before: Option<i32> = tx.query_one(schema::VERSION_QUERY, &[])?.get(0);
-    let current = before.unwrap_or(0);
-    if current > schema::LATEST {
-        tx.rollback()?;
-        return Ok(Err(current));
+/// The refusal of `init` on a damaged version history, naming the missing versions.
+fn damaged(shown: &str, missing: &[i32]) -> Error {
+    let list: Vec<String> = missing.iter().map(i32::to_string).collect();
+    let (noun, verb) = if missing.len() == 1 {
+        ("version", "is")
+    } else {
+        ("versions", "are")
+    };
+    Error::Database {
+        message: format!(
+            "the ipamctl schema's version history in the database ({shown}) is damaged: {noun} {} {verb} missing from ipamctl.schema_version while later versions or their objects are there; nothing was changed (restore the rows, e.g. INSERT INTO ipamctl.schema_version (version, client) VALUES ({}, 'repair'), once the schema is known to be whole)",
+            list.join(", "),
+            list.join(", 'repair'), (")
+        ),
+        sqlstate: None,
     }
-    for (version, sql) in schema::MIGRATIONS {
-        if *version > current {
-            tx.batch_execute(sql)?;
-            tx.execute(
-                "INSERT INTO ipamctl.schema_version (version, client) VALUES ($1, $2)",
-                &[version, &id],
-            )?;
-        }
-    }
-    tx.commit()?;
-    Ok(Ok(before))
 }

@@ -666,23 +666,22 @@ fn allocation_yaml(pool: &str, address: &str, owner: &str) -> String {
     )
 }
 
-/// Finding 5: `import` refuses whole (exit 2, nothing written) a state directory that
-/// `check` rejects: an allocation outside its pool's prefix, one on the gateway, one in a
-/// pool that does not exist; the message names the files.
-#[test]
-fn import_refuses_whole_a_state_directory_that_check_rejects() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let fs = |args: &[&str]| {
-        Command::new(pg::BIN)
-            .arg("-d")
-            .arg(&state)
-            .args(args)
-            .env_remove("IPAMCTL_STORE")
-            .env_remove("IPAMCTL_STATE_DIR")
-            .output()
-            .unwrap()
-    };
+/// `ipamctl -d STATE ARGS…`.
+fn on_files(state: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(pg::BIN)
+        .arg("-d")
+        .arg(state)
+        .args(args)
+        .env_remove("IPAMCTL_STORE")
+        .env_remove("IPAMCTL_STATE_DIR")
+        .output()
+        .unwrap()
+}
+
+/// A state directory under `dir` holding pool `p` (10.9.0.0/24, gateway 10.9.0.1) and one
+/// owner's allocation.
+fn state_dir(dir: &std::path::Path) -> std::path::PathBuf {
+    let state = dir.join("state");
     let init = Command::new(pg::BIN)
         .arg("init")
         .arg(&state)
@@ -690,17 +689,29 @@ fn import_refuses_whole_a_state_directory_that_check_rejects() {
         .output()
         .unwrap();
     assert_code(&init, code::OK);
-    let pool = dir.path().join("pool.yaml");
+    let pool = dir.join("pool.yaml");
     std::fs::write(
         &pool,
         format!("{}  gateway: 10.9.0.1\n", pool_yaml("p", "10.9.0.0/24")),
     )
     .unwrap();
+    let fs = |args: &[&str]| on_files(&state, args);
     assert_code(&fs(&["apply", "-f", pool.to_str().unwrap()]), code::OK);
     assert_code(
         &fs(&["allocate", "p", "--owner", "FloatingIP/fine"]),
         code::OK,
     );
+    state
+}
+
+/// Finding 5: `import` refuses whole (exit 2, nothing written) a state directory that
+/// `check` rejects: an allocation outside its pool's prefix, one on the gateway, one in a
+/// pool that does not exist; the message names the files.
+#[test]
+fn import_refuses_whole_a_state_directory_that_check_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = state_dir(dir.path());
+    let fs = |args: &[&str]| on_files(&state, args);
     let allocations = state.join("cluster/ipallocations");
     for (pool, address, owner) in [
         ("p", "10.10.0.5", "outside"),
@@ -756,4 +767,283 @@ fn init_refuses_a_damaged_version_history_naming_the_missing_versions() {
             versions
         );
     }
+}
+
+/// Runs statements as a hand in psql would, bypassing ipamctl's triggers
+/// (`session_replication_role = replica`) when `bypass`: a database written before
+/// migration 6, or with its triggers disabled.
+fn psql(db: &Db, bypass: bool, sql: &str) -> Result<(), postgres::Error> {
+    let mut c = db.sql();
+    if bypass {
+        c.batch_execute("SET session_replication_role = replica")?;
+    }
+    c.batch_execute(sql)
+}
+
+/// The SQLSTATE of a failed statement.
+fn sqlstate(result: Result<(), postgres::Error>) -> Option<String> {
+    result
+        .err()
+        .and_then(|e| e.code().map(|c| c.code().to_owned()))
+}
+
+/// `check -o json` as (severity, path, message) triples.
+fn findings(out: &Output) -> Vec<(String, String, String)> {
+    let json: serde_json::Value = serde_json::from_str(&stdout(out))
+        .unwrap_or_else(|e| panic!("check -o json: {e}: {}", stdout(out)));
+    let items = json
+        .get("items")
+        .and_then(|i| i.as_array())
+        .or_else(|| json.as_array())
+        .unwrap_or_else(|| panic!("no list in {json}"));
+    items
+        .iter()
+        .map(|f| {
+            let field = |k: &str| f[k].as_str().unwrap_or_default().to_owned();
+            (field("severity"), field("path"), field("message"))
+        })
+        .collect()
+}
+
+/// A database holding pool `p` (10.9.0.0/24, gateway 10.9.0.1) with three owners.
+fn three_owners() -> Db {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!("{}  gateway: 10.9.0.1\n", pool_yaml("p", "10.9.0.0/24"));
+    assert_code(&apply_cmd(&db.url, &yaml, &dir).output().unwrap(), code::OK);
+    for owner in ["a", "b", "c"] {
+        let out = cmd(
+            &db.url,
+            &["allocate", "p", "--owner", &format!("FloatingIP/{owner}")],
+        )
+        .output()
+        .unwrap();
+        assert_code(&out, code::OK);
+    }
+    db
+}
+
+/// Finding 6: the database refuses the hand edits that broke it: an address with a prefix
+/// length (what a `COPY` of `10.9.0.2/26` writes), owner columns that disagree with the
+/// manifest; and it counts an `UPDATE` that moves a row to another pool.
+#[test]
+fn the_database_refuses_hand_edits_that_break_its_invariants() {
+    let db = three_owners();
+    let masked = psql(
+        &db,
+        false,
+        "UPDATE ipamctl.allocations SET address = set_masklen(address, 26)
+         WHERE host(address) = '10.9.0.3'",
+    );
+    assert_eq!(sqlstate(masked).as_deref(), Some("23514"));
+    let copied = psql(
+        &db,
+        false,
+        "INSERT INTO ipamctl.allocations (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest)
+         SELECT namespace, pool, '10.9.0.2/26', owner_kind, owner_name || '-2', owner_uid, manifest
+         FROM ipamctl.allocations WHERE host(address) = '10.9.0.2'",
+    );
+    assert_eq!(sqlstate(copied).as_deref(), Some("23514"));
+    let renamed = psql(
+        &db,
+        false,
+        "UPDATE ipamctl.allocations SET owner_name = 'someone-else' WHERE host(address) = '10.9.0.2'",
+    );
+    assert_eq!(sqlstate(renamed).as_deref(), Some("23514"));
+    // The next claim is the next address, not a second 10.9.0.2.
+    let out = cmd(&db.url, &["allocate", "p", "--owner", "FloatingIP/d"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "10.9.0.5\n");
+
+    // A row moved to another pool, manifest and all, is counted out of one and into the other.
+    let dir = tempfile::tempdir().unwrap();
+    let out = apply_cmd(
+        &db.url,
+        &pool_yaml("q", "10.9.0.0/24")
+            .replace("public", "private")
+            .replace("  name: q\n", "  name: q\n  namespace: t\n"),
+        &dir,
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, code::OK);
+    psql(
+        &db,
+        false,
+        "UPDATE ipamctl.allocations
+         SET namespace = 't', pool = 'q',
+             manifest = convert_to(replace(replace(replace(convert_from(manifest, 'UTF8'),
+                 'spec:\n  pool: p\n', 'spec:\n  pool: q\n'),
+                 '  name: p-10-9-0-4\n', E'  name: q-10-9-0-4\n  namespace: t\n'),
+                 'x', 'x'), 'UTF8')
+         WHERE host(address) = '10.9.0.4'",
+    )
+    .unwrap();
+    let check = cmd(&db.url, &["check", "-o", "json"]).output().unwrap();
+    let drift: Vec<_> = findings(&check)
+        .into_iter()
+        .filter(|f| f.2.contains("count ledger"))
+        .collect();
+    assert!(drift.is_empty(), "{drift:?}");
+}
+
+/// A hand's `INSERT` of an allocation row for `manifest` (bypassing the triggers).
+fn insert_row(
+    db: &Db,
+    ns: &str,
+    pool: &str,
+    address: &str,
+    owner: &str,
+    uid: &str,
+    manifest: &str,
+) {
+    psql(
+        db,
+        true,
+        &format!(
+            "INSERT INTO ipamctl.allocations (namespace, pool, address, owner_kind, owner_name, owner_uid, manifest)
+             VALUES ('{ns}', '{pool}', '{address}', 'FloatingIP', '{owner}', '{uid}', convert_to($m${manifest}$m$, 'UTF8'))"
+        ),
+    )
+    .unwrap();
+}
+
+/// Finding 6: `ipamctl check` works on a database, with the same rules, output and exit
+/// codes as on a state directory (the same broken state gives the same findings, path for
+/// path), and the database's own: a row that is no host address, owner columns that
+/// disagree with the manifest, a row that does not parse, a count ledger that disagrees
+/// with the rows, a low-water hint above a free address.
+#[test]
+fn check_on_a_database_finds_what_it_finds_in_a_state_directory_and_more() {
+    // The state directory of finding 5, checked as files.
+    let dir = tempfile::tempdir().unwrap();
+    let state = state_dir(dir.path());
+    let fs = |args: &[&str]| on_files(&state, args);
+    // The same state in a database, before the files are broken.
+    let db = Db::new();
+    assert_code(&db.run(["import", state.to_str().unwrap()]), code::OK);
+    let broken = [
+        ("p", "10.10.0.5", "outside"),
+        ("p", "10.9.0.1", "gateway"),
+        ("nopool", "10.11.0.5", "orphan"),
+    ];
+    for (pool, address, owner) in broken {
+        let name = format!("{pool}-{}.yaml", address.replace('.', "-"));
+        let yaml = allocation_yaml(pool, address, owner);
+        std::fs::write(state.join("cluster/ipallocations").join(name), &yaml).unwrap();
+        insert_row(&db, "", pool, address, owner, "", &yaml);
+    }
+    let on_files = fs(&["check", "-o", "json"]);
+    assert_code(&on_files, code::FAILURE);
+    let on_db = cmd(&db.url, &["check", "-o", "json"]).output().unwrap();
+    assert_code(&on_db, code::FAILURE);
+    let expected = findings(&on_files);
+    assert_eq!(expected.len(), 3, "{expected:?}");
+    // The ledger counted none of the hand's rows (the triggers were bypassed).
+    let mut on_db = findings(&on_db);
+    on_db.retain(|f| !f.2.contains("count ledger"));
+    assert_eq!(on_db, expected);
+    let table = cmd(&db.url, &["check"]).output().unwrap();
+    assert_code(&table, code::FAILURE);
+    assert!(stdout(&table).starts_with("SEVERITY"), "{}", stdout(&table));
+    assert!(
+        stderr(&table).starts_with("error: 5 errors"),
+        "{}",
+        stderr(&table)
+    );
+
+    // The database's own rules.
+    let db = three_owners();
+    psql(
+        &db,
+        true,
+        "ALTER TABLE ipamctl.allocations DROP CONSTRAINT allocations_host_address;
+         UPDATE ipamctl.allocations SET address = set_masklen(address, 26) WHERE host(address) = '10.9.0.3';
+         UPDATE ipamctl.allocations SET owner_name = 'someone-else' WHERE host(address) = '10.9.0.2';
+         INSERT INTO ipamctl.pool_counts (namespace, pool, delta) VALUES ('', 'p', 5);
+         UPDATE ipamctl.pool_hints SET low_water = '10.9.0.200' WHERE pool = 'p';",
+    )
+    .unwrap();
+    insert_row(&db, "", "p", "10.9.0.9", "garbled", "", "not: [a manifest");
+    let out = cmd(&db.url, &["check", "-o", "json"]).output().unwrap();
+    assert_code(&out, code::FAILURE);
+    let found = findings(&out);
+    let has = |path: &str, text: &str| found.iter().any(|(_, p, m)| p == path && m.contains(text));
+    let alloc = |a: &str| format!("cluster/ipallocations/p-{}.yaml", a.replace('.', "-"));
+    assert!(has(&alloc("10.9.0.3"), "not a host address"), "{found:?}");
+    assert!(
+        has(&alloc("10.9.0.2"), "disagree with its manifest"),
+        "{found:?}"
+    );
+    assert!(has(&alloc("10.9.0.9"), ""), "{found:?}");
+    assert!(has("cluster/ipampools/p.yaml", "count ledger"), "{found:?}");
+    assert!(
+        found.iter().any(|(s, p, m)| s == "warning"
+            && p == "cluster/ipampools/p.yaml"
+            && m.contains("low-water hint")),
+        "{found:?}"
+    );
+}
+
+/// Finding 6: `release` and `export` go on past a row that does not parse, warning about
+/// it, as the file store's commands go on past a broken file.
+#[test]
+fn release_and_export_go_on_past_an_unparsable_row_with_a_warning() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    assert_code(
+        &apply_cmd(&db.url, &pool_yaml("p", "10.9.0.0/24"), &dir)
+            .output()
+            .unwrap(),
+        code::OK,
+    );
+    let uid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    for owner in ["VirtualMachine/vm/0", "VirtualMachine/vm/1"] {
+        let out = cmd(&db.url, &["allocate", "p", "--owner", owner, "--uid", uid])
+            .output()
+            .unwrap();
+        assert_code(&out, code::OK);
+    }
+    insert_row(&db, "", "p", "10.9.0.9", "garbled", uid, "not: [a manifest");
+    let export = dir.path().join("exported");
+    let out = db.run(["export", export.to_str().unwrap()]);
+    assert_code(&out, code::OK);
+    assert!(stderr(&out).contains("warning: "), "{}", stderr(&out));
+    let files = std::fs::read_dir(export.join("cluster/ipallocations"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".yaml")
+        })
+        .count();
+    assert_eq!(files, 2);
+    let out = db.run(["release", "--uid", uid, "-A"]);
+    assert_code(&out, code::OK);
+    assert!(stderr(&out).contains("warning: "), "{}", stderr(&out));
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 1);
+}
+
+/// Finding 6: a pool whose row was deleted by hand, applied again with another prefix, is
+/// not "created" over the allocations it left: `apply` refuses (exit 4), naming them.
+#[test]
+fn apply_refuses_to_create_a_pool_over_allocations_outside_it() {
+    let db = three_owners();
+    psql(&db, false, "DELETE FROM ipamctl.pools WHERE name = 'p'").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = apply_cmd(&db.url, &pool_yaml("p", "10.99.0.0/24"), &dir)
+        .output()
+        .unwrap();
+    assert_code(&out, 4);
+    assert_one_error(&out);
+    assert!(stderr(&out).contains("p-10-9-0-2"), "{}", stderr(&out));
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
+    // Over them with a prefix that holds them, it is created.
+    let out = apply_cmd(&db.url, &pool_yaml("p", "10.9.0.0/24"), &dir)
+        .output()
+        .unwrap();
+    assert_code(&out, code::OK);
 }

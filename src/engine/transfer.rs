@@ -12,6 +12,7 @@
 //! taken there, it is a conflict (exit 4) and nothing is written.
 
 use crate::engine::check::{self, Severity};
+use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::{Namespace, allocation_name};
 use crate::store::fs::FsStore;
@@ -124,8 +125,21 @@ fn put(
     Ok(true)
 }
 
-/// Copies every pool, then every allocation, of every scope of `from` into `to`.
+/// Copies every pool, then every allocation, of every scope of `from` into `to`; an object
+/// that does not validate stops it (exit 2).
 pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
+    copy(from, to, None)
+}
+
+/// `export`: [`copy_all`], but an object that does not validate (a row a hand made
+/// unreadable) is left out with a warning, as the file store's commands go on past a
+/// broken file: the rest of the database is still worth a state directory.
+pub fn export(from: &dyn Store, to: &dyn Store, warnings: &mut Warnings) -> Result<Copied> {
+    copy(from, to, Some(warnings))
+}
+
+/// [`copy_all`], leaving out what does not validate when given `skip`.
+fn copy(from: &dyn Store, to: &dyn Store, mut skip: Option<&mut Warnings>) -> Result<Copied> {
     let mut copied = Copied::default();
     for scope in from.scopes()? {
         let ns = scope.as_ref();
@@ -133,8 +147,16 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
             let mut names = from.list(kind, ns)?;
             names.sort();
             for name in names {
-                let Some(bytes) = read_valid(from, kind, ns, &name)? else {
-                    continue;
+                let bytes = match (read_valid(from, kind, ns, &name), skip.as_deref_mut()) {
+                    (Ok(Some(bytes)), _) => bytes,
+                    (Ok(None), _) => continue,
+                    (Err(Error::Invalid { origin, message }), Some(warnings)) => {
+                        warnings.push(Warning::new(format!(
+                            "{origin}: {message}; not exported (run `ipamctl check`)"
+                        )));
+                        continue;
+                    }
+                    (Err(e), _) => return Err(e),
                 };
                 if put(to, kind, ns, &name, &bytes)? {
                     match kind {

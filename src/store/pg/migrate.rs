@@ -41,6 +41,10 @@ const MARKERS: &[(i32, &str)] = &[
         "SELECT EXISTS (SELECT FROM pg_trigger WHERE tgname = 'allocations_counted_insert'
                 AND pg_get_triggerdef(oid) LIKE '%ipamctl.counting%')",
     ),
+    (
+        6,
+        "SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'allocations_host_address')",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.
@@ -94,4 +98,14 @@ pub fn migrate(client: &mut Client, id: &str, timeouts: &Timeouts) -> Result<Out
     }
     tx.commit().map_err(Failed::Migration)?;
     Ok(Outcome::Migrated(before))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_migration_has_a_marker() {
+        let marked: Vec<i32> = super::MARKERS.iter().map(|(v, _)| *v).collect();
+        let migrations: Vec<i32> = super::schema::MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        assert_eq!(marked, migrations);
+    }
 }

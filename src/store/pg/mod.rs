@@ -30,6 +30,7 @@ mod claims;
 mod connect;
 pub mod conninfo;
 mod free;
+pub mod inspect;
 mod locks;
 mod migrate;
 mod objects;

@@ -272,6 +272,10 @@ pub enum Cut {
 pub struct Proxy {
     pub port: u16,
     fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Round trips clients made through it: every `Query` (simple protocol) and every
+    /// `Sync` (the end of an extended-protocol statement), each of which waits for the
+    /// server's `ReadyForQuery`.
+    round_trips: std::sync::Arc<AtomicUsize>,
 }
 
 impl Proxy {
@@ -283,6 +287,8 @@ impl Proxy {
         let upstream = tcp_port();
         let fired = Arc::new(AtomicBool::new(false));
         let seen = Arc::new(AtomicUsize::new(0));
+        let round_trips = Arc::new(AtomicUsize::new(0));
+        let trips = round_trips.clone();
         let pattern = pattern.as_bytes().to_vec();
         let fired_ = fired.clone();
         std::thread::spawn(move || {
@@ -292,12 +298,32 @@ impl Proxy {
                     continue;
                 };
                 let (fired, seen, pattern) = (fired_.clone(), seen.clone(), pattern.clone());
+                let trips = trips.clone();
                 std::thread::spawn(move || {
-                    pump_connection(client, server, &pattern, nth, cut, &fired, &seen)
+                    let counters = Counters {
+                        fired: &fired,
+                        seen: &seen,
+                        round_trips: &trips,
+                    };
+                    pump_connection(client, server, &pattern, nth, cut, &counters)
                 });
             }
         });
-        Proxy { port, fired }
+        Proxy {
+            port,
+            fired,
+            round_trips,
+        }
+    }
+
+    /// A proxy that cuts nothing, for counting round trips.
+    pub fn counting() -> Proxy {
+        Proxy::start("\u{0}never\u{0}", 1, Cut::BeforeSending)
+    }
+
+    /// Round trips made through it so far, and the counter reset.
+    pub fn take_round_trips(&self) -> usize {
+        self.round_trips.swap(0, Ordering::SeqCst)
     }
 
     /// Whether the trigger has fired.
@@ -314,15 +340,26 @@ impl Proxy {
     }
 }
 
+/// What a proxy's connections count, shared by them.
+struct Counters<'a> {
+    fired: &'a std::sync::atomic::AtomicBool,
+    seen: &'a AtomicUsize,
+    round_trips: &'a AtomicUsize,
+}
+
 fn pump_connection(
     mut client: std::net::TcpStream,
     server: std::net::TcpStream,
     pattern: &[u8],
     nth: usize,
     cut: Cut,
-    fired: &std::sync::atomic::AtomicBool,
-    seen: &AtomicUsize,
+    counters: &Counters<'_>,
 ) {
+    let Counters {
+        fired,
+        seen,
+        round_trips,
+    } = *counters;
     use std::io::{Read, Write};
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
@@ -376,6 +413,9 @@ fn pump_connection(
             };
             [head, body].concat()
         };
+        if !startup && matches!(message[0], b'Q' | b'S') {
+            round_trips.fetch_add(1, Ordering::SeqCst);
+        }
         let matches = !fired.load(Ordering::SeqCst)
             && message.windows(pattern.len()).any(|w| w == pattern)
             && seen.fetch_add(1, Ordering::SeqCst) + 1 == nth;

@@ -34,6 +34,7 @@ pub mod inspect;
 mod locks;
 mod migrate;
 mod objects;
+mod prefetch;
 mod queries;
 mod rows;
 pub mod schema;
@@ -96,6 +97,14 @@ struct Session {
     /// the locking statement read them: no other transaction can change a locked row, so
     /// a read of the pool in the same unit is answered from here.
     locked_pools: HashMap<(String, String), Vec<u8>>,
+    /// The schema version is not checked yet: the first statement checks it, or folds the
+    /// check into its own round trip (`prefetch.rs`).
+    version_pending: bool,
+    /// The unit's `BEGIN`, not sent yet: the unit's first statement sends it (or folds it
+    /// into its own round trip); a unit that sends none needs no `COMMIT` either.
+    begin_pending: Option<String>,
+    /// What a claim's locking round trip read ahead for the unit (`prefetch.rs`).
+    prefetched: prefetch::Prefetched,
 }
 
 /// A PostgreSQL database holding ipamctl's schema.
@@ -110,6 +119,8 @@ pub struct PgStore {
     begin: String,
     /// The timeouts every transaction sets.
     timeouts: Timeouts,
+    /// The `hint:` of a database without this ipamctl's schema.
+    init_hint: String,
 }
 
 /// A connection string made ready to connect: parsed, completed from the environment and
@@ -215,16 +226,27 @@ impl PgStore {
     /// ipamctl knows: none is exit 3 with a hint to run `init`; a newer one is refused
     /// before anything is read or written.
     pub fn open(target: &Target) -> Result<PgStore> {
-        let (mut client, shown, timeouts) = connect(target)?;
-        let version = match client.one(schema::VERSION_QUERY, &[]) {
-            Ok(row) => row.get::<_, Option<i32>>(0),
-            // No `ipamctl` schema, or no version table in it.
-            Err(e) if matches!(e.code().map(|c| c.code()), Some("3F000" | "42P01")) => None,
-            Err(e) => return Err(database(&shown, &e, &timeouts)),
-        };
+        let (client, shown, timeouts) = connect(target)?;
+        let init_hint = format!(
+            "run `ipamctl --store '{}' init`",
+            conninfo::mask(&target.store).replace('\'', "'\\''")
+        );
+        Ok(PgStore::new(client, shown, timeouts, init_hint))
+    }
+
+    /// Checks the schema version now, if no statement has yet (`examples/pg_floor.rs`
+    /// times this: the connection and the first query every command makes).
+    pub fn check_version(&self) -> Result<()> {
+        self.conn().map(drop)
+    }
+
+    /// What the schema version read says: `Ok` for this ipamctl's, else the error every
+    /// command refuses to work with before it has read or written anything.
+    fn version_is(&self, version: Option<i32>) -> Result<()> {
+        let shown = &self.shown;
         match version {
-            Some(v) if v > schema::LATEST => Err(too_new(&shown, v)),
-            Some(v) if v == schema::LATEST => Ok(PgStore::new(client, shown, timeouts)),
+            Some(v) if v > schema::LATEST => Err(too_new(shown, v)),
+            Some(v) if v == schema::LATEST => Ok(()),
             _ => Err(Error::NoSchema {
                 message: match version {
                     Some(v) => format!(
@@ -233,12 +255,38 @@ impl PgStore {
                     ),
                     None => format!("the database ({shown}) has no ipamctl schema"),
                 },
-                hint: format!(
-                    "run `ipamctl --store '{}' init`",
-                    conninfo::mask(&target.store).replace('\'', "'\\''")
-                ),
+                hint: self.init_hint.clone(),
             }),
         }
+    }
+
+    /// The version query's failure: no `ipamctl` schema, or no version table in it, is
+    /// no version; anything else is the error.
+    fn version_failed(&self, e: &postgres::Error) -> Result<()> {
+        match e.code().map(|c| c.code()) {
+            Some("3F000" | "42P01") => self.version_is(None),
+            _ => Err(self.error(e)),
+        }
+    }
+
+    /// The session, ready for a statement: the schema version checked (once per
+    /// connection) and the unit's `BEGIN` sent, each if still pending.
+    fn conn(&self) -> Result<MutexGuard<'_, Session>> {
+        let mut session = self.session();
+        if session.version_pending {
+            match session.client.one(schema::VERSION_QUERY, &[]) {
+                Ok(row) => self.version_is(row.get::<_, Option<i32>>(0))?,
+                Err(e) => self.version_failed(&e)?,
+            }
+            session.version_pending = false;
+        }
+        if let Some(begin) = session.begin_pending.take() {
+            session
+                .client
+                .batch_execute(&begin)
+                .map_err(|e| self.error(&e))?;
+        }
+        Ok(session)
     }
 
     /// Creates or upgrades the schema (idempotent): every missing migration, in one
@@ -271,14 +319,18 @@ impl PgStore {
         }
     }
 
-    fn new(client: Client, shown: String, timeouts: Timeouts) -> PgStore {
+    fn new(client: Client, shown: String, timeouts: Timeouts, init_hint: String) -> PgStore {
         PgStore {
             session: Mutex::new(Session {
                 client,
                 in_txn: false,
                 hints_read: HashMap::new(),
                 locked_pools: HashMap::new(),
+                version_pending: true,
+                begin_pending: None,
+                prefetched: prefetch::Prefetched::default(),
             }),
+            init_hint,
             shown,
             client_id: client_id(),
             begin: format!("{BEGIN}{}", timeouts.set_local()),
@@ -324,7 +376,7 @@ impl PgStore {
         &self,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut session = self.session();
+        let mut session = self.conn()?;
         if session.in_txn {
             return f(&mut session.client).map_err(|e| self.error(&e));
         }
@@ -353,7 +405,7 @@ impl PgStore {
         &self,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        f(&mut self.session().client).map_err(|e| self.error(&e))
+        f(&mut self.conn()?.client).map_err(|e| self.error(&e))
     }
 
     /// Requires a surrounding unit of work (row locks mean nothing outside one).
@@ -362,7 +414,7 @@ impl PgStore {
         what: &str,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut session = self.session();
+        let mut session = self.conn()?;
         if !session.in_txn {
             return Err(Error::Database {
                 message: format!("internal error: {what} outside a transaction"),
@@ -395,18 +447,22 @@ impl PgStore {
         retrying(
             || {
                 {
+                    // Sent with the unit's first statement, or never if it sends none.
                     let mut session = self.session();
-                    session
-                        .client
-                        .batch_execute(begin)
-                        .map_err(|e| self.error(&e))?;
+                    session.begin_pending = Some(begin.to_owned());
                     session.in_txn = true;
                     session.hints_read.clear();
+                    session.prefetched = prefetch::Prefetched::default();
                 }
                 let done = work();
                 let mut session = self.session();
                 session.in_txn = false;
                 session.locked_pools.clear();
+                session.prefetched = prefetch::Prefetched::default();
+                if session.begin_pending.take().is_some() {
+                    // Nothing was sent: there is no transaction to end.
+                    return done;
+                }
                 let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 match (done, session.client.batch_execute(end)) {
                     (Ok(()), Ok(())) => Ok(()),

@@ -187,7 +187,7 @@ impl PgStore {
         work: impl FnOnce(&mut Client) -> std::result::Result<(), postgres::Error>,
     ) {
         let mut session = self.session();
-        if session.in_txn {
+        if session.in_txn || session.version_pending {
             return;
         }
         let client = &mut session.client;

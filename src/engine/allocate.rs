@@ -14,7 +14,7 @@ use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::cooldown::Cooling;
-use crate::model::subnet::SubnetManifest;
+use crate::model::subnet::{SubnetManifest, off_limits_role, pool_candidates};
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, PoolRef, SubnetName,
     Timestamp, allocation_name,
@@ -143,6 +143,7 @@ fn check_held(
 /// `--within` and `--address` against the pool (exit 2).
 fn request_candidates(
     spec: &PoolManifest,
+    subnets: &[SubnetManifest],
     req: &Request,
     subnet: Option<&SubnetManifest>,
 ) -> Result<Candidates> {
@@ -163,7 +164,7 @@ fn request_candidates(
     }
     let base = match subnet {
         Some(s) => s.candidates(spec),
-        None => Candidates::of_pool(&spec.spec),
+        None => pool_candidates(spec, subnets),
     };
     let mut candidates = base.without(req.reserved.iter().copied());
     if let Some(within) = req.within {
@@ -177,6 +178,17 @@ fn request_candidates(
             ));
         }
         candidates = candidates.within(within);
+    }
+    if let Some(addr) = req.address
+        && let Some((s, role)) = off_limits_role(subnets, addr)
+    {
+        return Err(Error::Conflict {
+            message: format!("{addr} is {role} of {}", s.describe()),
+            hint: Some(format!(
+                "no claim is given it; `--subnet {}` without `--address` claims a free address of it",
+                s.metadata.name
+            )),
+        });
     }
     if let Some(addr) = req.address
         && !candidates.contains(addr)
@@ -348,8 +360,9 @@ fn decide(
 ) -> Result<Allocated> {
     // Read again under the lock: this is the pool (and subnet) as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
+    let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
-    let candidates = request_candidates(&spec, req, subnet.as_ref())?;
+    let candidates = request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
@@ -441,8 +454,9 @@ fn allocate_read_only(
     warnings: &mut Warnings,
 ) -> Result<Allocated> {
     let spec = load_pool(store, &req.pool)?;
+    let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
-    request_candidates(&spec, req, subnet.as_ref())?;
+    request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     if let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held {
         check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
@@ -664,7 +678,8 @@ fn allocate_zone_now(
             continue;
         };
         let cooling = cooling_for(store, pool, &spec, owner)?;
-        let candidates = Candidates::of_pool(&spec.spec).without(cooling.blocked.iter().copied());
+        let subnets = subnet::of_pool(store, pool)?;
+        let candidates = pool_candidates(&spec, &subnets).without(cooling.blocked.iter().copied());
         let whole_pool = cooling.blocked.is_empty() && cooling.own.is_none();
         let req = Request {
             pool: pool.clone(),

@@ -52,6 +52,7 @@ pub mod check;
 pub mod cooldown;
 pub mod diff;
 pub mod explain;
+pub mod explained;
 pub mod git;
 pub mod history;
 pub mod list;

@@ -214,3 +214,113 @@ fn check_reports_an_allocation_written_by_hand_on_a_subnets_gateway() {
         ran.stdout
     );
 }
+
+/// The `dual-stack` fixture with subnet `web` (10.42.1.0/24) of vpc-main and `web6`
+/// (`v6cidr`) of vpc-main-v6.
+fn dual_stack_subnets(v6cidr: &str) -> Test {
+    let subnet = |name: &'static str, pool: &'static str, cidr: &str| -> Vec<String> {
+        [
+            "subnet",
+            "create",
+            name,
+            "--pool",
+            pool,
+            "--cidr",
+            cidr,
+            "-n",
+            "acme/prod",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    Test::new("dual-stack")
+        .args(subnet("web", "vpc-main", "10.42.1.0/24"))
+        .run()
+        .then()
+        .args(subnet("web6", "vpc-main-v6", v6cidr))
+        .run()
+        .then()
+}
+
+const DUAL: [&str; 10] = [
+    "allocate",
+    "vpc-main",
+    "vpc-main-v6",
+    "-n",
+    "acme/prod",
+    "--owner",
+    "VirtualMachine/db-01/0",
+    "--subnet",
+    "web",
+    "--subnet",
+];
+
+#[test]
+fn a_dual_stack_nic_claims_a_subnet_in_each_family_in_one_request() {
+    let mut args = DUAL.to_vec();
+    args.push("web6");
+    dual_stack_subnets("fd00:42:0:1::/64")
+        .args(&args)
+        .stdout("10.42.1.2\nfd00:42:0:1::2\n")
+        .run()
+        .then()
+        // Asked again: the same two addresses, nothing written.
+        .args(&args)
+        .stdout("10.42.1.2\nfd00:42:0:1::2\n")
+        .unchanged()
+        .run();
+}
+
+#[test]
+fn a_dual_stack_claim_whose_second_subnet_is_full_takes_nothing() {
+    // web6 is a /127 whose gateway is its first address: one address left, taken first.
+    let mut args = DUAL.to_vec();
+    args.push("web6");
+    let t = dual_stack_subnets("fd00:42:0:1::/127")
+        .args([
+            "allocate",
+            "vpc-main-v6",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/other/0",
+            "--subnet",
+            "web6",
+        ])
+        .stdout("fd00:42:0:1::1\n")
+        .run()
+        .then();
+    let ran = t.args(&args).fails(5).unchanged().run();
+    assert!(
+        ran.stderr.contains("subnet `web6`") && ran.stderr.contains("is exhausted"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn subnet_is_given_once_per_pool() {
+    dual_stack_subnets("fd00:42:0:1::/64")
+        .args(&DUAL[..9])
+        .fails(2)
+        .unchanged()
+        .stderr("error: --subnet is given once per pool, in the order of the pools: 2 pools, 1 `--subnet`\n")
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/x/0",
+            "--subnet",
+            "web",
+            "--subnet",
+            "web",
+        ])
+        .fails(2)
+        .unchanged()
+        .run();
+}

@@ -257,10 +257,12 @@ pub enum Command {
     /// Compares the fork point of HEAD and BASE (as `git diff BASE...HEAD` does) with HEAD,
     /// or without HEAD with the working tree as it is, files git does not track yet included
     /// (a fresh claim is an untracked file). BASE defaults to the current branch's upstream,
-    /// else HEAD. Lists claims, releases, owner changes and pool changes, and the conflicts
+    /// else HEAD. Lists claims, releases, owner changes, pool and subnet changes (created,
+    /// changed, deleted) and cooldown records (started, changed, ended), and the conflicts
     /// with the invariants: an address claimed on both sides by different owners, an owner
     /// claiming in one pool on both sides, an allocation edited in place instead of created
-    /// or deleted, an allocation left outside its pool. `-o table|wide|json|yaml|name` or
+    /// or deleted, an allocation left outside its pool or on a subnet's gateway, reserved
+    /// or edge address. `-o table|wide|json|yaml|name` or
     /// `markdown` (a pull-request comment). Exit 0 when nothing changed, 1 when something
     /// did (as `git diff --exit-code`), 4 when a change conflicts with the invariants.
     Diff(DiffArgs),
@@ -390,9 +392,12 @@ pub struct AllocateArgs {
 
     /// Only claim inside this stored subnet of the pool (`ipamctl subnet create`): never its
     /// network, broadcast, gateway or reserved addresses. Exit 5 names the subnet when it is
-    /// full.
+    /// full. With several pools, give it once per pool, in the order of the pools: a
+    /// dual-stack NIC is `allocate vpc-x vpc-x-v6 --subnet web --subnet web6`, all or
+    /// nothing. (No claim of a pool gets a subnet's gateway or reserved addresses, with or
+    /// without `--subnet`.)
     #[arg(long, value_name = "NAME", conflicts_with_all = ["within", "zone"], add = ArgValueCompleter::new(complete::subnet_names))]
-    pub subnet: Option<String>,
+    pub subnet: Vec<String>,
 
     /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
     #[arg(long, value_name = "ADDR")]

@@ -35,7 +35,12 @@ pub fn run(
         }
         (None, [_, _, ..]) => return allocate_all(store, g, args, owner, out),
         (None, [pool]) => {
-            let req = request(g, args, pool, owner)?;
+            if args.subnet.len() > 1 {
+                return Err(Error::usage(
+                    "--subnet is given once per pool, in the order of the pools; one pool was named",
+                ));
+            }
+            let req = request(g, args, pool, args.subnet.first(), owner)?;
             let allocated = crate::engine::allocate::allocate(store, &req, &mut warnings);
             output::warn(&warnings);
             if args.explain {
@@ -67,10 +72,18 @@ fn allocate_all(
             )));
         }
     }
+    if !args.subnet.is_empty() && args.subnet.len() != args.pools.len() {
+        return Err(Error::usage(format!(
+            "--subnet is given once per pool, in the order of the pools: {} pools, {} `--subnet`",
+            args.pools.len(),
+            args.subnet.len()
+        )));
+    }
     let requests = args
         .pools
         .iter()
-        .map(|pool| request(g, args, pool, owner.clone()))
+        .enumerate()
+        .map(|(i, pool)| request(g, args, pool, args.subnet.get(i), owner.clone()))
         .collect::<Result<Vec<_>>>()?;
     let mut warnings = Warnings::default();
     let allocated = crate::engine::allocate::allocate_all(store, &requests, &mut warnings);
@@ -93,7 +106,14 @@ fn allocate_all(
     output::write_changes(out, g.output, &changes, false)
 }
 
-fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Result<Request> {
+/// The request for `pool`, with `subnet` (its `--subnet`, if any).
+fn request(
+    g: &GlobalArgs,
+    args: &AllocateArgs,
+    pool: &str,
+    subnet: Option<&String>,
+    owner: Owner,
+) -> Result<Request> {
     Ok(Request {
         pool: super::pool_ref(g, pool)?,
         owner,
@@ -102,9 +122,7 @@ fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Res
             .as_deref()
             .map(|w| super::prefix("--within", w))
             .transpose()?,
-        subnet: args
-            .subnet
-            .as_deref()
+        subnet: subnet
             .map(|n| super::flag("--subnet", SubnetName::new(n)))
             .transpose()?,
         reserved: args

@@ -229,7 +229,7 @@ fn subnet_delete_waits_for_its_allocations_and_retries_are_safe() {
         .stderr("error: subnet `web` (10.42.1.0/24) of pool `acme/prod/vpc-main` still holds 1 allocation\nhint: release them first: ipamctl list --subnet web -n acme/prod\n")
         .run()
         .then()
-        .args(["release", "vpc-main", "10.42.1.2", "-n", "acme/prod"])
+        .args(["release", "vpc-main", "10.42.1.2", "-n", "acme/prod", "--force"])
         .run()
         .then()
         .args(["subnet", "delete", "web", "-n", "acme/prod"])

@@ -324,3 +324,77 @@ fn subnet_is_given_once_per_pool() {
         .unchanged()
         .run();
 }
+
+#[test]
+fn a_broken_file_that_names_the_owner_stops_its_claim_and_no_one_elses() {
+    const UID: &str = "5a23c1d4-0b7e-4c8f-9f2a-6d1e3b4c5a69";
+    let router = ["--owner", "VPC/router", "--uid", UID];
+    let t = Test::new("seed")
+        .file_store_only()
+        .args(allocate(router[1], &router[2..]))
+        .stdout("10.42.0.1\n")
+        .run()
+        .then();
+    let file = "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml";
+    let mut text = t.read(file);
+    text.push_str("garbage: [appended\n");
+    t.write(file, &text);
+    // The owner it may be: no second address, exit 1 naming the file and `ipamctl check`.
+    let ran = t
+        .args(allocate(router[1], &router[2..]))
+        .fails(1)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.starts_with(&format!("error: {file}: does not parse and may be the allocation of `VPC/router` (it names its uid)"))
+            && ran.stderr.contains("run `ipamctl check`"),
+        "{}",
+        ran.stderr
+    );
+    // The same owner without its uid is named by kind and name.
+    let ran = ran
+        .then()
+        .args(allocate("VPC/router", &[]))
+        .fails(1)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.contains("(it names its kind and name)"),
+        "{}",
+        ran.stderr
+    );
+    // Anyone else claims as before, past the broken file's address, with a warning.
+    let ran = ran
+        .then()
+        .args(allocate("VirtualMachine/web-01/0", &[]))
+        .stdout("10.42.0.2\n")
+        .run();
+    assert!(
+        ran.stderr.contains("warning:") && ran.stderr.contains(file),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn the_command_line_beats_the_environment() {
+    // An exported IPAMCTL_STORE (a database nobody could reach) and `-d`: the directory.
+    Test::new("seed")
+        .file_store_only()
+        .env("IPAMCTL_STORE", "postgresql://ipam@127.0.0.1:1/unreachable")
+        .args(["pool", "list", "-o", "name"])
+        .stdout("ipampool/public-zone-a\nipampool/vpc-main\n")
+        .run()
+        .then()
+        // `-d` after the subcommand too.
+        .no_state_flag()
+        .env("IPAMCTL_STORE", "postgresql://ipam@127.0.0.1:1/unreachable")
+        .args(["pool", "list", "-o", "name", "-d", "state"])
+        .stdout("ipampool/public-zone-a\nipampool/vpc-main\n")
+        .run()
+        .then()
+        // Both flags on the command line still name two stores.
+        .args(["pool", "list", "--store", "postgresql://ipam@127.0.0.1:1/x"])
+        .fails(2)
+        .run();
+}

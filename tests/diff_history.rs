@@ -316,7 +316,7 @@ fn the_working_tree_is_compared_with_untracked_claims_and_the_upstream_by_defaul
     repo.git(&["checkout", "-q", "-b", "topic", "--track", "main"]);
     repo.ok(&["allocate", "public-zone-a", "--owner", "FloatingIP/topic"]);
     repo.commit_all("A claim on topic");
-    repo.ok(&["release", "public-zone-a", "203.0.113.4"]);
+    repo.ok(&["release", "public-zone-a", "203.0.113.4", "--force"]);
     let (status, stdout, _) = repo.diff(&["-o", "name"]);
     assert_eq!(status, code::FAILURE);
     assert_eq!(
@@ -375,7 +375,7 @@ fn history_on_a_database_reads_its_events() {
         "--uid",
         "00000000-0000-4000-8000-00000000000a",
     ]);
-    run(&["release", "public-zone-a", "203.0.113.4"]);
+    run(&["release", "public-zone-a", "203.0.113.4", "--force"]);
     run(&["allocate", "public-zone-a", "--owner", "FloatingIP/b"]);
     let items = common::list_items(&run(&["history", "203.0.113.4", "-o", "json"]));
     let seen: Vec<String> = items

@@ -1,6 +1,9 @@
 //! The command line, as clap derive types. Their doc comments are the `--help` text and the
 //! man pages. No I/O here.
 
+// Length: one derive type per command, in the order `--help` lists them; their doc comments
+// are the reference (`--help`, man pages), which reads best in one place.
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -173,9 +176,13 @@ pub enum Command {
     /// `--kind`, `--within`, `-l`) pick the allocations, in POOL if given, else in every
     /// pool of `-n NS` (every namespace without it); at least one selector is required.
     /// Each is released guarded by its owner, so an address re-allocated meanwhile stays.
-    /// Releasing what is not held succeeds (a note goes to stderr), so retries are safe.
-    /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
-    /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
+    /// `POOL ADDRESS` needs `--owner`, `--uid` or `--kind` next to it, which guard it: the
+    /// release happens only if they match the holder (else exit 4), so a mistyped address
+    /// frees nobody's; without one it is exit 2 with a hint naming the holder, unless
+    /// `--force`. Releasing an address nobody holds succeeds (a note goes to stderr), so
+    /// retries are safe. Selectors that match nothing are exit 3 (a mistyped `--owner`
+    /// would otherwise leak the real one's address unnoticed); `--ignore-not-found` makes
+    /// that a note and exit 0, for scripts that retry a release. Prints `ipallocation/<name>
     /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
     /// In a pool with `reuseAfter`, each release first writes a cooldown record
     /// (`<scope>/cooldown/<pool>-<a-b-c-d>.yaml`, commit it with the rest) that keeps the
@@ -428,11 +435,21 @@ pub struct ReleaseArgs {
     #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
-    /// The address to release; `--owner`/`--uid`/`--kind` then guard it.
+    /// The address to release; `--owner`/`--uid`/`--kind` then guard it (one is required,
+    /// or `--force`).
     pub address: Option<String>,
 
     #[command(flatten)]
     pub select: Selectors,
+
+    /// Release `POOL ADDRESS` whoever holds it, without naming the owner.
+    #[arg(long, requires = "address")]
+    pub force: bool,
+
+    /// Selectors that match nothing are a note and exit 0 instead of exit 3 (as kubectl's
+    /// flag of that name): for a script whose release may already have happened.
+    #[arg(long, conflicts_with = "address")]
+    pub ignore_not_found: bool,
 
     /// Print what would be released (`would-release`); release nothing.
     #[arg(long)]

@@ -85,6 +85,43 @@ fn find_owner(
     Ok(lookup)
 }
 
+/// Fails closed when an allocation of the pool that does not parse may be `owner`'s: its
+/// bytes name the owner's uid, or its kind and name. A claim would then hand the owner a
+/// second address the moment the file is repaired, so none is made: exit 1, naming the file
+/// and `ipamctl check`. Other owners still claim (the file's address stays taken).
+fn refuse_if_broken_names(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+    broken: &[(String, String)],
+    warnings: &mut Warnings,
+) -> Result<()> {
+    let ns = pool.namespace.as_ref();
+    for (name, _) in broken {
+        // Released since the look-up, or not readable as a manifest at all (over the size
+        // limit, say): nothing that could name an owner.
+        let Ok(Some(bytes)) = store.get(ObjectKind::Allocation, ns, name) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let by_uid = owner.uid().is_some_and(|u| text.contains(u.as_str()));
+        let by_name = text.contains(owner.kind().as_str()) && text.contains(owner.name());
+        if by_uid || by_name {
+            let path = store.locate(ObjectKind::Allocation, ns, name);
+            // The error names the file: its warning would say the same twice.
+            warnings.forget_about(&path);
+            return Err(Error::Corrupt {
+                path: path.into(),
+                message: format!(
+                    "does not parse and may be the allocation of `{owner}` (it names its {}); no address is claimed for `{owner}` until it is repaired: run `ipamctl check`",
+                    if by_uid { "uid" } else { "kind and name" }
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The claim's locks in `pools` (see [`ClaimLock`]); `None` when the store is read-only,
 /// which leaves only a look-up (the note at the end of the module docs of
 /// [`crate::engine`]).
@@ -368,6 +405,7 @@ fn decide(
         check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
     }
+    refuse_if_broken_names(store, &req.pool, &req.owner, &lookup.broken, warnings)?;
     // Read after the allocations were listed: an address released since the listing has
     // its record written before its allocation went (see `crate::engine::cooldown`).
     let cooling = cooling_for(store, &req.pool, &spec, &req.owner)?;
@@ -667,6 +705,7 @@ fn allocate_zone_now(
         if let Some(held) = lookup.held {
             return Ok(Allocated::Existing(held));
         }
+        refuse_if_broken_names(store, pool, owner, &lookup.broken, warnings)?;
         listings.push(lookup.taken);
     }
     if let Some(e) = read_only {

@@ -356,6 +356,8 @@ struct Tally {
 
 impl Tally {
     /// Adds what one changed file (of a kind [`locate`] knows) says, read before and after.
+    // Length: one match over what the two sides read as, an arm per case a reviewer tells
+    // apart; split, the cases would hide each other.
     fn add(&mut self, path: &str, old_bytes: Option<Vec<u8>>, new_bytes: Option<Vec<u8>>) {
         let (kind, ns, name) = locate(path).expect("filtered above");
         let object = format!("{}/{name}", kind.resource());

@@ -521,3 +521,43 @@ fn an_interrupted_vpc_delete_says_what_it_did_refuses_claims_and_a_second_run_fi
         3000 - released
     );
 }
+
+#[test]
+fn names_that_do_not_exist_get_a_suggestion() {
+    // An IPv6-only VPC, whose pool is asked for by its IPv4 name in the last case.
+    let mut t = Test::new("subnets")
+        .args([
+            "vpc",
+            "create",
+            "v6only",
+            "-n",
+            "acme/prod",
+            "--cidr",
+            "fd00:99::/48",
+        ])
+        .run()
+        .then();
+    let claim = ["--owner", "FloatingIP/x", "-n", "acme/prod"];
+    for (args, hint) in [
+        (&["allocate", "vpc-mian"][..], "vpc-main"),
+        (&["pool", "list", "-n", "acme/prdo"][..], "acme/prod"),
+        (&["allocate", "vpc-main", "--subnet", "wbe"][..], "web"),
+        (&["vpc", "get", "mian"][..], "main"),
+        (&["allocate", "vpc-v6only"][..], "vpc-v6only-v6"),
+    ] {
+        let mut argv = args.to_vec();
+        if args[0] == "allocate" {
+            argv.extend(claim);
+        } else if args[0] == "vpc" {
+            argv.extend(["-n", "acme/prod"]);
+        }
+        let ran = t.args(&argv).fails(3).unchanged().run();
+        assert!(
+            ran.stderr
+                .contains(&format!("hint: did you mean `{hint}`?")),
+            "{argv:?}: {}",
+            ran.stderr
+        );
+        t = ran.then();
+    }
+}

@@ -358,6 +358,10 @@ fn diff_and_history_refuse_what_they_cannot_read() {
 use common::pg;
 
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn history_on_a_database_reads_its_events() {
     let db = pg::Db::new();
     let pools = common::demo_pools();

@@ -131,6 +131,10 @@ fn distinct(colours: &BTreeMap<String, [u8; 3]>, what: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     let manifest = pool(
         LONG,
@@ -168,12 +172,20 @@ fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn a_tiny_pool_with_a_long_name_is_not_clipped() {
     let (svg, _) = draw(with_pool(&pool(LONG, "198.51.100.4/30", "")), &[LONG]);
     render(&svg, "a /30 with a long name");
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
     // A /20: sixteen /24s. Block 0 stays empty; blocks 1 to 5 keep 16 candidates each
     // (.240 to .255) and get 4, 8, 12, 15 and 16 of them allocated; block 6 has none.

@@ -41,6 +41,7 @@ fn chromium(page: &Path, profile: &Path, action: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(not(has_chromium), ignore = "needs Chromium: apt-get install chromium")]
 fn the_html_report_shows_every_pool_in_a_browser() {
     let ran = Test::new("populated")
         .args(["report", "-o", "html"])
@@ -114,6 +115,7 @@ fn the_html_report_shows_every_pool_in_a_browser() {
 }
 
 #[test]
+#[cfg_attr(not(has_chromium), ignore = "needs Chromium: apt-get install chromium")]
 fn the_report_keeps_the_output_contract() {
     let json = Test::new("populated").args(["report", "-o", "json"]).run();
     let items = common::list_items(&json.stdout);

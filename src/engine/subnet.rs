@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::subnet::SubnetManifest;
+use crate::model::suggest::nearest;
 use crate::model::{Namespace, PoolName, PoolRef, SubnetName, pool_addresses};
 use crate::store::read::load_pool;
 use crate::store::{self, LockMode, ObjectKind, Store};
@@ -16,16 +17,23 @@ pub fn load(
 ) -> Result<SubnetManifest> {
     match read(store, ns, name.as_str())? {
         Some(m) => Ok(m),
-        None => Err(Error::NotFound {
-            message: format!(
-                "subnet `{name}` not found ({})",
-                match ns {
-                    Some(ns) => format!("in namespace `{ns}`"),
-                    None => "cluster-scoped".into(),
-                }
-            ),
-            hint: Some("`ipamctl subnet list -A` shows every subnet".into()),
-        }),
+        None => {
+            let known = store.list(ObjectKind::Subnet, ns).unwrap_or_default();
+            let hint = match nearest(name.as_str(), known.iter().map(String::as_str)) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => "`ipamctl subnet list -A` shows every subnet".into(),
+            };
+            Err(Error::NotFound {
+                message: format!(
+                    "subnet `{name}` not found ({})",
+                    match ns {
+                        Some(ns) => format!("in namespace `{ns}`"),
+                        None => "cluster-scoped".into(),
+                    }
+                ),
+                hint: Some(hint),
+            })
+        }
     }
 }
 

@@ -285,7 +285,7 @@ pub fn get(
                 "VPC `{name}` not found in namespace `{ns}` (no pool `{}` or `{}` owned by a VPC)",
                 pools[0].name, pools[1].name
             ),
-            hint: Some("`ipamctl vpc list -A` lists every VPC".into()),
+            hint: Some(suggest_vpc(store, Some(ns), name)),
         }),
     }
 }
@@ -418,6 +418,17 @@ pub fn delete(
     }
 }
 
+/// The hint of a VPC not found: the nearest VPC name of the namespace (from its pools'
+/// names, `vpc-NAME` and `vpc-NAME-v6`), else where to look.
+fn suggest_vpc(store: &dyn Store, ns: Option<&Namespace>, name: &str) -> String {
+    let pools = store.list(ObjectKind::Pool, ns).unwrap_or_default();
+    let names: BTreeSet<&str> = pools.iter().filter_map(|p| name_of(p, true)).collect();
+    match crate::model::suggest::nearest(name, names) {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => "`ipamctl vpc list -A` lists every VPC".into(),
+    }
+}
+
 /// Marks `pool` as being deleted, under its exclusive lock, if it exists and is a VPC's.
 fn mark(store: &dyn Store, pool: &PoolRef) -> Result<()> {
     let _lock = store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
@@ -488,7 +499,7 @@ fn delete_pool(
                 ns.map_or("", |n| n.as_str()),
                 pool.name
             ),
-            hint: None,
+            hint: Some(suggest_vpc(store, ns, name)),
         });
     }
     // The router's uplinks first (in public pools, owned by the VPC's uid): while the pool

@@ -240,10 +240,19 @@ fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
     let all = store.scopes()?;
     match namespace(g)? {
         Some(ns) if all.contains(&Some(ns.clone())) => Ok(vec![Some(ns)]),
-        Some(ns) => Err(Error::NotFound {
-            message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
-            hint: Some("`ipamctl pool list` shows the pools of every namespace".into()),
-        }),
+        Some(ns) => {
+            let known: Vec<String> = all.iter().flatten().map(|n| n.to_string()).collect();
+            let hint =
+                match crate::model::suggest::nearest(ns.as_str(), known.iter().map(String::as_str))
+                {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => "`ipamctl pool list` shows the pools of every namespace".into(),
+                };
+            Err(Error::NotFound {
+                message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
+                hint: Some(hint),
+            })
+        }
         None => Ok(all),
     }
 }

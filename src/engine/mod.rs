@@ -61,5 +61,6 @@ pub mod release;
 pub mod subnet;
 pub mod subnet_usage;
 pub mod transfer;
+pub mod usage;
 pub mod vpc;
 pub mod warning;

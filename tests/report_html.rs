@@ -348,3 +348,35 @@ fn the_html_report_writes_counts_as_the_tables_do_and_shows_subnets_and_holders_
     let last = holders.find("VirtualMachine/web-frontend-04/0");
     assert!(first.is_some() && first < last, "by name:\n{holders}");
 }
+
+#[test]
+fn the_longest_names_scroll_a_table_inside_its_box_never_the_page() {
+    let long = "a-pool-with-the-longest-name-a-pool-can-have-sixty-three-chars0";
+    let manifest = format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: {long}\n  namespace: some-team/some-long-project\nspec:\n  cidr: \"fd00:1234:5678:9abc:def0:1234:5678:9a00/120\"\n  kind: private\n  zone: availability-zone-north-1\n"
+    );
+    let test = step(Test::new("empty").stdin(&manifest), &["apply", "-f", "-"]);
+    let html = test
+        .args(["report", "-A", "-o", "html"])
+        .run()
+        .stdout
+        .clone();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let page = dir.path().join("report.html");
+    std::fs::write(
+        &page,
+        html.replace("</body>", &format!("{MEASURE}\n</body>")),
+    )
+    .expect("write the page");
+    let dom = chromium_at(&page, &dir.path().join("profile"), "--dump-dom", "1024,768");
+    let found = layout(&dom);
+    assert!(
+        found["scrollWidth"].as_u64() <= found["width"].as_u64(),
+        "the page scrolls sideways: {found}"
+    );
+    assert_eq!(
+        found["broken"],
+        serde_json::json!([]),
+        "names wrapped across lines: {found}"
+    );
+}

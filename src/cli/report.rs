@@ -328,16 +328,17 @@ fn anchor(p: &PoolReport) -> String {
 
 fn section(h: &mut String, p: &PoolReport) {
     let m = &p.manifest;
+    // A long namespace and name may go on two lines, between them and never inside either.
     let full = match &m.metadata.namespace {
-        Some(ns) => format!("{ns}/{}", m.metadata.name),
-        None => m.metadata.name.clone(),
+        Some(ns) => format!("{}<wbr>{}", name(&format!("{ns}/")), name(&m.metadata.name)),
+        None => name(&m.metadata.name),
     };
     let _ = writeln!(
         h,
         r#"<section class="pool" id="{}">
 <h2>{} <code>{}</code></h2>"#,
         anchor(p),
-        name(&full),
+        full,
         m.spec.cidr
     );
     let u = &p.status.usage;

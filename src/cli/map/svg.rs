@@ -23,6 +23,8 @@ const MARGIN: usize = 10;
 const LINE: usize = 18;
 /// The narrowest width of the row labels.
 const LABEL: usize = 110;
+/// The space between a region's cell and its words.
+const REGION_GAP: usize = 4;
 /// The advance of a character of 12 px monospace text (0.6 em), rounded up.
 const CHAR: usize = 8;
 
@@ -93,7 +95,7 @@ impl Map {
         let grid_right = grid.x_of(grid.per_row.min(self.cells.len()).max(1) - 1) + SIZE;
         let regions_right = regions
             .iter()
-            .map(|r| grid.x_of(1) + r.chars().count() * CHAR)
+            .map(|r| grid.x_of(1) + REGION_GAP + r.chars().count() * CHAR)
             .max()
             .unwrap_or(0);
         let width = (grid_right.max(regions_right) + MARGIN).max(MARGIN + longest * CHAR + MARGIN);
@@ -194,7 +196,7 @@ impl Map {
                 let _ = writeln!(
                     svg,
                     r#"<text class="region" x="{}" y="{}">{}</text>"#,
-                    grid.x_of(1),
+                    grid.x_of(1) + REGION_GAP,
                     y + SIZE / 2,
                     escape(words)
                 );

@@ -448,7 +448,10 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
                 for i in 0..6 {
                     if i > 0 {
                         let owner = format!("FloatingIP/churn-{round}-{}", i - 1);
-                        outcomes.push(ipamctl(&test, &["release", POOL, "--owner", &owner]));
+                        outcomes.push(ipamctl(
+                            &test,
+                            &["release", POOL, "--ignore-not-found", "--owner", &owner],
+                        ));
                     }
                     let owner = format!("FloatingIP/churn-{round}-{i}");
                     let args = ["allocate", POOL, "--owner", owner.as_str()];
@@ -981,7 +984,13 @@ fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside()
             let running: Vec<_> = [
                 vec!["allocate", "p", "--owner", owner.as_str()],
                 vec!["allocate", "p", "--owner", "FloatingIP/warm-1"],
-                vec!["release", "p", "--owner", previous.as_str()],
+                vec![
+                    "release",
+                    "p",
+                    "--ignore-not-found",
+                    "--owner",
+                    previous.as_str(),
+                ],
             ]
             .into_iter()
             .map(|args| {

@@ -134,13 +134,14 @@ fn store_together_with_state_dir_is_a_usage_error() {
     let out = db.run(["-d", "somewhere", "list"]);
     assert_code(&out, code::INVALID);
     assert_one_error(&out);
-    // Also when one of them comes from the environment.
+    // Not when one of them comes from the environment: the command line wins, as in git,
+    // kubectl and psql (`--store` here, an exported IPAMCTL_STATE_DIR).
     let out = db
         .cmd(["list"])
         .env("IPAMCTL_STATE_DIR", "somewhere")
         .output()
         .unwrap();
-    assert_code(&out, code::INVALID);
+    assert_code(&out, code::OK);
     // And a store that is no PostgreSQL string.
     let out = std::process::Command::new(pg::BIN)
         .args(["--store", "./state", "list"])
@@ -297,7 +298,7 @@ fn apply_allocate_release_and_exhaustion() {
     assert_code(&full, code::EXHAUSTED);
     assert_one_error(&full);
     // Release, then the freed address is the lowest free one again.
-    let rel = db.run(["release", "tiny", "192.0.2.3"]);
+    let rel = db.run(["release", "tiny", "192.0.2.3", "--force"]);
     assert_code(&rel, code::OK);
     assert_eq!(stdout(&rel), "ipallocation/tiny-192-0-2-3 released\n");
     assert_eq!(
@@ -493,7 +494,7 @@ fn a_release_racing_other_owners_claims_keeps_its_address_cooling() {
         let others: Vec<String> = (0..6).map(|i| format!("FloatingIP/r{round}-{i}")).collect();
         let mut children = spawn_allocates(&db, "cool", &others[..3]);
         children.push(
-            db.cmd(["release", "cool", &address])
+            db.cmd(["release", "cool", &address, "--force"])
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -511,7 +512,7 @@ fn a_release_racing_other_owners_claims_keeps_its_address_cooling() {
         }
         // Its owner gets it back.
         assert_eq!(stdout(&allocate(&db, "cool", &owner)).trim(), address);
-        assert_code(&db.run(["release", "cool", &address]), code::OK);
+        assert_code(&db.run(["release", "cool", &address, "--force"]), code::OK);
     }
 }
 
@@ -605,7 +606,7 @@ fn every_change_is_in_the_events_table_with_its_manifest() {
         code::OK,
     );
     assert_code(&allocate(&db, "ev", "FloatingIP/a"), code::OK);
-    assert_code(&db.run(["release", "ev", "192.0.2.1"]), code::OK);
+    assert_code(&db.run(["release", "ev", "192.0.2.1", "--force"]), code::OK);
     assert_code(
         &apply(&db, &pool_yaml("ev", "192.0.2.0/28", None)),
         code::OK,
@@ -955,7 +956,7 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
         let mut children = spawn_allocates(&db, "kill", &owners);
         for owner in previous.iter().take(20) {
             children.push(
-                db.cmd(["release", "kill", "--owner", owner])
+                db.cmd(["release", "kill", "--ignore-not-found", "--owner", owner])
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()
@@ -1000,7 +1001,7 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
         // A claim moves the hint in its own statement: a kill at any instant leaves it true.
         assert_hint_sound(&db, "kill", Ipv4Addr::new(10, 13, 0, 0), round);
         for owner in previous.iter().take(20) {
-            let out = db.run(["release", "kill", "--owner", owner]);
+            let out = db.run(["release", "kill", "--ignore-not-found", "--owner", owner]);
             assert!(out.status.code().is_some(), "{owner}: {out:?}");
         }
         let rest: Vec<String> = previous.split_off(previous.len().min(20));
@@ -1054,8 +1055,14 @@ fn a_stale_low_water_hint_never_makes_a_pool_look_exhausted() {
         "192.0.2.3\n"
     );
     // Released through ipamctl, the lowest address is found at once and handed out first.
-    assert_code(&db.run(["release", "hint", "192.0.2.5"]), code::OK);
-    assert_code(&db.run(["release", "hint", "192.0.2.1"]), code::OK);
+    assert_code(
+        &db.run(["release", "hint", "192.0.2.5", "--force"]),
+        code::OK,
+    );
+    assert_code(
+        &db.run(["release", "hint", "192.0.2.1", "--force"]),
+        code::OK,
+    );
     assert_eq!(
         stdout(&allocate(&db, "hint", "FloatingIP/n1")),
         "192.0.2.1\n"
@@ -1327,7 +1334,7 @@ fn the_count_ledger_folds_while_claims_and_releases_run_and_stays_exact() {
     for i in 0..120 {
         let owner = format!("FloatingIP/f-{}", i % 90);
         let args: Vec<String> = if i % 3 == 2 {
-            ["release", "p", "--owner", &owner]
+            ["release", "p", "--ignore-not-found", "--owner", &owner]
                 .map(String::from)
                 .to_vec()
         } else {
@@ -1681,7 +1688,7 @@ fn the_hint_never_passes_a_free_address_while_claims_and_releases_race() {
             commands.push(db.cmd(["allocate", "tide", "--owner", &owner]));
         }
         for (k, address) in freed.iter().enumerate() {
-            commands.insert(k * 2 + 1, db.cmd(["release", "tide", address]));
+            commands.insert(k * 2 + 1, db.cmd(["release", "tide", address, "--force"]));
         }
         for out in run_at_once(commands) {
             assert_code(&out, code::OK);

@@ -1,6 +1,9 @@
 //! The command line, as clap derive types. Their doc comments are the `--help` text and the
 //! man pages. No I/O here.
 
+// Length: one derive type per command, in the order `--help` lists them; their doc comments
+// are the reference (`--help`, man pages), which reads best in one place.
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -173,9 +176,13 @@ pub enum Command {
     /// `--kind`, `--within`, `-l`) pick the allocations, in POOL if given, else in every
     /// pool of `-n NS` (every namespace without it); at least one selector is required.
     /// Each is released guarded by its owner, so an address re-allocated meanwhile stays.
-    /// Releasing what is not held succeeds (a note goes to stderr), so retries are safe.
-    /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
-    /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
+    /// `POOL ADDRESS` needs `--owner`, `--uid` or `--kind` next to it, which guard it: the
+    /// release happens only if they match the holder (else exit 4), so a mistyped address
+    /// frees nobody's; without one it is exit 2 with a hint naming the holder, unless
+    /// `--force`. Releasing an address nobody holds succeeds (a note goes to stderr), so
+    /// retries are safe. Selectors that match nothing are exit 3 (a mistyped `--owner`
+    /// would otherwise leak the real one's address unnoticed); `--ignore-not-found` makes
+    /// that a note and exit 0, for scripts that retry a release. Prints `ipallocation/<name>
     /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
     /// In a pool with `reuseAfter`, each release first writes a cooldown record
     /// (`<scope>/cooldown/<pool>-<a-b-c-d>.yaml`, commit it with the rest) that keeps the
@@ -257,10 +264,12 @@ pub enum Command {
     /// Compares the fork point of HEAD and BASE (as `git diff BASE...HEAD` does) with HEAD,
     /// or without HEAD with the working tree as it is, files git does not track yet included
     /// (a fresh claim is an untracked file). BASE defaults to the current branch's upstream,
-    /// else HEAD. Lists claims, releases, owner changes and pool changes, and the conflicts
+    /// else HEAD. Lists claims, releases, owner changes, pool and subnet changes (created,
+    /// changed, deleted) and cooldown records (started, changed, ended), and the conflicts
     /// with the invariants: an address claimed on both sides by different owners, an owner
     /// claiming in one pool on both sides, an allocation edited in place instead of created
-    /// or deleted, an allocation left outside its pool. `-o table|wide|json|yaml|name` or
+    /// or deleted, an allocation left outside its pool or on a subnet's gateway, reserved
+    /// or edge address. `-o table|wide|json|yaml|name` or
     /// `markdown` (a pull-request comment). Exit 0 when nothing changed, 1 when something
     /// did (as `git diff --exit-code`), 4 when a change conflicts with the invariants.
     Diff(DiffArgs),
@@ -394,9 +403,12 @@ pub struct AllocateArgs {
 
     /// Only claim inside this stored subnet of the pool (`ipamctl subnet create`): never its
     /// network, broadcast, gateway or reserved addresses. Exit 5 names the subnet when it is
-    /// full.
+    /// full. With several pools, give it once per pool, in the order of the pools: a
+    /// dual-stack NIC is `allocate vpc-x vpc-x-v6 --subnet web --subnet web6`, all or
+    /// nothing. (No claim of a pool gets a subnet's gateway or reserved addresses, with or
+    /// without `--subnet`.)
     #[arg(long, value_name = "NAME", conflicts_with_all = ["within", "zone"], add = ArgValueCompleter::new(complete::subnet_names))]
-    pub subnet: Option<String>,
+    pub subnet: Vec<String>,
 
     /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
     #[arg(long, value_name = "ADDR")]
@@ -427,11 +439,21 @@ pub struct ReleaseArgs {
     #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
-    /// The address to release; `--owner`/`--uid`/`--kind` then guard it.
+    /// The address to release; `--owner`/`--uid`/`--kind` then guard it (one is required,
+    /// or `--force`).
     pub address: Option<String>,
 
     #[command(flatten)]
     pub select: Selectors,
+
+    /// Release `POOL ADDRESS` whoever holds it, without naming the owner.
+    #[arg(long, requires = "address")]
+    pub force: bool,
+
+    /// Selectors that match nothing are a note and exit 0 instead of exit 3 (as kubectl's
+    /// flag of that name): for a script whose release may already have happened.
+    #[arg(long, conflicts_with = "address")]
+    pub ignore_not_found: bool,
 
     /// Print what would be released (`would-release`); release nothing.
     #[arg(long)]

@@ -13,9 +13,8 @@ use serde::Serialize;
 use crate::cli::map::{Map, drawable};
 use crate::cli::output::Named;
 use crate::engine::subnet_usage::SubnetStatus;
-use crate::engine::usage::{pool_candidates, pool_usage};
 use crate::model::candidates::{Usage, readable_count};
-use crate::model::subnet::SubnetManifest;
+use crate::model::subnet::{SubnetManifest, pool_candidates};
 use crate::model::{AllocationManifest, PoolManifest};
 
 /// How many holders a pool's entry names, largest first.
@@ -131,8 +130,8 @@ pub fn pool_report(
 ) -> PoolReport {
     let taken: Vec<IpAddr> = held.iter().map(|m| m.spec.address).collect();
     let manifests: Vec<SubnetManifest> = subnets.iter().map(|(m, _)| m.clone()).collect();
-    let usage = pool_usage(&pool.spec, &manifests, None, &taken);
-    let candidates = pool_candidates(&pool.spec, &manifests);
+    let candidates = pool_candidates(&pool, &manifests);
+    let usage = Usage::of_candidates(&candidates, &taken);
     let mut free =
         candidates.format_spans(&candidates.clone().without(taken.iter().copied()).spans());
     let more_free_ranges = free.len().saturating_sub(FREE_RANGES);
@@ -142,7 +141,7 @@ pub fn pool_report(
         None => pool.metadata.name.clone(),
     };
     let map = drawable(pool.spec.cidr).then(|| {
-        let map = Map::new(&name, &pool.spec, &manifests, None, &taken);
+        let map = Map::new(&name, &pool, &manifests, None, &taken);
         if map.per_address() {
             map.with_owners(
                 held.iter()
@@ -344,11 +343,19 @@ fn section(h: &mut String, p: &PoolReport) {
     let u = &p.status.usage;
     let _ = writeln!(
         h,
-        r#"<p class="usage">{} candidates, {} allocated, {} free ({:.1}% used).</p>"#,
+        r#"<p class="usage">{} candidates, {} allocated, {} free ({:.1}% used){}.</p>"#,
         count(u.candidates),
         u.allocated,
         count(u.free),
-        u.percent_used
+        u.percent_used,
+        if u.off_candidates > 0 {
+            format!(
+                "; {} more allocations on addresses no claim is given (<code>ipamctl check</code> reports them)",
+                u.off_candidates
+            )
+        } else {
+            String::new()
+        }
     );
     match &p.map {
         Some(map) => {

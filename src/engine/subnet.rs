@@ -61,6 +61,13 @@ pub fn list(
     Ok(subnets)
 }
 
+/// The subnets of `pool`, in name order: what every claim of the pool keeps clear of
+/// ([`crate::model::subnet::pool_candidates`]). A claim calls it under the pool's lock, shared,
+/// which every change of a subnet holds exclusively (invariant 6 of [`crate::engine`]).
+pub fn of_pool(store: &dyn Store, pool: &PoolRef) -> Result<Vec<SubnetManifest>> {
+    list(store, pool.namespace.as_ref(), Some(&pool.name))
+}
+
 /// What a [`put`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Put {

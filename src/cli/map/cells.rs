@@ -7,12 +7,11 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::kind::Kind;
-use crate::engine::usage::{Kept, Role, role_of};
 use crate::model::PoolSpec;
 use crate::model::candidates::{
     Candidates, Span, address, host_span, readable_count, span_len, span_of,
 };
-use crate::model::subnet::SubnetManifest;
+use crate::model::subnet::{SubnetManifest, off_limits_role};
 
 /// At most this many cells are drawn for an IPv6 view of blocks or regions.
 pub(super) const MOST_V6_CELLS: usize = 4096;
@@ -66,12 +65,12 @@ impl Cell {
 
 /// The cells of `view` (inside pool `spec`) one per address. An address is allocated if an
 /// allocation holds it (the sorted `taken` ordinals), whatever else it is; else the pool's
-/// gateway; the network or broadcast address of the pool or of the view; what a stored
-/// subnet keeps out (`kept`: its gateway, reserved, network or broadcast addresses); excluded
-/// by the pool; or free.
+/// gateway; the network or broadcast address of the pool or of the view; what one of the
+/// stored `subnets` keeps from every claim (its gateway, reserved, network or broadcast
+/// addresses: [`off_limits_role`]); excluded by the pool; or free.
 pub(super) fn address_cells(
     spec: &PoolSpec,
-    kept: &[Kept],
+    subnets: &[SubnetManifest],
     view: IpNet,
     taken: &[u128],
 ) -> Vec<Cell> {
@@ -88,12 +87,13 @@ pub(super) fn address_cells(
                 Kind::Gateway
             } else if !in_hosts(a, host_span(spec.cidr)) || !in_hosts(a, host_span(view)) {
                 Kind::NetworkBroadcast
-            } else if let Some(k) = role_of(kept, a) {
-                subnet = Some(k.subnet.clone());
-                match k.role {
-                    Role::Gateway => Kind::Gateway,
-                    Role::Reserved => Kind::Reserved,
-                    Role::NetworkBroadcast => Kind::NetworkBroadcast,
+            } else if let Some((s, role)) = off_limits_role(subnets, addr) {
+                subnet = Some(s.metadata.name.clone());
+                match role {
+                    "the gateway" => Kind::Gateway,
+                    "a reserved address" => Kind::Reserved,
+                    // The network, broadcast or subnet-router anycast address.
+                    _ => Kind::NetworkBroadcast,
                 }
             } else if spec.exclude.iter().any(|e| e.net().contains(&addr)) {
                 Kind::Excluded

@@ -21,10 +21,9 @@ pub use self::kind::Kind;
 use self::kind::{ADDRESS_KINDS, BLOCK_KINDS};
 use cells::Cell;
 
-use crate::engine::usage::{kept, pool_candidates, pool_usage};
-use crate::model::PoolSpec;
+use crate::model::PoolManifest;
 use crate::model::candidates::{Usage, address, readable_count};
-use crate::model::subnet::SubnetManifest;
+use crate::model::subnet::{SubnetManifest, pool_candidates};
 
 /// IPv4 views of at most this prefix length (1024 addresses) get one cell per address;
 /// larger ones one cell per /24.
@@ -78,21 +77,22 @@ pub struct Map {
 }
 
 impl Map {
-    /// Draws pool `name` with spec `spec` and stored subnets `subnets`, whose allocations
-    /// hold `taken`, over `within` (which the caller checked lies inside the pool and is no
+    /// Draws pool `name` (`pool`, with stored subnets `subnets`), whose allocations hold
+    /// `taken`, over `within` (which the caller checked lies inside the pool and is no
     /// larger than a [`LARGEST_VIEW`]) or the whole pool.
     ///
     /// Candidates are the pool's without every subnet's network, broadcast, gateway and
-    /// reserved addresses ([`crate::engine::usage::pool_candidates`]): those are drawn as
-    /// such, never as free, and the usage lines add up (candidates = allocated among them +
-    /// free). A block or region is shaded by the share of its candidates that are allocated.
+    /// reserved addresses ([`pool_candidates`], as every claim sees them): those are drawn
+    /// as such, never as free, and the usage lines add up (candidates = allocated + free).
+    /// A block or region is shaded by the share of its candidates that are allocated.
     pub fn new(
         name: &str,
-        spec: &PoolSpec,
+        pool: &PoolManifest,
         subnets: &[SubnetManifest],
         within: Option<IpNet>,
         taken: &[IpAddr],
     ) -> Map {
+        let spec = &pool.spec;
         let view = within.unwrap_or(spec.cidr);
         let v6 = view.addr().is_ipv6();
         let sorted = cells::ordinals(taken, v6);
@@ -103,24 +103,26 @@ impl Map {
             (true, p) if p >= BLOCK_CELLS_FROM_V6 => Layout::Blocks,
             (true, _) => Layout::Regions,
         };
-        let mut candidates = pool_candidates(spec, subnets);
-        if within.is_some() {
-            candidates = candidates.within(view);
-        }
+        let all = pool_candidates(pool, subnets);
+        let candidates = match within {
+            Some(w) => all.clone().within(w),
+            None => all.clone(),
+        };
         let cells = match layout {
-            Layout::Addresses => cells::address_cells(spec, &kept(subnets), view, &sorted),
+            Layout::Addresses => cells::address_cells(spec, subnets, view, &sorted),
             Layout::Blocks => cells::block_cells(&candidates, view, &sorted),
             Layout::Regions => cells::region_cells(&candidates, subnets, view, &sorted),
         };
         let mut usage = vec![(
             format!("pool {}", spec.cidr),
-            pool_usage(spec, subnets, None, taken),
+            Usage::of_candidates(&all, taken),
         )];
         let mut title = format!("{name} {}", spec.cidr);
         if let Some(w) = within {
+            let inside: Vec<IpAddr> = taken.iter().copied().filter(|a| w.contains(a)).collect();
             usage.push((
                 format!("within {w}"),
-                pool_usage(spec, subnets, Some(w), taken),
+                Usage::of_candidates(&candidates, &inside),
             ));
             title.push_str(&format!(", within {w}"));
         }
@@ -218,13 +220,20 @@ impl Map {
         self.usage
             .iter()
             .map(|(what, u)| {
-                format!(
+                let mut line = format!(
                     "{what}: {} candidates, {} allocated, {} free ({:.1}% used)",
                     readable_count(u.candidates),
                     u.allocated,
                     readable_count(u.free),
                     u.percent_used
-                )
+                );
+                if u.off_candidates > 0 {
+                    line.push_str(&format!(
+                        "; {} more on addresses no claim is given (ipamctl check)",
+                        u.off_candidates
+                    ));
+                }
+                line
             })
             .collect()
     }

@@ -4,8 +4,43 @@ use std::net::IpAddr;
 
 use super::*;
 
-use crate::engine::usage::testing::subnet;
 use crate::model::candidates::testing::{addrs, spec};
+use crate::model::{PoolName, PoolRef, PoolSpec, SubnetName};
+
+/// Pool `p` with `spec`, cluster-scoped.
+fn pool(spec: PoolSpec) -> PoolManifest {
+    PoolManifest {
+        api_version: crate::model::API_VERSION.into(),
+        kind: crate::model::POOL_KIND.into(),
+        metadata: crate::model::Metadata {
+            name: "p".into(),
+            namespace: None,
+            labels: Default::default(),
+            annotations: Default::default(),
+            owner_refs: Vec::new(),
+            creation_timestamp: None,
+        },
+        spec,
+    }
+}
+
+/// Subnet `name` of pool `p` at `cidr` (gateway: its first host), with `reserved` entries.
+fn subnet(name: &str, cidr: &str, reserved: &[&str]) -> SubnetManifest {
+    let pool = PoolRef {
+        namespace: None,
+        name: PoolName::new("p").expect("a valid name"),
+    };
+    SubnetManifest::new(
+        &SubnetName::new(name).expect("a valid name"),
+        &pool,
+        cidr.parse().expect("a valid prefix"),
+        None,
+        reserved
+            .iter()
+            .map(|r| r.to_string().try_into().expect("a valid entry"))
+            .collect(),
+    )
+}
 
 fn glyphs(map: &Map) -> String {
     map.cells.iter().map(|c| c.kind.style().glyph).collect()
@@ -15,7 +50,7 @@ fn glyphs(map: &Map) -> String {
 fn each_address_gets_its_kind() {
     let map = Map::new(
         "p",
-        &spec("10.0.0.0/28", Some("10.0.0.1"), &["10.0.0.4/31"]),
+        &pool(spec("10.0.0.0/28", Some("10.0.0.1"), &["10.0.0.4/31"])),
         &[],
         None,
         &addrs(&["10.0.0.2", "10.0.0.5"]),
@@ -28,7 +63,7 @@ fn a_subnets_gateway_reserved_and_edges_are_never_free() {
     let s = subnet("web", "10.0.0.8/29", &["10.0.0.10"]);
     let map = Map::new(
         "p",
-        &spec("10.0.0.0/27", None, &[]),
+        &pool(spec("10.0.0.0/27", None, &[])),
         &[s],
         None,
         &addrs(&["10.0.0.12"]),
@@ -43,10 +78,28 @@ fn a_subnets_gateway_reserved_and_edges_are_never_free() {
 }
 
 #[test]
+fn an_allocation_on_a_subnets_gateway_is_drawn_allocated_and_counted_apart() {
+    let s = subnet("web", "10.0.0.8/29", &[]);
+    let map = Map::new(
+        "p",
+        &pool(spec("10.0.0.0/27", None, &[])),
+        &[s],
+        None,
+        &addrs(&["10.0.0.9", "10.0.0.12"]),
+    );
+    assert_eq!(&glyphs(&map)[8..11], "-#.");
+    let u = map.usage[0].1;
+    assert_eq!((u.candidates, u.allocated, u.free), (27, 1, 26));
+    assert!(map.text(false).contains(
+        "pool 10.0.0.0/27: 27 candidates, 1 allocated, 26 free (3.7% used); 1 more on addresses no claim is given (ipamctl check)"
+    ));
+}
+
+#[test]
 fn within_marks_its_own_network_and_broadcast() {
     let map = Map::new(
         "p",
-        &spec("10.0.0.0/24", None, &[]),
+        &pool(spec("10.0.0.0/24", None, &[])),
         &[],
         Some("10.0.0.16/29".parse().unwrap()),
         &addrs(&["10.0.0.18"]),
@@ -59,7 +112,7 @@ fn within_marks_its_own_network_and_broadcast() {
 
 #[test]
 fn slash_31_has_no_network_or_broadcast() {
-    let map = Map::new("p", &spec("10.0.0.0/31", None, &[]), &[], None, &[]);
+    let map = Map::new("p", &pool(spec("10.0.0.0/31", None, &[])), &[], None, &[]);
     assert_eq!(glyphs(&map), "..");
 }
 
@@ -70,7 +123,7 @@ fn larger_than_a_slash_22_is_one_cell_per_slash_24() {
     taken.extend((1..=100).map(|i| IpAddr::from([10u8, 0, 3, i])));
     let map = Map::new(
         "p",
-        &spec("10.0.0.0/21", Some("10.0.0.1"), &["10.0.4.0/24"]),
+        &pool(spec("10.0.0.0/21", Some("10.0.0.1"), &["10.0.4.0/24"])),
         &[],
         None,
         &taken,
@@ -86,13 +139,13 @@ fn larger_than_a_slash_22_is_one_cell_per_slash_24() {
 #[test]
 fn a_slash_24_of_a_large_pool_loses_what_its_subnet_keeps() {
     let s = subnet("web", "10.0.1.0/24", &["10.0.1.2"]);
-    let map = Map::new("p", &spec("10.0.0.0/21", None, &[]), &[s], None, &[]);
+    let map = Map::new("p", &pool(spec("10.0.0.0/21", None, &[])), &[s], None, &[]);
     assert_eq!(map.cells[1].fill, Some((0, 256 - 4)));
 }
 
 #[test]
 fn a_slash_22_is_still_one_cell_per_address() {
-    let map = Map::new("p", &spec("10.0.0.0/22", None, &[]), &[], None, &[]);
+    let map = Map::new("p", &pool(spec("10.0.0.0/22", None, &[])), &[], None, &[]);
     assert_eq!((map.layout, map.cells.len()), (Layout::Addresses, 1024));
 }
 
@@ -110,7 +163,7 @@ fn a_large_ipv6_pool_is_one_cell_per_subnet_and_slash_64_in_use() {
     ]);
     let map = Map::new(
         "p",
-        &spec("fd00:70::/48", None, &[]),
+        &pool(spec("fd00:70::/48", None, &[])),
         &subnets,
         None,
         &taken,
@@ -143,7 +196,7 @@ fn a_large_ipv6_pool_is_one_cell_per_subnet_and_slash_64_in_use() {
 
 #[test]
 fn an_empty_ipv6_pool_is_one_region() {
-    let map = Map::new("p", &spec("fd00::/48", None, &[]), &[], None, &[]);
+    let map = Map::new("p", &pool(spec("fd00::/48", None, &[])), &[], None, &[]);
     assert_eq!(map.cells.len(), 1);
     assert_eq!(map.cells[0].kind, Kind::Empty);
     assert!(
@@ -154,7 +207,7 @@ fn an_empty_ipv6_pool_is_one_region() {
 
 #[test]
 fn text_rows_are_labelled_and_slash_24s_separated() {
-    let map = Map::new("p", &spec("10.0.0.0/23", None, &[]), &[], None, &[]);
+    let map = Map::new("p", &pool(spec("10.0.0.0/23", None, &[])), &[], None, &[]);
     let text = map.text(false);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "p 10.0.0.0/23: one cell per address");
@@ -168,7 +221,7 @@ fn text_rows_are_labelled_and_slash_24s_separated() {
 fn colour_wraps_runs_of_glyphs() {
     let map = Map::new(
         "p",
-        &spec("10.0.0.0/29", Some("10.0.0.1"), &[]),
+        &pool(spec("10.0.0.0/29", Some("10.0.0.1"), &[])),
         &[],
         None,
         &[],
@@ -179,7 +232,7 @@ fn colour_wraps_runs_of_glyphs() {
 
 #[test]
 fn svg_escapes_the_title() {
-    let map = Map::new("a&b", &spec("10.0.0.0/30", None, &[]), &[], None, &[]);
+    let map = Map::new("a&b", &pool(spec("10.0.0.0/30", None, &[])), &[], None, &[]);
     let svg = map.svg();
     assert!(svg.contains("<title>a&amp;b 10.0.0.0/30"));
     assert_eq!(svg.matches(r#"class="cell "#).count(), 4);

@@ -398,3 +398,126 @@ fn the_command_line_beats_the_environment() {
         .fails(2)
         .run();
 }
+
+/// An allocation manifest of pool `vpc-s` in `acme/s` for `10.9.H.L`, as ipamctl writes it.
+fn vpc_s_allocation(i: usize) -> (String, String) {
+    let (h, l) = (i / 250, 1 + i % 250);
+    let name = format!("vpc-s-10-9-{h}-{l}");
+    let text = format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAllocation\nmetadata:\n  name: {name}\n  namespace: acme/s\nspec:\n  pool: vpc-s\n  address: \"10.9.{h}.{l}\"\n  owner:\n    kind: VirtualMachine\n    name: vm-{i}/0\n"
+    );
+    (format!("namespaces/acme/s/ipallocations/{name}.yaml"), text)
+}
+
+#[test]
+fn an_interrupted_vpc_delete_says_what_it_did_refuses_claims_and_a_second_run_finishes() {
+    let t = Test::without_state()
+        .file_store_only()
+        .no_state_flag()
+        .args(["init", "state"])
+        .run()
+        .then()
+        .args([
+            "vpc",
+            "create",
+            "s",
+            "-n",
+            "acme/s",
+            "--cidr",
+            "10.9.0.0/16",
+        ])
+        .run()
+        .then()
+        .args([
+            "subnet",
+            "create",
+            "web",
+            "-n",
+            "acme/s",
+            "--pool",
+            "vpc-s",
+            "--cidr",
+            "10.9.200.0/24",
+        ])
+        .run()
+        .then();
+    // 3,000 allocations: the releases take a while, and SIGINT comes once they have begun.
+    for i in 0..3000 {
+        let (path, text) = vpc_s_allocation(i);
+        t.write(&path, &text);
+    }
+    let pool_file = t.path("namespaces/acme/s/ipampools/vpc-s.yaml");
+    let child = common::spawn_piped(t.command(["vpc", "delete", "s", "-n", "acme/s"]));
+    // SIGINT once the pools are marked (the handler is installed before that).
+    let marked = std::time::Instant::now();
+    while !std::fs::read_to_string(&pool_file)
+        .unwrap_or_default()
+        .contains("deletionTimestamp")
+    {
+        assert!(marked.elapsed().as_secs() < 60, "the pool was never marked");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // … and releases have begun.
+    let dir = t.path("namespaces/acme/s/ipallocations");
+    while std::fs::read_dir(&dir).map_or(0, |d| d.count()) >= 3000 {
+        assert!(marked.elapsed().as_secs() < 60, "no release began");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let out = child.wait_with_output().expect("vpc delete");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    let released = stdout.lines().filter(|l| l.ends_with(" released")).count();
+    assert!(
+        released > 0 && released < 3000,
+        "{released} released:\n{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: interrupted: VPC `s` is partly deleted")
+            && stderr.contains("hint: run `ipamctl vpc delete s -n acme/s` again to finish"),
+        "{stderr}"
+    );
+    // The half-deleted VPC takes no claim, and check says why.
+    let ran = t
+        .args([
+            "allocate",
+            "vpc-s",
+            "-n",
+            "acme/s",
+            "--owner",
+            "VirtualMachine/new/0",
+        ])
+        .fails(4)
+        .unchanged()
+        .run();
+    assert!(ran.stderr.contains("is being deleted"), "{}", ran.stderr);
+    let ran = ran.then().args(["check"]).run();
+    assert!(
+        ran.stdout.contains("is being deleted since"),
+        "{}",
+        ran.stdout
+    );
+    // The second run finishes, listing the subnet it removes with the pool.
+    let ran = ran
+        .then()
+        .args(["vpc", "delete", "s", "-n", "acme/s"])
+        .run();
+    assert!(
+        ran.stdout
+            .ends_with("subnet/web deleted\nipampool/vpc-s deleted\n"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(
+        ran.stdout
+            .lines()
+            .filter(|l| l.ends_with(" released"))
+            .count(),
+        3000 - released
+    );
+}

@@ -397,6 +397,7 @@ fn decide(
 ) -> Result<Allocated> {
     // Read again under the lock: this is the pool (and subnet) as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
+    crate::engine::doomed::refuse(&spec, &req.pool)?;
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     let candidates = request_candidates(&spec, &subnets, req, subnet.as_ref())?;
@@ -492,6 +493,7 @@ fn allocate_read_only(
     warnings: &mut Warnings,
 ) -> Result<Allocated> {
     let spec = load_pool(store, &req.pool)?;
+    crate::engine::doomed::refuse(&spec, &req.pool)?;
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     request_candidates(&spec, &subnets, req, subnet.as_ref())?;
@@ -716,6 +718,9 @@ fn allocate_zone_now(
         let Ok(spec) = load_pool(store, pool) else {
             continue;
         };
+        if spec.metadata.deletion_timestamp.is_some() {
+            continue; // being deleted: no claim in it
+        }
         let cooling = cooling_for(store, pool, &spec, owner)?;
         let subnets = subnet::of_pool(store, pool)?;
         let candidates = pool_candidates(&spec, &subnets).without(cooling.blocked.iter().copied());

@@ -51,6 +51,7 @@ pub mod apply;
 pub mod check;
 pub mod cooldown;
 pub mod diff;
+pub mod doomed;
 pub mod explain;
 pub mod explained;
 pub mod git;

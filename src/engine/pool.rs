@@ -186,8 +186,10 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
         });
     }
     if !dry_run {
+        crate::engine::doomed::mark(store, pool, load_pool(store, pool)?)?;
         // Its subnets and cooldown records are part of it: they go first, so a crash leaves
-        // the pool (and running the command again finishes the job), never an orphan.
+        // the pool (marked: no claim is made in it; running the command again finishes the
+        // job), never an orphan.
         crate::engine::subnet::delete_of_pool(store, pool)?;
         crate::engine::cooldown::forget_pool(store, pool)?;
         if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {

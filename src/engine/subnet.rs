@@ -86,7 +86,7 @@ pub enum Put {
 /// without the lock and writes nothing.
 pub fn put(store: &dyn Store, subnet: &SubnetManifest, update: bool, dry_run: bool) -> Result<Put> {
     let pool = subnet.pool();
-    load_pool(store, &pool)?;
+    crate::engine::doomed::refuse(&load_pool(store, &pool)?, &pool)?;
     if dry_run {
         return put_locked(store, subnet, update, true);
     }
@@ -258,11 +258,13 @@ pub fn delete(
     }
 }
 
-/// Deletes every subnet of `pool` (when the pool itself goes; the caller holds its lock).
-pub fn delete_of_pool(store: &dyn Store, pool: &PoolRef) -> Result<()> {
+/// Deletes every subnet of `pool` (when the pool itself goes; the caller holds its lock), and
+/// returns them.
+pub fn delete_of_pool(store: &dyn Store, pool: &PoolRef) -> Result<Vec<SubnetManifest>> {
     let ns = pool.namespace.as_ref();
-    for subnet in list(store, ns, Some(&pool.name))? {
+    let subnets = list(store, ns, Some(&pool.name))?;
+    for subnet in &subnets {
         store.delete(ObjectKind::Subnet, ns, &subnet.metadata.name)?;
     }
-    Ok(())
+    Ok(subnets)
 }

@@ -202,6 +202,7 @@ impl AllocationManifest {
                 name: allocation_name(pool, address),
                 namespace: namespace.cloned(),
                 creation_timestamp: None,
+                deletion_timestamp: None,
                 labels: BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]),
                 annotations: BTreeMap::new(),
                 owner_refs: Vec::new(),

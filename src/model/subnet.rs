@@ -92,6 +92,7 @@ impl SubnetManifest {
                 annotations: Default::default(),
                 owner_refs: Vec::new(),
                 creation_timestamp: None,
+                deletion_timestamp: None,
             },
             spec: SubnetSpec {
                 pool: pool.name.clone(),

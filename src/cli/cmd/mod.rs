@@ -256,3 +256,21 @@ fn named_scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Option<Vec<Option<N
         None => Ok(None),
     }
 }
+
+/// A flag that SIGINT or SIGTERM sets while a long command runs (`vpc delete`), which it
+/// looks at between two steps, to stop there and say what it did and how to finish. A
+/// second signal ends the process at once, as without the flag.
+fn stop_on_signal() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        let installed = signal_hook::flag::register_conditional_shutdown(
+            signal,
+            crate::error::exit::INTERRUPTED,
+            std::sync::Arc::clone(&stop),
+        )
+        .and_then(|_| signal_hook::flag::register(signal, std::sync::Arc::clone(&stop)));
+        installed.map_err(|e| Error::io("signal handler", e))?;
+    }
+    Ok(stop)
+}

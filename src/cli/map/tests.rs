@@ -7,21 +7,15 @@ use super::*;
 use crate::model::candidates::testing::{addrs, spec};
 use crate::model::{PoolName, PoolRef, PoolSpec, SubnetName};
 
-/// Pool `p` with `spec`, cluster-scoped.
+/// Pool `p` with `spec`, cluster-scoped (decoded as a manifest, so it has every field).
 fn pool(spec: PoolSpec) -> PoolManifest {
-    PoolManifest {
-        api_version: crate::model::API_VERSION.into(),
-        kind: crate::model::POOL_KIND.into(),
-        metadata: crate::model::Metadata {
-            name: "p".into(),
-            namespace: None,
-            labels: Default::default(),
-            annotations: Default::default(),
-            owner_refs: Vec::new(),
-            creation_timestamp: None,
-        },
-        spec,
-    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": crate::model::API_VERSION,
+        "kind": crate::model::POOL_KIND,
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }))
+    .expect("a valid pool manifest")
 }
 
 /// Subnet `name` of pool `p` at `cidr` (gateway: its first host), with `reserved` entries.

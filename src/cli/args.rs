@@ -219,8 +219,8 @@ pub enum Command {
     /// `--min-age`. Without `--apply`, exit 1 when there are leaks (0 when none), as
     /// `check`. `--apply` refuses (exit 4, nothing released) to release more than
     /// `--max-release`. Each release is guarded by the reported owner, so an address
-    /// re-allocated to a live owner meanwhile stays. The summary (stderr) also counts the
-    /// live lines that matched no allocation.
+    /// re-allocated to a live owner meanwhile stays. The summary (stderr) also says how
+    /// many live lines matched an allocation (few: the list is of the wrong thing).
     Reconcile(ReconcileArgs),
     /// Write a database's pools and allocations as a new state directory (`--store` only).
     ///
@@ -281,13 +281,17 @@ pub enum Command {
     /// the scope (`--pool` narrows it); `--owner` (prefix form too) and `--uid` follow the
     /// owner across addresses. On a database (`--store`), the same from its events table.
     History(HistoryArgs),
-    /// Report every pool: usage, map, free ranges and largest holders.
+    /// Report every pool: usage, map, subnets, free ranges and largest holders.
     ///
     /// `-o html` writes one self-contained HTML page (inline CSS and SVG maps, no script,
     /// nothing fetched) for a wiki or a CI artifact: a table of every pool, then each pool
-    /// with its usage, its map (each allocated cell's tooltip names its holder), its free
-    /// ranges and its largest holders (by uid, or by owner without one). The other formats
-    /// give the same data.
+    /// with its usage, its map (each allocated cell's tooltip names its holder), its stored
+    /// subnets with their usage, its free ranges and its largest holders, named by their
+    /// owners (the NICs of one VM, which share a uid, together), largest first, then by
+    /// name; "every holder has N" when none is larger. Counts are written as `pool list`
+    /// writes them (`2^64 - 4`); the exact values are in `-o json`. A subnet's gateway,
+    /// reserved, network and broadcast addresses are never counted as free. The other
+    /// formats give the same data.
     Report,
     /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
     /// CooldownRecord).
@@ -525,12 +529,15 @@ pub enum PoolCommand {
     ///
     /// `--map` draws one cell per address, 32 to a row (16 for a /28 or smaller), each row
     /// labelled with its first address and a blank line between /24s: `#` allocated, `.`
-    /// free, `G` gateway, `x` excluded, `-` network or broadcast (of the pool, or of
-    /// `--within`). A prefix larger than a /22 is drawn one cell per /24 (a blank line
-    /// between /16s), shaded by the share of its candidates allocated: `.` none, `:` up to
-    /// 25%, `+` up to 50%, `*` up to 75%, `%` more, `#` full, `x` no candidates. Views up
-    /// to a /12 are drawn. A legend with counts and the usage figures follow. `-o svg`
-    /// writes the same map as an SVG document, each cell of class `cell KIND`.
+    /// free, `G` gateway (the pool's or a stored subnet's), `r` reserved by a subnet, `x`
+    /// excluded, `-` network or broadcast (of the pool, of `--within` or of a subnet). A
+    /// prefix larger than a /22 is drawn one cell per /24 (a blank line between /16s),
+    /// shaded by the share of its candidates allocated: `.` none, `:` up to 25%, `+` up to
+    /// 50%, `*` up to 75%, `%` more, `#` full, `x` no candidates. An IPv6 prefix larger than
+    /// a /120 is drawn one cell per /120 in use (up to a /64), or one line per stored subnet
+    /// and per /64 in use with its counts (larger). Views up to a /12 are drawn. A legend
+    /// with counts and the usage figures follow. `-o svg` writes the same map as an SVG
+    /// document, each cell of class `cell KIND`.
     Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
     Delete(PoolDeleteArgs),
@@ -744,8 +751,9 @@ pub struct PoolShowArgs {
     pub pool: String,
 
     /// Draw the pool as an address map (text, or an image with `-o svg`): one cell per
-    /// address up to an IPv4 /22 or an IPv6 /120; else one cell per /24 (IPv4, up to a /12)
-    /// or per /120 that holds an allocation (IPv6, any size), shaded by how full it is.
+    /// address up to an IPv4 /22 or an IPv6 /120; else one cell per /24 (IPv4, up to a /12),
+    /// per /120 that holds an allocation (IPv6, up to a /64) or per stored subnet and /64 in
+    /// use (a larger IPv6 prefix), shaded by how full it is.
     #[arg(long)]
     pub map: bool,
 

@@ -28,6 +28,10 @@ fn fixture_copy(case: &str) -> tempfile::TempDir {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn import_says_what_went_where_and_counts_subnets_in_its_summary() {
     let db = Db::new();
     // Two pools and one subnet, no allocations.
@@ -66,6 +70,10 @@ fn import_says_what_went_where_and_counts_subnets_in_its_summary() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn export_names_the_new_state_directory_by_its_path() {
     let db = Db::new();
     let source = fixture_copy("subnets");

@@ -137,6 +137,10 @@ fn distinct(colours: &BTreeMap<String, [u8; 3]>, what: &str) {
     not(has_fonts),
     ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
 )]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     let manifest = pool(
         LONG,
@@ -178,12 +182,20 @@ fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     not(has_fonts),
     ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
 )]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn a_tiny_pool_with_a_long_name_is_not_clipped() {
     let (svg, _) = draw(with_pool(&pool(LONG, "198.51.100.4/30", "")), &[LONG]);
     render(&svg, "a /30 with a long name");
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 #[cfg_attr(
     not(has_fonts),
     ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
@@ -281,6 +293,10 @@ fn contrast(a: [u8; 3], b: [u8; 3]) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn an_empty_slash_24_stands_out_from_the_page() {
     let (svg, _) = draw(with_pool(&pool("big", "10.0.0.0/20", "")), &["big"]);
     let pixmap = render(&svg, "an empty /20");
@@ -309,6 +325,10 @@ fn an_empty_slash_24_stands_out_from_the_page() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn a_subnets_gateway_and_reserved_addresses_are_drawn_as_such_never_free() {
     let test = step(
         with_pool(&pool("lab", "10.42.0.0/16", "")),
@@ -345,6 +365,10 @@ fn a_subnets_gateway_and_reserved_addresses_are_drawn_as_such_never_free() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn a_large_ipv6_pool_is_one_cell_per_subnet_and_per_slash_64_in_use_with_its_count() {
     let mut test = with_pool(&pool("six", "fd00:103::/48", ""));
     for (name, cidr) in [("web6", "fd00:103:0:1::/64"), ("db6", "fd00:103:0:2::/64")] {

@@ -265,6 +265,7 @@ const MEASURE: &str = r#"<script>
 </script>"#;
 
 #[test]
+#[cfg_attr(not(has_chromium), ignore = "needs Chromium: apt-get install chromium")]
 fn the_html_report_fits_a_1024_pixel_window_and_never_wraps_a_name() {
     let html = dual_stack_vpc()
         .args(["report", "-A", "-o", "html"])
@@ -294,6 +295,7 @@ fn the_html_report_fits_a_1024_pixel_window_and_never_wraps_a_name() {
 }
 
 #[test]
+#[cfg_attr(not(has_chromium), ignore = "needs Chromium: apt-get install chromium")]
 fn the_html_report_writes_counts_as_the_tables_do_and_shows_subnets_and_holders_by_name() {
     let html = dual_stack_vpc()
         .args(["report", "-A", "-o", "html"])
@@ -352,6 +354,7 @@ fn the_html_report_writes_counts_as_the_tables_do_and_shows_subnets_and_holders_
 }
 
 #[test]
+#[cfg_attr(not(has_chromium), ignore = "needs Chromium: apt-get install chromium")]
 fn the_longest_names_scroll_a_table_inside_its_box_never_the_page() {
     let long = "a-pool-with-the-longest-name-a-pool-can-have-sixty-three-chars0";
     let manifest = format!(

@@ -20,6 +20,8 @@ pub mod exit {
     /// The outcome is unknown: the connection to the database was lost after the change
     /// was sent to be committed. Running the same command again is safe.
     pub const UNKNOWN: i32 = 6;
+    /// Stopped by SIGINT or SIGTERM between two steps (128 + SIGINT, as a shell reports it).
+    pub const INTERRUPTED: i32 = 130;
 }
 
 /// Everything that can go wrong, each variant carrying what the user needs to act.
@@ -69,6 +71,10 @@ pub enum Error {
         message: String,
         sqlstate: Option<String>,
     },
+    /// A long command stopped by SIGINT or SIGTERM between two steps: `message` says what
+    /// was done, `hint` how to finish.
+    #[error("{message}")]
+    Interrupted { message: String, hint: String },
     /// The database has no ipamctl schema yet: `hint` says how to create it.
     #[error("{message}")]
     NoSchema { message: String, hint: String },
@@ -92,6 +98,7 @@ impl Error {
             Error::Conflict { .. } => exit::CONFLICT,
             Error::Exhausted { .. } => exit::EXHAUSTED,
             Error::OutcomeUnknown { .. } => exit::UNKNOWN,
+            Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Io { .. }
             | Error::ReadOnly { .. }
             | Error::Corrupt { .. }
@@ -108,7 +115,7 @@ impl Error {
             Error::NoStateDir { .. } => {
                 Some("run `ipamctl init` to create one, or pass `--state-dir DIR`")
             }
-            Error::NoSchema { hint, .. } => Some(hint),
+            Error::NoSchema { hint, .. } | Error::Interrupted { hint, .. } => Some(hint),
             Error::OutcomeUnknown { .. } => Some(
                 "running the same command again is safe: a claim for the same owner answers with the address it holds, a release of an address no longer held does nothing, an apply of the same manifests changes nothing more",
             ),

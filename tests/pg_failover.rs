@@ -286,6 +286,10 @@ fn failover(sync: bool) -> Found {
 
 /// With a synchronous standby, no acknowledged claim or release is lost by a failover.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_failover_to_a_synchronous_standby_loses_no_acknowledged_claim() {
     let found = failover(true);
     assert!(found.acknowledged > 0);

@@ -136,6 +136,10 @@ fn leaking(stores: &[String]) -> Vec<(String, String)> {
 /// Finding 1: no output of any command, for any malformed or valid `--store` or
 /// `IPAMCTL_STORE`, shows a password or a piece of one.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn no_output_shows_a_password_for_any_store_string_however_mangled() {
     let forms = secret_forms();
     for form in &forms {
@@ -181,6 +185,10 @@ fn no_output_shows_a_password_for_any_store_string_however_mangled() {
 /// Finding 1: a string that is no connection string is not echoed at all; the message says
 /// which part is wrong.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_malformed_store_string_is_not_echoed_and_says_what_is_wrong() {
     let out = run_with_store(&format!("ipam:{SECRET}@127.0.0.1/t2"), false);
     assert_code(&out, code::INVALID);
@@ -237,6 +245,10 @@ fn with_param(url: &str, kv: &str) -> String {
 /// direct connection, and one set in the connection string through a transaction-pooling
 /// PgBouncer (which ignores startup `options`).
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_held_pool_row_ends_allocate_and_apply_with_a_lock_timeout() {
     let db = Db::new();
     let dir = tempfile::tempdir().unwrap();
@@ -303,6 +315,10 @@ fn a_held_pool_row_ends_allocate_and_apply_with_a_lock_timeout() {
 /// never sent), idle in transaction with the pool's row `FOR SHARE`, holds it no longer than
 /// `idle_in_transaction_session_timeout`: an `apply` that changes the pool gets through.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_client_frozen_mid_claim_holds_the_pool_row_no_longer_than_its_idle_timeout() {
     let db = Db::new();
     let dir = tempfile::tempdir().unwrap();
@@ -345,6 +361,10 @@ fn a_client_frozen_mid_claim_holds_the_pool_row_no_longer_than_its_idle_timeout(
 /// listener that never answers) ends the command with exit 1 and one line saying so, with
 /// `connect_timeout` and with the default.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_server_that_accepts_and_never_answers_ends_the_command_at_the_connect_timeout() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -427,6 +447,10 @@ fn assert_unknown(out: &Output) {
 /// `allocate`, `release` and `apply`; in each case the change was made, and running the
 /// same command again is safe and reports what is there.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_commit_whose_answer_is_lost_is_an_unknown_outcome_and_running_again_is_safe() {
     let db = Db::new();
     let dir = tempfile::tempdir().unwrap();
@@ -485,6 +509,10 @@ fn a_commit_whose_answer_is_lost_is_an_unknown_outcome_and_running_again_is_safe
 /// statement) is still exit 1, nothing made. (Lost at the `COMMIT` itself, even before the
 /// server read it, the client cannot tell: that is exit 6.)
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_connection_lost_before_commit_is_exit_1_and_nothing_made() {
     let db = Db::new();
     let dir = tempfile::tempdir().unwrap();
@@ -531,6 +559,10 @@ fn contents(db: &Db) -> Vec<String> {
 /// pools, `release` with an owner selector, `vpc delete`, `pool delete` and `apply -f` of
 /// several documents; running the command again then does it all.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_connection_cut_between_the_steps_of_one_command_changes_nothing() {
     let db = Db::new();
     let dir = tempfile::tempdir().unwrap();
@@ -708,6 +740,10 @@ fn state_dir(dir: &std::path::Path) -> std::path::PathBuf {
 /// `check` rejects: an allocation outside its pool's prefix, one on the gateway, one in a
 /// pool that does not exist; the message names the files.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn import_refuses_whole_a_state_directory_that_check_rejects() {
     let dir = tempfile::tempdir().unwrap();
     let state = state_dir(dir.path());
@@ -745,6 +781,10 @@ fn import_refuses_whole_a_state_directory_that_check_rejects() {
 /// versions, and changes nothing: versions 4 and 5 deleted (their tables still there), and
 /// version 4 missing under a present 5.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn init_refuses_a_damaged_version_history_naming_the_missing_versions() {
     for (deleted, named) in [
         ("4, 5", "versions 4, 5 are missing"),
@@ -827,6 +867,10 @@ fn three_owners() -> Db {
 /// length (what a `COPY` of `10.9.0.2/26` writes), owner columns that disagree with the
 /// manifest; and it counts an `UPDATE` that moves a row to another pool.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn the_database_refuses_hand_edits_that_break_its_invariants() {
     let db = three_owners();
     let masked = psql(
@@ -915,6 +959,10 @@ fn insert_row(
 /// disagree with the manifest, a row that does not parse, a count ledger that disagrees
 /// with the rows, a low-water hint above a free address.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn check_on_a_database_finds_what_it_finds_in_a_state_directory_and_more() {
     // The state directory of finding 5, checked as files.
     let dir = tempfile::tempdir().unwrap();
@@ -989,6 +1037,10 @@ fn check_on_a_database_finds_what_it_finds_in_a_state_directory_and_more() {
 /// Finding 6: `release` and `export` go on past a row that does not parse, warning about
 /// it, as the file store's commands go on past a broken file.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn release_and_export_go_on_past_an_unparsable_row_with_a_warning() {
     let db = Db::new();
     let dir = tempfile::tempdir().unwrap();
@@ -1030,6 +1082,10 @@ fn release_and_export_go_on_past_an_unparsable_row_with_a_warning() {
 /// Finding 6: a pool whose row was deleted by hand, applied again with another prefix, is
 /// not "created" over the allocations it left: `apply` refuses (exit 4), naming them.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn apply_refuses_to_create_a_pool_over_allocations_outside_it() {
     let db = three_owners();
     psql(&db, false, "DELETE FROM ipamctl.pools WHERE name = 'p'").unwrap();
@@ -1054,6 +1110,10 @@ fn apply_refuses_to_create_a_pool_over_allocations_outside_it() {
 /// proxy (every `Query` and every `Sync` waits for the server). Today's `main` takes 7 and
 /// 5.
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn a_claim_is_three_round_trips_for_a_new_owner_and_two_for_one_that_holds_an_address() {
     let db = Db::new();
     let dir = tempfile::tempdir().unwrap();

@@ -21,7 +21,7 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
     (exit::INVALID, "invalid usage or input: nothing was written"),
     (
         exit::NOT_FOUND,
-        "not found: no state directory, no such pool, namespace or prefix",
+        "not found: no state directory, no such pool, namespace or prefix; release selectors that match nothing (unless `--ignore-not-found`)",
     ),
     (
         exit::CONFLICT,
@@ -31,6 +31,10 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
     (
         exit::UNKNOWN,
         "outcome unknown (PostgreSQL): the connection was lost while the change was being committed, so it may or may not have been made; running the same command again is safe",
+    ),
+    (
+        exit::INTERRUPTED,
+        "interrupted by SIGINT or SIGTERM between two steps (`vpc delete`): it says what it did; run it again to finish",
     ),
 ];
 

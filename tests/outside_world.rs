@@ -1458,7 +1458,7 @@ fn release_owner_prefix_releases_every_nic_of_the_host_in_the_pool() {
 // ---- Invariant 5 across the Store trait: a release re-reads under the owner's lock -------
 
 /// A release reads the allocation, then waits for its owner's lock. Held there by strace
-/// (its owner-lock `fcntl(F_OFD_SETLKW)` delayed 2 s), the address is released by another
+/// (its owner-lock `fcntl(F_OFD_SETLK)` delayed 2 s), the address is released by another
 /// process and claimed by another owner. When the slow release gets the lock, the store's
 /// release (`Claims::release` of the file store) reads the file again and finds it changed
 /// hands: it deletes nothing, and the guard then refuses the new owner (exit 4). Without the
@@ -1471,8 +1471,9 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
     let a = "FloatingIP/fip-rr-a";
     let addr = allocate(&test, a);
     let args = ["release", POOL, addr.as_str(), "--owner", a];
-    // The owner lock is the release's fifth fcntl (the others are F_GETFD); the trace says
-    // which one was delayed, so a change in that count fails here instead of passing.
+    // The owner lock is the release's ninth fcntl (its first `F_OFD_SETLK`, on the marker;
+    // the others are F_GETFD); the trace says which one was delayed, so a change in that
+    // count fails here instead of passing.
     let trace = test.root().join("release.strace");
     let pre = [
         "-f",
@@ -1482,7 +1483,7 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
         "-e",
         "trace=fcntl",
         "-e",
-        "inject=fcntl:delay_enter=2000000:when=5",
+        "inject=fcntl:delay_enter=2000000:when=9",
         "--",
     ]
     .map(String::from);
@@ -1503,7 +1504,7 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
     assert!(
         traced
             .lines()
-            .any(|l| l.contains("F_OFD_SETLKW") && l.contains("DELAYED")),
+            .any(|l| l.contains("F_OFD_SETLK") && l.contains("DELAYED")),
         "the delayed call was not the owner lock:\n{traced}"
     );
     assert_eq!(out.code, Some(code::CONFLICT), "{}", out.describe());

@@ -414,6 +414,8 @@ fn delete_pool(
     let _lock = (!dry_run)
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
         .transpose()?;
+    // The pool's bytes under the lock: the delete below removes them and nothing else.
+    let read = store.get(ObjectKind::Pool, ns, pool.name.as_str())?;
     let manifest = match load_pool(store, pool) {
         Ok(m) => Some(m),
         Err(Error::NotFound { .. }) => None,
@@ -460,7 +462,12 @@ fn delete_pool(
         if !dry_run {
             crate::engine::subnet::delete_of_pool(store, pool)?;
             crate::engine::cooldown::forget_pool(store, pool)?;
-            store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
+            match &read {
+                Some(read) => crate::engine::pool::delete_as_read(store, pool, read)?,
+                None => {
+                    store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
+                }
+            }
         }
         removed.push(Removal::Pool(m));
     }

@@ -35,8 +35,49 @@ fn options() -> Options {
 }
 
 /// Turns the library's error into one line: `line L column C: message`.
+/// The longest excerpt of a file's bytes a message quotes (in characters, within backticks).
+const EXCERPT_CHARS: usize = 64;
+
+/// `message` with every backtick-quoted span (the library's and the validators' quotes of
+/// the file's own bytes) cut to [`EXCERPT_CHARS`] characters and escaped: an error about a
+/// file planted in the state directory (a hard link to a secret, a binary) shows no more
+/// of it than it takes to find the line.
+pub fn excerpted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(256));
+    for (i, part) in message.split('`').enumerate() {
+        if i > 0 {
+            out.push('`');
+        }
+        let mut chars = part.chars();
+        let limit = if i % 2 == 0 {
+            usize::MAX
+        } else {
+            EXCERPT_CHARS
+        };
+        for c in chars.by_ref().take(limit) {
+            if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        if chars.next().is_some() {
+            out.push('…');
+        }
+    }
+    // A quote the file's bytes unbalanced cannot let the rest through whole.
+    if out.chars().count() > MESSAGE_CHARS {
+        out = out.chars().take(MESSAGE_CHARS).collect();
+        out.push('…');
+    }
+    out
+}
+
+/// The longest message about a file's content, whatever its quotes.
+const MESSAGE_CHARS: usize = 400;
+
 fn one_line(err: serde_saphyr::Error) -> String {
-    let text = err.to_string();
+    let text = excerpted(&err.to_string());
     let first = text.lines().next().unwrap_or("invalid YAML").trim();
     let first = first.strip_prefix("error: ").unwrap_or(first);
     match err.location() {
@@ -253,7 +294,20 @@ fn decode_cooldown_with_library(text: &str) -> Result<CooldownRecord, String> {
 pub fn decode_allocation(text: &str) -> Result<AllocationManifest, String> {
     match decode_canonical_allocation(text) {
         Some(alloc) => Ok(alloc),
-        None => decode_allocation_with_library(text),
+        None => decode_allocation_with_library(text).map_err(|e| excerpted(&e)),
+    }
+}
+
+/// [`decode_allocation`], and whether `text` is byte for byte what [`encode`] writes for the
+/// manifest (so ends in a newline): a file that is exactly ipamctl's output is no prefix of
+/// a longer manifest being written.
+pub fn decode_allocation_exact(text: &str) -> (Result<AllocationManifest, String>, bool) {
+    match decode_canonical_allocation(text) {
+        Some(alloc) => (Ok(alloc), true),
+        None => (
+            decode_allocation_with_library(text).map_err(|e| excerpted(&e)),
+            false,
+        ),
     }
 }
 

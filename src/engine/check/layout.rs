@@ -262,7 +262,12 @@ impl Walker {
             Ok(Some(file)) => String::from_utf8(file.bytes).unwrap_or_default(),
             Ok(None) => String::new(),
             // A symlink, a directory, a FIFO: reported by the walk, never opened through.
-            Err(Refused::Symlink | Refused::NotADirectory | Refused::NotAFile(_)) => return,
+            Err(
+                Refused::Symlink
+                | Refused::NotADirectory
+                | Refused::NotAFile(_)
+                | Refused::HardLink(_),
+            ) => return,
             Err(Refused::TooLarge(_) | Refused::Io(_)) => String::new(),
         };
         let have: Vec<&str> = text.lines().map(str::trim).collect();

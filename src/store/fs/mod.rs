@@ -100,6 +100,11 @@ pub struct FsStore {
     fd: OwnedFd,
     /// Object directories opened so far, by path relative to the root.
     dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
+    /// What the last owner look-up of each (scope, pool, owner key) saw taken: a claim that
+    /// follows it reads only the files that appeared since (see `claims.rs`).
+    looked: Mutex<HashMap<(String, String, u64), Vec<std::net::IpAddr>>>,
+    /// The locks this process holds through this store ([`lock`]).
+    locks: Arc<lock::Registry>,
 }
 
 fn kind_dir(kind: ObjectKind) -> &'static str {
@@ -203,6 +208,8 @@ impl FsStore {
             root: root.to_owned(),
             fd,
             dirs: Mutex::new(HashMap::new()),
+            looked: Mutex::new(HashMap::new()),
+            locks: Arc::default(),
         })
     }
 

@@ -294,7 +294,7 @@ fn decode_cooldown_with_library(text: &str) -> Result<CooldownRecord, String> {
 pub fn decode_allocation(text: &str) -> Result<AllocationManifest, String> {
     match decode_canonical_allocation(text) {
         Some(alloc) => Ok(alloc),
-        None => decode_allocation_with_library(text).map_err(|e| excerpted(&e)),
+        None => decode_allocation_with_library(text),
     }
 }
 
@@ -304,10 +304,7 @@ pub fn decode_allocation(text: &str) -> Result<AllocationManifest, String> {
 pub fn decode_allocation_exact(text: &str) -> (Result<AllocationManifest, String>, bool) {
     match decode_canonical_allocation(text) {
         Some(alloc) => (Ok(alloc), true),
-        None => (
-            decode_allocation_with_library(text).map_err(|e| excerpted(&e)),
-            false,
-        ),
+        None => (decode_allocation_with_library(text), false),
     }
 }
 
@@ -330,8 +327,13 @@ fn decode_canonical_cooldown(text: &str) -> Option<CooldownRecord> {
     (encode(&record) == text).then_some(record)
 }
 
-/// The slow path, and the only one for anything ipamctl did not write itself.
+/// The slow path, and the only one for anything ipamctl did not write itself. Its errors
+/// quote the file only in short excerpts ([`excerpted`]).
 fn decode_allocation_with_library(text: &str) -> Result<AllocationManifest, String> {
+    library_allocation(text).map_err(|e| excerpted(&e))
+}
+
+fn library_allocation(text: &str) -> Result<AllocationManifest, String> {
     if let Some(sides) = crate::yaml::conflict::sides(text) {
         return Err(crate::yaml::conflict::allocation_message(
             &sides,

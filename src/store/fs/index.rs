@@ -675,6 +675,23 @@ mod tests {
         }
     }
 
+    /// Whole-second stamps (ext4 with 128-byte inodes) may hide a change up to a second
+    /// later: such a file is recorded only once it is older than two seconds and the margin.
+    #[test]
+    fn whole_second_stamps_take_the_coarse_margin() {
+        let mut s = record(1, WEB).stamp;
+        s.ctime = 1_700_000_000_000_000_000;
+        s.mtime = 1_700_000_000_000_000_000;
+        assert_eq!(s.margin(), COARSE_NS);
+        assert!(!s.settled(s.ctime + 999_999_999));
+        assert!(!s.settled(s.ctime + COARSE_NS));
+        assert!(s.settled(s.ctime + COARSE_NS + 1));
+        assert!(s.changed_within(s.ctime + 2_400_000_000, 500_000_000));
+        assert!(!s.changed_within(s.ctime + 2_600_000_001, 500_000_000));
+        s.mtime += 1;
+        assert_eq!(s.margin(), RACY_NS);
+    }
+
     #[test]
     fn a_change_in_the_same_tick_as_the_read_is_never_recorded() {
         let s = record(1, WEB).stamp;

@@ -13,27 +13,18 @@
 
 mod common;
 mod torture;
+mod traced;
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{Test, code};
-use torture::{Outcome, Scan, finish};
-
-/// The public pool of the `seed` fixture (203.0.113.0/24, first candidate .4).
-const POOL: &str = "public-zone-a";
-
-// ---- Running things ---------------------------------------------------------------------
-
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use torture::{Outcome, finish};
+use traced::*;
 
 /// Fails (rather than skips) when `tool` is missing: a skipped race proves nothing.
 #[track_caller]
@@ -49,143 +40,9 @@ fn require(tool: &str) {
     );
 }
 
-fn ipamctl_cmd(test: &Test, args: &[&str]) -> Command {
-    let mut cmd = test.command(args);
-    cmd.env_remove("FAILPOINTS");
-    cmd
-}
-
-fn spawn(mut cmd: Command) -> Child {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
-}
-
-fn ipamctl(test: &Test, args: &[&str]) -> Outcome {
-    finish(args, spawn(ipamctl_cmd(test, args)))
-}
-
-#[track_caller]
-fn succeeded(out: &Outcome) -> String {
-    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
-    out.stdout.trim().to_owned()
-}
-
-#[track_caller]
-fn allocate(test: &Test, owner: &str) -> String {
-    succeeded(&ipamctl(test, &["allocate", POOL, "--owner", owner]))
-}
-
-/// A process that must succeed.
-#[track_caller]
-fn sh(program: &str, args: &[&str], dir: &Path) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("start {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `cmd` run under `strace -f -qq -o TRACE -e trace=SYSCALLS -e inject=INJECT`.
+/// `cmd` under strace, its trace in `trace` (see [`under_strace_to`]).
 fn under_strace(cmd: &Command, trace: &Path, inject: &str) -> Command {
-    under_strace_of(cmd, trace, inject, &[])
-}
-
-/// [`under_strace`], tracing (and so delaying) only the calls that name one of `paths`
-/// (`strace -P`).
-fn under_strace_of(cmd: &Command, trace: &Path, inject: &str, paths: &[&str]) -> Command {
-    require("strace");
-    let syscalls = inject.split(':').next().expect("a syscall set");
-    let mut outer = Command::new("strace");
-    outer
-        .args(["-f", "-qq", "-o"])
-        .arg(trace)
-        .args(["-e", &format!("trace={syscalls}")])
-        .args(["-e", &format!("inject={inject}")])
-        .args(paths.iter().flat_map(|p| ["-P", p]))
-        .arg("--")
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    if let Some(dir) = cmd.get_current_dir() {
-        outer.current_dir(dir);
-    }
-    for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => outer.env(key, value),
-            None => outer.env_remove(key),
-        };
-    }
-    outer
-}
-
-/// Waits until the process `strace` (started as `tracer`) runs is held in an injected
-/// delay: stopped by its tracer for 300 ms on end.
-fn wait_until_held(tracer: &Child, timeout: Duration) -> bool {
-    let children = format!("/proc/{0}/task/{0}/children", tracer.id());
-    let mut held_since: Option<Instant> = None;
-    wait_until(timeout, || {
-        let tracee = fs::read_to_string(&children).unwrap_or_default();
-        let Some(pid) = tracee.split_whitespace().next() else {
-            return false;
-        };
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let stopped = stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('t'));
-        if !stopped {
-            held_since = None;
-            return false;
-        }
-        let since = *held_since.get_or_insert_with(Instant::now);
-        since.elapsed() >= Duration::from_millis(300)
-    })
-}
-
-fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
-    cond()
-}
-
-// ---- Reading the state from the files ---------------------------------------------------
-
-fn allocation_file(address: &str) -> String {
-    format!(
-        "cluster/ipallocations/{POOL}-{}.yaml",
-        address.replace('.', "-")
-    )
-}
-
-/// The addresses `owner` (no uid) holds in the public pool, from the files.
-fn held(state: &Path, owner: &str) -> Vec<String> {
-    Scan::of(state)
-        .held_by(None, POOL, owner, None)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-}
-
-#[track_caller]
-fn assert_consistent(state: &Path) {
-    let violations = Scan::of(state).violations();
-    assert!(
-        violations.is_empty(),
-        "the state's files break invariants:\n{}",
-        violations.join("\n")
-    );
+    under_strace_to(cmd, trace, inject, &[])
 }
 
 /// The allocation `rel` with its owner's name `from` replaced by `to`.
@@ -247,7 +104,7 @@ fn a_release_whose_delete_is_preceded_by_an_outside_rm_and_a_claim_keeps_the_new
         let traced = fs::read_to_string(&trace).expect("strace wrote its trace");
         assert!(traced.contains("DELAYED"), "nothing was delayed:\n{traced}");
         assert_eq!(
-            held(&state, &b),
+            held_in(&state, &b),
             std::slice::from_ref(&addr),
             "{remove}: {b}'s claim of {addr} was deleted by the release of {a} ({})",
             out.describe()
@@ -410,7 +267,7 @@ fn on_one_second_timestamps_a_same_size_rewrite_in_the_same_second_is_read_again
             fb, fa,
             "fb was given a second address beside the file cp gave it"
         );
-        assert_eq!(held(&state, "FloatingIP/fb"), vec![fa.clone()]);
+        assert_eq!(held_in(&state, "FloatingIP/fb"), vec![fa.clone()]);
         assert_consistent(&state);
     }
     assert!(
@@ -467,7 +324,7 @@ fn a_file_rewritten_in_place_slowly_is_not_taken_for_its_prefixes_owner() {
     let again = allocate(&test, owner);
     writer.wait().expect("pv ran");
     assert_eq!(again, addr, "{owner} was given a second address");
-    assert_eq!(held(&state, owner), vec![addr.clone()]);
+    assert_eq!(held_in(&state, owner), vec![addr.clone()]);
     assert_consistent(&state);
 
     let live = test.root().join("live.txt");
@@ -492,7 +349,7 @@ fn a_file_rewritten_in_place_slowly_is_not_taken_for_its_prefixes_owner() {
         out.describe()
     );
     assert_eq!(
-        held(&state, owner),
+        held_in(&state, owner),
         vec![addr.clone()],
         "{}",
         out.describe()
@@ -541,7 +398,7 @@ fn a_claim_undoes_its_duplicate_when_a_relabelling_git_checkout_puts_the_owner_b
         .current_dir(&state);
     let git_trace = test.root().join("git.strace");
     // git's unlink of the file, held 1 s after it is done.
-    let git = spawn(under_strace_of(
+    let git = spawn(under_strace_to(
         &checkout,
         &git_trace,
         "unlink,unlinkat:delay_exit=1000000",
@@ -566,7 +423,7 @@ fn a_claim_undoes_its_duplicate_when_a_relabelling_git_checkout_puts_the_owner_b
         "the claim was not held:\n{traced}"
     );
     assert_eq!(
-        held(&state, "FloatingIP/fip-f"),
+        held_in(&state, "FloatingIP/fip-f"),
         vec![addr.clone()],
         "fip-f holds two addresses ({})",
         out.describe()
@@ -754,7 +611,7 @@ fn locks_hold_while_another_clone_is_synced_over_the_state_and_waits_are_bounded
             "{}",
             second.describe()
         );
-        assert_eq!(held(&state, owner), vec![got], "{tool}");
+        assert_eq!(held_in(&state, owner), vec![got], "{tool}");
         assert_consistent(&state);
     }
 }

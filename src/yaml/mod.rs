@@ -262,7 +262,7 @@ pub fn decode_pool(text: &str) -> Result<PoolManifest, String> {
     }
     expect_single(text)?;
     let pool: PoolManifest = from_str(text)?;
-    pool.validate()?;
+    pool.validate().map_err(|e| excerpted(&e))?;
     Ok(pool)
 }
 
@@ -270,7 +270,7 @@ pub fn decode_pool(text: &str) -> Result<PoolManifest, String> {
 pub fn decode_subnet(text: &str) -> Result<SubnetManifest, String> {
     expect_single(text)?;
     let subnet: SubnetManifest = from_str(text)?;
-    subnet.validate()?;
+    subnet.validate().map_err(|e| excerpted(&e))?;
     Ok(subnet)
 }
 
@@ -286,7 +286,7 @@ pub fn decode_cooldown(text: &str) -> Result<CooldownRecord, String> {
 fn decode_cooldown_with_library(text: &str) -> Result<CooldownRecord, String> {
     expect_single(text)?;
     let record: CooldownRecord = from_str(text)?;
-    record.validate()?;
+    record.validate().map_err(|e| excerpted(&e))?;
     Ok(record)
 }
 
@@ -375,6 +375,22 @@ mod tests {
     use super::*;
 
     const POOL: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: p\nspec:\n  cidr: 10.0.0.0/24\n  kind: public\n";
+
+    /// A file planted in the state (a hard link to `/etc/shadow`, a binary) is quoted in an
+    /// error only as a short, escaped excerpt.
+    #[test]
+    fn errors_quote_a_file_only_in_short_escaped_excerpts() {
+        let secret = format!("root:$6${}:19000:0:99999:7:::\n", "x".repeat(90));
+        let why = decode_allocation(&secret).unwrap_err();
+        assert!(why.contains("unknown field `root:$6$xxx"), "{why}");
+        assert!(!why.contains(&"x".repeat(EXCERPT_CHARS)), "{why}");
+        assert!(why.contains('…'), "{why}");
+        let binary = "\u{1b}[31m: 1\n";
+        let why = decode_allocation(binary).unwrap_err();
+        assert!(!why.contains('\u{1b}'), "{why}");
+        let unbalanced = format!("`{}: 1\n", "y".repeat(2000));
+        assert!(excerpted(&unbalanced).chars().count() <= MESSAGE_CHARS + 1);
+    }
 
     #[test]
     fn pools_round_trip_byte_for_byte() {

@@ -7,7 +7,16 @@
 //! claim's caller holds it from its look-up until this write is durable, so a claim here
 //! never answers [`Claim::OwnerHolds`]. A release takes the same lock itself, for the owner
 //! the caller read in the file, and reads the file again under it (invariant 5 of
-//! [`crate::engine`]).
+//! [`crate::engine`]); its delete then removes only the file it read, whatever happened to
+//! the name meanwhile ([`crate::store::Objects::delete_if`]).
+//!
+//! The owner lock keeps ipamctl's own claims for one owner apart, not an outside writer: a
+//! `git checkout` that relabels the owner's file unlinks it and creates it again, and a
+//! claim whose look-up falls between the two finds nothing. So after its create a claim
+//! lists the pool again and reads the files that appeared since its look-up: if one is the
+//! same owner's, the claim undoes its own file and answers that one
+//! ([`Claim::OwnerHolds`]). A replacement that straddles the whole claim is not seen (README's
+//! Guarantees; `check` reports the duplicate owner).
 
 use std::net::IpAddr;
 

@@ -85,6 +85,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::IpNet) -> PoolMan
             name: name.to_string(),
             namespace: Some(ns.clone()),
             creation_timestamp: None,
+            deletion_timestamp: None,
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             owner_refs: vec![OwnerRef {

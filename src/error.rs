@@ -17,6 +17,8 @@ pub mod exit {
     pub const CONFLICT: i32 = 4;
     /// The pool (or the requested range of it) has no free candidate left.
     pub const EXHAUSTED: i32 = 5;
+    /// Stopped by SIGINT or SIGTERM between two steps (128 + SIGINT, as a shell reports it).
+    pub const INTERRUPTED: i32 = 130;
 }
 
 /// Everything that can go wrong, each variant carrying what the user needs to act.
@@ -66,6 +68,10 @@ pub enum Error {
         message: String,
         sqlstate: Option<String>,
     },
+    /// A long command stopped by SIGINT or SIGTERM between two steps: `message` says what
+    /// was done, `hint` how to finish.
+    #[error("{message}")]
+    Interrupted { message: String, hint: String },
     /// The database has no ipamctl schema yet: `hint` says how to create it.
     #[error("{message}")]
     NoSchema { message: String, hint: String },
@@ -84,6 +90,7 @@ impl Error {
             }
             Error::Conflict { .. } => exit::CONFLICT,
             Error::Exhausted { .. } => exit::EXHAUSTED,
+            Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Io { .. }
             | Error::ReadOnly { .. }
             | Error::Corrupt { .. }
@@ -100,7 +107,7 @@ impl Error {
             Error::NoStateDir { .. } => {
                 Some("run `ipamctl init` to create one, or pass `--state-dir DIR`")
             }
-            Error::NoSchema { hint, .. } => Some(hint),
+            Error::NoSchema { hint, .. } | Error::Interrupted { hint, .. } => Some(hint),
             Error::Invalid { .. }
             | Error::Exhausted { .. }
             | Error::Io { .. }

@@ -3,7 +3,6 @@
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
-use clap::Parser;
 use ipamctl::error::exit;
 use ipamctl::{Error, cli::Cli};
 
@@ -15,7 +14,7 @@ fn main() -> ExitCode {
     clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command)
         .var("COMPLETE")
         .complete();
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     let code = match ipamctl::run(cli) {
         Ok(code) => code,
         // `ipamctl list | head` closing the pipe early is not an error.

@@ -6,8 +6,9 @@
 //! injection to hold a window open, `rm`, `cp`, `git`, `rsync`, `pv`, `mkfifo`, `mknod`,
 //! `ln`, a loop-mounted ext4) and judges the outcome from the files.
 //!
-//! Needs root, `strace` (with `-e inject=`), `git`, `rsync` and `pv`; a missing tool fails
-//! the test with its name. The one-second-timestamp test also needs loop devices: without
+//! Needs root, `strace` (with `-e inject=`), `git`, `rsync` and `pv`: a test that needs
+//! strace or root is ignored, with the reason, on a machine without them (see `build.rs`);
+//! one that needs rsync or pv fails naming it. The one-second-timestamp test also needs loop devices: without
 //! them it prints why and passes, except under `CI=true`. The tests run one at a time (their
 //! windows are timed).
 
@@ -60,6 +61,7 @@ fn relabelled(text: &str, from: &str, to: &str) -> String {
 /// When the release goes on, it must not delete fip-b's claim: it finds what it took from
 /// the name is not what it verified, puts it back and refuses (exit 4, held by fip-b).
 #[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
 fn a_release_whose_delete_is_preceded_by_an_outside_rm_and_a_claim_keeps_the_new_claim() {
     let _serial = serial();
     for (round, remove) in ["rm", "git"].into_iter().enumerate() {
@@ -221,6 +223,10 @@ fn subsecond() -> u32 {
 /// as recorded. fb's claim must still find .N (its index may not have vouched for a file
 /// changed within a second of the read), not take a second address.
 #[test]
+#[cfg_attr(
+    not(has_root),
+    ignore = "needs root (a loop-mounted ext4 with 128-byte inodes)"
+)]
 fn on_one_second_timestamps_a_same_size_rewrite_in_the_same_second_is_read_again() {
     let _serial = serial();
     let Some(coarse) = CoarseFs::mount() else {
@@ -367,6 +373,7 @@ fn a_file_rewritten_in_place_slowly_is_not_taken_for_its_prefixes_owner() {
 /// .5. (Were git's create to come after the claim's re-check, fip-f would hold two, and
 /// `check` reports it: README's Guarantees.)
 #[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
 fn a_claim_undoes_its_duplicate_when_a_relabelling_git_checkout_puts_the_owner_back() {
     let _serial = serial();
     require("git");
@@ -438,6 +445,10 @@ fn a_claim_undoes_its_duplicate_when_a_relabelling_git_checkout_puts_the_owner_b
 /// device), planted at allocation paths: `list` and `allocate` must open neither (strace
 /// sees no `open` of them but with `O_PATH`), and the FIFO's writer is never woken.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (mknod)"
+)]
 fn a_fifo_and_a_device_at_allocation_paths_are_never_opened() {
     let _serial = serial();
     let test = Test::new("seed");
@@ -552,6 +563,7 @@ fn a_hard_link_at_an_allocation_path_is_refused_and_never_quoted() {
 /// `IPAMCTL_LOCK_TIMEOUT=1` give up: exit 1, naming the lock and the holder. fip-l ends up
 /// with one address.
 #[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
 fn locks_hold_while_another_clone_is_synced_over_the_state_and_waits_are_bounded() {
     let _serial = serial();
     for tool in ["rsync", "cp"] {

@@ -547,7 +547,14 @@ fn allocate_from_a_pool_in_another_scope_says_where_it_is() {
 #[test]
 fn allocate_after_release_reuses_the_lowest_address() {
     Test::new("populated")
-        .args(["release", "vpc-main", "10.42.0.2", "-n", "acme/prod"])
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.2",
+            "-n",
+            "acme/prod",
+            "--force",
+        ])
         .run()
         .then()
         .args(vpc_main(

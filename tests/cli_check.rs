@@ -817,7 +817,7 @@ fn the_tools_own_lock_and_index_files_are_not_findings() {
             "--uid",
             WEB01_UID,
         ],
-        &["release", "public-zone-a", "203.0.113.4"],
+        &["release", "public-zone-a", "203.0.113.4", "--force"],
     ] {
         assert_eq!(state.run(args).code, 0);
     }

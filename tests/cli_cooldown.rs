@@ -36,7 +36,7 @@ fn with_a_release(reuse_after: &str) -> Test {
         .stdout("198.51.100.2\n")
         .run()
         .then()
-        .args(["release", "edge", "198.51.100.2"])
+        .args(["release", "edge", "198.51.100.2", "--force"])
         .run()
         .then()
 }
@@ -59,7 +59,7 @@ fn a_released_address_waits_out_the_window_except_for_its_owner() {
         .stdout("198.51.100.2\n")
         .run()
         .then()
-        .args(["release", "edge", "198.51.100.2"])
+        .args(["release", "edge", "198.51.100.2", "--force"])
         .run()
         .then();
     // The record is a state file, committed with the rest: the window travels through git.
@@ -92,7 +92,7 @@ fn a_released_address_waits_out_the_window_except_for_its_owner() {
     assert!(!t.exists(RECORD));
     // Released again: skipped by the next owner.
     let t = t
-        .args(["release", "edge", "198.51.100.2"])
+        .args(["release", "edge", "198.51.100.2", "--force"])
         .run()
         .then()
         .args(allocate("FloatingIP/c"))
@@ -135,7 +135,7 @@ fn exhaustion_counts_the_addresses_cooling_down() {
             .then();
     }
     let ran = t
-        .args(["release", "edge", "198.51.100.4"])
+        .args(["release", "edge", "198.51.100.4", "--force"])
         .run()
         .then()
         .args(allocate("FloatingIP/late"))
@@ -218,7 +218,7 @@ fn a_release_racing_other_owners_claims_never_hands_its_address_over() {
             .collect();
         children.insert(
             round % 4,
-            spawn_piped(t.command(["release", "wide", &address])),
+            spawn_piped(t.command(["release", "wide", &address, "--owner", &owner])),
         );
         for c in children {
             let o = c.wait_with_output().unwrap();
@@ -235,7 +235,7 @@ fn a_release_racing_other_owners_claims_never_hands_its_address_over() {
             .stdout(&format!("{address}\n"))
             .run()
             .then()
-            .args(["release", "wide", &address])
+            .args(["release", "wide", &address, "--owner", &owner])
             .run()
             .then();
     }
@@ -327,7 +327,7 @@ fn check_fix_never_removes_a_record_a_release_writes_meanwhile() {
         .stdout("198.51.100.2\n")
         .run()
         .then()
-        .args(["release", "edge", "198.51.100.2"])
+        .args(["release", "edge", "198.51.100.2", "--force"])
         .run()
         .then();
     let fixed = fix.wait_with_output().expect("check --fix");

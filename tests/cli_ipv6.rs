@@ -300,7 +300,7 @@ fn zone_list_release_and_check_work_on_ipv6() {
         .unchanged()
         .run()
         .then()
-        .args(["release", "public-v6", "2001:db8:0:1::4"])
+        .args(["release", "public-v6", "2001:db8:0:1::4", "--force"])
         .stdout("ipallocation/public-v6-2001-0db8-0000-0001-0000-0000-0000-0004 released\n")
         .run()
         .then()

@@ -530,7 +530,14 @@ fn pool_delete_after_releasing_everything_succeeds() {
         .fails(code::CONFLICT)
         .run()
         .then()
-        .args(["release", "vpc-dev", "10.50.0.2", "-n", "acme/dev"])
+        .args([
+            "release",
+            "vpc-dev",
+            "10.50.0.2",
+            "-n",
+            "acme/dev",
+            "--force",
+        ])
         .run()
         .then()
         .args(["pool", "delete", "vpc-dev", "-n", "acme/dev"])

@@ -260,7 +260,7 @@ fn within_narrows_the_map_to_a_subnet() {
     acme/prod/big 10.42.0.0/16, within 10.42.1.0/28: one cell per address
     10.42.1.0  -###.... .......-
 
-    # allocated (3)  . free (11)  G gateway (0)  x excluded (0)  - network/broadcast (2)
+    # allocated (3)  . free (11)  G gateway (0)  r reserved by a subnet (0)  x excluded (0)  - network/broadcast (2)
     pool 10.42.0.0/16: 65533 candidates, 4 allocated, 65529 free (0.0% used)
     within 10.42.1.0/28: 14 candidates, 3 allocated, 11 free (21.4% used)
     ");
@@ -331,7 +331,7 @@ fn svg_holds_one_cell_per_address_with_a_class_per_state() {
                 .is_some_and(|c| c.starts_with("swatch "))
         })
         .count();
-    assert_eq!(swatches, 5);
+    assert_eq!(swatches, 6);
 }
 
 #[test]
@@ -402,4 +402,96 @@ fn the_too_large_hint_can_be_pasted_as_it_is() {
     );
     let words: Vec<String> = hint.split(' ').skip(1).map(str::to_owned).collect();
     ran.then().args(words).run();
+}
+
+#[test]
+fn a_subnets_gateway_and_reserved_addresses_are_drawn_as_such_in_the_text_map() {
+    let state = State::new();
+    state.ok(&[
+        "subnet",
+        "create",
+        "web",
+        "-n",
+        "acme/prod",
+        "--pool",
+        "big",
+        "--cidr",
+        "10.42.2.0/28",
+        "--reserved",
+        "10.42.2.2",
+    ]);
+    let text = state.ok(&[
+        "pool",
+        "show",
+        "big",
+        "-n",
+        "acme/prod",
+        "--map",
+        "--within",
+        "10.42.2.0/27",
+    ]);
+    insta::assert_snapshot!(text, @r"
+    acme/prod/big 10.42.0.0/16, within 10.42.2.0/27: one cell per address
+    10.42.2.0  -Gr..... .......- ........ .......-
+
+    # allocated (0)  . free (27)  G gateway (1)  r reserved by a subnet (1)  x excluded (0)  - network/broadcast (3)
+    pool 10.42.0.0/16: 65529 candidates, 4 allocated, 65525 free (0.0% used)
+    within 10.42.2.0/27: 27 candidates, 0 allocated, 27 free (0.0% used)
+    ");
+}
+
+#[test]
+fn an_ipv6_map_has_a_line_per_subnet_and_per_slash_64_in_use_with_its_count() {
+    let state = State::new();
+    state.ok(&[
+        "vpc",
+        "create",
+        "six",
+        "-n",
+        "acme/v6",
+        "--cidr",
+        "fd00:103::/48",
+    ]);
+    state.ok(&[
+        "subnet",
+        "create",
+        "web6",
+        "-n",
+        "acme/v6",
+        "--pool",
+        "vpc-six-v6",
+        "--cidr",
+        "fd00:103:0:1::/64",
+    ]);
+    for vm in ["a", "b"] {
+        state.ok(&[
+            "allocate",
+            "vpc-six-v6",
+            "-n",
+            "acme/v6",
+            "--owner",
+            &format!("VirtualMachine/{vm}/0"),
+            "--subnet",
+            "web6",
+        ]);
+    }
+    state.ok(&[
+        "allocate",
+        "vpc-six-v6",
+        "-n",
+        "acme/v6",
+        "--owner",
+        "Node/edge",
+        "--address",
+        "fd00:103:0:7::9",
+    ]);
+    let text = state.ok(&["pool", "show", "vpc-six-v6", "-n", "acme/v6", "--map"]);
+    insta::assert_snapshot!(text, @r"
+    acme/v6/vpc-six-v6 fd00:103::/48: one cell per subnet, and per /64 in use outside the subnets
+    fd00:103:0:1::/64  :  subnet web6: 2 of 2^64 - 2 candidates allocated
+    fd00:103:0:7::/64  :  1 of 2^64 candidates allocated
+
+    . empty (0)  : up to 25% used (2)  + up to 50% used (0)  * up to 75% used (0)  % over 75% used (0)  # full (0)  x no candidates (0)
+    pool fd00:103::/48: 2^80 - 3 candidates, 3 allocated, 2^80 - 6 free (0.0% used)
+    ");
 }

@@ -137,7 +137,7 @@ fn reconcile_report_exits_1_on_leaks_and_0_without_counting_unmatched_lines() {
         .args(LATER)
         .stdout("")
         .stderr(
-            "checked 7 allocations: 0 leaked, 0 released; 1 of 6 live lines matched no allocation\n",
+            "checked 7 allocations: 0 leaked, 0 released; 5 of 6 live lines matched an allocation\n",
         )
         .run();
 }
@@ -296,4 +296,79 @@ fn a_live_list_taken_before_a_concurrent_claim_never_releases_that_claim() {
             String::from_utf8_lossy(&reconcile.stderr)
         );
     }
+}
+
+#[test]
+fn the_summary_counts_the_live_lines_that_matched_without_a_double_negative() {
+    let test = Test::new("populated");
+    let live = test.input(
+        "live.txt",
+        &format!("{}\nVirtualMachine/gone/0\n", uid::WEB01),
+    );
+    let ran = test
+        .args(["reconcile", "--live", &live])
+        .args(LATER)
+        .status(code::FAILURE)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr
+            .ends_with("; 1 of 2 live lines matched an allocation\n"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("no allocation"), "{}", ran.stderr);
+}
+
+#[test]
+fn a_malformed_line_is_quoted_as_a_short_escaped_excerpt_with_its_line_number() {
+    let test = Test::new("populated");
+    // 4 KB of a kind that does not exist, with a terminal escape in it.
+    let junk = format!("Pod/\u{1b}[31m{}", "x".repeat(4096));
+    let live = test.input("live.txt", &format!("{}\n{junk}\n", uid::WEB01));
+    let ran = test
+        .args(["reconcile", "--live", &live, "--apply"])
+        .args(LATER)
+        .fails(code::INVALID)
+        .run();
+    let chars = junk.chars().count();
+    assert!(
+        ran.stderr.contains(&format!(
+            "line 2 `Pod/\\u{{1b}}[31m{}…` ({chars} characters): unknown owner kind `Pod`",
+            "x".repeat(51)
+        )),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.len() < 400,
+        "{} bytes:\n{}",
+        ran.stderr.len(),
+        ran.stderr
+    );
+    assert!(
+        !ran.stderr.contains('\u{1b}'),
+        "the escape is quoted, not sent"
+    );
+    // A name that a reason quotes in full is cut too.
+    let test = ran.then();
+    let long = format!("VirtualMachine/{}/0", "a".repeat(4096));
+    let live = test.input("long.txt", &format!("{long}\n"));
+    let ran = test
+        .args(["reconcile", "--live", &live, "--apply"])
+        .args(LATER)
+        .fails(code::INVALID)
+        .run();
+    assert!(ran.stderr.starts_with("error: --live "), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("line 1 `VirtualMachine/aaaa"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.len() < 400,
+        "{} bytes:\n{}",
+        ran.stderr.len(),
+        ran.stderr
+    );
 }

@@ -13,7 +13,15 @@ fn release_address_deletes_only_that_allocation() {
     let mut expected = test.files();
     expected.retain(|f| f != &format!("{PROD}/vpc-main-10-42-0-9.yaml"));
     let ran = test
-        .args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.9",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-02/0",
+        ])
         .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
         .stderr("")
         .run();
@@ -21,13 +29,66 @@ fn release_address_deletes_only_that_allocation() {
 }
 
 #[test]
+fn release_of_an_address_without_its_owner_names_the_holder_unless_forced() {
+    let ran = Test::new("populated")
+        .args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .fails(code::INVALID)
+        .unchanged()
+        .stderr(
+            "error: release of 10.42.0.9 in pool `acme/prod/vpc-main` names no owner; it is held by `VirtualMachine/web-02/0` (uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30)\n\
+             hint: guard it with `--owner VirtualMachine/web-02/0 --uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30` (it then frees only that owner's address), or pass `--force` to release it whoever holds it\n",
+        )
+        .run();
+    ran.then()
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.9",
+            "-n",
+            "acme/prod",
+            "--force",
+        ])
+        .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
+        .run();
+}
+
+#[test]
+fn a_mistyped_owner_releases_nothing_and_says_so() {
+    Test::new("populated")
+        .args(["release", "vpc-main", "-n", "acme/prod", "--owner", "VirtualMachine/web-20/0"])
+        .fails(code::NOT_FOUND)
+        .unchanged()
+        .stderr(
+            "error: no allocation matches the selectors; nothing released\n\
+             hint: `ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already\n",
+        )
+        .run();
+}
+
+#[test]
 fn release_is_idempotent() {
     Test::new("populated")
-        .args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.9",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-02/0",
+        ])
         .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
         .run()
         .then()
-        .args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.9",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/web-02/0",
+        ])
         .stdout("")
         .stderr(
             "note: 10.42.0.9 in pool `acme/prod/vpc-main` is not allocated; nothing to release\n",
@@ -178,7 +239,7 @@ fn release_owner_without_uid_releases_every_allocation_of_that_owner_name() {
 }
 
 #[test]
-fn release_owner_holding_nothing_in_the_pool_is_success_with_a_note() {
+fn release_owner_holding_nothing_in_the_pool_with_ignore_not_found_is_success_with_a_note() {
     Test::new("populated")
         .args([
             "release",
@@ -187,6 +248,7 @@ fn release_owner_holding_nothing_in_the_pool_is_success_with_a_note() {
             "acme/prod",
             "--owner",
             "VirtualMachine/db-01/0",
+            "--ignore-not-found",
         ])
         .stdout("")
         .stderr("note: no allocation matches; nothing to release\n")
@@ -247,9 +309,14 @@ fn release_uid_covers_cluster_scoped_pools() {
 }
 
 #[test]
-fn release_uid_holding_nothing_is_success_with_a_note() {
+fn release_uid_holding_nothing_with_ignore_not_found_is_success_with_a_note() {
     Test::new("populated")
-        .args(["release", "--uid", "00000000-0000-4000-8000-000000000000"])
+        .args([
+            "release",
+            "--uid",
+            "00000000-0000-4000-8000-000000000000",
+            "--ignore-not-found",
+        ])
         .stdout("")
         .stderr("note: no allocation matches; nothing to release\n")
         .unchanged()
@@ -396,6 +463,7 @@ fn release_dry_run_prints_what_it_would_release_in_every_format_and_writes_nothi
             "-n",
             "acme/prod",
             "--dry-run",
+            "--force",
         ])
         .stdout("ipallocation/vpc-main-10-42-0-9 would-release\n")
         .unchanged()
@@ -431,25 +499,33 @@ fn release_in_a_pool_or_namespace_that_does_not_exist_is_not_found() {
 fn release_works_when_the_pool_manifest_is_gone() {
     let test = Test::new("populated");
     test.remove("namespaces/acme/prod/ipampools/vpc-main.yaml");
-    test.args(["release", "vpc-main", "10.42.0.9", "-n", "acme/prod"])
-        .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
-        .run()
-        .then()
-        .args([
-            "release",
-            "vpc-main",
-            "-n",
-            "acme/prod",
-            "--owner",
-            "Node/10.42.1.0/24",
-        ])
-        .stdout("ipallocation/vpc-main-10-42-1-7 released\n")
-        .run()
-        .then()
-        // Nothing left and no manifest: the pool is simply unknown.
-        .args(["release", "vpc-main", "10.42.1.7", "-n", "acme/prod"])
-        .fails(code::NOT_FOUND)
-        .run();
+    test.args([
+        "release",
+        "vpc-main",
+        "10.42.0.9",
+        "-n",
+        "acme/prod",
+        "--owner",
+        "VirtualMachine/web-02/0",
+    ])
+    .stdout("ipallocation/vpc-main-10-42-0-9 released\n")
+    .run()
+    .then()
+    .args([
+        "release",
+        "vpc-main",
+        "-n",
+        "acme/prod",
+        "--owner",
+        "Node/10.42.1.0/24",
+    ])
+    .stdout("ipallocation/vpc-main-10-42-1-7 released\n")
+    .run()
+    .then()
+    // Nothing left and no manifest: the pool is simply unknown.
+    .args(["release", "vpc-main", "10.42.1.7", "-n", "acme/prod"])
+    .fails(code::NOT_FOUND)
+    .run();
 }
 
 #[test]

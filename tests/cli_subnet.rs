@@ -104,8 +104,8 @@ fn a_subnet_keeps_its_gateway_reserved_network_and_broadcast() {
             "VirtualMachine/vm-9/0",
             &["--subnet", "tiny", "--address", "10.42.2.6"],
         ))
-        .fails(code::INVALID)
-        .stderr("error: --address: 10.42.2.6 is not a candidate of this request: it is the gateway of subnet `tiny`\n")
+        .fails(code::CONFLICT)
+        .stderr("error: 10.42.2.6 is the gateway of subnet `tiny` (10.42.2.0/29) of pool `acme/prod/vpc-main`\nhint: no claim is given it; `--subnet tiny` without `--address` claims a free address of it\n")
         .run();
 }
 
@@ -193,8 +193,8 @@ fn subnet_show_and_list_give_the_usage() {
         .args(["list", "--subnet", "web", "-n", "acme/prod", "-o", "name"])
         .stdout("ipallocation/vpc-main-10-42-1-2\n")
         .run();
-    // `pool show --within` gives the same figures without drawing a map (the prefix's own
-    // candidates: the gateway is the subnet's, not the pool's).
+    // `pool show --within` gives the same figures without drawing a map: the subnet's
+    // gateway is no candidate of any claim, so it is not free either.
     let ran = ran
         .then()
         .args([
@@ -210,11 +210,11 @@ fn subnet_show_and_list_give_the_usage() {
         ])
         .run();
     let shown: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
-    assert_eq!(shown["status"]["candidates"], 254);
+    assert_eq!(shown["status"]["candidates"], 253);
     assert_eq!(shown["status"]["allocated"], 1);
     assert_eq!(
         shown["status"]["freeRanges"],
-        serde_json::json!(["10.42.1.1", "10.42.1.3-10.42.1.254"])
+        serde_json::json!(["10.42.1.3-10.42.1.254"])
     );
 }
 
@@ -229,7 +229,7 @@ fn subnet_delete_waits_for_its_allocations_and_retries_are_safe() {
         .stderr("error: subnet `web` (10.42.1.0/24) of pool `acme/prod/vpc-main` still holds 1 allocation\nhint: release them first: ipamctl list --subnet web -n acme/prod\n")
         .run()
         .then()
-        .args(["release", "vpc-main", "10.42.1.2", "-n", "acme/prod"])
+        .args(["release", "vpc-main", "10.42.1.2", "-n", "acme/prod", "--force"])
         .run()
         .then()
         .args(["subnet", "delete", "web", "-n", "acme/prod"])
@@ -416,7 +416,7 @@ fn subnet_delete_never_races_a_claim_into_it() {
 }
 
 #[test]
-fn explain_shows_the_subnets_gateway_as_reserved() {
+fn explain_names_the_subnets_gateway_as_the_subnets() {
     let ran = with_web()
         .args(allocate(
             "Node/web",
@@ -427,7 +427,9 @@ fn explain_shows_the_subnets_gateway_as_reserved() {
         .run();
     assert!(
         ran.stderr.contains("(10.42.0.0/16, within 10.42.1.0/24)")
-            && ran.stderr.contains("10.42.1.1              reserved")
+            && ran
+                .stderr
+                .contains("10.42.1.1              the gateway of subnet `web`")
             && ran
                 .stderr
                 .contains("-> 10.42.1.2: the lowest free candidate"),

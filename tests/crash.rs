@@ -448,7 +448,7 @@ fn release_with_a_cooldown_never_frees_an_address_without_its_record() {
         let held = state.allocate("FloatingIP/victim", None);
         let address = String::from_utf8(held.stdout).unwrap().trim().to_owned();
 
-        let crashed = state.run(&["release", "edge", &address], Some(point));
+        let crashed = state.run(&["release", "edge", &address, "--force"], Some(point));
         assert!(aborted(&crashed), "{point}: not reached: {crashed:?}");
         state.check_invariants();
 

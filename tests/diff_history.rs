@@ -316,7 +316,7 @@ fn the_working_tree_is_compared_with_untracked_claims_and_the_upstream_by_defaul
     repo.git(&["checkout", "-q", "-b", "topic", "--track", "main"]);
     repo.ok(&["allocate", "public-zone-a", "--owner", "FloatingIP/topic"]);
     repo.commit_all("A claim on topic");
-    repo.ok(&["release", "public-zone-a", "203.0.113.4"]);
+    repo.ok(&["release", "public-zone-a", "203.0.113.4", "--force"]);
     let (status, stdout, _) = repo.diff(&["-o", "name"]);
     assert_eq!(status, code::FAILURE);
     assert_eq!(
@@ -358,6 +358,10 @@ fn diff_and_history_refuse_what_they_cannot_read() {
 use common::pg;
 
 #[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
 fn history_on_a_database_reads_its_events() {
     let db = pg::Db::new();
     let pools = common::demo_pools();
@@ -375,7 +379,7 @@ fn history_on_a_database_reads_its_events() {
         "--uid",
         "00000000-0000-4000-8000-00000000000a",
     ]);
-    run(&["release", "public-zone-a", "203.0.113.4"]);
+    run(&["release", "public-zone-a", "203.0.113.4", "--force"]);
     run(&["allocate", "public-zone-a", "--owner", "FloatingIP/b"]);
     let items = common::list_items(&run(&["history", "203.0.113.4", "-o", "json"]));
     let seen: Vec<String> = items
@@ -411,4 +415,90 @@ fn history_on_a_database_reads_its_events() {
     assert_eq!(by_uid.len(), 2);
     // `diff` needs git: on a database it is a usage error.
     assert_eq!(db.run(["diff"]).status.code(), Some(code::INVALID));
+}
+
+/// An IPv6 pool with `reuseAfter`, in its own file for `apply -f`.
+const V6_POOL: &str = "apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: edge-v6
+spec:
+  cidr: fd00:103::/48
+  kind: public
+  reuseAfter: 1h
+";
+
+#[test]
+fn history_finds_an_ipv6_address_and_diff_shows_subnets_and_cooldown_records() {
+    let repo = Repo::new();
+    let pool = repo.dir.join("edge-v6.yaml");
+    std::fs::write(&pool, V6_POOL).expect("write the pool");
+    repo.ok(&["apply", "-f", pool.to_str().expect("UTF-8")]);
+    repo.commit_all("An IPv6 pool");
+
+    // A branch that only adds a subnet is a change to review, not "No changes.".
+    repo.git(&["checkout", "-q", "-b", "topic", "--track", "main"]);
+    repo.ok(&[
+        "subnet",
+        "create",
+        "web6",
+        "--pool",
+        "edge-v6",
+        "--cidr",
+        "fd00:103:0:1::/64",
+    ]);
+    let (status, stdout, _) = repo.diff(&["-o", "json"]);
+    assert_eq!(status, code::FAILURE, "{stdout}");
+    let found: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(found["changes"][0]["change"], "subnet-created", "{stdout}");
+    assert_eq!(found["changes"][0]["object"], "subnet/web6", "{stdout}");
+    assert_eq!(found["changes"][0]["pool"], "edge-v6", "{stdout}");
+    repo.commit_all("A subnet");
+
+    // Claimed and released: the release writes a cooldown record, which diff shows.
+    let addr = repo.ok(&[
+        "allocate",
+        "edge-v6",
+        "--subnet",
+        "web6",
+        "--owner",
+        "FloatingIP/fip-7",
+    ]);
+    assert_eq!(addr, "fd00:103:0:1::2\n");
+    repo.commit_all("A claim");
+    repo.ok(&[
+        "release",
+        "edge-v6",
+        "fd00:103:0:1::2",
+        "--owner",
+        "FloatingIP/fip-7",
+    ]);
+    let (_, stdout, _) = repo.diff(&["HEAD", "-o", "name"]);
+    assert_eq!(
+        stdout,
+        "cooldownrecord/edge-v6-fd00-0103-0000-0001-0000-0000-0000-0002\n\
+         ipallocation/edge-v6-fd00-0103-0000-0001-0000-0000-0000-0002\n"
+    );
+    let (_, md, _) = repo.diff(&["HEAD", "-o", "markdown"]);
+    assert!(
+        md.contains(
+            "| cooldown-started | `cooldownrecord/edge-v6-fd00-0103-0000-0001-0000-0000-0000-0002`"
+        ) && md.contains("cooldown changes: 1"),
+        "{md}"
+    );
+    repo.commit_all("A release");
+
+    // `history ADDRESS` of an IPv6 address finds it without `--pool`.
+    let history = repo.ok(&["history", "fd00:103:0:1::2", "-o", "json"]);
+    let items = common::list_items(&history);
+    let actions: Vec<&str> = items
+        .iter()
+        .map(|i| i["action"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(actions, ["released", "claimed"], "{history}");
+
+    // Deleting the subnet is shown too.
+    repo.ok(&["subnet", "delete", "web6"]);
+    let (_, stdout, _) = repo.diff(&["HEAD", "-o", "name"]);
+    assert_eq!(stdout, "subnet/web6\n");
 }

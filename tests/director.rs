@@ -6,12 +6,13 @@ mod common;
 
 use std::process::Command;
 
-#[test]
-fn a_directors_bash_automation_ends_with_check_clean_and_the_expected_counts() {
+/// Runs `tests/director/SCRIPT` in an empty directory with the binary on PATH: (stdout,
+/// stderr), after asserting it succeeded.
+fn run_script(script: &str) -> (String, String) {
     let tmp = tempfile::tempdir().expect("a temporary directory");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/director/scenario.sh");
+    let script = format!("{}/tests/director/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("bash")
-        .arg(script)
+        .arg(&script)
         .current_dir(tmp.path())
         .env("PATH", common::path_with_bin())
         .env_remove("IPAMCTL_STATE_DIR")
@@ -19,10 +20,25 @@ fn a_directors_bash_automation_ends_with_check_clean_and_the_expected_counts() {
         .output()
         .expect("run bash");
     let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     );
-    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(out.status.success(), "{script}: {stdout}{stderr}");
+    (stdout, stderr)
+}
+
+#[test]
+fn a_dual_stack_director_claims_each_nic_in_its_subnets_in_one_request() {
+    let (stdout, stderr) = run_script("dual_stack.sh");
+    assert!(
+        stdout.ends_with("director dual-stack scenario: ok (588 allocations, check clean)\n"),
+        "{stdout}{stderr}"
+    );
+}
+
+#[test]
+fn a_directors_bash_automation_ends_with_check_clean_and_the_expected_counts() {
+    let (stdout, stderr) = run_script("scenario.sh");
     assert!(
         stdout.ends_with("director scenario: ok (52 allocations, check clean)\n"),
         "{stdout}{stderr}"

@@ -285,7 +285,7 @@ fn sigkill_storm(outside: bool) {
             };
             let argv = match op {
                 0..=13 => allocate(pool, owner),
-                14..=16 => args(pool, &["release", pool.name], owner),
+                14..=16 => args(pool, &["release", pool.name, "--ignore-not-found"], owner),
                 17 | 18 => {
                     // A guarded release of some low address, held by anyone or no one.
                     let net = if pool.namespace.is_some() { 31 } else { 30 };

@@ -525,7 +525,7 @@ fn reconcile_reports_then_releases_dead_owners() {
     );
     assert_eq!(
         report.stderr,
-        "checked 3 allocations: 1 leaked, 0 released; 0 of 2 live lines matched no allocation\n"
+        "checked 3 allocations: 1 leaked, 0 released; 2 of 2 live lines matched an allocation\n"
     );
     assert_eq!(
         state.allocations("cluster").len(),
@@ -551,7 +551,7 @@ fn reconcile_reports_then_releases_dead_owners() {
     assert_eq!(value["items"].as_array().unwrap().len(), 0);
     assert_eq!(
         json.stderr,
-        "checked 1 allocations: 0 leaked, 0 released; 0 of 2 live lines matched no allocation\n"
+        "checked 1 allocations: 0 leaked, 0 released; 2 of 2 live lines matched an allocation\n"
     );
 
     // 1 of 3: within the default cap (25% of those checked, rounded up: 1).
@@ -566,7 +566,7 @@ fn reconcile_reports_then_releases_dead_owners() {
     );
     assert_eq!(
         dry.stderr,
-        "checked 3 allocations: 1 leaked, 1 would be released; 0 of 2 live lines matched no allocation\n"
+        "checked 3 allocations: 1 leaked, 1 would be released; 2 of 2 live lines matched an allocation\n"
     );
     assert_eq!(
         state.allocations("cluster").len(),
@@ -578,7 +578,7 @@ fn reconcile_reports_then_releases_dead_owners() {
     assert_eq!(apply.code, Some(0));
     assert!(
         apply.stderr
-            == "checked 3 allocations: 1 leaked, 1 released; 0 of 2 live lines matched no allocation\n",
+            == "checked 3 allocations: 1 leaked, 1 released; 2 of 2 live lines matched an allocation\n",
         "{}",
         apply.stderr
     );

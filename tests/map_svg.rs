@@ -1,8 +1,10 @@
 //! The SVG map as a picture, rendered by a real SVG renderer (resvg, with the system's
 //! fonts): every text element lies inside the canvas, whatever the prefix size or pool
 //! name length; the legend's swatches come out in distinct colours; the shades of /24s
-//! darken step by step with enough contrast between neighbours; each allocated cell's
-//! tooltip names its owner.
+//! darken step by step with enough contrast between neighbours, and an empty one stands out
+//! from the page; each allocated cell's tooltip names its owner, and a subnet's gateway and
+//! reserved addresses are drawn as such; a large IPv6 pool is one cell per subnet and per /64
+//! in use, with its counts written beside it.
 
 mod common;
 
@@ -89,8 +91,8 @@ fn swatches(svg: &str, pixmap: &tiny_skia::Pixmap) -> BTreeMap<String, [u8; 3]> 
     let num = |n: &roxmltree::Node, a: &str| -> u32 {
         n.attribute(a)
             .expect("a swatch has a position")
-            .parse()
-            .expect("a number")
+            .parse::<f64>()
+            .expect("a number") as u32
     };
     doc.descendants()
         .filter(|n| n.has_tag_name("rect"))
@@ -131,6 +133,14 @@ fn distinct(colours: &BTreeMap<String, [u8; 3]>, what: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     let manifest = pool(
         LONG,
@@ -159,7 +169,7 @@ fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     let (svg, _) = draw(test, &[LONG]);
     let pixmap = render(&svg, "a /26 with a long name");
     let colours = swatches(&svg, &pixmap);
-    assert_eq!(colours.len(), 5, "{colours:?}");
+    assert_eq!(colours.len(), 6, "{colours:?}");
     distinct(&colours, "address kinds");
     assert!(
         svg.contains("<title>192.0.2.40 allocated to VPC/router (uid 00000000-0000-4000-8000-000000000001)</title>"),
@@ -168,12 +178,28 @@ fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn a_tiny_pool_with_a_long_name_is_not_clipped() {
     let (svg, _) = draw(with_pool(&pool(LONG, "198.51.100.4/30", "")), &[LONG]);
     render(&svg, "a /30 with a long name");
 }
 
 #[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
 fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
     // A /20: sixteen /24s. Block 0 stays empty; blocks 1 to 5 keep 16 candidates each
     // (.240 to .255) and get 4, 8, 12, 15 and 16 of them allocated; block 6 has none.
@@ -237,4 +263,158 @@ fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
     // One subnet of it, address by address.
     let (svg, _) = draw(test, &["big", "--within", "10.0.5.0/24"]);
     render(&svg, "a /24 within a /20");
+}
+
+/// Runs `ipamctl ARGS` on `test`'s state; the state for the next command.
+fn step(test: Test, args: &[&str]) -> Test {
+    test.args(args).run().then()
+}
+
+/// The `x`, `y` and `width` of the first `<rect>` whose class is `class`, as whole pixels.
+fn first_rect(svg: &str, class: &str) -> (u32, u32, u32) {
+    let doc = roxmltree::Document::parse(svg).expect("well-formed");
+    let n = doc
+        .descendants()
+        .find(|n| n.has_tag_name("rect") && n.attribute("class") == Some(class))
+        .unwrap_or_else(|| panic!("no rect of class `{class}`"));
+    let num = |a: &str| {
+        n.attribute(a)
+            .expect("a position")
+            .parse::<f64>()
+            .expect("a number")
+    };
+    (num("x") as u32, num("y") as u32, num("width").ceil() as u32)
+}
+
+/// WCAG contrast ratio of two rendered colours.
+fn contrast(a: [u8; 3], b: [u8; 3]) -> f64 {
+    let (a, b) = (luminance(a), luminance(b));
+    (a.max(b) + 0.05) / (a.min(b) + 0.05)
+}
+
+#[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
+fn an_empty_slash_24_stands_out_from_the_page() {
+    let (svg, _) = draw(with_pool(&pool("big", "10.0.0.0/20", "")), &["big"]);
+    let pixmap = render(&svg, "an empty /20");
+    let at = |x: u32, y: u32| {
+        let p = pixmap.pixel(x, y).expect("on the canvas");
+        [p.red(), p.green(), p.blue()]
+    };
+    let page = at(1, 1);
+    let (x, y, size) = first_rect(&svg, "cell empty");
+    let centre = at(x + size / 2, y + size / 2);
+    // The darkest pixel of the cell: its outline, if it has one.
+    let darkest = (x..x + size)
+        .flat_map(|px| (y..y + size).map(move |py| (px, py)))
+        .map(|(px, py)| at(px, py))
+        .min_by(|a, b| luminance(*a).total_cmp(&luminance(*b)))
+        .expect("a cell has pixels");
+    assert!(
+        contrast(centre, page) >= 1.1,
+        "an empty cell's fill {centre:?} is nearly the page's {page:?}"
+    );
+    assert!(
+        contrast(darkest, page) >= 3.0,
+        "an empty cell {darkest:?} cannot be told from the page {page:?}: contrast {:.2}",
+        contrast(darkest, page)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
+fn a_subnets_gateway_and_reserved_addresses_are_drawn_as_such_never_free() {
+    let test = step(
+        with_pool(&pool("lab", "10.42.0.0/16", "")),
+        &[
+            "subnet",
+            "create",
+            "web",
+            "--pool",
+            "lab",
+            "--cidr",
+            "10.42.1.0/28",
+            "--reserved",
+            "10.42.1.2",
+        ],
+    );
+    let (svg, test) = draw(test, &["lab", "--within", "10.42.0.0/22"]);
+    render(&svg, "a /22 with a subnet");
+    for tip in [
+        "<title>10.42.1.1 gateway of subnet web</title>",
+        "<title>10.42.1.2 reserved address of subnet web</title>",
+        "<title>10.42.1.0 network/broadcast address of subnet web</title>",
+        "<title>10.42.1.15 network/broadcast address of subnet web</title>",
+        "<title>10.42.1.3 free</title>",
+    ] {
+        assert!(svg.contains(tip), "no {tip}");
+    }
+    // The pool's usage leaves out the four addresses the subnet keeps.
+    assert!(
+        svg.contains("pool 10.42.0.0/16: 65530 candidates, 0 allocated, 65530 free (0.0% used)"),
+        "{svg}"
+    );
+    let (svg, _) = draw(test, &["lab"]);
+    assert!(svg.contains("<title>10.42.1.0/24: 0 of 252 candidates allocated</title>"));
+}
+
+#[test]
+#[cfg_attr(
+    not(has_fonts),
+    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
+)]
+fn a_large_ipv6_pool_is_one_cell_per_subnet_and_per_slash_64_in_use_with_its_count() {
+    let mut test = with_pool(&pool("six", "fd00:103::/48", ""));
+    for (name, cidr) in [("web6", "fd00:103:0:1::/64"), ("db6", "fd00:103:0:2::/64")] {
+        test = step(
+            test,
+            &["subnet", "create", name, "--pool", "six", "--cidr", cidr],
+        );
+    }
+    for i in 0..3 {
+        let owner = format!("VirtualMachine/web-{i}/0");
+        test = step(
+            test,
+            &["allocate", "six", "--owner", &owner, "--subnet", "web6"],
+        );
+    }
+    test = step(
+        test,
+        &[
+            "allocate",
+            "six",
+            "--owner",
+            "Node/edge",
+            "--within",
+            "fd00:103:0:ffff::/64",
+        ],
+    );
+    let (svg, _) = draw(test, &["six"]);
+    render(&svg, "a /48 with two subnets");
+    assert_eq!(
+        svg.matches(r#"<rect class="cell "#).count(),
+        3,
+        "one cell per subnet and one for the /64 in use outside them:\n{svg}"
+    );
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .collect();
+    for line in [
+        "fd00:103:0:1::/64",
+        "subnet web6: 3 of 2^64 - 2 candidates allocated",
+        "subnet db6: 0 of 2^64 - 2 candidates allocated",
+        "fd00:103:0:ffff::/64",
+        "1 of 2^64 candidates allocated",
+    ] {
+        assert!(texts.contains(&line), "no `{line}` in {texts:?}");
+    }
 }

@@ -198,6 +198,10 @@ fn one_replacement_inside_a_claim_window(slowed: &impl Fn(Command) -> Command) -
 /// Finding 1, with the window held open by the fail point right after the name is claimed.
 #[cfg(feature = "failpoints")]
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_git_style_replacement_during_a_paused_claim_is_not_taken_for_ipamctls_own_change() {
     replacement_inside_a_claim_window(|mut cmd| {
         cmd.env("FAILPOINTS", "write-after-name-claimed=sleep(3000)");
@@ -208,6 +212,10 @@ fn a_git_style_replacement_during_a_paused_claim_is_not_taken_for_ipamctls_own_c
 /// Finding 1 without fail points: strace holds the claimer for 2 s right after the system
 /// call that claims the name (a rename or a link).
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_git_style_replacement_during_a_slowed_claim_is_not_taken_for_ipamctls_own_change() {
     replacement_inside_a_claim_window(|cmd| {
         under_strace(
@@ -222,6 +230,10 @@ fn a_git_style_replacement_during_a_slowed_claim_is_not_taken_for_ipamctls_own_c
 /// new owner every few milliseconds. Each round ends with a claim, and the loop stops with
 /// it; then the owner named in .4 asks for an address and must get .4.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_owner() {
     let _serial = serial();
     let test = Test::new("seed");
@@ -261,7 +273,10 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
                 for i in 0..6 {
                     if i > 0 {
                         let owner = format!("FloatingIP/churn-{round}-{}", i - 1);
-                        outcomes.push(ipamctl(&test, &["release", POOL, "--owner", &owner]));
+                        outcomes.push(ipamctl(
+                            &test,
+                            &["release", POOL, "--ignore-not-found", "--owner", &owner],
+                        ));
                     }
                     let owner = format!("FloatingIP/churn-{round}-{i}");
                     let args = ["allocate", POOL, "--owner", owner.as_str()];
@@ -319,6 +334,10 @@ fn stripe(owner: &str) -> u64 {
 /// The scenario is run again (four times at most) when the new file did not take the freed
 /// inode number.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_slow_readers_stale_fact_does_not_hide_an_address_reclaimed_by_a_killed_claimer() {
     let _serial = serial();
     until_inode_reused(4, stale_fact_then_killed_reclaim);
@@ -452,6 +471,10 @@ fn one_owner_storms(
 /// Finding 3: `rm -f` of every lock file under the state directory, in a loop, while forty
 /// `allocate` for one owner run at once: the owner still ends up with exactly one address.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn one_owner_gets_one_address_while_rm_deletes_every_lock_file_in_a_loop() {
     let _serial = serial();
     let state = storm_state();
@@ -528,6 +551,10 @@ fn git_clean(root: &Path) {
 /// namespace's allocations directory, while `git clean -qfdX` runs in a loop: every printed
 /// address keeps its file.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn git_clean_never_deletes_a_printed_claim_in_a_new_allocations_directory() {
     let _serial = serial();
     let state = State::new();
@@ -573,6 +600,10 @@ fn git_clean_never_deletes_a_printed_claim_in_a_new_allocations_directory() {
 /// temporary file was then made beside the claim, the directory held only ignored entries
 /// when git scanned it, and git deleted the printed claim (the script prints `LOST`).
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn git_clean_removing_the_scratch_directory_mid_claim_never_deletes_the_printed_claim() {
     let _serial = serial();
     require_strace();
@@ -596,6 +627,10 @@ fn git_clean_removing_the_scratch_directory_mid_claim_never_deletes_the_printed_
 /// Finding 3 with real git: `git clean -qfdX` in a loop in the state directory's working
 /// tree while forty `allocate` for one owner run at once: exactly one address for the owner.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn one_owner_gets_one_address_while_git_clean_removes_ignored_files_in_a_loop() {
     let _serial = serial();
     let state = storm_state();
@@ -616,6 +651,10 @@ fn one_owner_gets_one_address_while_git_clean_removes_ignored_files_in_a_loop() 
 /// read the pool) and `git clean -qfdX` runs in a loop: either the apply is refused because
 /// a claim came first, or no allocation ends up inside the new exclude.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn no_allocation_lands_in_an_exclude_applied_while_git_clean_runs_in_a_loop() {
     let _serial = serial();
     let state = State::new();
@@ -744,6 +783,10 @@ fn everything_under(dir: &Path) -> Vec<PathBuf> {
 /// and the open that trusts it are far apart). Errors are fine; a write outside is not: after
 /// every cycle the victim file is byte-identical and the victim directory empty.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside() {
     let _serial = serial();
     let state = State::new();
@@ -794,7 +837,13 @@ fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside()
             let running: Vec<_> = [
                 vec!["allocate", "p", "--owner", owner.as_str()],
                 vec!["allocate", "p", "--owner", "FloatingIP/warm-1"],
-                vec!["release", "p", "--owner", previous.as_str()],
+                vec![
+                    "release",
+                    "p",
+                    "--ignore-not-found",
+                    "--owner",
+                    previous.as_str(),
+                ],
             ]
             .into_iter()
             .map(|args| {
@@ -856,6 +905,10 @@ fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside()
 /// inode, the directory unchanged). fip-y must then get .4, fip-x a new address, and the
 /// files hold no owner twice.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn an_allocation_file_overwritten_in_place_by_cp_is_read_again() {
     let _serial = serial();
     let test = Test::new("seed");
@@ -922,6 +975,10 @@ fn claim_during_a_stalled_rewrite(stall: Duration) -> (Outcome, Vec<String>, Str
 /// The writer stalls for a second: longer than the half second an earlier ipamctl waited
 /// before taking the empty file for a broken one, and giving its owner a second address.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_claim_waits_out_a_rewrite_in_place_whose_writer_stalls() {
     let _serial = serial();
     let (out, addresses, four) = claim_during_a_stalled_rewrite(Duration::from_secs(1));
@@ -932,6 +989,10 @@ fn a_claim_waits_out_a_rewrite_in_place_whose_writer_stalls() {
 /// The writer stalls for longer than ipamctl will wait: the claim fails (exit 1, "try
 /// again") instead of deciding on a file it cannot read, and nothing is written.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_claim_fails_rather_than_guess_while_a_rewrite_stays_torn() {
     let _serial = serial();
     let (out, addresses, four) = claim_during_a_stalled_rewrite(Duration::from_secs(4));
@@ -976,6 +1037,10 @@ fn an_hour_later(text: &str) -> String {
 /// nanosecond timestamp in the text files under `.index/` moved an hour ahead, in place).
 /// Then 203.0.113.4 is replaced git-style by a file naming fip-y: fip-y must get .4.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_file_replaced_after_the_clock_stepped_back_is_read_again() {
     let _serial = serial();
     until_inode_reused(3, clock_stepped_back_then_replaced);
@@ -1131,12 +1196,20 @@ fn read_only_state(warm: bool) {
 
 /// Finding 7, with the index and lock files present.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_read_only_state_with_an_index_answers_reads_and_held_owners_and_refuses_claims() {
     read_only_state(true);
 }
 
 /// Finding 7, with no index or lock file at all.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_read_only_state_without_an_index_answers_reads_and_held_owners_and_refuses_claims() {
     read_only_state(false);
 }
@@ -1200,6 +1273,10 @@ fn web01_nics() -> Vec<(String, String, String, String)> {
 /// Finding 8 (P4): `--owner VirtualMachine/web-01/` (a trailing slash) lists every NIC of
 /// web-01 in every namespace and nothing else; `--uid` lists the same.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn list_owner_prefix_lists_every_nic_of_the_host_and_nothing_else() {
     let test = Test::new("populated");
     let out = ipamctl(
@@ -1224,6 +1301,10 @@ fn list_owner_prefix_lists_every_nic_of_the_host_and_nothing_else() {
 /// both acme/prod NICs of web-01 and nothing else; `release --uid UID -A` still releases
 /// everything the uid holds.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn release_owner_prefix_releases_every_nic_of_the_host_in_the_pool() {
     let test = Test::new("populated");
     let out = ipamctl(
@@ -1277,6 +1358,10 @@ fn release_owner_prefix_releases_every_nic_of_the_host_in_the_pool() {
 /// hands: it deletes nothing, and the guard then refuses the new owner (exit 4). Without the
 /// re-read under the lock, it would delete fip-rr-b's claim.
 #[test]
+#[cfg_attr(
+    not(all(has_strace, has_root)),
+    ignore = "needs strace (apt-get install strace) and root (bind mounts)"
+)]
 fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
     let _serial = serial();
     require_strace();

@@ -1,6 +1,9 @@
 //! The command line, as clap derive types. Their doc comments are the `--help` text and the
 //! man pages. No I/O here.
 
+// Length: one derive type per command, in the order `--help` lists them; their doc comments
+// are the reference (`--help`, man pages), which reads best in one place.
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -17,6 +20,7 @@ Exit codes:
   3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
   5  pool exhausted
+  130  interrupted between two steps (`vpc delete`): run it again to finish
 
 Examples:
   ipamctl init state && cd state
@@ -173,9 +177,13 @@ pub enum Command {
     /// `--kind`, `--within`, `-l`) pick the allocations, in POOL if given, else in every
     /// pool of `-n NS` (every namespace without it); at least one selector is required.
     /// Each is released guarded by its owner, so an address re-allocated meanwhile stays.
-    /// Releasing what is not held succeeds (a note goes to stderr), so retries are safe.
-    /// With `--owner`/`--uid`/`--kind` next to an address, they guard it: the release
-    /// happens only if they match the holder (else exit 4). Prints `ipallocation/<name>
+    /// `POOL ADDRESS` needs `--owner`, `--uid` or `--kind` next to it, which guard it: the
+    /// release happens only if they match the holder (else exit 4), so a mistyped address
+    /// frees nobody's; without one it is exit 2 with a hint naming the holder, unless
+    /// `--force`. Releasing an address nobody holds succeeds (a note goes to stderr), so
+    /// retries are safe. Selectors that match nothing are exit 3 (a mistyped `--owner`
+    /// would otherwise leak the real one's address unnoticed); `--ignore-not-found` makes
+    /// that a note and exit 0, for scripts that retry a release. Prints `ipallocation/<name>
     /// released` per allocation (with `-o json|yaml`, the allocations with `status.action`).
     /// In a pool with `reuseAfter`, each release first writes a cooldown record
     /// (`<scope>/cooldown/<pool>-<a-b-c-d>.yaml`, commit it with the rest) that keeps the
@@ -211,8 +219,8 @@ pub enum Command {
     /// `--min-age`. Without `--apply`, exit 1 when there are leaks (0 when none), as
     /// `check`. `--apply` refuses (exit 4, nothing released) to release more than
     /// `--max-release`. Each release is guarded by the reported owner, so an address
-    /// re-allocated to a live owner meanwhile stays. The summary (stderr) also counts the
-    /// live lines that matched no allocation.
+    /// re-allocated to a live owner meanwhile stays. The summary (stderr) also says how
+    /// many live lines matched an allocation (few: the list is of the wrong thing).
     Reconcile(ReconcileArgs),
     /// Write a database's pools and allocations as a new state directory (`--store` only).
     ///
@@ -257,10 +265,12 @@ pub enum Command {
     /// Compares the fork point of HEAD and BASE (as `git diff BASE...HEAD` does) with HEAD,
     /// or without HEAD with the working tree as it is, files git does not track yet included
     /// (a fresh claim is an untracked file). BASE defaults to the current branch's upstream,
-    /// else HEAD. Lists claims, releases, owner changes and pool changes, and the conflicts
+    /// else HEAD. Lists claims, releases, owner changes, pool and subnet changes (created,
+    /// changed, deleted) and cooldown records (started, changed, ended), and the conflicts
     /// with the invariants: an address claimed on both sides by different owners, an owner
     /// claiming in one pool on both sides, an allocation edited in place instead of created
-    /// or deleted, an allocation left outside its pool. `-o table|wide|json|yaml|name` or
+    /// or deleted, an allocation left outside its pool or on a subnet's gateway, reserved
+    /// or edge address. `-o table|wide|json|yaml|name` or
     /// `markdown` (a pull-request comment). Exit 0 when nothing changed, 1 when something
     /// did (as `git diff --exit-code`), 4 when a change conflicts with the invariants.
     Diff(DiffArgs),
@@ -271,13 +281,17 @@ pub enum Command {
     /// the scope (`--pool` narrows it); `--owner` (prefix form too) and `--uid` follow the
     /// owner across addresses. On a database (`--store`), the same from its events table.
     History(HistoryArgs),
-    /// Report every pool: usage, map, free ranges and largest holders.
+    /// Report every pool: usage, map, subnets, free ranges and largest holders.
     ///
     /// `-o html` writes one self-contained HTML page (inline CSS and SVG maps, no script,
     /// nothing fetched) for a wiki or a CI artifact: a table of every pool, then each pool
-    /// with its usage, its map (each allocated cell's tooltip names its holder), its free
-    /// ranges and its largest holders (by uid, or by owner without one). The other formats
-    /// give the same data.
+    /// with its usage, its map (each allocated cell's tooltip names its holder), its stored
+    /// subnets with their usage, its free ranges and its largest holders, named by their
+    /// owners (the NICs of one VM, which share a uid, together), largest first, then by
+    /// name; "every holder has N" when none is larger. Counts are written as `pool list`
+    /// writes them (`2^64 - 4`); the exact values are in `-o json`. A subnet's gateway,
+    /// reserved, network and broadcast addresses are never counted as free. The other
+    /// formats give the same data.
     Report,
     /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
     /// CooldownRecord).
@@ -390,9 +404,12 @@ pub struct AllocateArgs {
 
     /// Only claim inside this stored subnet of the pool (`ipamctl subnet create`): never its
     /// network, broadcast, gateway or reserved addresses. Exit 5 names the subnet when it is
-    /// full.
+    /// full. With several pools, give it once per pool, in the order of the pools: a
+    /// dual-stack NIC is `allocate vpc-x vpc-x-v6 --subnet web --subnet web6`, all or
+    /// nothing. (No claim of a pool gets a subnet's gateway or reserved addresses, with or
+    /// without `--subnet`.)
     #[arg(long, value_name = "NAME", conflicts_with_all = ["within", "zone"], add = ArgValueCompleter::new(complete::subnet_names))]
-    pub subnet: Option<String>,
+    pub subnet: Vec<String>,
 
     /// Never hand out this address in this request (e.g. a subnet gateway). Repeatable.
     #[arg(long, value_name = "ADDR")]
@@ -423,11 +440,21 @@ pub struct ReleaseArgs {
     #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
-    /// The address to release; `--owner`/`--uid`/`--kind` then guard it.
+    /// The address to release; `--owner`/`--uid`/`--kind` then guard it (one is required,
+    /// or `--force`).
     pub address: Option<String>,
 
     #[command(flatten)]
     pub select: Selectors,
+
+    /// Release `POOL ADDRESS` whoever holds it, without naming the owner.
+    #[arg(long, requires = "address")]
+    pub force: bool,
+
+    /// Selectors that match nothing are a note and exit 0 instead of exit 3 (as kubectl's
+    /// flag of that name): for a script whose release may already have happened.
+    #[arg(long, conflicts_with = "address")]
+    pub ignore_not_found: bool,
 
     /// Print what would be released (`would-release`); release nothing.
     #[arg(long)]
@@ -502,12 +529,15 @@ pub enum PoolCommand {
     ///
     /// `--map` draws one cell per address, 32 to a row (16 for a /28 or smaller), each row
     /// labelled with its first address and a blank line between /24s: `#` allocated, `.`
-    /// free, `G` gateway, `x` excluded, `-` network or broadcast (of the pool, or of
-    /// `--within`). A prefix larger than a /22 is drawn one cell per /24 (a blank line
-    /// between /16s), shaded by the share of its candidates allocated: `.` none, `:` up to
-    /// 25%, `+` up to 50%, `*` up to 75%, `%` more, `#` full, `x` no candidates. Views up
-    /// to a /12 are drawn. A legend with counts and the usage figures follow. `-o svg`
-    /// writes the same map as an SVG document, each cell of class `cell KIND`.
+    /// free, `G` gateway (the pool's or a stored subnet's), `r` reserved by a subnet, `x`
+    /// excluded, `-` network or broadcast (of the pool, of `--within` or of a subnet). A
+    /// prefix larger than a /22 is drawn one cell per /24 (a blank line between /16s),
+    /// shaded by the share of its candidates allocated: `.` none, `:` up to 25%, `+` up to
+    /// 50%, `*` up to 75%, `%` more, `#` full, `x` no candidates. An IPv6 prefix larger than
+    /// a /120 is drawn one cell per /120 in use (up to a /64), or one line per stored subnet
+    /// and per /64 in use with its counts (larger). Views up to a /12 are drawn. A legend
+    /// with counts and the usage figures follow. `-o svg` writes the same map as an SVG
+    /// document, each cell of class `cell KIND`.
     Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
     Delete(PoolDeleteArgs),
@@ -721,8 +751,9 @@ pub struct PoolShowArgs {
     pub pool: String,
 
     /// Draw the pool as an address map (text, or an image with `-o svg`): one cell per
-    /// address up to an IPv4 /22 or an IPv6 /120; else one cell per /24 (IPv4, up to a /12)
-    /// or per /120 that holds an allocation (IPv6, any size), shaded by how full it is.
+    /// address up to an IPv4 /22 or an IPv6 /120; else one cell per /24 (IPv4, up to a /12),
+    /// per /120 that holds an allocation (IPv6, up to a /64) or per stored subnet and /64 in
+    /// use (a larger IPv6 prefix), shaded by how full it is.
     #[arg(long)]
     pub map: bool,
 

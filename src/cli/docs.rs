@@ -21,13 +21,17 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
     (exit::INVALID, "invalid usage or input: nothing was written"),
     (
         exit::NOT_FOUND,
-        "not found: no state directory, no such pool, namespace or prefix",
+        "not found: no state directory, no such pool, namespace or prefix; release selectors that match nothing (unless `--ignore-not-found`)",
     ),
     (
         exit::CONFLICT,
         "conflict with the current state (an address held by another owner, a pool still in use, overlapping public pools, a guard that does not match, `diff` finding claims that break the invariants)",
     ),
     (exit::EXHAUSTED, "pool exhausted"),
+    (
+        exit::INTERRUPTED,
+        "interrupted by SIGINT or SIGTERM between two steps (`vpc delete`): it says what it did; run it again to finish",
+    ),
 ];
 
 /// Examples for the top page.

@@ -13,3 +13,36 @@ pub mod report;
 pub mod schema;
 
 pub use args::*;
+
+impl Cli {
+    /// Parses the process's arguments (exit 2 with clap's message on bad usage). The command
+    /// line beats the environment, as in git, kubectl and psql: `-d DIR` overrides an
+    /// exported `IPAMCTL_STORE`, and `--store URL` an exported `IPAMCTL_STATE_DIR`; only both
+    /// flags together name two stores.
+    pub fn parse_args() -> Cli {
+        let matches = <Cli as clap::CommandFactory>::command().get_matches();
+        let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+            Ok(cli) => cli,
+            Err(e) => e.exit(),
+        };
+        // Global arguments given after the subcommand are recorded in its matches.
+        let mut deepest = &matches;
+        while let Some((_, sub)) = deepest.subcommand() {
+            deepest = sub;
+        }
+        let source = |id: &str| {
+            deepest
+                .value_source(id)
+                .or_else(|| matches.value_source(id))
+        };
+        let from_line = |id: &str| source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let from_env = |id: &str| source(id) == Some(clap::parser::ValueSource::EnvVariable);
+        if from_line("state_dir") && from_env("store") {
+            cli.global.store = None;
+        }
+        if from_line("store") && from_env("state_dir") {
+            cli.global.state_dir = None;
+        }
+        cli
+    }
+}

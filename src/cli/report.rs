@@ -1,6 +1,8 @@
-//! `ipamctl report`: every pool of a store with its usage, its map, its free ranges and its
-//! largest holders, as data or as one self-contained HTML page (inline CSS and SVG, no
-//! script, nothing fetched) for a wiki or a CI artifact. Pure: it takes what was read.
+//! `ipamctl report`: every pool of a store with its usage, its map, its free ranges, its
+//! stored subnets and its largest holders, as data or as one self-contained HTML page
+//! (inline CSS and SVG, no script, nothing fetched) for a wiki or a CI artifact. Pure: it
+//! takes what was read. Counts are written as the tables write them
+//! ([`readable_count`]: `2^64 - 4`), the exact value in the JSON and in the page's tooltips.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,7 +12,9 @@ use serde::Serialize;
 
 use crate::cli::map::{Map, drawable};
 use crate::cli::output::Named;
-use crate::model::candidates::{Candidates, Usage};
+use crate::engine::subnet_usage::SubnetStatus;
+use crate::model::candidates::{Usage, readable_count};
+use crate::model::subnet::{SubnetManifest, pool_candidates};
 use crate::model::{AllocationManifest, PoolManifest};
 
 /// How many holders a pool's entry names, largest first.
@@ -19,16 +23,46 @@ pub const TOP_HOLDERS: usize = 5;
 /// How many free ranges a pool's entry names before it counts the rest.
 pub const FREE_RANGES: usize = 12;
 
-/// One holder: an owner uid (or, without one, the owner itself) and how many addresses it
-/// holds.
+/// How many owners a holder's entry names.
+const OWNERS: usize = 4;
+
+/// One holder: the owners (kind/name) that share one uid (the NICs of one VM), or one owner
+/// without a uid, and how many addresses they hold.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Holder {
-    /// `uid U` or `KIND/NAME`.
+    /// The first of its owners by name, `KIND/NAME`: how the report names it.
     pub holder: String,
-    /// The owners (kind/name) holding them, as many as fit.
+    /// Its owners (kind/name) in name order, as many as fit ([`OWNERS`]).
     pub owners: Vec<String>,
+    /// How many owners it has in all.
+    #[serde(rename = "ownerCount")]
+    pub owner_count: usize,
+    /// The uid its owners share, if they have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     /// How many addresses.
     pub addresses: usize,
+}
+
+impl Holder {
+    /// The holder in one cell: `VirtualMachine/web-01/0`, or `VirtualMachine/web-01/0 and 1
+    /// more` when several owners share its uid.
+    pub fn name(&self) -> String {
+        match self.owner_count {
+            0 | 1 => self.holder.clone(),
+            n => format!("{} and {} more", self.holder, n - 1),
+        }
+    }
+}
+
+/// A stored subnet of a pool's entry, with its usage as `subnet show` counts it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SubnetReport {
+    /// The manifest.
+    #[serde(flatten)]
+    pub manifest: SubnetManifest,
+    /// Its usage and free ranges.
+    pub status: SubnetStatus,
 }
 
 /// A pool's entry.
@@ -49,15 +83,36 @@ pub struct PoolReport {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolStatus {
-    /// The usage figures.
+    /// The usage figures: candidates are the pool's without what its subnets keep out
+    /// (network, broadcast, gateway, reserved), so candidates = allocated among them + free.
     #[serde(flatten)]
     pub usage: Usage,
     /// The first free ranges.
     pub free_ranges: Vec<String>,
     /// How many more free ranges there are.
     pub more_free_ranges: usize,
-    /// The largest holders, largest first.
+    /// The stored subnets, in name order.
+    pub subnets: Vec<SubnetReport>,
+    /// How many holders there are in all.
+    pub holders: usize,
+    /// When every holder holds the same number of addresses (and there are two or more),
+    /// that number: no holder is larger than another.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every_holder_has: Option<usize>,
+    /// The largest holders, largest first, then by name.
     pub largest_holders: Vec<Holder>,
+}
+
+impl PoolStatus {
+    /// The largest holder in one cell: `NAME (N)`, `every holder has N` when none is larger,
+    /// `-` without allocations.
+    pub fn largest_holder(&self) -> String {
+        match (self.every_holder_has, self.largest_holders.first()) {
+            (Some(n), _) => format!("every holder has {n}"),
+            (None, Some(h)) => format!("{} ({})", h.name(), h.addresses),
+            (None, None) => "-".into(),
+        }
+    }
 }
 
 impl Named for PoolReport {
@@ -66,11 +121,17 @@ impl Named for PoolReport {
     }
 }
 
-/// The entry of `pool`, whose allocations are `held`.
-pub fn pool_report(pool: PoolManifest, held: &[AllocationManifest]) -> PoolReport {
+/// The entry of `pool`, whose allocations are `held` and whose stored subnets are
+/// `subnets` (with their usage).
+pub fn pool_report(
+    pool: PoolManifest,
+    held: &[AllocationManifest],
+    subnets: Vec<(SubnetManifest, SubnetStatus)>,
+) -> PoolReport {
     let taken: Vec<IpAddr> = held.iter().map(|m| m.spec.address).collect();
-    let usage = Usage::of(&pool.spec, &taken);
-    let candidates = Candidates::of_pool(&pool.spec);
+    let manifests: Vec<SubnetManifest> = subnets.iter().map(|(m, _)| m.clone()).collect();
+    let candidates = pool_candidates(&pool, &manifests);
+    let usage = Usage::of_candidates(&candidates, &taken);
     let mut free =
         candidates.format_spans(&candidates.clone().without(taken.iter().copied()).spans());
     let more_free_ranges = free.len().saturating_sub(FREE_RANGES);
@@ -80,7 +141,7 @@ pub fn pool_report(pool: PoolManifest, held: &[AllocationManifest]) -> PoolRepor
         None => pool.metadata.name.clone(),
     };
     let map = drawable(pool.spec.cidr).then(|| {
-        let map = Map::new(&name, &pool.spec, None, &taken);
+        let map = Map::new(&name, &pool, &manifests, None, &taken);
         if map.per_address() {
             map.with_owners(
                 held.iter()
@@ -90,48 +151,72 @@ pub fn pool_report(pool: PoolManifest, held: &[AllocationManifest]) -> PoolRepor
             map
         }
     });
+    let all = holders(held);
+    let every_holder_has = match all.as_slice() {
+        [first, _, ..] if all.iter().all(|h| h.addresses == first.addresses) => {
+            Some(first.addresses)
+        }
+        _ => None,
+    };
+    let count = all.len();
     PoolReport {
         status: PoolStatus {
             usage,
             free_ranges: free,
             more_free_ranges,
-            largest_holders: holders(held),
+            subnets: subnets
+                .into_iter()
+                .map(|(manifest, status)| SubnetReport { manifest, status })
+                .collect(),
+            holders: count,
+            every_holder_has,
+            largest_holders: all.into_iter().take(TOP_HOLDERS).collect(),
         },
         manifest: pool,
         map,
     }
 }
 
-/// The largest holders of `held`: by uid, or by owner where there is none.
+/// Every holder of `held` (by uid, or by owner where there is none), largest first, then by
+/// name, then by uid: the same order whatever order the allocations were read in.
 fn holders(held: &[AllocationManifest]) -> Vec<Holder> {
-    let mut by: BTreeMap<String, (Vec<String>, usize)> = BTreeMap::new();
+    let mut by: BTreeMap<String, (Vec<String>, Option<String>, usize)> = BTreeMap::new();
     for m in held {
         let owner = &m.spec.owner;
         let key = match owner.uid() {
             Some(uid) => format!("uid {uid}"),
-            None => owner.to_string(),
+            None => format!("owner {owner}"),
         };
         let entry = by.entry(key).or_default();
         let name = owner.to_string();
         if !entry.0.contains(&name) {
             entry.0.push(name);
         }
-        entry.1 += 1;
+        entry.1 = owner.uid().map(|u| u.to_string());
+        entry.2 += 1;
     }
     let mut all: Vec<Holder> = by
-        .into_iter()
-        .map(|(holder, (mut owners, addresses))| {
+        .into_values()
+        .map(|(mut owners, uid, addresses)| {
             owners.sort();
-            owners.truncate(4);
+            let owner_count = owners.len();
+            let holder = owners[0].clone();
+            owners.truncate(OWNERS);
             Holder {
                 holder,
                 owners,
+                owner_count,
+                uid,
                 addresses,
             }
         })
         .collect();
-    all.sort_by(|a, b| b.addresses.cmp(&a.addresses).then(a.holder.cmp(&b.holder)));
-    all.truncate(TOP_HOLDERS);
+    all.sort_by(|a, b| {
+        b.addresses
+            .cmp(&a.addresses)
+            .then_with(|| a.holder.cmp(&b.holder))
+            .then_with(|| a.uid.cmp(&b.uid))
+    });
     all
 }
 
@@ -142,6 +227,40 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
+
+/// A count as the tables write it, its exact value in a tooltip when that differs:
+/// `<span title="18446744073709551612">2^64 - 4</span>`.
+fn count(n: u128) -> String {
+    match readable_count(n) {
+        short if short == n.to_string() => short,
+        short => format!(r#"<span title="{n}">{}</span>"#, escape(&short)),
+    }
+}
+
+/// A name that must not wrap (at a hyphen or anywhere else).
+fn name(text: &str) -> String {
+    format!(r#"<span class="name">{}</span>"#, escape(text))
+}
+
+/// The page's style. Names, addresses and counts never wrap; the tables are compact enough
+/// that the pools table of a dual-stack VPC fits a 1024-pixel window (`tests/report_html.rs`
+/// measures it in Chromium); a wider table scrolls inside its box, never the page.
+const STYLE: &str = "
+body { font-family: system-ui, sans-serif; font-size: 15px; margin: 1em 1.25em; color: #24292e; }
+h1 { font-size: 1.6em; margin: 0.3em 0; }
+h2 { font-size: 1.3em; }
+h3 { font-size: 1.05em; margin: 1em 0 0.3em; }
+.scroll { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; margin: 0.3em 0 0.8em; font-size: 14px; }
+th, td { border: 1px solid #d0d7de; padding: 0.2em 0.45em; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.name, code { white-space: nowrap; }
+section.pool { border-top: 2px solid #d0d7de; margin-top: 1.5em; padding-top: 0.3em; }
+.map svg { max-width: 100%; height: auto; }
+code { font-family: ui-monospace, monospace; font-size: 0.95em; }
+p.note { color: #57606a; }
+";
 
 /// The report as one self-contained HTML page titled `title`.
 pub fn html(title: &str, pools: &[PoolReport]) -> String {
@@ -154,15 +273,7 @@ pub fn html(title: &str, pools: &[PoolReport]) -> String {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #24292e; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1em; }}
-th, td {{ border: 1px solid #d0d7de; padding: 0.25em 0.6em; text-align: left; }}
-td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-section.pool {{ border-top: 2px solid #d0d7de; margin-top: 2em; padding-top: 0.5em; }}
-.map svg {{ max-width: 100%; height: auto; }}
-code {{ font-family: ui-monospace, monospace; }}
-</style>
+<style>{STYLE}</style>
 </head>
 <body>
 <h1>{title}</h1>
@@ -170,31 +281,32 @@ code {{ font-family: ui-monospace, monospace; }}
         title = escape(title)
     );
     let total: u64 = pools.iter().map(|p| p.status.usage.allocated).sum();
+    let subnets: usize = pools.iter().map(|p| p.status.subnets.len()).sum();
     let _ = writeln!(
         h,
-        r#"<p id="summary">{} pools, {total} allocations.</p>"#,
+        r#"<p id="summary">{} pools, {subnets} subnets, {total} allocations.</p>"#,
         pools.len()
     );
-    h.push_str("<table id=\"pools\">\n<thead><tr><th>Namespace</th><th>Pool</th><th>Kind</th><th>CIDR</th><th>Zone</th><th>Candidates</th><th>Allocated</th><th>Free</th><th>Used</th></tr></thead>\n<tbody>\n");
+    h.push_str("<div class=\"scroll\">\n<table id=\"pools\">\n<thead><tr><th>Namespace</th><th>Pool</th><th>Kind</th><th>CIDR</th><th>Zone</th><th>Candidates</th><th>Allocated</th><th>Free</th><th>Used</th></tr></thead>\n<tbody>\n");
     for p in pools {
         let m = &p.manifest;
         let u = &p.status.usage;
         let _ = writeln!(
             h,
             r##"<tr><td>{}</td><td><a href="#{}">{}</a></td><td>{}</td><td><code>{}</code></td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{:.1}%</td></tr>"##,
-            escape(&crate::cli::output::or_dash(m.metadata.namespace.as_ref())),
+            name(&crate::cli::output::or_dash(m.metadata.namespace.as_ref())),
             anchor(p),
-            escape(&m.metadata.name),
+            name(&m.metadata.name),
             m.spec.kind,
             m.spec.cidr,
-            escape(&crate::cli::output::or_dash(m.spec.zone.as_ref())),
-            u.candidates,
+            name(&crate::cli::output::or_dash(m.spec.zone.as_ref())),
+            count(u.candidates),
             u.allocated,
-            u.free,
+            count(u.free),
             u.percent_used
         );
     }
-    h.push_str("</tbody>\n</table>\n");
+    h.push_str("</tbody>\n</table>\n</div>\n");
     for p in pools {
         section(&mut h, p);
     }
@@ -215,23 +327,35 @@ fn anchor(p: &PoolReport) -> String {
 
 fn section(h: &mut String, p: &PoolReport) {
     let m = &p.manifest;
-    let name = match &m.metadata.namespace {
-        Some(ns) => format!("{ns}/{}", m.metadata.name),
-        None => m.metadata.name.clone(),
+    // A long namespace and name may go on two lines, between them and never inside either.
+    let full = match &m.metadata.namespace {
+        Some(ns) => format!("{}<wbr>{}", name(&format!("{ns}/")), name(&m.metadata.name)),
+        None => name(&m.metadata.name),
     };
     let _ = writeln!(
         h,
         r#"<section class="pool" id="{}">
 <h2>{} <code>{}</code></h2>"#,
         anchor(p),
-        escape(&name),
+        full,
         m.spec.cidr
     );
     let u = &p.status.usage;
     let _ = writeln!(
         h,
-        r#"<p class="usage">{} candidates, {} allocated, {} free ({:.1}% used).</p>"#,
-        u.candidates, u.allocated, u.free, u.percent_used
+        r#"<p class="usage">{} candidates, {} allocated, {} free ({:.1}% used){}.</p>"#,
+        count(u.candidates),
+        u.allocated,
+        count(u.free),
+        u.percent_used,
+        if u.off_candidates > 0 {
+            format!(
+                "; {} more allocations on addresses no claim is given (<code>ipamctl check</code> reports them)",
+                u.off_candidates
+            )
+        } else {
+            String::new()
+        }
     );
     match &p.map {
         Some(map) => {
@@ -250,6 +374,7 @@ fn section(h: &mut String, p: &PoolReport) {
             );
         }
     }
+    subnets(h, p);
     h.push_str("<h3>Free ranges</h3>\n<ul class=\"free\">\n");
     for range in &p.status.free_ranges {
         let _ = writeln!(h, "<li><code>{range}</code></li>");
@@ -260,23 +385,96 @@ fn section(h: &mut String, p: &PoolReport) {
     if p.status.more_free_ranges > 0 {
         let _ = writeln!(h, "<li>and {} more</li>", p.status.more_free_ranges);
     }
-    h.push_str("</ul>\n<h3>Largest holders</h3>\n");
-    if p.status.largest_holders.is_empty() {
-        h.push_str("<p class=\"holders\">No allocations.</p>\n");
-    } else {
-        h.push_str("<table class=\"holders\">\n<thead><tr><th>Holder</th><th>Owners</th><th>Addresses</th></tr></thead>\n<tbody>\n");
-        for holder in &p.status.largest_holders {
-            let _ = writeln!(
-                h,
-                r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td></tr>"#,
-                escape(&holder.holder),
-                escape(&holder.owners.join(", ")),
-                holder.addresses
-            );
-        }
-        h.push_str("</tbody>\n</table>\n");
-    }
+    h.push_str("</ul>\n");
+    holders_table(h, &p.status);
     h.push_str("</section>\n");
+}
+
+/// A pool's stored subnets, with their usage, or a line saying it has none.
+fn subnets(h: &mut String, p: &PoolReport) {
+    h.push_str("<h3>Subnets</h3>\n");
+    if p.status.subnets.is_empty() {
+        h.push_str("<p class=\"subnets note\">No stored subnets.</p>\n");
+        return;
+    }
+    h.push_str("<div class=\"scroll\">\n<table class=\"subnets\">\n<thead><tr><th>Subnet</th><th>CIDR</th><th>Gateway</th><th>Reserved</th><th>Candidates</th><th>Allocated</th><th>Free</th><th>Used</th></tr></thead>\n<tbody>\n");
+    for s in &p.status.subnets {
+        let spec = &s.manifest.spec;
+        let reserved: Vec<String> = spec
+            .reserved
+            .iter()
+            .map(|r| format!("<code>{r}</code>"))
+            .collect();
+        let u = &s.status.usage;
+        let _ = writeln!(
+            h,
+            r#"<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{:.1}%</td></tr>"#,
+            name(&s.manifest.metadata.name),
+            spec.cidr,
+            s.manifest.gateway(),
+            if reserved.is_empty() {
+                "-".into()
+            } else {
+                reserved.join(", ")
+            },
+            count(u.candidates),
+            u.allocated,
+            count(u.free),
+            u.percent_used
+        );
+    }
+    h.push_str("</tbody>\n</table>\n</div>\n");
+}
+
+/// A pool's largest holders, by name; when every holder holds as many, it says so first.
+fn holders_table(h: &mut String, status: &PoolStatus) {
+    h.push_str("<h3>Largest holders</h3>\n");
+    if status.largest_holders.is_empty() {
+        h.push_str("<p class=\"holders note\">No allocations.</p>\n");
+        return;
+    }
+    if let Some(n) = status.every_holder_has {
+        let _ = writeln!(
+            h,
+            r#"<p class="holders note">Every holder has {n} address{}: none is larger. The first {} of {} by name:</p>"#,
+            if n == 1 { "" } else { "es" },
+            status.largest_holders.len(),
+            status.holders
+        );
+    }
+    // The owners are a column of their own only when a holder has more than its name says.
+    let several = status.largest_holders.iter().any(|h| h.owner_count > 1);
+    let _ = writeln!(
+        h,
+        "<table class=\"holders\">\n<thead><tr><th>Holder</th>{}<th>Addresses</th></tr></thead>\n<tbody>",
+        if several { "<th>Owners</th>" } else { "" }
+    );
+    for holder in &status.largest_holders {
+        let mut owners: Vec<String> = holder.owners.iter().map(|o| name(o)).collect();
+        if holder.owner_count > holder.owners.len() {
+            owners.push(format!(
+                "and {} more",
+                holder.owner_count - holder.owners.len()
+            ));
+        }
+        let _ = writeln!(
+            h,
+            r#"<tr{}><td>{}</td>{}<td class="num">{}</td></tr>"#,
+            holder
+                .uid
+                .as_ref()
+                .map(|u| format!(r#" title="uid {}""#, escape(u)))
+                .unwrap_or_default(),
+            name(&holder.holder),
+            if several {
+                format!("<td>{}</td>", owners.join(", "))
+            } else {
+                String::new()
+            },
+            holder.addresses
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
 }
 
 #[cfg(test)]
@@ -299,13 +497,18 @@ mod tests {
             held(&pool, 4, "VirtualMachine/db/0", Some("u2")),
         ];
         let top = holders(&all);
-        assert_eq!(top[0].holder, "uid u1");
+        assert_eq!(top[0].holder, "VirtualMachine/web-01/0");
+        assert_eq!(top[0].name(), "VirtualMachine/web-01/0 and 1 more");
+        assert_eq!(top[0].uid.as_deref(), Some("u1"));
         assert_eq!(top[0].addresses, 2);
         assert_eq!(
             top[0].owners,
             ["VirtualMachine/web-01/0", "VirtualMachine/web-01/1"]
         );
         assert_eq!(top.len(), 3);
+        // Ties by name, whatever the uids.
+        assert_eq!(top[1].holder, "FloatingIP/f");
+        assert_eq!(top[2].holder, "VirtualMachine/db/0");
     }
 
     #[test]

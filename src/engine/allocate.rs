@@ -14,7 +14,7 @@ use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::cooldown::Cooling;
-use crate::model::subnet::SubnetManifest;
+use crate::model::subnet::{SubnetManifest, off_limits_role, pool_candidates};
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, PoolRef, SubnetName,
     Timestamp, allocation_name,
@@ -85,6 +85,43 @@ fn find_owner(
     Ok(lookup)
 }
 
+/// Fails closed when an allocation of the pool that does not parse may be `owner`'s: its
+/// bytes name the owner's uid, or its kind and name. A claim would then hand the owner a
+/// second address the moment the file is repaired, so none is made: exit 1, naming the file
+/// and `ipamctl check`. Other owners still claim (the file's address stays taken).
+fn refuse_if_broken_names(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+    broken: &[(String, String)],
+    warnings: &mut Warnings,
+) -> Result<()> {
+    let ns = pool.namespace.as_ref();
+    for (name, _) in broken {
+        // Released since the look-up, or not readable as a manifest at all (over the size
+        // limit, say): nothing that could name an owner.
+        let Ok(Some(bytes)) = store.get(ObjectKind::Allocation, ns, name) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let by_uid = owner.uid().is_some_and(|u| text.contains(u.as_str()));
+        let by_name = text.contains(owner.kind().as_str()) && text.contains(owner.name());
+        if by_uid || by_name {
+            let path = store.locate(ObjectKind::Allocation, ns, name);
+            // The error names the file: its warning would say the same twice.
+            warnings.forget_about(&path);
+            return Err(Error::Corrupt {
+                path: path.into(),
+                message: format!(
+                    "does not parse and may be the allocation of `{owner}` (it names its {}); no address is claimed for `{owner}` until it is repaired: run `ipamctl check`",
+                    if by_uid { "uid" } else { "kind and name" }
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The claim's locks in `pools` (see [`ClaimLock`]); `None` when the store is read-only,
 /// which leaves only a look-up (the note at the end of the module docs of
 /// [`crate::engine`]).
@@ -143,6 +180,7 @@ fn check_held(
 /// `--within` and `--address` against the pool (exit 2).
 fn request_candidates(
     spec: &PoolManifest,
+    subnets: &[SubnetManifest],
     req: &Request,
     subnet: Option<&SubnetManifest>,
 ) -> Result<Candidates> {
@@ -163,7 +201,7 @@ fn request_candidates(
     }
     let base = match subnet {
         Some(s) => s.candidates(spec),
-        None => Candidates::of_pool(&spec.spec),
+        None => pool_candidates(spec, subnets),
     };
     let mut candidates = base.without(req.reserved.iter().copied());
     if let Some(within) = req.within {
@@ -177,6 +215,17 @@ fn request_candidates(
             ));
         }
         candidates = candidates.within(within);
+    }
+    if let Some(addr) = req.address
+        && let Some((s, role)) = off_limits_role(subnets, addr)
+    {
+        return Err(Error::Conflict {
+            message: format!("{addr} is {role} of {}", s.describe()),
+            hint: Some(format!(
+                "no claim is given it; `--subnet {}` without `--address` claims a free address of it",
+                s.metadata.name
+            )),
+        });
     }
     if let Some(addr) = req.address
         && !candidates.contains(addr)
@@ -348,13 +397,16 @@ fn decide(
 ) -> Result<Allocated> {
     // Read again under the lock: this is the pool (and subnet) as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
+    crate::engine::doomed::refuse(&spec, &req.pool)?;
+    let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
-    let candidates = request_candidates(&spec, req, subnet.as_ref())?;
+    let candidates = request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
     }
+    refuse_if_broken_names(store, &req.pool, &req.owner, &lookup.broken, warnings)?;
     // Read after the allocations were listed: an address released since the listing has
     // its record written before its allocation went (see `crate::engine::cooldown`).
     let cooling = cooling_for(store, &req.pool, &spec, &req.owner)?;
@@ -441,8 +493,10 @@ fn allocate_read_only(
     warnings: &mut Warnings,
 ) -> Result<Allocated> {
     let spec = load_pool(store, &req.pool)?;
+    crate::engine::doomed::refuse(&spec, &req.pool)?;
+    let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
-    request_candidates(&spec, req, subnet.as_ref())?;
+    request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     if let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held {
         check_held(&held, req, subnet.as_ref())?;
         return Ok(Allocated::Existing(held));
@@ -653,6 +707,7 @@ fn allocate_zone_now(
         if let Some(held) = lookup.held {
             return Ok(Allocated::Existing(held));
         }
+        refuse_if_broken_names(store, pool, owner, &lookup.broken, warnings)?;
         listings.push(lookup.taken);
     }
     if let Some(e) = read_only {
@@ -663,8 +718,12 @@ fn allocate_zone_now(
         let Ok(spec) = load_pool(store, pool) else {
             continue;
         };
+        if spec.metadata.deletion_timestamp.is_some() {
+            continue; // being deleted: no claim in it
+        }
         let cooling = cooling_for(store, pool, &spec, owner)?;
-        let candidates = Candidates::of_pool(&spec.spec).without(cooling.blocked.iter().copied());
+        let subnets = subnet::of_pool(store, pool)?;
+        let candidates = pool_candidates(&spec, &subnets).without(cooling.blocked.iter().copied());
         let whole_pool = cooling.blocked.is_empty() && cooling.own.is_none();
         let req = Request {
             pool: pool.clone(),

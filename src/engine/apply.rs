@@ -76,7 +76,12 @@ fn apply_locked<'m>(
     check_overlaps(store, pools)?;
     let mut plan = Vec::new();
     for pool in pools {
-        let put = match existing(store, &pool_ref(pool))? {
+        let old = existing(store, &pool_ref(pool))?;
+        if let Some(old) = &old {
+            // A pool being deleted is not brought back by an apply that lacks the mark.
+            crate::engine::doomed::refuse(old, &pool_ref(pool))?;
+        }
+        let put = match old {
             None => Put::Created,
             Some(old) if old == *pool => Put::Unchanged,
             Some(_) => {

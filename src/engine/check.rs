@@ -180,6 +180,7 @@ pub fn check(store: &FsStore) -> Report {
     );
     let known = rules::check_pools(&pools, &mut findings);
     ranges::check_subnets(&subnets, &known, &mut findings);
+    ranges::check_off_limits(&allocations, &subnets, &mut findings);
     let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
     let related = rules::check_allocations(&allocations, &known, &mut findings);
     findings.extend(confirm(root, related, &allocations));

@@ -14,7 +14,8 @@ use serde::Serialize;
 
 use crate::engine::git::{Repo, Status};
 use crate::error::Result;
-use crate::model::candidates::Candidates;
+use crate::model::cooldown::CooldownRecord;
+use crate::model::subnet::{SubnetManifest, off_limits_role, pool_candidates};
 use crate::model::{AllocationManifest, Namespace, PoolManifest, parse_allocation_name};
 use crate::store::fs::FsStore;
 use crate::store::{ObjectKind, Objects};
@@ -38,6 +39,19 @@ pub enum ChangeKind {
     PoolChanged,
     /// A pool deleted.
     PoolDeleted,
+    /// A new subnet.
+    SubnetCreated,
+    /// A subnet whose manifest changed.
+    SubnetChanged,
+    /// A subnet deleted.
+    SubnetDeleted,
+    /// A cooldown record written: an address released that only its owner may have back
+    /// until the pool's `reuseAfter` has passed.
+    CooldownStarted,
+    /// A cooldown record rewritten (released again, by another owner or later).
+    CooldownChanged,
+    /// A cooldown record deleted: its address is free for everyone again.
+    CooldownEnded,
     /// A manifest that does not parse on one side.
     Unreadable,
 }
@@ -53,6 +67,12 @@ impl ChangeKind {
             ChangeKind::PoolCreated => "pool-created",
             ChangeKind::PoolChanged => "pool-changed",
             ChangeKind::PoolDeleted => "pool-deleted",
+            ChangeKind::SubnetCreated => "subnet-created",
+            ChangeKind::SubnetChanged => "subnet-changed",
+            ChangeKind::SubnetDeleted => "subnet-deleted",
+            ChangeKind::CooldownStarted => "cooldown-started",
+            ChangeKind::CooldownChanged => "cooldown-changed",
+            ChangeKind::CooldownEnded => "cooldown-ended",
             ChangeKind::Unreadable => "unreadable",
         }
     }
@@ -80,17 +100,17 @@ pub enum ConflictKind {
 pub struct Change {
     /// What happened.
     pub change: ChangeKind,
-    /// `ipallocation/<name>` or `ipampool/<name>`.
+    /// `ipallocation/<name>`, `ipampool/<name>`, `subnet/<name>` or `cooldownrecord/<name>`.
     pub object: String,
     /// The file, relative to the state directory.
     pub path: String,
     /// The namespace, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// The allocation's pool.
+    /// The pool of the allocation, subnet or cooldown record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
-    /// The allocation's address.
+    /// The address of the allocation or cooldown record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<IpAddr>,
     /// The owner (`KIND/NAME`), as it is now (as it was, for a release).
@@ -99,7 +119,7 @@ pub struct Change {
     /// The owner's uid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
-    /// What was before: the old owner, or the pool fields that changed.
+    /// What was before: the old owner, or the pool or subnet fields that changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub was: Option<String>,
 }
@@ -139,6 +159,8 @@ pub fn locate(path: &str) -> Option<(ObjectKind, Option<Namespace>, String)> {
     let kind = match kind {
         "ipampools" => ObjectKind::Pool,
         "ipallocations" => ObjectKind::Allocation,
+        "subnets" => ObjectKind::Subnet,
+        "cooldown" => ObjectKind::Cooldown,
         _ => return None,
     };
     let ns = match scope {
@@ -197,11 +219,16 @@ impl Reader<'_> {
         }
     }
 
-    /// The allocation names of `tree` in scope `ns`.
-    fn allocations(&self, tree: Tree<'_>, ns: Option<&Namespace>) -> Result<Vec<String>> {
+    /// The names of the objects of `kind` in scope `ns` of `tree`.
+    fn names(
+        &self,
+        tree: Tree<'_>,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+    ) -> Result<Vec<String>> {
         match tree {
             Tree::Commit(rev) => {
-                let dir = path_of(ObjectKind::Allocation, ns, "x");
+                let dir = path_of(kind, ns, "x");
                 let dir = dir.rsplit_once('/').map_or("", |(d, _)| d);
                 Ok(self
                     .repo
@@ -210,15 +237,41 @@ impl Reader<'_> {
                     .filter_map(|f| f.strip_suffix(".yaml").map(str::to_owned))
                     .collect())
             }
-            Tree::Worktree => self.store.list(ObjectKind::Allocation, ns),
+            Tree::Worktree => self.store.list(kind, ns),
         }
+    }
+
+    /// The subnets of `pool` in scope `ns` of `tree` that parse.
+    fn subnets(
+        &self,
+        tree: Tree<'_>,
+        ns: Option<&Namespace>,
+        pool: &str,
+    ) -> Result<Vec<SubnetManifest>> {
+        let paths: Vec<String> = self
+            .names(tree, ObjectKind::Subnet, ns)?
+            .iter()
+            .map(|n| path_of(ObjectKind::Subnet, ns, n))
+            .collect();
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        Ok(self
+            .read(tree, &paths)?
+            .into_iter()
+            .flatten()
+            .filter_map(|b| match parse(ObjectKind::Subnet, &b) {
+                Read::Subnet(m) if m.spec.pool.as_str() == pool => Some(*m),
+                _ => None,
+            })
+            .collect())
     }
 }
 
-/// An allocation or pool as read from one side.
+/// An object as read from one side.
 enum Read {
     Allocation(Box<AllocationManifest>),
     Pool(Box<PoolManifest>),
+    Subnet(Box<SubnetManifest>),
+    Cooldown(Box<CooldownRecord>),
     Broken(String),
 }
 
@@ -235,8 +288,14 @@ fn parse(kind: ObjectKind, bytes: &[u8]) -> Read {
             Ok(m) => Read::Pool(Box::new(m)),
             Err(e) => Read::Broken(e),
         },
-        // `locate` finds pools and allocations only: what a branch claims and releases.
-        ObjectKind::Subnet | ObjectKind::Cooldown => Read::Broken("not compared".into()),
+        ObjectKind::Subnet => match yaml::decode_subnet(text) {
+            Ok(m) => Read::Subnet(Box::new(m)),
+            Err(e) => Read::Broken(e),
+        },
+        ObjectKind::Cooldown => match yaml::decode_cooldown(text) {
+            Ok(m) => Read::Cooldown(Box::new(m)),
+            Err(e) => Read::Broken(e),
+        },
     }
 }
 
@@ -297,6 +356,8 @@ struct Tally {
 
 impl Tally {
     /// Adds what one changed file (of a kind [`locate`] knows) says, read before and after.
+    // Length: one match over what the two sides read as, an arm per case a reviewer tells
+    // apart; split, the cases would hide each other.
     fn add(&mut self, path: &str, old_bytes: Option<Vec<u8>>, new_bytes: Option<Vec<u8>>) {
         let (kind, ns, name) = locate(path).expect("filtered above");
         let object = format!("{}/{name}", kind.resource());
@@ -310,6 +371,14 @@ impl Tally {
             change.change = kind;
             change.was = was;
             self.pools_touched.insert((ns, name));
+            self.changes.push(change);
+            return;
+        }
+        if let Some(pool) = range_change(&mut change, old_read.as_ref(), new_read.as_ref()) {
+            // A subnet's gateway or reserved addresses may now sit on an allocation.
+            if matches!(kind, ObjectKind::Subnet) {
+                self.pools_touched.insert((ns, pool));
+            }
             self.changes.push(change);
             return;
         }
@@ -402,6 +471,75 @@ fn pool_change(old: Option<&Read>, new: Option<&Read>) -> Option<(ChangeKind, Op
             Some((ChangeKind::PoolChanged, Some(pool_changes(was, now))))
         }
         _ => None,
+    }
+}
+
+/// Describes a subnet's or cooldown record's change into `change` when the sides that exist
+/// read as one (a side that does not parse counts as absent), and returns its pool.
+fn range_change(change: &mut Change, old: Option<&Read>, new: Option<&Read>) -> Option<String> {
+    let subnet = |r: Option<&Read>| match r {
+        Some(Read::Subnet(m)) => Some(m.as_ref().clone()),
+        _ => None,
+    };
+    let record = |r: Option<&Read>| match r {
+        Some(Read::Cooldown(m)) => Some(m.as_ref().clone()),
+        _ => None,
+    };
+    let (kind, pool) = match (subnet(old), subnet(new), record(old), record(new)) {
+        (was, Some(now), _, _) => {
+            change.was = was.as_ref().map(|w| subnet_changes(w, &now));
+            let kind = match was {
+                Some(_) => ChangeKind::SubnetChanged,
+                None => ChangeKind::SubnetCreated,
+            };
+            (kind, now.spec.pool.to_string())
+        }
+        (Some(was), None, _, _) => (ChangeKind::SubnetDeleted, was.spec.pool.to_string()),
+        (_, _, was, Some(now)) => {
+            change.address = Some(now.spec.address);
+            change.owner = Some(now.spec.owner.to_string());
+            change.uid = now.spec.owner.uid().map(|u| u.to_string());
+            change.was = was.map(|w| format!("released at {}", w.spec.released_at));
+            let kind = match change.was {
+                Some(_) => ChangeKind::CooldownChanged,
+                None => ChangeKind::CooldownStarted,
+            };
+            (kind, now.spec.pool.to_string())
+        }
+        (_, _, Some(was), None) => {
+            change.address = Some(was.spec.address);
+            change.owner = Some(was.spec.owner.to_string());
+            change.uid = was.spec.owner.uid().map(|u| u.to_string());
+            (ChangeKind::CooldownEnded, was.spec.pool.to_string())
+        }
+        _ => return None,
+    };
+    change.change = kind;
+    change.pool = Some(pool.clone());
+    Some(pool)
+}
+
+/// The fields of a subnet that changed, as `cidr 10.42.1.0/24 -> 10.42.1.0/25`.
+fn subnet_changes(was: &SubnetManifest, now: &SubnetManifest) -> String {
+    let show = |s: &SubnetManifest| -> Vec<(&'static str, String)> {
+        let reserved: Vec<String> = s.spec.reserved.iter().map(|e| e.to_string()).collect();
+        vec![
+            ("pool", s.spec.pool.to_string()),
+            ("cidr", s.spec.cidr.to_string()),
+            ("gateway", s.gateway().to_string()),
+            ("reserved", format!("[{}]", reserved.join(", "))),
+        ]
+    };
+    let diffs: Vec<String> = show(was)
+        .into_iter()
+        .zip(show(now))
+        .filter(|(a, b)| a.1 != b.1)
+        .map(|((field, a), (_, b))| format!("{field} {a} -> {b}"))
+        .collect();
+    if diffs.is_empty() {
+        "metadata".into()
+    } else {
+        diffs.join(", ")
     }
 }
 
@@ -544,7 +682,7 @@ fn outside_pools(
             .insert(m.spec.address);
     }
     for (ns, pool) in pools_touched {
-        let names = reader.allocations(tree, ns.as_ref())?;
+        let names = reader.names(tree, ObjectKind::Allocation, ns.as_ref())?;
         let held = names
             .iter()
             .filter_map(|n| parse_allocation_name(n))
@@ -566,8 +704,9 @@ fn outside_pools(
             .pop()
             .flatten()
             .map(|b| parse(ObjectKind::Pool, &b));
+        let subnets = reader.subnets(tree, ns.as_ref(), &pool)?;
         let candidates = match manifest {
-            Some(Read::Pool(p)) => Candidates::of_pool(&p.spec),
+            Some(Read::Pool(p)) => pool_candidates(&p, &subnets),
             // Unreadable: reported as such above, or by `ipamctl check`.
             Some(_) => continue,
             None => {
@@ -578,7 +717,10 @@ fn outside_pools(
             }
         };
         for address in addresses {
-            if !candidates.contains(address) {
+            if let Some((subnet, role)) = off_limits_role(&subnets, address) {
+                let why = format!("on {role} of subnet `{}`", subnet.metadata.name);
+                conflicts.push(outside(&pool, address, &why));
+            } else if !candidates.contains(address) {
                 conflicts.push(outside(&pool, address, "whose candidates it is not among"));
             }
         }

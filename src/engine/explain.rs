@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::model::candidates::{Span, address, ordinal, span_len};
+use crate::model::subnet::{SubnetManifest, off_limits_role};
 use crate::model::{Exclude, PoolSpec};
 
 /// How many lines an explanation shows before it counts the rest.
@@ -39,6 +40,10 @@ pub enum Reason {
     Excluded(Exclude),
     /// Given as `--reserved`.
     Reserved,
+    /// Kept from every claim by a stored subnet of the pool: its name and what the address
+    /// is to it ("the gateway", "a reserved address", …, as
+    /// [`SubnetManifest::role_of`] says).
+    Subnet(String, &'static str),
     /// An allocation holds it.
     Taken,
     /// Released by another owner within the pool's `reuseAfter` (as written), see
@@ -86,6 +91,8 @@ pub struct Request<'a> {
     pub taken: &'a [IpAddr],
     /// The addresses other owners released within the pool's `reuseAfter`, in any order.
     pub cooling: &'a [IpAddr],
+    /// The pool's stored subnets, whose gateways, reserved and edge addresses no claim gets.
+    pub subnets: &'a [SubnetManifest],
 }
 
 /// Explains every address of the pool below `chosen` (all of them when `chosen` is `None`),
@@ -99,7 +106,7 @@ pub struct Request<'a> {
 /// # let spec: ipamctl::model::PoolSpec = serde_json::from_str(
 /// #     r#"{"cidr":"10.0.0.0/29","kind":"public","gateway":"10.0.0.1"}"#).unwrap();
 /// let taken = ["10.0.0.2".parse().unwrap()];
-/// let req = Request { spec: &spec, within: None, reserved: &[], taken: &taken, cooling: &[] };
+/// let req = Request { spec: &spec, within: None, reserved: &[], taken: &taken, cooling: &[], subnets: &[] };
 /// let e = explain(&req, Some("10.0.0.3".parse().unwrap()), 20);
 /// let reasons: Vec<_> = e.lines.iter().map(|l| l.reason.clone()).collect();
 /// assert_eq!(reasons, [Reason::PoolNetwork, Reason::Gateway, Reason::Taken]);
@@ -181,6 +188,7 @@ impl<'a> Scan<'a> {
         }
         singles.extend(req.spec.gateway.map(ordinal));
         spans.extend(req.spec.exclude.iter().map(|e| span_of(e.net())));
+        spans.extend(req.subnets.iter().flat_map(|s| s.off_limits()).map(span_of));
         let mut taken: Vec<u128> = req.taken.iter().copied().map(ordinal).collect();
         taken.sort_unstable();
         let mut reserved: Vec<u128> = req.reserved.iter().copied().map(ordinal).collect();
@@ -267,6 +275,15 @@ impl<'a> Scan<'a> {
             let end = span_of(e.net()).1;
             return (Reason::Excluded(*e), self.run_end(a, end));
         }
+        if let Some((subnet, role)) = off_limits_role(req.subnets, addr) {
+            let end = subnet
+                .off_limits()
+                .into_iter()
+                .find(|net| net.contains(&addr))
+                .map_or(a, |net| span_of(net).1);
+            let reason = Reason::Subnet(subnet.metadata.name.clone(), role);
+            return (reason, self.run_end(a, end));
+        }
         if self.reserved.binary_search(&a).is_ok() {
             return (Reason::Reserved, a);
         }
@@ -300,6 +317,7 @@ impl Reason {
             Reason::Gateway => "the pool's gateway".into(),
             Reason::Excluded(e) => format!("excluded by the pool (`{e}`)"),
             Reason::Reserved => "reserved by `--reserved`".into(),
+            Reason::Subnet(name, role) => format!("{role} of subnet `{name}`"),
             Reason::Cooling(window) => {
                 format!("released by another owner less than {window} ago (the pool's reuseAfter)")
             }
@@ -377,6 +395,7 @@ mod tests {
             reserved: &reserved,
             taken: &taken,
             cooling: &[],
+            subnets: &[],
         };
         let e = explain(&req, Some("10.0.0.7".parse().unwrap()), 20);
         assert_eq!(
@@ -404,6 +423,7 @@ mod tests {
             reserved: &[],
             taken: &taken,
             cooling: &[],
+            subnets: &[],
         };
         let e = explain(&req, Some("10.42.1.2".parse().unwrap()), 20);
         let line = |span: &str, why: &str| format!("  {span:<21}  {why}");
@@ -432,6 +452,7 @@ mod tests {
             reserved: &[],
             taken: &taken,
             cooling: &[],
+            subnets: &[],
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 101])), 5);
         assert_eq!(e.lines.len(), 5);
@@ -455,6 +476,7 @@ mod tests {
             reserved: &[],
             taken: &taken,
             cooling: &[],
+            subnets: &[],
         };
         let e = explain(&req, None, 20);
         let reasons: Vec<Reason> = e.lines.iter().map(|l| l.reason.clone()).collect();
@@ -479,6 +501,7 @@ mod tests {
             reserved: &[],
             taken: &addrs(&["255.255.255.253"]),
             cooling: &[],
+            subnets: &[],
         };
         let e = explain(&req, None, 20);
         assert_eq!(e.lines.len(), 4);
@@ -498,6 +521,7 @@ mod tests {
             reserved: &[],
             taken: &[],
             cooling: &[],
+            subnets: &[],
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 0])), 20);
         assert!(e.lines.is_empty());
@@ -513,6 +537,7 @@ mod tests {
             reserved: &[],
             taken: &[],
             cooling: &[],
+            subnets: &[],
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 3])), 20);
         assert_eq!(e.lines[1].reason, Reason::Free);

@@ -159,7 +159,7 @@ pub fn from_git(
 fn pathspecs(scopes: &[Option<Namespace>], subject: &Subject) -> Vec<String> {
     let file = match (&subject.pool, subject.address) {
         (Some(p), Some(a)) => crate::model::allocation_name(p, a),
-        (None, Some(a)) => format!("*-{}", a.to_string().replace('.', "-")),
+        (None, Some(a)) => format!("*{}", crate::model::allocation_suffix(a)),
         (Some(p), None) => format!("{p}-*"),
         (None, None) => "*".to_owned(),
     };

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::candidates::{Candidates, Usage};
+use crate::model::subnet::{SubnetManifest, pool_candidates};
 use crate::model::{Namespace, OwnerFilter, PoolManifest, PoolName, PoolRef, pool_addresses};
 use crate::store::read::{load_pool, pool_not_found};
 use crate::store::{self, LockMode, ObjectKind, Release, Store};
@@ -59,9 +60,15 @@ pub fn list(
     for ns in scopes {
         // Listed only if the store cannot count (the file store: one listing per scope).
         let mut entries: Option<Vec<String>> = None;
+        let subnets = crate::engine::subnet::list(store, ns.as_ref(), None)?;
         for manifest in pools_of(store, ns.as_ref(), warnings)? {
             let name = manifest.name();
-            let candidates = Candidates::of_pool(&manifest.spec);
+            let own: Vec<SubnetManifest> = subnets
+                .iter()
+                .filter(|s| s.spec.pool == name)
+                .cloned()
+                .collect();
+            let candidates = pool_candidates(&manifest, &own);
             let usage = match store.count_held(ns.as_ref(), &name, &candidates)? {
                 Some((allocated, held)) => Usage::from_counts(&candidates, allocated, held),
                 None => {
@@ -70,7 +77,7 @@ pub fn list(
                         None => entries.insert(store.list(ObjectKind::Allocation, ns.as_ref())?),
                     };
                     let taken: Vec<IpAddr> = pool_addresses(entries, &name).collect();
-                    Usage::of(&manifest.spec, &taken)
+                    Usage::of_candidates(&candidates, &taken)
                 }
             };
             pools.push((manifest, usage));
@@ -86,20 +93,27 @@ pub struct Shown {
     pub manifest: PoolManifest,
     /// The addresses its allocations hold, from the listing (no file is read).
     pub taken: Vec<IpAddr>,
+    /// Its subnets, in name order.
+    pub subnets: Vec<SubnetManifest>,
 }
 
 impl Shown {
     /// The usage of the pool (of `within` only, if given, which the caller checked lies
     /// inside it) and its free ranges, as [`Candidates::format_spans`] writes them.
     pub fn usage(&self, within: Option<ipnet::IpNet>) -> (Usage, Vec<String>) {
-        let spec = &self.manifest.spec;
-        let (usage, candidates) = match within {
+        let all = pool_candidates(&self.manifest, &self.subnets);
+        let (candidates, taken): (Candidates, Vec<IpAddr>) = match within {
             Some(w) => (
-                Usage::within(spec, w, &self.taken),
-                Candidates::of_pool(spec).within(w),
+                all.within(w),
+                self.taken
+                    .iter()
+                    .copied()
+                    .filter(|a| w.contains(a))
+                    .collect(),
             ),
-            None => (Usage::of(spec, &self.taken), Candidates::of_pool(spec)),
+            None => (all, self.taken.clone()),
         };
+        let usage = Usage::of_candidates(&candidates, &taken);
         let free = candidates.clone().without(self.taken.iter().copied());
         (usage, candidates.format_spans(&free.spans()))
     }
@@ -109,7 +123,12 @@ impl Shown {
 pub fn show(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
     let manifest = load_pool(store, pool)?;
     let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
-    Ok(Shown { manifest, taken })
+    let subnets = crate::engine::subnet::of_pool(store, pool)?;
+    Ok(Shown {
+        manifest,
+        taken,
+        subnets,
+    })
 }
 
 /// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
@@ -169,8 +188,10 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
         });
     }
     if !dry_run {
+        crate::engine::doomed::mark(store, pool, load_pool(store, pool)?)?;
         // Its subnets and cooldown records are part of it: they go first, so a crash leaves
-        // the pool (and running the command again finishes the job), never an orphan.
+        // the pool (marked: no claim is made in it; running the command again finishes the
+        // job), never an orphan.
         crate::engine::subnet::delete_of_pool(store, pool)?;
         crate::engine::cooldown::forget_pool(store, pool)?;
         let Some(read) = read else {

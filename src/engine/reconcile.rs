@@ -35,7 +35,10 @@ impl LiveSet {
             if line.is_empty() {
                 continue;
             }
-            let at = |e: String| format!("line {} `{}`: {e}", i + 1, line.escape_debug());
+            // A malformed line may be kilobytes of anything: quote a short, escaped excerpt
+            // of it, and of whatever the reason quotes of it.
+            let at =
+                |e: String| format!("line {} {}: {}", i + 1, excerpt(line), shorten_quotes(&e));
             if line.contains('/') {
                 let owner = Owner::parse(line, None).map_err(at)?;
                 live.kind_names
@@ -307,7 +310,8 @@ fn check_cap(req: &Request, found: &Findings<'_>, unmatched: usize) -> error::Re
             "{leaked} of {checked} allocations checked look leaked, more than `--max-release {cap}` allows ({limit}); nothing released{}",
             if unmatched > 0 {
                 format!(
-                    " ({unmatched} of {} live lines matched no allocation: is the list of the right thing?)",
+                    " (only {} of {} live lines matched an allocation: is the list of the right thing?)",
+                    req.live.len().saturating_sub(unmatched),
                     req.live.len()
                 )
             } else {
@@ -334,6 +338,43 @@ fn release_leak(store: &dyn Store, m: &AllocationManifest) -> error::Result<Verd
         Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => Ok(Verdict::Skipped),
         Err(e) => Err(e),
     }
+}
+
+/// How many characters of a malformed live line an error quotes.
+const EXCERPT: usize = 60;
+
+/// A line as an error quotes it: escaped (control characters and all), in backticks, cut to
+/// its first [`EXCERPT`] characters with its length said when it is longer:
+/// `` `Pod/xxxxxxxx…` (4004 characters) ``.
+fn excerpt(line: &str) -> String {
+    let count = line.chars().count();
+    if count <= EXCERPT {
+        return format!("`{}`", line.escape_debug());
+    }
+    let head: String = line.chars().take(EXCERPT).collect();
+    format!("`{}…` ({count} characters)", head.escape_debug())
+}
+
+/// `message` with every backticked quote longer than [`EXCERPT`] characters cut to an
+/// excerpt: the reasons of [`crate::model::Owner::parse`] quote the name they refuse.
+fn shorten_quotes(message: &str) -> String {
+    let parts: Vec<&str> = message.split('`').collect();
+    let mut out = String::with_capacity(message.len().min(4 * EXCERPT));
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push('`');
+        }
+        // Odd parts lie between a pair of backticks (a last, unpaired one is left alone).
+        let quoted = i % 2 == 1 && i + 1 < parts.len();
+        if quoted && part.chars().count() > EXCERPT {
+            let head: String = part.chars().take(EXCERPT).collect();
+            out.push_str(&head);
+            out.push('…');
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

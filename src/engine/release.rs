@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::cooldown;
 use crate::error::{Error, Result};
-use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef, allocation_name};
+use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolRef, allocation_name};
 use crate::store::read::{load_pool, read_allocation};
 use crate::store::{self, LockMode, ObjectKind, Parsed, Release, Store};
 use crate::yaml;
@@ -117,6 +117,18 @@ pub fn would_release(
             store, pool, addr, parsed, guard,
         )?))),
     }
+}
+
+/// Who holds `addr` in `pool` now, if its allocation parses: what `release POOL ADDRESS`
+/// without a guard names (exit 2) before anything is released.
+pub fn holder(store: &dyn Store, pool: &PoolRef, addr: IpAddr) -> Result<Option<Owner>> {
+    let name = allocation_name(&pool.name, addr);
+    Ok(
+        match read_allocation(store, pool.namespace.as_ref(), &name)? {
+            Some(Ok(m)) => Some(m.spec.owner),
+            _ => None,
+        },
+    )
 }
 
 /// The allocation of `addr` read for a release, if it parses (exit 2 if not) and its owner

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::subnet::SubnetManifest;
+use crate::model::suggest::nearest;
 use crate::model::{Namespace, PoolName, PoolRef, SubnetName, pool_addresses};
 use crate::store::read::load_pool;
 use crate::store::{self, LockMode, ObjectKind, Store};
@@ -16,16 +17,23 @@ pub fn load(
 ) -> Result<SubnetManifest> {
     match read(store, ns, name.as_str())? {
         Some(m) => Ok(m),
-        None => Err(Error::NotFound {
-            message: format!(
-                "subnet `{name}` not found ({})",
-                match ns {
-                    Some(ns) => format!("in namespace `{ns}`"),
-                    None => "cluster-scoped".into(),
-                }
-            ),
-            hint: Some("`ipamctl subnet list -A` shows every subnet".into()),
-        }),
+        None => {
+            let known = store.list(ObjectKind::Subnet, ns).unwrap_or_default();
+            let hint = match nearest(name.as_str(), known.iter().map(String::as_str)) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => "`ipamctl subnet list -A` shows every subnet".into(),
+            };
+            Err(Error::NotFound {
+                message: format!(
+                    "subnet `{name}` not found ({})",
+                    match ns {
+                        Some(ns) => format!("in namespace `{ns}`"),
+                        None => "cluster-scoped".into(),
+                    }
+                ),
+                hint: Some(hint),
+            })
+        }
     }
 }
 
@@ -61,6 +69,13 @@ pub fn list(
     Ok(subnets)
 }
 
+/// The subnets of `pool`, in name order: what every claim of the pool keeps clear of
+/// ([`crate::model::subnet::pool_candidates`]). A claim calls it under the pool's lock, shared,
+/// which every change of a subnet holds exclusively (invariant 6 of [`crate::engine`]).
+pub fn of_pool(store: &dyn Store, pool: &PoolRef) -> Result<Vec<SubnetManifest>> {
+    list(store, pool.namespace.as_ref(), Some(&pool.name))
+}
+
 /// What a [`put`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Put {
@@ -79,7 +94,7 @@ pub enum Put {
 /// without the lock and writes nothing.
 pub fn put(store: &dyn Store, subnet: &SubnetManifest, update: bool, dry_run: bool) -> Result<Put> {
     let pool = subnet.pool();
-    load_pool(store, &pool)?;
+    crate::engine::doomed::refuse(&load_pool(store, &pool)?, &pool)?;
     if dry_run {
         return put_locked(store, subnet, update, true);
     }
@@ -251,13 +266,15 @@ pub fn delete(
     }
 }
 
-/// Deletes every subnet of `pool` (when the pool itself goes; the caller holds its lock).
-pub fn delete_of_pool(store: &dyn Store, pool: &PoolRef) -> Result<()> {
+/// Deletes every subnet of `pool` (when the pool itself goes; the caller holds its lock), and
+/// returns them.
+pub fn delete_of_pool(store: &dyn Store, pool: &PoolRef) -> Result<Vec<SubnetManifest>> {
     let ns = pool.namespace.as_ref();
-    for subnet in list(store, ns, Some(&pool.name))? {
-        delete_as_read(store, ns, &subnet)?;
+    let subnets = list(store, ns, Some(&pool.name))?;
+    for subnet in &subnets {
+        delete_as_read(store, ns, subnet)?;
     }
-    Ok(())
+    Ok(subnets)
 }
 
 /// Deletes `subnet` only if its file still holds it ([`crate::store::Objects::delete_if`]):

@@ -5,6 +5,7 @@
 //! its pools' locks exclusively while it releases their allocations and removes them.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ipnet::IpNet;
 use serde::Serialize;
@@ -12,6 +13,7 @@ use serde::Serialize;
 use crate::engine::release::{self, Released};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
+use crate::model::subnet::SubnetManifest;
 use crate::model::vpc::{VPC_KIND, name_of, pool_name, vpc_uid};
 use crate::model::{
     API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerFilter, OwnerRef, POOL_KIND,
@@ -141,6 +143,7 @@ fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) ->
             name: pool.name.to_string(),
             namespace: Some(req.namespace.clone()),
             creation_timestamp: None,
+            deletion_timestamp: None,
             labels: Default::default(),
             annotations: Default::default(),
             owner_refs: vec![OwnerRef {
@@ -282,7 +285,7 @@ pub fn get(
                 "VPC `{name}` not found in namespace `{ns}` (no pool `{}` or `{}` owned by a VPC)",
                 pools[0].name, pools[1].name
             ),
-            hint: Some("`ipamctl vpc list -A` lists every VPC".into()),
+            hint: Some(suggest_vpc(store, Some(ns), name)),
         }),
     }
 }
@@ -332,12 +335,15 @@ fn pool_in(ns: &Namespace, name: &str) -> Result<PoolRef> {
     })
 }
 
-/// An object `vpc delete` removes: a released allocation, or a deleted pool.
+/// An object `vpc delete` removes: a released allocation, a deleted subnet, or a deleted
+/// pool.
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum Removal {
     /// An allocation released (an uplink, or one of the VPC's own pools).
     Allocation(AllocationManifest),
+    /// A subnet of one of the VPC's pools, deleted with it.
+    Subnet(SubnetManifest),
     /// One of the VPC's pools, deleted.
     Pool(PoolManifest),
 }
@@ -354,20 +360,32 @@ pub struct Deleted {
 }
 
 /// `vpc delete`: both pools of VPC `name` (`pools`, IPv4 then IPv6), whichever exist, as
-/// one unit of work; exit 3 only when neither does. Each pool's allocations are released
-/// (the router's uplinks first) before the pool, its subnets and its cooldown records go.
+/// one unit of work; exit 3 only when neither does. First both pools are marked as being
+/// deleted (`metadata.deletionTimestamp`), so no claim is made in them from then on. Then
+/// each pool's allocations are released (the router's uplinks first) before the pool, its
+/// subnets and its cooldown records go.
+///
+/// `stop` is looked at between two steps (a release, a pool): once set (by SIGINT or
+/// SIGTERM), the delete stops there and [`Deleted::kept`] says what is left and that running
+/// it again finishes the job.
 pub fn delete(
     store: &dyn Store,
     name: &str,
     pools: &[PoolRef; 2],
     dry_run: bool,
+    stop: &AtomicBool,
     warnings: &mut Warnings,
 ) -> Result<Deleted> {
     let mut delete_both = || -> Result<Deleted> {
+        if !dry_run {
+            for pool in pools {
+                mark(store, pool)?;
+            }
+        }
         let mut removed = Vec::new();
         let mut missing = None;
         for pool in pools {
-            match delete_pool(store, name, pool, dry_run, warnings) {
+            match delete_pool(store, name, pool, dry_run, stop, warnings) {
                 Ok(Deleted {
                     removed: more,
                     kept,
@@ -400,6 +418,46 @@ pub fn delete(
     }
 }
 
+/// The hint of a VPC not found: the nearest VPC name of the namespace (from its pools'
+/// names, `vpc-NAME` and `vpc-NAME-v6`), else where to look.
+fn suggest_vpc(store: &dyn Store, ns: Option<&Namespace>, name: &str) -> String {
+    let pools = store.list(ObjectKind::Pool, ns).unwrap_or_default();
+    let names: BTreeSet<&str> = pools.iter().filter_map(|p| name_of(p, true)).collect();
+    match crate::model::suggest::nearest(name, names) {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => "`ipamctl vpc list -A` lists every VPC".into(),
+    }
+}
+
+/// Marks `pool` as being deleted, under its exclusive lock, if it exists and is a VPC's.
+fn mark(store: &dyn Store, pool: &PoolRef) -> Result<()> {
+    let _lock = store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
+    match load_pool(store, pool) {
+        Ok(m) if m.metadata.owner_refs.iter().any(|r| r.kind == VPC_KIND) => {
+            crate::engine::doomed::mark(store, pool, m)?;
+            Ok(())
+        }
+        // Not a VPC's (the delete refuses it below), or already gone.
+        Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The error of a delete that `stop` ended early: what is left of `pool`, and how to finish.
+fn interrupted(name: &str, pool: &PoolRef) -> Error {
+    let ns = pool
+        .namespace
+        .as_ref()
+        .map(|n| format!(" -n {n}"))
+        .unwrap_or_default();
+    Error::Interrupted {
+        message: format!(
+            "interrupted: VPC `{name}` is partly deleted (pool `{pool}` stands, marked as being deleted, so it takes no claim); what is listed above was removed"
+        ),
+        hint: format!("run `ipamctl vpc delete {name}{ns}` again to finish"),
+    }
+}
+
 /// Removes one pool of VPC `name`, under the pool's exclusive lock: allocate holds it
 /// shared from before it reads the pool until its claim is durable, so once it is held no
 /// claim is in flight and none can start.
@@ -408,6 +466,7 @@ fn delete_pool(
     name: &str,
     pool: &PoolRef,
     dry_run: bool,
+    stop: &AtomicBool,
     warnings: &mut Warnings,
 ) -> Result<Deleted> {
     let ns = pool.namespace.as_ref();
@@ -442,7 +501,7 @@ fn delete_pool(
                 ns.map_or("", |n| n.as_str()),
                 pool.name
             ),
-            hint: None,
+            hint: Some(suggest_vpc(store, ns, name)),
         });
     }
     // The router's uplinks first (in public pools, owned by the VPC's uid): while the pool
@@ -451,7 +510,13 @@ fn delete_pool(
         Some(uid) => uplinks(store, &uid, warnings)?,
         None => Vec::new(),
     };
-    let mut removed = release_all(store, pool, uplinks.into_iter().chain(held), dry_run)?;
+    let mut removed = release_all(store, pool, uplinks.into_iter().chain(held), dry_run, stop)?;
+    if stop.load(Ordering::Relaxed) && !dry_run {
+        return Ok(Deleted {
+            removed,
+            kept: Some(interrupted(name, pool)),
+        });
+    }
     if let Some(kept) = unreleased(store, pool, dry_run)? {
         return Ok(Deleted {
             removed,
@@ -459,8 +524,10 @@ fn delete_pool(
         });
     }
     if let Some(m) = manifest {
-        if !dry_run {
-            crate::engine::subnet::delete_of_pool(store, pool)?;
+        let subnets = if dry_run {
+            crate::engine::subnet::of_pool(store, pool)?
+        } else {
+            let subnets = crate::engine::subnet::delete_of_pool(store, pool)?;
             crate::engine::cooldown::forget_pool(store, pool)?;
             match &read {
                 Some(read) => crate::engine::pool::delete_as_read(store, pool, read)?,
@@ -468,7 +535,9 @@ fn delete_pool(
                     store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
                 }
             }
-        }
+            subnets
+        };
+        removed.extend(subnets.into_iter().map(Removal::Subnet));
         removed.push(Removal::Pool(m));
     }
     Ok(Deleted {
@@ -484,10 +553,14 @@ fn release_all(
     pool: &PoolRef,
     held: impl Iterator<Item = AllocationManifest>,
     dry_run: bool,
+    stop: &AtomicBool,
 ) -> Result<Vec<Removal>> {
     let mut removed = Vec::new();
     for m in held {
         if !dry_run {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             let guard = OwnerFilter::exactly(&m.spec.owner);
             let of = PoolRef {
                 namespace: m.metadata.namespace.clone(),

@@ -41,6 +41,11 @@ impl Warnings {
         self.0.is_empty()
     }
 
+    /// Drops those about `path` (a file an error is about to name itself).
+    pub fn forget_about(&mut self, path: &str) {
+        self.0.retain(|w| !w.0.starts_with(path));
+    }
+
     /// Each, in order.
     pub fn iter(&self) -> impl Iterator<Item = &Warning> {
         self.0.iter()

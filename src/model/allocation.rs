@@ -74,6 +74,15 @@ pub fn allocation_name(pool: &PoolName, address: IpAddr) -> String {
     name
 }
 
+/// The part of an allocation's name that its address makes, whatever its pool:
+/// `-10-0-0-1`, or the eight full groups of an IPv6 address. `history ADDRESS` finds an
+/// address's files in every pool by it.
+pub fn allocation_suffix(address: IpAddr) -> String {
+    let mut suffix = String::with_capacity(40);
+    push_allocation_name(&mut suffix, "", address);
+    suffix
+}
+
 /// Length of an IPv6 name's suffix: eight groups of four hex digits and seven `-`.
 const V6_SUFFIX: usize = 8 * 4 + 7;
 
@@ -193,6 +202,7 @@ impl AllocationManifest {
                 name: allocation_name(pool, address),
                 namespace: namespace.cloned(),
                 creation_timestamp: None,
+                deletion_timestamp: None,
                 labels: BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]),
                 annotations: BTreeMap::new(),
                 owner_refs: Vec::new(),

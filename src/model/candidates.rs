@@ -245,8 +245,10 @@ impl Candidates {
     }
 }
 
-/// How full a pool is. `allocated` counts every allocation of the pool, `free` the
-/// candidates nobody holds. An IPv6 pool has up to 2^128 - 1 candidates: JSON carries each
+/// How full a pool is: `candidates = allocated + free` always. `allocated` counts the
+/// allocations on candidates, `free` the candidates nobody holds, and `offCandidates` the
+/// allocations on addresses no claim is given (a gateway, an exclude, a subnet's reserved
+/// address: written by hand or before the pool changed, which `ipamctl check` reports). An IPv6 pool has up to 2^128 - 1 candidates: JSON carries each
 /// count as a number while it is at most 2^53 (exact in every JSON reader, `jq` and
 /// JavaScript included), as a decimal string above.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -255,13 +257,20 @@ pub struct Usage {
     /// Number of candidates.
     #[serde(serialize_with = "exact")]
     pub candidates: u128,
-    /// Number of allocations.
+    /// Number of allocations on candidates.
     pub allocated: u64,
+    /// Number of allocations on addresses that are not candidates (omitted when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub off_candidates: u64,
     /// Candidates not allocated.
     #[serde(serialize_with = "exact")]
     pub free: u128,
     /// Share of candidates allocated, 0–100, one decimal.
     pub percent_used: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The largest integer every JSON reader holds exactly (an IEEE double's 53 bits).
@@ -298,6 +307,12 @@ impl Usage {
         Usage::count(&Candidates::of_pool(spec), taken)
     }
 
+    /// The usage of a range whose candidates are `candidates` (a pool's with its subnets,
+    /// see [`crate::model::subnet::pool_candidates`]) and whose allocations hold `taken`.
+    pub fn of_candidates(candidates: &Candidates, taken: &[IpAddr]) -> Usage {
+        Usage::count(candidates, taken)
+    }
+
     /// The usage of the `within` subnet of a pool whose allocations hold `taken`: its
     /// candidates as `allocate --within` sees them, the allocations inside it.
     pub fn within(spec: &PoolSpec, within: IpNet, taken: &[IpAddr]) -> Usage {
@@ -328,7 +343,8 @@ impl Usage {
         };
         Usage {
             candidates: total,
-            allocated,
+            allocated: held as u64,
+            off_candidates: allocated.saturating_sub(held as u64),
             free: total - held,
             percent_used,
         }
@@ -490,6 +506,7 @@ mod tests {
         let u = Usage {
             candidates: (1 << 64) - 2,
             allocated: 1,
+            off_candidates: 0,
             free: 1 << 53,
             percent_used: 0.0,
         };

@@ -98,6 +98,7 @@ impl CooldownRecord {
                 annotations: Default::default(),
                 owner_refs: Vec::new(),
                 creation_timestamp: None,
+                deletion_timestamp: None,
             },
             spec: CooldownSpec {
                 pool: pool.name.clone(),

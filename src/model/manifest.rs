@@ -34,6 +34,12 @@ pub struct Metadata {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::model::schema::fields::timestamp")]
     pub creation_timestamp: Option<Timestamp>,
+    /// When `vpc delete` or `pool delete` began removing the object (pools only), as
+    /// Kubernetes marks an object being deleted: from then on no claim is made in the pool
+    /// (exit 4), and running the delete again finishes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::model::schema::fields::timestamp")]
+    pub deletion_timestamp: Option<Timestamp>,
     /// Labels, in key order.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,

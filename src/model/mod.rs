@@ -17,6 +17,7 @@ pub mod pool;
 pub mod schema;
 pub mod selector;
 pub mod subnet;
+pub mod suggest;
 pub mod time;
 pub mod vpc;
 

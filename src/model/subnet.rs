@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::address::Exclude;
 use crate::model::address::serde_ip;
-use crate::model::candidates::{Candidates, host_span};
+use crate::model::candidates::{Candidates, address, host_span, ordinal, span_of};
 pub use crate::model::kind::SUBNET_KIND;
 use crate::model::manifest::{API_VERSION, Metadata};
 use crate::model::names::{PoolName, SubnetName};
@@ -92,6 +92,7 @@ impl SubnetManifest {
                 annotations: Default::default(),
                 owner_refs: Vec::new(),
                 creation_timestamp: None,
+                deletion_timestamp: None,
             },
             spec: SubnetSpec {
                 pool: pool.name.clone(),
@@ -140,6 +141,51 @@ impl SubnetManifest {
             .without_nets(self.spec.reserved.iter().map(|r| r.net()))
     }
 
+    /// The addresses this subnet keeps from every claim of its pool, whether or not the
+    /// claim names the subnet: its network and broadcast addresses (IPv6: its
+    /// subnet-router anycast address), its gateway and its reserved entries.
+    pub fn off_limits(&self) -> Vec<IpNet> {
+        let cidr = self.spec.cidr;
+        let (first, last) = span_of(cidr);
+        let (host_lo, host_hi) = host_span(cidr);
+        let v6 = cidr.addr().is_ipv6();
+        let mut nets: Vec<IpNet> = Vec::new();
+        if host_lo > first {
+            nets.push(IpNet::from(address(v6, first)));
+        }
+        if host_hi < last {
+            nets.push(IpNet::from(address(v6, last)));
+        }
+        nets.push(IpNet::from(self.gateway()));
+        nets.extend(self.spec.reserved.iter().map(|r| r.net()));
+        nets
+    }
+
+    /// What `addr` is to this subnet if it is one of its [`off_limits`](Self::off_limits)
+    /// addresses: "the gateway", "a reserved address", "the network address", "the broadcast
+    /// address" or "the subnet-router anycast address".
+    pub fn role_of(&self, addr: IpAddr) -> Option<&'static str> {
+        let cidr = self.spec.cidr;
+        if !cidr.contains(&addr) {
+            return None;
+        }
+        let (host_lo, host_hi) = host_span(cidr);
+        let n = ordinal(addr);
+        if addr == self.gateway() {
+            Some("the gateway")
+        } else if self.spec.reserved.iter().any(|r| r.net().contains(&addr)) {
+            Some("a reserved address")
+        } else if n < host_lo && addr.is_ipv6() {
+            Some("the subnet-router anycast address")
+        } else if n < host_lo {
+            Some("the network address")
+        } else if n > host_hi {
+            Some("the broadcast address")
+        } else {
+            None
+        }
+    }
+
     /// How messages name it: "subnet `web` (10.42.1.0/29) of pool `acme/prod/vpc-main`".
     pub fn describe(&self) -> String {
         format!(
@@ -178,6 +224,24 @@ impl SubnetManifest {
         }
         Ok(())
     }
+}
+
+/// The candidates of `pool`, which holds `subnets`: the pool's own
+/// ([`Candidates::of_pool`]) without any subnet's [`off_limits`](SubnetManifest::off_limits)
+/// addresses. Every claim starts from these, whatever it names, so no claim can hand out a
+/// subnet's gateway, even one that does not say `--subnet`.
+pub fn pool_candidates(pool: &PoolManifest, subnets: &[SubnetManifest]) -> Candidates {
+    Candidates::of_pool(&pool.spec).without_nets(subnets.iter().flat_map(|s| s.off_limits()))
+}
+
+/// The subnet among `subnets` that keeps `addr` from every claim, and what `addr` is to it.
+pub fn off_limits_role(
+    subnets: &[SubnetManifest],
+    addr: IpAddr,
+) -> Option<(&SubnetManifest, &'static str)> {
+    subnets
+        .iter()
+        .find_map(|s| s.role_of(addr).map(|role| (s, role)))
 }
 
 /// The first host address of `net` (its network address for a /31 or /32).

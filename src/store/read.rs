@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use crate::error::{Error, Result};
+use crate::model::suggest::nearest;
 use crate::model::{Namespace, PoolManifest, PoolRef, pool_addresses};
 use crate::store::{ObjectKind, Store};
 use crate::yaml;
@@ -80,9 +81,27 @@ pub fn pool_not_found(store: &dyn Store, pool: &PoolRef) -> Error {
         Some(ns) => format!("in namespace `{ns}`"),
         None => "cluster-scoped".to_owned(),
     };
+    let mut hints = Vec::new();
+    let here = store
+        .list(ObjectKind::Pool, pool.namespace.as_ref())
+        .unwrap_or_default();
+    let twin = format!("{}-v6", pool.name);
+    if here.contains(&twin) {
+        hints.push(format!(
+            "did you mean `{twin}`? (the IPv6 pool of the same name: this one has no IPv4 range)"
+        ));
+    } else if let Some(near) = nearest(pool.name.as_str(), here.iter().map(String::as_str)) {
+        hints.push(format!("did you mean `{near}`?"));
+    }
+    if !elsewhere.is_empty() {
+        hints.push(format!(
+            "a pool `{}` exists {}",
+            pool.name,
+            elsewhere.join(", ")
+        ));
+    }
     Error::NotFound {
         message: format!("pool `{}` not found ({scope})", pool.name),
-        hint: (!elsewhere.is_empty())
-            .then(|| format!("a pool `{}` exists {}", pool.name, elsewhere.join(", "))),
+        hint: (!hints.is_empty()).then(|| hints.join("; ")),
     }
 }

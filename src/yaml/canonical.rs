@@ -106,6 +106,7 @@ impl<'a> Lines<'a> {
             name,
             namespace,
             creation_timestamp,
+            deletion_timestamp: None,
             labels,
             annotations,
             owner_refs: Vec::new(),

@@ -115,7 +115,7 @@ sleep 1   # the inventory is taken after every claim above (its mtime is when)
 # Report mode is a CI gate: leaks found is exit 1.
 expect 1 ipamctl reconcile --live live.txt --min-age 0
 [ "$(grep -c ' leaked$' /tmp/director-out.$$)" -eq 2 ] || fail "expected vm-7's 2 NICs leaked"
-grep -q '0 of 34 live lines matched no allocation' /tmp/director-err.$$ || fail "summary: $(cat /tmp/director-err.$$)"
+grep -q '34 of 34 live lines matched an allocation' /tmp/director-err.$$ || fail "summary: $(cat /tmp/director-err.$$)"
 expect 0 ipamctl reconcile --live live.txt --min-age 0 --apply
 [ "$(grep -c ' released$' /tmp/director-out.$$)" -eq 2 ] || fail "reconcile --apply did not release vm-7's NICs"
 expect 0 ipamctl reconcile --live live.txt --min-age 0

@@ -5,10 +5,9 @@ use std::io::Write;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::allocate::{Allocated, Request};
-use crate::engine::explain;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
-use crate::model::{Owner, SubnetName, allocation_name};
+use crate::model::{Owner, SubnetName};
 use crate::store::Store;
 
 pub fn run(
@@ -36,7 +35,12 @@ pub fn run(
         }
         (None, [_, _, ..]) => return allocate_all(store, g, args, owner, out),
         (None, [pool]) => {
-            let req = request(g, args, pool, owner)?;
+            if args.subnet.len() > 1 {
+                return Err(Error::usage(
+                    "--subnet is given once per pool, in the order of the pools; one pool was named",
+                ));
+            }
+            let req = request(g, args, pool, args.subnet.first(), owner)?;
             let allocated = crate::engine::allocate::allocate(store, &req, &mut warnings);
             output::warn(&warnings);
             if args.explain {
@@ -68,10 +72,18 @@ fn allocate_all(
             )));
         }
     }
+    if !args.subnet.is_empty() && args.subnet.len() != args.pools.len() {
+        return Err(Error::usage(format!(
+            "--subnet is given once per pool, in the order of the pools: {} pools, {} `--subnet`",
+            args.pools.len(),
+            args.subnet.len()
+        )));
+    }
     let requests = args
         .pools
         .iter()
-        .map(|pool| request(g, args, pool, owner.clone()))
+        .enumerate()
+        .map(|(i, pool)| request(g, args, pool, args.subnet.get(i), owner.clone()))
         .collect::<Result<Vec<_>>>()?;
     let mut warnings = Warnings::default();
     let allocated = crate::engine::allocate::allocate_all(store, &requests, &mut warnings);
@@ -94,7 +106,14 @@ fn allocate_all(
     output::write_changes(out, g.output, &changes, false)
 }
 
-fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Result<Request> {
+/// The request for `pool`, with `subnet` (its `--subnet`, if any).
+fn request(
+    g: &GlobalArgs,
+    args: &AllocateArgs,
+    pool: &str,
+    subnet: Option<&String>,
+    owner: Owner,
+) -> Result<Request> {
     Ok(Request {
         pool: super::pool_ref(g, pool)?,
         owner,
@@ -103,9 +122,7 @@ fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Res
             .as_deref()
             .map(|w| super::prefix("--within", w))
             .transpose()?,
-        subnet: args
-            .subnet
-            .as_deref()
+        subnet: subnet
             .map(|n| super::flag("--subnet", SubnetName::new(n)))
             .transpose()?,
         reserved: args
@@ -125,77 +142,7 @@ fn request(g: &GlobalArgs, args: &AllocateArgs, pool: &str, owner: Owner) -> Res
 /// `--explain`: why the dry run's address is the one (on stderr). An exhausted pool is
 /// explained too, before its error is reported.
 fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> Result<()> {
-    let chosen = match allocated {
-        Ok(Allocated::Existing(m)) => {
-            eprintln!(
-                "explain: `{}` already holds {} in pool `{}`; an owner gets its address back, so no candidate is considered",
-                m.spec.owner, m.spec.address, req.pool
-            );
-            return Ok(());
-        }
-        Ok(Allocated::Created(m) | Allocated::WouldCreate(m)) => Some(m.spec.address),
-        Err(Error::Exhausted { .. }) => None,
-        Err(_) => return Ok(()),
-    };
-    if let (Some(addr), Some(_)) = (req.address, chosen) {
-        eprintln!("explain: `--address` asks for {addr} alone, and nobody holds it");
-        return Ok(());
-    }
-    let (pool, taken) = crate::store::read::pool_state(store, &req.pool)?;
-    // A stored subnet is explained as what it stands for: its prefix, and its gateway and
-    // reserved addresses as `--reserved` (a reserved prefix is listed address by address,
-    // up to the explanation's cap of lines anyway).
-    let (within_net, reserved) = match &req.subnet {
-        Some(name) => {
-            let s = crate::engine::subnet::load(store, req.pool.namespace.as_ref(), name)?;
-            let mut reserved = req.reserved.clone();
-            reserved.push(s.gateway());
-            for r in &s.spec.reserved {
-                let (lo, hi) = crate::model::candidates::span_of(r.net());
-                let v6 = r.net().addr().is_ipv6();
-                reserved.extend(
-                    (lo..=hi)
-                        .take(1024)
-                        .map(|n| crate::model::candidates::address(v6, n)),
-                );
-            }
-            (Some(s.spec.cidr), reserved)
-        }
-        None => (req.within, req.reserved.clone()),
-    };
-    let within = within_net
-        .map(|w| format!(", within {w}"))
-        .unwrap_or_default();
-    eprintln!(
-        "explain: pool `{}` ({}{within}), lowest address first:",
-        req.pool, pool.spec.cidr
-    );
-    let cooling =
-        crate::engine::allocate::cooling_for(store, &req.pool, &pool, &req.owner)?.blocked;
-    let input = explain::Request {
-        spec: &pool.spec,
-        within: within_net,
-        reserved: &reserved,
-        taken: &taken,
-        cooling: &cooling,
-    };
-    let explanation = explain::explain(&input, chosen, explain::DEFAULT_CAP);
-    let ns = req.pool.namespace.as_ref();
-    // Only the taken addresses on the lines shown are read: at most the cap's number of files.
-    let mut holder = |addr| match crate::store::read::read_allocation(
-        store,
-        ns,
-        &allocation_name(&req.pool.name, addr),
-    ) {
-        Ok(Some(Ok(m))) => match m.spec.owner.uid() {
-            Some(uid) => format!("`{}` (uid {uid})", m.spec.owner),
-            None => format!("`{}`", m.spec.owner),
-        },
-        Ok(Some(Err(_))) => "an allocation file that does not parse".to_owned(),
-        Ok(None) => "an allocation released since".to_owned(),
-        Err(e) => format!("an allocation that cannot be read ({e})"),
-    };
-    for line in explanation.render(&mut holder) {
+    for line in crate::engine::explained::explain_request(store, req, allocated)? {
         eprintln!("{line}");
     }
     Ok(())

@@ -133,13 +133,19 @@ fn markdown(d: &Diff) -> String {
     );
     let count = |k: diff::ChangeKind| d.changes.iter().filter(|c| c.change == k).count();
     md.push_str(&format!(
-        "claimed: {}, released: {}, owner changes: {}, pool changes: {}, **conflicts: {}**\n\n",
+        "claimed: {}, released: {}, owner changes: {}, pool changes: {}, subnet changes: {}, cooldown changes: {}, **conflicts: {}**\n\n",
         count(diff::ChangeKind::Claimed),
         count(diff::ChangeKind::Released),
         count(diff::ChangeKind::OwnerChanged),
         count(diff::ChangeKind::PoolCreated)
             + count(diff::ChangeKind::PoolChanged)
             + count(diff::ChangeKind::PoolDeleted),
+        count(diff::ChangeKind::SubnetCreated)
+            + count(diff::ChangeKind::SubnetChanged)
+            + count(diff::ChangeKind::SubnetDeleted),
+        count(diff::ChangeKind::CooldownStarted)
+            + count(diff::ChangeKind::CooldownChanged)
+            + count(diff::ChangeKind::CooldownEnded),
         d.conflicts.len()
     ));
     if d.changes.is_empty() {

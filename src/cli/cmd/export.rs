@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::cli::output::{self, Action, Change, Whole};
-use crate::cli::{GlobalArgs, TransferArgs};
+use crate::cli::{GlobalArgs, OutputFormat, TransferArgs};
 use crate::engine::transfer;
 use crate::error::{Error, Result};
 use crate::store::fs::FsStore;
@@ -39,13 +39,19 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
         Ok(())
     })?;
     let copied = copied.expect("the snapshot ran the copy");
-    eprintln!(
-        "exported {} pools and {} allocations from {} to {}",
-        copied.pools,
-        copied.allocations,
-        db.describe(),
-        dir.display()
-    );
+    eprintln!("exported {copied} from {}", db.describe());
+    if matches!(
+        g.output,
+        None | Some(OutputFormat::Table | OutputFormat::Wide)
+    ) {
+        return output::write(
+            out,
+            &format!(
+                "exported the database to the new state directory {}\n",
+                dir.display()
+            ),
+        );
+    }
     let made = Whole {
         kind: "StateDirectory",
         name: dir.display().to_string(),

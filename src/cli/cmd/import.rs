@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::cli::output::{self, Action, Change, Whole};
-use crate::cli::{GlobalArgs, TransferArgs};
+use crate::cli::{GlobalArgs, OutputFormat, TransferArgs};
 use crate::engine::transfer;
 use crate::error::{Error, Result};
 use crate::store::fs::FsStore;
@@ -17,18 +17,34 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
     }
     let source = FsStore::open(&args.dir)?;
     let copied = transfer::import(&source, db)?;
+    // A diagnostic, as `check`'s summary is: every kind, so that it adds up with what was
+    // already there.
     eprintln!(
-        "imported {} pools and {} allocations into {} ({} already there)",
-        copied.pools,
-        copied.allocations,
+        "imported {copied} from {} into {} ({} already there)",
+        args.dir.display(),
         db.describe(),
         copied.unchanged
     );
-    let action = if copied.pools + copied.allocations == 0 {
+    let action = if copied.written() == 0 {
         Action::Unchanged
     } else {
         Action::Configured
     };
+    if matches!(
+        g.output,
+        None | Some(OutputFormat::Table | OutputFormat::Wide)
+    ) {
+        let line = match action {
+            // Where from and where to are on stderr: stdout stays the same for the same
+            // outcome, whatever the paths.
+            Action::Unchanged => {
+                "nothing to import: the database already holds every object of the state directory\n"
+                    .to_owned()
+            }
+            _ => "imported the state directory into the database\n".to_owned(),
+        };
+        return output::write(out, &line);
+    }
     let made = Whole {
         kind: "Schema",
         name: "ipamctl".into(),

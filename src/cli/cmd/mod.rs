@@ -240,10 +240,19 @@ fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
     let all = store.scopes()?;
     match namespace(g)? {
         Some(ns) if all.contains(&Some(ns.clone())) => Ok(vec![Some(ns)]),
-        Some(ns) => Err(Error::NotFound {
-            message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
-            hint: Some("`ipamctl pool list` shows the pools of every namespace".into()),
-        }),
+        Some(ns) => {
+            let known: Vec<String> = all.iter().flatten().map(|n| n.to_string()).collect();
+            let hint =
+                match crate::model::suggest::nearest(ns.as_str(), known.iter().map(String::as_str))
+                {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => "`ipamctl pool list` shows the pools of every namespace".into(),
+                };
+            Err(Error::NotFound {
+                message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
+                hint: Some(hint),
+            })
+        }
         None => Ok(all),
     }
 }
@@ -255,4 +264,22 @@ fn named_scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Option<Vec<Option<N
         Some(_) => scopes(store, g).map(Some),
         None => Ok(None),
     }
+}
+
+/// A flag that SIGINT or SIGTERM sets while a long command runs (`vpc delete`), which it
+/// looks at between two steps, to stop there and say what it did and how to finish. A
+/// second signal ends the process at once, as without the flag.
+fn stop_on_signal() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        let installed = signal_hook::flag::register_conditional_shutdown(
+            signal,
+            crate::error::exit::INTERRUPTED,
+            std::sync::Arc::clone(&stop),
+        )
+        .and_then(|_| signal_hook::flag::register(signal, std::sync::Arc::clone(&stop)));
+        installed.map_err(|e| Error::io("signal handler", e))?;
+    }
+    Ok(stop)
 }

@@ -281,7 +281,8 @@ fn draw(
             )),
         });
     }
-    let map = Map::new(&pool.to_string(), &manifest.spec, within, taken);
+    let subnets = crate::engine::subnet::of_pool(store, pool)?;
+    let map = Map::new(&pool.to_string(), manifest, &subnets, within, taken);
     if g.format == Some(FormatArg::Svg) {
         let map = if map.per_address() {
             let mut warnings = Warnings::default();

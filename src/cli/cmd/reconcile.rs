@@ -157,9 +157,10 @@ fn summary(done: &Outcome, args: &ReconcileArgs, live: usize) -> String {
             done.too_new, args.min_age
         ));
     }
+    // Said positively: "0 of 110 matched no allocation" is a double negative to parse.
     summary.push_str(&format!(
-        "; {} of {live} live lines matched no allocation",
-        done.unmatched
+        "; {} of {live} live lines matched an allocation",
+        live.saturating_sub(done.unmatched)
     ));
     summary
 }

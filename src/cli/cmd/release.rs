@@ -27,12 +27,22 @@ pub fn run(
             let guard = super::list::query(None, None, select)?.filter;
             let pool = super::pool_ref(g, pool)?;
             let addr = super::address("ADDRESS", addr)?;
+            let unguarded = select.owner.is_none() && select.uid.is_none() && select.kind.is_none();
+            if unguarded && !args.force {
+                refuse_unguarded(store, &pool, addr)?;
+            }
             release_one(store, &pool, &addr, &guard, args.dry_run)?
         }
         (pool, None) if !select.is_empty() => {
             let query = super::list::query(pool.as_deref(), None, select)?;
             let held = super::list::collect(store, g, &query)?;
             if held.is_empty() {
+                if !args.ignore_not_found {
+                    return Err(Error::NotFound {
+                        message: "no allocation matches the selectors; nothing released".into(),
+                        hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
+                    });
+                }
                 eprintln!("note: no allocation matches; nothing to release");
             }
             release_all(store, held, args.dry_run)?
@@ -47,6 +57,31 @@ pub fn run(
     let action = Action::Released.planned(args.dry_run);
     let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
     output::write_changes(out, g.output, &changes, false)
+}
+
+/// `POOL ADDRESS` without `--owner`, `--uid` or `--kind`: exit 2 naming the holder, whose
+/// owner the user then types (a mistyped address then frees nobody's). An address nobody
+/// holds goes on to the release, which says so.
+fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -> Result<()> {
+    let Some(owner) = crate::engine::release::holder(store, pool, addr)? else {
+        return Ok(());
+    };
+    let uid = owner
+        .uid()
+        .map(|u| format!(" --uid {u}"))
+        .unwrap_or_default();
+    Err(Error::Usage {
+        message: format!(
+            "release of {addr} in pool `{pool}` names no owner; it is held by `{owner}`{}",
+            owner
+                .uid()
+                .map(|u| format!(" (uid {u})"))
+                .unwrap_or_default()
+        ),
+        hint: Some(format!(
+            "guard it with `--owner {owner}{uid}` (it then frees only that owner's address), or pass `--force` to release it whoever holds it"
+        )),
+    })
 }
 
 /// Does the pool manifest exist? (Release works without it; it only sharpens errors.)

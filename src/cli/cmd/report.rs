@@ -1,5 +1,5 @@
-//! `ipamctl report`: every pool's usage, map, free ranges and largest holders; `-o html`
-//! writes them as one self-contained page.
+//! `ipamctl report`: every pool's usage, map, free ranges, subnets and largest holders;
+//! `-o html` writes them as one self-contained page.
 
 use std::io::Write;
 
@@ -7,6 +7,7 @@ use crate::cli::output;
 use crate::cli::report::{self, PoolReport};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat};
 use crate::error::Result;
+use crate::model::candidates::readable_count;
 use crate::model::{AllocationManifest, OwnerFilter};
 use crate::store::Store;
 
@@ -28,13 +29,19 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
         let mut warnings = crate::engine::warning::Warnings::default();
         let read = crate::engine::pool::pools_of(store, ns_ref, &mut warnings);
         output::warn(&warnings);
+        let mut subnets =
+            crate::engine::subnet_usage::list(store, std::slice::from_ref(&ns), None)?;
         for manifest in read? {
             let mine: Vec<AllocationManifest> = held
                 .iter()
                 .filter(|m| m.spec.pool.as_str() == manifest.metadata.name)
                 .cloned()
                 .collect();
-            pools.push(report::pool_report(manifest, &mine));
+            let (theirs, rest) = subnets
+                .into_iter()
+                .partition(|(s, _)| s.spec.pool.as_str() == manifest.metadata.name);
+            subnets = rest;
+            pools.push(report::pool_report(manifest, &mine, theirs));
         }
     }
     if g.format == Some(FormatArg::Html) {
@@ -62,13 +69,9 @@ fn table(pools: &[PoolReport], g: &GlobalArgs, out: &mut dyn Write) -> Result<()
                 m.metadata.name.clone(),
                 m.spec.cidr.to_string(),
                 s.usage.allocated.to_string(),
-                s.usage.free.to_string(),
+                readable_count(s.usage.free),
                 format!("{:.1}%", s.usage.percent_used),
-                output::or_dash(
-                    s.largest_holders
-                        .first()
-                        .map(|h| format!("{} ({})", h.holder, h.addresses)),
-                ),
+                s.largest_holder(),
             ];
             if wide {
                 row.push(if s.free_ranges.is_empty() {

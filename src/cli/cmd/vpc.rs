@@ -186,8 +186,15 @@ fn delete(
     // The lines are printed once the unit of work is done, and an error found after
     // releasing (files that could not be released) comes after them, as the releases stand.
     let mut warnings = Warnings::default();
-    let deleted =
-        crate::engine::vpc::delete(store, &args.name, &pools, args.dry_run, &mut warnings);
+    let stop = super::stop_on_signal()?;
+    let deleted = crate::engine::vpc::delete(
+        store,
+        &args.name,
+        &pools,
+        args.dry_run,
+        &stop,
+        &mut warnings,
+    );
     output::warn(&warnings);
     let deleted = match deleted {
         // Already deleted (a retry): nothing to do, and a retry loop sees success.
@@ -206,7 +213,7 @@ fn delete(
         .map(|r| {
             let action = match r {
                 Removal::Allocation(_) => Action::Released,
-                Removal::Pool(_) => Action::Deleted,
+                Removal::Subnet(_) | Removal::Pool(_) => Action::Deleted,
             };
             Change::new(r, action.planned(args.dry_run))
         })
@@ -222,6 +229,7 @@ impl Named for Removal {
     fn resource(&self) -> String {
         match self {
             Removal::Allocation(m) => m.resource(),
+            Removal::Subnet(m) => m.resource(),
             Removal::Pool(m) => m.resource(),
         }
     }

@@ -6,10 +6,11 @@ use std::time::{Duration, SystemTime};
 
 use super::rules::{KnownPool, PoolKey, scope_mismatch};
 use super::{Decoded, Finding, Severity, error};
+use crate::model::AllocationManifest;
 use crate::model::Metadata;
 use crate::model::PoolRef;
 use crate::model::cooldown::CooldownRecord;
-use crate::model::subnet::SubnetManifest;
+use crate::model::subnet::{SubnetManifest, off_limits_role};
 
 /// How far ahead of the checker's clock a `releasedAt` may be before it is reported: clocks
 /// of machines sharing a repository disagree by moments, not minutes.
@@ -94,6 +95,53 @@ pub(super) fn check_subnets(
                     ),
                 ));
             }
+        }
+    }
+}
+
+/// Reports every allocation that sits on an address a subnet of its pool keeps from every
+/// claim ([`SubnetManifest::off_limits`]): its gateway, reserved, network or broadcast
+/// address. No claim makes one, and `subnet create` refuses to put a subnet's edge on a held
+/// address, so such a file was written by hand or by an older ipamctl.
+pub(super) fn check_off_limits(
+    allocations: &[Decoded<AllocationManifest>],
+    subnets: &[Decoded<SubnetManifest>],
+    findings: &mut Vec<Finding>,
+) {
+    let mut by_pool: HashMap<PoolKey<'_>, Vec<SubnetManifest>> = HashMap::new();
+    for Decoded { file, manifest } in subnets {
+        if let Some(m) = manifest {
+            by_pool
+                .entry((&file.scope, m.spec.pool.as_str()))
+                .or_default()
+                .push(m.clone());
+        }
+    }
+    if by_pool.is_empty() {
+        return;
+    }
+    for Decoded { file, manifest } in allocations {
+        let Some(m) = manifest else { continue };
+        let Some(siblings) = by_pool.get(&(&file.scope, m.spec.pool.as_str())) else {
+            continue;
+        };
+        let addr = m.spec.address;
+        if let Some((subnet, role)) = off_limits_role(siblings, addr) {
+            let ns = m
+                .metadata
+                .namespace
+                .as_ref()
+                .map(|n| format!(" -n {n}"))
+                .unwrap_or_default();
+            findings.push(error(
+                &file.rel,
+                format!(
+                    "address {addr} is {role} of {}, which no claim is given; release it (ipamctl release {} {addr}{ns} --owner {}) and allocate again",
+                    subnet.describe(),
+                    m.spec.pool,
+                    m.spec.owner
+                ),
+            ));
         }
     }
 }

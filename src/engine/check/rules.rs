@@ -46,6 +46,16 @@ pub(super) fn check_pools<'a>(
                     ),
                 ));
             }
+            if let Some(at) = &m.metadata.deletion_timestamp {
+                findings.push(Finding {
+                    severity: Severity::Warning,
+                    path: file.rel.clone(),
+                    message: format!(
+                        "pool `{}` is being deleted since {at} and takes no claim (an interrupted `vpc delete` or `pool delete`): run it again to finish",
+                        m.metadata.name
+                    ),
+                });
+            }
             // `decode_pool` made sure a public pool has no namespace and a private one has.
             match (m.spec.kind, &m.metadata.namespace, &file.scope) {
                 (PoolKind::Public, _, Some(_)) => findings.push(error(

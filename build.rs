@@ -1,0 +1,83 @@
+//! Tells the tests which optional tools this machine has, as `cfg`s: a test that needs one
+//! carries `#[cfg_attr(not(has_TOOL), ignore = "needs TOOL: how to install it")]`, so on a
+//! machine with only Rust and git `cargo test` passes and lists each such test as ignored,
+//! with the reason, instead of failing or pretending it passed. With `CI=true` (as `.ci/run`
+//! runs) every tool counts as present: a missing one fails its tests, so CI runs everything.
+//!
+//! Written by hand because it is a few `PATH` look-ups; the crate's code does not see these
+//! `cfg`s (only `tests/` uses them).
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+/// The tools, as (cfg name, whether this machine has it).
+fn tools() -> Vec<(&'static str, bool)> {
+    vec![
+        ("has_postgres", postgres()),
+        ("has_strace", on_path("strace")),
+        ("has_root", root()),
+        ("has_chromium", on_path("chromium")),
+        ("has_pre_commit", on_path("pre-commit")),
+        ("has_fonts", Path::new("/usr/share/fonts").is_dir()),
+    ]
+}
+
+fn path_dirs() -> Vec<PathBuf> {
+    env::var_os("PATH")
+        .map(|p| env::split_paths(&p).collect())
+        .unwrap_or_default()
+}
+
+fn on_path(program: &str) -> bool {
+    path_dirs().iter().any(|d| d.join(program).is_file())
+}
+
+/// A server to test against: `IPAMCTL_TEST_PG`, or PostgreSQL's binaries to start one.
+fn postgres() -> bool {
+    if env::var("IPAMCTL_TEST_PG").is_ok_and(|v| !v.is_empty()) {
+        return true;
+    }
+    std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|versions| {
+        versions
+            .flatten()
+            .any(|v| v.path().join("bin/initdb").is_file())
+    })
+}
+
+/// Root (bind mounts, loop devices, `chown`): the effective uid of `/proc/self`.
+fn root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|uids| uids.split_whitespace().nth(1).map(|e| e == "0"))
+            .unwrap_or(false)
+    })
+}
+
+fn main() {
+    let ci = env::var("CI").is_ok_and(|v| v == "true");
+    println!("cargo::rerun-if-changed=build.rs");
+    for var in ["CI", "PATH", "IPAMCTL_TEST_PG"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    // Installing a tool changes one of these (only existing paths: a missing one would make
+    // cargo run this script, and rebuild the crate, every time).
+    let mut watched = path_dirs();
+    watched.extend(
+        [
+            "/usr/lib/postgresql",
+            "/usr/share/fonts",
+            "/var/lib/dpkg/status",
+        ]
+        .map(PathBuf::from),
+    );
+    for path in watched.iter().filter(|p| p.exists()) {
+        println!("cargo::rerun-if-changed={}", path.display());
+    }
+    for (cfg, present) in tools() {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+        if present || ci {
+            println!("cargo::rustc-cfg={cfg}");
+        }
+    }
+}

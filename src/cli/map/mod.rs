@@ -1,0 +1,243 @@
+//! The address map of `pool show --map` and of the report: a pool, or one prefix of it,
+//! drawn cell by cell as terminal text or as an SVG document. Pure: it takes the pool, its
+//! stored subnets and its taken addresses and returns strings; deciding whether to colour is
+//! the caller's business.
+//!
+//! A small view is drawn one cell per address; a larger IPv4 view one cell per /24; an IPv6
+//! view up to a /64 one cell per /120 in use; a larger IPv6 view one cell per region: each
+//! stored subnet and each /64 in use outside them, with its counts (a /48 has 2^16 /64s and
+//! 2^72 /120s: only what holds something, or is a subnet, is drawn).
+
+mod cells;
+mod kind;
+mod svg;
+mod text;
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+pub use self::kind::Kind;
+use self::kind::{ADDRESS_KINDS, BLOCK_KINDS};
+use cells::Cell;
+
+use crate::model::PoolManifest;
+use crate::model::candidates::{Usage, address, readable_count};
+use crate::model::subnet::{SubnetManifest, pool_candidates};
+
+/// IPv4 views of at most this prefix length (1024 addresses) get one cell per address;
+/// larger ones one cell per /24.
+const ADDRESS_CELLS_FROM: u8 = 22;
+
+/// IPv6 views of at most this prefix length (256 addresses) get one cell per address.
+const ADDRESS_CELLS_FROM_V6: u8 = 120;
+
+/// IPv6 views of at least this prefix length (up to a /64) get one cell per /120 in use;
+/// larger ones one cell per region.
+const BLOCK_CELLS_FROM_V6: u8 = 64;
+
+/// The largest IPv4 view drawn at all: a /12 is 4096 cells of one /24 each.
+pub const LARGEST_VIEW: u8 = 12;
+
+/// Can `view` be drawn? An IPv4 view up to a /12; any IPv6 view.
+pub fn drawable(view: IpNet) -> bool {
+    view.addr().is_ipv6() || view.prefix_len() >= LARGEST_VIEW
+}
+
+/// Cells that start a new section (a blank line, a gap): a /24 of addresses, a /16 of /24s.
+const SECTION: usize = 256;
+
+/// Cells between the small gaps of a row.
+const GROUP: usize = 8;
+
+/// What a cell is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// One address.
+    Addresses,
+    /// 256 addresses: a /24, or an IPv6 /120.
+    Blocks,
+    /// An IPv6 stored subnet, or a /64 in use: a row of its own, with its counts.
+    Regions,
+}
+
+/// A drawn pool: a grid of cells over its view, with the usage figures that go under it.
+#[derive(Clone, Debug)]
+pub struct Map {
+    /// What is drawn, as the first line says it.
+    title: String,
+    layout: Layout,
+    /// IPv6 (else IPv4).
+    v6: bool,
+    cells: Vec<Cell>,
+    /// `(what, usage)` lines under the legend: the pool's, then the view's.
+    usage: Vec<(String, Usage)>,
+    /// Who holds each allocated address, for the SVG's tooltips (see [`Map::with_owners`]).
+    owners: std::collections::HashMap<IpAddr, String>,
+}
+
+impl Map {
+    /// Draws pool `name` (`pool`, with stored subnets `subnets`), whose allocations hold
+    /// `taken`, over `within` (which the caller checked lies inside the pool and is no
+    /// larger than a [`LARGEST_VIEW`]) or the whole pool.
+    ///
+    /// Candidates are the pool's without every subnet's network, broadcast, gateway and
+    /// reserved addresses ([`pool_candidates`], as every claim sees them): those are drawn
+    /// as such, never as free, and the usage lines add up (candidates = allocated + free).
+    /// A block or region is shaded by the share of its candidates that are allocated.
+    pub fn new(
+        name: &str,
+        pool: &PoolManifest,
+        subnets: &[SubnetManifest],
+        within: Option<IpNet>,
+        taken: &[IpAddr],
+    ) -> Map {
+        let spec = &pool.spec;
+        let view = within.unwrap_or(spec.cidr);
+        let v6 = view.addr().is_ipv6();
+        let sorted = cells::ordinals(taken, v6);
+        let layout = match (v6, view.prefix_len()) {
+            (false, p) if p >= ADDRESS_CELLS_FROM => Layout::Addresses,
+            (false, _) => Layout::Blocks,
+            (true, p) if p >= ADDRESS_CELLS_FROM_V6 => Layout::Addresses,
+            (true, p) if p >= BLOCK_CELLS_FROM_V6 => Layout::Blocks,
+            (true, _) => Layout::Regions,
+        };
+        let all = pool_candidates(pool, subnets);
+        let candidates = match within {
+            Some(w) => all.clone().within(w),
+            None => all.clone(),
+        };
+        let cells = match layout {
+            Layout::Addresses => cells::address_cells(spec, subnets, view, &sorted),
+            Layout::Blocks => cells::block_cells(&candidates, view, &sorted),
+            Layout::Regions => cells::region_cells(&candidates, subnets, view, &sorted),
+        };
+        let mut usage = vec![(
+            format!("pool {}", spec.cidr),
+            Usage::of_candidates(&all, taken),
+        )];
+        let mut title = format!("{name} {}", spec.cidr);
+        if let Some(w) = within {
+            let inside: Vec<IpAddr> = taken.iter().copied().filter(|a| w.contains(a)).collect();
+            usage.push((
+                format!("within {w}"),
+                Usage::of_candidates(&candidates, &inside),
+            ));
+            title.push_str(&format!(", within {w}"));
+        }
+        title.push_str(match (layout, v6) {
+            (Layout::Addresses, _) => ": one cell per address",
+            (Layout::Blocks, true) => ": one cell per /120 that holds an allocation",
+            (Layout::Blocks, false) => ": one cell per /24",
+            (Layout::Regions, _) => ": one cell per subnet, and per /64 in use outside the subnets",
+        });
+        Map {
+            title,
+            layout,
+            v6,
+            cells,
+            usage,
+            owners: Default::default(),
+        }
+    }
+
+    /// Is each cell one address (not a block or region)?
+    pub fn per_address(&self) -> bool {
+        self.layout == Layout::Addresses
+    }
+
+    /// Names the holder of each address (`KIND/NAME (uid U)`) in the tooltips of the SVG's
+    /// cells; an allocated address without one says `allocated` alone.
+    pub fn with_owners(mut self, owners: impl IntoIterator<Item = (IpAddr, String)>) -> Map {
+        self.owners = owners.into_iter().collect();
+        self
+    }
+
+    /// The kinds of the legend.
+    fn kinds(&self) -> &'static [Kind] {
+        if self.per_address() {
+            &ADDRESS_KINDS
+        } else {
+            &BLOCK_KINDS
+        }
+    }
+
+    /// The kinds of the legend, with how many cells of each the map has.
+    fn legend(&self) -> Vec<(Kind, usize)> {
+        self.kinds()
+            .iter()
+            .map(|&k| (k, self.cells.iter().filter(|c| c.kind == k).count()))
+            .collect()
+    }
+
+    /// Cells per row: 32, or 16 when there are no more than 16; 1 for regions.
+    fn per_row(&self) -> usize {
+        match self.layout {
+            Layout::Regions => 1,
+            _ if self.cells.len() > 16 => 32,
+            _ => 16,
+        }
+    }
+
+    /// Addresses per cell (of addresses and blocks).
+    fn step(&self) -> u128 {
+        if self.per_address() { 1 } else { 256 }
+    }
+
+    /// The rows: the index of their first cell, its label, and their cells. A row ends after
+    /// [`Map::per_row`] cells, or where the next cell does not follow on (a sparse map of
+    /// IPv6 /120s). A region is a row of its own, labelled with its prefix.
+    fn rows(&self) -> Vec<(usize, String, &[Cell])> {
+        let per_row = self.per_row();
+        let mut rows = Vec::new();
+        let mut start = 0;
+        for i in 1..=self.cells.len() {
+            let follows = self
+                .cells
+                .get(i)
+                .is_some_and(|c| c.start == self.cells[i - 1].start + self.step());
+            if i == self.cells.len() || i - start == per_row || !follows {
+                let cells = &self.cells[start..i];
+                let label = match cells[0].net {
+                    Some(net) => net.to_string(),
+                    None => address(self.v6, cells[0].start).to_string(),
+                };
+                rows.push((start, label, cells));
+                start = i;
+            }
+        }
+        rows
+    }
+
+    /// The prefix length of one block cell: /24 or /120.
+    fn block_len(&self) -> u8 {
+        if self.v6 { 120 } else { 24 }
+    }
+
+    /// The usage figures, a line each.
+    fn usage_lines(&self) -> Vec<String> {
+        self.usage
+            .iter()
+            .map(|(what, u)| {
+                let mut line = format!(
+                    "{what}: {} candidates, {} allocated, {} free ({:.1}% used)",
+                    readable_count(u.candidates),
+                    u.allocated,
+                    readable_count(u.free),
+                    u.percent_used
+                );
+                if u.off_candidates > 0 {
+                    line.push_str(&format!(
+                        "; {} more on addresses no claim is given (ipamctl check)",
+                        u.off_candidates
+                    ));
+                }
+                line
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

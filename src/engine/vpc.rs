@@ -529,12 +529,8 @@ fn delete_pool(
         } else {
             let subnets = crate::engine::subnet::delete_of_pool(store, pool)?;
             crate::engine::cooldown::forget_pool(store, pool)?;
-            match &read {
-                Some(read) => crate::engine::pool::delete_as_read(store, pool, read)?,
-                None => {
-                    store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
-                }
-            }
+            // No bytes read (removed since): nothing matches, the pool is "not found".
+            crate::engine::pool::delete_as_read(store, pool, read.as_deref().unwrap_or_default())?;
             subnets
         };
         removed.extend(subnets.into_iter().map(Removal::Subnet));

@@ -171,8 +171,6 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
     let _lock = (!dry_run)
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
         .transpose()?;
-    // The pool as it stands under the lock: what the delete below removes, and nothing else.
-    let read = store.get(ObjectKind::Pool, ns, pool.name.as_str())?;
     let held = taken(store, ns, &pool.name)?.len();
     if held > 0 {
         return Err(Error::Conflict {
@@ -189,6 +187,9 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
     }
     if !dry_run {
         crate::engine::doomed::mark(store, pool, load_pool(store, pool)?)?;
+        // The pool as this process just marked it, under the lock: what the delete below
+        // removes, and nothing else.
+        let read = store.get(ObjectKind::Pool, ns, pool.name.as_str())?;
         // Its subnets and cooldown records are part of it: they go first, so a crash leaves
         // the pool (marked: no claim is made in it; running the command again finishes the
         // job), never an orphan.

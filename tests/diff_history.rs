@@ -488,17 +488,40 @@ fn history_finds_an_ipv6_address_and_diff_shows_subnets_and_cooldown_records() {
     );
     repo.commit_all("A release");
 
-    // `history ADDRESS` of an IPv6 address finds it without `--pool`.
-    let history = repo.ok(&["history", "fd00:103:0:1::2", "-o", "json"]);
-    let items = common::list_items(&history);
-    let actions: Vec<&str> = items
-        .iter()
-        .map(|i| i["action"].as_str().unwrap_or("?"))
-        .collect();
-    assert_eq!(actions, ["released", "claimed"], "{history}");
-
     // Deleting the subnet is shown too.
     repo.ok(&["subnet", "delete", "web6"]);
     let (_, stdout, _) = repo.diff(&["HEAD", "-o", "name"]);
     assert_eq!(stdout, "subnet/web6\n");
+}
+
+#[test]
+fn history_of_an_ipv6_address_finds_it_without_naming_its_pool() {
+    let repo = Repo::new();
+    let pool = repo.dir.join("edge-v6.yaml");
+    std::fs::write(&pool, V6_POOL).expect("write the pool");
+    repo.ok(&["apply", "-f", pool.to_str().expect("UTF-8")]);
+    let addr = repo.ok(&["allocate", "edge-v6", "--owner", "FloatingIP/fip-7"]);
+    assert_eq!(addr, "fd00:103::1\n");
+    repo.commit_all("A claim");
+    repo.ok(&[
+        "release",
+        "edge-v6",
+        "fd00:103::1",
+        "--owner",
+        "FloatingIP/fip-7",
+    ]);
+    repo.commit_all("A release");
+    for query in [
+        &["history", "fd00:103::1"][..],
+        &["history", "fd00:103::1", "--pool", "edge-v6"],
+    ] {
+        let mut args = query.to_vec();
+        args.extend(["-o", "json"]);
+        let history = repo.ok(&args);
+        let actions: Vec<String> = common::list_items(&history)
+            .iter()
+            .map(|i| i["action"].as_str().unwrap_or("?").to_owned())
+            .collect();
+        assert_eq!(actions, ["released", "claimed"], "{query:?}: {history}");
+    }
 }

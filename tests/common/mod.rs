@@ -566,11 +566,16 @@ impl Test {
 /// by `[TIME]`, for snapshots. Only the 20 characters of an RFC 3339 UTC time are replaced,
 /// so a malformed value shows.
 pub fn redact_time(text: &str) -> String {
-    const KEY: &str = "creationTimestamp";
+    // `deletionTimestamp`: a pool `vpc delete` or `pool delete` marked before removing it.
+    redact_key(&redact_key(text, "creationTimestamp"), "deletionTimestamp")
+}
+
+/// [`redact_time`] of one key.
+fn redact_key(text: &str, key: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find(KEY) {
-        let (head, tail) = rest.split_at(at + KEY.len());
+    while let Some(at) = rest.find(key) {
+        let (head, tail) = rest.split_at(at + key.len());
         out.push_str(head);
         rest = tail;
         for sep in [": \"", "\": \""] {

@@ -14,7 +14,8 @@ fn main() {
     for w in target.iter().flat_map(|t| t.warnings()) {
         eprintln!("warning: {w}");
     }
-    if let Err(e) = target.and_then(|t| ipamctl::store::pg::PgStore::open(&t)) {
+    let opened = target.and_then(|t| ipamctl::store::pg::PgStore::open(&t));
+    if let Err(e) = opened.and_then(|store| store.check_version()) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

@@ -17,6 +17,9 @@ pub mod exit {
     pub const CONFLICT: i32 = 4;
     /// The pool (or the requested range of it) has no free candidate left.
     pub const EXHAUSTED: i32 = 5;
+    /// The outcome is unknown: the connection to the database was lost after the change
+    /// was sent to be committed. Running the same command again is safe.
+    pub const UNKNOWN: i32 = 6;
     /// Stopped by SIGINT or SIGTERM between two steps (128 + SIGINT, as a shell reports it).
     pub const INTERRUPTED: i32 = 130;
 }
@@ -75,6 +78,10 @@ pub enum Error {
     /// The database has no ipamctl schema yet: `hint` says how to create it.
     #[error("{message}")]
     NoSchema { message: String, hint: String },
+    /// The connection to the database was lost while its `COMMIT` was under way: the change
+    /// may or may not have been made. `message` says so, naming the server.
+    #[error("{message}")]
+    OutcomeUnknown { message: String },
 }
 
 /// The library's result type.
@@ -90,6 +97,7 @@ impl Error {
             }
             Error::Conflict { .. } => exit::CONFLICT,
             Error::Exhausted { .. } => exit::EXHAUSTED,
+            Error::OutcomeUnknown { .. } => exit::UNKNOWN,
             Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Io { .. }
             | Error::ReadOnly { .. }
@@ -108,6 +116,9 @@ impl Error {
                 Some("run `ipamctl init` to create one, or pass `--state-dir DIR`")
             }
             Error::NoSchema { hint, .. } | Error::Interrupted { hint, .. } => Some(hint),
+            Error::OutcomeUnknown { .. } => Some(
+                "running the same command again is safe: a claim for the same owner answers with the address it holds, a release of an address no longer held does nothing, an apply of the same manifests changes nothing more",
+            ),
             Error::Invalid { .. }
             | Error::Exhausted { .. }
             | Error::Io { .. }

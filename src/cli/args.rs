@@ -20,6 +20,7 @@ Exit codes:
   3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
   5  pool exhausted
+  6  outcome unknown: lost connection during COMMIT; running it again is safe
   130  interrupted between two steps (`vpc delete`): run it again to finish
 
 Examples:

@@ -29,6 +29,10 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
     ),
     (exit::EXHAUSTED, "pool exhausted"),
     (
+        exit::UNKNOWN,
+        "outcome unknown (PostgreSQL): the connection was lost while the change was being committed, so it may or may not have been made; running the same command again is safe",
+    ),
+    (
         exit::INTERRUPTED,
         "interrupted by SIGINT or SIGTERM between two steps (`vpc delete`): it says what it did; run it again to finish",
     ),

@@ -82,10 +82,15 @@ fn apply_locked<'m>(
             crate::engine::doomed::refuse(old, &pool_ref(pool))?;
         }
         let put = match old {
-            None => Put::Created,
+            None => {
+                // Allocations can outlive their pool (its manifest deleted by hand): a pool
+                // created over them must hold them, as an update must.
+                check_allocations(store, pool, true)?;
+                Put::Created
+            }
             Some(old) if old == *pool => Put::Unchanged,
             Some(_) => {
-                check_allocations(store, pool)?;
+                check_allocations(store, pool, false)?;
                 Put::Configured
             }
         };
@@ -229,14 +234,27 @@ fn check_overlaps(store: &dyn Store, incoming: &[PoolManifest]) -> Result<()> {
     Ok(())
 }
 
-/// Refuses an update that would strand an allocation (outside the new prefix, on its
-/// network/broadcast address, gateway or an exclude), naming the allocations.
-fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
+/// Refuses an update, or a `created` pool, that would strand an allocation (outside the
+/// new prefix, on its network/broadcast address, gateway or an exclude), naming the
+/// allocations.
+fn check_allocations(store: &dyn Store, pool: &PoolManifest, created: bool) -> Result<()> {
     let pref = pool_ref(pool);
     let candidates = Candidates::of_pool(&pool.spec);
     let ns = pref.namespace.as_ref();
-    let names = store.list(ObjectKind::Allocation, ns)?;
-    let mut stranded: Vec<_> = crate::model::pool_addresses(&names, &pref.name)
+    let held: Vec<std::net::IpAddr> = if created {
+        // A new pool's name is rarely held: one indexed question on a database, not a
+        // listing of the whole scope.
+        store
+            .find_allocations(ns, Some(&pref.name), &crate::model::OwnerFilter::default())?
+            .iter()
+            .filter_map(|f| crate::model::parse_allocation_name(&f.name).map(|(_, a)| a))
+            .collect()
+    } else {
+        let names = store.list(ObjectKind::Allocation, ns)?;
+        crate::model::pool_addresses(&names, &pref.name).collect()
+    };
+    let mut stranded: Vec<_> = held
+        .into_iter()
         .filter(|addr| !candidates.contains(*addr))
         .collect();
     // The listing comes in directory order; name them by address so the message is stable.
@@ -257,7 +275,8 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest) -> Result<()> {
     let more = stranded.len().saturating_sub(shown.len());
     Err(Error::Conflict {
         message: format!(
-            "updating pool `{pref}` would leave {} allocation{} outside its candidates: {}{}; nothing applied",
+            "{} pool `{pref}` would leave {} allocation{} outside its candidates: {}{}; nothing applied",
+            if created { "creating" } else { "updating" },
             stranded.len(),
             if stranded.len() == 1 { "" } else { "s" },
             shown.join(", "),

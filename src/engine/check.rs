@@ -10,9 +10,12 @@
 //! [`crate::store::fs::beneath`]: relative, one handle at a time, never following a symlink, so
 //! nothing planted inside the state directory leads a read or the `--fix` unlink outside it.
 
+mod db;
 mod layout;
 mod ranges;
 mod rules;
+
+pub use db::check_database;
 
 use std::collections::HashSet;
 use std::io::ErrorKind;

@@ -102,6 +102,32 @@ fn release_attempt(
     })
 }
 
+/// Releases each of `held` guarded by its exact owner (an address released and claimed by
+/// someone else meanwhile is left alone), as one unit of work: on a database one
+/// transaction, so a connection lost halfway releases none of them; on the file store each
+/// release stands on its own, as every write there does. Returns what was released.
+pub fn release_each(
+    store: &dyn Store,
+    held: &[AllocationManifest],
+) -> Result<Vec<AllocationManifest>> {
+    store::atomically(store, || {
+        let mut released = Vec::new();
+        for m in held {
+            let pool = PoolRef {
+                namespace: m.metadata.namespace.clone(),
+                name: m.spec.pool.clone(),
+            };
+            let guard = OwnerFilter::exactly(&m.spec.owner);
+            match release_address(store, &pool, m.spec.address, &guard) {
+                Ok(Released::Deleted(m)) => released.push(*m),
+                Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(released)
+    })
+}
+
 /// What [`release_address`] would do, without locking or writing anything (`--dry-run`):
 /// the allocation as it is now, if its owner passes `guard`; exit 4 if not.
 pub fn would_release(

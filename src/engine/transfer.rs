@@ -3,14 +3,19 @@
 //! database). [`import`] makes it one unit of work on the database, so an import is all or
 //! nothing.
 //!
-//! Every object read is validated first (it parses, and its name and namespace are the ones
-//! its place says), so a state directory that `ipamctl check` would fail is refused whole
-//! (exit 2). An object the target already holds with the same bytes is left as it is (an
+//! A state directory is checked first with the rules of `ipamctl check` ([`import_dir`]):
+//! one with any error finding (an allocation outside its pool's candidates, on a gateway,
+//! in a pool that does not exist, a file that does not parse, …) is refused whole (exit 2,
+//! nothing written), naming the files. Every object read is validated again as it is
+//! copied (it parses, and its name and namespace are the ones its place says). An object the target already holds with the same bytes is left as it is (an
 //! import can be run again); with other bytes, or an allocation whose address or owner is
 //! taken there, it is a conflict (exit 4) and nothing is written.
 
+use crate::engine::check::{self, Severity};
+use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::{Namespace, allocation_name};
+use crate::store::fs::FsStore;
 use crate::store::{self, Claim, ObjectKind, Store};
 use crate::yaml;
 
@@ -145,8 +150,21 @@ fn put(
     Ok(true)
 }
 
-/// Copies every pool, then every allocation, of every scope of `from` into `to`.
+/// Copies every pool, then every allocation, of every scope of `from` into `to`; an object
+/// that does not validate stops it (exit 2).
 pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
+    copy(from, to, None)
+}
+
+/// `export`: [`copy_all`], but an object that does not validate (a row a hand made
+/// unreadable) is left out with a warning, as the file store's commands go on past a
+/// broken file: the rest of the database is still worth a state directory.
+pub fn export(from: &dyn Store, to: &dyn Store, warnings: &mut Warnings) -> Result<Copied> {
+    copy(from, to, Some(warnings))
+}
+
+/// [`copy_all`], leaving out what does not validate when given `skip`.
+fn copy(from: &dyn Store, to: &dyn Store, mut skip: Option<&mut Warnings>) -> Result<Copied> {
     let mut copied = Copied::default();
     for scope in from.scopes()? {
         let ns = scope.as_ref();
@@ -154,8 +172,16 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
             let mut names = from.list(kind, ns)?;
             names.sort();
             for name in names {
-                let Some(bytes) = read_valid(from, kind, ns, &name)? else {
-                    continue;
+                let bytes = match (read_valid(from, kind, ns, &name), skip.as_deref_mut()) {
+                    (Ok(Some(bytes)), _) => bytes,
+                    (Ok(None), _) => continue,
+                    (Err(Error::Invalid { origin, message }), Some(warnings)) => {
+                        warnings.push(Warning::new(format!(
+                            "{origin}: {message}; not exported (run `ipamctl check`)"
+                        )));
+                        continue;
+                    }
+                    (Err(e), _) => return Err(e),
                 };
                 if put(to, kind, ns, &name, &bytes)? {
                     match kind {
@@ -177,4 +203,46 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
 /// transaction on a database), so a conflict or a broken file anywhere leaves `to` as it was.
 pub fn import(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
     store::atomically(to, || copy_all(from, to))
+}
+
+/// How many of the files with errors [`import_dir`] names in its message.
+const NAMED_FILES: usize = 10;
+
+/// `import` of a state directory: refused whole (exit 2, nothing written) when `ipamctl
+/// check` finds any error in it, the message naming the files (the first
+/// [`NAMED_FILES`], and how many more); else [`import`]. Warnings do not stop it.
+pub fn import_dir(from: &FsStore, to: &dyn Store) -> Result<Copied> {
+    let report = check::check(from);
+    let errors: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .collect();
+    if !errors.is_empty() {
+        let mut files: Vec<&str> = errors.iter().map(|f| f.path.as_str()).collect();
+        files.dedup();
+        let mut named: Vec<String> = files
+            .iter()
+            .take(NAMED_FILES)
+            .map(|path| {
+                let first = errors.iter().find(|f| f.path == *path).expect("a finding");
+                format!("{path} ({})", first.message)
+            })
+            .collect();
+        if files.len() > NAMED_FILES {
+            named.push(format!("and {} more", files.len() - NAMED_FILES));
+        }
+        return Err(Error::invalid(
+            from.root().display().to_string(),
+            format!(
+                "`ipamctl check` finds {} error{} in {} file{}: {}; nothing imported (run `ipamctl -d DIR check` and fix them first)",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                files.len(),
+                if files.len() == 1 { "" } else { "s" },
+                named.join(", ")
+            ),
+        ));
+    }
+    import(from, to)
 }

@@ -9,6 +9,7 @@ use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::engine::check::{self, Finding, Report, Severity};
 use crate::error::{Error, Result, exit};
 use crate::store::fs::FsStore;
+use crate::store::pg::PgStore;
 use crate::store::{ObjectKind, Objects};
 
 pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Write) -> Result<i32> {
@@ -37,6 +38,35 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
     }
     render(out, g, &report.findings)?;
     eprintln!("{}", summary(&report, &store.root().display().to_string()));
+    Ok(if report.count(Severity::Error) > 0 {
+        exit::FAILURE
+    } else {
+        exit::OK
+    })
+}
+
+/// `ipamctl --store URL check`: the same rules, output and exit codes on a database
+/// ([`check::check_database`]). `--fix` removes temporary files and prunes cooldown records
+/// of a state directory; a database has neither to remove.
+pub fn run_database(
+    store: &PgStore,
+    g: &GlobalArgs,
+    args: &CheckArgs,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    if g.namespace.is_some() {
+        return Err(Error::usage(
+            "`check` always checks the whole database; drop `--namespace`",
+        ));
+    }
+    if args.fix {
+        return Err(Error::usage(
+            "`--fix` removes a state directory's leftover files; a database has none (each finding says how to fix it in psql)",
+        ));
+    }
+    let report = check::check_database(store)?;
+    render(out, g, &report.findings)?;
+    eprintln!("{}", summary(&report, store.describe()));
     Ok(if report.count(Severity::Error) > 0 {
         exit::FAILURE
     } else {

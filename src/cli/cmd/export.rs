@@ -5,6 +5,7 @@ use std::io::Write;
 use crate::cli::output::{self, Action, Change, Whole};
 use crate::cli::{GlobalArgs, OutputFormat, TransferArgs};
 use crate::engine::transfer;
+use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::store::fs::FsStore;
 use crate::store::pg::PgStore;
@@ -34,11 +35,14 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
     FsStore::init(dir)?;
     let target = FsStore::open(dir)?;
     let mut copied = None;
+    let mut warnings = Warnings::default();
     db.snapshot(&mut || {
-        copied = Some(transfer::copy_all(db, &target)?);
+        warnings = Warnings::default();
+        copied = Some(transfer::export(db, &target, &mut warnings)?);
         Ok(())
     })?;
     let copied = copied.expect("the snapshot ran the copy");
+    output::warn(&warnings);
     eprintln!("exported {copied} from {}", db.describe());
     if matches!(
         g.output,

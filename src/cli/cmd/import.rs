@@ -16,7 +16,7 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
         ));
     }
     let source = FsStore::open(&args.dir)?;
-    let copied = transfer::import(&source, db)?;
+    let copied = transfer::import_dir(&source, db)?;
     // A diagnostic, as `check`'s summary is: every kind, so that it adds up with what was
     // already there.
     eprintln!(

@@ -46,7 +46,12 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
     let g = &cli.global;
     let done = match cli.command {
         // The one command whose exit code is a result, not an error: findings exit 1.
-        Command::Check(args) => return check::run(&open_dir(g, "check")?, g, &args, out),
+        Command::Check(args) => {
+            return match database(g)? {
+                Some(url) => check::run_database(&PgStore::open(&target(url)?)?, g, &args, out),
+                None => check::run(&open_dir(g, "check")?, g, &args, out),
+            };
+        }
         // Exit 1 when something changed, as `git diff --exit-code`.
         Command::Diff(args) => return diff::run(&open_dir(g, "diff")?, g, &args, out),
         // Report mode is a CI gate: leaks found exit 1.
@@ -148,10 +153,7 @@ fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
 /// The state directory, for the commands that only a state directory has.
 fn open_dir(g: &GlobalArgs, command: &str) -> Result<FsStore> {
     if database(g)?.is_some() {
-        let why = match command {
-            "check" => "in a database the tables' constraints hold what it checks",
-            _ => "a database has no git history; `history` reads its events table",
-        };
+        let why = "a database has no git history; `history` reads its events table";
         return Err(Error::Usage {
             message: format!("`{command}` reads a state directory; {why}"),
             hint: Some(
@@ -179,9 +181,10 @@ fn database(g: &GlobalArgs) -> Result<Option<&str>> {
     }
     if !conninfo::is_postgres(url) {
         return Err(Error::Usage {
+            // Never the string itself: whatever it is, it may hold a password.
             message: format!(
-                "`--store {}` is not a PostgreSQL connection string",
-                conninfo::mask(url)
+                "`--store` is not a PostgreSQL connection string: {}",
+                conninfo::why_not_postgres(url)
             ),
             hint: Some(
                 "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"

@@ -125,7 +125,7 @@ fn release_one(
 }
 
 /// Releases each allocation guarded by its exact owner, so an address re-allocated to
-/// someone else in the meantime is left alone.
+/// someone else in the meantime is left alone; all in one unit of work.
 fn release_all(
     store: &dyn Store,
     held: Vec<AllocationManifest>,
@@ -134,18 +134,5 @@ fn release_all(
     if dry_run {
         return Ok(held);
     }
-    let mut released = Vec::new();
-    for m in held {
-        let pool = PoolRef {
-            namespace: m.metadata.namespace.clone(),
-            name: m.spec.pool.clone(),
-        };
-        let guard = OwnerFilter::exactly(&m.spec.owner);
-        match crate::engine::release::release_address(store, &pool, m.spec.address, &guard) {
-            Ok(Released::Deleted(m)) => released.push(*m),
-            Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(released)
+    crate::engine::release::release_each(store, &held)
 }

@@ -26,6 +26,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::conninfo::ConnInfo;
+use super::timeouts::Timeouts;
 
 /// How long a connection attempt may take when the string sets no `connect_timeout`.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,9 +39,39 @@ enum Verify {
     ChainAndName,
 }
 
-/// The `postgres` configuration for `info` (defaults and password already filled in),
-/// or why it cannot be built (never quoting the password).
-pub fn config(info: &ConnInfo, password: Option<&str>) -> Result<(postgres::Config, Tls), String> {
+/// A connection made ready: the `postgres` configuration, its TLS, the timeouts of its
+/// transactions, and how long the whole handshake may take.
+pub struct Prepared {
+    pub config: postgres::Config,
+    pub tls: Tls,
+    pub timeouts: Timeouts,
+    /// `connect_timeout` for each host, as libpq applies it, bounding the TCP connect, the
+    /// TLS handshake and the startup (authentication, the first `ReadyForQuery`) together.
+    pub handshake: Duration,
+}
+
+/// The connection to make for `info` (defaults and password already filled in), or why
+/// it cannot be made (never quoting the password).
+pub fn prepare(info: &ConnInfo, password: Option<&str>) -> Result<Prepared, String> {
+    let (config, tls, timeouts) = config(info, password)?;
+    let hosts = config.get_hosts().len().max(1);
+    let per_host = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    Ok(Prepared {
+        config,
+        tls,
+        timeouts,
+        handshake: per_host * u32::try_from(hosts).unwrap_or(u32::MAX),
+    })
+}
+
+/// The `postgres` configuration for `info`, its TLS and its transactions' timeouts.
+fn config(
+    info: &ConnInfo,
+    password: Option<&str>,
+) -> Result<(postgres::Config, Tls, Timeouts), String> {
     let mut config = postgres::Config::new();
     let hosts = addresses(&mut config, info)?;
     if let Some(user) = info.get("user") {
@@ -52,8 +83,11 @@ pub fn config(info: &ConnInfo, password: Option<&str>) -> Result<(postgres::Conf
     if let Some(p) = password {
         config.password(p);
     }
-    if let Some(o) = info.get("options") {
-        config.options(o);
+    // The timeouts are set per transaction (`SET LOCAL`); the rest of `options` goes to
+    // the server as given.
+    let (timeouts, options) = Timeouts::from_options(info.get("options"))?;
+    if let Some(o) = options {
+        config.options(&o);
     }
     config.application_name(info.get("application_name").unwrap_or("ipamctl"));
     session_settings(&mut config, info)?;
@@ -68,10 +102,11 @@ pub fn config(info: &ConnInfo, password: Option<&str>) -> Result<(postgres::Conf
         "verify-ca" => (SslMode::Require, Some(Verify::Chain)),
         "verify-full" => (SslMode::Require, Some(Verify::ChainAndName)),
         other => {
-            return Err(format!(
-                "`sslmode` `{}` is not one of disable, allow, prefer, require, verify-ca, verify-full",
-                other.escape_debug()
-            ));
+            let _ = other;
+            return Err(
+                "`sslmode` is not one of disable, allow, prefer, require, verify-ca, verify-full"
+                    .into(),
+            );
         }
     };
     match verify {
@@ -81,11 +116,12 @@ pub fn config(info: &ConnInfo, password: Option<&str>) -> Result<(postgres::Conf
                 Verify::Nothing => None,
                 Verify::Chain | Verify::ChainAndName => Some(roots(info.get("sslrootcert"))?),
             };
-            Ok((config, Tls::Rustls(Box::new(rustls_config(verify, roots)?))))
+            let tls = Tls::Rustls(Box::new(rustls_config(verify, roots)?));
+            Ok((config, tls, timeouts))
         }
         _ => {
             config.ssl_mode(SslMode::Disable);
-            Ok((config, Tls::None))
+            Ok((config, Tls::None, timeouts))
         }
     }
 }
@@ -104,9 +140,9 @@ fn addresses<'a>(
     }
     if let Some(addrs) = info.get("hostaddr") {
         for addr in addrs.split(',') {
-            let ip = addr.parse().map_err(|_| {
-                format!("`hostaddr` `{}` is not an IP address", addr.escape_debug())
-            })?;
+            let ip = addr
+                .parse()
+                .map_err(|_| "`hostaddr` is not an IP address (not shown)".to_owned())?;
             config.hostaddr(ip);
             if hosts.is_empty() {
                 config.host(addr);
@@ -116,7 +152,7 @@ fn addresses<'a>(
     for port in info.get("port").unwrap_or("5432").split(',') {
         let port = port
             .parse()
-            .map_err(|_| format!("`port` `{}` is not a port number", port.escape_debug()))?;
+            .map_err(|_| "`port` is not a port number (not shown)".to_owned())?;
         config.port(port);
     }
     Ok(hosts)
@@ -164,11 +200,37 @@ pub enum Tls {
     Rustls(Box<rustls::ClientConfig>),
 }
 
-/// Connects with `config` and `tls`.
-pub fn connect(config: &postgres::Config, tls: Tls) -> Result<postgres::Client, postgres::Error> {
-    match tls {
-        Tls::None => config.connect(postgres::NoTls),
-        Tls::Rustls(c) => config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(*c)),
+/// Why a connection was not made.
+pub enum Failed {
+    /// The client or the server said why.
+    Error(postgres::Error),
+    /// The handshake did not finish within [`Prepared::handshake`].
+    TimedOut(Duration),
+}
+
+/// Connects as `prepared` says, giving up once the whole handshake (TCP, TLS, startup) has
+/// taken [`Prepared::handshake`]: the client's own `connect_timeout` bounds only the TCP
+/// connect, and a server or pooler that accepts and then says nothing (stopped, or out of
+/// server connections) would otherwise be waited for forever. The attempt runs on a thread
+/// of its own; one given up on is left to the process's exit.
+pub fn connect(prepared: Prepared) -> Result<postgres::Client, Failed> {
+    let Prepared {
+        config,
+        tls,
+        handshake,
+        ..
+    } = prepared;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let client = match tls {
+            Tls::None => config.connect(postgres::NoTls),
+            Tls::Rustls(c) => config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(*c)),
+        };
+        let _ = tx.send(client);
+    });
+    match rx.recv_timeout(handshake) {
+        Ok(connected) => connected.map_err(Failed::Error),
+        Err(_) => Err(Failed::TimedOut(handshake)),
     }
 }
 

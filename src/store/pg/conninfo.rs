@@ -54,54 +54,109 @@ fn looks_like_pairs(s: &str) -> bool {
         && KEYWORDS.iter().any(|(k, _)| *k == key)
 }
 
-/// `store` with its password replaced by `****`, for messages. Works on text that does not
-/// parse, too: whatever follows a password marker is hidden.
-pub fn mask(store: &str) -> String {
-    let s = store.trim();
-    // Any URL, not only PostgreSQL's: a mistyped scheme must not print its password either.
-    if let Some(at) = s.find("://") {
-        let (scheme, rest) = (&s[..at + 3], &s[at + 3..]);
-        let end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(end);
-        let authority = match authority.rfind('@') {
-            Some(at) => {
-                let (userinfo, hosts) = authority.split_at(at);
-                match userinfo.split_once(':') {
-                    Some((user, _)) => format!("{user}:{MASK}{hosts}"),
-                    None => authority.to_owned(),
-                }
-            }
-            None => authority.to_owned(),
-        };
-        let tail = match tail.split_once('?') {
-            Some((path, query)) => {
-                let query: Vec<String> = query
-                    .split('&')
-                    .map(|kv| match kv.split_once('=') {
-                        Some((k, _)) if k == "password" => format!("{k}={MASK}"),
-                        _ => kv.to_owned(),
-                    })
-                    .collect();
-                format!("{path}?{}", query.join("&"))
-            }
-            None => tail.to_owned(),
-        };
-        return format!("{scheme}{authority}{tail}");
+/// Is `key` (percent-decoded, any case, punctuation ignored) the password's keyword or
+/// something a hand could have meant by it: `PASSWORD`, `pasword`, `passwd`, `pwd`,
+/// `pass%77ord`? Its value is never shown.
+pub fn is_secret_key(key: &str) -> bool {
+    let decoded = percent_decode(key, "key").unwrap_or_else(|_| key.to_owned());
+    let k: String = decoded
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    k.contains("pas")
+        || k.contains("pw")
+        || k.contains("secret")
+        || k.contains("word")
+        || edit_distance(&k, "password") <= 3
+}
+
+/// Levenshtein distance, for [`is_secret_key`]'s misspellings.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(here + 1);
+            prev = here;
+        }
     }
-    match parse_pairs(s) {
-        Ok(pairs) => pairs
-            .iter()
-            .map(|(k, v)| {
-                let v = if k == "password" { MASK } else { v.as_str() };
-                format!("{k}={}", quote(v))
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        // Unparsable: keep what precedes the first password marker, hide the rest.
-        Err(_) => match s.find("password") {
-            Some(i) => format!("{}password={MASK} …", &s[..i]),
-            None => s.to_owned(),
-        },
+    row[b.len()]
+}
+
+/// What stands in for a value that is not shown because it might hold a password: a
+/// value that swallowed another `key=value` (a missing space or quote) or anything that
+/// is not plainly a host, port, name or mode.
+const NOT_SHOWN: &str = "<not shown>";
+
+/// A value as messages show it: `****` for a password, [`NOT_SHOWN`] for a value that
+/// might hold one, else as given (quoted when it needs it).
+fn shown_value(key: &str, value: &str) -> String {
+    if is_secret_key(key) {
+        return MASK.to_owned();
+    }
+    let plain = value.len() <= 200
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/,:[] ".contains(c))
+        && !is_secret_key_like_text(value);
+    if plain {
+        quote(value)
+    } else {
+        NOT_SHOWN.to_owned()
+    }
+}
+
+/// Does free text contain a password marker (`pass`, `pwd`, `secret`)?
+fn is_secret_key_like_text(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    ["pass", "pwd", "secret"].iter().any(|m| t.contains(m))
+}
+
+/// `store` as messages may show it: the connection it names as libpq `key=value` pairs,
+/// the password as `****` (whatever key spelled it) and any value that might hold one as
+/// `<not shown>`. A string that does not parse is not shown at all: what stands in says
+/// so.
+pub fn mask(store: &str) -> String {
+    match ConnInfo::parse_raw(store) {
+        Ok(pairs) => {
+            let mut seen = std::collections::BTreeSet::new();
+            pairs
+                .iter()
+                .rev()
+                .filter(|(k, _)| seen.insert(k.clone()))
+                .map(|(k, v)| {
+                    let key = if is_secret_key(k) {
+                        "password"
+                    } else {
+                        k.as_str()
+                    };
+                    format!("{key}={}", shown_value(k, v))
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        Err(_) => "<the connection string, not shown: it does not parse>".to_owned(),
+    }
+}
+
+/// Why `store` is not a PostgreSQL connection string, without quoting any of it.
+pub fn why_not_postgres(store: &str) -> String {
+    let s = store.trim_start().to_ascii_lowercase();
+    if s.starts_with("postgres:") || s.starts_with("postgresql:") {
+        "it starts with a PostgreSQL scheme but not with `postgres://` or `postgresql://`".into()
+    } else if s.contains("://") {
+        "its URL scheme is not `postgres://` or `postgresql://`".into()
+    } else if s.contains('=') {
+        "it does not start with a libpq keyword (`host=`, `dbname=`, …)".into()
+    } else {
+        "it is neither a `postgresql://` URL nor libpq `key=value` pairs".into()
     }
 }
 
@@ -137,7 +192,10 @@ fn parse_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
             chars.next();
         }
         if chars.next() != Some('=') {
-            return Err(format!("`{}` is missing `=value`", key.escape_debug()));
+            return Err(format!(
+                "word {} of the connection string is not `key=value` (not shown: it may be a password)",
+                pairs.len() + 1
+            ));
         }
         while chars.peek().is_some_and(|c| c.is_whitespace()) {
             chars.next();
@@ -149,11 +207,11 @@ fn parse_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
                 match chars.next() {
                     Some('\\') => match chars.next() {
                         Some(c) => value.push(c),
-                        None => return Err(format!("unterminated quoted value of `{key}`")),
+                        None => return Err(unterminated(&key)),
                     },
                     Some('\'') => break,
                     Some(c) => value.push(c),
-                    None => return Err(format!("unterminated quoted value of `{key}`")),
+                    None => return Err(unterminated(&key)),
                 }
             }
         } else {
@@ -173,6 +231,50 @@ fn parse_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
         }
         pairs.push((key, value));
     }
+}
+
+/// The error of a quoted value without its closing quote, naming a key only if it is one
+/// of libpq's.
+fn unterminated(key: &str) -> String {
+    if libpq_keyword(key) {
+        format!("unterminated quoted value of `{key}`")
+    } else {
+        "unterminated quoted value (not shown: it may be a password)".into()
+    }
+}
+
+/// libpq's keywords, those ipamctl understands and those it does not: a key outside this
+/// list is not shown in a message (it may be a password that lost its `password=`).
+fn libpq_keyword(key: &str) -> bool {
+    KEYWORDS.iter().any(|(k, _)| *k == key)
+        || [
+            "sslcert",
+            "sslkey",
+            "sslpassword",
+            "sslcrl",
+            "sslcrldir",
+            "sslsni",
+            "sslcompression",
+            "requirepeer",
+            "ssl_min_protocol_version",
+            "ssl_max_protocol_version",
+            "krbsrvname",
+            "gsslib",
+            "gssencmode",
+            "keepalives",
+            "keepalives_idle",
+            "keepalives_interval",
+            "keepalives_count",
+            "tcp_user_timeout",
+            "replication",
+            "service",
+            "channel_binding",
+            "client_encoding",
+            "fallback_application_name",
+            "load_balance_hosts",
+            "require_auth",
+        ]
+        .contains(&key)
 }
 
 /// Decodes `%XX` escapes. The error says where, never what (it may be a password).
@@ -197,9 +299,38 @@ fn percent_decode(s: &str, what: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| format!("the URL's {what} is not UTF-8"))
 }
 
+/// Refuses a URL host that is not a host name, an address or a socket directory, or a port
+/// that is not a number: what a password with an unencoded `:` or a lost `@` turns into.
+/// Never says what it saw.
+fn plain_host(host: &str, bracketed: bool, port: &str) -> Result<(), String> {
+    let name_like = host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || ".-_:".contains(c));
+    if !host.starts_with('/') && !name_like || !bracketed && host.contains(':') {
+        return Err(
+            "the URL's host is not a host name, an address or a socket directory (not shown: it may hold a password)"
+                .into(),
+        );
+    }
+    if !port.chars().all(|c| c.is_ascii_digit()) {
+        return Err("the URL's port is not a number (not shown)".into());
+    }
+    Ok(())
+}
+
 /// Parses `postgres[ql]://[user[:password]@][host][:port][,…][/dbname][?key=value&…]`.
 fn parse_url(rest: &str) -> Result<Vec<(String, String)>, String> {
     let mut pairs = Vec::new();
+    // The authority ends at the first `/` or `?`, as libpq reads it; an `@` after that is
+    // a password with an unencoded `/` or `?` in it, whose pieces would otherwise become a
+    // host or a database name and be shown.
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    if rest[authority_end..].contains('@') {
+        return Err(
+            "the URL has an `@` after its host part: percent-encode `/`, `?`, `@` and `:` in the user name and password (%2F, %3F, %40, %3A)"
+                .into(),
+        );
+    }
     let (main, query) = match rest.split_once('?') {
         Some((m, q)) => (m, Some(q)),
         None => (rest, None),
@@ -238,6 +369,7 @@ fn parse_url(rest: &str) -> Result<Vec<(String, String)>, String> {
                     None => (percent_decode(spec, "host")?, ""),
                 }
             };
+            plain_host(&host, spec.starts_with('['), port)?;
             names.push(host);
             ports.push(port.to_owned());
         }
@@ -255,9 +387,9 @@ fn parse_url(rest: &str) -> Result<Vec<(String, String)>, String> {
         if kv.is_empty() {
             continue;
         }
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("URL parameter `{}` is missing `=value`", kv.escape_debug()))?;
+        let (k, v) = kv.split_once('=').ok_or_else(|| {
+            "a URL parameter is missing `=value` (not shown: it may be a password)".to_owned()
+        })?;
         let k = percent_decode(k, "parameters")?;
         let v = percent_decode(v, "parameters")?;
         pairs.push((k, v));
@@ -266,28 +398,45 @@ fn parse_url(rest: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 impl ConnInfo {
-    /// Parses a URL or `key=value` connection string. Unknown keywords are refused, as libpq
-    /// refuses them.
-    pub fn parse(store: &str) -> Result<ConnInfo, String> {
+    /// The `key=value` pairs of a URL or `key=value` connection string, unchecked.
+    fn parse_raw(store: &str) -> Result<Vec<(String, String)>, String> {
         let s = store.trim();
-        let pairs = match s
+        match s
             .strip_prefix("postgresql://")
             .or_else(|| s.strip_prefix("postgres://"))
         {
-            Some(rest) => parse_url(rest)?,
-            None => parse_pairs(s)?,
-        };
+            Some(rest) => parse_url(rest),
+            None => parse_pairs(s),
+        }
+    }
+
+    /// Parses a URL or `key=value` connection string. Unknown keywords are refused, as libpq
+    /// refuses them; a keyword that is not libpq's is not named (it may be a password that
+    /// lost its `password=`), nor is a value that swallowed another pair.
+    pub fn parse(store: &str) -> Result<ConnInfo, String> {
         let mut params = BTreeMap::new();
-        for (k, v) in pairs {
+        for (k, v) in Self::parse_raw(store)? {
             if !KEYWORDS.iter().any(|(known, _)| *known == k) {
+                let named = if is_secret_key(&k) {
+                    "a misspelt `password` (its value is not shown)".to_owned()
+                } else if libpq_keyword(&k) {
+                    format!("`{k}`")
+                } else {
+                    "one that is not libpq's (not shown: it may be a password)".to_owned()
+                };
                 return Err(format!(
-                    "unsupported connection option `{}` (ipamctl understands {})",
-                    k.escape_debug(),
+                    "unsupported connection option: {named}; ipamctl understands {}",
                     KEYWORDS
                         .iter()
                         .map(|(k, _)| *k)
                         .collect::<Vec<_>>()
                         .join(", ")
+                ));
+            }
+            let free_text = matches!(k.as_str(), "password" | "options" | "application_name");
+            if !free_text && (v.contains('=') || is_secret_key_like_text(&v)) {
+                return Err(format!(
+                    "the value of `{k}` holds another `key=value` or a password marker (a missing space or quote?); not shown"
                 ));
             }
             params.insert(k, v);
@@ -323,7 +472,7 @@ impl ConnInfo {
         self.params
             .iter()
             .filter(|(k, _)| k.as_str() != "password")
-            .map(|(k, v)| format!("{k}={}", quote(v)))
+            .map(|(k, v)| format!("{k}={}", shown_value(k, v)))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -494,6 +643,19 @@ mod tests {
         assert!(e.contains("sslcert") && !e.contains("hunter2"));
         let e = ConnInfo::parse("postgresql://u:hunter2%zz@h/db").unwrap_err();
         assert!(!e.contains("hunter2"), "{e}");
+        for s in [
+            "host=h hunter2",
+            "host=h hunter2=x",
+            "host=h passwordhunter2",
+            "host=hpassword=hunter2",
+            "postgresql://u:hun/ter2@h/db",
+            "postgresql://u:hunter2h:1/db",
+            "postgresql://u:hunter2@h:1x/db",
+            "postgresql://h/db?hunter2",
+        ] {
+            let e = ConnInfo::parse(s).unwrap_err();
+            assert!(!e.contains("hunter2") && !e.contains("ter2"), "{s}: {e}");
+        }
     }
 
     #[test]
@@ -504,17 +666,28 @@ mod tests {
             "postgresql://db/ipam?password=hunter2&sslmode=require",
             "host=db password=hunter2 dbname=ipam",
             "host=db password='hunter2 x' dbname=ipam",
-            "host=db password='hunter2",
-            "mysql://alice:hunter2@db/x",
         ] {
             let m = mask(s);
             assert!(!m.contains("hunter2"), "{s} -> {m}");
             assert!(m.contains(MASK), "{s} -> {m}");
         }
+        for s in ["host=db password='hunter2", "mysql://alice:hunter2@db/x"] {
+            assert!(!mask(s).contains("hunter2"), "{s} -> {}", mask(s));
+        }
         assert_eq!(
             mask("postgresql://alice:hunter2@db:5432/ipam"),
-            "postgresql://alice:****@db:5432/ipam"
+            "user=alice password=**** host=db port=5432 dbname=ipam"
         );
+        for s in [
+            "host=db pass%77ord=hunter2",
+            "postgresql://db/ipam?pass%77ord=hunter2",
+            "host=db PASSWORD=hunter2",
+            "host=db pwd=hunter2",
+            "ipam:hunter2@db/x",
+            "host=dbpassword=hunter2",
+        ] {
+            assert!(!mask(s).contains("hunter2"), "{s} -> {}", mask(s));
+        }
     }
 
     #[test]

@@ -106,13 +106,19 @@ impl<'a> Free<'a> {
     /// the claim that follows.
     fn start_at_hint(&mut self) -> Result<()> {
         let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
-        let row = self.store.single(|c| c.opt(HINT_QUERY, &[&ns, &pool]))?;
-        let Some(row) = row else {
+        let row = match self.store.prefetched_hint(ns, pool) {
+            Some(row) => row,
+            None => self
+                .store
+                .single(|c| c.opt(HINT_QUERY, &[&ns, &pool]))?
+                .map(|r| (r.get(0), r.get(1), r.get(2))),
+        };
+        let Some((low_water, epoch, free)) = row else {
             return Ok(());
         };
         let read = HintRead {
-            low_water: row.get(0),
-            epoch: row.get(1),
+            low_water,
+            epoch,
             untried: None,
             passed_over: false,
         };
@@ -124,7 +130,7 @@ impl<'a> Free<'a> {
                 self.cursor = Some(h);
                 self.from_hint = true;
             }
-            if h >= first && row.get::<_, bool>(2) {
+            if h >= first && free {
                 self.hint_free = Some(h);
             }
         }

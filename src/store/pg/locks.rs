@@ -39,10 +39,14 @@ impl Locks for PgStore {
         &self,
         ns: Option<&Namespace>,
         pools: &[PoolName],
-        _owner: &Owner,
+        owner: &Owner,
     ) -> Result<ClaimLock> {
-        for pool in pools {
-            self.lock_pool_row(ns, pool, LockMode::Shared)?;
+        // The unit's first round trip locks every pool and reads ahead what the claim asks
+        // next (`prefetch.rs`); later in a unit, one statement per pool.
+        if !self.lock_claim_ahead(ns, pools, owner)? {
+            for pool in pools {
+                self.lock_pool_row(ns, pool, LockMode::Shared)?;
+            }
         }
         let held = pools.iter().map(|_| Hold::Transaction).collect();
         Ok(ClaimLock::new(held, Vec::new()))

@@ -20,18 +20,25 @@
 //! - Every change appends a row to `events` in the same statement (a data-modifying `WITH`).
 //! - Serialization failures and deadlocks (SQLSTATE 40001, 40P01) roll the transaction back
 //!   and run it again, at most [`MAX_ATTEMPTS`] times with a growing, jittered pause.
-//! - A connection that breaks mid-command is one `error:` line (exit 1); the transaction it
-//!   was in never committed, so nothing is half-done.
+//! - A connection that breaks mid-command is one `error:` line: exit 1 before the `COMMIT`
+//!   was sent (the transaction never committed, so nothing is half-done), exit 6
+//!   ([`crate::error::exit::UNKNOWN`]) once it was, when the server may have committed:
+//!   the outcome is unknown, and running the command again is safe (a claim is idempotent
+//!   per owner, a release per address).
 
 mod claims;
 mod connect;
 pub mod conninfo;
 mod free;
+pub mod inspect;
 mod locks;
+mod migrate;
 mod objects;
+mod prefetch;
 mod queries;
 mod rows;
 pub mod schema;
+mod timeouts;
 mod typed;
 
 use std::collections::HashMap;
@@ -45,6 +52,7 @@ use crate::error::{Error, Result};
 use crate::model::Namespace;
 
 use conninfo::ConnInfo;
+use timeouts::Timeouts;
 use typed::Typed;
 
 /// How many times a transaction is tried when the server reports a serialization failure
@@ -89,6 +97,14 @@ struct Session {
     /// the locking statement read them: no other transaction can change a locked row, so
     /// a read of the pool in the same unit is answered from here.
     locked_pools: HashMap<(String, String), Vec<u8>>,
+    /// The schema version is not checked yet: the first statement checks it, or folds the
+    /// check into its own round trip (`prefetch.rs`).
+    version_pending: bool,
+    /// The unit's `BEGIN`, not sent yet: the unit's first statement sends it (or folds it
+    /// into its own round trip); a unit that sends none needs no `COMMIT` either.
+    begin_pending: Option<String>,
+    /// What a claim's locking round trip read ahead for the unit (`prefetch.rs`).
+    prefetched: prefetch::Prefetched,
 }
 
 /// A PostgreSQL database holding ipamctl's schema.
@@ -98,6 +114,13 @@ pub struct PgStore {
     shown: String,
     /// Who makes the changes, for the audit log: `user@host` of this client.
     client_id: String,
+    /// How every unit of work that may change allocations begins: [`BEGIN`] and the
+    /// timeouts' `SET LOCAL`s, in one simple query.
+    begin: String,
+    /// The timeouts every transaction sets.
+    timeouts: Timeouts,
+    /// The `hint:` of a database without this ipamctl's schema.
+    init_hint: String,
 }
 
 /// A connection string made ready to connect: parsed, completed from the environment and
@@ -138,16 +161,27 @@ impl Target {
     }
 }
 
-/// Connects to `target`.
-fn connect(target: &Target) -> Result<(Client, String)> {
+/// Connects to `target`: the client, the connection as messages show it, and the
+/// timeouts its transactions set.
+fn connect(target: &Target) -> Result<(Client, String, Timeouts)> {
     let shown = target.info.describe();
-    let (config, tls) = connect::config(&target.info, target.password.as_deref())
+    let prepared = connect::prepare(&target.info, target.password.as_deref())
         .map_err(|e| Error::invalid("--store", e))?;
-    let client = connect::connect(&config, tls).map_err(|e| Error::Database {
-        message: format!("cannot connect to PostgreSQL ({shown}): {}", one_line(&e)),
-        sqlstate: e.code().map(|c| c.code().to_owned()),
+    let timeouts = prepared.timeouts.clone();
+    let client = connect::connect(prepared).map_err(|failed| match failed {
+        connect::Failed::Error(e) => Error::Database {
+            message: format!("cannot connect to PostgreSQL ({shown}): {}", one_line(&e)),
+            sqlstate: e.code().map(|c| c.code().to_owned()),
+        },
+        connect::Failed::TimedOut(after) => Error::Database {
+            message: format!(
+                "cannot connect to PostgreSQL ({shown}): gave up after {} s waiting for the server to finish the connection handshake (connect_timeout, per host)",
+                after.as_secs()
+            ),
+            sqlstate: None,
+        },
     })?;
-    Ok((client, shown))
+    Ok((client, shown, timeouts))
 }
 
 /// The text of a client error on one line, the server's message without its DETAIL lines.
@@ -192,16 +226,27 @@ impl PgStore {
     /// ipamctl knows: none is exit 3 with a hint to run `init`; a newer one is refused
     /// before anything is read or written.
     pub fn open(target: &Target) -> Result<PgStore> {
-        let (mut client, shown) = connect(target)?;
-        let version = match client.one(schema::VERSION_QUERY, &[]) {
-            Ok(row) => row.get::<_, Option<i32>>(0),
-            // No `ipamctl` schema, or no version table in it.
-            Err(e) if matches!(e.code().map(|c| c.code()), Some("3F000" | "42P01")) => None,
-            Err(e) => return Err(database(&shown, &e)),
-        };
+        let (client, shown, timeouts) = connect(target)?;
+        let init_hint = format!(
+            "run `ipamctl --store '{}' init`",
+            conninfo::mask(&target.store).replace('\'', "'\\''")
+        );
+        Ok(PgStore::new(client, shown, timeouts, init_hint))
+    }
+
+    /// Checks the schema version now, if no statement has yet (`examples/pg_floor.rs`
+    /// times this: the connection and the first query every command makes).
+    pub fn check_version(&self) -> Result<()> {
+        self.conn().map(drop)
+    }
+
+    /// What the schema version read says: `Ok` for this ipamctl's, else the error every
+    /// command refuses to work with before it has read or written anything.
+    fn version_is(&self, version: Option<i32>) -> Result<()> {
+        let shown = &self.shown;
         match version {
-            Some(v) if v > schema::LATEST => Err(too_new(&shown, v)),
-            Some(v) if v == schema::LATEST => Ok(PgStore::new(client, shown)),
+            Some(v) if v > schema::LATEST => Err(too_new(shown, v)),
+            Some(v) if v == schema::LATEST => Ok(()),
             _ => Err(Error::NoSchema {
                 message: match version {
                     Some(v) => format!(
@@ -210,46 +255,86 @@ impl PgStore {
                     ),
                     None => format!("the database ({shown}) has no ipamctl schema"),
                 },
-                hint: format!(
-                    "run `ipamctl --store '{}' init`",
-                    conninfo::mask(&target.store).replace('\'', "'\\''")
-                ),
+                hint: self.init_hint.clone(),
             }),
         }
+    }
+
+    /// The version query's failure: no `ipamctl` schema, or no version table in it, is
+    /// no version; anything else is the error.
+    fn version_failed(&self, e: &postgres::Error) -> Result<()> {
+        match e.code().map(|c| c.code()) {
+            Some("3F000" | "42P01") => self.version_is(None),
+            _ => Err(self.error(e)),
+        }
+    }
+
+    /// The session, ready for a statement: the schema version checked (once per
+    /// connection) and the unit's `BEGIN` sent, each if still pending.
+    fn conn(&self) -> Result<MutexGuard<'_, Session>> {
+        let mut session = self.session();
+        if session.version_pending {
+            match session.client.one(schema::VERSION_QUERY, &[]) {
+                Ok(row) => self.version_is(row.get::<_, Option<i32>>(0))?,
+                Err(e) => self.version_failed(&e)?,
+            }
+            session.version_pending = false;
+        }
+        if let Some(begin) = session.begin_pending.take() {
+            session
+                .client
+                .batch_execute(&begin)
+                .map_err(|e| self.error(&e))?;
+        }
+        Ok(session)
     }
 
     /// Creates or upgrades the schema (idempotent): every missing migration, in one
     /// transaction with its version row. Returns the version before (`None`: there was no
     /// schema) and the store's description. A newer schema is refused, nothing written.
     pub fn init(target: &Target) -> Result<(Option<i32>, i32, String)> {
-        let (mut client, shown) = connect(target)?;
+        let (mut client, shown, timeouts) = connect(target)?;
         let id = client_id();
         // Two inits creating the schema at once: one of them loses a catalog race (a unique
         // violation); the second try finds the schema there.
+        // Only a race of the bootstrap is retried: once the version table is locked, a
+        // migration that finds its objects there means a damaged history, which waiting
+        // does not mend.
         let migrated = retrying(
-            || migrate(&mut client, &id),
-            |e| {
-                e.code()
-                    .is_some_and(|c| retryable(c.code()) || matches!(c.code(), "23505" | "42P07"))
+            || migrate::migrate(&mut client, &id, &timeouts),
+            |e| match e {
+                migrate::Failed::Bootstrap(e) => e
+                    .code()
+                    .is_some_and(|c| retryable(c.code()) || matches!(c.code(), "23505" | "42P07")),
+                migrate::Failed::Migration(e) => e.code().is_some_and(|c| retryable(c.code())),
             },
         );
         match migrated {
-            Ok(Ok(before)) => Ok((before, schema::LATEST, shown)),
-            Ok(Err(newer)) => Err(too_new(&shown, newer)),
-            Err(e) => Err(database(&shown, &e)),
+            Ok(migrate::Outcome::Migrated(before)) => Ok((before, schema::LATEST, shown)),
+            Ok(migrate::Outcome::Newer(newer)) => Err(too_new(&shown, newer)),
+            Ok(migrate::Outcome::Damaged(missing)) => Err(damaged(&shown, &missing)),
+            Err(migrate::Failed::Bootstrap(e) | migrate::Failed::Migration(e)) => {
+                Err(database(&shown, &e, &timeouts))
+            }
         }
     }
 
-    fn new(client: Client, shown: String) -> PgStore {
+    fn new(client: Client, shown: String, timeouts: Timeouts, init_hint: String) -> PgStore {
         PgStore {
             session: Mutex::new(Session {
                 client,
                 in_txn: false,
                 hints_read: HashMap::new(),
                 locked_pools: HashMap::new(),
+                version_pending: true,
+                begin_pending: None,
+                prefetched: prefetch::Prefetched::default(),
             }),
+            init_hint,
             shown,
             client_id: client_id(),
+            begin: format!("{BEGIN}{}", timeouts.set_local()),
+            timeouts,
         }
     }
 
@@ -266,7 +351,23 @@ impl PgStore {
 
     /// A client error as an [`Error::Database`] naming this store.
     fn error(&self, e: &postgres::Error) -> Error {
-        database(&self.shown, e)
+        database(&self.shown, e, &self.timeouts)
+    }
+
+    /// A failed `COMMIT` as an error: the server's refusal (a serialization failure, say)
+    /// rolled it back; a connection lost with the `COMMIT` sent leaves the outcome unknown
+    /// ([`Error::OutcomeUnknown`]): the server may have committed before it went.
+    fn commit_failed(&self, e: &postgres::Error) -> Error {
+        if e.as_db_error().is_some() {
+            return self.error(e);
+        }
+        Error::OutcomeUnknown {
+            message: format!(
+                "PostgreSQL ({}): the connection was lost while committing ({}): the change may or may not have been made",
+                self.shown,
+                one_line(e)
+            ),
+        }
     }
 
     /// Runs `f` on the connection; a write outside a unit of work gets a transaction of its
@@ -275,15 +376,19 @@ impl PgStore {
         &self,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut session = self.session();
+        let mut session = self.conn()?;
         if session.in_txn {
             return f(&mut session.client).map_err(|e| self.error(&e));
         }
         let client = &mut session.client;
-        client.batch_execute(BEGIN).map_err(|e| self.error(&e))?;
+        client
+            .batch_execute(&self.begin)
+            .map_err(|e| self.error(&e))?;
         match f(client) {
             Ok(value) => {
-                client.batch_execute("COMMIT").map_err(|e| self.error(&e))?;
+                client
+                    .batch_execute("COMMIT")
+                    .map_err(|e| self.commit_failed(&e))?;
                 Ok(value)
             }
             Err(e) => {
@@ -300,7 +405,7 @@ impl PgStore {
         &self,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        f(&mut self.session().client).map_err(|e| self.error(&e))
+        f(&mut self.conn()?.client).map_err(|e| self.error(&e))
     }
 
     /// Requires a surrounding unit of work (row locks mean nothing outside one).
@@ -309,7 +414,7 @@ impl PgStore {
         what: &str,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut session = self.session();
+        let mut session = self.conn()?;
         if !session.in_txn {
             return Err(Error::Database {
                 message: format!("internal error: {what} outside a transaction"),
@@ -322,12 +427,16 @@ impl PgStore {
     /// Runs `work` in one read-only transaction that sees one snapshot of the whole
     /// database (REPEATABLE READ), as `export` needs.
     pub fn snapshot(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        self.unit_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", work)
+        let begin = format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY{}",
+            self.timeouts.set_local()
+        );
+        self.unit_as(&begin, work)
     }
 
     /// [`crate::store::Units::atomically`]: BEGIN, the work, COMMIT; again after 40001/40P01.
     fn unit(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        self.unit_as(BEGIN, work)
+        self.unit_as(&self.begin, work)
     }
 
     /// A unit of work opened by `begin`.
@@ -338,22 +447,26 @@ impl PgStore {
         retrying(
             || {
                 {
+                    // Sent with the unit's first statement, or never if it sends none.
                     let mut session = self.session();
-                    session
-                        .client
-                        .batch_execute(begin)
-                        .map_err(|e| self.error(&e))?;
+                    session.begin_pending = Some(begin.to_owned());
                     session.in_txn = true;
                     session.hints_read.clear();
+                    session.prefetched = prefetch::Prefetched::default();
                 }
                 let done = work();
                 let mut session = self.session();
                 session.in_txn = false;
                 session.locked_pools.clear();
+                session.prefetched = prefetch::Prefetched::default();
+                if session.begin_pending.take().is_some() {
+                    // Nothing was sent: there is no transaction to end.
+                    return done;
+                }
                 let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 match (done, session.client.batch_execute(end)) {
                     (Ok(()), Ok(())) => Ok(()),
-                    (Ok(()), Err(e)) => Err(self.error(&e)),
+                    (Ok(()), Err(e)) => Err(self.commit_failed(&e)),
                     // The work's own error is the one to report; a failed rollback only
                     // means the connection is gone, and the server rolls back then.
                     (Err(e), _) => Err(e),
@@ -390,9 +503,17 @@ fn backoff(n: u32) -> Duration {
     Duration::from_millis(base + jitter)
 }
 
-fn database(shown: &str, e: &postgres::Error) -> Error {
+/// A client error as one line naming the server; a timeout of [`Timeouts`] says what it
+/// waited for.
+fn database(shown: &str, e: &postgres::Error, timeouts: &Timeouts) -> Error {
+    let expired = e
+        .as_db_error()
+        .and_then(|db| timeouts.expired(db.code().code(), db.message()));
     Error::Database {
-        message: format!("PostgreSQL ({shown}): {}", one_line(e)),
+        message: match expired {
+            Some(why) => format!("PostgreSQL ({shown}): {why}"),
+            None => format!("PostgreSQL ({shown}): {}", one_line(e)),
+        },
         sqlstate: e.code().map(|c| c.code().to_owned()),
     }
 }
@@ -407,31 +528,20 @@ fn too_new(shown: &str, version: i32) -> Error {
     }
 }
 
-/// Applies the missing migrations in one transaction. `Ok(Err(v))`: the schema is version
-/// `v`, newer than this binary's; nothing was written.
-fn migrate(
-    client: &mut Client,
-    id: &str,
-) -> std::result::Result<std::result::Result<Option<i32>, i32>, postgres::Error> {
-    let mut tx = client.transaction()?;
-    tx.batch_execute(schema::BOOTSTRAP)?;
-    // Concurrent inits queue here; readers of the version are not blocked.
-    tx.batch_execute("LOCK TABLE ipamctl.schema_version IN EXCLUSIVE MODE")?;
-    let before: Option<i32> = tx.query_one(schema::VERSION_QUERY, &[])?.get(0);
-    let current = before.unwrap_or(0);
-    if current > schema::LATEST {
-        tx.rollback()?;
-        return Ok(Err(current));
+/// The refusal of `init` on a damaged version history, naming the missing versions.
+fn damaged(shown: &str, missing: &[i32]) -> Error {
+    let list: Vec<String> = missing.iter().map(i32::to_string).collect();
+    let (noun, verb) = if missing.len() == 1 {
+        ("version", "is")
+    } else {
+        ("versions", "are")
+    };
+    Error::Database {
+        message: format!(
+            "the ipamctl schema's version history in the database ({shown}) is damaged: {noun} {} {verb} missing from ipamctl.schema_version while later versions or their objects are there; nothing was changed (restore the rows, e.g. INSERT INTO ipamctl.schema_version (version, client) VALUES ({}, 'repair'), once the schema is known to be whole)",
+            list.join(", "),
+            list.join(", 'repair'), (")
+        ),
+        sqlstate: None,
     }
-    for (version, sql) in schema::MIGRATIONS {
-        if *version > current {
-            tx.batch_execute(sql)?;
-            tx.execute(
-                "INSERT INTO ipamctl.schema_version (version, client) VALUES ($1, $2)",
-                &[version, &id],
-            )?;
-        }
-    }
-    tx.commit()?;
-    Ok(Ok(before))
 }

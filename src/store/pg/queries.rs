@@ -187,13 +187,16 @@ impl PgStore {
         work: impl FnOnce(&mut Client) -> std::result::Result<(), postgres::Error>,
     ) {
         let mut session = self.session();
-        if session.in_txn {
+        if session.in_txn || session.version_pending {
             return;
         }
         let client = &mut session.client;
         // One round trip to begin: the two statements in one simple query.
         if client
-            .batch_execute("BEGIN; SET LOCAL synchronous_commit TO off")
+            .batch_execute(&format!(
+                "BEGIN; SET LOCAL synchronous_commit TO off{}",
+                self.timeouts.set_local()
+            ))
             .is_err()
         {
             let _ = client.batch_execute("ROLLBACK");

@@ -97,6 +97,11 @@ impl PgStore {
     ) -> Result<Option<(String, Parsed)>> {
         let ns = ns_key(ns);
         let (kind, name, uid) = owner_columns(owner);
+        if let Some(row) = self.prefetched_owner(ns, pool.as_str(), (kind, name, uid)) {
+            return Ok(
+                row.map(|(address, manifest)| (allocation_name(pool, address), parse(&manifest)))
+            );
+        }
         let row = self.single(|c| {
             c.opt(
                 "SELECT address, manifest FROM ipamctl.allocations

@@ -7,11 +7,11 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 5;
+pub const LATEST: i32 = 6;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5)];
+pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6)];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -181,6 +181,80 @@ CREATE TRIGGER allocations_counted_delete AFTER DELETE ON ipamctl.allocations
     WHEN (current_setting('ipamctl.counting', true) IS DISTINCT FROM 'self')
     EXECUTE FUNCTION ipamctl.count_allocations();
 ";
+
+/// The database defends what the file store's names defend, against hand edits (psql,
+/// `COPY`, other tools):
+///
+/// - an allocation's address is a host address (`masklen` 32 or 128): `10.9.0.2/26` would
+///   be a second key for 10.9.0.2, and `address = $1` look-ups would miss it. `NOT VALID`,
+///   so that `init` upgrades a database that already holds such a row; `ipamctl check`
+///   reports it.
+/// - a row's namespace, pool, address and owner columns agree with its manifest (the
+///   manifest's canonical lines, as ipamctl writes them), checked by a row trigger on every
+///   insert and update of another writer; ipamctl's own claims (which write both from one
+///   manifest) skip it by the same `WHEN` as the ledger, so no ipamctl process loads
+///   PL/pgSQL.
+/// - the ledger counts an `UPDATE` that moves rows between pools as the delete and insert
+///   it is.
+const V6: &str = r#"
+ALTER TABLE ipamctl.allocations ADD CONSTRAINT allocations_host_address
+    CHECK (masklen(address) = CASE family(address) WHEN 4 THEN 32 ELSE 128 END) NOT VALID;
+
+CREATE FUNCTION ipamctl.manifest_line(manifest bytea, pattern text) RETURNS text
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT btrim(substring(convert_from(manifest, 'UTF8') FROM pattern), '"''')
+$$;
+
+-- The columns an allocation row's manifest says, NULL where it does not say them in
+-- ipamctl's canonical form.
+CREATE FUNCTION ipamctl.manifest_columns(manifest bytea,
+    OUT namespace text, OUT pool text, OUT address text,
+    OUT owner_kind text, OUT owner_name text, OUT owner_uid text)
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(ipamctl.manifest_line(manifest, E'\nmetadata:\n(?:  [^\n]*\n|    [^\n]*\n)*?  namespace: ([^\n]*)\n'), ''),
+           ipamctl.manifest_line(manifest, E'\nspec:\n  pool: ([^\n]*)\n'),
+           ipamctl.manifest_line(manifest, E'\n  address: ([^\n]*)\n'),
+           ipamctl.manifest_line(manifest, E'\n  owner:\n    kind: ([^\n]*)\n'),
+           ipamctl.manifest_line(manifest, E'\n  owner:\n    kind: [^\n]*\n(?:    uid: [^\n]*\n)?    name: ([^\n]*)'),
+           coalesce(ipamctl.manifest_line(manifest, E'\n  owner:\n    kind: [^\n]*\n    uid: ([^\n]*)\n'), '')
+$$;
+
+CREATE FUNCTION ipamctl.check_allocation_row() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    m record := ipamctl.manifest_columns(NEW.manifest);
+BEGIN
+    IF m.pool IS DISTINCT FROM NEW.pool
+       OR m.address IS DISTINCT FROM host(NEW.address)
+       OR m.owner_kind IS DISTINCT FROM NEW.owner_kind
+       OR m.owner_name IS DISTINCT FROM NEW.owner_name
+       OR m.owner_uid IS DISTINCT FROM NEW.owner_uid
+       OR m.namespace IS DISTINCT FROM NEW.namespace THEN
+        RAISE EXCEPTION 'ipamctl.allocations: the row (%, %, %, owner %/% uid %) disagrees with its manifest (%, %, %, owner %/% uid %)',
+            NEW.namespace, NEW.pool, host(NEW.address), NEW.owner_kind, NEW.owner_name, NEW.owner_uid,
+            m.namespace, m.pool, m.address, m.owner_kind, m.owner_name, m.owner_uid
+            USING ERRCODE = 'check_violation',
+                  HINT = 'an allocation''s columns are its manifest''s: release it and allocate again';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER allocations_agree_with_manifest BEFORE INSERT OR UPDATE ON ipamctl.allocations
+    FOR EACH ROW
+    WHEN (current_setting('ipamctl.counting', true) IS DISTINCT FROM 'self')
+    EXECUTE FUNCTION ipamctl.check_allocation_row();
+
+CREATE FUNCTION ipamctl.count_moved_allocations() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ipamctl.pool_counts (namespace, pool, delta)
+        SELECT namespace, pool, sum(delta) FROM (
+            SELECT namespace, pool, -1 AS delta FROM old_rows
+            UNION ALL SELECT namespace, pool, 1 FROM new_rows) moved
+        GROUP BY namespace, pool HAVING sum(delta) <> 0;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER allocations_counted_update AFTER UPDATE ON ipamctl.allocations
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION ipamctl.count_moved_allocations();
+"#;
 
 /// Creates the schema's home and version table if missing (idempotent).
 pub const BOOTSTRAP: &str = "

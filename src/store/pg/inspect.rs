@@ -1,0 +1,109 @@
+//! What only the database can say about itself, for `ipamctl check --store`: rows whose
+//! address is no host address, rows whose columns disagree with their manifest (both
+//! possible only by hand, and only before migration 6 or with its triggers disabled),
+//! pools whose count ledger disagrees with their rows, and each pool's low-water hint. The
+//! rules over manifests are the engine's, the same as on a state directory.
+
+use std::net::IpAddr;
+
+use super::PgStore;
+use super::typed::Typed;
+use crate::error::Result;
+
+/// One allocation row, by its key columns as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowKey {
+    /// `''` for the cluster scope.
+    pub namespace: String,
+    pub pool: String,
+    /// The address as PostgreSQL shows it, with its prefix length if not a host's.
+    pub address: String,
+}
+
+/// The database's own findings; see the module docs.
+#[derive(Clone, Debug, Default)]
+pub struct Inspected {
+    /// Rows whose address has a prefix length short of 32 (128 for IPv6).
+    pub not_host: Vec<RowKey>,
+    /// Rows whose namespace, pool, address or owner columns are not what their manifest
+    /// says, with the columns and the manifest's values, as text.
+    pub disagreeing: Vec<(RowKey, String, String)>,
+    /// (namespace, pool, the ledger's count, the rows' count) where the two differ.
+    pub ledger_drift: Vec<(String, String, i64, i64)>,
+    /// (namespace, pool, low-water hint) of every pool with one.
+    pub hints: Vec<(String, String, IpAddr)>,
+}
+
+impl PgStore {
+    /// Asks the database what [`Inspected`] holds, in the current unit's snapshot if any.
+    pub fn inspect(&self) -> Result<Inspected> {
+        self.single(|c| {
+            let key = |r: &postgres::Row| RowKey {
+                namespace: r.get(0),
+                pool: r.get(1),
+                address: r.get(2),
+            };
+            let not_host = c
+                .all(
+                    "SELECT namespace, pool, address::text FROM ipamctl.allocations
+                     WHERE masklen(address) <> CASE family(address) WHEN 4 THEN 32 ELSE 128 END
+                     ORDER BY 1, 2, 3",
+                    &[],
+                )?
+                .iter()
+                .map(key)
+                .collect();
+            let disagreeing = c
+                .all(
+                    "SELECT a.namespace, a.pool, host(a.address),
+                            format('%s/%s uid %s', a.owner_kind, a.owner_name,
+                                   nullif(a.owner_uid, '')),
+                            format('namespace %s, pool %s, address %s, owner %s/%s uid %s',
+                                   nullif(m.namespace, ''), m.pool, m.address, m.owner_kind,
+                                   m.owner_name, nullif(m.owner_uid, ''))
+                     FROM ipamctl.allocations a, ipamctl.manifest_columns(a.manifest) m
+                     WHERE m.namespace IS DISTINCT FROM a.namespace
+                        OR m.pool IS DISTINCT FROM a.pool
+                        OR m.address IS DISTINCT FROM host(a.address)
+                        OR m.owner_kind IS DISTINCT FROM a.owner_kind
+                        OR m.owner_name IS DISTINCT FROM a.owner_name
+                        OR m.owner_uid IS DISTINCT FROM a.owner_uid
+                     ORDER BY 1, 2, 3",
+                    &[],
+                )?
+                .iter()
+                .map(|r| (key(r), r.get(3), r.get(4)))
+                .collect();
+            let ledger_drift = c
+                .all(
+                    "SELECT namespace, pool, coalesce(ledger.n, 0)::bigint,
+                            coalesce(rows.n, 0)::bigint
+                     FROM (SELECT namespace, pool, sum(delta) AS n FROM ipamctl.pool_counts
+                           GROUP BY namespace, pool HAVING sum(delta) <> 0) ledger
+                     FULL JOIN (SELECT namespace, pool, count(*) AS n FROM ipamctl.allocations
+                                GROUP BY namespace, pool) rows USING (namespace, pool)
+                     WHERE ledger.n IS DISTINCT FROM rows.n
+                     ORDER BY 1, 2",
+                    &[],
+                )?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+                .collect();
+            let hints = c
+                .all(
+                    "SELECT namespace, pool, low_water FROM ipamctl.pool_hints
+                     WHERE low_water IS NOT NULL ORDER BY 1, 2",
+                    &[],
+                )?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect();
+            Ok(Inspected {
+                not_host,
+                disagreeing,
+                ledger_drift,
+                hints,
+            })
+        })
+    }
+}

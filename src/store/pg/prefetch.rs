@@ -1,0 +1,215 @@
+//! A claim's first round trip: everything `allocate` asks before it claims, in one simple
+//! query. The schema version (if not checked yet), the unit's `BEGIN` with its `SET
+//! LOCAL`s, each pool's row `FOR SHARE`, the owner's row in each pool and each pool's
+//! low-water hint (with whether its address is free) go as one batch of statements, their
+//! values as quoted literals (a simple query takes no parameters; every value is a
+//! validated name, and quoted anyway). The locks are taken exactly where the unit would
+//! have taken them, before anything is read: what the batch reads is what the unit's own
+//! statements would have read under them, and the look-ups that follow are answered from
+//! here, each once. So a claim for a new owner is three round trips (this, the claim,
+//! `COMMIT`) and one for an owner that holds an address two (this, `COMMIT`).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use postgres::SimpleQueryMessage;
+
+use super::rows::owner_columns;
+use super::{PgStore, ns_key, schema};
+use crate::error::{Error, Result};
+use crate::model::{Namespace, Owner, PoolName};
+
+/// An owner's row as the batch read it: its address and manifest, or none.
+pub(super) type OwnerRow = Option<(IpAddr, Vec<u8>)>;
+
+/// A pool's hint row as the batch read it: (low water, epoch, its address is free), or no
+/// row.
+pub(super) type HintRow = Option<(Option<IpAddr>, i64, bool)>;
+
+/// What the batch read, each answer taken once by the look-up it stands for.
+#[derive(Debug, Default)]
+pub(super) struct Prefetched {
+    /// By (namespace, pool, owner kind, name, uid).
+    owners: HashMap<(String, String, String, String, String), OwnerRow>,
+    /// By (namespace, pool).
+    hints: HashMap<(String, String), HintRow>,
+}
+
+/// `s` as an SQL string literal (standard-conforming strings: only `'` is special).
+fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The rows of each statement of a simple query's answer, in order.
+fn by_statement(messages: Vec<SimpleQueryMessage>) -> Vec<Vec<postgres::SimpleQueryRow>> {
+    let mut statements = Vec::new();
+    let mut rows = Vec::new();
+    for m in messages {
+        match m {
+            SimpleQueryMessage::Row(r) => rows.push(r),
+            SimpleQueryMessage::CommandComplete(_) => statements.push(std::mem::take(&mut rows)),
+            _ => {}
+        }
+    }
+    statements
+}
+
+/// A hint row as text: (low water, epoch, its address is free).
+fn hint_row(r: &postgres::SimpleQueryRow) -> (Option<IpAddr>, i64, bool) {
+    (
+        r.get(0).and_then(|a| a.parse().ok()),
+        r.get(1).and_then(|e| e.parse().ok()).unwrap_or(0),
+        r.get(2) == Some("t"),
+    )
+}
+
+fn hex(text: &str) -> Vec<u8> {
+    (0..text.len() / 2)
+        .filter_map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The batch's statements for `pools`, after its `BEGIN`: for each pool, its row `FOR
+/// SHARE`, the owner's row, the hint row.
+fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str)) -> String {
+    let (kind, name, uid) = owner;
+    let mut sql = String::new();
+    for pool in pools {
+        let (n, p) = (lit(nsk), lit(pool.as_str()));
+        sql.push_str(&format!(
+            ";\nSELECT encode(manifest, 'hex') FROM ipamctl.pools WHERE namespace = {n} AND name = {p} FOR SHARE"
+        ));
+        sql.push_str(&format!(
+            ";\nSELECT host(address), encode(manifest, 'hex') FROM ipamctl.allocations
+             WHERE namespace = {n} AND pool = {p} AND owner_kind = {} AND owner_name = {} AND owner_uid = {}",
+            lit(kind),
+            lit(name),
+            lit(uid)
+        ));
+        sql.push_str(&format!(
+            ";\nSELECT host(h.low_water), h.epoch,
+                    NOT EXISTS (SELECT 1 FROM ipamctl.allocations a
+                                WHERE a.namespace = h.namespace AND a.pool = h.pool
+                                  AND a.address = h.low_water)
+             FROM ipamctl.pool_hints h WHERE h.namespace = {n} AND h.pool = {p}"
+        ));
+    }
+    sql
+}
+
+impl PgStore {
+    /// [`crate::store::Locks::lock_claim`] as the unit's first round trip (see the module
+    /// docs). Only when nothing of the unit has been sent yet; otherwise `false`, and the
+    /// caller locks as usual.
+    pub(super) fn lock_claim_ahead(
+        &self,
+        ns: Option<&Namespace>,
+        pools: &[PoolName],
+        owner: &Owner,
+    ) -> Result<bool> {
+        let mut session = self.session();
+        let Some(begin) = session.begin_pending.clone() else {
+            return Ok(false);
+        };
+        let nsk = ns_key(ns);
+        let (kind, name, uid) = owner_columns(owner);
+        let mut sql = String::new();
+        let version = session.version_pending;
+        if version {
+            sql.push_str(schema::VERSION_QUERY);
+            sql.push_str(";\n");
+        }
+        let begun = begin.split(';').filter(|s| !s.trim().is_empty()).count();
+        sql.push_str(&begin);
+        sql.push_str(&lookups(nsk, pools, (kind, name, uid)));
+        // From here on the unit's transaction is open on the server (or the batch failed
+        // before its `BEGIN`, when a `ROLLBACK` does no harm).
+        session.begin_pending = None;
+        let answer = match session.client.simple_query(&sql) {
+            Ok(answer) => answer,
+            Err(e) if version => {
+                drop(session);
+                self.version_failed(&e)?;
+                return Err(self.error(&e));
+            }
+            Err(e) => return Err(self.error(&e)),
+        };
+        let mut statements = by_statement(answer).into_iter();
+        if version {
+            let rows = statements.next().unwrap_or_default();
+            let v = rows
+                .first()
+                .and_then(|r| r.get(0))
+                .and_then(|v| v.parse::<i32>().ok());
+            drop(session);
+            self.version_is(v)?;
+            session = self.session();
+            session.version_pending = false;
+        }
+        let mut statements = statements.skip(begun);
+        for pool in pools {
+            let (lock, held, hint) = match (statements.next(), statements.next(), statements.next())
+            {
+                (Some(l), Some(o), Some(h)) => (l, o, h),
+                _ => return Err(self.short_answer()),
+            };
+            let key = (nsk.to_owned(), pool.to_string());
+            if let Some(m) = lock.first().and_then(|r| r.get(0)) {
+                session.locked_pools.insert(key.clone(), hex(m));
+            }
+            let owner_row = held
+                .first()
+                .and_then(|r| Some((r.get(0)?.parse().ok()?, hex(r.get(1)?))));
+            session.prefetched.owners.insert(
+                (
+                    nsk.to_owned(),
+                    pool.to_string(),
+                    kind.to_owned(),
+                    name.to_owned(),
+                    uid.to_owned(),
+                ),
+                owner_row,
+            );
+            let hint_row = hint.first().map(hint_row);
+            session.prefetched.hints.insert(key, hint_row);
+        }
+        Ok(true)
+    }
+
+    /// The error of a batch answered with fewer statements than it sent (never seen).
+    fn short_answer(&self) -> Error {
+        Error::Database {
+            message: format!(
+                "PostgreSQL ({}): internal error: the claim's first round trip answered fewer statements than it sent",
+                self.shown
+            ),
+            sqlstate: None,
+        }
+    }
+
+    /// The owner's row the batch read for this unit, if it did (taken: asked again, the
+    /// row is read again).
+    pub(super) fn prefetched_owner(
+        &self,
+        ns: &str,
+        pool: &str,
+        owner: (&str, &str, &str),
+    ) -> Option<OwnerRow> {
+        let (kind, name, uid) = owner;
+        self.session().prefetched.owners.remove(&(
+            ns.to_owned(),
+            pool.to_owned(),
+            kind.to_owned(),
+            name.to_owned(),
+            uid.to_owned(),
+        ))
+    }
+
+    /// The pool's hint row the batch read for this unit, if it did (taken once).
+    pub(super) fn prefetched_hint(&self, ns: &str, pool: &str) -> Option<HintRow> {
+        self.session()
+            .prefetched
+            .hints
+            .remove(&(ns.to_owned(), pool.to_owned()))
+    }
+}

@@ -1,0 +1,315 @@
+//! Failover without losing an acknowledged claim (issue 21): a primary and a streaming
+//! standby of their own (`.ci/pg-cluster start` and `standby`, durable settings), a
+//! multi-host connection string (`host=A,B target_session_attrs=read-write`), 16 processes
+//! claiming and releasing while the primary is SIGKILLed and the standby promoted. With the
+//! standby synchronous (`synchronous_standby_names`, `synchronous_commit = on`) every
+//! address printed with exit 0 is held by its owner on the new primary; without it, the
+//! ignored test counts what asynchronous replication loses (the README's figure).
+
+mod pg;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A throwaway cluster of `.ci/pg-cluster`, stopped and removed when dropped.
+struct Cluster {
+    dir: PathBuf,
+    /// Its unix socket directory and port.
+    sock: String,
+    port: u16,
+}
+
+/// Runs `.ci/pg-cluster ARGS…` with durable settings; its stdout.
+fn pg_cluster(args: &[&std::ffi::OsStr]) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster");
+    let out = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .env("PG_CLUSTER_DURABLE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed (it needs PostgreSQL's server binaries, initdb and pg_basebackup: apt-get install postgresql): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl Cluster {
+    fn from_url(dir: PathBuf, url: &str) -> Cluster {
+        let param = |key: &str| {
+            url.split(['?', '&'])
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no `{key}` in {url}"))
+                .to_owned()
+        };
+        Cluster {
+            dir,
+            sock: param("host"),
+            port: param("port").parse().expect("a port"),
+        }
+    }
+
+    fn fresh_dir() -> PathBuf {
+        tempfile::Builder::new()
+            .prefix("ipamctl-failover-")
+            .tempdir()
+            .expect("a temporary directory")
+            .keep()
+    }
+
+    fn primary() -> Cluster {
+        let dir = Cluster::fresh_dir();
+        let url = pg_cluster(&["start".as_ref(), dir.as_os_str()]);
+        Cluster::from_url(dir, &url)
+    }
+
+    fn standby_of(primary: &Cluster) -> Cluster {
+        let dir = Cluster::fresh_dir();
+        let url = pg_cluster(&["standby".as_ref(), primary.dir.as_os_str(), dir.as_os_str()]);
+        Cluster::from_url(dir, &url)
+    }
+
+    fn client(&self, db: &str) -> postgres::Client {
+        let mut config = postgres::Config::new();
+        config
+            .host(&self.sock)
+            .port(self.port)
+            .user("postgres")
+            .dbname(db);
+        config
+            .connect(postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connecting to {}: {e}", self.sock))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster"))
+            .arg("stop")
+            .arg(&self.dir)
+            .output();
+    }
+}
+
+/// What one claim or release printed and how it exited.
+#[derive(Clone, Debug)]
+enum Outcome {
+    /// `allocate` exited 0 printing this address.
+    Claimed(String),
+    /// `release` of the claimed address exited 0.
+    Released,
+    /// Exit 1 or 6 (connection lost, the standby not yet promoted): either outcome.
+    Unknown,
+}
+
+/// `ipamctl --store STORE ARGS…` to completion: exit code and stdout.
+fn run(store: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(pg::BIN)
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("IPAMCTL_STATE_DIR")
+        .env_remove("IPAMCTL_STORE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ipamctl");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+    )
+}
+
+/// What the run found: acknowledged claims missing on the new primary, and how many claims
+/// were acknowledged in all.
+struct Found {
+    lost: Vec<String>,
+    acknowledged: usize,
+}
+
+/// The failover run: claims and releases by 16 processes while the primary is killed and
+/// the standby promoted; then the invariants on the new primary. `sync`: the standby is
+/// synchronous.
+fn failover(sync: bool) -> Found {
+    let primary = Cluster::primary();
+    primary
+        .client("postgres")
+        .batch_execute("CREATE DATABASE ipam")
+        .unwrap();
+    let direct = format!(
+        "host={} port={} user=postgres dbname=ipam",
+        primary.sock, primary.port
+    );
+    assert_eq!(run(&direct, &["init"]).0, Some(0));
+    let pool = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        pool.path(),
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: p\nspec:\n  cidr: 10.77.0.0/16\n  kind: public\n",
+    )
+    .unwrap();
+    assert_eq!(
+        run(&direct, &["apply", "-f", pool.path().to_str().unwrap()]).0,
+        Some(0)
+    );
+    let standby = Cluster::standby_of(&primary);
+    let mut admin = primary.client("postgres");
+    if sync {
+        // One at a time: ALTER SYSTEM runs outside a transaction block.
+        for sql in [
+            "ALTER SYSTEM SET synchronous_standby_names = '*'",
+            "ALTER SYSTEM SET synchronous_commit = 'on'",
+            "SELECT pg_reload_conf()",
+        ] {
+            admin.batch_execute(sql).unwrap();
+        }
+    }
+    let want = if sync { "sync" } else { "async" };
+    let start = std::time::Instant::now();
+    while admin
+        .query_opt(
+            "SELECT 1 FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1",
+            &[&want],
+        )
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the standby never streamed ({want})"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(admin);
+
+    // Both servers, the writable one chosen at connect time.
+    let store = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=ipam target_session_attrs=read-write sslmode=disable connect_timeout=2",
+        primary.port, standby.port
+    );
+    let outcomes: Mutex<BTreeMap<String, Outcome>> = Mutex::new(BTreeMap::new());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..16 {
+            let (store, outcomes, stop) = (&store, &outcomes, &stop);
+            s.spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let owner = format!("FloatingIP/w{w}-{n}");
+                    let (code, printed) = run(store, &["allocate", "p", "--owner", &owner]);
+                    let claimed = match code {
+                        Some(0) => Outcome::Claimed(printed),
+                        _ => Outcome::Unknown,
+                    };
+                    outcomes
+                        .lock()
+                        .unwrap()
+                        .insert(owner.clone(), claimed.clone());
+                    if let (Outcome::Claimed(address), true) = (claimed, n % 2 == 0) {
+                        let (code, _) = run(store, &["release", "p", &address, "--owner", &owner]);
+                        let released = match code {
+                            Some(0) => Outcome::Released,
+                            _ => Outcome::Unknown,
+                        };
+                        outcomes.lock().unwrap().insert(owner, released);
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(4));
+        pg_cluster(&["kill".as_ref(), primary.dir.as_os_str()]);
+        std::thread::sleep(Duration::from_millis(500));
+        pg_cluster(&["promote".as_ref(), standby.dir.as_os_str()]);
+        std::thread::sleep(Duration::from_secs(4));
+        stop.store(true, Ordering::SeqCst);
+    });
+
+    let outcomes = outcomes.into_inner().unwrap();
+    let mut db = standby.client("ipam");
+    let held: BTreeMap<String, String> = db
+        .query(
+            "SELECT owner_kind || '/' || owner_name, host(address) FROM ipamctl.allocations WHERE pool = 'p'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let rows: i64 = db
+        .query_one("SELECT count(*) FROM ipamctl.allocations", &[])
+        .unwrap()
+        .get(0);
+    let addresses: BTreeSet<&String> = held.values().collect();
+    assert_eq!(addresses.len() as i64, rows, "an address held twice");
+    assert_eq!(held.len() as i64, rows, "an owner holding two");
+    let mut lost = Vec::new();
+    let mut acknowledged = 0;
+    let mut after = 0;
+    for (owner, outcome) in &outcomes {
+        match outcome {
+            Outcome::Claimed(address) => {
+                acknowledged += 1;
+                if held.get(owner) != Some(address) {
+                    lost.push(format!("{owner} {address}"));
+                }
+            }
+            Outcome::Released => {
+                acknowledged += 1;
+                assert!(!held.contains_key(owner), "{owner}: released, still held");
+            }
+            Outcome::Unknown => {}
+        }
+        after += 1;
+    }
+    assert!(after > 0 && acknowledged > 0, "no command ran");
+    // The ledger equals the rows, and every rule of `check` holds, on the new primary
+    // through the same connection string; and it takes new claims.
+    let (code, _) = run(&store, &["check"]);
+    assert_eq!(code, Some(0), "check on the new primary");
+    let (code, printed) = run(&store, &["allocate", "p", "--owner", "FloatingIP/after"]);
+    assert_eq!(code, Some(0), "a claim on the new primary");
+    assert!(!addresses.contains(&printed), "{printed} handed out twice");
+    eprintln!(
+        "failover ({want}): {} commands' outcomes, {acknowledged} acknowledged, {} acknowledged claims lost",
+        outcomes.len(),
+        lost.len()
+    );
+    Found { lost, acknowledged }
+}
+
+/// With a synchronous standby, no acknowledged claim or release is lost by a failover.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_failover_to_a_synchronous_standby_loses_no_acknowledged_claim() {
+    let found = failover(true);
+    assert!(found.acknowledged > 0);
+    assert!(
+        found.lost.is_empty(),
+        "acknowledged claims missing on the new primary: {:?}",
+        found.lost
+    );
+}
+
+/// The README's figure: the same run with an asynchronous standby, counting acknowledged
+/// claims the new primary does not hold (`cargo test --test pg_failover -- --ignored`).
+#[test]
+#[ignore = "a measurement for the README, not a check: asynchronous replication may lose claims"]
+fn a_failover_to_an_asynchronous_standby_measured() {
+    let found = failover(false);
+    eprintln!(
+        "asynchronous standby: {} of {} acknowledged outcomes lost: {:?}",
+        found.lost.len(),
+        found.acknowledged,
+        found.lost
+    );
+}

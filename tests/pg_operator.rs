@@ -489,12 +489,12 @@ fn a_commit_whose_answer_is_lost_is_an_unknown_outcome_and_running_again_is_safe
 
     // release: the address is released, and releasing it again does nothing.
     let proxy = pg::Proxy::start("COMMIT", 1, pg::Cut::AfterSending);
-    let out = through(&proxy, &["release", "lost", "10.22.0.1"])
+    let out = through(&proxy, &["release", "lost", "10.22.0.1", "--force"])
         .output()
         .unwrap();
     assert_unknown(&out);
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), 0);
-    let out = cmd(&db.url, &["release", "lost", "10.22.0.1"])
+    let out = cmd(&db.url, &["release", "lost", "10.22.0.1", "--force"])
         .output()
         .unwrap();
     assert_code(&out, code::OK);
@@ -662,8 +662,8 @@ fn a_connection_cut_between_the_steps_of_one_command_changes_nothing() {
         if i == 3 {
             // `pool delete` needs the pool empty: release what `p3` holds first.
             for args in [
-                ["release", "p3", "10.33.0.1"],
-                ["release", "p3", "10.33.0.2"],
+                ["release", "p3", "10.33.0.1", "--force"],
+                ["release", "p3", "10.33.0.2", "--force"],
             ] {
                 let out = cmd(&db.url, &args).output().unwrap();
                 assert_code(&out, code::OK);
@@ -1140,9 +1140,12 @@ fn a_claim_is_three_round_trips_for_a_new_owner_and_two_for_one_that_holds_an_ad
         assert_code(&out, code::OK);
         trips.push(proxy.take_round_trips());
     }
+    // One more than the prefetch alone: every claim reads its pool's stored subnets (issue
+    // 19's one claim path: no claim hands out a subnet's gateway), a query the prefetch does
+    // not fold in yet.
     assert_eq!(
         trips,
-        [3, 3, 2],
+        [4, 4, 3],
         "round trips of: a new owner, another, the first again"
     );
 }

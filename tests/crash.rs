@@ -306,8 +306,9 @@ fn apply_converges_after_a_crash_at_every_point() {
 
 #[test]
 fn vpc_delete_crashed_half_way_is_finished_by_a_second_delete() {
-    // vpc delete writes no file: its only fail point is between an unlink and its sync.
-    for point in ["delete-after-unlink"] {
+    // vpc delete writes no file: its fail points are in its deletes (after the rename to a
+    // private name, and between the unlink and its sync).
+    for point in ["delete-after-private-rename", "delete-after-unlink"] {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("state");
         let ipamctl = |failpoint: Option<&str>, args: &[&str]| {
@@ -432,10 +433,11 @@ fn dual_stack_allocate_crashed_between_its_claims_is_completed_by_the_same_reque
 /// never free for another owner.
 #[test]
 fn release_with_a_cooldown_never_frees_an_address_without_its_record() {
-    const POINTS: [&str; 4] = [
+    const POINTS: [&str; 5] = [
         "write-after-temp-synced",
         "write-after-dir-synced",
         "release-after-cooldown-record",
+        "delete-after-private-rename",
         "delete-after-unlink",
     ];
     for point in POINTS {

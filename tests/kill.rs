@@ -421,8 +421,15 @@ fn an_allocation_replaced_outside_ipamctl_on_a_recycled_inode_is_found_by_its_ow
     assert_eq!(out.code, Some(code::OK), "{}", out.describe());
     let old = state.run(&["allocate", "p", "--owner", "FloatingIP/old"]);
     assert_eq!(old.stdout, "10.40.0.1\n", "{}", old.describe());
-    // Old enough for a look-up to record it in the index; then one that does.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Old enough for a look-up to record it in the index (100 ms, or 2.1 s where the file
+    // system stamps files to the second: its stamp then shows no fraction); then one that does.
+    let claimed = state.root.join("cluster/ipallocations/p-10-40-0-1.yaml");
+    let coarse = std::fs::metadata(&claimed).unwrap().ctime_nsec() == 0;
+    std::thread::sleep(std::time::Duration::from_millis(if coarse {
+        2300
+    } else {
+        200
+    }));
     let other = state.run(&["allocate", "p", "--owner", "FloatingIP/other"]);
     assert_eq!(other.stdout, "10.40.0.2\n", "{}", other.describe());
     let index = state.root.join(".index/cluster/ipallocations/p.idx");

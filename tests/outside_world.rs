@@ -12,6 +12,7 @@
 
 mod common;
 mod torture;
+mod traced;
 
 use std::fs;
 use std::io::Write as _;
@@ -19,174 +20,14 @@ use std::os::unix::fs::{MetadataExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Test, assert_one_error, code, uid};
-use torture::{Outcome, Scan, State, finish, pool_yaml};
-
-/// The public pool of the `seed` and `populated` fixtures.
-const POOL: &str = "public-zone-a";
+use torture::{Outcome, State, finish, pool_yaml};
+use traced::*;
 
 // ---- Running things ---------------------------------------------------------------------
-
-/// One test at a time (see the module docs).
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// `ipamctl -d state ARGS` on the test's state directory, not started yet.
-fn ipamctl_cmd(test: &Test, args: &[&str]) -> Command {
-    let mut cmd = test.command(args);
-    cmd.env_remove("FAILPOINTS");
-    cmd
-}
-
-/// Starts `cmd` with stdin closed and stdout and stderr captured.
-fn spawn(mut cmd: Command) -> Child {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
-}
-
-/// Runs `ipamctl ARGS` on the test's state directory to its end.
-fn ipamctl(test: &Test, args: &[&str]) -> Outcome {
-    finish(args, spawn(ipamctl_cmd(test, args)))
-}
-
-/// The trimmed stdout of a process that must have exited 0.
-#[track_caller]
-fn succeeded(out: &Outcome) -> String {
-    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
-    out.stdout.trim().to_owned()
-}
-
-/// `allocate public-zone-a --owner OWNER`, which must succeed; the address it printed.
-#[track_caller]
-fn allocate(test: &Test, owner: &str) -> String {
-    succeeded(&ipamctl(test, &["allocate", POOL, "--owner", owner]))
-}
-
-/// A process that must succeed (`rm`, `cp`, `git`).
-#[track_caller]
-fn sh(program: &str, args: &[&str], dir: &Path) {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("start {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `cmd` run by `program PRE_ARGS... cmd's program and arguments`, with `cmd`'s working
-/// directory and environment.
-fn wrapped(cmd: &Command, program: &str, pre_args: &[String]) -> Command {
-    let mut outer = Command::new(program);
-    outer
-        .args(pre_args)
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    if let Some(dir) = cmd.get_current_dir() {
-        outer.current_dir(dir);
-    }
-    for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => outer.env(key, value),
-            None => outer.env_remove(key),
-        };
-    }
-    outer
-}
-
-/// `cmd` under strace's fault injection `inject` (`SYSCALLS:ACTION...`, see `-e inject` in
-/// strace(1)): `delay_exit` holds the window after a system call open, `delay_enter` the one
-/// before it, `signal=KILL` kills the process right there. strace follows forks and prints
-/// nothing of its own.
-fn under_strace(cmd: &Command, inject: &str) -> Command {
-    require_strace();
-    let syscalls = inject.split(':').next().expect("a syscall set");
-    let pre = [
-        "-f",
-        "-qq",
-        "-o",
-        "/dev/null",
-        "-e",
-        &format!("trace={syscalls}"),
-        "-e",
-        &format!("inject={inject}"),
-        "--",
-    ]
-    .map(String::from);
-    wrapped(cmd, "strace", &pre)
-}
-
-/// Fails (rather than skips) without a working strace: a skipped race proves nothing.
-fn require_strace() {
-    static WORKS: OnceLock<bool> = OnceLock::new();
-    let works = *WORKS.get_or_init(|| {
-        Command::new("strace")
-            .args([
-                "-f",
-                "-qq",
-                "-o",
-                "/dev/null",
-                "-e",
-                "inject=openat:delay_exit=1",
-            ])
-            .arg("true")
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    assert!(
-        works,
-        "these tests need strace with fault injection (`apt-get install strace`) and ptrace"
-    );
-}
-
-/// Waits until the process that `strace` (started as `tracer`) runs is held in an injected
-/// delay: stopped by its tracer for 300 ms on end (a plain system-call stop lasts
-/// microseconds). False if that did not happen within `timeout`.
-fn wait_until_held(tracer: &Child, timeout: Duration) -> bool {
-    let children = format!("/proc/{0}/task/{0}/children", tracer.id());
-    let mut held_since: Option<Instant> = None;
-    wait_until(timeout, || {
-        let tracee = fs::read_to_string(&children).unwrap_or_default();
-        let Some(pid) = tracee.split_whitespace().next() else {
-            return false;
-        };
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // The state is the first field after the parenthesised command name.
-        let stopped = stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('t'));
-        if !stopped {
-            held_since = None;
-            return false;
-        }
-        let since = *held_since.get_or_insert_with(Instant::now);
-        since.elapsed() >= Duration::from_millis(300)
-    })
-}
-
-/// Polls `cond` every millisecond until it holds (true) or `timeout` passes (false).
-fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
-    cond()
-}
 
 /// Runs `vandal` in a loop on another thread while `body` runs (and stops it when `body`
 /// returns or panics).
@@ -211,34 +52,6 @@ fn while_looping<T>(vandal: impl Fn() + Sync, body: impl FnOnce() -> T) -> T {
 }
 
 // ---- Reading the state from the files ---------------------------------------------------
-
-/// The file of `address` in the public pool, relative to the state directory.
-fn allocation_file(address: &str) -> String {
-    format!(
-        "cluster/ipallocations/{POOL}-{}.yaml",
-        address.replace('.', "-")
-    )
-}
-
-/// The addresses `owner` (no uid) holds in the public pool, from the files.
-fn held(test: &Test, owner: &str) -> Vec<String> {
-    Scan::of(&test.state())
-        .held_by(None, POOL, owner, None)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-}
-
-/// Asserts that the files break none of the invariants `torture` checks.
-#[track_caller]
-fn assert_consistent(state: &Path) {
-    let violations = Scan::of(state).violations();
-    assert!(
-        violations.is_empty(),
-        "the state's files break invariants:\n{}",
-        violations.join("\n")
-    );
-}
 
 fn inode(path: &Path) -> u64 {
     fs::metadata(path)
@@ -1539,7 +1352,7 @@ fn release_owner_prefix_releases_every_nic_of_the_host_in_the_pool() {
 // ---- Invariant 5 across the Store trait: a release re-reads under the owner's lock -------
 
 /// A release reads the allocation, then waits for its owner's lock. Held there by strace
-/// (its owner-lock `fcntl(F_OFD_SETLKW)` delayed 2 s), the address is released by another
+/// (its owner-lock `fcntl(F_OFD_SETLK)` delayed 2 s), the address is released by another
 /// process and claimed by another owner. When the slow release gets the lock, the store's
 /// release (`Claims::release` of the file store) reads the file again and finds it changed
 /// hands: it deletes nothing, and the guard then refuses the new owner (exit 4). Without the
@@ -1556,8 +1369,9 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
     let a = "FloatingIP/fip-rr-a";
     let addr = allocate(&test, a);
     let args = ["release", POOL, addr.as_str(), "--owner", a];
-    // The owner lock is the release's fifth fcntl (the others are F_GETFD); the trace says
-    // which one was delayed, so a change in that count fails here instead of passing.
+    // The owner lock is the release's ninth fcntl (its first `F_OFD_SETLK`, on the marker;
+    // the others are F_GETFD); the trace says which one was delayed, so a change in that
+    // count fails here instead of passing.
     let trace = test.root().join("release.strace");
     let pre = [
         "-f",
@@ -1567,7 +1381,7 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
         "-e",
         "trace=fcntl",
         "-e",
-        "inject=fcntl:delay_enter=2000000:when=5",
+        "inject=fcntl:delay_enter=2000000:when=9",
         "--",
     ]
     .map(String::from);
@@ -1588,7 +1402,7 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
     assert!(
         traced
             .lines()
-            .any(|l| l.contains("F_OFD_SETLKW") && l.contains("DELAYED")),
+            .any(|l| l.contains("F_OFD_SETLK") && l.contains("DELAYED")),
         "the delayed call was not the owner lock:\n{traced}"
     );
     assert_eq!(out.code, Some(code::CONFLICT), "{}", out.describe());

@@ -287,10 +287,18 @@ pub fn remove_leftover(store: &FsStore, path: &str, now: SystemTime) -> Result<b
     {
         return Ok(false);
     }
-    // Unlinked relative to the handle just looked through: whatever is renamed or planted on
-    // the way meanwhile, the name removed is the one in that directory. No directory fsync:
+    // Removed relative to the handle just looked through, and only the file judged: it is
+    // taken from its name first and unlinked only if what was taken is still an old regular
+    // file (a write that reused the name meanwhile gets its file back). No directory fsync:
     // if a crash undoes this unlink, the next `--fix` removes it again.
-    beneath::remove(&dir, name, false).or_else(failed)
+    let Some(name) = name.to_str() else {
+        return Ok(false);
+    };
+    let mut ours = |taken: &beneath::ReadFile| is_old(modified(&taken.stat), now);
+    match beneath::remove_if(&dir, name, false, &mut ours) {
+        Ok(removed) => Ok(removed == beneath::Removed::Deleted),
+        Err(why) => failed(why),
+    }
 }
 
 /// Reads one manifest file as text, relative to its directory's handle and without following

@@ -91,10 +91,10 @@ pub fn forget(store: &dyn Store, pool: &PoolRef, address: IpAddr) -> Result<()> 
 /// kept (`check` reports it), and so are all of a pool whose manifest does not decode (its
 /// window is unknown).
 ///
-/// What an outside writer can still do: one that takes no lock (`cp`, `git checkout`) and
-/// puts a fresh record in place between this read and the unlink loses it, as it would
-/// against a release's own replacement; the unlink is of the name, beneath the root, so a
-/// symlink planted there is removed, never followed.
+/// An outside writer that takes no lock (`cp`, `git checkout`) and puts a fresh record in
+/// place between this read and the delete keeps it: the delete takes the file from its name
+/// and removes it only if it is the record judged ([`crate::store::Objects::delete_if`]),
+/// else puts it back.
 pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<String>> {
     let ns = pool.namespace.as_ref();
     crate::store::atomically(store, || {
@@ -111,15 +111,27 @@ pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<S
         };
         let mut removed = Vec::new();
         for (address, record) in records(store, pool)? {
-            let expired = match (record, window) {
+            let expired = match (&record, window) {
                 (None, _) => false,
                 (Some(_), None) => true,
                 (Some(r), Some(window)) => !r.cooling(window, now),
             };
-            if expired {
+            if let (true, Some(judged)) = (expired, record) {
                 failpoint!("prune-before-remove");
-                forget(store, pool, address)?;
-                removed.push(allocation_name(&pool.name, address));
+                // Only the record judged expired: one a release (or `cp`, `git checkout`)
+                // put in its place since is kept.
+                let name = allocation_name(&pool.name, address);
+                let mut ours = |bytes: &[u8]| {
+                    std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|text| yaml::decode_cooldown(text).ok())
+                        .is_some_and(|now| now == judged)
+                };
+                if store.delete_if(ObjectKind::Cooldown, ns, &name, &mut ours)?
+                    == crate::store::Release::Deleted
+                {
+                    removed.push(name);
+                }
             }
         }
         Ok(removed)

@@ -10,7 +10,7 @@ use crate::model::candidates::{Candidates, Usage};
 use crate::model::subnet::{SubnetManifest, pool_candidates};
 use crate::model::{Namespace, OwnerFilter, PoolManifest, PoolName, PoolRef, pool_addresses};
 use crate::store::read::{load_pool, pool_not_found};
-use crate::store::{self, LockMode, ObjectKind, Store};
+use crate::store::{self, LockMode, ObjectKind, Release, Store};
 
 /// Addresses taken in `pool`, from the listing alone (no file is read).
 fn taken(store: &dyn Store, ns: Option<&Namespace>, pool: &PoolName) -> Result<Vec<IpAddr>> {
@@ -187,14 +187,34 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
     }
     if !dry_run {
         crate::engine::doomed::mark(store, pool, load_pool(store, pool)?)?;
+        // The pool as this process just marked it, under the lock: what the delete below
+        // removes, and nothing else.
+        let read = store.get(ObjectKind::Pool, ns, pool.name.as_str())?;
         // Its subnets and cooldown records are part of it: they go first, so a crash leaves
         // the pool (marked: no claim is made in it; running the command again finishes the
         // job), never an orphan.
         crate::engine::subnet::delete_of_pool(store, pool)?;
         crate::engine::cooldown::forget_pool(store, pool)?;
-        if !store.delete(ObjectKind::Pool, ns, pool.name.as_str())? {
+        let Some(read) = read else {
             return Err(pool_not_found(store, pool));
-        }
+        };
+        delete_as_read(store, pool, &read)?;
     }
     Ok(())
+}
+
+/// Deletes `pool`'s manifest only if its file still holds the bytes `read` (under the pool's
+/// lock; see [`crate::store::Objects::delete_if`]): a pool a writer that takes no lock
+/// changed meanwhile (`git pull`, `cp`) is kept, exit 4; one removed meanwhile is exit 3.
+pub(crate) fn delete_as_read(store: &dyn Store, pool: &PoolRef, read: &[u8]) -> Result<()> {
+    let ns = pool.namespace.as_ref();
+    match store.delete_if(ObjectKind::Pool, ns, pool.name.as_str(), &mut |now| {
+        now == read
+    })? {
+        Release::Deleted => Ok(()),
+        Release::Gone => Err(pool_not_found(store, pool)),
+        Release::Changed => Err(Error::conflict(format!(
+            "pool `{pool}` was changed by another program while it was being deleted; it is kept, run the command again"
+        ))),
+    }
 }

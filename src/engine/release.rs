@@ -3,12 +3,14 @@
 //! arbitrates).
 
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use crate::engine::cooldown;
 use crate::error::{Error, Result};
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolRef, allocation_name};
 use crate::store::read::{load_pool, read_allocation};
 use crate::store::{self, LockMode, ObjectKind, Parsed, Release, Store};
+use crate::yaml;
 
 /// What a release of one address did.
 #[derive(Clone, Debug)]
@@ -180,21 +182,62 @@ fn guarded(
     Ok(manifest)
 }
 
-/// [`read_allocation`], giving a file that does not parse half a second to become whole:
-/// `cp` and editors rewrite a file in place (truncate, then write), and a guarded release
-/// must not refuse a file that only looked broken for an instant.
+/// How long a file that is not exactly ipamctl's output must stay byte for byte the same
+/// before a release trusts it (see [`read_whole_allocation`]).
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// How long a release waits for a file to settle before it gives up ("try again").
+const SETTLE_LIMIT: Duration = Duration::from_millis(3000);
+
+/// The allocation `name` read for a release (and so for `reconcile --apply`), trusted as
+/// complete by the rule the file store's look-ups use: `cp`, editors and sync tools rewrite
+/// a file in place, and while they do it passes through prefixes that do not parse, or that
+/// parse as another owner (`name: fip-web-0` is a prefix of `name: fip-web-01`). A file is
+/// taken as it reads only if its bytes are exactly what ipamctl writes for the manifest
+/// they decode to (a prefix of that output lacks its last newline, or a line), or they
+/// have stayed the same for [`SETTLE`]; otherwise it is read again, for at most
+/// [`SETTLE_LIMIT`] (then exit 1, "try again", nothing released). The rule needs nothing
+/// but the bytes, so it holds on every store.
 fn read_whole_allocation(
     store: &dyn Store,
     ns: Option<&Namespace>,
     name: &str,
 ) -> Result<Option<Parsed>> {
-    let mut read = read_allocation(store, ns, name)?;
-    for _ in 0..50 {
-        if !matches!(read, Some(Err(_))) {
-            break;
+    let begun = Instant::now();
+    let mut last: Option<(Vec<u8>, Instant)> = None;
+    loop {
+        let now = Instant::now();
+        let bytes = match store.get(ObjectKind::Allocation, ns, name) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(None),
+            // Not a regular file, too large: what `read_allocation` makes of it.
+            Err(Error::Corrupt { .. }) => return read_allocation(store, ns, name),
+            Err(e) => return Err(e),
+        };
+        let (parsed, exact) = match std::str::from_utf8(&bytes) {
+            Ok(text) => yaml::decode_allocation_exact(text),
+            Err(_) => (Err("is not UTF-8 text".to_owned()), false),
+        };
+        if parsed.is_ok() && exact {
+            return Ok(Some(parsed));
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        read = read_allocation(store, ns, name)?;
+        let since = match last {
+            Some((before, since)) if before == bytes => since,
+            _ => now,
+        };
+        if now.duration_since(since) >= SETTLE {
+            return Ok(Some(parsed));
+        }
+        if now.duration_since(begun) >= SETTLE_LIMIT {
+            return Err(Error::io(
+                store.locate(ObjectKind::Allocation, ns, name),
+                std::io::Error::other(
+                    "kept changing while it was read: another program may be rewriting it; \
+                     nothing was released, try again",
+                ),
+            ));
+        }
+        last = Some((bytes, since));
+        std::thread::sleep(Duration::from_millis(10));
     }
-    Ok(read)
 }

@@ -255,7 +255,7 @@ pub fn delete(
             });
         }
         if !dry_run {
-            store.delete(ObjectKind::Subnet, ns, name.as_str())?;
+            delete_as_read(store, ns, &subnet)?;
         }
         Ok(subnet)
     };
@@ -272,7 +272,29 @@ pub fn delete_of_pool(store: &dyn Store, pool: &PoolRef) -> Result<Vec<SubnetMan
     let ns = pool.namespace.as_ref();
     let subnets = list(store, ns, Some(&pool.name))?;
     for subnet in &subnets {
-        store.delete(ObjectKind::Subnet, ns, &subnet.metadata.name)?;
+        delete_as_read(store, ns, subnet)?;
     }
     Ok(subnets)
+}
+
+/// Deletes `subnet` only if its file still holds it ([`crate::store::Objects::delete_if`]):
+/// one changed by a writer that takes no lock is kept, and the command says so (exit 4).
+fn delete_as_read(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    subnet: &SubnetManifest,
+) -> Result<()> {
+    let mut ours = |bytes: &[u8]| {
+        std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| crate::yaml::decode_subnet(text).ok())
+            .is_some_and(|now| now == *subnet)
+    };
+    match store.delete_if(ObjectKind::Subnet, ns, &subnet.metadata.name, &mut ours)? {
+        crate::store::Release::Changed => Err(Error::conflict(format!(
+            "{} was changed by another program while it was being deleted; it is kept, run the command again",
+            subnet.describe()
+        ))),
+        _ => Ok(()),
+    }
 }

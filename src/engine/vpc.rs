@@ -473,6 +473,8 @@ fn delete_pool(
     let _lock = (!dry_run)
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
         .transpose()?;
+    // The pool's bytes under the lock: the delete below removes them and nothing else.
+    let read = store.get(ObjectKind::Pool, ns, pool.name.as_str())?;
     let manifest = match load_pool(store, pool) {
         Ok(m) => Some(m),
         Err(Error::NotFound { .. }) => None,
@@ -527,7 +529,8 @@ fn delete_pool(
         } else {
             let subnets = crate::engine::subnet::delete_of_pool(store, pool)?;
             crate::engine::cooldown::forget_pool(store, pool)?;
-            store.delete(ObjectKind::Pool, ns, pool.name.as_str())?;
+            // No bytes read (removed since): nothing matches, the pool is "not found".
+            crate::engine::pool::delete_as_read(store, pool, read.as_deref().unwrap_or_default())?;
             subnets
         };
         removed.extend(subnets.into_iter().map(Removal::Subnet));

@@ -20,8 +20,6 @@
 //! which follows the same order.) A database may still report a deadlock between its own
 //! row locks and a writer outside ipamctl: the unit of work runs again ([`crate::store::Units`]).
 
-use std::os::fd::OwnedFd;
-
 /// How a pool lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockMode {
@@ -34,10 +32,10 @@ pub enum LockMode {
 /// What keeps one lock held, and until when.
 #[derive(Debug)]
 pub enum Hold {
-    /// An open file description holding a byte-range lock of the file store's marker: the
-    /// lock goes when the guard is dropped (the descriptor closes), or when the process
-    /// dies, however it dies.
-    File(OwnedFd),
+    /// The file store's hold of a byte-range lock (open file descriptions of its lock
+    /// files): the lock goes when the last guard of that byte in the process is dropped
+    /// (the descriptors close), or when the process dies, however it dies.
+    File(Box<dyn std::fmt::Debug + Send + Sync>),
     /// A row lock of the database transaction of the surrounding unit of work
     /// ([`crate::store::Units::atomically`]): it goes when that unit commits or rolls back,
     /// never before. Dropping the guard releases nothing.

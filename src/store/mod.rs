@@ -139,6 +139,30 @@ pub trait Objects {
     /// Deletes an object durably; `false` if it did not exist.
     fn delete(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<bool>;
 
+    /// Deletes an object durably only if its bytes, as they are when it is deleted, are ones
+    /// `ours` accepts (the object its caller read and judged): [`Release::Deleted`];
+    /// [`Release::Gone`] if there is none, [`Release::Changed`] (and nothing deleted) if it
+    /// is another. A store whose objects can change under a read (files) must make the
+    /// judged object the deleted one; the default is for stores whose caller's unit of work
+    /// already keeps the object from changing.
+    fn delete_if(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        ours: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<Release> {
+        match self.get(kind, ns, name)? {
+            None => Ok(Release::Gone),
+            Some(bytes) if !ours(&bytes) => Ok(Release::Changed),
+            Some(_) => Ok(if self.delete(kind, ns, name)? {
+                Release::Deleted
+            } else {
+                Release::Gone
+            }),
+        }
+    }
+
     /// Names of the objects of a kind in one scope, in no particular order.
     fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<String>>;
 

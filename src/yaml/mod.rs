@@ -35,8 +35,49 @@ fn options() -> Options {
 }
 
 /// Turns the library's error into one line: `line L column C: message`.
+/// The longest excerpt of a file's bytes a message quotes (in characters, within backticks).
+const EXCERPT_CHARS: usize = 64;
+
+/// `message` with every backtick-quoted span (the library's and the validators' quotes of
+/// the file's own bytes) cut to [`EXCERPT_CHARS`] characters and escaped: an error about a
+/// file planted in the state directory (a hard link to a secret, a binary) shows no more
+/// of it than it takes to find the line.
+pub fn excerpted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(256));
+    for (i, part) in message.split('`').enumerate() {
+        if i > 0 {
+            out.push('`');
+        }
+        let mut chars = part.chars();
+        let limit = if i % 2 == 0 {
+            usize::MAX
+        } else {
+            EXCERPT_CHARS
+        };
+        for c in chars.by_ref().take(limit) {
+            if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        if chars.next().is_some() {
+            out.push('…');
+        }
+    }
+    // A quote the file's bytes unbalanced cannot let the rest through whole.
+    if out.chars().count() > MESSAGE_CHARS {
+        out = out.chars().take(MESSAGE_CHARS).collect();
+        out.push('…');
+    }
+    out
+}
+
+/// The longest message about a file's content, whatever its quotes.
+const MESSAGE_CHARS: usize = 400;
+
 fn one_line(err: serde_saphyr::Error) -> String {
-    let text = err.to_string();
+    let text = excerpted(&err.to_string());
     let first = text.lines().next().unwrap_or("invalid YAML").trim();
     let first = first.strip_prefix("error: ").unwrap_or(first);
     match err.location() {
@@ -221,7 +262,7 @@ pub fn decode_pool(text: &str) -> Result<PoolManifest, String> {
     }
     expect_single(text)?;
     let pool: PoolManifest = from_str(text)?;
-    pool.validate()?;
+    pool.validate().map_err(|e| excerpted(&e))?;
     Ok(pool)
 }
 
@@ -229,7 +270,7 @@ pub fn decode_pool(text: &str) -> Result<PoolManifest, String> {
 pub fn decode_subnet(text: &str) -> Result<SubnetManifest, String> {
     expect_single(text)?;
     let subnet: SubnetManifest = from_str(text)?;
-    subnet.validate()?;
+    subnet.validate().map_err(|e| excerpted(&e))?;
     Ok(subnet)
 }
 
@@ -245,7 +286,7 @@ pub fn decode_cooldown(text: &str) -> Result<CooldownRecord, String> {
 fn decode_cooldown_with_library(text: &str) -> Result<CooldownRecord, String> {
     expect_single(text)?;
     let record: CooldownRecord = from_str(text)?;
-    record.validate()?;
+    record.validate().map_err(|e| excerpted(&e))?;
     Ok(record)
 }
 
@@ -254,6 +295,16 @@ pub fn decode_allocation(text: &str) -> Result<AllocationManifest, String> {
     match decode_canonical_allocation(text) {
         Some(alloc) => Ok(alloc),
         None => decode_allocation_with_library(text),
+    }
+}
+
+/// [`decode_allocation`], and whether `text` is byte for byte what [`encode`] writes for the
+/// manifest (so ends in a newline): a file that is exactly ipamctl's output is no prefix of
+/// a longer manifest being written.
+pub fn decode_allocation_exact(text: &str) -> (Result<AllocationManifest, String>, bool) {
+    match decode_canonical_allocation(text) {
+        Some(alloc) => (Ok(alloc), true),
+        None => (decode_allocation_with_library(text), false),
     }
 }
 
@@ -276,8 +327,13 @@ fn decode_canonical_cooldown(text: &str) -> Option<CooldownRecord> {
     (encode(&record) == text).then_some(record)
 }
 
-/// The slow path, and the only one for anything ipamctl did not write itself.
+/// The slow path, and the only one for anything ipamctl did not write itself. Its errors
+/// quote the file only in short excerpts ([`excerpted`]).
 fn decode_allocation_with_library(text: &str) -> Result<AllocationManifest, String> {
+    library_allocation(text).map_err(|e| excerpted(&e))
+}
+
+fn library_allocation(text: &str) -> Result<AllocationManifest, String> {
     if let Some(sides) = crate::yaml::conflict::sides(text) {
         return Err(crate::yaml::conflict::allocation_message(
             &sides,
@@ -319,6 +375,22 @@ mod tests {
     use super::*;
 
     const POOL: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: p\nspec:\n  cidr: 10.0.0.0/24\n  kind: public\n";
+
+    /// A file planted in the state (a hard link to `/etc/shadow`, a binary) is quoted in an
+    /// error only as a short, escaped excerpt.
+    #[test]
+    fn errors_quote_a_file_only_in_short_escaped_excerpts() {
+        let secret = format!("root:$6${}:19000:0:99999:7:::\n", "x".repeat(90));
+        let why = decode_allocation(&secret).unwrap_err();
+        assert!(why.contains("unknown field `root:$6$xxx"), "{why}");
+        assert!(!why.contains(&"x".repeat(EXCERPT_CHARS)), "{why}");
+        assert!(why.contains('…'), "{why}");
+        let binary = "\u{1b}[31m: 1\n";
+        let why = decode_allocation(binary).unwrap_err();
+        assert!(!why.contains('\u{1b}'), "{why}");
+        let unbalanced = format!("`{}: 1\n", "y".repeat(2000));
+        assert!(excerpted(&unbalanced).chars().count() <= MESSAGE_CHARS + 1);
+    }
 
     #[test]
     fn pools_round_trip_byte_for_byte() {

@@ -16,8 +16,16 @@
 //! ([`World::quiet`]), and an owner of the world that asks ipamctl once the loops have
 //! stopped must get the address git gave it ([`World::finish`]).
 //!
+//! - the second adversary (issue 20): `pv -qL` rewrites a stable file in place with its own
+//!   bytes, slowly, so readers meet prefixes that parse as other owners (`slow`); a world
+//!   file is replaced as `git checkout` replaces a relabelled file, by unlink then an
+//!   exclusive create, and back (`relabel`); a world file is removed by `rm` and
+//!   made again by `cp` (`rmcp`); and `rsync -a` syncs a second clone's marker and
+//!   `.gitignore` (same bytes, other mtimes) over the state, replacing `.ipamctl` with a new
+//!   inode while locks are held (`rsync`).
+//!
 //! To tell causes apart when a run fails, `IPAMCTL_WORLD_SKIP=cp,touch,clean,pull` (any of
-//! them) leaves those loops out.
+//! them, and `slow,relabel,rmcp,rsync`) leaves those loops out.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
@@ -101,6 +109,10 @@ struct Counts {
     cps: AtomicUsize,
     focus_cps: AtomicUsize,
     touches: AtomicUsize,
+    slow_rewrites: AtomicUsize,
+    relabels: AtomicUsize,
+    rm_cps: AtomicUsize,
+    rsyncs: AtomicUsize,
     /// ipamctl processes that failed with a transient I/O error (exit 1).
     transient: AtomicUsize,
     /// ipamctl processes that warned about an allocation file they could not parse.
@@ -134,6 +146,9 @@ struct Shared {
     /// The `cp` loop holds it (read) for one iteration; [`World::steady`] takes it (write).
     copies: RwLock<()>,
     focus: Mutex<Option<Focus>>,
+    /// Held by `git pull` and by the `rm` + `cp` of a world file, which must not bring back
+    /// a file the pull just moved.
+    world_files: Mutex<()>,
     counts: Counts,
     /// The last events, with their wall-clock time, for the report of a failure.
     log: Mutex<VecDeque<String>>,
@@ -203,6 +218,7 @@ impl World {
             all: RwLock::new(()),
             copies: RwLock::new(()),
             focus: Mutex::new(None),
+            world_files: Mutex::new(()),
             counts: Counts::default(),
             log: Mutex::new(VecDeque::new()),
             samples: Mutex::new(Vec::new()),
@@ -210,10 +226,14 @@ impl World {
         let skip = std::env::var("IPAMCTL_WORLD_SKIP").unwrap_or_default();
         let skipped = |name: &str| skip.split(',').any(|s| s.trim() == name);
         let mut threads = Vec::new();
-        let loops: [(&str, Loop); 3] = [
+        let loops: [(&str, Loop); 7] = [
             ("clean", clean_loop),
             ("cp", cp_loop),
             ("touch", touch_loop),
+            ("slow", slow_loop),
+            ("relabel", relabel_loop),
+            ("rmcp", rm_cp_loop),
+            ("rsync", rsync_loop),
         ];
         for (name, one) in loops {
             let shared = Arc::clone(&shared);
@@ -294,7 +314,9 @@ impl World {
             && lines.len() == 1
             && lines[0].starts_with("error: ")
             && (lines[0].contains("temporary files keep vanishing")
-                || lines[0].contains("No such file or directory"));
+                || lines[0].contains("No such file or directory")
+                // A file the slow writers kept changing past a claim's or release's wait.
+                || lines[0].contains("try again"));
         if transient {
             self.shared.counts.transient.fetch_add(1, Ordering::Relaxed);
             self.shared.sample(format!("transient: {}", out.describe()));
@@ -370,8 +392,9 @@ impl World {
         let skipped = std::env::var("IPAMCTL_WORLD_SKIP").unwrap_or_default();
         let summary = format!(
             "world{}: seed {}; {} git clean ({} failed), {} git pull ({} failed) of {} commits, {} cp ({} of \
-             the focus owner's file), {} touch; ipamctl: {} transient exit 1, {} warned about \
-             a torn file; {asked} world owners asked at the end",
+             the focus owner's file), {} touch, {} slow in-place rewrites, {} relabelling \
+             replacements, {} rm + cp, {} rsync -a; ipamctl: {} transient exit 1, {} warned \
+             about a torn file; {asked} world owners asked at the end",
             if skipped.is_empty() {
                 String::new()
             } else {
@@ -386,6 +409,10 @@ impl World {
             n(&c.cps) + n(&c.focus_cps),
             n(&c.focus_cps),
             n(&c.touches),
+            n(&c.slow_rewrites),
+            n(&c.relabels),
+            n(&c.rm_cps),
+            n(&c.rsyncs),
             n(&c.transient),
             n(&c.warned),
         );
@@ -659,6 +686,7 @@ fn pull_loop(shared: &Shared, mut rng: Rng, mut pools: Vec<Holdings>) {
         shared.counts.commits.fetch_add(1, Ordering::Relaxed);
         shared.note(&format!("commit {turn}: {}", changes.join("; ")));
         shared.iteration(|| {
+            let _pulling = shared.world_files.lock().unwrap_or_else(|e| e.into_inner());
             let out = git(&shared.root, &pull_args(&shared.clone));
             shared.counts.pulls.fetch_add(1, Ordering::Relaxed);
             if out.status.success() {
@@ -788,6 +816,178 @@ fn cp_loop(shared: &Shared, mut rng: Rng) {
         if focused.is_none() {
             sleep_up_to(&mut rng, 1_000);
         }
+    }
+}
+
+/// The stable files (see [`Config::stable`]) as they are now, snapshotted.
+fn stable_files(shared: &Shared) -> Vec<Stable> {
+    allocation_files(&shared.root)
+        .iter()
+        .filter_map(|rel| snapshot(shared, rel, |_| true))
+        .collect()
+}
+
+/// Rewrites stable files in place with their own bytes at 600 bytes a second (`pv -qL`,
+/// which writes every tenth of a second): for half a second each file holds prefixes of
+/// itself, some of them whole manifests of another owner (`name: fip` of `name: fip-1`).
+fn slow_loop(shared: &Shared, mut rng: Rng) {
+    let mut stable: Vec<Stable> = Vec::new();
+    let mut turn = 0u64;
+    while shared.running() {
+        turn += 1;
+        shared.iteration(|| {
+            let _copying = shared.copies.read().unwrap_or_else(|e| e.into_inner());
+            if turn % 16 == 1 || stable.is_empty() {
+                stable = stable_files(shared);
+            }
+            if stable.is_empty() {
+                return;
+            }
+            let one = &stable[rng.below(stable.len() as u64) as usize];
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg("pv -qL 600 \"$1\" > \"$2\"")
+                .arg("sh")
+                .arg(&one.snapshot)
+                .arg(shared.root.join(&one.rel))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            shared.note(&format!("pv over {}", one.rel.display()));
+            shared.counts.slow_rewrites.fetch_add(1, Ordering::Relaxed);
+        });
+        sleep_up_to(&mut rng, 200_000);
+    }
+}
+
+/// Replaces world files as `git checkout` replaces a file whose new version differs only in
+/// its labels: unlink, then an exclusive create of the new bytes (the same owner, a label
+/// added), and a moment later back the same way (so `git pull` finds the file as it left
+/// it). Only the world's own files, at addresses no test process claims: while the name is
+/// free, any claimer may take the address, and the file's owner has then lost it to an
+/// outside delete (README's Guarantees), not to ipamctl.
+fn relabel_loop(shared: &Shared, mut rng: Rng) {
+    const LABEL: &str = "    example.com/relabelled: \"yes\"\n";
+    let replace = |path: &Path, bytes: &str| -> bool {
+        if std::fs::remove_file(path).is_err() {
+            return false;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .and_then(|mut file| {
+                use std::io::Write as _;
+                file.write_all(bytes.as_bytes())
+            })
+            .is_ok()
+    };
+    while shared.running() {
+        shared.iteration(|| {
+            let _moving = shared.world_files.lock().unwrap_or_else(|e| e.into_inner());
+            let world = world_files(shared);
+            if world.is_empty() {
+                return;
+            }
+            let rel = &world[rng.below(world.len() as u64) as usize];
+            let path = shared.root.join(rel);
+            let Ok(now) = std::fs::read_to_string(&path) else {
+                return;
+            };
+            if !now.contains("  labels:\n") || now.contains(LABEL) {
+                return;
+            }
+            let next = now.replacen("  labels:\n", &format!("  labels:\n{LABEL}"), 1);
+            if replace(&path, &next) {
+                sleep_up_to(&mut rng, 20_000);
+                replace(&path, &now);
+            }
+            shared.note(&format!("relabel {}", rel.display()));
+            shared.counts.relabels.fetch_add(1, Ordering::Relaxed);
+        });
+        sleep_up_to(&mut rng, 50_000);
+    }
+}
+
+/// The world's own allocation files (owners `world-*`), relative to the root.
+fn world_files(shared: &Shared) -> Vec<PathBuf> {
+    allocation_files(&shared.root)
+        .into_iter()
+        .filter(|rel| {
+            std::fs::read_to_string(shared.root.join(rel))
+                .is_ok_and(|t| t.contains("    name: world-"))
+        })
+        .collect()
+}
+
+/// Removes a world file with `rm` and makes it again with `cp` from a copy (same bytes, a
+/// new inode): only the world's own owners, which no test process asks for while the world
+/// runs, since a claim for an owner between the two would rightly find it holds nothing.
+fn rm_cp_loop(shared: &Shared, mut rng: Rng) {
+    while shared.running() {
+        shared.iteration(|| {
+            let _moving = shared.world_files.lock().unwrap_or_else(|e| e.into_inner());
+            let world = world_files(shared);
+            if world.is_empty() {
+                return;
+            }
+            let rel = &world[rng.below(world.len() as u64) as usize];
+            let path = shared.root.join(rel);
+            let aside = shared.snapshots.join("rmcp.yaml");
+            if std::fs::copy(&path, &aside).is_err() {
+                return;
+            }
+            let quiet = |cmd: &mut Command| {
+                let _ = cmd
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            };
+            quiet(Command::new("rm").arg("-f").arg(&path));
+            quiet(Command::new("cp").arg("-n").arg(&aside).arg(&path));
+            shared.note(&format!("rm + cp {}", rel.display()));
+            shared.counts.rm_cps.fetch_add(1, Ordering::Relaxed);
+        });
+        sleep_up_to(&mut rng, 20_000);
+    }
+}
+
+/// `rsync -a` from a second clone that holds the marker and `.gitignore` with the state's
+/// bytes but other mtimes: each run replaces `.ipamctl` with a new inode, whatever locks
+/// ipamctl holds on the old. (Not the pools: a test may change them meanwhile.)
+fn rsync_loop(shared: &Shared, mut rng: Rng) {
+    let second = shared.snapshots.join("rsync-clone");
+    while shared.running() {
+        shared.iteration(|| {
+            let _ = std::fs::remove_dir_all(&second);
+            if std::fs::create_dir_all(&second).is_err() {
+                return;
+            }
+            for name in [".ipamctl", ".gitignore"] {
+                let _ = std::fs::copy(shared.root.join(name), second.join(name));
+            }
+            let stamp = format!("@{}", 1_000_000_000 + rng.below(100_000_000));
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg("find \"$1\" -exec touch -h -d \"$2\" {} +")
+                .arg("sh")
+                .arg(&second)
+                .arg(&stamp)
+                .status();
+            let out = Command::new("rsync")
+                .arg("-a")
+                .arg(format!("{}/", second.display()))
+                .arg(format!("{}/", shared.root.display()))
+                .stdin(Stdio::null())
+                .output();
+            if out.is_ok_and(|o| o.status.success()) {
+                shared.note("rsync -a from the second clone");
+                shared.counts.rsyncs.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        sleep_up_to(&mut rng, 100_000);
     }
 }
 

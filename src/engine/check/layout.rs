@@ -21,6 +21,7 @@ use crate::model::{Namespace, PoolName};
 use crate::store::fs::beneath::{self, Refused};
 use crate::store::fs::{
     FsStore, GITIGNORE, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX, MARKER, TMP_PREFIX,
+    beneath::DELETING_PREFIX,
 };
 use crate::yaml::MAX_MANIFEST_BYTES;
 
@@ -262,7 +263,12 @@ impl Walker {
             Ok(Some(file)) => String::from_utf8(file.bytes).unwrap_or_default(),
             Ok(None) => String::new(),
             // A symlink, a directory, a FIFO: reported by the walk, never opened through.
-            Err(Refused::Symlink | Refused::NotADirectory | Refused::NotAFile(_)) => return,
+            Err(
+                Refused::Symlink
+                | Refused::NotADirectory
+                | Refused::NotAFile(_)
+                | Refused::HardLink(_),
+            ) => return,
             Err(Refused::TooLarge(_) | Refused::Io(_)) => String::new(),
         };
         let have: Vec<&str> = text.lines().map(str::trim).collect();
@@ -376,6 +382,12 @@ impl Walker {
                     }
                 }
                 Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&fd, &item),
+                Kind::File if name.starts_with(DELETING_PREFIX) => self.foreign(
+                    &item,
+                    "a file ipamctl was deleting when it was interrupted (it was taken from its \
+                     name to be checked); its object is deleted: remove this file, or rename it \
+                     back to keep it",
+                ),
                 Kind::File if what == ObjectDir::Pools && is_pool_lock(name) => {}
                 Kind::Dir if what == ObjectDir::Allocations && name == INDEX_DIR => {
                     self.index(&fd, &item);

@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 use crate::error::{Error, Result};
 use crate::model::Namespace;
 use crate::store::fs::FsStore;
-use crate::store::fs::beneath::{self, Refused};
+use crate::store::fs::beneath::{self, Refused, refused};
 use crate::store::fs::index::Stamp;
 use crate::store::{ObjectKind, Parsed};
 use crate::yaml::{self, MAX_MANIFEST_BYTES};
@@ -27,73 +27,117 @@ pub(super) fn now_ns() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
+/// One allocation file as read: what it decodes to, its status, and whether its bytes
+/// are exactly what ipamctl writes for that manifest (canonical, ending in a newline).
+pub(super) struct ReadAllocation {
+    /// The manifest, or why the file is not one.
+    pub(super) parsed: Parsed,
+    /// The status of the bytes decoded.
+    pub(super) stamp: Stamp,
+    /// The bytes are [`yaml::encode`] of the manifest: no prefix of a longer manifest.
+    pub(super) exact: bool,
+}
+
+impl ReadAllocation {
+    /// May this read be taken for the file's content, at `started` (when the read began)?
+    ///
+    /// A file rewritten in place (`cp`, an editor, a sync tool, `pv`) passes through
+    /// prefixes, and a prefix can be a whole valid manifest of another owner: the owner's
+    /// `name:` is the last line, and `name: fip-web-0` is a prefix of `name: fip-web-01`. So
+    /// a file that parses is trusted as complete only if its bytes are exactly what ipamctl
+    /// writes (a prefix of ipamctl's output that parses lacks its last newline, or a line),
+    /// or if it has not changed for [`TORN_WINDOW_NS`] (plus its file system's timestamp
+    /// granularity). Anything else may be a write in flight.
+    pub(super) fn settled(&self, started: i64) -> bool {
+        match &self.parsed {
+            Ok(_) if self.exact => true,
+            Err(_) if self.stamp.size == 0 => !self.stamp.changed_within(started, STALL_WINDOW_NS),
+            _ => !self.stamp.changed_within(started, TORN_WINDOW_NS),
+        }
+    }
+}
+
 impl FsStore {
     /// Reads and decodes the allocation file `file` (`<name>.yaml`) of `dir`; `None` if it
-    /// is gone.
+    /// is gone. A file with a second name (a hard link) is an error naming it, not a broken
+    /// manifest: it is not read at all.
     pub(super) fn read_allocation(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         file: &str,
-    ) -> Result<Option<(Parsed, Stamp)>> {
+    ) -> Result<Option<ReadAllocation>> {
         match beneath::read(dir, file, MAX_MANIFEST_BYTES) {
             Ok(None) => Ok(None),
             Ok(Some(read)) => {
-                let parsed = std::str::from_utf8(&read.bytes)
-                    .map_err(|_| "is not UTF-8 text".to_owned())
-                    .and_then(yaml::decode_allocation);
-                Ok(Some((parsed, Stamp::of(&read.stat))))
+                let (parsed, exact) = match std::str::from_utf8(&read.bytes) {
+                    Ok(text) => yaml::decode_allocation_exact(text),
+                    Err(_) => (Err("is not UTF-8 text".to_owned()), false),
+                };
+                Ok(Some(ReadAllocation {
+                    parsed,
+                    stamp: Stamp::of(&read.stat),
+                    exact,
+                }))
+            }
+            Err(Refused::Io(e)) => Err(Error::io(self.path(ObjectKind::Allocation, ns, file), e)),
+            Err(why @ Refused::HardLink(_)) => {
+                Err(refused(self.path(ObjectKind::Allocation, ns, file), why))
             }
             // A symlink, a FIFO, a huge file under a manifest's name: as broken as a file
             // that does not parse; its address stays taken.
-            Err(Refused::Io(e)) => Err(Error::io(self.path(ObjectKind::Allocation, ns, file), e)),
-            Err(why) => Ok(Some((Err(why.reason()), Stamp::of_nothing()))),
+            Err(why) => Ok(Some(ReadAllocation {
+                parsed: Err(why.reason()),
+                stamp: Stamp::of_nothing(),
+                exact: false,
+            })),
         }
     }
 
-    /// [`FsStore::read_allocation`] for a claim's look-up, which must not take a torn file
-    /// for "no owner here": `cp` and editors rewrite a file in place (truncate, then write),
-    /// and a read in between sees a file that does not parse.
+    /// [`FsStore::read_allocation`] for a claim's look-up, which must not take a file in
+    /// flight for its content: `cp` and editors rewrite a file in place (truncate, then
+    /// write), and a read in between sees a file that does not parse, or one that parses
+    /// as another owner (see [`ReadAllocation::settled`]).
     ///
-    /// A file that does not parse and had changed less than [`TORN_WINDOW_NS`] before a read
-    /// began ([`STALL_WINDOW_NS`] if it is empty) may be such a rewrite: it is read again
-    /// until it parses or the window has passed. An empty file seen changing is never taken
-    /// for a broken one, whose owner the claim would then not see (its writer may only be
-    /// stalled between truncating and writing): if it is still empty half a second after the
-    /// stall window, the look-up fails (exit 1, "try again").
+    /// A file that is not [settled](ReadAllocation::settled) is read again until it is, or
+    /// the window has passed. An empty file seen changing is never taken for a broken one,
+    /// whose owner the claim would then not see (its writer may only be stalled between
+    /// truncating and writing): if it is still empty half a second after the stall window,
+    /// or keeps changing that long, the look-up fails (exit 1, "try again").
     pub(super) fn read_whole(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         file: &str,
-    ) -> Result<Option<(Parsed, Stamp)>> {
+    ) -> Result<Option<ReadAllocation>> {
         let begun = now_ns();
         let mut changing = false;
         loop {
             // The window is measured from each read's start, not from after it: a reader
             // descheduled between its read and this check must not take a fresh rewrite
-            // for an old broken file.
+            // for an old file.
             let started = now_ns();
-            let read = self.read_allocation(dir, ns, file)?;
-            let Some((Err(why), stamp)) = &read else {
-                return Ok(read);
+            let Some(read) = self.read_allocation(dir, ns, file)? else {
+                return Ok(None);
             };
-            let empty = stamp.size == 0;
-            let window = if empty {
-                STALL_WINDOW_NS
+            let empty = read.parsed.is_err() && read.stamp.size == 0;
+            if read.settled(started) {
+                if !(changing && empty) {
+                    return Ok(Some(read));
+                }
             } else {
-                TORN_WINDOW_NS
-            };
-            if stamp.ctime > started - window {
                 changing = true;
-            } else if !(changing && empty) {
-                return Ok(read);
             }
-            if started - begun > STALL_WINDOW_NS + 500_000_000 {
+            let coarse = read.stamp.margin() - crate::store::fs::index::RACY_NS;
+            if started - begun > STALL_WINDOW_NS + 500_000_000 + coarse {
+                let why = match &read.parsed {
+                    Err(why) => format!("{why}, and it"),
+                    Ok(_) => "it".to_owned(),
+                };
                 return Err(Error::io(
                     self.path(ObjectKind::Allocation, ns, file),
                     std::io::Error::other(format!(
-                        "{why}, and it was being changed moments ago: another program may be \
+                        "{why} was being changed moments ago: another program may be \
                          rewriting it; nothing was claimed, try again"
                     )),
                 ));

@@ -44,6 +44,9 @@ pub enum Refused {
     NotAFile(&'static str),
     /// Larger than [`MAX_READ`] (or the caller's bound).
     TooLarge(u64),
+    /// A regular file with this many names: another name may be a file outside the state
+    /// directory (a hard link planted here), so it is neither read nor written.
+    HardLink(u64),
     /// Any other error.
     Io(io::Error),
 }
@@ -84,6 +87,10 @@ impl Refused {
             Refused::NotADirectory => "is not a directory".into(),
             Refused::NotAFile(what) => format!("is {what}, not a regular file"),
             Refused::TooLarge(limit) => format!("is larger than {limit} bytes; not a manifest"),
+            Refused::HardLink(n) => format!(
+                "has {n} names (hard links); ipamctl neither reads nor writes a file that has a \
+                 name elsewhere: remove the other links, or replace it with a copy"
+            ),
             Refused::Io(e) => e.to_string(),
         }
     }
@@ -201,22 +208,55 @@ pub struct ReadFile {
 }
 
 /// Reads the regular file `name` in `dir`, at most `limit` bytes; `None` if it does not
-/// exist. A symlink, a FIFO or a directory under that name is refused without blocking.
+/// exist.
+///
+/// Nothing is opened for reading before its type is known: the name is first opened with
+/// `O_PATH` (which opens no device, wakes no FIFO writer and follows no symlink), its type
+/// and link count are taken from that handle, and only a regular file with one name is then
+/// opened for reading, by its name through the same directory handle, with
+/// `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`. That second open is checked to be the same file (device
+/// and inode): something swapped in between is refused, and what it reads is re-checked
+/// the same way, so the status returned is the status of the bytes returned. A symlink, a
+/// FIFO, a device, a socket or a directory is refused without being opened; so is a regular
+/// file with a second name ([`Refused::HardLink`]): a hard link planted here to a file
+/// elsewhere on the file system (another user's secret) is never read through.
 pub fn read(dir: impl AsFd, name: impl AsRef<OsStr>, limit: u64) -> Confined<Option<ReadFile>> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = match openat(dir, name.as_ref(), flags, Mode::empty()) {
+    let (dir, name) = (dir.as_fd(), name.as_ref());
+    let mut turns = 0;
+    loop {
+        match read_once(dir, name, limit) {
+            Err(Refused::Io(e)) if e.kind() == io::ErrorKind::Interrupted && turns < 3 => {
+                turns += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn read_once(dir: BorrowedFd<'_>, name: &OsStr, limit: u64) -> Confined<Option<ReadFile>> {
+    let Some(looked) = look(dir, name)? else {
+        return Ok(None);
+    };
+    regular_with_one_name(&looked)?;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let stat = rustix::fs::fstat(&fd)?;
-    match FileType::from_raw_mode(stat.st_mode) {
-        FileType::RegularFile => {}
-        FileType::Directory => return Err(Refused::NotAFile("a directory")),
-        FileType::Fifo => return Err(Refused::NotAFile("a FIFO")),
-        FileType::Socket => return Err(Refused::NotAFile("a socket")),
-        _ => return Err(Refused::NotAFile("a device")),
+    if (stat.st_dev, stat.st_ino) != (looked.st_dev, looked.st_ino) {
+        // Replaced between the look and the open: what was opened is not what was checked.
+        // Refused like a file being rewritten; it was only opened, never read (a FIFO opened
+        // non-blocking for reading does not block, a device is a risk only in this race).
+        regular_with_one_name(&stat)?;
+        return Err(Refused::Io(io::Error::new(
+            io::ErrorKind::Interrupted,
+            "was replaced while it was being opened; try again",
+        )));
     }
+    regular_with_one_name(&stat)?;
     let size = u64::try_from(stat.st_size).unwrap_or(0);
     let mut bytes = Vec::with_capacity(size.min(limit) as usize + 1);
     std::fs::File::from(fd)
@@ -226,6 +266,34 @@ pub fn read(dir: impl AsFd, name: impl AsRef<OsStr>, limit: u64) -> Confined<Opt
         return Err(Refused::TooLarge(limit));
     }
     Ok(Some(ReadFile { bytes, stat }))
+}
+
+/// The status of `name` in `dir` through an `O_PATH` handle: nothing is opened for reading
+/// or writing, no symlink is followed (the handle is of the link itself). `None` if absent.
+pub fn look(dir: impl AsFd, name: impl AsRef<OsStr>) -> Confined<Option<Stat>> {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match openat(dir, name.as_ref(), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(rustix::fs::fstat(&fd)?))
+}
+
+/// Refuses anything but a regular file with exactly one name.
+pub fn regular_with_one_name(stat: &Stat) -> Confined<()> {
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Symlink => return Err(Refused::Symlink),
+        FileType::Directory => return Err(Refused::NotAFile("a directory")),
+        FileType::Fifo => return Err(Refused::NotAFile("a FIFO")),
+        FileType::Socket => return Err(Refused::NotAFile("a socket")),
+        _ => return Err(Refused::NotAFile("a device")),
+    }
+    if stat.st_nlink > 1 {
+        return Err(Refused::HardLink(stat.st_nlink));
+    }
+    Ok(())
 }
 
 /// The status of `name` in `dir` without following a symlink; `None` if it does not exist.
@@ -412,6 +480,11 @@ pub fn beside() -> Option<Confined<OwnedFd>> {
 /// file outside the root on the same file system) is refused: only a file whose one name is
 /// this one is written into.
 pub fn append(dir: impl AsFd, name: &str, bytes: &[u8]) -> Confined<bool> {
+    let dir = dir.as_fd();
+    match look(dir, name)? {
+        Some(looked) => regular_with_one_name(&looked)?,
+        None => return Ok(false),
+    }
     let flags =
         OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = match openat(dir, name, flags, Mode::empty()) {
@@ -420,12 +493,7 @@ pub fn append(dir: impl AsFd, name: &str, bytes: &[u8]) -> Confined<bool> {
         Err(e) => return Err(e.into()),
     };
     let stat = rustix::fs::fstat(&fd)?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return Err(Refused::NotAFile("a special file"));
-    }
-    if stat.st_nlink != 1 {
-        return Err(Refused::NotAFile("a file with other names (a hard link)"));
-    }
+    regular_with_one_name(&stat)?;
     // One write of an O_APPEND file: concurrent appenders do not interleave within it.
     std::fs::File::from(fd).write_all(bytes)?;
     Ok(true)
@@ -445,6 +513,85 @@ pub fn remove(dir: impl AsFd, name: impl AsRef<OsStr>, durable: bool) -> Confine
         rustix::fs::fsync(dir)?;
     }
     Ok(true)
+}
+
+/// Prefix of the private name a file is renamed to while it is deleted ([`remove_if`]).
+/// Not git-ignored on purpose: `git clean -fdX` neither deletes it nor takes its directory
+/// for one holding only ignored entries. `check` reports one left by a crash.
+pub const DELETING_PREFIX: &str = ".ipamctl-deleting-";
+
+/// What [`remove_if`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removed {
+    /// The file under the name was the one `ours` accepted, and it is gone.
+    Deleted,
+    /// Nothing was under the name.
+    Gone,
+    /// Something else was under the name: it was put back, untouched.
+    Kept,
+}
+
+/// Removes `name` from `dir` only if the file under it is one `ours` accepts, whatever
+/// happens to the name meanwhile. A plain `unlink` removes whatever is under the name when
+/// it runs, which need not be the file just checked (an outside `rm` and another claim in
+/// between); so the file is first renamed to a private name ([`DELETING_PREFIX`], random),
+/// one atomic step that takes whatever the name held, and only what was taken is read and
+/// judged: ours, it is unlinked; not ours (or not a regular file with one name), it is
+/// renamed back without replacing anything (`RENAME_NOREPLACE`, or `link(2)`). If the name
+/// was taken again in that instant, both are kept: the one taken stays under its private
+/// name, which the error names. With `durable`, the directory is `fsync`ed after a delete.
+pub fn remove_if(
+    dir: impl AsFd,
+    name: &str,
+    durable: bool,
+    ours: &mut dyn FnMut(&ReadFile) -> bool,
+) -> Confined<Removed> {
+    let dir = dir.as_fd();
+    let private = format!("{DELETING_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    match renameat_with(dir, name, dir, private.as_str(), RenameFlags::NOREPLACE) {
+        Ok(()) => {}
+        Err(Errno::NOENT) => return Ok(Removed::Gone),
+        // No RENAME_NOREPLACE here: the private name is fresh and random.
+        Err(Errno::INVAL) => {
+            match renameat_with(dir, name, dir, private.as_str(), RenameFlags::empty()) {
+                Ok(()) => {}
+                Err(Errno::NOENT) => return Ok(Removed::Gone),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    failpoint!("delete-after-private-rename");
+    let taken = read(dir, private.as_str(), MAX_READ);
+    if let Ok(Some(file)) = &taken
+        && ours(file)
+    {
+        unlinkat(dir, private.as_str(), AtFlags::empty())?;
+        if durable {
+            failpoint!("delete-after-unlink");
+            rustix::fs::fsync(dir)?;
+        }
+        return Ok(Removed::Deleted);
+    }
+    let back = match renameat_with(dir, private.as_str(), dir, name, RenameFlags::NOREPLACE) {
+        Err(Errno::INVAL) => rustix::fs::linkat(dir, private.as_str(), dir, name, AtFlags::empty())
+            .and_then(|()| unlinkat(dir, private.as_str(), AtFlags::empty())),
+        other => other,
+    };
+    match back {
+        Ok(()) => {
+            if durable {
+                rustix::fs::fsync(dir)?;
+            }
+            Ok(Removed::Kept)
+        }
+        Err(Errno::EXIST) => Err(Refused::Io(io::Error::other(format!(
+            "was replaced while ipamctl was deleting it: the new file is kept under the name, \
+             and the one that was there is kept as `{private}` beside it; nothing was deleted, \
+             see which one to keep"
+        )))),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Creates the directory `name` in `dir` if missing and opens it, without following a symlink.

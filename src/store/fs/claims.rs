@@ -7,7 +7,18 @@
 //! claim's caller holds it from its look-up until this write is durable, so a claim here
 //! never answers [`Claim::OwnerHolds`]. A release takes the same lock itself, for the owner
 //! the caller read in the file, and reads the file again under it (invariant 5 of
-//! [`crate::engine`]).
+//! [`crate::engine`]); its delete then removes only the file it read, whatever happened to
+//! the name meanwhile ([`crate::store::Objects::delete_if`]).
+//!
+//! The owner lock keeps ipamctl's own claims for one owner apart, not an outside writer: a
+//! `git checkout` that relabels the owner's file unlinks it and creates it again, and a
+//! claim whose look-up falls between the two finds nothing. So after its create a claim
+//! lists the pool again and reads the files that appeared since its look-up: if one is the
+//! same owner's, the claim undoes its own file and answers that one
+//! ([`Claim::OwnerHolds`]). A replacement that straddles the whole claim is not seen (README's
+//! Guarantees; `check` reports the duplicate owner).
+
+use std::net::IpAddr;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
@@ -20,6 +31,22 @@ use crate::yaml;
 impl Claims for FsStore {
     fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
         let claim = self.claim_copy(ns, manifest)?;
+        if let Claim::Claimed = claim
+            && let Some(held) = self.appeared_for_owner(ns, manifest)?
+        {
+            // The owner's file came back while this claim ran (a `git checkout` that
+            // relabels a file unlinks it, then creates it again): this claim is the
+            // duplicate, and it is undone before anything printed it.
+            let bytes = yaml::encode(manifest);
+            let mut ours = |now: &[u8]| now == bytes.as_bytes();
+            self.delete_if(
+                ObjectKind::Allocation,
+                ns,
+                &manifest.metadata.name,
+                &mut ours,
+            )?;
+            return Ok(Claim::OwnerHolds(Box::new(held)));
+        }
         if let Claim::Claimed = claim {
             failpoint!("allocate-before-index");
             // After the claim is durable, so that the hint never names an address the owner
@@ -64,15 +91,91 @@ impl Claims for FsStore {
         match read_allocation(self, ns, name)? {
             Some(Ok(now)) if now == *expected => {
                 before_delete()?;
-                Ok(if self.delete(ObjectKind::Allocation, ns, name)? {
-                    Release::Deleted
-                } else {
-                    Release::Changed
-                })
+                // The name may have changed hands since that read (an outside `rm` or `git
+                // pull`, then a claim for another owner, who holds another owner lock): only
+                // the file taken from the name and found to be this one is deleted.
+                let mut ours = |bytes: &[u8]| {
+                    std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|text| yaml::decode_allocation(text).ok())
+                        .is_some_and(|m| m == *expected)
+                };
+                Ok(
+                    match self.delete_if(ObjectKind::Allocation, ns, name, &mut ours)? {
+                        // Gone since the read: not by this release, so "changed".
+                        Release::Gone => Release::Changed,
+                        other => other,
+                    },
+                )
             }
             None => Ok(Release::Gone),
             Some(_) => Ok(Release::Changed),
         }
+    }
+}
+
+impl FsStore {
+    /// Records what an owner look-up that found nothing saw taken, for the claim after it.
+    pub(super) fn remember_looked(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &crate::model::PoolName,
+        key: u64,
+        taken: &[IpAddr],
+    ) {
+        let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
+        let at = (scope_text(ns).to_owned(), pool.as_str().to_owned(), key);
+        looked.insert(at, taken.to_vec());
+    }
+
+    /// After a claim's create: an allocation of the same owner in the pool that was not
+    /// there when the claim's look-up ran (a file the look-up did not see), settled, if any.
+    /// Only the names that appeared since are read, so this costs one listing. Without a
+    /// look-up to compare with (a claim made without one), nothing is read.
+    fn appeared_for_owner(
+        &self,
+        ns: Option<&Namespace>,
+        manifest: &AllocationManifest,
+    ) -> Result<Option<AllocationManifest>> {
+        let spec = &manifest.spec;
+        let at = (
+            scope_text(ns).to_owned(),
+            spec.pool.as_str().to_owned(),
+            spec.owner.key(),
+        );
+        let Some(taken) = self
+            .looked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&at)
+        else {
+            return Ok(None);
+        };
+        let Some(dir) = self.dir(ObjectKind::Allocation, ns, false)? else {
+            return Ok(None);
+        };
+        let pool = spec.pool.as_str();
+        let listed = self
+            .pool_names(&dir, Some(pool))?
+            .remove(pool)
+            .unwrap_or_default();
+        for address in listed {
+            if address == spec.address || taken.binary_search(&address).is_ok() {
+                continue;
+            }
+            let file = format!(
+                "{}.yaml",
+                crate::model::allocation_name(&spec.pool, address)
+            );
+            if let Some(read) = self.read_whole(&dir, ns, &file)?
+                && let Ok(m) = read.parsed
+                && m.spec.owner == spec.owner
+                && m.spec.address == address
+            {
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -47,6 +47,12 @@ const HEADER: &str = "ipamctl-index 2";
 /// `HZ=100`), with room for the clock to advance between the stamp and our reading of it.
 pub const RACY_NS: i64 = 100_000_000;
 
+/// The margin for a file whose times are whole seconds: its file system stamps files to the
+/// second (ext2/3, ext4 with 128-byte inodes, many FUSE and network file systems) or to two
+/// (FAT), so a change later in the same second, or the next, can leave its status as it
+/// was. Two seconds of granularity and the ordinary margin on top.
+pub const COARSE_NS: i64 = 2_000_000_000 + RACY_NS;
+
 /// What a `stat` of an allocation file shows, as far as the index compares it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
@@ -72,8 +78,35 @@ impl Stamp {
     }
 
     /// May a read of this file, begun at `read_start` (ns since the epoch), be recorded?
+    /// Only if its last change is older than the read by more than its file system's
+    /// timestamp granularity ([`Stamp::margin`]): a change after the read then cannot leave
+    /// the status as recorded.
     pub fn settled(&self, read_start: i64) -> bool {
-        self.ctime < read_start.saturating_sub(RACY_NS)
+        self.ctime < read_start.saturating_sub(self.margin())
+    }
+
+    /// Did the file change within `window` before `at` (ns since the epoch), allowing for
+    /// its file system's timestamp granularity? A one-second stamp of 12:00:00 may be a
+    /// change at 12:00:00.999.
+    pub fn changed_within(&self, at: i64, window: i64) -> bool {
+        let extra = self.margin() - RACY_NS;
+        self.ctime > at.saturating_sub(window.saturating_add(extra))
+    }
+
+    /// How far apart a change and a read must be for the read to vouch for the status: the
+    /// coarsest tick of a file system with fine timestamps ([`RACY_NS`]), or, for a file
+    /// whose change and modification times are both whole seconds, [`COARSE_NS`]. A file
+    /// system with nanosecond stamps gives whole seconds to one file in a billion, which then
+    /// only waits longer to be recorded. (Whole seconds is how the stamps look on ext4 with
+    /// 128-byte inodes; detecting it per file needs no `statfs` and follows a state directory
+    /// copied between file systems.)
+    pub fn margin(&self) -> i64 {
+        let whole = |ns: i64| ns.rem_euclid(1_000_000_000) == 0;
+        if whole(self.ctime) && whole(self.mtime) {
+            COARSE_NS
+        } else {
+            RACY_NS
+        }
     }
 }
 
@@ -640,6 +673,23 @@ mod tests {
         ] {
             assert_eq!(parse_address(bad), None);
         }
+    }
+
+    /// Whole-second stamps (ext4 with 128-byte inodes) may hide a change up to a second
+    /// later: such a file is recorded only once it is older than two seconds and the margin.
+    #[test]
+    fn whole_second_stamps_take_the_coarse_margin() {
+        let mut s = record(1, WEB).stamp;
+        s.ctime = 1_700_000_000_000_000_000;
+        s.mtime = 1_700_000_000_000_000_000;
+        assert_eq!(s.margin(), COARSE_NS);
+        assert!(!s.settled(s.ctime + 999_999_999));
+        assert!(!s.settled(s.ctime + COARSE_NS));
+        assert!(s.settled(s.ctime + COARSE_NS + 1));
+        assert!(s.changed_within(s.ctime + 2_400_000_000, 500_000_000));
+        assert!(!s.changed_within(s.ctime + 2_600_000_001, 500_000_000));
+        s.mtime += 1;
+        assert_eq!(s.margin(), RACY_NS);
     }
 
     #[test]

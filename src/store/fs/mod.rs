@@ -4,6 +4,7 @@
 //! ```text
 //! <root>/.ipamctl                                 marker: identifies the root, layout version;
 //!                                                 every lock is a byte range of it (lock.rs)
+//! <root>/.index/lock-<inode of the root>          every lock is the same byte range of it too
 //! <root>/.gitignore                               keeps the dot-files below out of git
 //! <root>/cluster/ipampools/<pool>.yaml            public pools
 //! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
@@ -14,6 +15,7 @@
 //! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (index.rs)
 //! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
 //! <root>/.index/.tmp-*                            temporary files of writes in flight
+//! <dir>/.ipamctl-deleting-*                        a file being deleted, for an instant
 //! ```
 //!
 //! Everything derived or in flight lives in the one git-ignored `.index/` at the root, never
@@ -25,7 +27,7 @@
 //! symlink ([`beneath`]): nothing planted in the state directory can make ipamctl read
 //! or write outside it. Everything ipamctl writes goes through a new temporary file and a
 //! rename, so no existing file (or hard link) is ever written into; the one exception, an
-//! append to a pool's index, refuses a file that has a second name.
+//! append to a pool's index, refuses a file that has a second name, as every read does.
 //!
 //! The protocols live with their code: the write protocol, and the crash window each step
 //! closes, in `objects.rs`; owner look-ups, and why an outside writer cannot fool them, in
@@ -33,18 +35,52 @@
 //! `derived.rs`, the format of the owner index in [`index`]); claims and guarded releases
 //! in `claims.rs`; locks in [`lock`].
 //!
+//! # Windows, and what closes each
+//!
+//! Outside writers take no lock, so every step that reads a file and then acts on it has a
+//! window in which the file can change. Each one, and what closes it:
+//! - *a delete after a check* (a release, `check --fix`, cooldown pruning, `pool delete`,
+//!   `vpc delete`): an `unlink` by name removes whatever is under the name when it runs,
+//!   perhaps a claim made after an outside `rm`. Closed by deleting through a private name
+//!   ([`beneath::remove_if`]): the name is renamed away in one step, what was taken is
+//!   judged, and it is unlinked only if it is the file checked, else renamed back without
+//!   replacing anything (objects.rs);
+//! - *a stamp that repeats*: the index trusts a record while the file's status is the
+//!   recorded one; a change in the same clock tick as the recording read leaves it so.
+//!   Closed by recording only files changed longer ago than the file system's timestamp
+//!   granularity, which whole-second stamps reveal ([`index::Stamp::margin`]);
+//! - *a file in flight*: a file rewritten in place passes through prefixes, and a prefix
+//!   can parse as another owner. Closed by trusting a file that parses only if its bytes
+//!   are exactly ipamctl's output or it has not changed for the torn window (allocation.rs;
+//!   releases apply the same rule to the bytes, in `engine::release`);
+//! - *an owner's file replaced while a claim for it runs* (`git checkout` unlinks, then
+//!   creates): narrowed by a re-check after the claim's create, which undoes the claim when
+//!   the owner's file came back meanwhile (claims.rs). A replacement that straddles the
+//!   whole claim is left (README's Guarantees; `check` reports the duplicate);
+//! - *a special file or a hard link at a manifest's path*: closed by looking before
+//!   opening (`O_PATH`, `fstat`) and refusing anything but a regular file with one name
+//!   ([`beneath::read`]);
+//! - *a lock file replaced while held* (`git clean` deletes ignored files, `rsync -a` from
+//!   another clone replaces the marker): closed by locking two files that no single tool
+//!   replaces, the tracked marker and a lock file named for this root's inode ([`lock`]);
+//!   a lock wait is bounded, and a process never waits for a byte it holds.
+//!
 //! # What an outside writer can still do
 //!
-//! `git pull`, `checkout`, `clean -fdX`, `cp` over a file, `rm`, `touch`, a stepped clock:
-//! each changes a file's status (or removes the index, which is only a cost), so the next
-//! look-up reads what changed. Mutual exclusion holds because the locks are byte ranges of
-//! the tracked marker, which none of those commands removes. What is left:
+//! `git pull`, `checkout`, `clean -fdX`, `cp` over a file, `cp -a` or `rsync -a` from another
+//! clone, `rm`, `touch`, a stepped clock: each changes a file's status (or removes the index,
+//! which is only a cost), so the next look-up reads what changed. What is left:
 //! - an outside change that itself gives an owner a second address (a merge of two clones
 //!   that claimed for one owner): ipamctl's look-up then returns one of them; `ipamctl check`
 //!   reports the duplicate owner;
+//! - an outside delete is a release: a claim for the owner while its file is gone (a `git
+//!   checkout` replacing it, unlink then create, around the whole claim) takes a second
+//!   address, which `check` reports; while the name is free any claimer may take it;
+//! - a rewrite that stalls, longer than the torn window, at a prefix that is a whole
+//!   manifest of another owner;
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
-//! - replacing `.ipamctl` while locks are held (see [`lock`]);
+//! - replacing `.ipamctl` *and* removing `.index/` while locks are held (see [`lock`]);
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch.
@@ -100,6 +136,11 @@ pub struct FsStore {
     fd: OwnedFd,
     /// Object directories opened so far, by path relative to the root.
     dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
+    /// What the last owner look-up of each (scope, pool, owner key) saw taken: a claim that
+    /// follows it reads only the files that appeared since (see `claims.rs`).
+    looked: Mutex<HashMap<(String, String, u64), Vec<std::net::IpAddr>>>,
+    /// The locks this process holds through this store ([`lock`]).
+    locks: Arc<lock::Registry>,
 }
 
 fn kind_dir(kind: ObjectKind) -> &'static str {
@@ -203,6 +244,8 @@ impl FsStore {
             root: root.to_owned(),
             fd,
             dirs: Mutex::new(HashMap::new()),
+            looked: Mutex::new(HashMap::new()),
+            locks: Arc::default(),
         })
     }
 

@@ -20,8 +20,15 @@
 //! step 3 a claim ([`crate::store::Claims::claim`], in `claims.rs`) writes the owner's hint
 //! (best effort): a crash before it only makes the owner's next look-up scan.
 //!
-//! `replace` is the same with a plain rename (readers see the old or the new bytes);
-//! `delete` is `unlink`, then a directory `fsync`. No index is written on these paths: the
+//! `replace` is the same with a plain rename (readers see the old or the new bytes).
+//! Every delete of something judged first (a release, `check --fix`'s pruning, a pool's or
+//! VPC's deletion) is `delete_if` ([`beneath::remove_if`]): rename to a private name, read
+//! and judge what was taken, then unlink it, or rename it back without replacing anything;
+//! then a directory `fsync`. An outside `rm` and a new claim between the judging read and
+//! the delete therefore never lose the new claim: the rename takes it, the judge sees it is
+//! not the one read, and it goes back. A crash between the rename and the unlink leaves the
+//! private file (`check` reports it): the object is deleted, or (if it was not ours) is
+//! under the private name. No index is written on these paths: the
 //! owner index learns of a change by reading the file, so no crash between a change and an
 //! index update can leave the index vouching for something false.
 
@@ -30,9 +37,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::model::Namespace;
-use crate::store::fs::beneath::{self, Refused, WriteMode, refused};
+use crate::store::fs::beneath::{self, Refused, Removed, WriteMode, refused};
 use crate::store::fs::{FsStore, INDEX_DIR};
-use crate::store::{ObjectKind, Objects};
+use crate::store::{ObjectKind, Objects, Release};
 use crate::yaml::MAX_MANIFEST_BYTES;
 
 impl Objects for FsStore {
@@ -97,6 +104,26 @@ impl Objects for FsStore {
         };
         let file = format!("{name}.yaml");
         beneath::remove(&*dir, &file, true).map_err(|e| write_error(self.path(kind, ns, &file), e))
+    }
+
+    fn delete_if(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+        ours: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<Release> {
+        let Some(dir) = self.dir(kind, ns, false)? else {
+            return Ok(Release::Gone);
+        };
+        let file = format!("{name}.yaml");
+        let removed = beneath::remove_if(&*dir, &file, true, &mut |taken| ours(&taken.bytes))
+            .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
+        Ok(match removed {
+            Removed::Deleted => Release::Deleted,
+            Removed::Gone => Release::Gone,
+            Removed::Kept => Release::Changed,
+        })
     }
 
     fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<String>> {

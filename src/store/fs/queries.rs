@@ -36,7 +36,10 @@ impl Queries for FsStore {
         let key = owner.key();
         if let Some(address) = self.hint(ns, pool, key) {
             let name = crate::model::allocation_name(pool, address);
-            if let Some((Ok(m), _)) = self.read_allocation(&dir, ns, &format!("{name}.yaml"))?
+            let started = super::allocation::now_ns();
+            if let Some(read) = self.read_allocation(&dir, ns, &format!("{name}.yaml"))?
+                && read.settled(started)
+                && let Ok(m) = read.parsed
                 && m.spec.owner == *owner
                 && m.spec.address == address
             {
@@ -48,11 +51,13 @@ impl Queries for FsStore {
         let text = index::owner_text(owner);
         let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
         lookup.taken = scanned.taken;
-        for (address, name, mut parsed) in scanned.hits {
-            if parsed.is_err()
-                && let Some((again, _)) = self.read_whole(&dir, ns, &format!("{name}.yaml"))?
-            {
-                parsed = again.map(Box::new);
+        for (address, name, mut parsed, in_flight) in scanned.hits {
+            if parsed.is_err() || in_flight {
+                match self.read_whole(&dir, ns, &format!("{name}.yaml"))? {
+                    Some(again) => parsed = again.parsed.map(Box::new),
+                    // Removed meanwhile: nobody's.
+                    None => continue,
+                }
             }
             match parsed {
                 Ok(m) if m.spec.owner == *owner && m.spec.address == address => {
@@ -64,6 +69,8 @@ impl Queries for FsStore {
         }
         if let Some(held) = &lookup.held {
             self.write_hint(ns, pool, key, held.spec.address);
+        } else {
+            self.remember_looked(ns, pool, key, &lookup.taken);
         }
         Ok(lookup)
     }
@@ -97,7 +104,7 @@ impl Queries for FsStore {
                 .scan(&dir, ns, &pool, (addresses, index), &wanted)?
                 .hits;
             found.reserve(hits.len());
-            for (_, name, parsed) in hits {
+            for (_, name, parsed, _) in hits {
                 match parsed {
                     Ok(m) if !filter.matches(&m.spec.owner) => {}
                     parsed => found.push(Found {

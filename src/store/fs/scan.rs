@@ -22,11 +22,17 @@ enum Look {
     /// file is exactly the manifest ipamctl writes for it: this is that manifest, and its
     /// object name (made here, on the scan's threads, rather than after them).
     Rebuilt(String, Box<AllocationManifest>),
-    /// Read now, with its status (boxed: most files are `Known`).
-    Read(Boxed, Stamp),
+    /// Read now, with its status and whether it may be in flight (boxed: most files are
+    /// `Known`).
+    Read(Boxed, Stamp, InFlight),
     /// Removed since the listing.
     Gone,
 }
+
+/// A file read by a scan that may be a write in flight (see
+/// [`crate::store::fs::allocation::ReadAllocation::settled`]): whatever it parsed as, it is a
+/// hit, for the caller to read again as a whole.
+pub(super) type InFlight = bool;
 
 /// A manifest as a scan returns it: boxed, so that tens of thousands of them move through
 /// the scan's vectors as pointers.
@@ -37,8 +43,9 @@ pub(super) type Boxed = std::result::Result<Box<AllocationManifest>, String>;
 pub(super) struct Scanned {
     /// The addresses the pool's allocations hold.
     pub(super) taken: Vec<IpAddr>,
-    /// The files whose owner may be wanted, and every file that does not parse, read now.
-    pub(super) hits: Vec<(IpAddr, String, Boxed)>,
+    /// The files whose owner may be wanted, every file that does not parse, and every file
+    /// that may be in flight, read now (the flag: in flight).
+    pub(super) hits: Vec<(IpAddr, String, Boxed, InFlight)>,
 }
 
 impl FsStore {
@@ -70,10 +77,14 @@ impl FsStore {
             }
             match look {
                 Look::Gone | Look::Known => {}
-                Look::Rebuilt(name, m) => scanned.hits.push((address, name, Ok(m))),
-                Look::Read(parsed, stamp) => {
+                Look::Rebuilt(name, m) => scanned.hits.push((address, name, Ok(m), false)),
+                Look::Read(parsed, stamp, in_flight) => {
                     let learnt = match &parsed {
-                        Ok(m) if m.spec.address == address && stamp.settled(read_start) => {
+                        Ok(m)
+                            if m.spec.address == address
+                                && !in_flight
+                                && stamp.settled(read_start) =>
+                        {
                             Some(learn(pool_name.as_ref(), ns, m, stamp))
                         }
                         _ => None,
@@ -86,13 +97,14 @@ impl FsStore {
                         None if record.is_some() => changes.push(Change::Forget(address)),
                         None => {}
                     }
+                    // A file in flight may be anyone's once whole: the caller reads it again.
                     let hit = match &parsed {
-                        Ok(m) => wanted(&index::owner_text(&m.spec.owner)),
+                        Ok(m) => in_flight || wanted(&index::owner_text(&m.spec.owner)),
                         Err(_) => true,
                     };
                     if hit {
                         let name = stem(&allocation_file(pool, address)).to_owned();
-                        scanned.hits.push((address, name, parsed));
+                        scanned.hits.push((address, name, parsed, in_flight));
                     }
                 }
             }
@@ -137,8 +149,12 @@ impl FsStore {
                 _ => {}
             }
         }
+        let started = now_ns();
         Ok(match self.read_allocation(dir, ns, &file)? {
-            Some((parsed, stamp)) => Look::Read(parsed.map(Box::new), stamp),
+            Some(read) => {
+                let in_flight = !read.settled(started);
+                Look::Read(read.parsed.map(Box::new), read.stamp, in_flight)
+            }
             None => Look::Gone,
         })
     }

@@ -530,9 +530,15 @@ fn subnet_changes(was: &SubnetManifest, now: &SubnetManifest) -> String {
             ("reserved", format!("[{}]", reserved.join(", "))),
         ]
     };
-    let diffs: Vec<String> = show(was)
+    field_changes(show(was), show(now))
+}
+
+/// The fields that differ between two lists of (field, value), as `cidr a -> b, zone - -> x`;
+/// `metadata` when none does (only labels, annotations and the like changed).
+fn field_changes(was: Vec<(&'static str, String)>, now: Vec<(&'static str, String)>) -> String {
+    let diffs: Vec<String> = was
         .into_iter()
-        .zip(show(now))
+        .zip(now)
         .filter(|(a, b)| a.1 != b.1)
         .map(|((field, a), (_, b))| format!("{field} {a} -> {b}"))
         .collect();
@@ -568,17 +574,7 @@ fn pool_changes(was: &PoolManifest, now: &PoolManifest) -> String {
             ("zone", s.zone.clone().unwrap_or_else(|| "-".into())),
         ]
     };
-    let diffs: Vec<String> = show(was)
-        .into_iter()
-        .zip(show(now))
-        .filter(|(a, b)| a.1 != b.1)
-        .map(|((field, a), (_, b))| format!("{field} {a} -> {b}"))
-        .collect();
-    if diffs.is_empty() {
-        "metadata".into()
-    } else {
-        diffs.join(", ")
-    }
+    field_changes(show(was), show(now))
 }
 
 /// The branch's claims against what the base branch claimed meanwhile.

@@ -54,6 +54,17 @@ pub enum Error {
     /// No candidate address is left.
     #[error("{what} is exhausted: no free address in {range}")]
     Exhausted { what: String, range: String },
+    /// No free block of the length asked for is left (a supernet's prefix claim, a carved
+    /// subnet).
+    #[error("{what} has no free /{length}: {}", match largest {
+        Some(block) => format!("the largest free block is {block}"),
+        None => "it is full".into(),
+    })]
+    NoRoom {
+        what: String,
+        length: u8,
+        largest: Option<ipnet::IpNet>,
+    },
     /// An I/O operation on a path failed.
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
@@ -96,7 +107,7 @@ impl Error {
                 exit::NOT_FOUND
             }
             Error::Conflict { .. } => exit::CONFLICT,
-            Error::Exhausted { .. } => exit::EXHAUSTED,
+            Error::Exhausted { .. } | Error::NoRoom { .. } => exit::EXHAUSTED,
             Error::OutcomeUnknown { .. } => exit::UNKNOWN,
             Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Io { .. }
@@ -121,6 +132,7 @@ impl Error {
             ),
             Error::Invalid { .. }
             | Error::Exhausted { .. }
+            | Error::NoRoom { .. }
             | Error::Io { .. }
             | Error::Corrupt { .. }
             | Error::Database { .. } => None,

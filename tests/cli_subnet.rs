@@ -437,3 +437,184 @@ fn explain_names_the_subnets_gateway_as_the_subnets() {
         ran.stderr
     );
 }
+
+/// `subnet create NAME --pool P --prefix-length N [extra...]` in acme/prod.
+fn carve<'a>(name: &'a str, len: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "subnet",
+        "create",
+        name,
+        "--pool",
+        "vpc-main",
+        "--prefix-length",
+        len,
+    ];
+    args.extend_from_slice(&NS);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Best fit: each carve takes the lowest block inside the smallest free aligned block that
+/// holds it, so a /25 goes into the /23 left beside a /24 and not into the free /17 further
+/// up; the same name again returns what it has; another length under that name is exit 4.
+#[test]
+fn carved_subnets_take_the_best_fit_block_and_a_retry_gets_the_same() {
+    let t = with_web() // web = 10.42.1.0/24: 10.42.0.0/24 and 10.42.2.0/23 are free beside it
+        .args(carve("a", "24", &[]))
+        .stdout("10.42.0.0/24\n")
+        .stderr("subnet/a created\n")
+        .run()
+        .then()
+        .args(carve("b", "25", &[]))
+        .stdout("10.42.2.0/25\n")
+        .run()
+        .then()
+        .args(carve("c", "25", &[]))
+        .stdout("10.42.2.128/25\n")
+        .run()
+        .then()
+        .args(carve("d", "23", &[]))
+        .stdout("10.42.4.0/23\n")
+        .run()
+        .then()
+        .args(carve("a", "24", &[]))
+        .stdout("10.42.0.0/24\n")
+        .stderr("subnet/a unchanged\n")
+        .unchanged()
+        .run()
+        .then()
+        .args(carve("a", "26", &[]))
+        .fails(code::CONFLICT)
+        .unchanged()
+        .run();
+    assert!(
+        t.stderr
+            .contains("subnet `a` of pool `acme/prod/vpc-main` exists as 10.42.0.0/24, not a /26"),
+        "{}",
+        t.stderr
+    );
+    // A carved subnet is an ordinary one: its gateway is its first host, claims keep to it.
+    t.then()
+        .args(allocate("VirtualMachine/web-01/0", &["--subnet", "b"]))
+        .stdout("10.42.2.2\n")
+        .run()
+        .then()
+        .args(["check"])
+        .run();
+}
+
+/// A block whose gateway, network or broadcast address an allocation holds is passed over:
+/// carving never takes an address from its holder.
+#[test]
+fn a_carve_passes_over_a_block_that_would_take_an_allocated_address() {
+    let t = Test::new("seed")
+        .args(allocate(
+            "VirtualMachine/db-01/0",
+            &["--address", "10.42.0.1"],
+        ))
+        .stdout("10.42.0.1\n")
+        .run()
+        .then()
+        .args(allocate(
+            "VirtualMachine/db-02/0",
+            &["--address", "10.42.1.255"],
+        ))
+        .stdout("10.42.1.255\n")
+        .run()
+        .then()
+        // 10.42.0.0/24 would make 10.42.0.1 its gateway, 10.42.1.0/24 10.42.1.255 its
+        // broadcast address: the lowest /24 that harms nobody is 10.42.2.0/24.
+        .args(carve("app", "24", &[]))
+        .stdout("10.42.2.0/24\n")
+        .run()
+        .then()
+        // Best fit again: the smallest free block that holds a /25 is 10.42.3.0/24, beside
+        // `app` (the passed-over blocks were never taken).
+        .args(carve("small", "25", &[]))
+        .stdout("10.42.3.0/25\n")
+        .run();
+    t.then().args(["check"]).run();
+}
+
+/// No free block of the length: exit 5 naming the pool, the length and the largest free
+/// block; a length the pool cannot hold is exit 2, and `--cidr` with `--prefix-length` is a
+/// usage error. None of them changes anything.
+#[test]
+fn a_carve_that_does_not_fit_is_exit_5_naming_the_largest_free_block() {
+    let t = Test::new("seed")
+        .args(carve("left", "17", &[]))
+        .stdout("10.42.0.0/17\n")
+        .run()
+        .then()
+        .args(carve("right", "18", &[]))
+        .stdout("10.42.128.0/18\n")
+        .run()
+        .then()
+        .args(carve("big", "17", &[]))
+        .fails(code::EXHAUSTED)
+        .unchanged()
+        .run();
+    assert!(
+        t.stderr.contains(
+            "pool `acme/prod/vpc-main` has no free /17: the largest free block is 10.42.192.0/18"
+        ),
+        "{}",
+        t.stderr
+    );
+    let t = t
+        .then()
+        .args(carve("wide", "12", &[]))
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(
+        t.stderr
+            .contains("/12 does not fit pool `acme/prod/vpc-main` (10.42.0.0/16)"),
+        "{}",
+        t.stderr
+    );
+    let t = t
+        .then()
+        .args(carve("both", "24", &["--cidr", "10.42.9.0/24"]))
+        .status(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(
+        t.stderr
+            .contains("'--prefix-length <N>' cannot be used with '--cidr <CIDR>'"),
+        "{}",
+        t.stderr
+    );
+}
+
+/// 16 concurrent carves of a /24 in a /16 (real processes): 16 distinct subnets that
+/// overlap nowhere, the lowest 16 /24s, and `check` is clean.
+#[test]
+fn concurrent_carves_get_disjoint_subnets() {
+    let t = Test::new("seed");
+    let children: Vec<_> = (0..16)
+        .map(|i| spawn_piped(t.command(carve(&format!("s{i}"), "24", &[]))))
+        .collect();
+    let mut got: Vec<ipnet::IpNet> = children
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{o:?}");
+            String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
+        })
+        .collect();
+    got.sort();
+    let want: Vec<ipnet::IpNet> = (0..16)
+        .map(|i| format!("10.42.{i}.0/24").parse().unwrap())
+        .collect();
+    assert_eq!(got, want, "16 distinct /24s, the lowest ones");
+    let listed = t
+        .command(["subnet", "list", "-n", "acme/prod", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        list_items(&String::from_utf8(listed.stdout).unwrap()).len(),
+        16
+    );
+    t.args(["check"]).run();
+}

@@ -574,9 +574,17 @@ pub struct SubnetCreateArgs {
     #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
     pub pool: String,
 
-    /// The subnet's prefix, inside the pool's, e.g. 10.42.1.0/24.
-    #[arg(long, value_name = "CIDR")]
-    pub cidr: String,
+    /// The subnet's prefix, inside the pool's, e.g. 10.42.1.0/24; prints the gateway.
+    #[arg(long, value_name = "CIDR", required_unless_present = "prefix_length")]
+    pub cidr: Option<String>,
+
+    /// Carve the subnet instead: the next free block of this length in the pool (best fit:
+    /// inside the smallest free aligned block that holds it, lowest first), overlapping no
+    /// sibling subnet and making no allocated address its gateway, network or broadcast
+    /// address; prints its prefix. Concurrent carves get disjoint blocks; the same name again
+    /// returns the subnet it has. No free block is exit 5.
+    #[arg(long, value_name = "N", conflicts_with_all = ["cidr", "gateway", "reserved"])]
+    pub prefix_length: Option<u8>,
 
     /// The gateway, never handed out [default: the first host address].
     #[arg(long, value_name = "ADDR")]

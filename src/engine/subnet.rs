@@ -1,10 +1,15 @@
 //! Stored subnets' operations: reading, listing, creating, updating and deleting them, each
 //! holding its pool's lock (see [`crate::model::subnet`] for what a subnet is).
 
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
 use crate::error::{Error, Result};
+use crate::model::prefix::{NoRoom, best_fit};
 use crate::model::subnet::SubnetManifest;
 use crate::model::suggest::nearest;
-use crate::model::{Namespace, PoolName, PoolRef, SubnetName, pool_addresses};
+use crate::model::{Namespace, PoolManifest, PoolName, PoolRef, SubnetName, pool_addresses};
 use crate::store::read::load_pool;
 use crate::store::{self, LockMode, ObjectKind, Store};
 use crate::yaml;
@@ -192,12 +197,9 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
     }
     // An address already held must stay a candidate: the gateway of a new subnet must not
     // be a VM's address.
-    let candidates = subnet.candidates(&manifest);
     let names = store.list(ObjectKind::Allocation, ns)?;
-    if let Some(held) = pool_addresses(&names, &pool.name)
-        .filter(|a| cidr.contains(a) && !candidates.contains(*a))
-        .min()
-    {
+    let held: Vec<IpAddr> = pool_addresses(&names, &pool.name).collect();
+    if let Some(held) = harmed(subnet, &manifest, &held) {
         let what = if held == subnet.gateway() {
             "its gateway"
         } else if subnet.spec.reserved.iter().any(|r| r.net().contains(&held)) {
@@ -218,6 +220,114 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
         });
     }
     Ok(put)
+}
+
+/// The lowest of `held` (the addresses allocated in the subnet's pool) that `subnet` would
+/// take from its holder: its network, broadcast, gateway or a reserved address.
+fn harmed(subnet: &SubnetManifest, pool: &PoolManifest, held: &[IpAddr]) -> Option<IpAddr> {
+    let candidates = subnet.candidates(pool);
+    held.iter()
+        .copied()
+        .filter(|a| subnet.spec.cidr.contains(a) && !candidates.contains(*a))
+        .min()
+}
+
+/// `subnet create NAME --pool P --prefix-length N`: the subnet `name` as the next free block
+/// of that length in `pool`, by the best-fit rule of [`crate::model::prefix::best_fit`]: it
+/// overlaps no sibling subnet, and no block is taken whose network, broadcast or gateway
+/// address an allocation holds (such a block is passed over, as a sibling would be). Chosen
+/// and created under the pool's exclusive lock, which every change of a subnet holds, so
+/// concurrent carves get disjoint blocks. Idempotent by name: a subnet `name` of this pool
+/// and length is returned as it is ([`Put::Unchanged`]); one of another pool or length is
+/// exit 4. No free block of that length is exit 5, naming the largest free block.
+pub fn carve(
+    store: &dyn Store,
+    name: &SubnetName,
+    pool: &PoolRef,
+    len: u8,
+    dry_run: bool,
+) -> Result<(SubnetManifest, Put)> {
+    let manifest = load_pool(store, pool)?;
+    crate::engine::doomed::refuse(&manifest, pool)?;
+    let work = || -> Result<(SubnetManifest, Put)> {
+        let _lock = (!dry_run)
+            .then(|| store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive))
+            .transpose()?;
+        let subnet = match read(store, pool.namespace.as_ref(), name.as_str())? {
+            Some(old) => return same_carve(old, pool, len).map(|old| (old, Put::Unchanged)),
+            None => pick(store, name, pool, len)?,
+        };
+        let put = put_locked(store, &subnet, false, dry_run)?;
+        Ok((subnet, put))
+    };
+    if dry_run {
+        work()
+    } else {
+        store::atomically(store, work)
+    }
+}
+
+/// `old`, the subnet a carve found under its name, if it is what the carve asks for.
+fn same_carve(old: SubnetManifest, pool: &PoolRef, len: u8) -> Result<SubnetManifest> {
+    if old.spec.pool == pool.name && old.spec.cidr.prefix_len() == len {
+        return Ok(old);
+    }
+    let message = if old.spec.pool == pool.name {
+        format!(
+            "subnet `{}` of pool `{pool}` exists as {}, not a /{len}",
+            old.metadata.name, old.spec.cidr
+        )
+    } else {
+        format!(
+            "subnet `{}` exists as {} of pool `{}`, not in pool `{pool}`",
+            old.metadata.name,
+            old.spec.cidr,
+            old.pool()
+        )
+    };
+    Err(Error::Conflict {
+        message,
+        hint: Some("pick another name, or delete it first".into()),
+    })
+}
+
+/// The subnet a carve makes: the best-fit free block of length `len` of the pool (read under
+/// its lock) that harms no allocation.
+fn pick(store: &dyn Store, name: &SubnetName, pool: &PoolRef, len: u8) -> Result<SubnetManifest> {
+    let manifest = load_pool(store, pool)?;
+    let cidr = manifest.spec.cidr;
+    if len < cidr.prefix_len() || len > cidr.max_prefix_len() {
+        return Err(Error::invalid(
+            "--prefix-length",
+            format!(
+                "/{len} does not fit pool `{pool}` ({cidr}): give a length from {} to {}",
+                cidr.prefix_len(),
+                cidr.max_prefix_len()
+            ),
+        ));
+    }
+    let ns = pool.namespace.as_ref();
+    let mut taken: Vec<IpNet> = list(store, ns, Some(&pool.name))?
+        .iter()
+        .map(|s| s.spec.cidr)
+        .collect();
+    let names = store.list(ObjectKind::Allocation, ns)?;
+    let held: Vec<IpAddr> = pool_addresses(&names, &pool.name).collect();
+    // Each pass either returns or takes one more block out of the running; a block is
+    // passed over only for an allocation inside it, so this ends after at most one pass per
+    // allocation of the pool.
+    loop {
+        let block = best_fit(cidr, &taken, len).map_err(|NoRoom { largest }| Error::NoRoom {
+            what: format!("pool `{pool}`"),
+            length: len,
+            largest,
+        })?;
+        let subnet = SubnetManifest::new(name, pool, block, None, Vec::new());
+        if harmed(&subnet, &manifest, &held).is_none() {
+            return Ok(subnet);
+        }
+        taken.push(block);
+    }
 }
 
 /// Deletes the subnet `name` under its pool's exclusive lock: exit 3 if it does not exist

@@ -42,7 +42,20 @@ fn create(
     out: &mut dyn Write,
 ) -> Result<()> {
     let pool = super::pool_ref(g, &args.pool)?;
-    let cidr = super::prefix("--cidr", &args.cidr)?;
+    let Some(cidr) = &args.cidr else {
+        let len = args
+            .prefix_length
+            .expect("clap requires --cidr or --prefix-length");
+        let (manifest, put) =
+            crate::engine::subnet::carve(store, &name(&args.name)?, &pool, len, args.dry_run)?;
+        let action = Action::from(put).planned(args.dry_run);
+        if g.output.is_some() {
+            return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
+        }
+        eprintln!("{} {action}", manifest.resource());
+        return output::line(out, &manifest.spec.cidr.to_string());
+    };
+    let cidr = super::prefix("--cidr", cidr)?;
     let gateway = args
         .gateway
         .as_deref()

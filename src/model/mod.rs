@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod names;
 pub mod owner;
 pub mod pool;
+pub mod prefix;
 pub mod schema;
 pub mod selector;
 pub mod subnet;

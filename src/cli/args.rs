@@ -810,6 +810,8 @@ pub enum SchemaKind {
     Subnet,
     /// `CooldownRecord` (written by `release` in a pool with `reuseAfter`).
     Cooldownrecord,
+    /// `IPPrefixClaim` (a child prefix of a supernet pool, written by `allocate --prefix-length`).
+    Ipprefixclaim,
 }
 
 /// `ipamctl completions`.

@@ -134,3 +134,35 @@ impl PrefixClaimManifest {
         Ok(())
     }
 }
+
+/// The pool name and prefix a claim's name spells: the inverse of [`prefix_claim_name`] on
+/// the names it makes (`None` for any other).
+pub fn parse_prefix_claim_name(name: &str) -> Option<(&str, IpNet)> {
+    let (rest, len) = name.rsplit_once('-')?;
+    if len.is_empty() || (len.len() > 1 && len.starts_with('0')) {
+        return None;
+    }
+    let len: u8 = len.parse().ok()?;
+    let (pool, addr) = crate::model::allocation::parse_allocation_name(rest)?;
+    let net = IpNet::new(addr, len).ok()?;
+    (net.trunc() == net).then_some((pool, net))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claim_names_round_trip() {
+        let pool = PoolName::new("p-10").unwrap();
+        for text in ["10.0.0.0/24", "0.0.0.24/30", "2001:db8:100::/56", "::/0"] {
+            let net: IpNet = text.parse().unwrap();
+            let name = prefix_claim_name(&pool, net);
+            assert_eq!(parse_prefix_claim_name(&name), Some(("p-10", net)), "{name}");
+        }
+        assert_eq!(parse_prefix_claim_name("p-10-0-0-1-24"), None); // host bits
+        assert_eq!(parse_prefix_claim_name("p-10-0-0-0-024"), None);
+        assert_eq!(parse_prefix_claim_name("p-10-0-0-0-33"), None);
+        assert_eq!(parse_prefix_claim_name("p-10-0-0-0"), None);
+    }
+}

@@ -420,6 +420,19 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "ADDR")]
     pub address: Option<String>,
 
+    /// Claim a child prefix of this length from a supernet pool and print it in CIDR form:
+    /// the best fit (the lowest block of that length inside the smallest free aligned
+    /// block that can hold it), so large aligned blocks stay whole. The same owner again
+    /// gets the same prefix; a length outside the pool's `prefixLengths` is exit 2; no free
+    /// block of that length is exit 5, naming the largest free block. One pool only.
+    #[arg(long, value_name = "N", conflicts_with_all = ["zone", "within", "subnet", "reserved", "address", "explain", "prefix"])]
+    pub prefix_length: Option<u8>,
+
+    /// Claim exactly this child prefix of a supernet pool (exit 4 if it overlaps a claim or
+    /// an exclude, naming it). One pool only.
+    #[arg(long, value_name = "CIDR", conflicts_with_all = ["zone", "within", "subnet", "reserved", "address", "explain"])]
+    pub prefix: Option<String>,
+
     /// Print what would be allocated (`would-create` in JSON and YAML); write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -818,6 +831,8 @@ pub enum SchemaKind {
     Subnet,
     /// `CooldownRecord` (written by `release` in a pool with `reuseAfter`).
     Cooldownrecord,
+    /// `IPPrefixClaim` (a child prefix of a supernet pool, written by `allocate --prefix-length`).
+    Ipprefixclaim,
 }
 
 /// `ipamctl completions`.

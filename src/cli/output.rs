@@ -205,6 +205,12 @@ impl Named for AllocationManifest {
     }
 }
 
+impl Named for crate::model::prefix_claim::PrefixClaimManifest {
+    fn resource(&self) -> String {
+        format!("ipprefixclaim/{}", self.metadata.name)
+    }
+}
+
 impl Named for crate::model::subnet::SubnetManifest {
     fn resource(&self) -> String {
         format!("subnet/{}", self.metadata.name)

@@ -7,11 +7,12 @@ use crate::cli::SchemaKind;
 use crate::model::ObjectKind;
 
 /// Every kind with a schema, in the order `ipamctl schema` prints them.
-pub const KINDS: [SchemaKind; 4] = [
+pub const KINDS: [SchemaKind; 5] = [
     SchemaKind::Ipampool,
     SchemaKind::Ipallocation,
     SchemaKind::Subnet,
     SchemaKind::Cooldownrecord,
+    SchemaKind::Ipprefixclaim,
 ];
 
 /// The stored kind a schema kind describes.
@@ -21,6 +22,7 @@ fn object_kind(kind: SchemaKind) -> ObjectKind {
         SchemaKind::Ipallocation => ObjectKind::Allocation,
         SchemaKind::Subnet => ObjectKind::Subnet,
         SchemaKind::Cooldownrecord => ObjectKind::Cooldown,
+        SchemaKind::Ipprefixclaim => ObjectKind::PrefixClaim,
     }
 }
 

@@ -398,6 +398,7 @@ fn decide(
     // Read again under the lock: this is the pool (and subnet) as it stands until we are done.
     let spec = load_pool(store, &req.pool)?;
     crate::engine::doomed::refuse(&spec, &req.pool)?;
+    crate::engine::prefix::refuse_addresses(&spec, &req.pool)?;
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     let candidates = request_candidates(&spec, &subnets, req, subnet.as_ref())?;
@@ -494,6 +495,7 @@ fn allocate_read_only(
 ) -> Result<Allocated> {
     let spec = load_pool(store, &req.pool)?;
     crate::engine::doomed::refuse(&spec, &req.pool)?;
+    crate::engine::prefix::refuse_addresses(&spec, &req.pool)?;
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     request_candidates(&spec, &subnets, req, subnet.as_ref())?;

@@ -58,6 +58,7 @@ pub mod git;
 pub mod history;
 pub mod list;
 pub mod pool;
+pub mod prefix;
 pub mod reconcile;
 pub mod release;
 pub mod subnet;

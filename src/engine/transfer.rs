@@ -30,6 +30,8 @@ pub struct Copied {
     pub subnets: usize,
     /// Cooldown records written to the target.
     pub cooldown_records: usize,
+    /// Prefix claims of supernet pools.
+    pub prefix_claims: usize,
     /// Objects the target already held with the same bytes.
     pub unchanged: usize,
 }
@@ -37,7 +39,7 @@ pub struct Copied {
 impl Copied {
     /// Objects written to the target, of every kind.
     pub fn written(&self) -> usize {
-        self.pools + self.subnets + self.allocations + self.cooldown_records
+        self.pools + self.subnets + self.allocations + self.cooldown_records + self.prefix_claims
     }
 }
 
@@ -55,7 +57,16 @@ impl std::fmt::Display for Copied {
             n(self.subnets, "subnet", "subnets"),
             n(self.allocations, "allocation", "allocations"),
             n(self.cooldown_records, "cooldown record", "cooldown records")
-        )
+        )?;
+        // Only when there are any: the line of a state without supernets stays as it was.
+        if self.prefix_claims > 0 {
+            write!(
+                f,
+                " (and {})",
+                n(self.prefix_claims, "prefix claim", "prefix claims")
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -97,6 +108,10 @@ fn read_valid(
             let m = yaml::decode_cooldown(text).map_err(|e| Error::invalid(at(), e))?;
             (m.metadata.name.clone(), m.metadata.namespace.clone())
         }
+        ObjectKind::PrefixClaim => {
+            let m = yaml::decode_prefix_claim(text).map_err(|e| Error::invalid(at(), e))?;
+            (m.metadata.name.clone(), m.metadata.namespace.clone())
+        }
     };
     if meta_name != name || meta_ns.as_ref() != ns {
         return Err(Error::invalid(
@@ -125,7 +140,7 @@ fn put(
         None => {}
     }
     match kind {
-        ObjectKind::Pool | ObjectKind::Subnet | ObjectKind::Cooldown => {
+        ObjectKind::Pool | ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
             if !to.create(kind, ns, name, bytes)? {
                 return Err(conflict("was created meanwhile"));
             }
@@ -189,6 +204,7 @@ fn copy(from: &dyn Store, to: &dyn Store, mut skip: Option<&mut Warnings>) -> Re
                         ObjectKind::Allocation => copied.allocations += 1,
                         ObjectKind::Subnet => copied.subnets += 1,
                         ObjectKind::Cooldown => copied.cooldown_records += 1,
+                        ObjectKind::PrefixClaim => copied.prefix_claims += 1,
                     }
                 } else {
                     copied.unchanged += 1;

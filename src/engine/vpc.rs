@@ -156,6 +156,7 @@ fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) ->
         spec: PoolSpec {
             cidr,
             kind: PoolKind::Private,
+            prefix_lengths: None,
             gateway: None,
             exclude: Vec::new(),
             zone: None,

@@ -13,6 +13,9 @@ pub const ALLOCATION_KIND: &str = "IPAllocation";
 /// `kind` of a subnet manifest.
 pub const SUBNET_KIND: &str = "Subnet";
 
+/// `kind` of a prefix claim (a child prefix of a supernet pool).
+pub const PREFIX_CLAIM_KIND: &str = "IPPrefixClaim";
+
 /// `kind` of a cooldown record.
 pub const COOLDOWN_KIND: &str = "CooldownRecord";
 
@@ -28,15 +31,19 @@ pub enum ObjectKind {
     /// `CooldownRecord` manifests: an address released recently, named like its allocation
     /// (see [`crate::model::cooldown`]).
     Cooldown,
+    /// `IPPrefixClaim` manifests: a child prefix of a supernet pool held by one owner
+    /// (see [`crate::model::prefix_claim`]).
+    PrefixClaim,
 }
 
 impl ObjectKind {
     /// Every kind, in the order a copy writes them (a subnet and a record name a pool).
-    pub const ALL: [ObjectKind; 4] = [
+    pub const ALL: [ObjectKind; 5] = [
         ObjectKind::Pool,
         ObjectKind::Subnet,
         ObjectKind::Allocation,
         ObjectKind::Cooldown,
+        ObjectKind::PrefixClaim,
     ];
 
     /// The lowercase kind, as messages and `-o name` spell it.
@@ -46,6 +53,7 @@ impl ObjectKind {
             ObjectKind::Allocation => "ipallocation",
             ObjectKind::Subnet => "subnet",
             ObjectKind::Cooldown => "cooldownrecord",
+            ObjectKind::PrefixClaim => "ipprefixclaim",
         }
     }
 }

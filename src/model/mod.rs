@@ -15,6 +15,7 @@ pub mod names;
 pub mod owner;
 pub mod pool;
 pub mod prefix;
+pub mod prefix_claim;
 pub mod schema;
 pub mod selector;
 pub mod subnet;

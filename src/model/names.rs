@@ -7,7 +7,13 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Directory names a namespace segment may not take: they would make paths ambiguous.
-const RESERVED_SEGMENTS: [&str; 4] = ["ipampools", "ipallocations", "subnets", "cooldown"];
+const RESERVED_SEGMENTS: [&str; 5] = [
+    "ipampools",
+    "ipallocations",
+    "subnets",
+    "cooldown",
+    "ipprefixclaims",
+];
 
 /// Checks `s` is a lowercase RFC 1123 label: 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
 pub(crate) fn check_label(s: &str) -> Result<(), String> {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::address::{Exclude, family_name, serde_ip};
 use crate::model::manifest::{API_VERSION, Metadata, POOL_KIND};
 use crate::model::names::{Namespace, PoolName, check_label};
+use crate::model::prefix::PrefixLengths;
 
 /// `public` (cluster-scoped, operator-made) or `private` (a VPC's range, namespaced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -21,6 +22,9 @@ pub enum PoolKind {
     Public,
     /// A VPC's own range in a tenant namespace.
     Private,
+    /// Hands out child prefixes, never single addresses (`allocate --prefix-length N`);
+    /// cluster-scoped or namespaced, no gateway.
+    Supernet,
 }
 
 impl fmt::Display for PoolKind {
@@ -28,6 +32,7 @@ impl fmt::Display for PoolKind {
         f.write_str(match self {
             PoolKind::Public => "public",
             PoolKind::Private => "private",
+            PoolKind::Supernet => "supernet",
         })
     }
 }
@@ -40,8 +45,16 @@ pub struct PoolSpec {
     #[serde(with = "serde_ip::net")]
     #[schemars(schema_with = "crate::model::schema::fields::cidr")]
     pub cidr: IpNet,
-    /// `public` or `private`.
+    /// `public`, `private` or `supernet`.
     pub kind: PoolKind,
+    /// A supernet's bounds on the lengths it hands out (`{min: 44, max: 64}`); without
+    /// them any length longer than the pool's own.
+    #[serde(
+        default,
+        rename = "prefixLengths",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub prefix_lengths: Option<PrefixLengths>,
     /// Never allocated.
     #[serde(
         default,
@@ -125,6 +138,25 @@ impl PoolManifest {
                 return Err("metadata.namespace: a private pool needs a namespace (the VPC's tenant namespace)".into());
             }
             _ => {}
+        }
+        if spec.kind == PoolKind::Supernet {
+            if let Some(gw) = spec.gateway {
+                return Err(format!(
+                    "spec.gateway: a supernet hands out prefixes and has no gateway, found `{gw}`"
+                ));
+            }
+            if spec.cidr.prefix_len() == spec.cidr.max_prefix_len() {
+                return Err(format!(
+                    "spec.cidr: a supernet needs room for a child prefix, found `{}`",
+                    spec.cidr
+                ));
+            }
+            spec.prefix_lengths.unwrap_or_default().validate(spec.cidr)?;
+        } else if spec.prefix_lengths.is_some() {
+            return Err(format!(
+                "spec.prefixLengths: only a supernet pool hands out prefixes; this pool is `{}`",
+                spec.kind
+            ));
         }
         let family = family_name(spec.cidr.addr());
         if let Some(gw) = spec.gateway {

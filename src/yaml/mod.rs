@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_saphyr::{Budget, DuplicateKeyPolicy, Options};
 
 use crate::model::cooldown::CooldownRecord;
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::{SUBNET_KIND, SubnetManifest};
 use crate::model::{ALLOCATION_KIND, AllocationManifest, POOL_KIND, PoolManifest};
 
@@ -272,6 +273,14 @@ pub fn decode_subnet(text: &str) -> Result<SubnetManifest, String> {
     let subnet: SubnetManifest = from_str(text)?;
     subnet.validate().map_err(|e| excerpted(&e))?;
     Ok(subnet)
+}
+
+/// Parses and validates one prefix claim from the state directory.
+pub fn decode_prefix_claim(text: &str) -> Result<PrefixClaimManifest, String> {
+    expect_single(text)?;
+    let claim: PrefixClaimManifest = from_str(text)?;
+    claim.validate().map_err(|e| excerpted(&e))?;
+    Ok(claim)
 }
 
 /// Parses and validates one cooldown record from the state directory.

@@ -20,6 +20,9 @@ pub fn run(
         "--owner",
         Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
     )?;
+    if args.prefix_length.is_some() || args.prefix.is_some() {
+        return super::prefix::allocate(store, g, args, owner, out);
+    }
     let mut warnings = Warnings::default();
     let allocated = match (&args.zone, args.pools.as_slice()) {
         (Some(zone), []) => {

@@ -28,6 +28,7 @@ fn path_of(kind: ObjectKind, scope: Option<&Namespace>, name: &str) -> String {
         ObjectKind::Allocation => "ipallocations",
         ObjectKind::Subnet => "subnets",
         ObjectKind::Cooldown => "cooldown",
+        ObjectKind::PrefixClaim => "ipprefixclaims",
     };
     match scope {
         None => format!("cluster/{dir}/{name}.yaml"),

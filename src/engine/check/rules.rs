@@ -74,6 +74,11 @@ pub(super) fn check_pools<'a>(
                     }
                 }
                 (PoolKind::Public, _, None) => public.push((file.rel.as_str(), m)),
+                (PoolKind::Supernet, meta, path) => {
+                    if let Some(message) = scope_mismatch(meta.as_ref(), path.as_ref()) {
+                        findings.push(error(&file.rel, message));
+                    }
+                }
             }
         }
         known.insert(

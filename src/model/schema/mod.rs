@@ -16,7 +16,10 @@ use serde_json::{Value, json};
 
 use crate::model::allocation::AllocationManifest;
 use crate::model::cooldown::CooldownRecord;
-use crate::model::kind::{ALLOCATION_KIND, COOLDOWN_KIND, ObjectKind, POOL_KIND, SUBNET_KIND};
+use crate::model::kind::{
+    ALLOCATION_KIND, COOLDOWN_KIND, ObjectKind, POOL_KIND, PREFIX_CLAIM_KIND, SUBNET_KIND,
+};
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::pool::PoolManifest;
 use crate::model::subnet::SubnetManifest;
 
@@ -37,6 +40,11 @@ pub fn of(kind: ObjectKind) -> Value {
             generator().into_root_schema_for::<PoolManifest>(),
             POOL_KIND,
             "An IPv4 address pool managed by ipamctl.",
+        ),
+        ObjectKind::PrefixClaim => (
+            generator().into_root_schema_for::<PrefixClaimManifest>(),
+            PREFIX_CLAIM_KIND,
+            "A child prefix of a supernet pool held by one owner, written only by `ipamctl allocate --prefix-length`.",
         ),
         ObjectKind::Allocation => (
             generator().into_root_schema_for::<AllocationManifest>(),
@@ -60,6 +68,7 @@ pub fn all() -> Value {
         ALLOCATION_KIND: of(ObjectKind::Allocation),
         SUBNET_KIND: of(ObjectKind::Subnet),
         COOLDOWN_KIND: of(ObjectKind::Cooldown),
+        PREFIX_CLAIM_KIND: of(ObjectKind::PrefixClaim),
     })
 }
 

@@ -149,6 +149,7 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
         ObjectKind::Allocation => "ipallocations",
         ObjectKind::Subnet => "subnets",
         ObjectKind::Cooldown => "cooldown",
+        ObjectKind::PrefixClaim => "ipprefixclaims",
     }
 }
 

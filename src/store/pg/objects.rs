@@ -17,6 +17,7 @@ fn object_kind(kind: ObjectKind) -> &'static str {
     match kind {
         ObjectKind::Subnet => crate::model::subnet::SUBNET_KIND,
         ObjectKind::Cooldown => crate::model::cooldown::COOLDOWN_KIND,
+        ObjectKind::PrefixClaim => crate::model::kind::PREFIX_CLAIM_KIND,
         ObjectKind::Pool | ObjectKind::Allocation => {
             unreachable!("pools and allocations have tables")
         }
@@ -37,6 +38,12 @@ impl PgStore {
             ObjectKind::Cooldown => parse_allocation_name(name)
                 .map(|(pool, _)| pool.to_owned())
                 .ok_or_else(|| invalid("is not named `<pool>-<a-b-c-d>`".into())),
+            ObjectKind::PrefixClaim => {
+                let text =
+                    std::str::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?;
+                let claim = yaml::decode_prefix_claim(text).map_err(invalid)?;
+                Ok(claim.spec.pool.to_string())
+            }
             _ => {
                 let text =
                     std::str::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?;
@@ -170,7 +177,7 @@ impl Objects for PgStore {
                     )
                 })?
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown => {
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
                 let k = object_kind(kind);
                 self.single(|c| {
                     c.opt(
@@ -201,7 +208,7 @@ impl Objects for PgStore {
                     .map_err(|e| Error::invalid(self.locate(kind, ns, name), e))?;
                 Ok(matches!(self.claim(ns, &manifest)?, Claim::Claimed))
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown => {
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
                 self.put_object(kind, ns, name, bytes, true)
             }
         }
@@ -219,7 +226,7 @@ impl Objects for PgStore {
             ObjectKind::Allocation => Err(Error::usage(
                 "allocations are never replaced: release the address and allocate it again",
             )),
-            ObjectKind::Subnet | ObjectKind::Cooldown => {
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
                 self.put_object(kind, ns, name, bytes, false).map(|_| ())
             }
         }
@@ -255,7 +262,7 @@ impl Objects for PgStore {
                 };
                 self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown => {
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
                 let k = object_kind(kind);
                 self.single(|c| {
                     c.exec(
@@ -295,7 +302,7 @@ impl Objects for PgStore {
                     })
                     .collect())
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown => {
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
                 let k = object_kind(kind);
                 let rows = self.single(|c| {
                     c.all(

@@ -1,0 +1,371 @@
+//! Child prefixes of supernet pools: claiming one (the best-fit rule of
+//! [`crate::model::prefix`], or an exact one) and releasing it, each under the pool's
+//! exclusive lock in one unit of work.
+//!
+//! # Race safety
+//!
+//! Two claims never hold overlapping prefixes. On the file store the pool's exclusive lock
+//! (see `store/fs/lock.rs`) is held from the read of the pool's claims to the exclusive
+//! create of the new claim's file, so no other ipamctl process decides in between; the
+//! file's exclusive create (its name is the prefix) closes the same-prefix race against a
+//! writer that takes no lock. An outside writer (a `git pull` bringing an overlapping
+//! claim from another clone) can still create an overlap: `ipamctl check` reports it. A
+//! process killed at any instant leaves either no file or a complete one (the store writes
+//! a temporary file and links it into place), and the kernel drops its lock.
+//!
+//! On PostgreSQL the same lock is the pool row's `FOR UPDATE`, held by the claim's
+//! transaction; a kill rolls the transaction back.
+
+use ipnet::IpNet;
+
+use crate::error::{Error, Result};
+use crate::model::prefix::{self, NoRoom};
+use crate::model::prefix_claim::{PrefixClaimManifest, parse_prefix_claim_name, prefix_claim_name};
+use crate::model::{Owner, OwnerFilter, PoolKind, PoolManifest, PoolRef, Timestamp};
+use crate::store::read::load_pool;
+use crate::store::{self, LockMode, ObjectKind, Store};
+use crate::yaml;
+
+/// What a claim asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// The best-fit free prefix of this length.
+    Length(u8),
+    /// Exactly this prefix.
+    Exact(IpNet),
+}
+
+/// A claim's outcome: the manifest, and whether this call created it (`false`: the owner
+/// held it already).
+#[derive(Clone, Debug)]
+pub struct Claimed {
+    /// The claim as stored.
+    pub manifest: PrefixClaimManifest,
+    /// Whether this call wrote it.
+    pub created: bool,
+}
+
+/// Claims a prefix of the supernet `pool` for `owner` and returns it: the one the owner
+/// holds already, if any (exit 4 if it asked for another exact one); exit 2 for a pool
+/// that is no supernet or a length outside its bounds, 4 for an exact prefix that overlaps
+/// a claim or an exclude (naming it), 5 when no free block of the length is left (naming
+/// the pool, the length and the largest free block).
+pub fn claim_prefix(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<IpNet> {
+    claim(store, pool, owner, want).map(|c| c.manifest.spec.prefix)
+}
+
+/// [`claim_prefix`] with the stored manifest and whether it was created.
+pub fn claim(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<Claimed> {
+    let manifest = load_pool(store, pool)?;
+    check_want(&manifest, pool, want)?;
+    // A `false` create under the lock is a writer that takes no lock (or, on PostgreSQL, a
+    // row the constraint refused): read again and decide again, a bounded number of times.
+    for _ in 0..8 {
+        let done = store::atomically(store, || {
+            let _lock =
+                store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
+            let manifest = load_pool(store, pool)?;
+            crate::engine::doomed::refuse(&manifest, pool)?;
+            let claims = pool_claims(store, pool)?;
+            if let Some(held) = claims.iter().find(|c| c.spec.owner == *owner) {
+                return match want {
+                    Want::Exact(p) if p != held.spec.prefix => Err(Error::conflict(format!(
+                        "`{owner}` already holds {} in pool `{pool}`; release it before claiming {p}",
+                        held.spec.prefix
+                    ))),
+                    _ => Ok(Some(Claimed {
+                        manifest: held.clone(),
+                        created: false,
+                    })),
+                };
+            }
+            let prefix = choose(&manifest, pool, &claims, want)?;
+            let mut claim =
+                PrefixClaimManifest::new(&pool.name, pool.namespace.as_ref(), prefix, owner.clone());
+            claim.metadata.creation_timestamp = Some(Timestamp::now());
+            let bytes = yaml::encode(&claim);
+            let created = store.create(
+                ObjectKind::PrefixClaim,
+                pool.namespace.as_ref(),
+                &claim.metadata.name,
+                bytes.as_bytes(),
+            )?;
+            Ok(created.then_some(Claimed {
+                manifest: claim,
+                created: true,
+            }))
+        })?;
+        if let Some(done) = done {
+            return Ok(done);
+        }
+    }
+    Err(Error::conflict(format!(
+        "pool `{pool}` changed under every try of the claim (a writer that takes no lock?); run `ipamctl check`"
+    )))
+}
+
+/// Exit 2 for an address claim in a supernet pool, which hands out prefixes only.
+pub fn refuse_addresses(manifest: &PoolManifest, pool: &PoolRef) -> Result<()> {
+    if manifest.spec.kind != PoolKind::Supernet {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!(
+            "pool `{pool}` is a supernet and hands out prefixes: use --prefix-length N (or --prefix PREFIX)"
+        ),
+        hint: None,
+    })
+}
+
+/// Exit 2 unless `pool` is a supernet that hands out what `want` asks for.
+fn check_want(manifest: &PoolManifest, pool: &PoolRef, want: Want) -> Result<()> {
+    let spec = &manifest.spec;
+    if spec.kind != PoolKind::Supernet {
+        return Err(Error::Usage {
+            message: format!(
+                "pool `{pool}` is a {} pool and hands out addresses, not prefixes",
+                spec.kind
+            ),
+            hint: Some("drop `--prefix-length`/`--prefix`, or name a supernet pool".into()),
+        });
+    }
+    let len = match want {
+        Want::Length(len) => len,
+        Want::Exact(p) => {
+            if !spec.cidr.contains(&p) || p.prefix_len() == spec.cidr.prefix_len() {
+                return Err(Error::usage(format!(
+                    "--prefix: {p} is not a child prefix of pool `{pool}` ({})",
+                    spec.cidr
+                )));
+            }
+            p.prefix_len()
+        }
+    };
+    let lengths = spec.prefix_lengths.unwrap_or_default();
+    if !lengths.allows(spec.cidr, len) {
+        let range = lengths.range(spec.cidr);
+        return Err(Error::usage(format!(
+            "pool `{pool}` ({}) hands out prefixes of /{} to /{}, not /{len}",
+            spec.cidr,
+            range.start(),
+            range.end()
+        )));
+    }
+    Ok(())
+}
+
+/// The prefix `want` gets among `claims` and the pool's excludes.
+fn choose(
+    manifest: &PoolManifest,
+    pool: &PoolRef,
+    claims: &[PrefixClaimManifest],
+    want: Want,
+) -> Result<IpNet> {
+    let excludes: Vec<IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
+    match want {
+        Want::Exact(p) => {
+            if let Some(c) = claims.iter().find(|c| overlaps(c.spec.prefix, p)) {
+                return Err(Error::conflict(format!(
+                    "{p} overlaps {} in pool `{pool}`, held by `{}`",
+                    c.spec.prefix, c.spec.owner
+                )));
+            }
+            if let Some(e) = excludes.iter().find(|e| overlaps(**e, p)) {
+                return Err(Error::conflict(format!(
+                    "{p} overlaps {e}, excluded from pool `{pool}`"
+                )));
+            }
+            Ok(p)
+        }
+        Want::Length(len) => {
+            let mut taken: Vec<IpNet> = claims.iter().map(|c| c.spec.prefix).collect();
+            taken.extend(excludes);
+            prefix::best_fit(manifest.spec.cidr, &taken, len)
+                .map_err(|NoRoom { largest }| no_room(pool, manifest.spec.cidr, len, largest))
+        }
+    }
+}
+
+/// Exit 5: no free /`len` in the pool.
+fn no_room(pool: &PoolRef, cidr: IpNet, len: u8, largest: Option<IpNet>) -> Error {
+    Error::Exhausted {
+        what: format!("supernet pool `{pool}` ({cidr})"),
+        range: match largest {
+            Some(b) => format!("a free /{len}: the largest free block is {b}"),
+            None => format!("a free /{len}: every address is claimed or excluded"),
+        },
+    }
+}
+
+/// Whether two prefixes share an address.
+pub fn overlaps(a: IpNet, b: IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// Every claim of `pool`, read now; a file that does not parse is an error naming it (its
+/// prefix is unknown, so no claim can be decided safely).
+pub fn pool_claims(store: &dyn Store, pool: &PoolRef) -> Result<Vec<PrefixClaimManifest>> {
+    let ns = pool.namespace.as_ref();
+    let names: Vec<String> = store
+        .list(ObjectKind::PrefixClaim, ns)?
+        .into_iter()
+        .filter(|n| matches!(parse_prefix_claim_name(n), Some((p, _)) if p == pool.name.as_str()))
+        .collect();
+    names
+        .iter()
+        .filter_map(|name| read_claim(store, pool, name).transpose())
+        .collect()
+}
+
+/// One claim by name; `None` when it is gone.
+fn read_claim(store: &dyn Store, pool: &PoolRef, name: &str) -> Result<Option<PrefixClaimManifest>> {
+    let ns = pool.namespace.as_ref();
+    let Some(bytes) = store.get(ObjectKind::PrefixClaim, ns, name)? else {
+        return Ok(None);
+    };
+    let at = || store.locate(ObjectKind::PrefixClaim, ns, name);
+    let text = std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
+    let claim = yaml::decode_prefix_claim(text).map_err(|e| Error::invalid(at(), e))?;
+    if claim.metadata.name != name || claim.spec.pool != pool.name {
+        return Err(Error::invalid(
+            at(),
+            "metadata.name or spec.pool disagrees with where it is stored (run `ipamctl check`)",
+        ));
+    }
+    Ok(Some(claim))
+}
+
+/// Releases the claim of `prefix` in `pool` if its owner passes `guard` (exit 4 naming the
+/// holder if not); `None` when no claim holds exactly that prefix. A dry run deletes nothing.
+pub fn release_prefix(
+    store: &dyn Store,
+    pool: &PoolRef,
+    prefix: IpNet,
+    guard: &OwnerFilter,
+    dry_run: bool,
+) -> Result<Option<PrefixClaimManifest>> {
+    let name = prefix_claim_name(&pool.name, prefix);
+    store::atomically(store, || {
+        let _lock = (!dry_run)
+            .then(|| store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive))
+            .transpose()?;
+        let Some(claim) = read_claim(store, pool, &name)? else {
+            return Ok(None);
+        };
+        if !guard.matches(&claim.spec.owner) {
+            return Err(Error::conflict(format!(
+                "{prefix} in pool `{pool}` is held by `{}`, not by the owner given; nothing released",
+                claim.spec.owner
+            )));
+        }
+        if !dry_run {
+            delete(store, &claim)?;
+        }
+        Ok(Some(claim))
+    })
+}
+
+/// Deletes `claim` if it is still the stored one.
+fn delete(store: &dyn Store, claim: &PrefixClaimManifest) -> Result<()> {
+    let want = yaml::encode(claim);
+    let mut ours = |bytes: &[u8]| bytes == want.as_bytes();
+    store.delete_if(
+        ObjectKind::PrefixClaim,
+        claim.metadata.namespace.as_ref(),
+        &claim.metadata.name,
+        &mut ours,
+    )?;
+    Ok(())
+}
+
+/// Releases every claim of `claims` (each under its pool's lock, re-read there and deleted
+/// only if unchanged); returns those released.
+pub fn release_each(
+    store: &dyn Store,
+    claims: &[PrefixClaimManifest],
+) -> Result<Vec<PrefixClaimManifest>> {
+    let mut done = Vec::new();
+    for c in claims {
+        let pool = PoolRef {
+            namespace: c.metadata.namespace.clone(),
+            name: c.spec.pool.clone(),
+        };
+        let exact = OwnerFilter::exactly(&c.spec.owner);
+        if let Some(m) = release_prefix(store, &pool, c.spec.prefix, &exact, false)? {
+            done.push(m);
+        }
+    }
+    Ok(done)
+}
+
+/// Every claim of the scope `ns` whose owner passes `filter`, in name order.
+pub fn claims_matching(
+    store: &dyn Store,
+    ns: Option<&crate::model::Namespace>,
+    pool: Option<&crate::model::PoolName>,
+    filter: &OwnerFilter,
+) -> Result<Vec<PrefixClaimManifest>> {
+    let mut names = store.list(ObjectKind::PrefixClaim, ns)?;
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let Some((p, _)) = parse_prefix_claim_name(&name) else {
+            continue;
+        };
+        let Ok(pool_name) = crate::model::PoolName::new(p) else {
+            continue;
+        };
+        if pool.is_some_and(|want| *want != pool_name) {
+            continue;
+        }
+        let pref = PoolRef {
+            namespace: ns.cloned(),
+            name: pool_name,
+        };
+        if let Some(c) = read_claim(store, &pref, &name)?
+            && filter.matches(&c.spec.owner)
+        {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// A supernet's free space: its claims, the largest free block, and for each length it
+/// hands out how many free blocks of that length are left (exact).
+#[derive(Clone, Debug)]
+pub struct Usage {
+    /// Claimed prefixes, lowest first.
+    pub claimed: Vec<IpNet>,
+    /// The largest free block, if any.
+    pub largest: Option<IpNet>,
+    /// (length, free blocks of that length), shortest length first.
+    pub free: Vec<(u8, u128)>,
+}
+
+/// The free space of the supernet `manifest` given its `claims`. The lengths counted are
+/// the handed-out ones: every length claimed and each bound of `prefixLengths` (without
+/// either, the shortest length the pool hands out).
+pub fn usage(manifest: &PoolManifest, claims: &[PrefixClaimManifest]) -> Usage {
+    let mut claimed: Vec<IpNet> = claims.iter().map(|c| c.spec.prefix).collect();
+    claimed.sort();
+    let mut taken = claimed.clone();
+    taken.extend(manifest.spec.exclude.iter().map(|e| e.net()));
+    let cidr = manifest.spec.cidr;
+    let blocks = prefix::free_blocks(cidr, &taken);
+    let bounds = manifest.spec.prefix_lengths.unwrap_or_default();
+    let mut lengths: std::collections::BTreeSet<u8> =
+        claimed.iter().map(|c| c.prefix_len()).collect();
+    lengths.extend(bounds.min.into_iter().chain(bounds.max));
+    if lengths.is_empty() {
+        lengths.insert(*bounds.range(cidr).start());
+    }
+    Usage {
+        claimed,
+        largest: prefix::largest(&blocks),
+        free: lengths
+            .into_iter()
+            .map(|len| (len, prefix::free_count(&blocks, len)))
+            .collect(),
+    }
+}

@@ -156,3 +156,212 @@ fn vpc_get_prints_the_uid_and_in_json_the_pool_and_uplinks() {
         .fails(code::NOT_FOUND)
         .run();
 }
+
+/// A cluster-scoped supernet `provider-v6` (2001:db8::/48, handing out /56 to /64), the
+/// provider's IPv6 space that tenants' VPCs draw their ranges from.
+const PROVIDER_V6: &str = "apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: provider-v6
+spec:
+  cidr: 2001:db8::/48
+  kind: supernet
+  prefixLengths:
+    min: 56
+    max: 64
+";
+
+/// The seed fixture with [`PROVIDER_V6`] applied.
+fn with_provider() -> Test {
+    let t = Test::new("seed");
+    let file = t.input("provider.yaml", PROVIDER_V6);
+    t.args(["apply", "-f", &file]).run().then()
+}
+
+/// `vpc create NAME -n acme/dev --from-pool provider-v6 --prefix-length 56 [extra...]`.
+fn from_provider<'a>(name: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "vpc",
+        "create",
+        name,
+        "-n",
+        "acme/dev",
+        "--from-pool",
+        "provider-v6",
+        "--prefix-length",
+        "56",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The `vpc get -o json` of VPC `name` in acme/dev.
+fn vpc_json(t: &Test, name: &str) -> serde_json::Value {
+    let out = t
+        .command(["vpc", "get", name, "-n", "acme/dev", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A VPC's range drawn from a supernet: claimed by best fit, owned by `VPC/router` with the
+/// VPC's uid, shown by `vpc get`/`vpc list`; the same VPC again gets the same range and uid;
+/// `vpc delete` releases the range after the pool, and the next VPC gets it again.
+#[test]
+fn a_vpc_draws_its_range_from_a_supernet_and_gives_it_back_on_delete() {
+    let ran = with_provider().args(from_provider("blue", &[])).run();
+    let blue_uid = ran.stdout.trim().to_owned();
+    assert!(
+        ran.stderr.contains("(2001:db8::/56 of pool `provider-v6`)")
+            && ran.stderr.ends_with("ipampool/vpc-blue-v6 created\n"),
+        "{}",
+        ran.stderr
+    );
+    let t = ran.then();
+    let blue = vpc_json(&t, "blue");
+    assert_eq!(blue["pools"][0]["spec"]["cidr"], "2001:db8::/56", "{blue}");
+    assert_eq!(blue["ranges"][0]["spec"]["pool"], "provider-v6", "{blue}");
+    assert_eq!(blue["ranges"][0]["spec"]["owner"]["kind"], "VPC", "{blue}");
+    assert_eq!(blue["ranges"][0]["spec"]["owner"]["uid"], blue_uid.as_str());
+    // A retry: the same uid, the same range, nothing written.
+    let again = t
+        .args(from_provider("blue", &[]))
+        .stdout(&format!("{blue_uid}\n"))
+        .unchanged()
+        .run();
+    let t = again.then().args(from_provider("red", &[])).run().then();
+    assert_eq!(
+        vpc_json(&t, "red")["pools"][0]["spec"]["cidr"],
+        "2001:db8:0:100::/56"
+    );
+    let listed = t.args(["vpc", "list", "-n", "acme/dev"]).run();
+    assert!(
+        listed.stdout.contains("2001:db8::/56 (from provider-v6)"),
+        "{}",
+        listed.stdout
+    );
+    let deleted = listed
+        .then()
+        .args(["vpc", "delete", "blue", "-n", "acme/dev"])
+        .run();
+    assert!(
+        deleted.stdout.ends_with("ipampool/vpc-blue-v6 deleted\nipprefixclaim/provider-v6-2001-0db8-0000-0000-0000-0000-0000-0000-56 released\n"),
+        "{}",
+        deleted.stdout
+    );
+    // The range is free again: the next VPC gets it.
+    let t = deleted
+        .then()
+        .args(from_provider("green", &[]))
+        .run()
+        .then();
+    assert_eq!(
+        vpc_json(&t, "green")["pools"][0]["spec"]["cidr"],
+        "2001:db8::/56"
+    );
+    t.args(["check"]).run();
+}
+
+/// A dual-stack VPC: its IPv4 range given, its IPv6 range drawn; a crash between the claim
+/// and the pools (the pool's file gone) is mended by running it again, which adopts the
+/// claim's uid and gets the same range, not a second one.
+#[test]
+fn a_vpc_create_run_again_after_a_crash_gets_the_range_it_claimed() {
+    let ran = with_provider()
+        .args(from_provider("blue", &["--cidr", "10.60.0.0/16"]))
+        .run();
+    let uid = ran.stdout.trim().to_owned();
+    assert!(
+        ran.stderr.contains("ipampool/vpc-blue created\n")
+            && ran.stderr.contains("ipampool/vpc-blue-v6 created\n"),
+        "{}",
+        ran.stderr
+    );
+    let t = ran.then();
+    // As if the process had died after its claim: neither pool was written.
+    t.remove("namespaces/acme/dev/ipampools/vpc-blue.yaml");
+    t.remove("namespaces/acme/dev/ipampools/vpc-blue-v6.yaml");
+    let ran = t
+        .args(from_provider("blue", &["--cidr", "10.60.0.0/16"]))
+        .stdout(&format!("{uid}\n"))
+        .run();
+    assert!(
+        ran.stderr.contains(
+            "ipprefixclaim/provider-v6-2001-0db8-0000-0000-0000-0000-0000-0000-56 existing"
+        ),
+        "{}",
+        ran.stderr
+    );
+    let t = ran.then();
+    assert_eq!(
+        vpc_json(&t, "blue")["pools"][1]["spec"]["cidr"],
+        "2001:db8::/56"
+    );
+    let claims = t
+        .files()
+        .into_iter()
+        .filter(|f| f.contains("ipprefixclaims/"))
+        .count();
+    assert_eq!(claims, 1, "one claim, not a second: {:?}", t.files());
+    // Two ranges of one family, or a `--from-pool` without its length: exit 2.
+    t.args(from_provider("bad", &["--cidr", "2001:db8:1::/56"]))
+        .fails(code::INVALID)
+        .unchanged()
+        .run()
+        .then()
+        .args([
+            "vpc",
+            "create",
+            "bad",
+            "-n",
+            "acme/dev",
+            "--from-pool",
+            "provider-v6",
+            "--from-pool",
+            "provider-v6",
+            "--prefix-length",
+            "56",
+        ])
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+}
+
+/// 16 `vpc create --from-pool` at once (real processes) from one /48: 16 distinct /56s,
+/// every VPC with its own, and `check` clean.
+#[test]
+fn concurrent_vpc_creates_from_one_supernet_get_distinct_ranges() {
+    let t = with_provider();
+    let children: Vec<_> = (0..16)
+        .map(|i| common::spawn_piped(t.command(from_provider(&format!("v{i}"), &[]))))
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    let mut ranges: Vec<String> = (0..16)
+        .map(|i| {
+            vpc_json(&t, &format!("v{i}"))["pools"][0]["spec"]["cidr"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    ranges.sort();
+    ranges.dedup();
+    assert_eq!(ranges.len(), 16, "{ranges:?}");
+    let want: Vec<String> = (0..16)
+        .map(|i| {
+            if i == 0 {
+                "2001:db8::/56".to_owned()
+            } else {
+                format!("2001:db8:0:{:x}00::/56", i)
+            }
+        })
+        .collect();
+    let mut want = want;
+    want.sort();
+    assert_eq!(ranges, want, "the lowest 16 /56s of the /48");
+    t.args(["check"]).run();
+}

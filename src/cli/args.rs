@@ -678,8 +678,20 @@ pub struct VpcCreateArgs {
     /// The VPC's range, e.g. 10.42.0.0/16 (pool `vpc-NAME`) or fd00:42::/48 (pool
     /// `vpc-NAME-v6`). Give it twice, one of each family, for a dual-stack VPC: both pools
     /// are created, or neither.
-    #[arg(long, value_name = "CIDR", required = true)]
+    #[arg(long, value_name = "CIDR", required_unless_present = "from_pool")]
     pub cidr: Vec<String>,
+
+    /// Draw the VPC's range from this supernet pool instead (one in the VPC's namespace,
+    /// else the cluster-scoped one): the range is claimed from it by best fit, owned by
+    /// `VPC/router` with the VPC's uid, and released by `vpc delete`. Give it with
+    /// `--prefix-length`; once per family, and mixable with `--cidr` for the other family.
+    #[arg(long, value_name = "POOL", requires = "prefix_length", add = ArgValueCompleter::new(complete::pools))]
+    pub from_pool: Vec<String>,
+
+    /// The length of the range drawn from `--from-pool`, e.g. 56; one per `--from-pool`,
+    /// in the same order.
+    #[arg(long, value_name = "N", requires = "from_pool")]
+    pub prefix_length: Vec<u8>,
 
     /// The VPC's uid, a UUID [default: a fresh random UUID].
     #[arg(long, value_name = "UID")]

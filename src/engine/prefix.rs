@@ -16,6 +16,8 @@
 //! On PostgreSQL the same lock is the pool row's `FOR UPDATE`, held by the claim's
 //! transaction; a kill rolls the transaction back.
 
+use std::collections::BTreeMap;
+
 use ipnet::IpNet;
 
 use crate::error::{Error, Result};
@@ -56,6 +58,17 @@ pub fn claim_prefix(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want
 
 /// [`claim_prefix`] with the stored manifest and whether it was created.
 pub fn claim(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<Claimed> {
+    claim_annotated(store, pool, owner, want, &BTreeMap::new())
+}
+
+/// [`claim`], writing `annotations` on a new claim (a VPC's range names its VPC there).
+pub fn claim_annotated(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+    want: Want,
+    annotations: &BTreeMap<String, String>,
+) -> Result<Claimed> {
     let manifest = load_pool(store, pool)?;
     check_want(&manifest, pool, want)?;
     // A `false` create under the lock is a writer that takes no lock (or, on PostgreSQL, a
@@ -80,9 +93,14 @@ pub fn claim(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Re
                 };
             }
             let prefix = choose(&manifest, pool, &claims, want)?;
-            let mut claim =
-                PrefixClaimManifest::new(&pool.name, pool.namespace.as_ref(), prefix, owner.clone());
+            let mut claim = PrefixClaimManifest::new(
+                &pool.name,
+                pool.namespace.as_ref(),
+                prefix,
+                owner.clone(),
+            );
             claim.metadata.creation_timestamp = Some(Timestamp::now());
+            claim.metadata.annotations = annotations.clone();
             let bytes = yaml::encode(&claim);
             let created = store.create(
                 ObjectKind::PrefixClaim,
@@ -102,6 +120,18 @@ pub fn claim(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Re
     Err(Error::conflict(format!(
         "pool `{pool}` changed under every try of the claim (a writer that takes no lock?); run `ipamctl check`"
     )))
+}
+
+/// What [`claim`] would answer now, writing nothing and taking no lock (a dry run): the
+/// prefix the owner holds, else the one the rule picks; the same errors.
+pub fn predict(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<IpNet> {
+    let manifest = load_pool(store, pool)?;
+    check_want(&manifest, pool, want)?;
+    let claims = pool_claims(store, pool)?;
+    match claims.iter().find(|c| c.spec.owner == *owner) {
+        Some(held) => Ok(held.spec.prefix),
+        None => choose(&manifest, pool, &claims, want),
+    }
 }
 
 /// Exit 2 for an address claim in a supernet pool, which hands out prefixes only.
@@ -218,13 +248,18 @@ pub fn pool_claims(store: &dyn Store, pool: &PoolRef) -> Result<Vec<PrefixClaimM
 }
 
 /// One claim by name; `None` when it is gone.
-fn read_claim(store: &dyn Store, pool: &PoolRef, name: &str) -> Result<Option<PrefixClaimManifest>> {
+fn read_claim(
+    store: &dyn Store,
+    pool: &PoolRef,
+    name: &str,
+) -> Result<Option<PrefixClaimManifest>> {
     let ns = pool.namespace.as_ref();
     let Some(bytes) = store.get(ObjectKind::PrefixClaim, ns, name)? else {
         return Ok(None);
     };
     let at = || store.locate(ObjectKind::PrefixClaim, ns, name);
-    let text = std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
     let claim = yaml::decode_prefix_claim(text).map_err(|e| Error::invalid(at(), e))?;
     if claim.metadata.name != name || claim.spec.pool != pool.name {
         return Err(Error::invalid(

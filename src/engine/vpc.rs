@@ -4,24 +4,43 @@
 //! [`crate::model::vpc`]). Creating one holds the scope's lock; deleting one holds each of
 //! its pools' locks exclusively while it releases their allocations and removes them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ipnet::IpNet;
 use serde::Serialize;
 
+use crate::engine::prefix;
 use crate::engine::release::{self, Released};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::SubnetManifest;
-use crate::model::vpc::{VPC_KIND, name_of, pool_name, vpc_uid};
+use crate::model::vpc::{
+    RANGE_ANNOTATION, VPC_KIND, name_of, pool_name, range_annotation, vpc_uid,
+};
 use crate::model::{
-    API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerFilter, OwnerRef, POOL_KIND,
-    PoolKind, PoolManifest, PoolName, PoolRef, PoolSpec, Uid,
+    API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerFilter, OwnerKind, OwnerRef,
+    POOL_KIND, PoolKind, PoolManifest, PoolName, PoolRef, PoolSpec, Uid,
 };
 use crate::store::read::load_pool;
 use crate::store::{self, LockMode, ObjectKind, Store};
 use crate::yaml;
+
+/// Where one of a VPC's ranges comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Range {
+    /// `--cidr`: this range.
+    Cidr(IpNet),
+    /// `--from-pool POOL --prefix-length N`: a /N claimed from the supernet pool, owned by
+    /// `VPC/router` with the VPC's uid.
+    FromPool {
+        /// The supernet pool.
+        supernet: PoolRef,
+        /// The length of the range.
+        length: u8,
+    },
+}
 
 /// A `vpc create` request, validated.
 #[derive(Clone, Debug)]
@@ -31,7 +50,7 @@ pub struct CreateRequest {
     /// Its tenant namespace.
     pub namespace: Namespace,
     /// Its pools with their ranges: one per family, IPv4 first when both are given.
-    pub pools: Vec<(PoolRef, IpNet)>,
+    pub pools: Vec<(PoolRef, Range)>,
     /// `--uid`: the uid to give it (else a new UUID, or the uid of the pools that exist).
     pub uid: Option<Uid>,
     /// Decide, but write nothing and take no lock.
@@ -47,32 +66,56 @@ pub enum Made {
     Existing,
 }
 
-/// What `vpc create` did: the VPC's uid and each of its pools.
+/// What `vpc create` did: the VPC's uid, the ranges it claimed and each of its pools.
 #[derive(Clone, Debug)]
 pub struct Created {
-    /// The uid, new or adopted from the pools that existed.
+    /// The uid, new or adopted from the pools (or the range claims) that existed.
     pub uid: Uid,
+    /// The prefix claims of the ranges taken from supernet pools.
+    pub claims: Vec<(PrefixClaimManifest, Made)>,
     /// The pools, in the order of the request.
     pub pools: Vec<(PoolManifest, Made)>,
 }
 
+/// The owner of a VPC's uplinks and of the ranges it draws from supernet pools.
+pub fn router(uid: &Uid) -> Owner {
+    Owner::parse("VPC/router", Some(uid.clone())).expect("`VPC/router` is valid")
+}
+
 /// `vpc create`, as one unit of work under the scope's lock: the pools that exist already
 /// must be this VPC's (a retry of a create that succeeded, in part or whole: their uid is
-/// adopted); the others are created. Exit 4 if a pool of that name is another's.
+/// adopted); the others are created, a range from a supernet pool claimed first (by
+/// `VPC/router` with the VPC's uid, annotated with the VPC, so that a retry after a crash
+/// in between adopts that claim's uid and gets the same range). Exit 4 if a pool of that
+/// name is another's.
 pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
     let work = || -> Result<Created> {
         let _scope = (!req.dry_run)
             .then(|| store.lock_scope(Some(&req.namespace)))
             .transpose()?;
         let existing = existing_pools(store, req)?;
-        let uid = uid_of(req, &existing)?;
+        let uid = match uid_of(req, &existing)? {
+            Some(uid) => uid,
+            None => claimed_uid(store, req)?.unwrap_or_else(|| {
+                Uid::parse_uuid(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid")
+            }),
+        };
         let mut pools = Vec::new();
-        for ((pool, cidr), found) in req.pools.iter().zip(existing) {
+        let mut claims = Vec::new();
+        for ((pool, range), found) in req.pools.iter().zip(existing) {
             if let Some((m, _)) = found {
                 pools.push((m, Made::Existing));
                 continue;
             }
-            let m = pool_manifest(req, pool, *cidr, &uid);
+            let cidr = match range {
+                Range::Cidr(cidr) => *cidr,
+                Range::FromPool { supernet, length } => {
+                    let (cidr, claim) = claim_range(store, req, supernet, *length, &uid)?;
+                    claims.extend(claim);
+                    cidr
+                }
+            };
+            let m = pool_manifest(req, pool, cidr, &uid);
             m.validate().map_err(|e| Error::invalid("vpc create", e))?;
             if !req.dry_run
                 && !store.create(
@@ -88,7 +131,7 @@ pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
             }
             pools.push((m, Made::Created));
         }
-        Ok(Created { uid, pools })
+        Ok(Created { uid, claims, pools })
     };
     if req.dry_run {
         work()
@@ -97,15 +140,92 @@ pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
     }
 }
 
+/// The supernet pool `name` a VPC of namespace `ns` draws from: the one in `ns`, else the
+/// cluster-scoped one (tenants' VPCs draw from the provider's supernet); with its prefix.
+/// Exit 3 if neither exists.
+pub fn supernet(store: &dyn Store, ns: &Namespace, name: &PoolName) -> Result<(PoolRef, IpNet)> {
+    let mut missing = None;
+    for namespace in [Some(ns.clone()), None] {
+        let pool = PoolRef {
+            namespace,
+            name: name.clone(),
+        };
+        match load_pool(store, &pool) {
+            Ok(m) => return Ok((pool, m.spec.cidr)),
+            Err(e @ Error::NotFound { .. }) => {
+                missing.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::NotFound {
+        message: format!(
+            "--from-pool: no pool `{name}` in namespace `{ns}` and no cluster-scoped one"
+        ),
+        hint: missing.and_then(|e| e.hint().map(str::to_owned)),
+    })
+}
+
+/// The range of the VPC's pool claimed from `supernet` (a /`length` owned by the VPC's
+/// router), with the claim if this call made it; in a dry run, the range it would get.
+fn claim_range(
+    store: &dyn Store,
+    req: &CreateRequest,
+    supernet: &PoolRef,
+    length: u8,
+    uid: &Uid,
+) -> Result<(IpNet, Option<(PrefixClaimManifest, Made)>)> {
+    let owner = router(uid);
+    let want = prefix::Want::Length(length);
+    if req.dry_run {
+        return Ok((prefix::predict(store, supernet, &owner, want)?, None));
+    }
+    let annotations = BTreeMap::from([(
+        RANGE_ANNOTATION.to_owned(),
+        range_annotation(&req.namespace, &req.name),
+    )]);
+    let claimed = prefix::claim_annotated(store, supernet, &owner, want, &annotations)?;
+    let made = if claimed.created {
+        Made::Created
+    } else {
+        Made::Existing
+    };
+    Ok((claimed.manifest.spec.prefix, Some((claimed.manifest, made))))
+}
+
+/// The uid of a claim a crashed `vpc create` of this VPC left in one of the request's
+/// supernet pools (found by [`RANGE_ANNOTATION`]), if any.
+fn claimed_uid(store: &dyn Store, req: &CreateRequest) -> Result<Option<Uid>> {
+    let me = range_annotation(&req.namespace, &req.name);
+    for (_, range) in &req.pools {
+        let Range::FromPool { supernet, .. } = range else {
+            continue;
+        };
+        for claim in prefix::pool_claims(store, supernet)? {
+            let owner = &claim.spec.owner;
+            if owner.kind() == OwnerKind::Vpc
+                && claim.metadata.annotations.get(RANGE_ANNOTATION) == Some(&me)
+                && let Some(uid) = owner.uid()
+            {
+                return Ok(Some(uid.clone()));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Each pool of the request that exists, with its VPC's uid, checked to be this VPC's.
 fn existing_pools(
     store: &dyn Store,
     req: &CreateRequest,
 ) -> Result<Vec<Option<(PoolManifest, Uid)>>> {
     let mut existing = Vec::new();
-    for (pool, cidr) in &req.pools {
+    for (pool, range) in &req.pools {
         existing.push(match load_pool(store, pool) {
-            Ok(m) => Some(same_vpc(req, pool, m, *cidr)?),
+            Ok(m) => {
+                let (fits, asked) = fits(store, range, &m)?;
+                Some(same_vpc(req, pool, m, fits, &asked)?)
+            }
             Err(Error::NotFound { .. }) => None,
             Err(e) => return Err(e),
         });
@@ -113,9 +233,22 @@ fn existing_pools(
     Ok(existing)
 }
 
+/// Whether the existing VPC pool `m` has the range asked for (a range from a supernet: a
+/// block of that length inside it), and the range asked for, as messages name it.
+fn fits(store: &dyn Store, range: &Range, m: &PoolManifest) -> Result<(bool, String)> {
+    Ok(match range {
+        Range::Cidr(cidr) => (m.spec.cidr == *cidr, cidr.to_string()),
+        Range::FromPool { supernet, length } => (
+            m.spec.cidr.prefix_len() == *length
+                && load_pool(store, supernet)?.spec.cidr.contains(&m.spec.cidr),
+            format!("a /{length} of pool `{supernet}`"),
+        ),
+    })
+}
+
 /// The uid of the VPC being created: that of its existing pools (which must agree), else
-/// the one asked for, else a new UUID.
-fn uid_of(req: &CreateRequest, existing: &[Option<(PoolManifest, Uid)>]) -> Result<Uid> {
+/// the one asked for; `None` for neither.
+fn uid_of(req: &CreateRequest, existing: &[Option<(PoolManifest, Uid)>]) -> Result<Option<Uid>> {
     let held: Vec<&Uid> = existing.iter().flatten().map(|(_, uid)| uid).collect();
     if let [first, rest @ ..] = held.as_slice()
         && rest.iter().any(|u| u != first)
@@ -128,10 +261,7 @@ fn uid_of(req: &CreateRequest, existing: &[Option<(PoolManifest, Uid)>]) -> Resu
     Ok(held
         .first()
         .map(|u| (*u).clone())
-        .or_else(|| req.uid.clone())
-        .unwrap_or_else(|| {
-            Uid::parse_uuid(&uuid::Uuid::new_v4().to_string()).expect("a UUID is a valid uid")
-        }))
+        .or_else(|| req.uid.clone()))
 }
 
 /// The manifest of the VPC's private pool `pool` of range `cidr`, owned by uid `uid`.
@@ -166,12 +296,14 @@ fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) ->
 }
 
 /// `existing`, the pool a create found under this VPC's pool name, with its VPC's uid, if it
-/// is this VPC's: owned by a VPC, of range `cidr`, and of the uid asked for, if any.
+/// is this VPC's: owned by a VPC, of the range asked for (a range from a supernet: of its
+/// length, inside it), and of the uid asked for, if any.
 fn same_vpc(
     req: &CreateRequest,
     pool: &PoolRef,
     existing: PoolManifest,
-    cidr: IpNet,
+    fits: bool,
+    asked: &str,
 ) -> Result<(PoolManifest, Uid)> {
     let (name, ns, uid) = (&req.name, &req.namespace, req.uid.as_ref());
     let Some(existing_uid) = vpc_uid(&existing) else {
@@ -179,10 +311,10 @@ fn same_vpc(
             "pool `{pool}` exists and is not owned by a VPC; choose another VPC name"
         )));
     };
-    if existing.spec.cidr != cidr || uid.is_some_and(|u| *u != existing_uid) {
+    if !fits || uid.is_some_and(|u| *u != existing_uid) {
         return Err(Error::Conflict {
             message: format!(
-                "VPC `{name}` already exists in namespace `{ns}` with CIDR {} and uid {existing_uid}, not {cidr}{}",
+                "VPC `{name}` already exists in namespace `{ns}` with CIDR {} and uid {existing_uid}, not {asked}{}",
                 existing.spec.cidr,
                 uid.map(|u| format!(" and uid {u}")).unwrap_or_default(),
             ),
@@ -204,6 +336,9 @@ pub struct Vpc {
     pub pools: Vec<PoolManifest>,
     /// Its router's uplinks: every allocation owned by `VPC/router` with its uid.
     pub uplinks: Vec<AllocationManifest>,
+    /// Where its ranges came from: the claims of the ranges it drew from supernet pools.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<PrefixClaimManifest>,
 }
 
 /// Name, namespace and uid of a [`Vpc`].
@@ -217,14 +352,31 @@ pub struct VpcMetadata {
     pub uid: Uid,
 }
 
+/// The claims of the ranges VPC `name` of `ns` drew from supernet pools, in every scope:
+/// owned by a VPC router and annotated with the VPC ([`RANGE_ANNOTATION`]), so that they
+/// are found also after the VPC's pools (and with them its uid) are gone.
+fn range_claims(store: &dyn Store, ns: &Namespace, name: &str) -> Result<Vec<PrefixClaimManifest>> {
+    let me = range_annotation(ns, name);
+    let routers =
+        OwnerFilter::new(Some("VPC/router"), None).map_err(|e| Error::invalid("owner", e))?;
+    let mut found = Vec::new();
+    for scope in store.scopes()? {
+        found.extend(
+            prefix::claims_matching(store, scope.as_ref(), None, &routers)?
+                .into_iter()
+                .filter(|c| c.metadata.annotations.get(RANGE_ANNOTATION) == Some(&me)),
+        );
+    }
+    Ok(found)
+}
+
 /// The allocations of the VPC router owned by `uid`, in every scope.
 fn uplinks(
     store: &dyn Store,
     uid: &Uid,
     warnings: &mut Warnings,
 ) -> Result<Vec<AllocationManifest>> {
-    let router = Owner::parse("VPC/router", Some(uid.clone())).expect("`VPC/router` is valid");
-    let filter = OwnerFilter::exactly(&router);
+    let filter = OwnerFilter::exactly(&router(uid));
     let mut found = Vec::new();
     for scope in store.scopes()? {
         found.extend(crate::engine::allocate::allocations_of(
@@ -257,10 +409,15 @@ fn find(
     let Some(uid) = manifests.first().and_then(vpc_uid) else {
         return Ok(None);
     };
+    let ranges = range_claims(store, ns, name)?
+        .into_iter()
+        .filter(|c| c.spec.owner.uid() == Some(&uid))
+        .collect();
     Ok(Some(Vpc {
         api_version: API_VERSION,
         kind: VPC_KIND,
         uplinks: uplinks(store, &uid, warnings)?,
+        ranges,
         metadata: VpcMetadata {
             name: name.to_owned(),
             namespace: ns.clone(),
@@ -347,6 +504,8 @@ pub enum Removal {
     Subnet(SubnetManifest),
     /// One of the VPC's pools, deleted.
     Pool(PoolManifest),
+    /// The claim of a range the VPC drew from a supernet pool, released after its pool.
+    Claim(PrefixClaimManifest),
 }
 
 /// What `vpc delete` did.
@@ -402,6 +561,18 @@ pub fn delete(
                 Err(e) => return Err(e),
             }
         }
+        // The pools are gone: the ranges they drew from supernets go back.
+        let ns = pools[0]
+            .namespace
+            .as_ref()
+            .expect("a VPC's pools are namespaced");
+        let claims = range_claims(store, ns, name)?;
+        let released = if dry_run {
+            claims
+        } else {
+            prefix::release_each(store, &claims)?
+        };
+        removed.extend(released.into_iter().map(Removal::Claim));
         match missing {
             Some(e) if removed.is_empty() => Err(e),
             _ => Ok(Deleted {

@@ -42,6 +42,16 @@ pub fn vpc_uid(pool: &PoolManifest) -> Option<Uid> {
         .and_then(|r| Uid::new(&r.uid).ok())
 }
 
+/// The annotation on a VPC range's prefix claim that names its VPC (`NAMESPACE/NAME`): a
+/// `vpc create` run again after a crash between the claim and its pools finds the claim by
+/// it, adopts its uid and so gets the same range.
+pub const RANGE_ANNOTATION: &str = "ipamctl.pivirt.hu/vpc";
+
+/// The value of [`RANGE_ANNOTATION`] for VPC `name` of namespace `ns`.
+pub fn range_annotation(ns: &crate::model::names::Namespace, name: &str) -> String {
+    format!("{ns}/{name}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

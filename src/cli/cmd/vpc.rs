@@ -6,7 +6,7 @@ use std::io::Write;
 
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{GlobalArgs, OutputFormat, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
-use crate::engine::vpc::{CreateRequest, Made, Removal, Vpc};
+use crate::engine::vpc::{CreateRequest, Made, Range, Removal, Vpc};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::vpc::pool_name;
@@ -61,26 +61,12 @@ fn create(
         Some(uid) => Some(super::flag("--uid", Uid::parse_uuid(uid))?),
         None => None,
     };
-    let cidrs = args
-        .cidr
-        .iter()
-        .map(|c| super::prefix("--cidr", c))
-        .collect::<Result<Vec<_>>>()?;
-    if cidrs.len() > 2 || cidrs.len() == 2 && cidrs[0].addr().is_ipv6() == cidrs[1].addr().is_ipv6()
-    {
-        return Err(Error::invalid(
-            "--cidr",
-            "give at most one IPv4 and one IPv6 range (a dual-stack VPC has one of each)",
-        ));
-    }
-    let mut pools = Vec::new();
-    for cidr in &cidrs {
-        pools.push(vpc_pool(g, &args.name, cidr.addr().is_ipv6())?);
-    }
+    let (ns, _) = vpc_pool(g, &args.name, false)?;
+    let pools = ranges(store, g, args, &ns)?;
     let req = CreateRequest {
         name: args.name.clone(),
-        namespace: pools[0].0.clone(),
-        pools: pools.into_iter().map(|(_, p)| p).zip(cidrs).collect(),
+        namespace: ns,
+        pools,
         uid,
         dry_run: args.dry_run,
     };
@@ -100,10 +86,65 @@ fn create(
         let changes: Vec<_> = done.iter().map(|(m, a)| Change::new(*m, *a)).collect();
         return output::write_changes(out, g.output, &changes, true);
     }
+    for (claim, made) in &created.claims {
+        let action = match made {
+            Made::Existing => Action::Existing,
+            Made::Created => Action::Created,
+        };
+        eprintln!(
+            "ipprefixclaim/{} {action} ({} of pool `{}`)",
+            claim.metadata.name, claim.spec.prefix, claim.spec.pool
+        );
+    }
     for (m, action) in &done {
         eprintln!("ipampool/{} {action}", m.metadata.name);
     }
     output::line(out, created.uid.as_str())
+}
+
+/// The VPC's pools with their ranges, IPv4 first: the `--cidr`s and the `--from-pool`s (a
+/// supernet's family is its prefix's); exit 2 for two of one family.
+fn ranges(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &VpcCreateArgs,
+    ns: &Namespace,
+) -> Result<Vec<(PoolRef, Range)>> {
+    // Each range with its family: `--cidr`s, then `--from-pool`s (a supernet's family).
+    let mut ranges = Vec::new();
+    for c in &args.cidr {
+        let cidr = super::prefix("--cidr", c)?;
+        ranges.push((cidr.addr().is_ipv6(), Range::Cidr(cidr)));
+    }
+    if args.from_pool.len() != args.prefix_length.len() {
+        return Err(Error::invalid(
+            "--prefix-length",
+            format!(
+                "give one per `--from-pool`, in the same order ({} `--from-pool`, {} `--prefix-length`)",
+                args.from_pool.len(),
+                args.prefix_length.len()
+            ),
+        ));
+    }
+    for (from, length) in args.from_pool.iter().zip(&args.prefix_length) {
+        let name = super::flag("--from-pool", PoolName::new(from))?;
+        let (supernet, cidr) = crate::engine::vpc::supernet(store, ns, &name)?;
+        let length = *length;
+        ranges.push((cidr.addr().is_ipv6(), Range::FromPool { supernet, length }));
+    }
+    if ranges.len() > 2 || ranges.len() == 2 && ranges[0].0 == ranges[1].0 {
+        return Err(Error::invalid(
+            "--cidr",
+            "give at most one IPv4 and one IPv6 range, by `--cidr` or `--from-pool` (a dual-stack VPC has one of each)",
+        ));
+    }
+    // IPv4 first, as the pools are listed everywhere.
+    ranges.sort_by_key(|(v6, _)| *v6);
+    let mut pools = Vec::new();
+    for (v6, range) in ranges {
+        pools.push((vpc_pool(g, &args.name, v6)?.1, range));
+    }
+    Ok(pools)
 }
 
 impl Named for Vpc {
@@ -146,7 +187,18 @@ fn render(out: &mut dyn Write, g: &GlobalArgs, vpcs: &[Vpc]) -> Result<()> {
     let rows = vpcs
         .iter()
         .map(|v| {
-            let cidrs: Vec<String> = v.pools.iter().map(|p| p.spec.cidr.to_string()).collect();
+            // A range drawn from a supernet says from which: `2001:db8:100::/56 (from p)`.
+            let cidrs: Vec<String> = v
+                .pools
+                .iter()
+                .map(|p| {
+                    let cidr = p.spec.cidr;
+                    match v.ranges.iter().find(|c| c.spec.prefix == cidr) {
+                        Some(c) => format!("{cidr} (from {})", c.spec.pool),
+                        None => cidr.to_string(),
+                    }
+                })
+                .collect();
             let uplinks: Vec<String> = v
                 .uplinks
                 .iter()
@@ -212,7 +264,7 @@ fn delete(
         .into_iter()
         .map(|r| {
             let action = match r {
-                Removal::Allocation(_) => Action::Released,
+                Removal::Allocation(_) | Removal::Claim(_) => Action::Released,
                 Removal::Subnet(_) | Removal::Pool(_) => Action::Deleted,
             };
             Change::new(r, action.planned(args.dry_run))
@@ -231,6 +283,7 @@ impl Named for Removal {
             Removal::Allocation(m) => m.resource(),
             Removal::Subnet(m) => m.resource(),
             Removal::Pool(m) => m.resource(),
+            Removal::Claim(m) => m.resource(),
         }
     }
 }

@@ -365,3 +365,24 @@ fn concurrent_vpc_creates_from_one_supernet_get_distinct_ranges() {
     assert_eq!(ranges, want, "the lowest 16 /56s of the /48");
     t.args(["check"]).run();
 }
+
+/// A supernet hands out prefixes: a subnet of one, given or carved, is exit 2 saying how
+/// to claim a child prefix instead.
+#[test]
+fn a_supernet_has_no_subnets() {
+    let mut t = with_provider();
+    for how in [["--cidr", "2001:db8::/64"], ["--prefix-length", "64"]] {
+        let ran = t
+            .args(["subnet", "create", "s", "--pool", "provider-v6"])
+            .args(how)
+            .fails(code::INVALID)
+            .unchanged()
+            .run();
+        assert!(
+            ran.stderr.contains("pool `provider-v6` is a supernet"),
+            "{}",
+            ran.stderr
+        );
+        t = ran.then();
+    }
+}

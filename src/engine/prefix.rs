@@ -216,14 +216,12 @@ fn choose(
     }
 }
 
-/// Exit 5: no free /`len` in the pool.
+/// Exit 5: no free /`len` in the pool, naming the largest free block.
 fn no_room(pool: &PoolRef, cidr: IpNet, len: u8, largest: Option<IpNet>) -> Error {
-    Error::Exhausted {
+    Error::NoRoom {
         what: format!("supernet pool `{pool}` ({cidr})"),
-        range: match largest {
-            Some(b) => format!("a free /{len}: the largest free block is {b}"),
-            None => format!("a free /{len}: every address is claimed or excluded"),
-        },
+        length: len,
+        largest,
     }
 }
 

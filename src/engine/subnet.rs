@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::model::prefix::{NoRoom, best_fit};
 use crate::model::subnet::SubnetManifest;
 use crate::model::suggest::nearest;
-use crate::model::{Namespace, PoolManifest, PoolName, PoolRef, SubnetName, pool_addresses};
+use crate::model::{
+    Namespace, PoolKind, PoolManifest, PoolName, PoolRef, SubnetName, pool_addresses,
+};
 use crate::store::read::load_pool;
 use crate::store::{self, LockMode, ObjectKind, Store};
 use crate::yaml;
@@ -152,6 +154,7 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
     let pool = subnet.pool();
     let ns = pool.namespace.as_ref();
     let manifest = load_pool(store, &pool)?;
+    refuse_supernet(&manifest, &pool)?;
     let cidr = subnet.spec.cidr;
     if !manifest.spec.cidr.contains(&cidr) {
         return Err(Error::conflict(format!(
@@ -222,6 +225,18 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
     Ok(put)
 }
 
+/// Exit 2 for a subnet of a supernet pool: a supernet hands out prefixes, and its children
+/// are claimed (`allocate --prefix-length`), not subnets.
+fn refuse_supernet(manifest: &PoolManifest, pool: &PoolRef) -> Result<()> {
+    if manifest.spec.kind == PoolKind::Supernet {
+        return Err(Error::usage(format!(
+            "pool `{pool}` is a supernet: it hands out prefixes, and has no subnets; claim one with `ipamctl allocate {} --prefix-length N`, or draw a VPC from it with `vpc create --from-pool`",
+            pool.name
+        )));
+    }
+    Ok(())
+}
+
 /// The lowest of `held` (the addresses allocated in the subnet's pool) that `subnet` would
 /// take from its holder: its network, broadcast, gateway or a reserved address.
 fn harmed(subnet: &SubnetManifest, pool: &PoolManifest, held: &[IpAddr]) -> Option<IpAddr> {
@@ -248,6 +263,7 @@ pub fn carve(
     dry_run: bool,
 ) -> Result<(SubnetManifest, Put)> {
     let manifest = load_pool(store, pool)?;
+    refuse_supernet(&manifest, pool)?;
     crate::engine::doomed::refuse(&manifest, pool)?;
     let work = || -> Result<(SubnetManifest, Put)> {
         let _lock = (!dry_run)

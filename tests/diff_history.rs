@@ -525,3 +525,93 @@ fn history_of_an_ipv6_address_finds_it_without_naming_its_pool() {
         assert_eq!(actions, ["released", "claimed"], "{query:?}: {history}");
     }
 }
+
+/// A supernet without bounds on the lengths it hands out.
+const SUPERNET: &str = "apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: provider-v6
+spec:
+  cidr: 2001:db8::/48
+  kind: supernet
+";
+
+/// `diff` knows prefix claims: a claim and a release show with their prefix, and a branch's
+/// claim that overlaps one made on the base branch since the fork is a conflict (the two
+/// were decided in two clones, so no lock kept them apart).
+#[test]
+fn diff_shows_prefix_claims_and_a_branch_claim_overlapping_the_base_branch() {
+    let repo = Repo::new();
+    let pool = repo.dir.join("supernet.yaml");
+    std::fs::write(&pool, SUPERNET).expect("write the pool");
+    repo.ok(&["apply", "-f", pool.to_str().expect("UTF-8")]);
+    repo.ok(&[
+        "allocate",
+        "provider-v6",
+        "--prefix-length",
+        "56",
+        "--owner",
+        "FloatingIP/old",
+    ]);
+    repo.commit_all("A supernet and a claim");
+
+    repo.git(&["checkout", "-q", "-b", "topic", "--track", "main"]);
+    let got = repo.ok(&[
+        "allocate",
+        "provider-v6",
+        "--prefix",
+        "2001:db8:0:1000::/52",
+        "--owner",
+        "FloatingIP/a",
+    ]);
+    assert_eq!(got, "2001:db8:0:1000::/52\n");
+    repo.ok(&[
+        "release",
+        "provider-v6",
+        "2001:db8::/56",
+        "--owner",
+        "FloatingIP/old",
+    ]);
+    let (_, stdout, _) = repo.diff(&["-o", "json"]);
+    let found: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let changes = found["changes"].as_array().expect("changes");
+    let kinds: Vec<(&str, &str)> = changes
+        .iter()
+        .map(|c| (c["change"].as_str().unwrap(), c["prefix"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("prefix-released", "2001:db8::/56"),
+            ("prefix-claimed", "2001:db8:0:1000::/52")
+        ],
+        "{stdout}"
+    );
+    assert_eq!(found["conflicts"], serde_json::json!([]), "{stdout}");
+    repo.commit_all("topic: a /52");
+
+    // Meanwhile main hands a /56 inside that /52 to someone else.
+    repo.git(&["checkout", "-q", "main"]);
+    repo.ok(&[
+        "allocate",
+        "provider-v6",
+        "--prefix",
+        "2001:db8:0:1100::/56",
+        "--owner",
+        "FloatingIP/b",
+    ]);
+    repo.commit_all("main: a /56");
+    repo.git(&["checkout", "-q", "topic"]);
+    let (status, table, _) = repo.diff(&[]);
+    assert_eq!(status, code::FAILURE, "{table}");
+    assert!(
+        table.contains("prefix-overlap")
+            && table.contains(
+                "2001:db8:0:1000::/52 of `FloatingIP/a` overlaps 2001:db8:0:1100::/56 of `FloatingIP/b` in pool `provider-v6`, claimed on the base branch since the fork"
+            )
+            && table.contains("prefix-claimed"),
+        "{table}"
+    );
+    let (_, md, _) = repo.diff(&["-o", "markdown"]);
+    assert!(md.contains("prefix claims: 2"), "{md}");
+}

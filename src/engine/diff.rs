@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::engine::git::{Repo, Status};
 use crate::error::Result;
 use crate::model::cooldown::CooldownRecord;
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::{SubnetManifest, off_limits_role, pool_candidates};
 use crate::model::{AllocationManifest, Namespace, PoolManifest, parse_allocation_name};
 use crate::store::fs::FsStore;
@@ -52,6 +53,12 @@ pub enum ChangeKind {
     CooldownChanged,
     /// A cooldown record deleted: its address is free for everyone again.
     CooldownEnded,
+    /// A child prefix claimed from a supernet pool.
+    PrefixClaimed,
+    /// A child prefix released.
+    PrefixReleased,
+    /// A prefix claim rewritten in place.
+    PrefixEdited,
     /// A manifest that does not parse on one side.
     Unreadable,
 }
@@ -73,6 +80,9 @@ impl ChangeKind {
             ChangeKind::CooldownStarted => "cooldown-started",
             ChangeKind::CooldownChanged => "cooldown-changed",
             ChangeKind::CooldownEnded => "cooldown-ended",
+            ChangeKind::PrefixClaimed => "prefix-claimed",
+            ChangeKind::PrefixReleased => "prefix-released",
+            ChangeKind::PrefixEdited => "prefix-edited",
             ChangeKind::Unreadable => "unreadable",
         }
     }
@@ -93,6 +103,9 @@ pub enum ConflictKind {
     OutsidePool,
     /// A manifest that does not parse on the new side.
     Unreadable,
+    /// A prefix claim of the branch that overlaps another claim of its pool on the new
+    /// side (or one claimed on the base branch since the fork), or lies outside its pool.
+    PrefixOverlap,
 }
 
 /// One changed object.
@@ -113,6 +126,9 @@ pub struct Change {
     /// The address of the allocation or cooldown record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<IpAddr>,
+    /// The prefix of a prefix claim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
     /// The owner (`KIND/NAME`), as it is now (as it was, for a release).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
@@ -161,6 +177,7 @@ pub fn locate(path: &str) -> Option<(ObjectKind, Option<Namespace>, String)> {
         "ipallocations" => ObjectKind::Allocation,
         "subnets" => ObjectKind::Subnet,
         "cooldown" => ObjectKind::Cooldown,
+        "ipprefixclaims" => ObjectKind::PrefixClaim,
         _ => return None,
     };
     let ns = match scope {
@@ -273,6 +290,7 @@ enum Read {
     Pool(Box<PoolManifest>),
     Subnet(Box<SubnetManifest>),
     Cooldown(Box<CooldownRecord>),
+    PrefixClaim(Box<PrefixClaimManifest>),
     Broken(String),
 }
 
@@ -297,8 +315,10 @@ fn parse(kind: ObjectKind, bytes: &[u8]) -> Read {
             Ok(m) => Read::Cooldown(Box::new(m)),
             Err(e) => Read::Broken(e),
         },
-        // `locate` names no prefix-claim path: `diff` does not compare them yet.
-        ObjectKind::PrefixClaim => Read::Broken("prefix claims are not compared by diff".into()),
+        ObjectKind::PrefixClaim => match yaml::decode_prefix_claim(text) {
+            Ok(m) => Read::PrefixClaim(Box::new(m)),
+            Err(e) => Read::Broken(e),
+        },
     }
 }
 
@@ -331,11 +351,23 @@ pub fn diff(
         mut conflicts,
         claims,
         pools_touched,
+        prefix_claims,
     } = tally;
 
     if let Some(other) = other {
         conflicts.extend(across_sides(repo, old, other, &claims)?);
+        let theirs = other_side_prefix_claims(repo, &reader, old, other)?;
+        conflicts.extend(prefix_overlaps(
+            &prefix_claims,
+            &theirs,
+            "claimed on the base branch since the fork",
+        ));
     }
+    conflicts.extend(new_side_prefix_conflicts(
+        &reader,
+        new_tree,
+        &prefix_claims,
+    )?);
     conflicts.extend(outside_pools(&reader, new_tree, &claims, &pools_touched)?);
     Ok(Diff {
         base: old.to_owned(),
@@ -355,6 +387,8 @@ struct Tally {
     claims: Vec<AllocationManifest>,
     /// Pools the branch created, changed or deleted.
     pools_touched: BTreeSet<(Option<Namespace>, String)>,
+    /// The branch's new or rewritten prefix claims, checked against their pools' others.
+    prefix_claims: Vec<PrefixClaimManifest>,
 }
 
 impl Tally {
@@ -374,6 +408,11 @@ impl Tally {
             change.change = kind;
             change.was = was;
             self.pools_touched.insert((ns, name));
+            self.changes.push(change);
+            return;
+        }
+        if let Some(claim) = prefix_change(&mut change, old_read.as_ref(), new_read.as_ref()) {
+            self.prefix_claims.extend(claim);
             self.changes.push(change);
             return;
         }
@@ -455,11 +494,155 @@ impl Change {
             namespace: ns.map(|n| n.to_string()),
             pool: None,
             address: None,
+            prefix: None,
             owner: None,
             uid: None,
             was: None,
         }
     }
+}
+
+/// A prefix claim file's change: claimed, released or rewritten in place (then also the
+/// conflict-worthy claim itself), when a side reads as a prefix claim. Returns the claim
+/// the branch brings (to check for overlaps), if any.
+fn prefix_change(
+    change: &mut Change,
+    old: Option<&Read>,
+    new: Option<&Read>,
+) -> Option<Option<PrefixClaimManifest>> {
+    let claim_of = |r: Option<&Read>| match r {
+        Some(Read::PrefixClaim(m)) => Some(m.as_ref().clone()),
+        _ => None,
+    };
+    let (was, now) = (claim_of(old), claim_of(new));
+    let shown = now.as_ref().or(was.as_ref())?;
+    change.pool = Some(shown.spec.pool.to_string());
+    change.prefix = Some(shown.spec.prefix.to_string());
+    change.owner = Some(shown.spec.owner.to_string());
+    change.uid = shown.spec.owner.uid().map(|u| u.to_string());
+    change.change = match (&was, &now) {
+        (None, Some(_)) => ChangeKind::PrefixClaimed,
+        (Some(_), None) => ChangeKind::PrefixReleased,
+        (Some(w), Some(n)) => {
+            if w.spec.owner != n.spec.owner {
+                change.was = Some(w.spec.owner.to_string());
+            }
+            ChangeKind::PrefixEdited
+        }
+        (None, None) => unreachable!("one side is a prefix claim"),
+    };
+    Some(now)
+}
+
+/// The prefix claims of the base branch's tip `other` that are new since the fork `old`.
+fn other_side_prefix_claims(
+    repo: &Repo,
+    reader: &Reader<'_>,
+    old: &str,
+    other: &str,
+) -> Result<Vec<PrefixClaimManifest>> {
+    let paths: Vec<String> = repo
+        .changed(old, Some(other))?
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| matches!(locate(p), Some((ObjectKind::PrefixClaim, _, _))))
+        .collect();
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    Ok(reader
+        .read(Tree::Commit(other), &refs)?
+        .into_iter()
+        .flatten()
+        .filter_map(|b| match parse(ObjectKind::PrefixClaim, &b) {
+            Read::PrefixClaim(m) => Some(*m),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The conflicts of the branch's prefix claims `ours` with `theirs`: same pool and scope,
+/// overlapping prefixes, another claim.
+fn prefix_overlaps(
+    ours: &[PrefixClaimManifest],
+    theirs: &[PrefixClaimManifest],
+    where_: &str,
+) -> Vec<Conflict> {
+    let mut found = Vec::new();
+    for a in ours {
+        for b in theirs {
+            let same_pool =
+                a.spec.pool == b.spec.pool && a.metadata.namespace == b.metadata.namespace;
+            if same_pool
+                && a.metadata.name != b.metadata.name
+                && (a.spec.prefix.contains(&b.spec.prefix)
+                    || b.spec.prefix.contains(&a.spec.prefix))
+            {
+                found.push(Conflict {
+                    conflict: ConflictKind::PrefixOverlap,
+                    object: format!("{}/{}", ObjectKind::PrefixClaim.resource(), a.metadata.name),
+                    message: format!(
+                        "{} of `{}` overlaps {} of `{}` in pool `{}`, {where_}",
+                        a.spec.prefix, a.spec.owner, b.spec.prefix, b.spec.owner, a.spec.pool
+                    ),
+                });
+            }
+        }
+    }
+    found
+}
+
+/// The conflicts of the branch's prefix claims on the new side: a claim overlapping
+/// another claim of its pool there, or outside its pool (or its pool gone).
+fn new_side_prefix_conflicts(
+    reader: &Reader<'_>,
+    tree: Tree<'_>,
+    ours: &[PrefixClaimManifest],
+) -> Result<Vec<Conflict>> {
+    let mut conflicts = Vec::new();
+    let mut scopes: Vec<Option<Namespace>> =
+        ours.iter().map(|c| c.metadata.namespace.clone()).collect();
+    scopes.sort();
+    scopes.dedup();
+    for ns in scopes {
+        let names = reader.names(tree, ObjectKind::PrefixClaim, ns.as_ref())?;
+        let paths: Vec<String> = names
+            .iter()
+            .map(|n| path_of(ObjectKind::PrefixClaim, ns.as_ref(), n))
+            .collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let all: Vec<PrefixClaimManifest> = reader
+            .read(tree, &refs)?
+            .into_iter()
+            .flatten()
+            .filter_map(|b| match parse(ObjectKind::PrefixClaim, &b) {
+                Read::PrefixClaim(m) => Some(*m),
+                _ => None,
+            })
+            .collect();
+        let mine: Vec<PrefixClaimManifest> = ours
+            .iter()
+            .filter(|c| c.metadata.namespace == ns)
+            .cloned()
+            .collect();
+        conflicts.extend(prefix_overlaps(&mine, &all, "on the new side"));
+        for c in &mine {
+            let pool_path = path_of(ObjectKind::Pool, ns.as_ref(), c.spec.pool.as_str());
+            let pool = reader.read(tree, &[pool_path.as_str()])?.pop().flatten();
+            let inside = pool.map(|b| parse(ObjectKind::Pool, &b)).is_some_and(
+                |r| matches!(r, Read::Pool(p) if p.spec.cidr.contains(&c.spec.prefix)),
+            );
+            if !inside {
+                conflicts.push(Conflict {
+                    conflict: ConflictKind::PrefixOverlap,
+                    object: format!("{}/{}", ObjectKind::PrefixClaim.resource(), c.metadata.name),
+                    message: format!(
+                        "{} of `{}` lies outside pool `{}` (or the pool is gone) on the new side",
+                        c.spec.prefix, c.spec.owner, c.spec.pool
+                    ),
+                });
+            }
+        }
+    }
+    Ok(conflicts)
 }
 
 /// A pool file's change and what changed in it, when the sides that exist read as pools

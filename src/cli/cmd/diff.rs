@@ -73,7 +73,7 @@ fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                             c.change.as_str().to_owned(),
                             c.object.clone(),
                             output::or_dash(c.namespace.as_ref()),
-                            output::or_dash(c.address),
+                            at(c),
                             output::or_dash(c.owner.as_ref()),
                             output::or_dash(c.was.as_ref()),
                         ];
@@ -111,6 +111,16 @@ fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     }
 }
 
+/// Where a change is: an allocation's or cooldown record's address, a prefix claim's
+/// prefix, else `-`.
+fn at(c: &diff::Change) -> String {
+    match (c.address, &c.prefix) {
+        (Some(a), _) => a.to_string(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => "-".into(),
+    }
+}
+
 /// A conflict kind as JSON spells it.
 fn kebab(kind: &diff::ConflictKind) -> String {
     serde_json::to_value(kind)
@@ -133,7 +143,7 @@ fn markdown(d: &Diff) -> String {
     );
     let count = |k: diff::ChangeKind| d.changes.iter().filter(|c| c.change == k).count();
     md.push_str(&format!(
-        "claimed: {}, released: {}, owner changes: {}, pool changes: {}, subnet changes: {}, cooldown changes: {}, **conflicts: {}**\n\n",
+        "claimed: {}, released: {}, owner changes: {}, pool changes: {}, subnet changes: {}, cooldown changes: {}, prefix claims: {}, **conflicts: {}**\n\n",
         count(diff::ChangeKind::Claimed),
         count(diff::ChangeKind::Released),
         count(diff::ChangeKind::OwnerChanged),
@@ -146,6 +156,9 @@ fn markdown(d: &Diff) -> String {
         count(diff::ChangeKind::CooldownStarted)
             + count(diff::ChangeKind::CooldownChanged)
             + count(diff::ChangeKind::CooldownEnded),
+        count(diff::ChangeKind::PrefixClaimed)
+            + count(diff::ChangeKind::PrefixReleased)
+            + count(diff::ChangeKind::PrefixEdited),
         d.conflicts.len()
     ));
     if d.changes.is_empty() {
@@ -159,7 +172,7 @@ fn markdown(d: &Diff) -> String {
                 c.change.as_str(),
                 c.object,
                 cell(&output::or_dash(c.namespace.as_ref())),
-                output::or_dash(c.address),
+                at(c),
                 c.owner
                     .as_ref()
                     .map_or_else(|| "-".to_owned(), |o| format!("`{}`", cell(o))),

@@ -18,6 +18,7 @@ mod release;
 mod report;
 mod schema;
 mod subnet;
+mod supernet;
 mod vpc;
 
 use std::io::Write;

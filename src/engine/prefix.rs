@@ -80,8 +80,12 @@ pub fn claim(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Re
                 };
             }
             let prefix = choose(&manifest, pool, &claims, want)?;
-            let mut claim =
-                PrefixClaimManifest::new(&pool.name, pool.namespace.as_ref(), prefix, owner.clone());
+            let mut claim = PrefixClaimManifest::new(
+                &pool.name,
+                pool.namespace.as_ref(),
+                prefix,
+                owner.clone(),
+            );
             claim.metadata.creation_timestamp = Some(Timestamp::now());
             let bytes = yaml::encode(&claim);
             let created = store.create(
@@ -218,13 +222,18 @@ pub fn pool_claims(store: &dyn Store, pool: &PoolRef) -> Result<Vec<PrefixClaimM
 }
 
 /// One claim by name; `None` when it is gone.
-fn read_claim(store: &dyn Store, pool: &PoolRef, name: &str) -> Result<Option<PrefixClaimManifest>> {
+fn read_claim(
+    store: &dyn Store,
+    pool: &PoolRef,
+    name: &str,
+) -> Result<Option<PrefixClaimManifest>> {
     let ns = pool.namespace.as_ref();
     let Some(bytes) = store.get(ObjectKind::PrefixClaim, ns, name)? else {
         return Ok(None);
     };
     let at = || store.locate(ObjectKind::PrefixClaim, ns, name);
-    let text = std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
     let claim = yaml::decode_prefix_claim(text).map_err(|e| Error::invalid(at(), e))?;
     if claim.metadata.name != name || claim.spec.pool != pool.name {
         return Err(Error::invalid(

@@ -151,7 +151,9 @@ impl PoolManifest {
                     spec.cidr
                 ));
             }
-            spec.prefix_lengths.unwrap_or_default().validate(spec.cidr)?;
+            spec.prefix_lengths
+                .unwrap_or_default()
+                .validate(spec.cidr)?;
         } else if spec.prefix_lengths.is_some() {
             return Err(format!(
                 "spec.prefixLengths: only a supernet pool hands out prefixes; this pool is `{}`",

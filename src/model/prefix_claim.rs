@@ -158,7 +158,11 @@ mod tests {
         for text in ["10.0.0.0/24", "0.0.0.24/30", "2001:db8:100::/56", "::/0"] {
             let net: IpNet = text.parse().unwrap();
             let name = prefix_claim_name(&pool, net);
-            assert_eq!(parse_prefix_claim_name(&name), Some(("p-10", net)), "{name}");
+            assert_eq!(
+                parse_prefix_claim_name(&name),
+                Some(("p-10", net)),
+                "{name}"
+            );
         }
         assert_eq!(parse_prefix_claim_name("p-10-0-0-1-24"), None); // host bits
         assert_eq!(parse_prefix_claim_name("p-10-0-0-0-024"), None);

@@ -9,8 +9,8 @@ use crate::cli::{GlobalArgs, ListArgs, OutputFormat, Selectors};
 use crate::engine::list::{self, Query};
 use crate::engine::warning::Warnings;
 use crate::error::Result;
-use crate::model::selector::LabelSelector;
 use crate::model::prefix_claim::PrefixClaimManifest;
+use crate::model::selector::LabelSelector;
 use crate::model::{AllocationManifest, OwnerKind, PoolName};
 use crate::store::Store;
 
@@ -71,8 +71,7 @@ pub fn run(
     }
     let found = collect(store, g, &query)?;
     // Prefix claims have no address or labels: only the pool and owner selectors pick them.
-    let prefixes = if query.address.is_none() && query.within.is_none() && query.labels.is_none()
-    {
+    let prefixes = if query.address.is_none() && query.within.is_none() && query.labels.is_none() {
         super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
     } else {
         Vec::new()

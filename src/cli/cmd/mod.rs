@@ -264,7 +264,10 @@ fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
 
 /// The scopes of a command that asks the store about every scope at once when not given
 /// `-n`: `None` then; with `-n NS`, [`scopes`] (exit 3 if it holds nothing).
-pub(super) fn named_scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Option<Vec<Option<Namespace>>>> {
+pub(super) fn named_scopes(
+    store: &dyn Store,
+    g: &GlobalArgs,
+) -> Result<Option<Vec<Option<Namespace>>>> {
     match g.namespace {
         Some(_) => scopes(store, g).map(Some),
         None => Ok(None),

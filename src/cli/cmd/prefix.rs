@@ -24,13 +24,19 @@ pub fn allocate(
         ));
     };
     if args.dry_run {
-        return Err(Error::usage("--dry-run is not supported with --prefix-length or --prefix yet"));
+        return Err(Error::usage(
+            "--dry-run is not supported with --prefix-length or --prefix yet",
+        ));
     }
     let pool = super::pool_ref(g, pool)?;
     let want = match (args.prefix_length, &args.prefix) {
         (Some(len), None) => Want::Length(len),
         (None, Some(p)) => Want::Exact(super::prefix("--prefix", p)?),
-        _ => return Err(Error::usage("give one of --prefix-length N and --prefix PREFIX")),
+        _ => {
+            return Err(Error::usage(
+                "give one of --prefix-length N and --prefix PREFIX",
+            ));
+        }
     };
     let claimed = crate::engine::prefix::claim(store, &pool, &owner, want)?;
     if g.output.is_none() {
@@ -41,7 +47,12 @@ pub fn allocate(
     } else {
         Action::Existing
     };
-    output::write_changes(out, g.output, &[Change::new(claimed.manifest, action)], true)
+    output::write_changes(
+        out,
+        g.output,
+        &[Change::new(claimed.manifest, action)],
+        true,
+    )
 }
 
 /// The prefix claims of the scopes `-n` names (every scope without it) whose owner passes

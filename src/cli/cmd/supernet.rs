@@ -79,9 +79,7 @@ pub fn show(
             out,
             &yaml::encode(&super::pool::with_status(manifest, status)),
         ),
-        Some(OutputFormat::Name) => {
-            output::line(out, &output::Named::resource(manifest))
-        }
+        Some(OutputFormat::Name) => output::line(out, &output::Named::resource(manifest)),
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let spec = &manifest.spec;
             let bounds = spec.prefix_lengths.unwrap_or_default().range(spec.cidr);

@@ -69,7 +69,10 @@ pub(super) fn check_prefix_claims(
                 }
             }
         }
-        by_pool.entry(key).or_default().push((prefix, file.rel.as_str()));
+        by_pool
+            .entry(key)
+            .or_default()
+            .push((prefix, file.rel.as_str()));
     }
     for (_, mut held) in by_pool {
         // Sorted by network address, a claim overlaps a later one only if it contains that

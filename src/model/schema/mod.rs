@@ -19,8 +19,8 @@ use crate::model::cooldown::CooldownRecord;
 use crate::model::kind::{
     ALLOCATION_KIND, COOLDOWN_KIND, ObjectKind, POOL_KIND, PREFIX_CLAIM_KIND, SUBNET_KIND,
 };
-use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::pool::PoolManifest;
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::SubnetManifest;
 
 /// The schema of one manifest kind, as `ipamctl schema <kind>` prints it.

@@ -12,6 +12,7 @@ mod import;
 mod init;
 mod list;
 mod pool;
+mod pool_status;
 mod prefix;
 mod reconcile;
 mod release;

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use super::pool_status::{excludes, with_status};
 use crate::cli::map::{self, Map};
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolDeleteArgs, PoolShowArgs};
@@ -27,34 +28,6 @@ pub fn run(
         PoolCommand::Show(arg) => show(store, g, arg, out),
         PoolCommand::Delete(arg) => delete(store, g, arg, out),
     }
-}
-
-/// `spec.exclude` as a table cell.
-pub(super) fn excludes(spec: &crate::model::PoolSpec) -> String {
-    if spec.exclude.is_empty() {
-        return "-".into();
-    }
-    let all: Vec<String> = spec.exclude.iter().map(|e| e.to_string()).collect();
-    all.join(", ")
-}
-
-impl<S> Named for WithStatus<'_, S> {
-    fn resource(&self) -> String {
-        self.manifest.resource()
-    }
-}
-
-/// A pool manifest with `status` added after `spec`; the manifest keeps its file key order.
-#[derive(Serialize)]
-pub(super) struct WithStatus<'a, S> {
-    #[serde(flatten)]
-    manifest: &'a PoolManifest,
-    status: S,
-}
-
-/// The manifest with `status` added.
-pub(super) fn with_status<S: Serialize>(manifest: &PoolManifest, status: S) -> WithStatus<'_, S> {
-    WithStatus { manifest, status }
 }
 
 /// The `status` of `pool show`: the usage figures (in table order), then the free ranges.

@@ -27,18 +27,7 @@ pub fn run(
             let guard = super::list::query(None, None, select)?.filter;
             let pool = super::pool_ref(g, pool)?;
             if addr.contains('/') {
-                let prefix = super::prefix("PREFIX", addr)?;
-                let released = super::prefix::release_one(
-                    store,
-                    &pool,
-                    prefix,
-                    &guard,
-                    args.force,
-                    args.dry_run,
-                )?;
-                let action = Action::Released.planned(args.dry_run);
-                let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
-                return output::write_changes(out, g.output, &changes, false);
+                return release_prefix(store, g, args, &pool, &guard, addr, out);
             }
             let addr = super::address("ADDRESS", addr)?;
             let unguarded = select.owner.is_none() && select.uid.is_none() && select.kind.is_none();
@@ -88,6 +77,24 @@ pub fn run(
             });
         }
     };
+    let action = Action::Released.planned(args.dry_run);
+    let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
+    output::write_changes(out, g.output, &changes, false)
+}
+
+/// `release POOL PREFIX` of a supernet pool.
+fn release_prefix(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &ReleaseArgs,
+    pool: &PoolRef,
+    guard: &OwnerFilter,
+    text: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let prefix = super::prefix("PREFIX", text)?;
+    let released =
+        super::prefix::release_one(store, pool, prefix, guard, args.force, args.dry_run)?;
     let action = Action::Released.planned(args.dry_run);
     let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
     output::write_changes(out, g.output, &changes, false)

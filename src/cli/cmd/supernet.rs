@@ -73,11 +73,11 @@ pub fn show(
     match g.output {
         Some(OutputFormat::Json) => output::write(
             out,
-            &output::json(&super::pool::with_status(manifest, status)),
+            &output::json(&super::pool_status::with_status(manifest, status)),
         ),
         Some(OutputFormat::Yaml) => output::write(
             out,
-            &yaml::encode(&super::pool::with_status(manifest, status)),
+            &yaml::encode(&super::pool_status::with_status(manifest, status)),
         ),
         Some(OutputFormat::Name) => output::line(out, &output::Named::resource(manifest)),
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
@@ -95,7 +95,7 @@ pub fn show(
                     "Lengths",
                     format!("/{} to /{}", bounds.start(), bounds.end()),
                 ),
-                ("Exclude", super::pool::excludes(spec)),
+                ("Exclude", super::pool_status::excludes(spec)),
                 ("Claimed", format!("{} prefixes", usage.claimed.len())),
                 (
                     "Largest free",

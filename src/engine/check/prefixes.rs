@@ -74,6 +74,11 @@ pub(super) fn check_prefix_claims(
             .or_default()
             .push((prefix, file.rel.as_str()));
     }
+    check_overlaps(by_pool, findings);
+}
+
+/// Two claims of one pool that share an address: a finding on each file.
+fn check_overlaps(by_pool: HashMap<PoolKey<'_>, Vec<(IpNet, &str)>>, findings: &mut Vec<Finding>) {
     for (_, mut held) in by_pool {
         // Sorted by network address, a claim overlaps a later one only if it contains that
         // one's network: compare each with the widest-reaching earlier claim.

@@ -28,7 +28,45 @@ fn supernet() -> Test {
     test.args(["apply", "-f", &file]).run().then()
 }
 
-fn spawn(test: &Test, args: &[&str]) -> Child {
+/// Where a storm runs: the state directory, or a database of its own.
+enum Target {
+    Files(Test),
+    Database(common::pg::Db, tempfile::TempDir),
+}
+
+impl Target {
+    fn files() -> Target {
+        Target::Files(supernet())
+    }
+
+    /// A fresh database holding the same supernet.
+    fn database() -> Target {
+        let db = common::pg::Db::new();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pool.yaml");
+        std::fs::write(&file, SUPERNET).unwrap();
+        let out = db.run([
+            std::ffi::OsStr::new("apply"),
+            "-f".as_ref(),
+            file.as_os_str(),
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        Target::Database(db, dir)
+    }
+
+    fn command<I, S>(&self, args: I) -> std::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        match self {
+            Target::Files(test) => test.command(args),
+            Target::Database(db, _) => db.cmd(args),
+        }
+    }
+}
+
+fn spawn(test: &Target, args: &[&str]) -> Child {
     test.command(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -47,7 +85,7 @@ fn wait(child: Child) -> (Option<i32>, String, String) {
 }
 
 /// Every claimed prefix, from `list -o json`.
-fn claimed(test: &Test) -> Vec<IpNet> {
+fn claimed(test: &Target) -> Vec<IpNet> {
     let out = test
         .command(["list", "-o", "json"])
         .output()
@@ -216,9 +254,7 @@ fn a_supernet_with_a_gateway_or_bad_bounds_is_refused() {
     assert!(ran.stderr.contains("spec.prefixLengths"), "{}", ran.stderr);
 }
 
-#[test]
-fn sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly() {
-    let test = supernet();
+fn sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly(test: Target) {
     let lengths = ["60", "62", "64"];
     let children: Vec<(usize, Child)> = (0..64)
         .map(|i| {
@@ -314,9 +350,7 @@ fn sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly() {
     assert!(check.status.success(), "{check:?}");
 }
 
-#[test]
-fn thirty_two_processes_of_one_owner_get_one_prefix() {
-    let test = supernet();
+fn thirty_two_processes_of_one_owner_get_one_prefix(test: Target) {
     let children: Vec<Child> = (0..32)
         .map(|_| {
             spawn(
@@ -344,9 +378,7 @@ fn thirty_two_processes_of_one_owner_get_one_prefix() {
     assert_eq!(claimed(&test).len(), 1);
 }
 
-#[test]
-fn sigkill_during_claims_leaves_no_overlap_and_nothing_that_blocks_a_retry() {
-    let test = supernet();
+fn sigkill_during_claims_leaves_no_overlap_and_nothing_that_blocks_a_retry(test: Target) {
     for round in 0..4u64 {
         let children: Vec<(String, Child)> = (0..12)
             .map(|i| {
@@ -407,4 +439,65 @@ fn child_kill(child: &Child) -> std::io::Result<()> {
         .status()?;
     let _ = status;
     Ok(())
+}
+
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod files {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Target::files());
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            #[cfg_attr(
+                not(has_postgres),
+                ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+            )]
+            fn $name() {
+                super::$name(super::Target::database());
+            })*
+        }
+    };
+}
+
+on_both_stores!(
+    sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly,
+    thirty_two_processes_of_one_owner_get_one_prefix,
+    sigkill_during_claims_leaves_no_overlap_and_nothing_that_blocks_a_retry,
+);
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn the_database_refuses_an_overlapping_claim_row_whoever_writes_it() {
+    let target = Target::database();
+    let out = target
+        .command([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "60",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let Target::Database(db, _) = &target else {
+        unreachable!()
+    };
+    // A writer that bypasses ipamctl: a /64 inside the claimed /60, of another name.
+    let err = db
+        .sql()
+        .execute(
+            "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+             VALUES ('IPPrefixClaim', '', 'x', 'provider-v6', '\\x00', '2001:db8:100:1::/64')",
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("23P01"), "{err}");
 }

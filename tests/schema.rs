@@ -61,7 +61,13 @@ fn schema_command_prints_one_kind_as_committed_or_both_keyed_by_kind() {
     let keys: Vec<&String> = both.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["CooldownRecord", "IPAMPool", "IPAllocation", "Subnet"]
+        [
+            "CooldownRecord",
+            "IPAMPool",
+            "IPAllocation",
+            "IPPrefixClaim",
+            "Subnet"
+        ]
     );
     assert_eq!(
         both["IPAMPool"],
@@ -164,6 +170,22 @@ fn allocation() -> Value {
     })
 }
 
+fn prefix_claim() -> Value {
+    json!({
+        "apiVersion": "pivirt.hu/v1",
+        "kind": "IPPrefixClaim",
+        "metadata": {
+            "name": "provider-v6-2001-0db8-0100-0000-0000-0000-0000-0000-56",
+            "creationTimestamp": "2026-12-02T12:00:00Z",
+            "labels": { "pivirt.hu/managed-by": "director" },
+        },
+        "spec": {
+            "pool": "provider-v6", "prefix": "2001:db8:100::/56",
+            "owner": { "kind": "VPC", "uid": "3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5c", "name": "router" },
+        },
+    })
+}
+
 /// `value` with the member at `path` (`/`-separated) set to `to`, or removed when `None`.
 fn with(mut value: Value, path: &str, to: Option<Value>) -> Value {
     let (parent, key) = path.rsplit_once('/').unwrap_or(("", path));
@@ -188,6 +210,7 @@ fn library_accepts(kind: SchemaKind, value: &Value) -> bool {
         SchemaKind::Ipallocation => yaml::decode_allocation(&text).is_ok(),
         SchemaKind::Subnet => yaml::decode_subnet(&text).is_ok(),
         SchemaKind::Cooldownrecord => yaml::decode_cooldown(&text).is_ok(),
+        SchemaKind::Ipprefixclaim => yaml::decode_prefix_claim(&text).is_ok(),
     }
 }
 
@@ -196,6 +219,7 @@ fn the_examples_are_valid_for_both_the_schema_and_ipamctl() {
     for (kind, value) in [
         (SchemaKind::Ipampool, pool()),
         (SchemaKind::Ipallocation, allocation()),
+        (SchemaKind::Ipprefixclaim, prefix_claim()),
     ] {
         assert_eq!(errors(&validator(kind), &value), Vec::<String>::new());
         assert!(library_accepts(kind, &value), "{value}");

@@ -454,8 +454,8 @@ pub struct ReleaseArgs {
     #[arg(add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 
-    /// The address to release; `--owner`/`--uid`/`--kind` then guard it (one is required,
-    /// or `--force`).
+    /// The address (or, in a supernet pool, the prefix in CIDR form) to release;
+    /// `--owner`/`--uid`/`--kind` then guard it (one is required, or `--force`).
     pub address: Option<String>,
 
     #[command(flatten)]

@@ -205,6 +205,26 @@ impl Named for AllocationManifest {
     }
 }
 
+/// An address allocation or a prefix claim, for the views that show both (`list`,
+/// `release` by selectors): serialized as the manifest itself.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Held<'a> {
+    /// An `IPAllocation`.
+    Address(&'a AllocationManifest),
+    /// An `IPPrefixClaim`.
+    Prefix(&'a crate::model::prefix_claim::PrefixClaimManifest),
+}
+
+impl Named for Held<'_> {
+    fn resource(&self) -> String {
+        match self {
+            Held::Address(m) => m.resource(),
+            Held::Prefix(m) => m.resource(),
+        }
+    }
+}
+
 impl Named for crate::model::prefix_claim::PrefixClaimManifest {
     fn resource(&self) -> String {
         format!("ipprefixclaim/{}", self.metadata.name)

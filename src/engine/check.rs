@@ -12,6 +12,7 @@
 
 mod db;
 mod layout;
+mod prefixes;
 mod ranges;
 mod rules;
 
@@ -181,7 +182,14 @@ pub fn check(store: &FsStore) -> Report {
         yaml::decode_cooldown,
         |_| None,
     );
+    let prefix_claims = read_all(
+        layout.prefix_claims,
+        &mut findings,
+        yaml::decode_prefix_claim,
+        |_| None,
+    );
     let known = rules::check_pools(&pools, &mut findings);
+    prefixes::check_prefix_claims(&prefix_claims, &known, &mut findings);
     ranges::check_subnets(&subnets, &known, &mut findings);
     ranges::check_off_limits(&allocations, &subnets, &mut findings);
     let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);

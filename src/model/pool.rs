@@ -81,6 +81,34 @@ pub struct PoolSpec {
     pub reuse_after: Option<ReuseAfter>,
 }
 
+impl PoolSpec {
+    /// A supernet has no gateway, room for a child prefix and sound `prefixLengths`; no
+    /// other pool has `prefixLengths`.
+    fn validate_supernet(&self) -> Result<(), String> {
+        if self.kind != PoolKind::Supernet {
+            return match self.prefix_lengths {
+                Some(_) => Err(format!(
+                    "spec.prefixLengths: only a supernet pool hands out prefixes; this pool is `{}`",
+                    self.kind
+                )),
+                None => Ok(()),
+            };
+        }
+        if let Some(gw) = self.gateway {
+            return Err(format!(
+                "spec.gateway: a supernet hands out prefixes and has no gateway, found `{gw}`"
+            ));
+        }
+        if self.cidr.prefix_len() == self.cidr.max_prefix_len() {
+            return Err(format!(
+                "spec.cidr: a supernet needs room for a child prefix, found `{}`",
+                self.cidr
+            ));
+        }
+        self.prefix_lengths.unwrap_or_default().validate(self.cidr)
+    }
+}
+
 /// An `IPAMPool` manifest.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -139,27 +167,7 @@ impl PoolManifest {
             }
             _ => {}
         }
-        if spec.kind == PoolKind::Supernet {
-            if let Some(gw) = spec.gateway {
-                return Err(format!(
-                    "spec.gateway: a supernet hands out prefixes and has no gateway, found `{gw}`"
-                ));
-            }
-            if spec.cidr.prefix_len() == spec.cidr.max_prefix_len() {
-                return Err(format!(
-                    "spec.cidr: a supernet needs room for a child prefix, found `{}`",
-                    spec.cidr
-                ));
-            }
-            spec.prefix_lengths
-                .unwrap_or_default()
-                .validate(spec.cidr)?;
-        } else if spec.prefix_lengths.is_some() {
-            return Err(format!(
-                "spec.prefixLengths: only a supernet pool hands out prefixes; this pool is `{}`",
-                spec.kind
-            ));
-        }
+        spec.validate_supernet()?;
         let family = family_name(spec.cidr.addr());
         if let Some(gw) = spec.gateway {
             if family_name(gw) != family {

@@ -12,12 +12,14 @@ mod import;
 mod init;
 mod list;
 mod pool;
+mod pool_status;
 mod prefix;
 mod reconcile;
 mod release;
 mod report;
 mod schema;
 mod subnet;
+mod supernet;
 mod vpc;
 
 use std::io::Write;
@@ -263,7 +265,10 @@ fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
 
 /// The scopes of a command that asks the store about every scope at once when not given
 /// `-n`: `None` then; with `-n NS`, [`scopes`] (exit 3 if it holds nothing).
-fn named_scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Option<Vec<Option<Namespace>>>> {
+pub(super) fn named_scopes(
+    store: &dyn Store,
+    g: &GlobalArgs,
+) -> Result<Option<Vec<Option<Namespace>>>> {
     match g.namespace {
         Some(_) => scopes(store, g).map(Some),
         None => Ok(None),

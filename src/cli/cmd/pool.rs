@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use super::pool_status::{excludes, with_status};
 use crate::cli::map::{self, Map};
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolDeleteArgs, PoolShowArgs};
@@ -27,34 +28,6 @@ pub fn run(
         PoolCommand::Show(arg) => show(store, g, arg, out),
         PoolCommand::Delete(arg) => delete(store, g, arg, out),
     }
-}
-
-/// `spec.exclude` as a table cell.
-fn excludes(spec: &crate::model::PoolSpec) -> String {
-    if spec.exclude.is_empty() {
-        return "-".into();
-    }
-    let all: Vec<String> = spec.exclude.iter().map(|e| e.to_string()).collect();
-    all.join(", ")
-}
-
-impl<S> Named for WithStatus<'_, S> {
-    fn resource(&self) -> String {
-        self.manifest.resource()
-    }
-}
-
-/// A pool manifest with `status` added after `spec`; the manifest keeps its file key order.
-#[derive(Serialize)]
-struct WithStatus<'a, S> {
-    #[serde(flatten)]
-    manifest: &'a PoolManifest,
-    status: S,
-}
-
-/// The manifest with `status` added.
-fn with_status<S: Serialize>(manifest: &PoolManifest, status: S) -> WithStatus<'_, S> {
-    WithStatus { manifest, status }
 }
 
 /// The `status` of `pool show`: the usage figures (in table order), then the free ranges.
@@ -95,6 +68,19 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                 readable_count(u.free),
                 format!("{:.1}%", u.percent_used),
             ];
+            if m.spec.kind == crate::model::PoolKind::Supernet {
+                let pool = PoolRef {
+                    namespace: m.metadata.namespace.clone(),
+                    name: m.name(),
+                };
+                // A supernet counts prefixes: its claims, and its free blocks by length.
+                if let Ok(s) = super::supernet::usage(store, &pool, m) {
+                    row[5] = "-".into();
+                    row[6] = s.claimed.len().to_string();
+                    row[7] = super::supernet::free_cell(&s);
+                    row[8] = "-".into();
+                }
+            }
             if wide {
                 row.push(output::or_dash(m.spec.gateway));
                 row.push(excludes(&m.spec));
@@ -126,6 +112,9 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
     let pool = super::pool_ref(g, &args.pool)?;
     let shown = crate::engine::pool::show(store, &pool)?;
     let manifest = &shown.manifest;
+    if manifest.spec.kind == crate::model::PoolKind::Supernet && !args.map {
+        return super::supernet::show(store, g, &pool, manifest, out);
+    }
     if args.map {
         return draw(store, g, args, &pool, manifest, &shown.taken, out);
     }

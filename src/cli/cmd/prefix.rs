@@ -7,7 +7,8 @@ use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::prefix::Want;
 use crate::error::{Error, Result};
-use crate::model::Owner;
+use crate::model::prefix_claim::PrefixClaimManifest;
+use crate::model::{Owner, OwnerFilter, PoolName, PoolRef};
 use crate::store::Store;
 
 pub fn allocate(
@@ -52,4 +53,66 @@ pub fn allocate(
         &[Change::new(claimed.manifest, action)],
         true,
     )
+}
+
+/// The prefix claims of the scopes `-n` names (every scope without it) whose owner passes
+/// `filter`, of `pool` only if given.
+pub fn matching(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    pool: Option<&PoolName>,
+    filter: &OwnerFilter,
+) -> Result<Vec<PrefixClaimManifest>> {
+    let scopes = match super::named_scopes(store, g)? {
+        Some(scopes) => scopes,
+        None => store.scopes()?,
+    };
+    let mut out = Vec::new();
+    for ns in scopes {
+        out.extend(crate::engine::prefix::claims_matching(
+            store,
+            ns.as_ref(),
+            pool,
+            filter,
+        )?);
+    }
+    Ok(out)
+}
+
+/// `release POOL PREFIX`: guarded as an address release is (exit 2 naming the holder when
+/// no `--owner`/`--uid`/`--kind` is given and no `--force`).
+pub fn release_one(
+    store: &dyn Store,
+    pool: &PoolRef,
+    prefix: ipnet::IpNet,
+    guard: &OwnerFilter,
+    force: bool,
+    dry_run: bool,
+) -> Result<Vec<PrefixClaimManifest>> {
+    if guard.is_empty() && !force {
+        let claims = crate::engine::prefix::pool_claims(store, pool)?;
+        if let Some(c) = claims.iter().find(|c| c.spec.prefix == prefix) {
+            let owner = &c.spec.owner;
+            let uid = owner
+                .uid()
+                .map(|u| format!(" --uid {u}"))
+                .unwrap_or_default();
+            return Err(Error::Usage {
+                message: format!(
+                    "release of {prefix} in pool `{pool}` names no owner; it is held by `{owner}`"
+                ),
+                hint: Some(format!(
+                    "guard it with `--owner {owner}{uid}`, or pass `--force` to release it whoever holds it"
+                )),
+            });
+        }
+    }
+    match crate::engine::prefix::release_prefix(store, pool, prefix, guard, dry_run)? {
+        Some(m) => Ok(vec![m]),
+        None => {
+            crate::store::read::load_pool(store, pool)?;
+            eprintln!("note: {prefix} in pool `{pool}` is not claimed; nothing to release");
+            Ok(Vec::new())
+        }
+    }
 }

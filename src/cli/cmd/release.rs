@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::cli::output::{self, Action, Change};
+use crate::cli::output::{self, Action, Change, Held};
 use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::engine::release::Released;
 use crate::error::{Error, Result};
@@ -26,6 +26,9 @@ pub fn run(
             }
             let guard = super::list::query(None, None, select)?.filter;
             let pool = super::pool_ref(g, pool)?;
+            if addr.contains('/') {
+                return release_prefix(store, g, args, &pool, &guard, addr, out);
+            }
             let addr = super::address("ADDRESS", addr)?;
             let unguarded = select.owner.is_none() && select.uid.is_none() && select.kind.is_none();
             if unguarded && !args.force {
@@ -36,7 +39,14 @@ pub fn run(
         (pool, None) if !select.is_empty() => {
             let query = super::list::query(pool.as_deref(), None, select)?;
             let held = super::list::collect(store, g, &query)?;
-            if held.is_empty() {
+            // Prefix claims have no address or labels to select by: only owner selectors
+            // pick them.
+            let prefixes = if select.within.is_none() && select.labels.is_none() {
+                super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
+            } else {
+                Vec::new()
+            };
+            if held.is_empty() && prefixes.is_empty() {
                 if !args.ignore_not_found {
                     return Err(Error::NotFound {
                         message: "no allocation matches the selectors; nothing released".into(),
@@ -45,7 +55,20 @@ pub fn run(
                 }
                 eprintln!("note: no allocation matches; nothing to release");
             }
-            release_all(store, held, args.dry_run)?
+            let released = release_all(store, held, args.dry_run)?;
+            let prefixes = if args.dry_run {
+                prefixes
+            } else {
+                crate::engine::prefix::release_each(store, &prefixes)?
+            };
+            let action = Action::Released.planned(args.dry_run);
+            let changes: Vec<_> = released
+                .iter()
+                .map(Held::Address)
+                .chain(prefixes.iter().map(Held::Prefix))
+                .map(|m| Change::new(m, action))
+                .collect();
+            return output::write_changes(out, g.output, &changes, false);
         }
         _ => {
             return Err(Error::Usage {
@@ -54,6 +77,24 @@ pub fn run(
             });
         }
     };
+    let action = Action::Released.planned(args.dry_run);
+    let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
+    output::write_changes(out, g.output, &changes, false)
+}
+
+/// `release POOL PREFIX` of a supernet pool.
+fn release_prefix(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &ReleaseArgs,
+    pool: &PoolRef,
+    guard: &OwnerFilter,
+    text: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let prefix = super::prefix("PREFIX", text)?;
+    let released =
+        super::prefix::release_one(store, pool, prefix, guard, args.force, args.dry_run)?;
     let action = Action::Released.planned(args.dry_run);
     let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
     output::write_changes(out, g.output, &changes, false)

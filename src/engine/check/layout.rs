@@ -30,6 +30,7 @@ const POOLS_DIR: &str = "ipampools";
 const ALLOCATIONS_DIR: &str = "ipallocations";
 const SUBNETS_DIR: &str = "subnets";
 const COOLDOWN_DIR: &str = "cooldown";
+const PREFIXES_DIR: &str = "ipprefixclaims";
 pub(super) const SYMLINK: &str =
     "is a symlink; ipamctl never follows symlinks inside the state directory";
 const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
@@ -57,6 +58,7 @@ pub(super) struct Layout {
     pub allocations: Vec<ManifestFile>,
     pub subnets: Vec<ManifestFile>,
     pub cooldown: Vec<ManifestFile>,
+    pub prefix_claims: Vec<ManifestFile>,
     pub leftovers: Vec<Leftover>,
 }
 
@@ -109,6 +111,7 @@ enum ObjectDir {
     Allocations,
     Subnets,
     Cooldown,
+    PrefixClaims,
 }
 
 /// Walks the state directory at `root` (its path, for the marker) through `root_fd`, its
@@ -302,6 +305,9 @@ impl Walker {
                 }
                 (SUBNETS_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Subnets),
                 (COOLDOWN_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Cooldown),
+                (PREFIXES_DIR, Kind::Dir) => {
+                    self.objects(&fd, &item, None, ObjectDir::PrefixClaims);
+                }
                 _ => self.foreign(&item, FOREIGN),
             }
         }
@@ -329,7 +335,14 @@ impl Walker {
                 (COOLDOWN_DIR, Kind::Dir, Some(ns)) => {
                     self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Cooldown);
                 }
-                (POOLS_DIR | ALLOCATIONS_DIR | SUBNETS_DIR | COOLDOWN_DIR, Kind::Dir, None) => self.foreign(
+                (PREFIXES_DIR, Kind::Dir, Some(ns)) => {
+                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::PrefixClaims);
+                }
+                (
+                    POOLS_DIR | ALLOCATIONS_DIR | SUBNETS_DIR | COOLDOWN_DIR | PREFIXES_DIR,
+                    Kind::Dir,
+                    None,
+                ) => self.foreign(
                     &item,
                     "not part of the state directory layout: objects under `namespaces/` go in a namespace directory, e.g. `namespaces/<ns>/ipampools/`; ipamctl ignores it",
                 ),
@@ -379,6 +392,7 @@ impl Walker {
                         ObjectDir::Allocations => self.out.allocations.push(file),
                         ObjectDir::Subnets => self.out.subnets.push(file),
                         ObjectDir::Cooldown => self.out.cooldown.push(file),
+                        ObjectDir::PrefixClaims => self.out.prefix_claims.push(file),
                     }
                 }
                 Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&fd, &item),

@@ -17,7 +17,7 @@ use crate::model::subnet::{SubnetManifest, off_limits_role};
 const CLOCK_SLACK: Duration = Duration::from_secs(60);
 
 /// A name or namespace that disagrees with the file's path.
-fn misplaced(
+pub(super) fn misplaced(
     meta: &Metadata,
     stem: &str,
     rel: &str,

@@ -45,6 +45,10 @@ const MARKERS: &[(i32, &str)] = &[
         6,
         "SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'allocations_host_address')",
     ),
+    (
+        7,
+        "SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'objects_prefix_claims_disjoint')",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

@@ -64,20 +64,30 @@ impl PgStore {
     ) -> Result<bool> {
         let pool = self.object_pool(kind, ns, name, bytes)?;
         let (k, n) = (object_kind(kind), ns_key(ns));
+        // A prefix claim's prefix, which the exclusion constraint compares (see schema V7);
+        // `object_pool` decoded the manifest, whose name spells it.
+        let prefix: Option<String> = match kind {
+            ObjectKind::PrefixClaim => crate::model::prefix_claim::parse_prefix_claim_name(name)
+                .map(|(_, net)| net.to_string()),
+            _ => None,
+        };
         self.single(|c| {
+            // DO NOTHING without a target also takes the exclusion constraint's refusal:
+            // the claim then reads and decides again.
             let written = if create_only {
                 c.exec(
-                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                    &[&k, &n, &name, &pool, &bytes],
+                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+                     VALUES ($1, $2, $3, $4, $5, $6::text::inet) ON CONFLICT DO NOTHING",
+                    &[&k, &n, &name, &pool, &bytes, &prefix],
                 )?
             } else {
                 c.exec(
-                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
-                     VALUES ($1, $2, $3, $4, $5)
+                    "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+                     VALUES ($1, $2, $3, $4, $5, $6::text::inet)
                      ON CONFLICT (kind, namespace, name)
-                     DO UPDATE SET pool = EXCLUDED.pool, manifest = EXCLUDED.manifest",
-                    &[&k, &n, &name, &pool, &bytes],
+                     DO UPDATE SET pool = EXCLUDED.pool, manifest = EXCLUDED.manifest,
+                                   prefix = EXCLUDED.prefix",
+                    &[&k, &n, &name, &pool, &bytes, &prefix],
                 )?
             };
             Ok(written > 0)

@@ -7,11 +7,19 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 6;
+pub const LATEST: i32 = 7;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6)];
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, V1),
+    (2, V2),
+    (3, V3),
+    (4, V4),
+    (5, V5),
+    (6, V6),
+    (7, V7),
+];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
 /// rows that `apply` locks, and the audit log.
@@ -196,6 +204,22 @@ CREATE TRIGGER allocations_counted_delete AFTER DELETE ON ipamctl.allocations
 ///   PL/pgSQL.
 /// - the ledger counts an `UPDATE` that moves rows between pools as the delete and insert
 ///   it is.
+/// Prefix claims of supernet pools (`IPPrefixClaim`) live in `objects` with their prefix in
+/// a column of its own, and the database arbitrates: an exclusion constraint refuses a row
+/// whose prefix shares an address with another claim of the same pool (`&&` of `inet_ops`),
+/// whatever the lengths; `btree_gist` (a trusted contrib extension since PostgreSQL 13)
+/// gives the text columns their `=` in the same GiST index. A claim also holds its pool's
+/// row `FOR UPDATE` (which decides the owner's single claim); the constraint holds against
+/// every other writer (an import, a hand-made row), and an insert it refuses is the
+/// `ON CONFLICT DO NOTHING` that makes the claim read and decide again.
+const V7: &str = "
+CREATE EXTENSION IF NOT EXISTS btree_gist;
+ALTER TABLE ipamctl.objects ADD COLUMN prefix inet;
+ALTER TABLE ipamctl.objects ADD CONSTRAINT objects_prefix_claims_disjoint
+    EXCLUDE USING gist (namespace WITH =, pool WITH =, prefix inet_ops WITH &&)
+    WHERE (kind = 'IPPrefixClaim');
+";
+
 const V6: &str = r#"
 ALTER TABLE ipamctl.allocations ADD CONSTRAINT allocations_host_address
     CHECK (masklen(address) = CASE family(address) WHEN 4 THEN 32 ELSE 128 END) NOT VALID;

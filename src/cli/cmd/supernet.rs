@@ -1,0 +1,114 @@
+//! `pool show` and `pool list` of a supernet pool: its claimed prefixes, the largest free
+//! block and the exact count of free blocks of each handed-out length.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::cli::output;
+use crate::cli::{GlobalArgs, OutputFormat};
+use crate::engine::prefix::Usage;
+use crate::error::Result;
+use crate::model::{PoolManifest, PoolRef};
+use crate::store::Store;
+use crate::yaml;
+
+/// The `status` of a supernet's `pool show -o json|yaml`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SupernetStatus {
+    /// Claimed prefixes, lowest first.
+    claimed: Vec<String>,
+    /// The largest free block (absent when the pool is full).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    largest_free: Option<String>,
+    /// Free blocks of each handed-out length (exact, as a decimal string: it may exceed
+    /// 64 bits).
+    free_blocks: Vec<FreeBlocks>,
+}
+
+#[derive(Serialize)]
+struct FreeBlocks {
+    length: u8,
+    count: String,
+}
+
+/// The free space of the supernet `pool`, read now.
+pub fn usage(store: &dyn Store, pool: &PoolRef, manifest: &PoolManifest) -> Result<Usage> {
+    let claims = crate::engine::prefix::pool_claims(store, pool)?;
+    Ok(crate::engine::prefix::usage(manifest, &claims))
+}
+
+/// `Free /56: 255, /64: 65280` as one cell.
+pub fn free_cell(usage: &Usage) -> String {
+    let counts: Vec<String> = usage
+        .free
+        .iter()
+        .map(|(len, n)| format!("/{len}: {n}"))
+        .collect();
+    counts.join(", ")
+}
+
+/// `pool show` of a supernet.
+pub fn show(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    pool: &PoolRef,
+    manifest: &PoolManifest,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let usage = usage(store, pool, manifest)?;
+    let status = SupernetStatus {
+        claimed: usage.claimed.iter().map(|p| p.to_string()).collect(),
+        largest_free: usage.largest.map(|b| b.to_string()),
+        free_blocks: usage
+            .free
+            .iter()
+            .map(|(length, n)| FreeBlocks {
+                length: *length,
+                count: n.to_string(),
+            })
+            .collect(),
+    };
+    match g.output {
+        Some(OutputFormat::Json) => output::write(
+            out,
+            &output::json(&super::pool_status::with_status(manifest, status)),
+        ),
+        Some(OutputFormat::Yaml) => output::write(
+            out,
+            &yaml::encode(&super::pool_status::with_status(manifest, status)),
+        ),
+        Some(OutputFormat::Name) => output::line(out, &output::Named::resource(manifest)),
+        Some(OutputFormat::Table | OutputFormat::Wide) | None => {
+            let spec = &manifest.spec;
+            let bounds = spec.prefix_lengths.unwrap_or_default().range(spec.cidr);
+            let fields = [
+                ("Name", manifest.metadata.name.clone()),
+                (
+                    "Namespace",
+                    output::or_dash(manifest.metadata.namespace.as_ref()),
+                ),
+                ("Kind", spec.kind.to_string()),
+                ("CIDR", spec.cidr.to_string()),
+                (
+                    "Lengths",
+                    format!("/{} to /{}", bounds.start(), bounds.end()),
+                ),
+                ("Exclude", super::pool_status::excludes(spec)),
+                ("Claimed", format!("{} prefixes", usage.claimed.len())),
+                (
+                    "Largest free",
+                    usage
+                        .largest
+                        .map_or_else(|| "none".into(), |b| b.to_string()),
+                ),
+                ("Free blocks", free_cell(&usage)),
+            ];
+            for (key, value) in fields {
+                output::line(out, &format!("{:<13} {value}", format!("{key}:")))?;
+            }
+            Ok(())
+        }
+    }
+}

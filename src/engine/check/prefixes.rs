@@ -1,0 +1,104 @@
+//! The rules of `ipamctl check` for prefix claims: each against its path and its pool (a
+//! supernet that exists, the prefix inside it and on no exclude), and the claims of one
+//! pool against each other (no two overlap: the lock keeps ipamctl's own claims apart, an
+//! outside writer such as a `git pull` of another clone's claim can still make one).
+
+use std::collections::HashMap;
+
+use ipnet::IpNet;
+
+use super::ranges::misplaced;
+use super::rules::{KnownPool, PoolKey};
+use super::{Decoded, Finding, error};
+use crate::engine::prefix::overlaps;
+use crate::model::PoolKind;
+use crate::model::prefix_claim::PrefixClaimManifest;
+
+/// Checks every claim; overlapping claims of one pool are reported on both files.
+pub(super) fn check_prefix_claims(
+    claims: &[Decoded<PrefixClaimManifest>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
+    findings: &mut Vec<Finding>,
+) {
+    let mut by_pool: HashMap<PoolKey<'_>, Vec<(IpNet, &str)>> = HashMap::new();
+    for Decoded { file, manifest } in claims {
+        let Some(c) = manifest else { continue };
+        findings.extend(misplaced(
+            &c.metadata,
+            &file.stem,
+            &file.rel,
+            file.scope.as_ref(),
+        ));
+        let key = (&file.scope, c.spec.pool.as_str());
+        let prefix = c.spec.prefix;
+        match pools.get(&key).map(|k| k.manifest()) {
+            None => findings.push(error(
+                &file.rel,
+                format!(
+                    "prefix claim of pool `{}`, which does not exist in its scope",
+                    c.spec.pool
+                ),
+            )),
+            // A pool that does not decode has its own finding.
+            Some(None) => {}
+            Some(Some(pool)) if pool.spec.kind != PoolKind::Supernet => findings.push(error(
+                &file.rel,
+                format!(
+                    "prefix claim of pool `{}`, which is a {} pool, not a supernet",
+                    c.spec.pool, pool.spec.kind
+                ),
+            )),
+            Some(Some(pool)) if !pool.spec.cidr.contains(&prefix) || prefix == pool.spec.cidr => {
+                findings.push(error(
+                    &file.rel,
+                    format!(
+                        "{prefix} is outside pool `{}` ({})",
+                        c.spec.pool, pool.spec.cidr
+                    ),
+                ));
+            }
+            Some(Some(pool)) => {
+                if let Some(e) = pool.spec.exclude.iter().find(|e| overlaps(e.net(), prefix)) {
+                    findings.push(error(
+                        &file.rel,
+                        format!(
+                            "{prefix} overlaps {e}, excluded from pool `{}`",
+                            c.spec.pool
+                        ),
+                    ));
+                }
+            }
+        }
+        by_pool
+            .entry(key)
+            .or_default()
+            .push((prefix, file.rel.as_str()));
+    }
+    check_overlaps(by_pool, findings);
+}
+
+/// Two claims of one pool that share an address: a finding on each file.
+fn check_overlaps(by_pool: HashMap<PoolKey<'_>, Vec<(IpNet, &str)>>, findings: &mut Vec<Finding>) {
+    for (_, mut held) in by_pool {
+        // Sorted by network address, a claim overlaps a later one only if it contains that
+        // one's network: compare each with the widest-reaching earlier claim.
+        held.sort();
+        let mut reach: Option<(IpNet, &str)> = None;
+        for (prefix, rel) in held {
+            if let Some((wide, wide_rel)) = reach
+                && wide.contains(&prefix.network())
+            {
+                for (at, other, with) in [(rel, wide, wide_rel), (wide_rel, prefix, rel)] {
+                    findings.push(error(
+                        at,
+                        format!("overlaps {other}, the claim in `{with}`: two claims hold its addresses; release one of them"),
+                    ));
+                }
+                if wide.broadcast() >= prefix.broadcast() {
+                    continue;
+                }
+            }
+            reach = Some((prefix, rel));
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! Supernet pools and child prefixes, driving the real binary: best fit, the exit codes,
+//! release, and races of real processes (a storm of mixed lengths until the pool is full, a
+//! same-owner storm, SIGKILLs during claims). The storms spawn processes on the state
+//! directory itself, so they run on the file store.
+
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::{Test, code, list_items};
+use ipnet::IpNet;
+
+const SUPERNET: &str = r#"apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: provider-v6
+spec:
+  cidr: "2001:db8:100::/56"
+  kind: supernet
+  prefixLengths: {min: 60, max: 64}
+"#;
+
+/// An empty state directory holding the /56 supernet `provider-v6` (lengths /60 to /64).
+fn supernet() -> Test {
+    let test = Test::new("empty");
+    let file = test.input("pool.yaml", SUPERNET);
+    test.args(["apply", "-f", &file]).run().then()
+}
+
+/// Where a storm runs: the state directory, or a database of its own.
+enum Target {
+    Files(Test),
+    Database(common::pg::Db, tempfile::TempDir),
+}
+
+impl Target {
+    fn files() -> Target {
+        Target::Files(supernet())
+    }
+
+    /// A fresh database holding the same supernet.
+    fn database() -> Target {
+        let db = common::pg::Db::new();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pool.yaml");
+        std::fs::write(&file, SUPERNET).unwrap();
+        let out = db.run([
+            std::ffi::OsStr::new("apply"),
+            "-f".as_ref(),
+            file.as_os_str(),
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        Target::Database(db, dir)
+    }
+
+    fn command<I, S>(&self, args: I) -> std::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        match self {
+            Target::Files(test) => test.command(args),
+            Target::Database(db, _) => db.cmd(args),
+        }
+    }
+}
+
+fn spawn(test: &Target, args: &[&str]) -> Child {
+    test.command(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ipamctl")
+}
+
+fn wait(child: Child) -> (Option<i32>, String, String) {
+    let out = child.wait_with_output().expect("wait for ipamctl");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every claimed prefix, from `list -o json`.
+fn claimed(test: &Target) -> Vec<IpNet> {
+    let out = test
+        .command(["list", "-o", "json"])
+        .output()
+        .expect("run ipamctl list");
+    assert!(out.status.success(), "{out:?}");
+    list_items(&String::from_utf8_lossy(&out.stdout))
+        .iter()
+        .filter(|i| i["kind"] == "IPPrefixClaim")
+        .map(|i| i["spec"]["prefix"].as_str().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[track_caller]
+fn assert_disjoint(prefixes: &[IpNet]) {
+    let mut sorted = prefixes.to_vec();
+    sorted.sort();
+    for pair in sorted.windows(2) {
+        assert!(
+            !pair[0].contains(&pair[1].network()),
+            "{} and {} overlap",
+            pair[0],
+            pair[1]
+        );
+    }
+}
+
+/// Addresses of a /56 counted in /64 units.
+fn units(prefixes: &[IpNet]) -> u32 {
+    prefixes.iter().map(|p| 1u32 << (64 - p.prefix_len())).sum()
+}
+
+#[test]
+fn supernet_claims_follow_best_fit_and_the_documented_exit_codes() {
+    let test = supernet();
+    let t = test
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "64",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .stdout("2001:db8:100::/64\n")
+        .run()
+        .then();
+    // The /62 fills the hole beside the /64's buddies, not a fresh /60.
+    let t = t
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "62",
+            "--owner",
+            "FloatingIP/b",
+        ])
+        .stdout("2001:db8:100:4::/62\n")
+        .run()
+        .then();
+    // The same owner again: the same prefix, nothing written.
+    let t = t
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "62",
+            "--owner",
+            "FloatingIP/b",
+        ])
+        .stdout("2001:db8:100:4::/62\n")
+        .unchanged()
+        .run()
+        .then();
+    let t = t
+        .args(["allocate", "provider-v6", "--prefix-length", "56", "--owner", "FloatingIP/c"])
+        .fails(code::INVALID)
+        .stderr("error: pool `provider-v6` (2001:db8:100::/56) hands out prefixes of /60 to /64, not /56\n")
+        .run()
+        .then();
+    let t = t
+        .args(["allocate", "provider-v6", "--owner", "FloatingIP/c"])
+        .fails(code::INVALID)
+        .stderr("error: pool `provider-v6` is a supernet and hands out prefixes: use --prefix-length N (or --prefix PREFIX)\n")
+        .run()
+        .then();
+    let t = t
+        .args(["allocate", "provider-v6", "--prefix", "2001:db8:100::/62", "--owner", "FloatingIP/c"])
+        .fails(code::CONFLICT)
+        .stderr("error: 2001:db8:100::/62 overlaps 2001:db8:100::/64 in pool `provider-v6`, held by `FloatingIP/a`\n")
+        .run()
+        .then();
+    let t = t
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix",
+            "2001:db8:100:10::/60",
+            "--owner",
+            "VPC/router",
+            "--uid",
+            "3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5c",
+        ])
+        .stdout("2001:db8:100:10::/60\n")
+        .run()
+        .then();
+    // Unguarded release names the holder; guarded, it frees the prefix.
+    let t = t
+        .args(["release", "provider-v6", "2001:db8:100::/64"])
+        .fails(code::INVALID)
+        .run()
+        .then();
+    let t = t
+        .args([
+            "release",
+            "provider-v6",
+            "2001:db8:100::/64",
+            "--owner",
+            "FloatingIP/b",
+        ])
+        .fails(code::CONFLICT)
+        .run()
+        .then();
+    let t = t
+        .args([
+            "release",
+            "provider-v6",
+            "2001:db8:100::/64",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .stdout("ipprefixclaim/provider-v6-2001-0db8-0100-0000-0000-0000-0000-0000-64 released\n")
+        .run()
+        .then();
+    let t = t
+        .args(["release", "--kind", "VPC"])
+        .stdout("ipprefixclaim/provider-v6-2001-0db8-0100-0010-0000-0000-0000-0000-60 released\n")
+        .run()
+        .then();
+    let t = t
+        .args(["list"])
+        .stdout("NAMESPACE  POOL         PREFIX               OWNER         UID\n-          provider-v6  2001:db8:100:4::/62  FloatingIP/b  -\n")
+        .run()
+        .then();
+    t.args(["check"]).run();
+}
+
+#[test]
+fn a_supernet_with_a_gateway_or_bad_bounds_is_refused() {
+    let test = Test::new("empty");
+    let gw = test.input(
+        "gw.yaml",
+        &format!("{SUPERNET}  gateway: \"2001:db8:100::1\"\n"),
+    );
+    let ran = test.args(["apply", "-f", &gw]).fails(code::INVALID).run();
+    assert!(
+        ran.stderr
+            .contains("spec.gateway: a supernet hands out prefixes and has no gateway"),
+        "{}",
+        ran.stderr
+    );
+    let inverted = SUPERNET.replace("{min: 60, max: 64}", "{min: 64, max: 60}");
+    let file = ran.then().input("inverted.yaml", &inverted);
+    let test = Test::new("empty");
+    let file = test.input(&file, &inverted);
+    let ran = test.args(["apply", "-f", &file]).fails(code::INVALID).run();
+    assert!(ran.stderr.contains("spec.prefixLengths"), "{}", ran.stderr);
+}
+
+fn sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly(test: Target) {
+    let lengths = ["60", "62", "64"];
+    let children: Vec<(usize, Child)> = (0..64)
+        .map(|i| {
+            let owner = format!("FloatingIP/f-{i}");
+            let len = lengths[i % 3];
+            (
+                i,
+                spawn(
+                    &test,
+                    &[
+                        "allocate",
+                        "provider-v6",
+                        "--prefix-length",
+                        len,
+                        "--owner",
+                        &owner,
+                    ],
+                ),
+            )
+        })
+        .collect();
+    let mut won = Vec::new();
+    for (i, child) in children {
+        let (status, stdout, stderr) = wait(child);
+        match status {
+            Some(0) => {
+                let p: IpNet = stdout.trim().parse().unwrap();
+                assert_eq!(p.prefix_len().to_string(), lengths[i % 3], "{stdout}");
+                won.push(p);
+            }
+            Some(5) => assert!(
+                stderr.starts_with(
+                    "error: supernet pool `provider-v6` (2001:db8:100::/56) is exhausted"
+                ),
+                "{stderr}"
+            ),
+            other => panic!("exit {other:?}: {stderr}"),
+        }
+    }
+    assert_disjoint(&won);
+    assert_eq!(claimed(&test).len(), won.len());
+    // 22 /60s alone would need 352 /64s of the 256: the pool filled up, losers exist.
+    assert!(won.len() < 64, "{}", won.len());
+    // Every free /64 that `pool show` reports is real: claim them all, then the pool is full.
+    let show = test
+        .command(["pool", "show", "provider-v6", "-o", "json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let free64: u32 = status["status"]["freeBlocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["length"] == 64)
+        .map(|b| b["count"].as_str().unwrap().parse().unwrap())
+        .unwrap();
+    assert_eq!(free64, 256 - units(&won));
+    for i in 0..free64 {
+        let owner = format!("FloatingIP/rest-{i}");
+        let out = test
+            .command([
+                "allocate",
+                "provider-v6",
+                "--prefix-length",
+                "64",
+                "--owner",
+                &owner,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let all = claimed(&test);
+    assert_disjoint(&all);
+    assert_eq!(units(&all), 256, "the /56 is used exactly");
+    let out = test
+        .command([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "64",
+            "--owner",
+            "FloatingIP/late",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(code::EXHAUSTED));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("every address is claimed or excluded"),
+        "{out:?}"
+    );
+    let check = test.command(["check"]).output().unwrap();
+    assert!(check.status.success(), "{check:?}");
+}
+
+fn thirty_two_processes_of_one_owner_get_one_prefix(test: Target) {
+    let children: Vec<Child> = (0..32)
+        .map(|_| {
+            spawn(
+                &test,
+                &[
+                    "allocate",
+                    "provider-v6",
+                    "--prefix-length",
+                    "62",
+                    "--owner",
+                    "FloatingIP/same",
+                ],
+            )
+        })
+        .collect();
+    let answers: std::collections::BTreeSet<String> = children
+        .into_iter()
+        .map(|c| {
+            let (status, stdout, stderr) = wait(c);
+            assert_eq!(status, Some(0), "{stderr}");
+            stdout
+        })
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(claimed(&test).len(), 1);
+}
+
+fn sigkill_during_claims_leaves_no_overlap_and_nothing_that_blocks_a_retry(test: Target) {
+    for round in 0..4u64 {
+        let children: Vec<(String, Child)> = (0..12)
+            .map(|i| {
+                let owner = format!("FloatingIP/k-{i}");
+                let len = ["60", "62", "64"][i % 3];
+                let child = spawn(
+                    &test,
+                    &[
+                        "allocate",
+                        "provider-v6",
+                        "--prefix-length",
+                        len,
+                        "--owner",
+                        &owner,
+                    ],
+                );
+                (owner, child)
+            })
+            .collect();
+        for (i, (_, child)) in children.iter().enumerate() {
+            std::thread::sleep(Duration::from_micros(300 * (i as u64 + round)));
+            let _ = child_kill(child);
+        }
+        for (owner, child) in children {
+            let _ = wait(child);
+            // The owner asks again, unkilled: it gets a prefix (the one it held, or a new
+            // one), or the pool is full; never a lock or a half-made file in its way.
+            let out = test
+                .command([
+                    "allocate",
+                    "provider-v6",
+                    "--prefix-length",
+                    "64",
+                    "--owner",
+                    &owner,
+                ])
+                .output()
+                .unwrap();
+            let status = out.status.code();
+            assert!(matches!(status, Some(0) | Some(5)), "{out:?}");
+        }
+        assert_disjoint(&claimed(&test));
+        let check = test.command(["check"]).output().unwrap();
+        assert!(check.status.success(), "{check:?}");
+        let out = test
+            .command(["release", "--kind", "FloatingIP"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+}
+
+/// SIGKILL without taking the child (it is waited for afterwards).
+fn child_kill(child: &Child) -> std::io::Result<()> {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status()?;
+    let _ = status;
+    Ok(())
+}
+
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod files {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Target::files());
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            #[cfg_attr(
+                not(has_postgres),
+                ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+            )]
+            fn $name() {
+                super::$name(super::Target::database());
+            })*
+        }
+    };
+}
+
+on_both_stores!(
+    sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly,
+    thirty_two_processes_of_one_owner_get_one_prefix,
+    sigkill_during_claims_leaves_no_overlap_and_nothing_that_blocks_a_retry,
+);
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn the_database_refuses_an_overlapping_claim_row_whoever_writes_it() {
+    let target = Target::database();
+    let out = target
+        .command([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "60",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let Target::Database(db, _) = &target else {
+        unreachable!()
+    };
+    // A writer that bypasses ipamctl: a /64 inside the claimed /60, of another name.
+    let err = db
+        .sql()
+        .execute(
+            "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+             VALUES ('IPPrefixClaim', '', 'x', 'provider-v6', '\\x00', '2001:db8:100:1::/64')",
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("23P01"), "{err}");
+}

@@ -603,7 +603,7 @@ fn diff_shows_prefix_claims_and_a_branch_claim_overlapping_the_base_branch() {
     repo.commit_all("main: a /56");
     repo.git(&["checkout", "-q", "topic"]);
     let (status, table, _) = repo.diff(&[]);
-    assert_eq!(status, code::FAILURE, "{table}");
+    assert_eq!(status, code::CONFLICT, "{table}");
     assert!(
         table.contains("prefix-overlap")
             && table.contains(

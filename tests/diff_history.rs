@@ -614,4 +614,26 @@ fn diff_shows_prefix_claims_and_a_branch_claim_overlapping_the_base_branch() {
     );
     let (_, md, _) = repo.diff(&["-o", "markdown"]);
     assert!(md.contains("prefix claims: 2"), "{md}");
+
+    // `history` of a prefix: who held it, and when; of an owner: its prefix claims too.
+    let of_prefix = repo.ok(&["history", "2001:db8::/56", "-o", "json"]);
+    let entries = common::list_items(&of_prefix);
+    let told: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["owner"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("released", "FloatingIP/old"),
+            ("claimed", "FloatingIP/old")
+        ],
+        "{of_prefix}"
+    );
+    assert_eq!(entries[0]["prefix"], "2001:db8::/56", "{of_prefix}");
+    let of_owner = repo.ok(&["history", "--owner", "FloatingIP/a"]);
+    assert!(
+        of_owner.contains("claimed") && of_owner.contains("2001:db8:0:1000::/52"),
+        "{of_owner}"
+    );
 }

@@ -335,10 +335,11 @@ pub struct DiffArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("subject").required(true).args(["address", "owner", "uid"])))]
 pub struct HistoryArgs {
-    /// The address.
+    /// The address, or a prefix (`2001:db8:100::/56`) for a supernet's prefix claims.
+    #[arg(value_name = "ADDRESS|PREFIX")]
     pub address: Option<String>,
 
-    /// Only this pool's allocations.
+    /// Only this pool's allocations and prefix claims.
     #[arg(long, value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
     pub pool: Option<String>,
 

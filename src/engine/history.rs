@@ -1,14 +1,16 @@
-//! The history of allocations: who held an address, or what an owner held, and when;
-//! from `git log` of the allocation files in a state directory, or from a database's own
-//! events table.
+//! The history of allocations and prefix claims: who held an address or a prefix, or what
+//! an owner held, and when; from `git log` of their files in a state directory, or (for
+//! allocations) from a database's own events table.
 
 use std::net::IpAddr;
 
+use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::engine::git::{Repo, Status};
 use crate::error::Result;
-use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolName};
+use crate::model::prefix_claim::{PrefixClaimManifest, prefix_claim_name};
+use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
 use crate::store::Store;
 use crate::store::fs::FsStore;
 use crate::yaml;
@@ -25,15 +27,19 @@ pub struct Entry {
     pub author: String,
     /// `claimed`, `released` or `edited`.
     pub action: String,
-    /// `ipallocation/<name>`.
+    /// `ipallocation/<name>` or `ipprefixclaim/<name>`.
     pub object: String,
     /// The allocation's namespace; none for a cluster-scoped one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Its pool.
     pub pool: String,
-    /// Its address.
-    pub address: IpAddr,
+    /// Its address (an allocation's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpAddr>,
+    /// Its prefix (a prefix claim's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
     /// Its owner, `KIND/NAME`.
     pub owner: String,
     /// Its owner's uid, if any.
@@ -44,45 +50,94 @@ pub struct Entry {
     pub subject: Option<String>,
 }
 
-/// What the history is of: the allocations that pass every part given.
+/// What the history is of: the allocations and prefix claims that pass every part given.
 #[derive(Clone, Debug, Default)]
 pub struct Subject {
-    /// ADDRESS.
+    /// ADDRESS: an allocation's address.
     pub address: Option<IpAddr>,
+    /// ADDRESS given as a prefix: a prefix claim's.
+    pub prefix: Option<IpNet>,
     /// `--pool`.
     pub pool: Option<PoolName>,
     /// `--owner`, `--uid`.
     pub filter: OwnerFilter,
 }
 
-impl Subject {
-    /// Is `m` an allocation the history is of?
-    fn keeps(&self, m: &AllocationManifest) -> bool {
-        self.address.is_none_or(|a| a == m.spec.address)
-            && self.pool.as_ref().is_none_or(|p| *p == m.spec.pool)
-            && self.filter.matches(&m.spec.owner)
+/// What one version of a file held, as a history tells it: an allocation's address or a
+/// prefix claim's prefix, with its owner.
+#[derive(Clone, Debug)]
+struct Held {
+    /// `ipallocation/<name>` or `ipprefixclaim/<name>`.
+    object: String,
+    namespace: Option<Namespace>,
+    pool: PoolName,
+    at: At,
+    owner: Owner,
+    /// Whether the file is byte for byte what ipamctl writes for it.
+    canonical: bool,
+}
+
+/// Where a [`Held`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    Address(IpAddr),
+    Prefix(IpNet),
+}
+
+impl Held {
+    fn allocation(m: &AllocationManifest, text: &str) -> Held {
+        Held {
+            object: format!("ipallocation/{}", m.metadata.name),
+            namespace: m.metadata.namespace.clone(),
+            pool: m.spec.pool.clone(),
+            at: At::Address(m.spec.address),
+            owner: m.spec.owner.clone(),
+            canonical: yaml::encode(m) == text,
+        }
+    }
+
+    fn prefix_claim(m: &PrefixClaimManifest, text: &str) -> Held {
+        Held {
+            object: format!("ipprefixclaim/{}", m.metadata.name),
+            namespace: m.metadata.namespace.clone(),
+            pool: m.spec.pool.clone(),
+            at: At::Prefix(m.spec.prefix),
+            owner: m.spec.owner.clone(),
+            canonical: yaml::encode(m) == text,
+        }
     }
 }
 
-/// The entry of one event of `m`; `commit` is the commit's id and subject, if from git.
-fn entry(
-    m: &AllocationManifest,
-    action: &str,
-    date: &str,
-    author: &str,
-    commit: Option<(&str, &str)>,
-) -> Entry {
+impl Subject {
+    /// Is `h` something the history is of?
+    fn keeps(&self, h: &Held) -> bool {
+        let at = match (self.address, self.prefix) {
+            (Some(a), _) => h.at == At::Address(a),
+            (None, Some(p)) => h.at == At::Prefix(p),
+            (None, None) => true,
+        };
+        at && self.pool.as_ref().is_none_or(|p| *p == h.pool) && self.filter.matches(&h.owner)
+    }
+}
+
+/// The entry of one event of `h`; `commit` is the commit's id and subject, if from git.
+fn entry(h: &Held, action: &str, date: &str, author: &str, commit: Option<(&str, &str)>) -> Entry {
+    let (address, prefix) = match h.at {
+        At::Address(a) => (Some(a), None),
+        At::Prefix(p) => (None, Some(p.to_string())),
+    };
     Entry {
         date: date.to_owned(),
         commit: commit.map(|(id, _)| id[..id.len().min(12)].to_owned()),
         author: author.to_owned(),
         action: action.to_owned(),
-        object: format!("ipallocation/{}", m.metadata.name),
-        namespace: m.metadata.namespace.as_ref().map(|n| n.to_string()),
-        pool: m.spec.pool.to_string(),
-        address: m.spec.address,
-        owner: m.spec.owner.to_string(),
-        uid: m.spec.owner.uid().map(|u| u.to_string()),
+        object: h.object.clone(),
+        namespace: h.namespace.as_ref().map(|n| n.to_string()),
+        pool: h.pool.to_string(),
+        address,
+        prefix,
+        owner: h.owner.to_string(),
+        uid: h.owner.uid().map(|u| u.to_string()),
         subject: commit.map(|(_, s)| s.to_owned()),
     }
 }
@@ -97,8 +152,9 @@ pub fn from_events(
     for ns in scopes {
         // Newest first, also within one second (the log's order).
         for e in store.allocation_events(ns.as_ref())?.into_iter().rev() {
-            if subject.keeps(&e.manifest) {
-                entries.push(entry(&e.manifest, &e.action, &e.at, &e.who, None));
+            let held = Held::allocation(&e.manifest, "");
+            if subject.keeps(&held) {
+                entries.push(entry(&held, &e.action, &e.at, &e.who, None));
             }
         }
     }
@@ -141,13 +197,14 @@ pub fn from_git(
     let mut entries = Vec::new();
     for c in &commits {
         let commit = Some((c.id.as_str(), c.subject.as_str()));
-        for (status, _) in &c.files {
+        for (status, path) in &c.files {
             let before = (*status != Status::Added).then(|| blobs.next().flatten());
             let after = (*status != Status::Deleted).then(|| blobs.next().flatten());
-            let (before, after) = (decode(before), decode(after));
-            for (m, action) in events(&before, &after) {
-                if subject.keeps(m) {
-                    entries.push(entry(m, action, &c.date, &c.author, commit));
+            let claims = path.contains("/ipprefixclaims/");
+            let (before, after) = (decode(before, claims), decode(after, claims));
+            for (h, action) in events(&before, &after) {
+                if subject.keeps(h) {
+                    entries.push(entry(h, action, &c.date, &c.author, commit));
                 }
             }
         }
@@ -155,54 +212,80 @@ pub fn from_git(
     Ok(entries)
 }
 
-/// The git pathspecs of the allocation files `subject` can be about, in `scopes`.
+/// The git pathspecs of the files `subject` can be about, in `scopes`: allocations for an
+/// address, prefix claims for a prefix, both for an owner or a pool.
 fn pathspecs(scopes: &[Option<Namespace>], subject: &Subject) -> Vec<String> {
-    let file = match (&subject.pool, subject.address) {
-        (Some(p), Some(a)) => crate::model::allocation_name(p, a),
-        (None, Some(a)) => format!("*{}", crate::model::allocation_suffix(a)),
-        (Some(p), None) => format!("{p}-*"),
-        (None, None) => "*".to_owned(),
-    };
-    scopes
-        .iter()
-        .map(|ns| {
-            let dir = match ns {
-                Some(ns) => format!("namespaces/{ns}"),
-                None => "cluster".to_owned(),
-            };
-            format!("{dir}/ipallocations/{file}.yaml")
-        })
-        .collect()
+    let mut files = Vec::new();
+    match (&subject.pool, subject.address, subject.prefix) {
+        (Some(p), Some(a), _) => files.push(("ipallocations", crate::model::allocation_name(p, a))),
+        (None, Some(a), _) => files.push((
+            "ipallocations",
+            format!("*{}", crate::model::allocation_suffix(a)),
+        )),
+        (Some(p), None, Some(net)) => files.push(("ipprefixclaims", prefix_claim_name(p, net))),
+        (None, None, Some(net)) => files.push((
+            "ipprefixclaims",
+            format!(
+                "*{}-{}",
+                crate::model::allocation_suffix(net.network()),
+                net.prefix_len()
+            ),
+        )),
+        (Some(p), None, None) => {
+            files.push(("ipallocations", format!("{p}-*")));
+            files.push(("ipprefixclaims", format!("{p}-*")));
+        }
+        (None, None, None) => {
+            files.push(("ipallocations", "*".to_owned()));
+            files.push(("ipprefixclaims", "*".to_owned()));
+        }
+    }
+    let mut specs = Vec::new();
+    for ns in scopes {
+        let dir = match ns {
+            Some(ns) => format!("namespaces/{ns}"),
+            None => "cluster".to_owned(),
+        };
+        for (kind, file) in &files {
+            specs.push(format!("{dir}/{kind}/{file}.yaml"));
+        }
+    }
+    specs
 }
 
-/// A file's side of a commit (`None`: the file is not on that side), as text with its
-/// manifest if it parses.
-type Side = Option<(Option<AllocationManifest>, String)>;
+/// A file's side of a commit (`None`: the file is not on that side), as what it held if
+/// it parses.
+type Side = Option<Option<Held>>;
 
-/// Decodes one blob of a commit's file; `None` when it is not on that side, is missing or
-/// is not UTF-8.
-fn decode(blob: Option<Option<Vec<u8>>>) -> Side {
-    blob.flatten()
-        .and_then(|b| String::from_utf8(b).ok())
-        .map(|t| (yaml::decode_allocation(&t).ok(), t))
+/// Decodes one blob of a commit's file (a prefix claim's if `claims`, else an
+/// allocation's); `None` when it is not on that side, is missing or is not UTF-8.
+fn decode(blob: Option<Option<Vec<u8>>>, claims: bool) -> Side {
+    let text = String::from_utf8(blob.flatten()?).ok()?;
+    Some(if claims {
+        yaml::decode_prefix_claim(&text)
+            .ok()
+            .map(|m| Held::prefix_claim(&m, &text))
+    } else {
+        yaml::decode_allocation(&text)
+            .ok()
+            .map(|m| Held::allocation(&m, &text))
+    })
 }
 
-/// What a commit did to one allocation file, given the file before and after it, newest
-/// first: within a commit, a claim before the release it follows.
-fn events<'a>(before: &'a Side, after: &'a Side) -> Vec<(&'a AllocationManifest, &'static str)> {
+/// What a commit did to one file, given the file before and after it, newest first:
+/// within a commit, a claim before the release it follows.
+fn events<'a>(before: &'a Side, after: &'a Side) -> Vec<(&'a Held, &'static str)> {
     let mut found = Vec::new();
     match (before, after) {
-        (None, Some((Some(m), _))) => found.push((m, "claimed")),
-        (Some((Some(m), _)), None) => found.push((m, "released")),
+        (None, Some(Some(h))) => found.push((h, "claimed")),
+        (Some(Some(h)), None) => found.push((h, "released")),
         // Released and claimed again by another owner in one commit, as ipamctl
         // writes it: git sees one modified file, the history two events.
-        (Some((Some(was), _)), Some((Some(m), text)))
-            if was.spec.owner != m.spec.owner && yaml::encode(m) == *text =>
-        {
-            found.push((m, "claimed"));
+        (Some(Some(was)), Some(Some(h))) if was.owner != h.owner && h.canonical => {
+            found.push((h, "claimed"));
             found.push((was, "released"));
         }
-        (_, Some((Some(m), _))) => found.push((m, "edited")),
+        (_, Some(Some(h))) => found.push((h, "edited")),
         _ => {}
     }
     found

@@ -28,7 +28,14 @@ pub fn run(
         address: args
             .address
             .as_deref()
+            .filter(|a| !a.contains('/'))
             .map(|a| super::address("ADDRESS", a))
+            .transpose()?,
+        prefix: args
+            .address
+            .as_deref()
+            .filter(|a| a.contains('/'))
+            .map(|a| super::prefix("ADDRESS", a))
             .transpose()?,
         pool: args
             .pool
@@ -63,7 +70,11 @@ pub fn run(
                 e.action.clone(),
                 output::or_dash(e.namespace.as_ref()),
                 e.pool.clone(),
-                e.address.to_string(),
+                match (&e.address, &e.prefix) {
+                    (Some(a), _) => a.to_string(),
+                    (None, Some(p)) => p.clone(),
+                    (None, None) => "-".into(),
+                },
                 e.owner.clone(),
                 output::or_dash(e.uid.as_ref()),
             ];

@@ -495,3 +495,62 @@ fn an_ipv6_map_has_a_line_per_subnet_and_per_slash_64_in_use_with_its_count() {
     pool fd00:103::/48: 2^80 - 3 candidates, 3 allocated, 2^80 - 6 free (0.0% used)
     ");
 }
+
+/// A supernet hands out prefixes, so `pool show --map` draws it by them: a bar of shares of
+/// the pool, then each claimed prefix with its holder and each free block, in address order.
+#[test]
+fn a_supernet_map_shows_its_claimed_prefixes_and_free_blocks() {
+    let t = common::Test::new("seed");
+    let file = t.input(
+        "sn.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: sn}\nspec: {cidr: 10.80.0.0/16, kind: supernet}\n",
+    );
+    let t = t
+        .args(["apply", "-f", &file])
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "sn",
+            "--prefix-length",
+            "20",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .stdout("10.80.0.0/20\n")
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "sn",
+            "--prefix-length",
+            "24",
+            "--owner",
+            "FloatingIP/b",
+        ])
+        .stdout("10.80.16.0/24\n")
+        .run()
+        .then()
+        .args(["pool", "show", "sn", "--map"])
+        .unchanged()
+        .run();
+    let lines: Vec<&str> = t.stdout.lines().collect();
+    assert_eq!(
+        lines[..6],
+        [
+            "sn 10.80.0.0/16: supernet, 2 claimed prefixes, one cell per /22",
+            &format!("####:{}", ".".repeat(59)),
+            "",
+            "10.80.0.0/20    claimed   FloatingIP/a",
+            "10.80.16.0/24   claimed   FloatingIP/b",
+            "10.80.17.0/24   free      -",
+        ],
+        "{}",
+        t.stdout
+    );
+    assert!(
+        t.stdout.contains("10.80.128.0/17  free      -"),
+        "{}",
+        t.stdout
+    );
+}

@@ -248,6 +248,9 @@ fn draw(
             )),
         });
     }
+    if manifest.spec.kind == crate::model::PoolKind::Supernet {
+        return draw_supernet(store, g, pool, manifest, out);
+    }
     let cidr = manifest.spec.cidr;
     let within = within(args, pool, manifest)?;
     let view = within.unwrap_or(cidr);
@@ -290,6 +293,30 @@ fn draw(
         no_color.as_deref(),
     );
     output::write(out, &map.text(colour))
+}
+
+/// `pool show --map` of a supernet: drawn by its claimed prefixes ([`map::supernet`]).
+fn draw_supernet(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    pool: &PoolRef,
+    manifest: &PoolManifest,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if g.format == Some(FormatArg::Svg) {
+        return Err(Error::usage(format!(
+            "pool `{pool}` is a supernet: its map is text (its claimed prefixes and free blocks), not `-o svg`"
+        )));
+    }
+    let claims: Vec<(ipnet::IpNet, String)> = crate::engine::prefix::pool_claims(store, pool)?
+        .into_iter()
+        .map(|c| (c.spec.prefix, c.spec.owner.to_string()))
+        .collect();
+    let excluded: Vec<ipnet::IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
+    output::write(
+        out,
+        &map::supernet::text(&pool.to_string(), manifest.spec.cidr, &claims, &excluded),
+    )
 }
 
 fn delete(

@@ -10,6 +10,7 @@
 
 mod cells;
 mod kind;
+pub mod supernet;
 mod svg;
 mod text;
 

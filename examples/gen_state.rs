@@ -98,6 +98,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::IpNet) -> PoolMan
         spec: PoolSpec {
             cidr,
             kind: PoolKind::Private,
+            prefix_lengths: None,
             gateway: None,
             exclude: Vec::new(),
             zone: None,

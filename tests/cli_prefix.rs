@@ -31,7 +31,7 @@ fn supernet() -> Test {
 /// Where a storm runs: the state directory, or a database of its own.
 enum Target {
     Files(Test),
-    Database(common::pg::Db, tempfile::TempDir),
+    Database(common::pg::Db),
 }
 
 impl Target {
@@ -51,7 +51,7 @@ impl Target {
             file.as_os_str(),
         ]);
         assert!(out.status.success(), "{out:?}");
-        Target::Database(db, dir)
+        Target::Database(db)
     }
 
     fn command<I, S>(&self, args: I) -> std::process::Command
@@ -61,7 +61,7 @@ impl Target {
     {
         match self {
             Target::Files(test) => test.command(args),
-            Target::Database(db, _) => db.cmd(args),
+            Target::Database(db) => db.cmd(args),
         }
     }
 }
@@ -487,7 +487,7 @@ fn the_database_refuses_an_overlapping_claim_row_whoever_writes_it() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let Target::Database(db, _) = &target else {
+    let Target::Database(db) = &target else {
         unreachable!()
     };
     // A writer that bypasses ipamctl: a /64 inside the claimed /60, of another name.

@@ -79,20 +79,20 @@ pub fn claim_annotated(
                 store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
             let manifest = load_pool(store, pool)?;
             crate::engine::doomed::refuse(&manifest, pool)?;
-            let claims = pool_claims(store, pool)?;
-            if let Some(held) = claims.iter().find(|c| c.spec.owner == *owner) {
+            let claims = pool_claim_names(store, pool)?;
+            if let Some(held) = owner_claim(store, pool, &claims, owner)? {
                 return match want {
                     Want::Exact(p) if p != held.spec.prefix => Err(Error::conflict(format!(
                         "`{owner}` already holds {} in pool `{pool}`; release it before claiming {p}",
                         held.spec.prefix
                     ))),
                     _ => Ok(Some(Claimed {
-                        manifest: held.clone(),
+                        manifest: held,
                         created: false,
                     })),
                 };
             }
-            let prefix = choose(&manifest, pool, &claims, want)?;
+            let prefix = choose(store, &manifest, pool, &claims, want)?;
             let mut claim = PrefixClaimManifest::new(
                 &pool.name,
                 pool.namespace.as_ref(),
@@ -184,20 +184,22 @@ fn check_want(manifest: &PoolManifest, pool: &PoolRef, want: Want) -> Result<()>
     Ok(())
 }
 
-/// The prefix `want` gets among `claims` and the pool's excludes.
+/// The prefix `want` gets among `claims` (name, prefix) and the pool's excludes.
 fn choose(
+    store: &dyn Store,
     manifest: &PoolManifest,
     pool: &PoolRef,
-    claims: &[PrefixClaimManifest],
+    claims: &[(String, IpNet)],
     want: Want,
 ) -> Result<IpNet> {
     let excludes: Vec<IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
     match want {
         Want::Exact(p) => {
-            if let Some(c) = claims.iter().find(|c| overlaps(c.spec.prefix, p)) {
+            if let Some((name, held)) = claims.iter().find(|(_, c)| overlaps(*c, p)) {
+                let holder = read_claim(store, pool, name)?
+                    .map_or_else(|| "another owner".into(), |c| c.spec.owner.to_string());
                 return Err(Error::conflict(format!(
-                    "{p} overlaps {} in pool `{pool}`, held by `{}`",
-                    c.spec.prefix, c.spec.owner
+                    "{p} overlaps {held} in pool `{pool}`, held by `{holder}`"
                 )));
             }
             if let Some(e) = excludes.iter().find(|e| overlaps(**e, p)) {
@@ -208,7 +210,7 @@ fn choose(
             Ok(p)
         }
         Want::Length(len) => {
-            let mut taken: Vec<IpNet> = claims.iter().map(|c| c.spec.prefix).collect();
+            let mut taken: Vec<IpNet> = claims.iter().map(|(_, c)| *c).collect();
             taken.extend(excludes);
             prefix::best_fit(manifest.spec.cidr, &taken, len)
                 .map_err(|NoRoom { largest }| no_room(pool, manifest.spec.cidr, len, largest))
@@ -228,6 +230,47 @@ fn no_room(pool: &PoolRef, cidr: IpNet, len: u8, largest: Option<IpNet>) -> Erro
 /// Whether two prefixes share an address.
 pub fn overlaps(a: IpNet, b: IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// The claims of `pool` as their names spell them: (name, prefix), read from the listing
+/// alone. The name is what the exclusive create arbitrates, so it is the prefix the file
+/// holds (`check` reports a file whose manifest says otherwise).
+pub fn pool_claim_names(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(String, IpNet)>> {
+    Ok(store
+        .list(ObjectKind::PrefixClaim, pool.namespace.as_ref())?
+        .into_iter()
+        .filter_map(|n| match parse_prefix_claim_name(&n) {
+            Some((p, net)) if p == pool.name.as_str() => Some((n, net)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The claim `owner` holds among `claims` of `pool`, read now. Only the files whose bytes
+/// hold the owner's name are decoded: the look-up reads every file of the pool, but parses
+/// one or two.
+fn owner_claim(
+    store: &dyn Store,
+    pool: &PoolRef,
+    claims: &[(String, IpNet)],
+    owner: &Owner,
+) -> Result<Option<PrefixClaimManifest>> {
+    let ns = pool.namespace.as_ref();
+    let needle = owner.name().as_bytes();
+    for (name, _) in claims {
+        let Some(bytes) = store.get(ObjectKind::PrefixClaim, ns, name)? else {
+            continue;
+        };
+        if !bytes.windows(needle.len()).any(|w| w == needle) {
+            continue;
+        }
+        if let Some(c) = read_claim(store, pool, name)?
+            && c.spec.owner == *owner
+        {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
 }
 
 /// Every claim of `pool`, read now; a file that does not parse is an error naming it (its

@@ -12,6 +12,7 @@
 //! <root>/namespaces/<ns segments>/ipallocations/<pool>-<a-b-c-d>.yaml
 //! <root>/{cluster,namespaces/<ns segments>}/subnets/<subnet>.yaml    subnets of the scope's pools
 //! <root>/{cluster,namespaces/<ns segments>}/cooldown/<pool>-<a-b-c-d>.yaml   recent releases
+//! <root>/{cluster,namespaces/<ns segments>}/ipprefixclaims/<pool>-<a-b-c-d>-<len>.yaml   child prefixes of supernets
 //! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (index.rs)
 //! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
 //! <root>/.index/.tmp-*                            temporary files of writes in flight
@@ -34,6 +35,28 @@
 //! `queries.rs` (the scan behind them in `scan.rs`, the derived files it keeps in
 //! `derived.rs`, the format of the owner index in [`index`]); claims and guarded releases
 //! in `claims.rs`; locks in [`lock`].
+//!
+//! # Prefix claims of supernet pools
+//!
+//! Names alone cannot arbitrate prefixes (a /60 and a /64 inside it have different names),
+//! so a prefix claim (`engine::prefix`) is decided under the pool's lock, taken exclusively
+//! and held only for the claim:
+//! 1. take the pool's lock exclusively ([`lock`]): no other ipamctl claim, release or
+//!    change of the pool runs until step 4; its lock is the same byte of both anchors, so
+//!    it survives `git clean` and `rsync` as every lock does;
+//! 2. list `ipprefixclaims/` and read the owner's claim, if any (then it is the answer);
+//! 3. choose the prefix from the listed names and the pool's excludes (best fit);
+//! 4. create the claim's file exclusively (temporary file, fsync, link without replacing,
+//!    fsync of the directory: `objects.rs`), then drop the lock. A link refused (a file of
+//!    that name appeared: only an outside writer can) makes the claim decide again.
+//!
+//! Step 1 closes the window between the read of the claims and the create: two ipamctl
+//! processes never decide on the same listing. Step 4's exclusive create closes the
+//! same-name race against a writer that takes no lock. A kill at any instant leaves no file
+//! or a complete one (a `.tmp-*` at worst, which blocks nothing) and the kernel drops the
+//! lock. What an outside writer can still do: bring an overlapping claim from another clone
+//! (`git pull`, `cp`) or rewrite a claim's file; `ipamctl check` then reports overlapping
+//! claims, claims outside their pool and claims on an exclude.
 //!
 //! # Windows, and what closes each
 //!

@@ -204,22 +204,6 @@ CREATE TRIGGER allocations_counted_delete AFTER DELETE ON ipamctl.allocations
 ///   PL/pgSQL.
 /// - the ledger counts an `UPDATE` that moves rows between pools as the delete and insert
 ///   it is.
-/// Prefix claims of supernet pools (`IPPrefixClaim`) live in `objects` with their prefix in
-/// a column of its own, and the database arbitrates: an exclusion constraint refuses a row
-/// whose prefix shares an address with another claim of the same pool (`&&` of `inet_ops`),
-/// whatever the lengths; `btree_gist` (a trusted contrib extension since PostgreSQL 13)
-/// gives the text columns their `=` in the same GiST index. A claim also holds its pool's
-/// row `FOR UPDATE` (which decides the owner's single claim); the constraint holds against
-/// every other writer (an import, a hand-made row), and an insert it refuses is the
-/// `ON CONFLICT DO NOTHING` that makes the claim read and decide again.
-const V7: &str = "
-CREATE EXTENSION IF NOT EXISTS btree_gist;
-ALTER TABLE ipamctl.objects ADD COLUMN prefix inet;
-ALTER TABLE ipamctl.objects ADD CONSTRAINT objects_prefix_claims_disjoint
-    EXCLUDE USING gist (namespace WITH =, pool WITH =, prefix inet_ops WITH &&)
-    WHERE (kind = 'IPPrefixClaim');
-";
-
 const V6: &str = r#"
 ALTER TABLE ipamctl.allocations ADD CONSTRAINT allocations_host_address
     CHECK (masklen(address) = CASE family(address) WHEN 4 THEN 32 ELSE 128 END) NOT VALID;
@@ -279,6 +263,22 @@ CREATE TRIGGER allocations_counted_update AFTER UPDATE ON ipamctl.allocations
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION ipamctl.count_moved_allocations();
 "#;
+
+/// Prefix claims of supernet pools (`IPPrefixClaim`) live in `objects` with their prefix in
+/// a column of its own, and the database arbitrates: an exclusion constraint refuses a row
+/// whose prefix shares an address with another claim of the same pool (`&&` of `inet_ops`),
+/// whatever the lengths; `btree_gist` (a trusted contrib extension since PostgreSQL 13)
+/// gives the text columns their `=` in the same GiST index. A claim also holds its pool's
+/// row `FOR UPDATE` (which decides the owner's single claim); the constraint holds against
+/// every other writer (an import, a hand-made row), and an insert it refuses is the
+/// `ON CONFLICT DO NOTHING` that makes the claim read and decide again.
+const V7: &str = "
+CREATE EXTENSION IF NOT EXISTS btree_gist;
+ALTER TABLE ipamctl.objects ADD COLUMN prefix inet;
+ALTER TABLE ipamctl.objects ADD CONSTRAINT objects_prefix_claims_disjoint
+    EXCLUDE USING gist (namespace WITH =, pool WITH =, prefix inet_ops WITH &&)
+    WHERE (kind = 'IPPrefixClaim');
+";
 
 /// Creates the schema's home and version table if missing (idempotent).
 pub const BOOTSTRAP: &str = "

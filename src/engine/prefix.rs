@@ -127,10 +127,10 @@ pub fn claim_annotated(
 pub fn predict(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<IpNet> {
     let manifest = load_pool(store, pool)?;
     check_want(&manifest, pool, want)?;
-    let claims = pool_claims(store, pool)?;
-    match claims.iter().find(|c| c.spec.owner == *owner) {
+    let claims = pool_claim_names(store, pool)?;
+    match owner_claim(store, pool, &claims, owner)? {
         Some(held) => Ok(held.spec.prefix),
-        None => choose(&manifest, pool, &claims, want),
+        None => choose(store, &manifest, pool, &claims, want),
     }
 }
 

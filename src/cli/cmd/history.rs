@@ -18,6 +18,15 @@ impl Named for Entry {
     }
 }
 
+/// Where an entry is: its address, or its prefix.
+fn at(e: &Entry) -> String {
+    match (&e.address, &e.prefix) {
+        (Some(a), _) => a.to_string(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => "-".into(),
+    }
+}
+
 pub fn run(
     store: &dyn Store,
     g: &GlobalArgs,
@@ -70,11 +79,7 @@ pub fn run(
                 e.action.clone(),
                 output::or_dash(e.namespace.as_ref()),
                 e.pool.clone(),
-                match (&e.address, &e.prefix) {
-                    (Some(a), _) => a.to_string(),
-                    (None, Some(p)) => p.clone(),
-                    (None, None) => "-".into(),
-                },
+                at(e),
                 e.owner.clone(),
                 output::or_dash(e.uid.as_ref()),
             ];

@@ -1,6 +1,7 @@
 //! Object bytes in PostgreSQL ([`Objects`]): pools and allocations in their tables, subnets
 //! and cooldown records in `objects`; each method one statement (a change and its event row
-//! in one data-modifying `WITH`), joining the transaction of the surrounding unit of work.
+//! in one data-modifying `WITH`), joining the transaction of the surrounding unit of work
+//! (a change outside one gets a transaction of its own).
 
 use std::net::IpAddr;
 
@@ -57,7 +58,10 @@ impl PgStore {
     ) -> Result<bool> {
         let pool = self.object_pool(kind, ns, name, bytes)?;
         let (k, n) = (object_kind(kind), ns_key(ns));
-        self.single(|c| {
+        if kind == ObjectKind::Subnet {
+            self.forget_prefetched_subnets();
+        }
+        self.run(|c| {
             let written = if create_only {
                 c.exec(
                     "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest)
@@ -171,6 +175,11 @@ impl Objects for PgStore {
                 })?
             }
             ObjectKind::Subnet | ObjectKind::Cooldown => {
+                if kind == ObjectKind::Subnet
+                    && let Some(answer) = self.prefetched_subnet(ns, name)
+                {
+                    return Ok(answer);
+                }
                 let k = object_kind(kind);
                 self.single(|c| {
                     c.opt(
@@ -231,7 +240,7 @@ impl Objects for PgStore {
         match kind {
             ObjectKind::Pool => {
                 self.forget_locked_pool(ns, name);
-                self.single(|c| {
+                self.run(|c| {
                 let row = c.one(
                     "WITH gone AS (
                          DELETE FROM ipamctl.pools WHERE namespace = $1 AND name = $2
@@ -256,8 +265,11 @@ impl Objects for PgStore {
                 self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
             }
             ObjectKind::Subnet | ObjectKind::Cooldown => {
+                if kind == ObjectKind::Subnet {
+                    self.forget_prefetched_subnets();
+                }
                 let k = object_kind(kind);
-                self.single(|c| {
+                self.run(|c| {
                     c.exec(
                         "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
                         &[&k, &ns, &name],
@@ -296,6 +308,11 @@ impl Objects for PgStore {
                     .collect())
             }
             ObjectKind::Subnet | ObjectKind::Cooldown => {
+                if kind == ObjectKind::Subnet
+                    && let Some(names) = self.prefetched_subnet_names(ns)
+                {
+                    return Ok(names);
+                }
                 let k = object_kind(kind);
                 let rows = self.single(|c| {
                     c.all(

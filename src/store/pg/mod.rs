@@ -20,6 +20,13 @@
 //! - Every change appends a row to `events` in the same statement (a data-modifying `WITH`).
 //! - Serialization failures and deadlocks (SQLSTATE 40001, 40P01) roll the transaction back
 //!   and run it again, at most [`MAX_ATTEMPTS`] times with a growing, jittered pause.
+//! - Round trips: every statement waits for its answer (the synchronous client does not
+//!   pipeline), so what can share one goes in one simple query: the schema version check
+//!   with the first `BEGIN` (and its `SET LOCAL`s); a claim's locks with everything it
+//!   reads before it claims (`prefetch.rs`). A claim for a new owner is then three round
+//!   trips (that batch, the claim, `COMMIT`), one for an owner that holds an address one
+//!   (the batch wrote nothing, so its transaction is left to end with the next `BEGIN` or
+//!   the connection: [`Session::open`]).
 //! - A connection that breaks mid-command is one `error:` line: exit 1 before the `COMMIT`
 //!   was sent (the transaction never committed, so nothing is half-done), exit 6
 //!   ([`crate::error::exit::UNKNOWN`]) once it was, when the server may have committed:

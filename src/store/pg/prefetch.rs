@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use postgres::SimpleQueryMessage;
 
 use super::rows::owner_columns;
-use super::{PgStore, ns_key, schema};
+use super::{PgStore, Session, ns_key, schema};
 use crate::error::{Error, Result};
 use crate::model::subnet::SUBNET_KIND;
 use crate::model::{Namespace, Owner, PoolName};
@@ -113,6 +113,51 @@ fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str)) -> String {
     sql
 }
 
+/// Keeps what the batch's statements after its `BEGIN` read, in the session: each pool's
+/// manifest (its row locked), the owner's row and the hint in each pool, the scope's
+/// subnets. `None` if the answer has fewer statements than [`lookups`] sent.
+fn keep(
+    session: &mut Session,
+    mut statements: impl Iterator<Item = Vec<postgres::SimpleQueryRow>>,
+    nsk: &str,
+    pools: &[PoolName],
+    owner: (&str, &str, &str),
+) -> Option<()> {
+    let (kind, name, uid) = owner;
+    for pool in pools {
+        let (lock, held, hint) = match (statements.next(), statements.next(), statements.next()) {
+            (Some(l), Some(o), Some(h)) => (l, o, h),
+            _ => return None,
+        };
+        let key = (nsk.to_owned(), pool.to_string());
+        if let Some(m) = lock.first().and_then(|r| r.get(0)) {
+            session.locked_pools.insert(key.clone(), hex(m));
+        }
+        let owner_row = held
+            .first()
+            .and_then(|r| Some((r.get(0)?.parse().ok()?, hex(r.get(1)?))));
+        session.prefetched.owners.insert(
+            (
+                nsk.to_owned(),
+                pool.to_string(),
+                kind.to_owned(),
+                name.to_owned(),
+                uid.to_owned(),
+            ),
+            owner_row,
+        );
+        let hint_row = hint.first().map(hint_row);
+        session.prefetched.hints.insert(key, hint_row);
+    }
+    let subnets = statements.next()?;
+    let subnets = subnets
+        .iter()
+        .filter_map(|r| Some((r.get(0)?.to_owned(), hex(r.get(1)?))))
+        .collect();
+    session.prefetched.subnets = Some((nsk.to_owned(), subnets));
+    Some(())
+}
+
 impl PgStore {
     /// [`crate::store::Locks::lock_claim`] as the unit's first round trip (see the module
     /// docs). Only when nothing of the unit has been sent yet; otherwise `false`, and the
@@ -168,41 +213,10 @@ impl PgStore {
             session = self.session();
             session.version_pending = false;
         }
-        let mut statements = statements.skip(begun);
-        for pool in pools {
-            let (lock, held, hint) = match (statements.next(), statements.next(), statements.next())
-            {
-                (Some(l), Some(o), Some(h)) => (l, o, h),
-                _ => return Err(self.short_answer()),
-            };
-            let key = (nsk.to_owned(), pool.to_string());
-            if let Some(m) = lock.first().and_then(|r| r.get(0)) {
-                session.locked_pools.insert(key.clone(), hex(m));
-            }
-            let owner_row = held
-                .first()
-                .and_then(|r| Some((r.get(0)?.parse().ok()?, hex(r.get(1)?))));
-            session.prefetched.owners.insert(
-                (
-                    nsk.to_owned(),
-                    pool.to_string(),
-                    kind.to_owned(),
-                    name.to_owned(),
-                    uid.to_owned(),
-                ),
-                owner_row,
-            );
-            let hint_row = hint.first().map(hint_row);
-            session.prefetched.hints.insert(key, hint_row);
-        }
-        let Some(subnets) = statements.next() else {
+        let statements = statements.skip(begun);
+        if keep(&mut session, statements, nsk, pools, (kind, name, uid)).is_none() {
             return Err(self.short_answer());
-        };
-        let subnets = subnets
-            .iter()
-            .filter_map(|r| Some((r.get(0)?.to_owned(), hex(r.get(1)?))))
-            .collect();
-        session.prefetched.subnets = Some((nsk.to_owned(), subnets));
+        }
         session.only_prefetch = true;
         Ok(true)
     }

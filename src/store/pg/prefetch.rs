@@ -30,6 +30,9 @@ pub(super) type OwnerRow = Option<(IpAddr, Vec<u8>)>;
 /// row.
 pub(super) type HintRow = Option<(Option<IpAddr>, i64, bool)>;
 
+/// A scope's stored subnets as the batch read them: (name, manifest) of each.
+pub(super) type Subnets = Vec<(String, Vec<u8>)>;
+
 /// What the batch read, each answer taken once by the look-up it stands for.
 #[derive(Debug, Default)]
 pub(super) struct Prefetched {
@@ -41,7 +44,7 @@ pub(super) struct Prefetched {
     /// those of the claim's pools cannot change while their rows are locked (every change
     /// of a subnet locks its pool's row `FOR UPDATE`), so they answer every look-up of the
     /// unit, until it writes a subnet itself.
-    pub(super) subnets: Option<(String, Vec<(String, Vec<u8>)>)>,
+    pub(super) subnets: Option<(String, Subnets)>,
 }
 
 /// `s` as an SQL string literal (standard-conforming strings: only `'` is special).

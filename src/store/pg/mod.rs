@@ -20,6 +20,13 @@
 //! - Every change appends a row to `events` in the same statement (a data-modifying `WITH`).
 //! - Serialization failures and deadlocks (SQLSTATE 40001, 40P01) roll the transaction back
 //!   and run it again, at most [`MAX_ATTEMPTS`] times with a growing, jittered pause.
+//! - Round trips: every statement waits for its answer (the synchronous client does not
+//!   pipeline), so what can share one goes in one simple query: the schema version check
+//!   with the first `BEGIN` (and its `SET LOCAL`s); a claim's locks with everything it
+//!   reads before it claims (`prefetch.rs`). A claim for a new owner is then three round
+//!   trips (that batch, the claim, `COMMIT`), one for an owner that holds an address one
+//!   (the batch wrote nothing, so its transaction is left to end with the next `BEGIN` or
+//!   the connection: [`Session::open`]).
 //! - A connection that breaks mid-command is one `error:` line: exit 1 before the `COMMIT`
 //!   was sent (the transaction never committed, so nothing is half-done), exit 6
 //!   ([`crate::error::exit::UNKNOWN`]) once it was, when the server may have committed:
@@ -53,7 +60,6 @@ use crate::model::Namespace;
 
 use conninfo::ConnInfo;
 use timeouts::Timeouts;
-use typed::Typed;
 
 /// How many times a transaction is tried when the server reports a serialization failure
 /// or a deadlock. Under SERIALIZABLE (CockroachDB's default), claims on one pool read
@@ -105,6 +111,16 @@ struct Session {
     begin_pending: Option<String>,
     /// What a claim's locking round trip read ahead for the unit (`prefetch.rs`).
     prefetched: prefetch::Prefetched,
+    /// In a unit: nothing but the claim's locking round trip has been sent, which writes
+    /// nothing, so a unit that ends there needs no `COMMIT` of its own (see [`Session::open`]).
+    only_prefetch: bool,
+    /// The server has a transaction open that nothing needs any more: one that only read
+    /// (a unit answered by its first round trip, or the reading transaction of plain reads
+    /// outside a unit). Plain reads run in it, under its timeouts; the next `BEGIN` is sent
+    /// after a `ROLLBACK` that ends it, in the same round trip; the connection's close ends it
+    /// at the latest. (A `ROLLBACK` with no transaction open is a warning, so a failure that
+    /// leaves it unclear whether one is open sets it too.)
+    open: bool,
 }
 
 /// A PostgreSQL database holding ipamctl's schema.
@@ -270,23 +286,62 @@ impl PgStore {
     }
 
     /// The session, ready for a statement: the schema version checked (once per
-    /// connection) and the unit's `BEGIN` sent, each if still pending.
+    /// connection) and a transaction open, each in the statement's round trip where it can
+    /// be: in a unit, the unit's `BEGIN` sent if still pending; outside one, the reading
+    /// transaction that gives plain reads the timeouts of [`Timeouts`] (`SET LOCAL` needs a
+    /// transaction; PgBouncer ignores startup `options`), opened with the version check at no
+    /// cost of its own and left open for the reads after. Every write outside a unit goes
+    /// through [`PgStore::run`], which commits it.
     fn conn(&self) -> Result<MutexGuard<'_, Session>> {
         let mut session = self.session();
-        if session.version_pending {
-            match session.client.one(schema::VERSION_QUERY, &[]) {
-                Ok(row) => self.version_is(row.get::<_, Option<i32>>(0))?,
-                Err(e) => self.version_failed(&e)?,
-            }
-            session.version_pending = false;
-        }
+        session.only_prefetch = false;
         if let Some(begin) = session.begin_pending.take() {
-            session
-                .client
-                .batch_execute(&begin)
-                .map_err(|e| self.error(&e))?;
+            self.begin_in(&mut session, &begin)?;
+        } else if !session.in_txn && !session.open {
+            self.begin_in(&mut session, &self.begin)?;
+            session.open = true;
         }
         Ok(session)
+    }
+
+    /// Sends `begin` (after the `ROLLBACK` of a transaction left open, and with the schema
+    /// version check if still pending) in one round trip.
+    fn begin_in(&self, session: &mut Session, begin: &str) -> Result<()> {
+        let mut sql = String::new();
+        if std::mem::take(&mut session.open) {
+            sql.push_str("ROLLBACK; ");
+        }
+        sql.push_str(begin);
+        if !session.version_pending {
+            return match session.client.batch_execute(&sql) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    session.open = true;
+                    Err(self.error(&e))
+                }
+            };
+        }
+        sql.push_str("; ");
+        sql.push_str(schema::VERSION_QUERY);
+        let answer = session.client.simple_query(&sql);
+        // Whatever happened, a `ROLLBACK` before the next `BEGIN` does no harm.
+        session.open = true;
+        let version = match answer {
+            Ok(messages) => messages.iter().find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => {
+                    Some(r.get(0).and_then(|v| v.parse::<i32>().ok()))
+                }
+                _ => None,
+            }),
+            Err(e) => {
+                self.version_failed(&e)?;
+                return Err(self.error(&e));
+            }
+        };
+        self.version_is(version.flatten())?;
+        session.version_pending = false;
+        session.open = false;
+        Ok(())
     }
 
     /// Creates or upgrades the schema (idempotent): every missing migration, in one
@@ -329,6 +384,8 @@ impl PgStore {
                 version_pending: true,
                 begin_pending: None,
                 prefetched: prefetch::Prefetched::default(),
+                only_prefetch: false,
+                open: false,
             }),
             init_hint,
             shown,
@@ -371,19 +428,20 @@ impl PgStore {
     }
 
     /// Runs `f` on the connection; a write outside a unit of work gets a transaction of its
-    /// own, so its change and its event row commit together.
+    /// own, so its change and its event row commit together (every write outside a unit
+    /// comes here: the reading transaction plain reads leave open is never committed).
     fn run<T>(
         &self,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut session = self.conn()?;
+        let mut session = self.session();
         if session.in_txn {
+            drop(session);
+            let mut session = self.conn()?;
             return f(&mut session.client).map_err(|e| self.error(&e));
         }
+        self.begin_in(&mut session, &self.begin)?;
         let client = &mut session.client;
-        client
-            .batch_execute(&self.begin)
-            .map_err(|e| self.error(&e))?;
         match f(client) {
             Ok(value) => {
                 client
@@ -399,8 +457,8 @@ impl PgStore {
         }
     }
 
-    /// Runs one statement (a read, or a change and its event row in one `WITH`): in the
-    /// unit's transaction if there is one, else on its own, which is atomic already.
+    /// Runs one statement: in a unit, a read or a change (and its event row, in one
+    /// `WITH`); outside one, a read only, in the reading transaction ([`PgStore::conn`]).
     fn single<T>(
         &self,
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
@@ -453,6 +511,7 @@ impl PgStore {
                     session.in_txn = true;
                     session.hints_read.clear();
                     session.prefetched = prefetch::Prefetched::default();
+                    session.only_prefetch = false;
                 }
                 let done = work();
                 let mut session = self.session();
@@ -461,6 +520,13 @@ impl PgStore {
                 session.prefetched = prefetch::Prefetched::default();
                 if session.begin_pending.take().is_some() {
                     // Nothing was sent: there is no transaction to end.
+                    return done;
+                }
+                if done.is_ok() && std::mem::take(&mut session.only_prefetch) {
+                    // Answered by the claim's first round trip (an owner that holds an
+                    // address), which wrote nothing: no `COMMIT` to wait for. The
+                    // transaction is left to the next `BEGIN` or the connection's close.
+                    session.open = true;
                     return done;
                 }
                 let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };

@@ -1,6 +1,7 @@
 //! Object bytes in PostgreSQL ([`Objects`]): pools and allocations in their tables, subnets
 //! and cooldown records in `objects`; each method one statement (a change and its event row
-//! in one data-modifying `WITH`), joining the transaction of the surrounding unit of work.
+//! in one data-modifying `WITH`), joining the transaction of the surrounding unit of work
+//! (a change outside one gets a transaction of its own).
 
 use std::net::IpAddr;
 
@@ -71,7 +72,10 @@ impl PgStore {
                 .map(|(_, net)| net.to_string()),
             _ => None,
         };
-        self.single(|c| {
+        if kind == ObjectKind::Subnet {
+            self.forget_prefetched_subnets();
+        }
+        self.run(|c| {
             // DO NOTHING without a target also takes the exclusion constraint's refusal:
             // the claim then reads and decides again.
             let written = if create_only {
@@ -188,6 +192,11 @@ impl Objects for PgStore {
                 })?
             }
             ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+                if kind == ObjectKind::Subnet
+                    && let Some(answer) = self.prefetched_subnet(ns, name)
+                {
+                    return Ok(answer);
+                }
                 let k = object_kind(kind);
                 self.single(|c| {
                     c.opt(
@@ -248,7 +257,7 @@ impl Objects for PgStore {
         match kind {
             ObjectKind::Pool => {
                 self.forget_locked_pool(ns, name);
-                self.single(|c| {
+                self.run(|c| {
                 let row = c.one(
                     "WITH gone AS (
                          DELETE FROM ipamctl.pools WHERE namespace = $1 AND name = $2
@@ -273,8 +282,11 @@ impl Objects for PgStore {
                 self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
             }
             ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+                if kind == ObjectKind::Subnet {
+                    self.forget_prefetched_subnets();
+                }
                 let k = object_kind(kind);
-                self.single(|c| {
+                self.run(|c| {
                     c.exec(
                         "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
                         &[&k, &ns, &name],
@@ -313,6 +325,11 @@ impl Objects for PgStore {
                     .collect())
             }
             ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+                if kind == ObjectKind::Subnet
+                    && let Some(names) = self.prefetched_subnet_names(ns)
+                {
+                    return Ok(names);
+                }
                 let k = object_kind(kind);
                 let rows = self.single(|c| {
                     c.all(

@@ -6,8 +6,11 @@
 //! validated name, and quoted anyway). The locks are taken exactly where the unit would
 //! have taken them, before anything is read: what the batch reads is what the unit's own
 //! statements would have read under them, and the look-ups that follow are answered from
-//! here, each once. So a claim for a new owner is three round trips (this, the claim,
-//! `COMMIT`) and one for an owner that holds an address two (this, `COMMIT`).
+//! here (the owner's row and the hint each once; the scope's stored subnets, which every claim
+//! keeps clear of, for the whole unit). So a claim for a new owner is three round trips
+//! (this, the claim, `COMMIT`), and one for an owner that holds an address one: this batch
+//! writes nothing, so a unit it answered ends without a `COMMIT` to wait for (`open` in
+//! `mod.rs`).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -15,8 +18,9 @@ use std::net::IpAddr;
 use postgres::SimpleQueryMessage;
 
 use super::rows::owner_columns;
-use super::{PgStore, ns_key, schema};
+use super::{PgStore, Session, ns_key, schema};
 use crate::error::{Error, Result};
+use crate::model::subnet::SUBNET_KIND;
 use crate::model::{Namespace, Owner, PoolName};
 
 /// An owner's row as the batch read it: its address and manifest, or none.
@@ -26,6 +30,9 @@ pub(super) type OwnerRow = Option<(IpAddr, Vec<u8>)>;
 /// row.
 pub(super) type HintRow = Option<(Option<IpAddr>, i64, bool)>;
 
+/// A scope's stored subnets as the batch read them: (name, manifest) of each.
+pub(super) type Subnets = Vec<(String, Vec<u8>)>;
+
 /// What the batch read, each answer taken once by the look-up it stands for.
 #[derive(Debug, Default)]
 pub(super) struct Prefetched {
@@ -33,6 +40,11 @@ pub(super) struct Prefetched {
     owners: HashMap<(String, String, String, String, String), OwnerRow>,
     /// By (namespace, pool).
     hints: HashMap<(String, String), HintRow>,
+    /// The stored subnets of the claim's scope (namespace, then (name, manifest) of each):
+    /// those of the claim's pools cannot change while their rows are locked (every change
+    /// of a subnet locks its pool's row `FOR UPDATE`), so they answer every look-up of the
+    /// unit, until it writes a subnet itself.
+    pub(super) subnets: Option<(String, Subnets)>,
 }
 
 /// `s` as an SQL string literal (standard-conforming strings: only `'` is special).
@@ -70,7 +82,8 @@ fn hex(text: &str) -> Vec<u8> {
 }
 
 /// The batch's statements for `pools`, after its `BEGIN`: for each pool, its row `FOR
-/// SHARE`, the owner's row, the hint row.
+/// SHARE`, the owner's row, the hint row; then the scope's stored subnets (after the
+/// locks, so that what it reads of the pools' subnets holds until the unit ends).
 fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str)) -> String {
     let (kind, name, uid) = owner;
     let mut sql = String::new();
@@ -94,7 +107,58 @@ fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str)) -> String {
              FROM ipamctl.pool_hints h WHERE h.namespace = {n} AND h.pool = {p}"
         ));
     }
+    sql.push_str(&format!(
+        ";\nSELECT name, encode(manifest, 'hex') FROM ipamctl.objects
+         WHERE kind = {} AND namespace = {}",
+        lit(SUBNET_KIND),
+        lit(nsk)
+    ));
     sql
+}
+
+/// Keeps what the batch's statements after its `BEGIN` read, in the session: each pool's
+/// manifest (its row locked), the owner's row and the hint in each pool, the scope's
+/// subnets. `None` if the answer has fewer statements than [`lookups`] sent.
+fn keep(
+    session: &mut Session,
+    mut statements: impl Iterator<Item = Vec<postgres::SimpleQueryRow>>,
+    nsk: &str,
+    pools: &[PoolName],
+    owner: (&str, &str, &str),
+) -> Option<()> {
+    let (kind, name, uid) = owner;
+    for pool in pools {
+        let (lock, held, hint) = match (statements.next(), statements.next(), statements.next()) {
+            (Some(l), Some(o), Some(h)) => (l, o, h),
+            _ => return None,
+        };
+        let key = (nsk.to_owned(), pool.to_string());
+        if let Some(m) = lock.first().and_then(|r| r.get(0)) {
+            session.locked_pools.insert(key.clone(), hex(m));
+        }
+        let owner_row = held
+            .first()
+            .and_then(|r| Some((r.get(0)?.parse().ok()?, hex(r.get(1)?))));
+        session.prefetched.owners.insert(
+            (
+                nsk.to_owned(),
+                pool.to_string(),
+                kind.to_owned(),
+                name.to_owned(),
+                uid.to_owned(),
+            ),
+            owner_row,
+        );
+        let hint_row = hint.first().map(hint_row);
+        session.prefetched.hints.insert(key, hint_row);
+    }
+    let subnets = statements.next()?;
+    let subnets = subnets
+        .iter()
+        .filter_map(|r| Some((r.get(0)?.to_owned(), hex(r.get(1)?))))
+        .collect();
+    session.prefetched.subnets = Some((nsk.to_owned(), subnets));
+    Some(())
 }
 
 impl PgStore {
@@ -119,6 +183,12 @@ impl PgStore {
             sql.push_str(schema::VERSION_QUERY);
             sql.push_str(";\n");
         }
+        // A transaction left open (`Session::open`) ends first, in the same round trip.
+        let begin = if std::mem::take(&mut session.open) {
+            format!("ROLLBACK; {begin}")
+        } else {
+            begin
+        };
         let begun = begin.split(';').filter(|s| !s.trim().is_empty()).count();
         sql.push_str(&begin);
         sql.push_str(&lookups(nsk, pools, (kind, name, uid)));
@@ -146,33 +216,11 @@ impl PgStore {
             session = self.session();
             session.version_pending = false;
         }
-        let mut statements = statements.skip(begun);
-        for pool in pools {
-            let (lock, held, hint) = match (statements.next(), statements.next(), statements.next())
-            {
-                (Some(l), Some(o), Some(h)) => (l, o, h),
-                _ => return Err(self.short_answer()),
-            };
-            let key = (nsk.to_owned(), pool.to_string());
-            if let Some(m) = lock.first().and_then(|r| r.get(0)) {
-                session.locked_pools.insert(key.clone(), hex(m));
-            }
-            let owner_row = held
-                .first()
-                .and_then(|r| Some((r.get(0)?.parse().ok()?, hex(r.get(1)?))));
-            session.prefetched.owners.insert(
-                (
-                    nsk.to_owned(),
-                    pool.to_string(),
-                    kind.to_owned(),
-                    name.to_owned(),
-                    uid.to_owned(),
-                ),
-                owner_row,
-            );
-            let hint_row = hint.first().map(hint_row);
-            session.prefetched.hints.insert(key, hint_row);
+        let statements = statements.skip(begun);
+        if keep(&mut session, statements, nsk, pools, (kind, name, uid)).is_none() {
+            return Err(self.short_answer());
         }
+        session.only_prefetch = true;
         Ok(true)
     }
 
@@ -211,5 +259,36 @@ impl PgStore {
             .prefetched
             .hints
             .remove(&(ns.to_owned(), pool.to_owned()))
+    }
+}
+
+impl PgStore {
+    /// The names of the scope's stored subnets, if this unit's batch read them.
+    pub(super) fn prefetched_subnet_names(&self, ns: &str) -> Option<Vec<String>> {
+        match &self.session().prefetched.subnets {
+            Some((scope, subnets)) if scope == ns => {
+                Some(subnets.iter().map(|(name, _)| name.clone()).collect())
+            }
+            _ => None,
+        }
+    }
+
+    /// A stored subnet's manifest as this unit's batch read it: `Some(None)` if the batch
+    /// read the scope and found no such subnet, `None` if it did not read the scope.
+    pub(super) fn prefetched_subnet(&self, ns: &str, name: &str) -> Option<Option<Vec<u8>>> {
+        match &self.session().prefetched.subnets {
+            Some((scope, subnets)) if scope == ns => Some(
+                subnets
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, m)| m.clone()),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Forgets the subnets the batch read: this unit is about to change one.
+    pub(super) fn forget_prefetched_subnets(&self) {
+        self.session().prefetched.subnets = None;
     }
 }

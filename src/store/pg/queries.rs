@@ -190,16 +190,23 @@ impl PgStore {
         if session.in_txn || session.version_pending {
             return;
         }
+        // A transaction left open (the reading one) ends first; the reads after this run
+        // in a new one, begun with this one's end: one round trip each way.
+        let end_open = if std::mem::take(&mut session.open) {
+            "ROLLBACK; "
+        } else {
+            ""
+        };
+        // Whatever fails below, a `ROLLBACK` before the next `BEGIN` does no harm.
+        session.open = true;
         let client = &mut session.client;
-        // One round trip to begin: the two statements in one simple query.
         if client
             .batch_execute(&format!(
-                "BEGIN; SET LOCAL synchronous_commit TO off{}",
+                "{end_open}BEGIN; SET LOCAL synchronous_commit TO off{}",
                 self.timeouts.set_local()
             ))
             .is_err()
         {
-            let _ = client.batch_execute("ROLLBACK");
             return;
         }
         let end = if work(client).is_ok() {
@@ -207,6 +214,6 @@ impl PgStore {
         } else {
             "ROLLBACK"
         };
-        let _ = client.batch_execute(end);
+        let _ = client.batch_execute(&format!("{end}; {}", self.begin));
     }
 }

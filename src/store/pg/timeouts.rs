@@ -2,7 +2,9 @@
 //! `idle_in_transaction_session_timeout`, set with `SET LOCAL` at the start of every
 //! transaction (PgBouncer in transaction pooling ignores the startup `options`, and a
 //! session `SET` would leak into other clients' transactions on a shared server
-//! connection), and the message a timeout ends a command with.
+//! connection), and the message a timeout ends a command with. Plain reads outside a unit
+//! of work get them too: they run in a reading transaction that the schema version check,
+//! every command's first round trip, begins (`PgStore::conn` in `mod.rs`).
 //!
 //! Each is settable as libpq would take it, in the connection string's `options` (or
 //! `PGOPTIONS`): `options='-c lock_timeout=5s -c statement_timeout=1min'`. Those settings are
@@ -89,7 +91,7 @@ impl Timeouts {
     pub fn expired(&self, sqlstate: &str, message: &str) -> Option<String> {
         let (what, key) = match sqlstate {
             "55P03" => (
-                "a row lock another transaction holds (a pool's row, locked by `apply`, `pool delete`, `vpc delete` or a session in psql)",
+                "a lock another transaction holds (a pool's row, locked by `apply`, `pool delete`, `vpc delete` or a session in psql; or a table, locked by `LOCK TABLE` or a schema change)",
                 "lock_timeout",
             ),
             "57014" if message.contains("statement timeout") => {

@@ -501,3 +501,52 @@ fn the_database_refuses_an_overlapping_claim_row_whoever_writes_it() {
         .unwrap_err();
     assert_eq!(err.code().map(|c| c.code()), Some("23P01"), "{err}");
 }
+
+/// `--dry-run` says what a claim would answer, the owner's prefix or the best fit, and
+/// writes nothing; the claim then made answers the same.
+#[test]
+fn a_dry_run_prefix_claim_predicts_the_claim_and_writes_nothing() {
+    let ran = supernet()
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "62",
+            "--owner",
+            "FloatingIP/a",
+            "--dry-run",
+        ])
+        .stdout("2001:db8:100::/62\n")
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr
+            .contains("dry run: `FloatingIP/a` would hold 2001:db8:100::/62"),
+        "{}",
+        ran.stderr
+    );
+    ran.then()
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "62",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .stdout("2001:db8:100::/62\n")
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "62",
+            "--owner",
+            "FloatingIP/a",
+            "--dry-run",
+        ])
+        .stdout("2001:db8:100::/62\n")
+        .unchanged()
+        .run();
+}

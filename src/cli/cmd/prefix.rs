@@ -23,11 +23,6 @@ pub fn allocate(
             "--prefix-length and --prefix claim from one pool; name exactly one",
         ));
     };
-    if args.dry_run {
-        return Err(Error::usage(
-            "--dry-run is not supported with --prefix-length or --prefix yet",
-        ));
-    }
     let pool = super::pool_ref(g, pool)?;
     let want = match (args.prefix_length, &args.prefix) {
         (Some(len), None) => Want::Length(len),
@@ -38,6 +33,12 @@ pub fn allocate(
             ));
         }
     };
+    if args.dry_run {
+        // What the claim would answer now: the owner's prefix, else the best fit.
+        let prefix = crate::engine::prefix::predict(store, &pool, &owner, want)?;
+        eprintln!("dry run: `{owner}` would hold {prefix} in pool `{pool}`; nothing written");
+        return output::line(out, &prefix.to_string());
+    }
     let claimed = crate::engine::prefix::claim(store, &pool, &owner, want)?;
     if g.output.is_none() {
         return output::line(out, &claimed.manifest.spec.prefix.to_string());

@@ -550,3 +550,37 @@ fn a_dry_run_prefix_claim_predicts_the_claim_and_writes_nothing() {
         .unchanged()
         .run();
 }
+
+/// `pool list -o json` gives a supernet its prefixes' status (claimed, largest free block,
+/// free blocks per length), not an address pool's usage.
+#[test]
+fn pool_list_json_gives_a_supernet_its_prefix_status() {
+    let ran = supernet()
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "60",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .stdout("2001:db8:100::/60\n")
+        .run()
+        .then()
+        .args(["pool", "list", "-o", "json"])
+        .run();
+    let items = list_items(&ran.stdout);
+    let status = &items[0]["status"];
+    assert_eq!(
+        status["claimed"],
+        serde_json::json!(["2001:db8:100::/60"]),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(
+        status["largestFree"], "2001:db8:100:80::/57",
+        "{}",
+        ran.stdout
+    );
+    assert!(status.get("candidates").is_none(), "{}", ran.stdout);
+}

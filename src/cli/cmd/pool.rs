@@ -39,15 +39,45 @@ struct ShowStatus {
     free_ranges: Vec<String>,
 }
 
+/// A pool's `status` in `pool list -o json|yaml`: an address pool's usage, or a supernet's.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ListStatus<'a> {
+    Addresses(&'a Usage),
+    Supernet(super::supernet::SupernetStatus),
+}
+
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let scopes = super::scopes(store, g)?;
     let mut warnings = Warnings::default();
     let listed = crate::engine::pool::list(store, &scopes, &mut warnings);
     output::warn(&warnings);
     let pools = listed?;
-    let values: Vec<_> = pools.iter().map(|(m, u)| with_status(m, u)).collect();
-    if output::write_list(out, g.output, &values)? {
-        return Ok(());
+    if g.output.is_some() {
+        // A supernet's status is its prefixes' (claimed, largest free, free blocks), not
+        // an address pool's usage.
+        let mut statuses = Vec::new();
+        for (m, u) in &pools {
+            statuses.push(if m.spec.kind == crate::model::PoolKind::Supernet {
+                let pool = PoolRef {
+                    namespace: m.metadata.namespace.clone(),
+                    name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
+                };
+                ListStatus::Supernet(super::supernet::status(&super::supernet::usage(
+                    store, &pool, m,
+                )?))
+            } else {
+                ListStatus::Addresses(u)
+            });
+        }
+        let values: Vec<_> = pools
+            .iter()
+            .zip(statuses)
+            .map(|((m, _), s)| with_status(m, s))
+            .collect();
+        if output::write_list(out, g.output, &values)? {
+            return Ok(());
+        }
     }
     if pools.is_empty() {
         eprintln!("No pools found.");

@@ -16,7 +16,7 @@ use crate::yaml;
 /// The `status` of a supernet's `pool show -o json|yaml`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct SupernetStatus {
+pub struct SupernetStatus {
     /// Claimed prefixes, lowest first.
     claimed: Vec<String>,
     /// The largest free block (absent when the pool is full).
@@ -49,16 +49,9 @@ pub fn free_cell(usage: &Usage) -> String {
     counts.join(", ")
 }
 
-/// `pool show` of a supernet.
-pub fn show(
-    store: &dyn Store,
-    g: &GlobalArgs,
-    pool: &PoolRef,
-    manifest: &PoolManifest,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let usage = usage(store, pool, manifest)?;
-    let status = SupernetStatus {
+/// A supernet's `status`, as `pool show` and `pool list` print it in JSON and YAML.
+pub fn status(usage: &Usage) -> SupernetStatus {
+    SupernetStatus {
         claimed: usage.claimed.iter().map(|p| p.to_string()).collect(),
         largest_free: usage.largest.map(|b| b.to_string()),
         free_blocks: usage
@@ -69,7 +62,19 @@ pub fn show(
                 count: n.to_string(),
             })
             .collect(),
-    };
+    }
+}
+
+/// `pool show` of a supernet.
+pub fn show(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    pool: &PoolRef,
+    manifest: &PoolManifest,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let usage = usage(store, pool, manifest)?;
+    let status = status(&usage);
     match g.output {
         Some(OutputFormat::Json) => output::write(
             out,

@@ -33,7 +33,6 @@ impl Claims for FsStore {
         let claim = self.claim_copy(ns, manifest)?;
         if let Claim::Claimed = claim
             && let Some(held) = self.appeared_for_owner(ns, manifest)?
-            && yields_to(manifest, &held)
         {
             // The owner's file came back while this claim ran (a `git checkout` that
             // relabels a file unlinks it, then creates it again): this claim is the
@@ -180,18 +179,6 @@ impl FsStore {
     }
 }
 
-/// Whether a claim that made `ours` gives way to `held`, a file of the same owner that
-/// appeared during it: the earlier of the two stays (by `creationTimestamp`, none counting as
-/// earliest, then by address). A file an outside writer put back is older than the claim, so
-/// the claim undoes its own. Two claims of one owner that both got past the owner's lock (the
-/// lock broken by an outside writer: README's Guarantees) agree on which stays, so at most one
-/// undoes; were both to give way to the other, both files would go and each would print an
-/// address the owner no longer holds (found by the long SIGKILL run with the outside world).
-fn yields_to(ours: &AllocationManifest, held: &AllocationManifest) -> bool {
-    let rank = |m: &AllocationManifest| (m.metadata.creation_timestamp, m.spec.address);
-    rank(held) < rank(ours)
-}
-
 impl Units for FsStore {
     /// Runs `work` as it is: each write is durable on its own, and the locks `work` takes
     /// keep its steps apart from other processes'.
@@ -202,30 +189,3 @@ impl Units for FsStore {
 
 /// A state directory's history is git's: the default answer says so.
 impl Audit for FsStore {}
-
-#[cfg(test)]
-mod tests {
-    // By its path, not `super::*`: the same items, named as the layer check reads paths.
-    use crate::store::fs::claims::yields_to;
-    use crate::yaml;
-
-    fn allocation(address: &str, created: &str) -> crate::model::AllocationManifest {
-        yaml::decode_allocation(&format!(
-            "apiVersion: pivirt.hu/v1\nkind: IPAllocation\nmetadata:\n  name: p-{}\n  creationTimestamp: \"{created}\"\nspec:\n  pool: p\n  address: \"{address}\"\n  owner:\n    kind: FloatingIP\n    name: fip\n",
-            address.replace('.', "-")
-        ))
-        .expect("a valid allocation")
-    }
-
-    /// Two claims of one owner that see each other's file agree on which stays: exactly one
-    /// of them gives way, whatever the order they look in.
-    #[test]
-    fn of_two_claims_of_one_owner_exactly_one_gives_way() {
-        let a = allocation("10.0.0.1", "2026-12-02T12:40:08Z");
-        let b = allocation("10.0.0.2", "2026-12-02T12:40:08Z");
-        assert!(!yields_to(&a, &b) && yields_to(&b, &a));
-        // The older file stays, whatever its address: a file put back by `git checkout`.
-        let put_back = allocation("10.0.0.9", "2026-12-01T08:00:00Z");
-        assert!(yields_to(&a, &put_back) && !yields_to(&put_back, &a));
-    }
-}

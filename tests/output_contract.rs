@@ -227,7 +227,7 @@ fn cases() -> Vec<Case> {
             Store::Dir(None),
             &["schema"],
             Shape::Document(
-                "schema/ipampool\nschema/ipallocation\nschema/subnet\nschema/cooldownrecord\n",
+                "schema/ipampool\nschema/ipallocation\nschema/subnet\nschema/cooldownrecord\nschema/ipprefixclaim\n",
             ),
         ),
         case(

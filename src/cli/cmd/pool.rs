@@ -47,6 +47,28 @@ enum ListStatus<'a> {
     Supernet(super::supernet::SupernetStatus),
 }
 
+/// Each pool's `status` for `pool list -o json|yaml`: a supernet's is its prefixes'
+/// (claimed, largest free, free blocks), not an address pool's usage.
+fn list_statuses<'a>(
+    store: &dyn Store,
+    pools: &'a [(PoolManifest, Usage)],
+) -> Result<Vec<ListStatus<'a>>> {
+    let mut statuses = Vec::new();
+    for (m, u) in pools {
+        statuses.push(if m.spec.kind == crate::model::PoolKind::Supernet {
+            let pool = PoolRef {
+                namespace: m.metadata.namespace.clone(),
+                name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
+            };
+            let usage = super::supernet::usage(store, &pool, m)?;
+            ListStatus::Supernet(super::supernet::status(&usage))
+        } else {
+            ListStatus::Addresses(u)
+        });
+    }
+    Ok(statuses)
+}
+
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let scopes = super::scopes(store, g)?;
     let mut warnings = Warnings::default();
@@ -54,22 +76,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     output::warn(&warnings);
     let pools = listed?;
     if g.output.is_some() {
-        // A supernet's status is its prefixes' (claimed, largest free, free blocks), not
-        // an address pool's usage.
-        let mut statuses = Vec::new();
-        for (m, u) in &pools {
-            statuses.push(if m.spec.kind == crate::model::PoolKind::Supernet {
-                let pool = PoolRef {
-                    namespace: m.metadata.namespace.clone(),
-                    name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
-                };
-                ListStatus::Supernet(super::supernet::status(&super::supernet::usage(
-                    store, &pool, m,
-                )?))
-            } else {
-                ListStatus::Addresses(u)
-            });
-        }
+        let statuses = list_statuses(store, &pools)?;
         let values: Vec<_> = pools
             .iter()
             .zip(statuses)

@@ -11,7 +11,7 @@ use crate::engine::warning::Warnings;
 use crate::error::Result;
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::selector::LabelSelector;
-use crate::model::{AllocationManifest, OwnerKind, PoolName};
+use crate::model::{AllocationManifest, Metadata, Owner, OwnerKind, PoolName};
 use crate::store::Store;
 
 /// The selectors, validated as a [`Query`] (exit 2 on a malformed one).
@@ -107,26 +107,47 @@ fn render_with_prefixes(
         render(found, g, out)?;
         output::write(out, "\n")?;
     }
-    let wide = g.output == Some(OutputFormat::Wide);
     let rows = prefixes
         .iter()
         .map(|m| {
-            let owner = &m.spec.owner;
-            let mut row = vec![
-                output::or_dash(m.metadata.namespace.as_ref()),
-                m.spec.pool.to_string(),
+            (
+                &m.metadata,
+                m.spec.pool.as_str(),
                 m.spec.prefix.to_string(),
+                &m.spec.owner,
+            )
+        })
+        .collect();
+    held_table(rows, "PREFIX", g, out)
+}
+
+/// The table of held addresses or prefixes: namespace, pool, `at` (the address or prefix),
+/// owner and uid; `-o wide` adds the object's name and labels.
+fn held_table(
+    rows: Vec<(&Metadata, &str, String, &Owner)>,
+    at: &str,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let wide = g.output == Some(OutputFormat::Wide);
+    let rows = rows
+        .into_iter()
+        .map(|(meta, pool, held, owner)| {
+            let mut row = vec![
+                output::or_dash(meta.namespace.as_ref()),
+                pool.to_owned(),
+                held,
                 owner.to_string(),
                 output::or_dash(owner.uid()),
             ];
             if wide {
-                row.push(m.metadata.name.clone());
-                row.push(output::labels(&m.metadata.labels));
+                row.push(meta.name.clone());
+                row.push(output::labels(&meta.labels));
             }
             row
         })
         .collect();
-    let mut headers = vec!["NAMESPACE", "POOL", "PREFIX", "OWNER", "UID"];
+    let mut headers = vec!["NAMESPACE", "POOL", at, "OWNER", "UID"];
     if wide {
         headers.extend(["NAME", "LABELS"]);
     }
@@ -141,28 +162,16 @@ fn render(found: &[AllocationManifest], g: &GlobalArgs, out: &mut dyn Write) -> 
         eprintln!("No allocations found.");
         return Ok(());
     }
-    let wide = g.output == Some(OutputFormat::Wide);
     let rows = found
         .iter()
         .map(|m| {
-            let owner = &m.spec.owner;
-            let mut row = vec![
-                output::or_dash(m.metadata.namespace.as_ref()),
-                m.spec.pool.to_string(),
+            (
+                &m.metadata,
+                m.spec.pool.as_str(),
                 m.spec.address.to_string(),
-                owner.to_string(),
-                output::or_dash(owner.uid()),
-            ];
-            if wide {
-                row.push(m.metadata.name.clone());
-                row.push(output::labels(&m.metadata.labels));
-            }
-            row
+                &m.spec.owner,
+            )
         })
         .collect();
-    let mut headers = vec!["NAMESPACE", "POOL", "ADDRESS", "OWNER", "UID"];
-    if wide {
-        headers.extend(["NAME", "LABELS"]);
-    }
-    output::write(out, &output::table(&headers, rows, &[], g.no_headers))
+    held_table(rows, "ADDRESS", g, out)
 }

@@ -618,3 +618,41 @@ fn concurrent_carves_get_disjoint_subnets() {
     );
     t.args(["check"]).run();
 }
+
+/// A carve composes with cooldown: an address released in a pool with `reuseAfter` is kept
+/// for its last owner, so a carve never makes it a gateway, network or broadcast address.
+#[test]
+fn a_carve_passes_over_a_block_that_would_take_a_cooling_address() {
+    let t = Test::new("seed");
+    let file = t.input(
+        "cool.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: vpc-main, namespace: acme/prod}\nspec: {cidr: 10.42.0.0/16, kind: private, reuseAfter: 1h}\n",
+    );
+    let t = t
+        .args(["apply", "-f", &file])
+        .run()
+        .then()
+        .args(allocate(
+            "VirtualMachine/db-01/0",
+            &["--address", "10.42.0.1"],
+        ))
+        .stdout("10.42.0.1\n")
+        .run()
+        .then()
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.1",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/db-01/0",
+        ])
+        .run()
+        .then()
+        // 10.42.0.1 is cooling for db-01/0: 10.42.0.0/24 would make it its gateway.
+        .args(carve("app", "24", &[]))
+        .stdout("10.42.1.0/24\n")
+        .run();
+    t.then().args(["check"]).run();
+}

@@ -328,10 +328,17 @@ fn pick(store: &dyn Store, name: &SubnetName, pool: &PoolRef, len: u8) -> Result
         .map(|s| s.spec.cidr)
         .collect();
     let names = store.list(ObjectKind::Allocation, ns)?;
-    let held: Vec<IpAddr> = pool_addresses(&names, &pool.name).collect();
+    // What a carve must not take from anyone: the allocated addresses, and the addresses a
+    // cooldown record keeps for their last owner (`reuseAfter`).
+    let mut held: Vec<IpAddr> = pool_addresses(&names, &pool.name).collect();
+    held.extend(
+        crate::engine::cooldown::records(store, pool)?
+            .into_iter()
+            .map(|(address, _)| address),
+    );
     // Each pass either returns or takes one more block out of the running; a block is
-    // passed over only for an allocation inside it, so this ends after at most one pass per
-    // allocation of the pool.
+    // passed over only for a held address inside it, so this ends after at most one pass
+    // per held address of the pool.
     loop {
         let block = best_fit(cidr, &taken, len).map_err(|NoRoom { largest }| Error::NoRoom {
             what: format!("pool `{pool}`"),

@@ -209,6 +209,86 @@ fn a_git_style_replacement_during_a_paused_claim_is_not_taken_for_ipamctls_own_c
     });
 }
 
+// ---- Both lock anchors replaced while two claims of one owner run ----------------------
+
+/// Whether some process holds an open-file-description write lock on inode `ino`
+/// (`/proc/locks`: `1: OFDLCK ADVISORY WRITE -1 08:01:5678 100 100`).
+#[cfg(feature = "failpoints")]
+fn write_locked(ino: u64) -> bool {
+    fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+        locks.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(1) == Some(&"OFDLCK")
+                && fields.get(3) == Some(&"WRITE")
+                && fields
+                    .get(5)
+                    .and_then(|f| f.rsplit(':').next())
+                    .and_then(|i| i.parse::<u64>().ok())
+                    == Some(ino)
+        })
+    })
+}
+
+/// The long SIGKILL run with the outside world found a claim that printed an address its
+/// owner no longer held. Replayed here: a claim for fip-twice holds its locks, has looked
+/// (nothing) and is held by a fail point before its create. Meanwhile both lock anchors are
+/// replaced (the marker by a copy renamed over it, as `rsync -a` does, and `.index/` removed,
+/// as `git clean -fdX` does), so a second claim for fip-twice locks the new files and is not
+/// kept out: it looks (nothing), creates the lowest free address and is held before its
+/// re-check. The first then creates the next address, and its re-check sees the second's file
+/// (held before undoing its own); the second's re-check sees the first's. Before the fix both
+/// undid their own file and each printed the other's address: fip-twice held nothing. Now a
+/// claim undoes only under anchors still in place, so both print the one address fip-twice
+/// holds.
+#[cfg(feature = "failpoints")]
+#[test]
+fn two_claims_of_one_owner_whose_lock_anchors_were_both_replaced_print_the_address_it_holds() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let state = test.state();
+    allocate(&test, "FloatingIP/warm");
+    let owner = "FloatingIP/fip-twice";
+    let args = ["allocate", POOL, "--owner", owner];
+    let marker = state.join(".ipamctl");
+    let old_marker = inode(&marker);
+
+    let mut first = ipamctl_cmd(&test, &args);
+    first.env(
+        "FAILPOINTS",
+        "claim-before-create=1*sleep(3000);claim-before-undo=sleep(4000)",
+    );
+    let first = spawn(first);
+    assert!(
+        wait_until(Duration::from_secs(10), || write_locked(old_marker)),
+        "the first claim never locked the marker"
+    );
+    // Its look-up, after the locks, takes a few milliseconds on this small state.
+    thread::sleep(Duration::from_millis(500));
+    let copy = state.join(".ipamctl.synced");
+    fs::copy(&marker, &copy).expect("copy the marker");
+    fs::rename(&copy, &marker).expect("replace the marker");
+    fs::remove_dir_all(state.join(".index")).expect("remove .index");
+    assert_ne!(inode(&marker), old_marker, "the marker was not replaced");
+
+    let mut second = ipamctl_cmd(&test, &args);
+    second.env("FAILPOINTS", "claim-before-recheck=sleep(3000)");
+    let second = finish(&args, spawn(second));
+    let first = finish(&args, first);
+    let (one, two) = (succeeded(&first), succeeded(&second));
+    let holds = held(&test, owner);
+    assert_eq!(
+        holds.len(),
+        1,
+        "{owner} holds {holds:?}; the claims printed {one} and {two}"
+    );
+    assert_eq!(
+        [one.as_str(), two.as_str()],
+        [holds[0].as_str(); 2],
+        "a claim printed an address {owner} does not hold"
+    );
+    assert_consistent(&state);
+}
+
 /// Finding 1 without fail points: strace holds the claimer for 2 s right after the system
 /// call that claims the name (a rename or a link).
 #[test]

@@ -30,6 +30,7 @@ use crate::yaml;
 
 impl Claims for FsStore {
     fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
+        failpoint!("claim-before-create");
         let claim = self.claim_copy(ns, manifest)?;
         if let Claim::Claimed = claim
             && let Some(held) = self.appeared_for_owner(ns, manifest)?
@@ -37,6 +38,7 @@ impl Claims for FsStore {
             // The owner's file came back while this claim ran (a `git checkout` that
             // relabels a file unlinks it, then creates it again): this claim is the
             // duplicate, and it is undone before anything printed it.
+            failpoint!("claim-before-undo");
             let bytes = yaml::encode(manifest);
             let mut ours = |now: &[u8]| now == bytes.as_bytes();
             self.delete_if(
@@ -137,6 +139,7 @@ impl FsStore {
         ns: Option<&Namespace>,
         manifest: &AllocationManifest,
     ) -> Result<Option<AllocationManifest>> {
+        failpoint!("claim-before-recheck");
         let spec = &manifest.spec;
         let at = (
             scope_text(ns).to_owned(),

@@ -17,8 +17,32 @@
 //! same owner's, the claim undoes its own file and answers that one
 //! ([`Claim::OwnerHolds`]). A replacement that straddles the whole claim is not seen (README's
 //! Guarantees; `check` reports the duplicate owner).
+//!
+//! # Undoing only under an intact lock
+//!
+//! That undo is safe only while the owner lock keeps every other ipamctl claim of the owner
+//! out. It does not once both of its anchors were replaced while held (`rsync -a` from
+//! another clone over `.ipamctl` and `git clean -fdX` of the lock file: [`super::lock`]): a
+//! second claim then locks the new files, both create a file, and each may see the other's.
+//! Were both to undo, the owner would hold nothing after both printed an address (the long
+//! SIGKILL run with the outside world found this once in 10,002 kills). So:
+//! 1. a claim undoes its file only if, after the listing that found the other file, every
+//!    file it locks is still the anchor at its path. A claim inside with it on other files
+//!    locked those after that moment (the files at a path only ever get newer, and a held
+//!    one keeps its inode number), so its look-up ran after this claim's create, found this
+//!    claim's file and created none: the file seen is not that claim's. Of two claims that
+//!    saw each other, at most one undoes;
+//! 2. a claim that finds an anchor replaced locks the anchors at their paths now, which
+//!    waits until a claim holding them has decided, and goes back to 1 (three times at
+//!    most);
+//! 3. a claim that never decided under an intact lock keeps its file. The owner may then
+//!    hold two addresses (`check` reports it), and every address printed is held.
+//!
+//! The cost is nothing on the common path: the anchors are looked at only when a
+//! returned file was found.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
@@ -28,25 +52,17 @@ use crate::store::read::read_allocation;
 use crate::store::{Audit, Claim, Claims, LockMode, ObjectKind, Objects, Release, Units};
 use crate::yaml;
 
+/// How many times a claim whose lock anchors were replaced under it locks the new ones
+/// before it gives up deciding and keeps its file.
+const RELOCKS: usize = 3;
+
 impl Claims for FsStore {
     fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
         failpoint!("claim-before-create");
         let claim = self.claim_copy(ns, manifest)?;
         if let Claim::Claimed = claim
-            && let Some(held) = self.appeared_for_owner(ns, manifest)?
+            && let Some(held) = self.yield_to_returned_owner(ns, manifest)?
         {
-            // The owner's file came back while this claim ran (a `git checkout` that
-            // relabels a file unlinks it, then creates it again): this claim is the
-            // duplicate, and it is undone before anything printed it.
-            failpoint!("claim-before-undo");
-            let bytes = yaml::encode(manifest);
-            let mut ours = |now: &[u8]| now == bytes.as_bytes();
-            self.delete_if(
-                ObjectKind::Allocation,
-                ns,
-                &manifest.metadata.name,
-                &mut ours,
-            )?;
             return Ok(Claim::OwnerHolds(Box::new(held)));
         }
         if let Claim::Claimed = claim {
@@ -130,30 +146,79 @@ impl FsStore {
         looked.insert(at, taken.to_vec());
     }
 
-    /// After a claim's create: an allocation of the same owner in the pool that was not
-    /// there when the claim's look-up ran (a file the look-up did not see), settled, if any.
-    /// Only the names that appeared since are read, so this costs one listing. Without a
-    /// look-up to compare with (a claim made without one), nothing is read.
-    fn appeared_for_owner(
+    /// After a claim's create (the claim's owner lock held): if the owner's file came back
+    /// while the claim ran, undoes the claim and returns that file's allocation. Decides
+    /// only under a lock whose anchors are intact; see "A returned owner file" in the module
+    /// docs for why, and why a claim whose anchors were replaced locks again first.
+    fn yield_to_returned_owner(
         &self,
         ns: Option<&Namespace>,
         manifest: &AllocationManifest,
     ) -> Result<Option<AllocationManifest>> {
-        failpoint!("claim-before-recheck");
         let spec = &manifest.spec;
         let at = (
             scope_text(ns).to_owned(),
             spec.pool.as_str().to_owned(),
             spec.owner.key(),
         );
-        let Some(taken) = self
-            .looked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&at)
-        else {
+        let looked = self.looked.lock().unwrap_or_else(|e| e.into_inner()).remove(&at);
+        // Without a look-up to compare with (a claim made without one), nothing is read.
+        let Some(taken) = looked else {
             return Ok(None);
         };
+        let target = Target::Owner {
+            scope: scope_text(ns),
+            pool: spec.pool.as_str(),
+            key: spec.owner.key(),
+        };
+        let Some(mut fds) = self.holding(target) else {
+            return Ok(None);
+        };
+        // Locks taken again on replaced anchors, held until the decision is carried out.
+        let mut relocked = Vec::new();
+        for _ in 0..RELOCKS {
+            let Some(held) = self.appeared_for_owner(ns, manifest, &taken)? else {
+                return Ok(None);
+            };
+            if self.at_their_paths(&fds) {
+                failpoint!("claim-before-undo");
+                let bytes = yaml::encode(manifest);
+                let mut ours = |now: &[u8]| now == bytes.as_bytes();
+                self.delete_if(
+                    ObjectKind::Allocation,
+                    ns,
+                    &manifest.metadata.name,
+                    &mut ours,
+                )?;
+                return Ok(Some(held));
+            }
+            // The anchors were replaced (`rsync -a` over the marker and `git clean` of the
+            // lock file): the other file may be a claim of another ipamctl process that
+            // locked the new ones. Lock them too, which waits until that claim decided.
+            match self.lock_anchors(target, LockMode::Exclusive) {
+                Ok(new) => {
+                    fds = Arc::new(new);
+                    relocked.push(Arc::clone(&fds));
+                }
+                Err(_) => break,
+            }
+        }
+        // Not decided under an intact lock: keep this claim. The owner may hold two
+        // addresses, which `check` reports; both claimers printed one that is held.
+        Ok(None)
+    }
+
+    /// An allocation of the same owner in the pool that was not there when the claim's
+    /// look-up ran (a file the look-up, which saw `taken`, did not see), settled, if any.
+    /// Only the names that appeared since are read, so this costs one listing.
+    fn appeared_for_owner(
+        &self,
+        ns: Option<&Namespace>,
+        manifest: &AllocationManifest,
+        taken: &[IpAddr],
+    ) -> Result<Option<AllocationManifest>> {
+        failpoint!("claim-before-recheck");
+        let spec = &manifest.spec;
         let Some(dir) = self.dir(ObjectKind::Allocation, ns, false)? else {
             return Ok(None);
         };

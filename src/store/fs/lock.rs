@@ -400,6 +400,29 @@ impl FsStore {
                 })));
             }
         }
+        let fds = Arc::new(self.lock_anchors(target, mode)?);
+        let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread of this process may have been granted the same byte (shared) since
+        // the look above: count this hold with it.
+        held.entry(offset)
+            .and_modify(|shared| shared.holds += 1)
+            .or_insert_with(|| Shared {
+                mode,
+                holds: 1,
+                fds: Arc::clone(&fds),
+            });
+        Ok(Hold::File(Box::new(FileHold {
+            registry: Arc::clone(&self.locks),
+            offset,
+            _fds: fds,
+        })))
+    }
+
+    /// Locks `target` on the anchors at their paths now, whatever this process holds: the
+    /// descriptors that hold the lock (the marker's first). [`FsStore::lock`] goes through
+    /// this process's holds first; a claim that found its anchors replaced calls this
+    /// directly to lock the files others lock now (`claims.rs`).
+    pub(super) fn lock_anchors(&self, target: Target<'_>, mode: LockMode) -> Result<Vec<OwnedFd>> {
         let deadline = Instant::now() + timeout();
         let marker_path = self.root().join(MARKER);
         let marker = Anchor {
@@ -423,22 +446,37 @@ impl FsStore {
             };
             fds.extend(lock_anchor(&file, target, mode, deadline)?);
         }
-        let fds = Arc::new(fds);
-        let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
-        // Another thread of this process may have been granted the same byte (shared) since
-        // the look above: count this hold with it.
-        held.entry(offset)
-            .and_modify(|shared| shared.holds += 1)
-            .or_insert_with(|| Shared {
-                mode,
-                holds: 1,
-                fds: Arc::clone(&fds),
-            });
-        Ok(Hold::File(Box::new(FileHold {
-            registry: Arc::clone(&self.locks),
-            offset,
-            _fds: fds,
-        })))
+        Ok(fds)
+    }
+
+    /// The descriptors through which this process holds `target`'s byte, if it does.
+    pub(super) fn holding(&self, target: Target<'_>) -> Option<Arc<Vec<OwnedFd>>> {
+        let held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(&target.offset()).map(|shared| Arc::clone(&shared.fds))
+    }
+
+    /// Is every file `fds` lock still an anchor at its path (the same device and inode as
+    /// `.ipamctl` or `.index/lock-<root inode>` now)? While it is, no other ipamctl process
+    /// that locked the same byte since is inside with us: it locked one of these files. An
+    /// anchor that cannot be looked at counts as replaced. A held descriptor keeps its inode
+    /// allocated, so a new file at the path never has the old one's number.
+    pub(super) fn at_their_paths(&self, fds: &[OwnedFd]) -> bool {
+        let id = |stat: &rustix::fs::Stat| (stat.st_dev, stat.st_ino);
+        let mut anchors = Vec::with_capacity(2);
+        if let Ok(Some(marker)) = beneath::stat(self.root_fd(), MARKER) {
+            anchors.push(id(&marker));
+        }
+        if let Ok(index) = beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR))
+            && let Ok(root) = rustix::fs::fstat(self.root_fd())
+            && let Ok(Some(file)) =
+                beneath::stat(&index, format!("{LOCK_FILE_PREFIX}{}", root.st_ino))
+        {
+            anchors.push(id(&file));
+        }
+        !fds.is_empty()
+            && fds.iter().all(|fd| {
+                rustix::fs::fstat(fd).is_ok_and(|held| anchors.contains(&id(&held)))
+            })
     }
 }
 

@@ -86,7 +86,9 @@
 //! - *a lock file replaced while held* (`git clean` deletes ignored files, `rsync -a` from
 //!   another clone replaces the marker): closed by locking two files that no single tool
 //!   replaces, the tracked marker and a lock file named for this root's inode ([`lock`]);
-//!   a lock wait is bounded, and a process never waits for a byte it holds.
+//!   a lock wait is bounded, and a process never waits for a byte it holds. Both replaced
+//!   at once while held: a claim gives way to another file of its owner only while its
+//!   anchors are in place, else it locks the new ones and looks again (claims.rs);
 //!
 //! # What an outside writer can still do
 //!
@@ -103,7 +105,9 @@
 //!   manifest of another owner;
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
-//! - replacing `.ipamctl` *and* removing `.index/` while locks are held (see [`lock`]);
+//! - replacing `.ipamctl` *and* removing `.index/` while locks are held (see [`lock`]):
+//!   two claims of one owner still never both undo their file (claims.rs), but they may
+//!   both keep it; other locked steps are not kept apart;
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch.

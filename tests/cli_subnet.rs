@@ -656,3 +656,47 @@ fn a_carve_passes_over_a_block_that_would_take_a_cooling_address() {
         .run();
     t.then().args(["check"]).run();
 }
+
+/// `subnet create --cidr` composes with cooldown as a carve does: a subnet that would make
+/// an address cooling for its last owner its gateway (or its network, broadcast or a
+/// reserved address) is exit 4, naming the address and the pool's `reuseAfter`, and
+/// nothing is written; another range is created.
+#[test]
+fn a_subnet_given_by_cidr_never_takes_a_cooling_address() {
+    let t = Test::new("seed");
+    let file = t.input(
+        "cool.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: vpc-main, namespace: acme/prod}\nspec: {cidr: 10.42.0.0/16, kind: private, reuseAfter: 1h}\n",
+    );
+    t.args(["apply", "-f", &file])
+        .run()
+        .then()
+        .args(allocate("VirtualMachine/db-01/0", &["--address", "10.42.0.1"]))
+        .stdout("10.42.0.1\n")
+        .run()
+        .then()
+        .args([
+            "release",
+            "vpc-main",
+            "10.42.0.1",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/db-01/0",
+        ])
+        .run()
+        .then()
+        .args(create("app", "10.42.0.0/24", &[]))
+        .fails(code::CONFLICT)
+        .stderr(
+            "error: 10.42.0.1 of subnet `app` would be its gateway, but it is cooling: pool \
+             `acme/prod/vpc-main`'s reuseAfter keeps it for the owner that released it\n\
+             hint: wait until the cooldown ends (`ipamctl history 10.42.0.1` shows the release), or pick another range\n",
+        )
+        .unchanged()
+        .run()
+        .then()
+        .args(create("app", "10.42.1.0/24", &[]))
+        .stdout("10.42.1.1\n")
+        .run();
+}

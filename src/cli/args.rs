@@ -566,9 +566,10 @@ pub enum SubnetCommand {
     /// The gateway defaults to the subnet's first host address. Creating a subnet that
     /// exists with the same spec succeeds (`unchanged`), so retries are safe; with another
     /// spec it is exit 4 (change it with `apply -f`). Exit 4 too when it leaves its pool,
-    /// overlaps another subnet of the pool, or would make an allocated address its gateway
-    /// or a reserved one. Without `-o`, stdout gets the gateway alone (`subnet/NAME
-    /// created` goes to stderr).
+    /// overlaps another subnet of the pool, or would make an allocated address (or one the
+    /// pool's `reuseAfter` keeps cooling for its last owner) its gateway, network,
+    /// broadcast or a reserved address. Without `-o`, stdout gets the gateway alone
+    /// (`subnet/NAME created` goes to stderr).
     Create(SubnetCreateArgs),
     /// List subnets (of `-n NS`, else of every scope), with their usage.
     List(SubnetListArgs),
@@ -594,8 +595,8 @@ pub struct SubnetCreateArgs {
 
     /// Carve the subnet instead: the next free block of this length in the pool (best fit:
     /// inside the smallest free aligned block that holds it, lowest first), overlapping no
-    /// sibling subnet and making no allocated address its gateway, network or broadcast
-    /// address; prints its prefix. Concurrent carves get disjoint blocks; the same name again
+    /// sibling subnet and making no allocated or cooling address its gateway, network or
+    /// broadcast address; prints its prefix. Concurrent carves get disjoint blocks; the same name again
     /// returns the subnet it has. No free block is exit 5.
     #[arg(long, value_name = "N", conflicts_with_all = ["cidr", "gateway", "reserved"])]
     pub prefix_length: Option<u8>,

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::model::cooldown::{CooldownRecord, Cooling};
-use crate::model::{Owner, PoolRef, allocation_name, parse_allocation_name};
+use crate::model::{Owner, PoolManifest, PoolRef, allocation_name, parse_allocation_name};
 use crate::store::{LockMode, ObjectKind, Store};
 use crate::yaml;
 
@@ -28,6 +28,27 @@ pub fn cooling(
         }
     }
     Ok(cooling)
+}
+
+/// The addresses of `pool` that a cooldown record keeps for their last owner now (within the
+/// pool's `reuseAfter`), lowest first; a record that cannot be read keeps its address too,
+/// as it does for a claim. None without `reuseAfter`.
+pub fn kept(store: &dyn Store, pool: &PoolRef, spec: &PoolManifest) -> Result<Vec<IpAddr>> {
+    let Some(window) = &spec.spec.reuse_after else {
+        return Ok(Vec::new());
+    };
+    let now = SystemTime::now();
+    let mut kept: Vec<IpAddr> = records(store, pool)?
+        .into_iter()
+        .filter(|(_, record)| {
+            record
+                .as_ref()
+                .is_none_or(|r| r.cooling(window.duration(), now))
+        })
+        .map(|(address, _)| address)
+        .collect();
+    kept.sort_unstable();
+    Ok(kept)
 }
 
 /// The records of `pool`, by address: `None` for one that cannot be read or does not parse.

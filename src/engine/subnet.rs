@@ -199,26 +199,37 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
         }
     }
     // An address already held must stay a candidate: the gateway of a new subnet must not
-    // be a VM's address.
+    // be a VM's address, nor one a cooldown record keeps for the VM that released it.
     let names = store.list(ObjectKind::Allocation, ns)?;
     let held: Vec<IpAddr> = pool_addresses(&names, &pool.name).collect();
-    if let Some(held) = harmed(subnet, &manifest, &held) {
-        let what = if held == subnet.gateway() {
-            "its gateway"
-        } else if subnet.spec.reserved.iter().any(|r| r.net().contains(&held)) {
-            "reserved"
-        } else {
-            "its network or broadcast address"
-        };
+    let kept = crate::engine::cooldown::kept(store, &pool, &manifest)?;
+    let hint = |address: IpAddr| {
+        format!(
+            "see who holds it: ipamctl list --pool {} --address {address}{}",
+            pool.name,
+            ns.map(|n| format!(" -n {n}")).unwrap_or_default()
+        )
+    };
+    if let Some(address) = harmed(subnet, &manifest, &held) {
         return Err(Error::Conflict {
             message: format!(
-                "{held} of subnet `{}` would be {what}, but it is allocated",
-                subnet.metadata.name
+                "{address} of subnet `{}` would be {}, but it is allocated",
+                subnet.metadata.name,
+                role(subnet, address)
+            ),
+            hint: Some(hint(address)),
+        });
+    }
+    if let Some(address) = harmed(subnet, &manifest, &kept) {
+        return Err(Error::Conflict {
+            message: format!(
+                "{address} of subnet `{}` would be {}, but it is cooling: pool `{pool}`'s \
+                 reuseAfter keeps it for the owner that released it",
+                subnet.metadata.name,
+                role(subnet, address)
             ),
             hint: Some(format!(
-                "see who holds it: ipamctl list --pool {} --address {held}{}",
-                pool.name,
-                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
+                "wait until the cooldown ends (`ipamctl history {address}` shows the release), or pick another range"
             )),
         });
     }
@@ -235,6 +246,18 @@ fn refuse_supernet(manifest: &PoolManifest, pool: &PoolRef) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// What `address` would be in `subnet`: its gateway, reserved, or its network or broadcast
+/// address.
+fn role(subnet: &SubnetManifest, address: IpAddr) -> &'static str {
+    if address == subnet.gateway() {
+        "its gateway"
+    } else if subnet.spec.reserved.iter().any(|r| r.net().contains(&address)) {
+        "reserved"
+    } else {
+        "its network or broadcast address"
+    }
 }
 
 /// The lowest of `held` (the addresses allocated in the subnet's pool) that `subnet` would
@@ -331,11 +354,7 @@ fn pick(store: &dyn Store, name: &SubnetName, pool: &PoolRef, len: u8) -> Result
     // What a carve must not take from anyone: the allocated addresses, and the addresses a
     // cooldown record keeps for their last owner (`reuseAfter`).
     let mut held: Vec<IpAddr> = pool_addresses(&names, &pool.name).collect();
-    held.extend(
-        crate::engine::cooldown::records(store, pool)?
-            .into_iter()
-            .map(|(address, _)| address),
-    );
+    held.extend(crate::engine::cooldown::kept(store, pool, &manifest)?);
     // Each pass either returns or takes one more block out of the running; a block is
     // passed over only for a held address inside it, so this ends after at most one pass
     // per held address of the pool.

@@ -584,3 +584,56 @@ fn pool_list_json_gives_a_supernet_its_prefix_status() {
     );
     assert!(status.get("candidates").is_none(), "{}", ran.stdout);
 }
+
+/// `apply` never strands a prefix claim: an exclude over a claimed prefix, a prefix that no
+/// longer holds it, or a pool that is no longer a supernet is exit 4 naming the claim, and
+/// nothing is applied (as for allocations).
+#[test]
+fn apply_refuses_a_pool_change_that_would_strand_a_claimed_prefix() {
+    let mut t = supernet()
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "60",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .stdout("2001:db8:100::/60\n")
+        .run()
+        .then();
+    for (what, changed) in [
+        (
+            "an exclude",
+            SUPERNET.replace(
+                "  kind: supernet\n",
+                "  kind: supernet\n  exclude: [\"2001:db8:100::/64\"]\n",
+            ),
+        ),
+        (
+            "a prefix",
+            SUPERNET.replace("2001:db8:100::/56", "2001:db8:200::/56"),
+        ),
+        (
+            "a kind",
+            SUPERNET.replace(
+                "  kind: supernet\n  prefixLengths: {min: 60, max: 64}\n",
+                "  kind: public\n",
+            ),
+        ),
+    ] {
+        let file = t.input("changed.yaml", &changed);
+        assert_ne!(changed, SUPERNET, "{what}: nothing changed");
+        t = t
+            .args(["apply", "-f", &file])
+            .fails(code::CONFLICT)
+            .stderr(
+                "error: updating pool `provider-v6` would leave 1 prefix claim outside its candidates: \
+                 provider-v6-2001-0db8-0100-0000-0000-0000-0000-0000-60 (2001:db8:100::/60); nothing applied\n\
+                 hint: release those prefixes first (`ipamctl release POOL PREFIX`), or keep them in the pool\n",
+            )
+            .unchanged()
+            .run()
+            .then();
+    }
+}

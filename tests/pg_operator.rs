@@ -16,6 +16,7 @@ mod code {
     pub const FAILURE: i32 = 1;
     pub const INVALID: i32 = 2;
     pub const NOT_FOUND: i32 = 3;
+    pub const CONFLICT: i32 = 4;
     pub const UNKNOWN: i32 = 6;
 }
 
@@ -1078,6 +1079,69 @@ fn check_on_a_database_finds_what_it_finds_in_a_state_directory_and_more() {
             && m.contains("low-water hint")),
         "{found:?}"
     );
+}
+
+/// `check --store` reads prefix claims too, with the file store's rules: a claim that a hand
+/// edit of its supernet's manifest left on an exclude, and one whose pool row was deleted,
+/// are errors naming the claim's path (`apply` refuses the same exclude, exit 4).
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn check_on_a_database_reads_prefix_claims() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let pool = |extra: &str| {
+        format!(
+            "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: {{}}\nspec:\n  cidr: 2001:db8::/48\n{extra}  kind: supernet\n"
+        )
+    };
+    for name in ["sn", "gone"] {
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, pool("").replace("{}", name)).unwrap();
+        assert_code(&db.run(["apply", "-f", file.to_str().unwrap()]), code::OK);
+        let out = db.run([
+            "allocate",
+            name,
+            "--prefix-length",
+            "56",
+            "--owner",
+            "FloatingIP/a",
+        ]);
+        assert_code(&out, code::OK);
+        assert_eq!(stdout(&out), "2001:db8::/56\n");
+    }
+    assert_code(&cmd(&db.url, &["check"]).output().unwrap(), code::OK);
+    let excluded = pool("  exclude: [\"2001:db8::/60\"]\n").replace("{}", "sn");
+    let file = dir.path().join("excluded.yaml");
+    std::fs::write(&file, &excluded).unwrap();
+    let refused = db.run(["apply", "-f", file.to_str().unwrap()]);
+    assert_code(&refused, code::CONFLICT);
+    assert_one_error(&refused);
+    psql(
+        &db,
+        true,
+        &format!(
+            "UPDATE ipamctl.pools SET manifest = convert_to('{}', 'UTF8') WHERE name = 'sn';
+             DELETE FROM ipamctl.pools WHERE name = 'gone';",
+            excluded.replace('\'', "''")
+        ),
+    )
+    .unwrap();
+    let out = cmd(&db.url, &["check", "-o", "json"]).output().unwrap();
+    assert_code(&out, code::FAILURE);
+    let found = findings(&out);
+    let claim = |pool: &str| {
+        format!("cluster/ipprefixclaims/{pool}-2001-0db8-0000-0000-0000-0000-0000-0000-56.yaml")
+    };
+    let has = |path: &str, text: &str| {
+        found
+            .iter()
+            .any(|(s, p, m)| s == "error" && *p == path && m.contains(text))
+    };
+    assert!(has(&claim("sn"), "excluded from pool `sn`"), "{found:?}");
+    assert!(has(&claim("gone"), "which does not exist"), "{found:?}");
 }
 
 /// Finding 6: `release` and `export` go on past a row that does not parse, warning about

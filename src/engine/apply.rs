@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde::Serialize;
 
+use crate::engine::prefix::{overlaps, pool_claim_names};
 use crate::engine::subnet::{self, Put};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
@@ -86,11 +87,13 @@ fn apply_locked<'m>(
                 // Allocations can outlive their pool (its manifest deleted by hand): a pool
                 // created over them must hold them, as an update must.
                 check_allocations(store, pool, true)?;
+                check_prefix_claims(store, pool, true)?;
                 Put::Created
             }
             Some(old) if old == *pool => Put::Unchanged,
             Some(_) => {
                 check_allocations(store, pool, false)?;
+                check_prefix_claims(store, pool, false)?;
                 Put::Configured
             }
         };
@@ -268,6 +271,48 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest, created: bool) -> R
             )
         })
         .collect();
+    refuse_stranded(
+        &pref,
+        created,
+        &stranded,
+        "allocation",
+        "release those allocations first, or keep their addresses in the pool",
+    )
+}
+
+/// Refuses an update, or a `created` pool, that would strand a prefix claim of the pool:
+/// one outside the new prefix (or the whole of it) or on an exclude, or any claim when the
+/// pool is no longer a supernet. `check` reports such a claim; `apply` does not make one.
+fn check_prefix_claims(store: &dyn Store, pool: &PoolManifest, created: bool) -> Result<()> {
+    let pref = pool_ref(pool);
+    let spec = &pool.spec;
+    let stranded: Vec<String> = pool_claim_names(store, &pref)?
+        .into_iter()
+        .filter(|(_, p)| {
+            spec.kind != PoolKind::Supernet
+                || !spec.cidr.contains(p)
+                || *p == spec.cidr
+                || spec.exclude.iter().any(|e| overlaps(e.net(), *p))
+        })
+        .map(|(name, p)| format!("{name} ({p})"))
+        .collect();
+    refuse_stranded(
+        &pref,
+        created,
+        &stranded,
+        "prefix claim",
+        "release those prefixes first (`ipamctl release POOL PREFIX`), or keep them in the pool",
+    )
+}
+
+/// Exit 4 naming the first ten of `stranded` (`what`s of pool `pref`), if any.
+fn refuse_stranded(
+    pref: &PoolRef,
+    created: bool,
+    stranded: &[String],
+    what: &str,
+    hint: &str,
+) -> Result<()> {
     if stranded.is_empty() {
         return Ok(());
     }
@@ -275,7 +320,7 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest, created: bool) -> R
     let more = stranded.len().saturating_sub(shown.len());
     Err(Error::Conflict {
         message: format!(
-            "{} pool `{pref}` would leave {} allocation{} outside its candidates: {}{}; nothing applied",
+            "{} pool `{pref}` would leave {} {what}{} outside its candidates: {}{}; nothing applied",
             if created { "creating" } else { "updating" },
             stranded.len(),
             if stranded.len() == 1 { "" } else { "s" },
@@ -286,6 +331,6 @@ fn check_allocations(store: &dyn Store, pool: &PoolManifest, created: bool) -> R
                 String::new()
             }
         ),
-        hint: Some("release those allocations first, or keep their addresses in the pool".into()),
+        hint: Some(hint.into()),
     })
 }

@@ -198,11 +198,21 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
             )));
         }
     }
+    refuse_harm(store, subnet, &manifest)?;
+    Ok(put)
+}
+
+/// Exit 4 when `subnet` would take an address from its holder: an allocated address, or one
+/// a cooldown record keeps for the owner that released it, as its network, broadcast,
+/// gateway or a reserved address.
+fn refuse_harm(store: &dyn Store, subnet: &SubnetManifest, manifest: &PoolManifest) -> Result<()> {
+    let pool = subnet.pool();
+    let ns = pool.namespace.as_ref();
     // An address already held must stay a candidate: the gateway of a new subnet must not
     // be a VM's address, nor one a cooldown record keeps for the VM that released it.
     let names = store.list(ObjectKind::Allocation, ns)?;
     let held: Vec<IpAddr> = pool_addresses(&names, &pool.name).collect();
-    let kept = crate::engine::cooldown::kept(store, &pool, &manifest)?;
+    let kept = crate::engine::cooldown::kept(store, &pool, manifest)?;
     let hint = |address: IpAddr| {
         format!(
             "see who holds it: ipamctl list --pool {} --address {address}{}",
@@ -210,7 +220,7 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
             ns.map(|n| format!(" -n {n}")).unwrap_or_default()
         )
     };
-    if let Some(address) = harmed(subnet, &manifest, &held) {
+    if let Some(address) = harmed(subnet, manifest, &held) {
         return Err(Error::Conflict {
             message: format!(
                 "{address} of subnet `{}` would be {}, but it is allocated",
@@ -220,7 +230,7 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
             hint: Some(hint(address)),
         });
     }
-    if let Some(address) = harmed(subnet, &manifest, &kept) {
+    if let Some(address) = harmed(subnet, manifest, &kept) {
         return Err(Error::Conflict {
             message: format!(
                 "{address} of subnet `{}` would be {}, but it is cooling: pool `{pool}`'s \
@@ -233,7 +243,7 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
             )),
         });
     }
-    Ok(put)
+    Ok(())
 }
 
 /// Exit 2 for a subnet of a supernet pool: a supernet hands out prefixes, and its children
@@ -253,7 +263,12 @@ fn refuse_supernet(manifest: &PoolManifest, pool: &PoolRef) -> Result<()> {
 fn role(subnet: &SubnetManifest, address: IpAddr) -> &'static str {
     if address == subnet.gateway() {
         "its gateway"
-    } else if subnet.spec.reserved.iter().any(|r| r.net().contains(&address)) {
+    } else if subnet
+        .spec
+        .reserved
+        .iter()
+        .any(|r| r.net().contains(&address))
+    {
         "reserved"
     } else {
         "its network or broadcast address"

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::layout::ManifestFile;
-use super::{Decoded, Finding, Report, Severity, error, ranges, rules};
+use super::{Decoded, Finding, Report, Severity, error, prefixes, ranges, rules};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::{Namespace, OwnerFilter, PoolName};
@@ -130,6 +130,14 @@ fn check_in_snapshot(store: &PgStore, root: &Arc<OwnedFd>) -> Result<Report> {
         yaml::decode_cooldown,
         &mut findings,
     )?;
+    let prefix_claims = read_kind(
+        store,
+        root,
+        &scopes,
+        ObjectKind::PrefixClaim,
+        yaml::decode_prefix_claim,
+        &mut findings,
+    )?;
     let mut allocations = Vec::new();
     for (scope, found) in store.find_allocations_everywhere(None, &OwnerFilter::default())? {
         let file = as_file(root, ObjectKind::Allocation, scope.as_ref(), &found.name);
@@ -144,7 +152,9 @@ fn check_in_snapshot(store: &PgStore, root: &Arc<OwnedFd>) -> Result<Report> {
     }
     allocations.sort_by(|a, b| a.file.rel.cmp(&b.file.rel));
     let known = rules::check_pools(&pools, &mut findings);
+    prefixes::check_prefix_claims(&prefix_claims, &known, &mut findings);
     ranges::check_subnets(&subnets, &known, &mut findings);
+    ranges::check_off_limits(&allocations, &subnets, &mut findings);
     let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
     let related = rules::check_allocations(&allocations, &known, &mut findings);
     findings.extend(related);

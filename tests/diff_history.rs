@@ -413,6 +413,54 @@ fn history_on_a_database_reads_its_events() {
         "json",
     ]));
     assert_eq!(by_uid.len(), 2);
+
+    // Prefix claims of a supernet are events too: claimed, released, claimed again.
+    let dir = tempfile::tempdir().unwrap();
+    let supernet = dir.path().join("supernet.yaml");
+    std::fs::write(
+        &supernet,
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: provider-v6\nspec:\n  cidr: 2001:db8::/48\n  kind: supernet\n",
+    )
+    .unwrap();
+    run(&["apply", "-f", supernet.to_str().expect("UTF-8")]);
+    let claim = |owner: &str| {
+        run(&[
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "56",
+            "--owner",
+            owner,
+        ])
+    };
+    assert_eq!(claim("FloatingIP/a"), "2001:db8::/56\n");
+    run(&[
+        "release",
+        "provider-v6",
+        "2001:db8::/56",
+        "--owner",
+        "FloatingIP/a",
+    ]);
+    assert_eq!(claim("FloatingIP/b"), "2001:db8::/56\n");
+    let of_prefix = run(&["history", "2001:db8::/56", "-o", "json"]);
+    let told: Vec<String> = common::list_items(&of_prefix)
+        .iter()
+        .map(|e| format!("{} {} {}", e["action"], e["owner"], e["prefix"]))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            r#""claimed" "FloatingIP/b" "2001:db8::/56""#,
+            r#""released" "FloatingIP/a" "2001:db8::/56""#,
+            r#""claimed" "FloatingIP/a" "2001:db8::/56""#,
+        ],
+        "{of_prefix}"
+    );
+    let of_owner = run(&["history", "--owner", "FloatingIP/a"]);
+    assert!(
+        of_owner.contains("203.0.113.4") && of_owner.contains("2001:db8::/56"),
+        "{of_owner}"
+    );
     // `diff` needs git: on a database it is a usage error.
     assert_eq!(db.run(["diff"]).status.code(), Some(code::INVALID));
 }

@@ -151,10 +151,13 @@ pub fn from_events(
     let mut entries = Vec::new();
     for ns in scopes {
         // Newest first, also within one second (the log's order).
-        for e in store.allocation_events(ns.as_ref())?.into_iter().rev() {
-            let held = Held::allocation(&e.manifest, "");
+        let allocations = store.allocation_events(ns.as_ref())?.into_iter().rev();
+        let held = allocations.map(|e| (Held::allocation(&e.manifest, ""), e.action, e.at, e.who));
+        let claims = store.prefix_claim_events(ns.as_ref())?.into_iter().rev();
+        let claims = claims.map(|e| (Held::prefix_claim(&e.manifest, ""), e.action, e.at, e.who));
+        for (held, action, at, who) in held.chain(claims) {
             if subject.keeps(&held) {
-                entries.push(entry(&held, &e.action, &e.at, &e.who, None));
+                entries.push(entry(&held, &action, &at, &who, None));
             }
         }
     }

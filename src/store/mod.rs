@@ -63,17 +63,18 @@ pub enum Claim {
     OwnerHolds(Box<AllocationManifest>),
 }
 
-/// One change of an allocation, as a store's own audit log recorded it.
+/// One change of an allocation (or of a prefix claim, `M`), as a store's own audit log
+/// recorded it.
 #[derive(Clone, Debug)]
-pub struct Event {
+pub struct Event<M = AllocationManifest> {
     /// When, as RFC 3339.
     pub at: String,
     /// Who: the client (`user@host`).
     pub who: String,
     /// `claimed` or `released`.
     pub action: String,
-    /// The allocation as claimed, or as it was when released.
-    pub manifest: AllocationManifest,
+    /// The object as claimed, or as it was when released.
+    pub manifest: M,
 }
 
 /// Free candidates, lowest first, each read from the store as it is when asked for.
@@ -307,6 +308,17 @@ pub trait Units {
     fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()>;
 }
 
+/// What a store without an audit log of its own answers for one: exit 2.
+fn no_history() -> crate::error::Error {
+    crate::error::Error::Usage {
+        message: "this store keeps no history of its own".into(),
+        hint: Some(
+            "a state directory's history is git's: run `ipamctl history` in its working tree"
+                .into(),
+        ),
+    }
+}
+
 /// A store's own audit log.
 pub trait Audit {
     /// Every recorded claim and release of the allocations of scope `ns`, oldest first,
@@ -314,12 +326,15 @@ pub trait Audit {
     /// history is git's) says so: exit 2.
     fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
         let _ = ns;
-        Err(crate::error::Error::Usage {
-            message: "this store keeps no history of its own".into(),
-            hint: Some(
-                "a state directory's history is git's: run `ipamctl history` in its working tree"
-                    .into(),
-            ),
-        })
+        Err(no_history())
+    }
+
+    /// The same for the prefix claims of supernet pools.
+    fn prefix_claim_events(
+        &self,
+        ns: Option<&Namespace>,
+    ) -> Result<Vec<Event<crate::model::prefix_claim::PrefixClaimManifest>>> {
+        let _ = ns;
+        Err(no_history())
     }
 }

@@ -161,7 +161,11 @@ impl FsStore {
             spec.pool.as_str().to_owned(),
             spec.owner.key(),
         );
-        let looked = self.looked.lock().unwrap_or_else(|e| e.into_inner()).remove(&at);
+        let looked = self
+            .looked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&at);
         // Without a look-up to compare with (a claim made without one), nothing is read.
         let Some(taken) = looked else {
             return Ok(None);

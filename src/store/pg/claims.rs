@@ -6,6 +6,8 @@ use super::rows::{ALLOCATION_KIND, delete_allocation, owner_columns, parse};
 use super::typed::Typed;
 use super::{PgStore, ns_key};
 use crate::error::{Error, Result};
+use crate::model::kind::PREFIX_CLAIM_KIND;
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::{AllocationManifest, Namespace};
 use crate::store::read::read_allocation;
 use crate::store::{Audit, Claim, Claims, Event, ObjectKind, Objects, Release};
@@ -122,6 +124,29 @@ impl Claims for PgStore {
 
 impl Audit for PgStore {
     fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
+        self.events(ns, ALLOCATION_KIND, |bytes| parse(bytes).ok())
+    }
+
+    fn prefix_claim_events(
+        &self,
+        ns: Option<&Namespace>,
+    ) -> Result<Vec<Event<PrefixClaimManifest>>> {
+        self.events(ns, PREFIX_CLAIM_KIND, |bytes| {
+            yaml::decode_prefix_claim(std::str::from_utf8(bytes).ok()?).ok()
+        })
+    }
+}
+
+impl PgStore {
+    /// The `claimed` and `released` events of objects of `kind` in scope `ns`, oldest
+    /// first, their manifests read by `decode`. A manifest that does not decode was never
+    /// written by ipamctl: left out.
+    fn events<M>(
+        &self,
+        ns: Option<&Namespace>,
+        kind: &str,
+        decode: impl Fn(&[u8]) -> Option<M>,
+    ) -> Result<Vec<Event<M>>> {
         let ns = ns_key(ns);
         let rows = self.single(|c| {
             c.all(
@@ -130,10 +155,9 @@ impl Audit for PgStore {
                  FROM ipamctl.events
                  WHERE namespace = $1 AND kind = $2 AND action IN ('claimed', 'released')
                  ORDER BY id",
-                &[&ns, &ALLOCATION_KIND],
+                &[&ns, &kind],
             )
         })?;
-        // A manifest that does not parse was never written by ipamctl: left out.
         Ok(rows
             .iter()
             .filter_map(|r| {
@@ -141,7 +165,7 @@ impl Audit for PgStore {
                     at: r.get(0),
                     who: r.get(1),
                     action: r.get(2),
-                    manifest: parse(r.get::<_, &[u8]>(3)).ok()?,
+                    manifest: decode(r.get::<_, &[u8]>(3))?,
                 })
             })
             .collect())

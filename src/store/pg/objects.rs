@@ -9,6 +9,7 @@ use super::rows::{POOL_KIND, delete_allocation};
 use super::typed::Typed;
 use super::{PgStore, ns_key};
 use crate::error::{Error, Result};
+use crate::model::kind::PREFIX_CLAIM_KIND;
 use crate::model::{Namespace, PoolName, allocation_name, parse_allocation_name};
 use crate::store::{Claim, Claims, ObjectKind, Objects};
 use crate::yaml;
@@ -18,7 +19,7 @@ fn object_kind(kind: ObjectKind) -> &'static str {
     match kind {
         ObjectKind::Subnet => crate::model::subnet::SUBNET_KIND,
         ObjectKind::Cooldown => crate::model::cooldown::COOLDOWN_KIND,
-        ObjectKind::PrefixClaim => crate::model::kind::PREFIX_CLAIM_KIND,
+        ObjectKind::PrefixClaim => PREFIX_CLAIM_KIND,
         ObjectKind::Pool | ObjectKind::Allocation => {
             unreachable!("pools and allocations have tables")
         }
@@ -78,7 +79,22 @@ impl PgStore {
         self.run(|c| {
             // DO NOTHING without a target also takes the exclusion constraint's refusal:
             // the claim then reads and decides again.
-            let written = if create_only {
+            let written = if create_only && kind == ObjectKind::PrefixClaim {
+                // A claim is an event of the audit log, as an allocation's is (`history`).
+                let row = c.one(
+                    "WITH claimed AS (
+                         INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+                         VALUES ($1, $2, $3, $4, $5, $6::text::inet) ON CONFLICT DO NOTHING
+                         RETURNING namespace, name, manifest
+                     ), event AS (
+                         INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+                         SELECT $7, 'claimed', namespace, $1, name, manifest FROM claimed
+                     )
+                     SELECT count(*) FROM claimed",
+                    &[&k, &n, &name, &pool, &bytes, &prefix, &self.client_id.as_str()],
+                )?;
+                u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)
+            } else if create_only {
                 c.exec(
                     "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
                      VALUES ($1, $2, $3, $4, $5, $6::text::inet) ON CONFLICT DO NOTHING",
@@ -287,12 +303,23 @@ impl Objects for PgStore {
                 }
                 let k = object_kind(kind);
                 self.run(|c| {
-                    c.exec(
-                        "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
-                        &[&k, &ns, &name],
-                    )
+                    // A prefix claim's release is an event of the audit log; other kinds'
+                    // deletes are not (the log records claims and pools).
+                    let row = c.one(
+                        "WITH gone AS (
+                             DELETE FROM ipamctl.objects
+                             WHERE kind = $1 AND namespace = $2 AND name = $3
+                             RETURNING namespace, name, manifest
+                         ), event AS (
+                             INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+                             SELECT $4, 'released', namespace, $1, name, manifest FROM gone
+                             WHERE $1 = $5
+                         )
+                         SELECT count(*) FROM gone",
+                        &[&k, &ns, &name, &id, &PREFIX_CLAIM_KIND],
+                    )?;
+                    Ok(row.get::<_, i64>(0) > 0)
                 })
-                .map(|n| n > 0)
             }
         }
     }

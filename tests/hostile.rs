@@ -1004,3 +1004,58 @@ fn symlinks_at_the_subnet_and_cooldown_directories_lead_nothing_outside_the_root
         assert_confined(&state, rel, &commands);
     }
 }
+
+/// Prefix claims live in `ipprefixclaims/` of their scope, opened as every manifest is: a
+/// symlink planted at that directory (to a copy outside the root, or to an empty directory
+/// there) or at a claim's file leads no read or write out of the root, every command that
+/// meets it says so in one `error:` line, and `check` reports it.
+#[test]
+fn symlinks_at_the_prefix_claims_directory_and_files_lead_nothing_outside_the_root() {
+    let supernets = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: sn\nspec:\n  cidr: 2001:db8::/48\n  kind: supernet\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: sn\n  namespace: t/ns\nspec:\n  cidr: 2001:db9::/48\n  kind: supernet\n";
+    let commands = [
+        "allocate sn --prefix-length 56 --owner FloatingIP/new",
+        "allocate sn --prefix-length 56 --owner FloatingIP/held",
+        "allocate sn --prefix 2001:db8:0:100::/56 --owner FloatingIP/exact",
+        "-n t/ns allocate sn --prefix-length 60 --owner FloatingIP/new",
+        "release sn 2001:db8::/56 --owner FloatingIP/held",
+        "release --owner FloatingIP/held -A",
+        "list -A --kind IPPrefixClaim",
+        "pool list",
+        "pool show sn",
+        "pool show sn --map",
+        "vpc create v --from-pool sn --prefix-length 56",
+        "check",
+    ];
+    for (rel, to_empty) in [
+        ("cluster/ipprefixclaims", false),
+        ("cluster/ipprefixclaims", true),
+        (
+            "cluster/ipprefixclaims/sn-2001-0db8-0000-0000-0000-0000-0000-0000-56.yaml",
+            false,
+        ),
+        ("namespaces/t/ns/ipprefixclaims", false),
+    ] {
+        let state = populated();
+        assert_eq!(state.apply(supernets).code, Some(code::OK));
+        for line in [
+            "allocate sn --prefix-length 56 --owner FloatingIP/held",
+            "-n t/ns allocate sn --prefix-length 56 --owner FloatingIP/held",
+        ] {
+            let out = state.run(&line.split(' ').collect::<Vec<_>>());
+            assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+        }
+        if to_empty {
+            let empty = state.outside.join("empty");
+            fs::create_dir_all(&empty).unwrap();
+            fs::remove_dir_all(state.root.join(rel)).unwrap();
+            symlink_out(&state, rel, Some(&empty));
+        } else {
+            symlink_out(&state, rel, None);
+        }
+        let commands: Vec<_> = commands
+            .iter()
+            .map(|line| (argv(&line.split(' ').collect::<Vec<_>>()), None))
+            .collect();
+        assert_confined(&state, rel, &commands);
+    }
+}

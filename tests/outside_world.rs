@@ -1493,3 +1493,155 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
     );
     assert_consistent(&test.state());
 }
+
+// ---- Prefix claims beside the outside world ----------------------------------------------
+
+/// A supernet /56 `sn` in namespace `ns`, in its own manifest.
+fn supernet_yaml(ns: &str) -> String {
+    format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: sn\n  namespace: {ns}\nspec:\n  cidr: 2001:db8:{:x}::/56\n  kind: supernet\n",
+        ns.trim_start_matches("ns").parse::<u16>().expect("nsN") + 1
+    )
+}
+
+/// Prefix claims while `git clean -qfdX` runs in a loop (it deletes the lock file, the
+/// scratch directory and the index while the claims hold their locks) and `cp` copies every
+/// claim file over itself: 8 namespaces, each with a supernet /56 and no claim yet, and 4
+/// processes per namespace claiming a /60 at once, each the first writer of a new
+/// `ipprefixclaims/`. Every printed prefix keeps its file and its owner, no two overlap
+/// (`check` is clean), and a claim that failed printed nothing.
+#[test]
+fn prefix_claims_hold_while_git_clean_and_cp_work_the_state() {
+    let _serial = serial();
+    let state = State::new();
+    let namespaces: Vec<String> = (0..8).map(|i| format!("ns{i}")).collect();
+    let pools: Vec<String> = namespaces.iter().map(|ns| supernet_yaml(ns)).collect();
+    let out = state.apply(&pools.join("---\n"));
+    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    under_git(&state.root);
+    let argvs: Vec<Vec<String>> = namespaces
+        .iter()
+        .flat_map(|ns| {
+            (0..4).map(move |i| {
+                [
+                    "-n",
+                    ns,
+                    "allocate",
+                    "sn",
+                    "--prefix-length",
+                    "60",
+                    "--owner",
+                ]
+                .iter()
+                .map(ToString::to_string)
+                .chain([format!("FloatingIP/o{i}")])
+                .collect()
+            })
+        })
+        .collect();
+    let copy_over = || {
+        for ns in &namespaces {
+            let dir = state.root.join(format!("namespaces/{ns}/ipprefixclaims"));
+            for file in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let _ = Command::new("cp")
+                    .arg(file.path())
+                    .arg(file.path().with_extension("copy"))
+                    .status();
+                let _ = fs::rename(file.path().with_extension("copy"), file.path());
+            }
+        }
+    };
+    let outcomes = while_looping(
+        || {
+            git_clean(&state.root);
+            copy_over();
+        },
+        || state.run_all(&argvs),
+    );
+    let mut printed = Vec::new();
+    for (argv, out) in argvs.iter().zip(&outcomes) {
+        assert!(!out.crashed(), "{}", out.describe());
+        if out.code != Some(code::OK) {
+            assert_eq!(out.code, Some(code::FAILURE), "{}", out.describe());
+            assert!(out.stdout.is_empty(), "{}", out.describe());
+            continue;
+        }
+        let prefix = out.stdout.trim().to_owned();
+        printed.push((argv[1].clone(), argv[7].clone(), prefix));
+    }
+    assert!(
+        printed.len() >= argvs.len() / 2,
+        "most claims should succeed: {printed:?}"
+    );
+    thread::sleep(Duration::from_millis(100));
+    for (ns, owner, prefix) in &printed {
+        let out = state.run(&["-n", ns, "list", "--owner", owner, "-o", "name"]);
+        let held = out.stdout.trim();
+        let (network, len) = prefix.split_once('/').expect("a prefix");
+        assert!(
+            held.starts_with("ipprefixclaim/sn-") && held.ends_with(&format!("-{len}")),
+            "{ns}: {owner} printed {prefix} ({network}) but holds `{held}`"
+        );
+    }
+    let check = state.run(&["check"]);
+    assert_eq!(check.code, Some(code::OK), "{}", check.describe());
+}
+
+/// The limit the protocol names: a `git pull` can bring another clone's claim that
+/// overlaps one made here (two clones claimed without seeing each other). `check` then
+/// reports both files (exit 1), and the next claim here overlaps neither.
+#[test]
+fn a_pulled_claim_that_overlaps_is_reported_by_check_and_the_next_claim_avoids_both() {
+    let _serial = serial();
+    let state = State::new();
+    let out = state.apply(&supernet_yaml("ns0"));
+    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    under_git(&state.root);
+    let other = state.outside.join("other");
+    let root = state.root.to_str().expect("UTF-8").to_owned();
+    git(&state.outside, &["clone", "-q", &root, "other"]);
+    let claim = |dir: &Path, len: &str, owner: &str| {
+        let out = Command::new(torture::BIN)
+            .args(["-d", dir.to_str().unwrap(), "-n", "ns0", "allocate", "sn"])
+            .args(["--prefix-length", len, "--owner", owner])
+            .output()
+            .expect("run ipamctl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    assert_eq!(
+        claim(&state.root, "60", "FloatingIP/here"),
+        "2001:db8:1::/60"
+    );
+    assert_eq!(claim(&other, "58", "FloatingIP/there"), "2001:db8:1::/58");
+    git(&other, &["add", "-A"]);
+    git(&other, &["commit", "-qm", "there"]);
+    git(&state.root, &["add", "-A"]);
+    git(&state.root, &["commit", "-qm", "here"]);
+    git(
+        &state.root,
+        &[
+            "pull",
+            "-q",
+            "--no-rebase",
+            "--no-edit",
+            "../outside/other",
+            "main",
+        ],
+    );
+    let check = state.run(&["check"]);
+    assert_eq!(check.code, Some(code::FAILURE), "{}", check.describe());
+    for prefix in ["2001:db8:1::/60", "2001:db8:1::/58"] {
+        assert!(
+            check.stdout.contains(&format!("overlaps {prefix}")),
+            "{}",
+            check.describe()
+        );
+    }
+    let next = claim(&state.root, "60", "FloatingIP/next");
+    assert_eq!(next, "2001:db8:1:40::/60", "{}", check.describe());
+}

@@ -86,3 +86,85 @@ fn the_largest_holder_is_named_and_equal_holders_are_said_to_be_equal() {
     sorted.sort_unstable();
     assert_eq!(names, sorted);
 }
+
+/// A supernet's entry counts prefixes, not addresses: the table says how many are claimed,
+/// the largest free block and the share of its addresses claimed; the JSON lists each
+/// claimed prefix with its owner and the free blocks of each handed-out length; the HTML
+/// page draws it by its prefixes and names each claim's owner.
+#[test]
+fn a_supernet_is_reported_by_its_prefixes() {
+    let t = Test::new("empty");
+    let pool = t.input(
+        "sn.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: provider-v6\nspec:\n  cidr: 2001:db8::/48\n  kind: supernet\n  prefixLengths: {min: 52, max: 56}\n",
+    );
+    let t = t
+        .args(["apply", "-f", &pool])
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "52",
+            "--owner",
+            "VPC/router",
+            "--uid",
+            uid::WEB01,
+        ])
+        .stdout("2001:db8::/52\n")
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "56",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .stdout("2001:db8:0:1000::/56\n")
+        .run()
+        .then();
+    let table = t.args(["report"]).run();
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.contains("provider-v6"))
+        .expect("a row for the supernet");
+    assert!(
+        row.contains("2 prefixes")
+            && row.contains("largest 2001:db8:0:8000::/49")
+            && row.contains("6.6%"),
+        "{row}"
+    );
+    let json = table.then().args(["report", "-o", "json"]).run();
+    let items = common::list_items(&json.stdout);
+    let prefixes = &items[0]["status"]["prefixes"];
+    assert_eq!(
+        prefixes["claimed"][0]["prefix"], "2001:db8::/52",
+        "{prefixes}"
+    );
+    assert_eq!(prefixes["claimed"][0]["owner"], "VPC/router", "{prefixes}");
+    assert_eq!(prefixes["claimed"][0]["uid"], uid::WEB01, "{prefixes}");
+    assert_eq!(
+        prefixes["claimed"][1]["owner"], "FloatingIP/a",
+        "{prefixes}"
+    );
+    assert_eq!(
+        prefixes["largestFree"], "2001:db8:0:8000::/49",
+        "{prefixes}"
+    );
+    assert_eq!(prefixes["freeBlocks"][0]["length"], 52, "{prefixes}");
+    assert_eq!(prefixes["freeBlocks"][0]["count"], "14", "{prefixes}");
+    let html = json.then().args(["report", "-o", "html"]).run();
+    assert!(
+        html.stdout.contains("A supernet: 2 prefixes claimed")
+            && html.stdout.contains("<table class=\"prefixes\">")
+            && html
+                .stdout
+                .contains("2001:db8:0:1000::/56  claimed   FloatingIP/a"),
+        "{}",
+        html.stdout
+    );
+}

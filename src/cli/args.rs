@@ -282,7 +282,8 @@ pub enum Command {
     /// the scope (`--pool` narrows it); `--owner` (prefix form too) and `--uid` follow the
     /// owner across addresses. On a database (`--store`), the same from its events table.
     History(HistoryArgs),
-    /// Report every pool: usage, map, subnets, free ranges and largest holders.
+    /// Report every pool: usage, map, subnets, free ranges and largest holders (a supernet's
+    /// claimed prefixes and free blocks).
     ///
     /// `-o html` writes one self-contained HTML page (inline CSS and SVG maps, no script,
     /// nothing fetched) for a wiki or a CI artifact: a table of every pool, then each pool

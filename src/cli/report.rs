@@ -14,8 +14,9 @@ use crate::cli::map::{Map, drawable};
 use crate::cli::output::Named;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::model::candidates::{Usage, readable_count};
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::{SubnetManifest, pool_candidates};
-use crate::model::{AllocationManifest, PoolManifest};
+use crate::model::{AllocationManifest, PoolKind, PoolManifest};
 
 /// How many holders a pool's entry names, largest first.
 pub const TOP_HOLDERS: usize = 5;
@@ -101,6 +102,79 @@ pub struct PoolStatus {
     pub every_holder_has: Option<usize>,
     /// The largest holders, largest first, then by name.
     pub largest_holders: Vec<Holder>,
+    /// A supernet's prefixes: what it hands out instead of addresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefixes: Option<PrefixesReport>,
+}
+
+/// What a supernet pool's entry adds: its claimed prefixes and its free space, as `pool
+/// show` gives them.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefixesReport {
+    /// Each claimed prefix with its owner, lowest first.
+    pub claimed: Vec<ClaimedPrefix>,
+    /// The share of the pool's addresses inside claimed prefixes, 0–100, one decimal.
+    pub percent_claimed: f64,
+    /// The largest free block (absent when the pool is full).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_free: Option<String>,
+    /// Free blocks of each handed-out length (exact, as a decimal string).
+    pub free_blocks: Vec<FreeBlocks>,
+}
+
+/// One claimed prefix of a supernet's entry.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClaimedPrefix {
+    /// The prefix, in CIDR form.
+    pub prefix: String,
+    /// Its owner, `KIND/NAME`.
+    pub owner: String,
+    /// The owner's uid, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// How many free blocks of one length a supernet has.
+#[derive(Clone, Debug, Serialize)]
+pub struct FreeBlocks {
+    /// The length.
+    pub length: u8,
+    /// How many, as a decimal string (it may exceed 64 bits).
+    pub count: String,
+}
+
+impl PrefixesReport {
+    /// The entry of a supernet `pool` whose claims are `claims`.
+    fn of(pool: &PoolManifest, claims: &[PrefixClaimManifest]) -> PrefixesReport {
+        let usage = crate::engine::prefix::usage(pool, claims);
+        let mut claimed: Vec<&PrefixClaimManifest> = claims.iter().collect();
+        claimed.sort_by_key(|c| c.spec.prefix);
+        let bits = u32::from(pool.spec.cidr.max_prefix_len());
+        let size = |len: u8| 2f64.powi(i32::try_from(bits - u32::from(len)).unwrap_or(0));
+        let inside: f64 = usage.claimed.iter().map(|p| size(p.prefix_len())).sum();
+        let percent = inside / size(pool.spec.cidr.prefix_len()) * 100.0;
+        PrefixesReport {
+            claimed: claimed
+                .iter()
+                .map(|c| ClaimedPrefix {
+                    prefix: c.spec.prefix.to_string(),
+                    owner: c.spec.owner.to_string(),
+                    uid: c.spec.owner.uid().map(ToString::to_string),
+                })
+                .collect(),
+            percent_claimed: (percent * 10.0).round() / 10.0,
+            largest_free: usage.largest.map(|b| b.to_string()),
+            free_blocks: usage
+                .free
+                .iter()
+                .map(|(length, n)| FreeBlocks {
+                    length: *length,
+                    count: n.to_string(),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl PoolStatus {
@@ -121,13 +195,15 @@ impl Named for PoolReport {
     }
 }
 
-/// The entry of `pool`, whose allocations are `held` and whose stored subnets are
-/// `subnets` (with their usage).
+/// The entry of `pool`, whose allocations are `held`, whose stored subnets are `subnets`
+/// (with their usage) and, for a supernet, whose prefix claims are `claims`.
 pub fn pool_report(
     pool: PoolManifest,
     held: &[AllocationManifest],
     subnets: Vec<(SubnetManifest, SubnetStatus)>,
+    claims: &[PrefixClaimManifest],
 ) -> PoolReport {
+    let supernet = pool.spec.kind == PoolKind::Supernet;
     let taken: Vec<IpAddr> = held.iter().map(|m| m.spec.address).collect();
     let manifests: Vec<SubnetManifest> = subnets.iter().map(|(m, _)| m.clone()).collect();
     let candidates = pool_candidates(&pool, &manifests);
@@ -140,7 +216,8 @@ pub fn pool_report(
         Some(ns) => format!("{ns}/{}", pool.metadata.name),
         None => pool.metadata.name.clone(),
     };
-    let map = drawable(pool.spec.cidr).then(|| {
+    // A supernet is drawn by its prefixes (`prefix_map`), not address by address.
+    let map = (!supernet && drawable(pool.spec.cidr)).then(|| {
         let map = Map::new(&name, &pool, &manifests, None, &taken);
         if map.per_address() {
             map.with_owners(
@@ -171,6 +248,7 @@ pub fn pool_report(
             holders: count,
             every_holder_has,
             largest_holders: all.into_iter().take(TOP_HOLDERS).collect(),
+            prefixes: supernet.then(|| PrefixesReport::of(&pool, claims)),
         },
         manifest: pool,
         map,
@@ -291,9 +369,20 @@ pub fn html(title: &str, pools: &[PoolReport]) -> String {
     for p in pools {
         let m = &p.manifest;
         let u = &p.status.usage;
+        // A supernet's row counts prefixes (its section says more).
+        let (allocated, free, used) = match &p.status.prefixes {
+            Some(s) => (
+                format!("{} prefixes", s.claimed.len()),
+                s.largest_free
+                    .as_ref()
+                    .map_or_else(|| "none".into(), |b| format!("<code>{b}</code>")),
+                s.percent_claimed,
+            ),
+            None => (u.allocated.to_string(), count(u.free), u.percent_used),
+        };
         let _ = writeln!(
             h,
-            r##"<tr><td>{}</td><td><a href="#{}">{}</a></td><td>{}</td><td><code>{}</code></td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{:.1}%</td></tr>"##,
+            r##"<tr><td>{}</td><td><a href="#{}">{}</a></td><td>{}</td><td><code>{}</code></td><td>{}</td><td class="num">{}</td><td class="num">{allocated}</td><td class="num">{free}</td><td class="num">{used:.1}%</td></tr>"##,
             name(&crate::cli::output::or_dash(m.metadata.namespace.as_ref())),
             anchor(p),
             name(&m.metadata.name),
@@ -301,9 +390,6 @@ pub fn html(title: &str, pools: &[PoolReport]) -> String {
             m.spec.cidr,
             name(&crate::cli::output::or_dash(m.spec.zone.as_ref())),
             count(u.candidates),
-            u.allocated,
-            count(u.free),
-            u.percent_used
         );
     }
     h.push_str("</tbody>\n</table>\n</div>\n");
@@ -340,6 +426,11 @@ fn section(h: &mut String, p: &PoolReport) {
         full,
         m.spec.cidr
     );
+    if let Some(prefixes) = &p.status.prefixes {
+        prefixes_section(h, m, prefixes);
+        h.push_str("</section>\n");
+        return;
+    }
     let u = &p.status.usage;
     let _ = writeln!(
         h,
@@ -388,6 +479,53 @@ fn section(h: &mut String, p: &PoolReport) {
     h.push_str("</ul>\n");
     holders_table(h, &p.status);
     h.push_str("</section>\n");
+}
+
+/// A supernet's section: its claims and free space, its map by prefixes, and a table of
+/// the claimed prefixes with their owners.
+fn prefixes_section(h: &mut String, m: &PoolManifest, p: &PrefixesReport) {
+    let free: Vec<String> = p
+        .free_blocks
+        .iter()
+        .map(|b| format!("/{}: {}", b.length, b.count))
+        .collect();
+    let _ = writeln!(
+        h,
+        r#"<p class="usage">A supernet: {} prefixes claimed ({:.1}% of its addresses); largest free block {}; free blocks {}.</p>"#,
+        p.claimed.len(),
+        p.percent_claimed,
+        p.largest_free
+            .as_ref()
+            .map_or_else(|| "none".into(), |b| format!("<code>{b}</code>")),
+        free.join(", ")
+    );
+    let claims: Vec<(ipnet::IpNet, String)> = p
+        .claimed
+        .iter()
+        .filter_map(|c| Some((c.prefix.parse().ok()?, c.owner.clone())))
+        .collect();
+    let excluded: Vec<ipnet::IpNet> = m.spec.exclude.iter().map(|e| e.net()).collect();
+    let map = crate::cli::map::supernet::text(&m.metadata.name, m.spec.cidr, &claims, &excluded);
+    let _ = writeln!(h, "<pre class=\"map\">{}</pre>", escape(&map));
+    h.push_str("<h3>Claimed prefixes</h3>\n");
+    if p.claimed.is_empty() {
+        h.push_str("<p class=\"prefixes note\">No prefixes claimed.</p>\n");
+        return;
+    }
+    h.push_str("<table class=\"prefixes\">\n<thead><tr><th>Prefix</th><th>Owner</th></tr></thead>\n<tbody>\n");
+    for c in &p.claimed {
+        let _ = writeln!(
+            h,
+            r#"<tr{}><td><code>{}</code></td><td>{}</td></tr>"#,
+            c.uid
+                .as_ref()
+                .map(|u| format!(r#" title="uid {}""#, escape(u)))
+                .unwrap_or_default(),
+            c.prefix,
+            name(&c.owner)
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
 }
 
 /// A pool's stored subnets, with their usage, or a line saying it has none.

@@ -8,7 +8,7 @@ use crate::cli::report::{self, PoolReport};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat};
 use crate::error::Result;
 use crate::model::candidates::readable_count;
-use crate::model::{AllocationManifest, OwnerFilter};
+use crate::model::{AllocationManifest, OwnerFilter, PoolKind, PoolName, PoolRef};
 use crate::store::Store;
 
 pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
@@ -41,7 +41,16 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
                 .into_iter()
                 .partition(|(s, _)| s.spec.pool.as_str() == manifest.metadata.name);
             subnets = rest;
-            pools.push(report::pool_report(manifest, &mine, theirs));
+            let claims = if manifest.spec.kind == PoolKind::Supernet {
+                let pool = PoolRef {
+                    namespace: manifest.metadata.namespace.clone(),
+                    name: super::flag("pool", PoolName::new(&manifest.metadata.name))?,
+                };
+                crate::engine::prefix::pool_claims(store, &pool)?
+            } else {
+                Vec::new()
+            };
+            pools.push(report::pool_report(manifest, &mine, theirs, &claims));
         }
     }
     if g.format == Some(FormatArg::Html) {
@@ -64,13 +73,29 @@ fn table(pools: &[PoolReport], g: &GlobalArgs, out: &mut dyn Write) -> Result<()
         .map(|p| {
             let m = &p.manifest;
             let s = &p.status;
+            // A supernet's row counts prefixes: claimed, the largest free block, the share
+            // of its addresses claimed.
+            let (allocated, free, used) = match &s.prefixes {
+                Some(p) => (
+                    format!("{} prefixes", p.claimed.len()),
+                    p.largest_free
+                        .as_ref()
+                        .map_or_else(|| "none".into(), |b| format!("largest {b}")),
+                    format!("{:.1}%", p.percent_claimed),
+                ),
+                None => (
+                    s.usage.allocated.to_string(),
+                    readable_count(s.usage.free),
+                    format!("{:.1}%", s.usage.percent_used),
+                ),
+            };
             let mut row = vec![
                 output::or_dash(m.metadata.namespace.as_ref()),
                 m.metadata.name.clone(),
                 m.spec.cidr.to_string(),
-                s.usage.allocated.to_string(),
-                readable_count(s.usage.free),
-                format!("{:.1}%", s.usage.percent_used),
+                allocated,
+                free,
+                used,
                 s.largest_holder(),
             ];
             if wide {

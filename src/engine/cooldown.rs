@@ -6,6 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::model::cooldown::{CooldownRecord, Cooling};
+use ipnet::IpNet;
+
+use crate::model::prefix_claim::{parse_prefix_claim_name, prefix_claim_name};
 use crate::model::{Owner, PoolManifest, PoolRef, allocation_name, parse_allocation_name};
 use crate::store::{LockMode, ObjectKind, Store};
 use crate::yaml;
@@ -19,15 +22,38 @@ pub fn cooling(
     window: Duration,
     now: SystemTime,
 ) -> Result<Cooling> {
+    Ok(sort(records(store, pool)?, owner, window, now))
+}
+
+/// [`cooling`] for a claim of a prefix of the supernet `pool` (the caller holds the pool's
+/// lock, exclusive).
+pub fn prefix_cooling(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+    window: Duration,
+    now: SystemTime,
+) -> Result<Cooling<IpNet>> {
+    Ok(sort(prefix_records(store, pool)?, owner, window, now))
+}
+
+/// Sorts `records` (what each keeps, and the record if it can be read) for a claim by
+/// `owner` at `now`.
+fn sort<A>(
+    records: Vec<(A, Option<CooldownRecord>)>,
+    owner: &Owner,
+    window: Duration,
+    now: SystemTime,
+) -> Cooling<A> {
     let mut cooling = Cooling::default();
-    for (address, record) in records(store, pool)? {
+    for (kept, record) in records {
         match record {
-            Some(r) if !r.cooling(window, now) => cooling.stale.push(address),
-            Some(r) if r.spec.owner == *owner => cooling.own = Some(address),
-            _ => cooling.blocked.push(address),
+            Some(r) if !r.cooling(window, now) => cooling.stale.push(kept),
+            Some(r) if r.spec.owner == *owner => cooling.own = Some(kept),
+            _ => cooling.blocked.push(kept),
         }
     }
-    Ok(cooling)
+    cooling
 }
 
 /// The addresses of `pool` that a cooldown record keeps for their last owner now (within the
@@ -51,7 +77,10 @@ pub fn kept(store: &dyn Store, pool: &PoolRef, spec: &PoolManifest) -> Result<Ve
     Ok(kept)
 }
 
-/// The records of `pool`, by address: `None` for one that cannot be read or does not parse.
+/// The address records of `pool`, by address: `None` for one that cannot be read or does
+/// not parse. A name of the allocation form can also spell a prefix's record of another
+/// pool (`p-10-0-0-0-24` is pool `p-10`'s 0.0.0.24, or pool `p`'s 10.0.0.0/24): a record
+/// that decodes as another pool's, or a prefix's, is left out.
 pub fn records(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, Option<CooldownRecord>)>> {
     let ns = pool.namespace.as_ref();
     let mut found = Vec::new();
@@ -62,17 +91,97 @@ pub fn records(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, Option<
         if p != pool.name.as_str() {
             continue;
         }
-        let record = match store.get(ObjectKind::Cooldown, ns, &name) {
-            Ok(Some(bytes)) => std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|text| yaml::decode_cooldown(text).ok())
-                .filter(|r| r.spec.address == address),
-            Ok(None) => continue,
-            Err(_) => None,
-        };
-        found.push((address, record));
+        match read(store, pool, &name, false)? {
+            Read::Gone | Read::Other => {}
+            Read::Broken => found.push((address, None)),
+            Read::Record(r) => {
+                let same = r.spec.address == address;
+                found.push((address, same.then_some(*r)));
+            }
+        }
     }
     Ok(found)
+}
+
+/// The prefix records of the supernet `pool`, by prefix, as [`records`] gives addresses'.
+pub fn prefix_records(
+    store: &dyn Store,
+    pool: &PoolRef,
+) -> Result<Vec<(IpNet, Option<CooldownRecord>)>> {
+    let ns = pool.namespace.as_ref();
+    let mut found = Vec::new();
+    for name in store.list(ObjectKind::Cooldown, ns)? {
+        let Some((p, prefix)) = parse_prefix_claim_name(&name) else {
+            continue;
+        };
+        if p != pool.name.as_str() {
+            continue;
+        }
+        match read(store, pool, &name, true)? {
+            Read::Gone | Read::Other => {}
+            Read::Broken => found.push((prefix, None)),
+            Read::Record(r) => {
+                let same = r.prefix() == Some(prefix);
+                found.push((prefix, same.then_some(*r)));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A record file of `pool` as read.
+enum Read {
+    Gone,
+    /// Cannot be read or does not parse: it keeps what its name says.
+    Broken,
+    /// Another pool's, or of the other sort (a prefix's for an address, or the reverse).
+    Other,
+    Record(Box<CooldownRecord>),
+}
+
+/// The record file `name` of `pool`, expected to be a prefix's record if `prefix`.
+fn read(store: &dyn Store, pool: &PoolRef, name: &str, prefix: bool) -> Result<Read> {
+    let record = match store.get(ObjectKind::Cooldown, pool.namespace.as_ref(), name) {
+        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| yaml::decode_cooldown(text).ok()),
+        Ok(None) => return Ok(Read::Gone),
+        Err(_) => None,
+    };
+    Ok(match record {
+        None => Read::Broken,
+        Some(r) if r.spec.pool != pool.name || r.spec.prefix_length.is_some() != prefix => {
+            Read::Other
+        }
+        Some(r) => Read::Record(Box::new(r)),
+    })
+}
+
+/// Writes the record of `owner` releasing `prefix` of the supernet `pool` now; replaces an
+/// older record of it.
+pub fn record_prefix_release(
+    store: &dyn Store,
+    pool: &PoolRef,
+    prefix: IpNet,
+    owner: &Owner,
+) -> Result<()> {
+    let record = CooldownRecord::for_prefix(pool, prefix, owner.clone(), SystemTime::now());
+    store.replace(
+        ObjectKind::Cooldown,
+        pool.namespace.as_ref(),
+        &record.metadata.name,
+        yaml::encode(&record).as_bytes(),
+    )
+}
+
+/// Removes the record of `prefix` of `pool`, if any.
+pub fn forget_prefix(store: &dyn Store, pool: &PoolRef, prefix: IpNet) -> Result<()> {
+    store.delete(
+        ObjectKind::Cooldown,
+        pool.namespace.as_ref(),
+        &prefix_claim_name(&pool.name, prefix),
+    )?;
+    Ok(())
 }
 
 /// Writes the record of `owner` releasing `address` now; replaces an older record of it.
@@ -131,7 +240,13 @@ pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<S
             },
         };
         let mut removed = Vec::new();
-        for (address, record) in records(store, pool)? {
+        let addresses = records(store, pool)?
+            .into_iter()
+            .map(|(a, r)| (allocation_name(&pool.name, a), r));
+        let prefixes = prefix_records(store, pool)?
+            .into_iter()
+            .map(|(p, r)| (prefix_claim_name(&pool.name, p), r));
+        for (name, record) in addresses.chain(prefixes) {
             let expired = match (&record, window) {
                 (None, _) => false,
                 (Some(_), None) => true,
@@ -141,7 +256,6 @@ pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<S
                 failpoint!("prune-before-remove");
                 // Only the record judged expired: one a release (or `cp`, `git checkout`)
                 // put in its place since is kept.
-                let name = allocation_name(&pool.name, address);
                 let mut ours = |bytes: &[u8]| {
                     std::str::from_utf8(bytes)
                         .ok()
@@ -163,6 +277,9 @@ pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<S
 pub fn forget_pool(store: &dyn Store, pool: &PoolRef) -> Result<()> {
     for (address, _) in records(store, pool)? {
         forget(store, pool, address)?;
+    }
+    for (prefix, _) in prefix_records(store, pool)? {
+        forget_prefix(store, pool, prefix)?;
     }
     Ok(())
 }

@@ -682,7 +682,10 @@ fn range_change(change: &mut Change, old: Option<&Read>, new: Option<&Read>) -> 
         }
         (Some(was), None, _, _) => (ChangeKind::SubnetDeleted, was.spec.pool.to_string()),
         (_, _, was, Some(now)) => {
-            change.address = Some(now.spec.address);
+            match now.prefix() {
+                Some(p) => change.prefix = Some(p.to_string()),
+                None => change.address = Some(now.spec.address),
+            }
             change.owner = Some(now.spec.owner.to_string());
             change.uid = now.spec.owner.uid().map(|u| u.to_string());
             change.was = was.map(|w| format!("released at {}", w.spec.released_at));
@@ -693,7 +696,10 @@ fn range_change(change: &mut Change, old: Option<&Read>, new: Option<&Read>) -> 
             (kind, now.spec.pool.to_string())
         }
         (_, _, Some(was), None) => {
-            change.address = Some(was.spec.address);
+            match was.prefix() {
+                Some(p) => change.prefix = Some(p.to_string()),
+                None => change.address = Some(was.spec.address),
+            }
             change.owner = Some(was.spec.owner.to_string());
             change.uid = was.spec.owner.uid().map(|u| u.to_string());
             (ChangeKind::CooldownEnded, was.spec.pool.to_string())

@@ -151,8 +151,8 @@ pub fn owners(
 }
 
 /// `pool delete`: deletes `pool` with its subnets and cooldown records, as one unit of
-/// work, if no allocation holds an address in it (exit 3 if it does not exist, 4 while one
-/// does). Returns the manifest deleted (or that would be, in a dry run, which only checks).
+/// work, if no allocation holds an address in it and no prefix of it is claimed (exit 3 if
+/// it does not exist, 4 while one is). Returns the manifest deleted (or that would be, in a dry run, which only checks).
 pub fn delete(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<PoolManifest> {
     let manifest = load_pool(store, pool)?;
     if dry_run {
@@ -177,6 +177,21 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
             message: format!(
                 "pool `{pool}` still has {held} allocation{}",
                 if held == 1 { "" } else { "s" }
+            ),
+            hint: Some(format!(
+                "release them first: ipamctl list --pool {}{}",
+                pool.name,
+                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
+            )),
+        });
+    }
+    // A supernet's claimed prefixes hold it as allocations hold an address pool.
+    let claimed = crate::engine::prefix::pool_claim_names(store, pool)?.len();
+    if claimed > 0 {
+        return Err(Error::Conflict {
+            message: format!(
+                "pool `{pool}` still has {claimed} claimed prefix{}",
+                if claimed == 1 { "" } else { "es" }
             ),
             hint: Some(format!(
                 "release them first: ipamctl list --pool {}{}",

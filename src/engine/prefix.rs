@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use ipnet::IpNet;
 
 use crate::error::{Error, Result};
+use crate::model::cooldown::Cooling;
 use crate::model::prefix::{self, NoRoom};
 use crate::model::prefix_claim::{PrefixClaimManifest, parse_prefix_claim_name, prefix_claim_name};
 use crate::model::{Owner, OwnerFilter, PoolKind, PoolManifest, PoolRef, Timestamp};
@@ -92,7 +93,8 @@ pub fn claim_annotated(
                     })),
                 };
             }
-            let prefix = choose(store, &manifest, pool, &claims, want)?;
+            let cooling = cooling_for(store, pool, &manifest, owner)?;
+            let prefix = choose(store, &manifest, pool, &claims, want, &cooling)?;
             let mut claim = PrefixClaimManifest::new(
                 &pool.name,
                 pool.namespace.as_ref(),
@@ -108,6 +110,9 @@ pub fn claim_annotated(
                 &claim.metadata.name,
                 bytes.as_bytes(),
             )?;
+            if created {
+                forget_cooled(store, pool, prefix, &cooling)?;
+            }
             Ok(created.then_some(Claimed {
                 manifest: claim,
                 created: true,
@@ -130,7 +135,10 @@ pub fn predict(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> 
     let claims = pool_claim_names(store, pool)?;
     match owner_claim(store, pool, &claims, owner)? {
         Some(held) => Ok(held.spec.prefix),
-        None => choose(store, &manifest, pool, &claims, want),
+        None => {
+            let cooling = cooling_for(store, pool, &manifest, owner)?;
+            choose(store, &manifest, pool, &claims, want, &cooling)
+        }
     }
 }
 
@@ -184,15 +192,80 @@ fn check_want(manifest: &PoolManifest, pool: &PoolRef, want: Want) -> Result<()>
     Ok(())
 }
 
-/// The prefix `want` gets among `claims` (name, prefix) and the pool's excludes.
+/// What the cooldown records of the supernet `pool` say to a claim by `owner` now (none
+/// without `reuseAfter`). The caller holds the pool's lock, exclusive.
+fn cooling_for(
+    store: &dyn Store,
+    pool: &PoolRef,
+    manifest: &PoolManifest,
+    owner: &Owner,
+) -> Result<Cooling<IpNet>> {
+    match &manifest.spec.reuse_after {
+        Some(window) => crate::engine::cooldown::prefix_cooling(
+            store,
+            pool,
+            owner,
+            window.duration(),
+            std::time::SystemTime::now(),
+        ),
+        None => Ok(Cooling::default()),
+    }
+}
+
+/// After `prefix` was claimed: the claimer's own record (it had its prefix back) and every
+/// record past its window that the claim overlaps are removed.
+fn forget_cooled(
+    store: &dyn Store,
+    pool: &PoolRef,
+    prefix: IpNet,
+    cooling: &Cooling<IpNet>,
+) -> Result<()> {
+    let own = cooling.own.filter(|p| overlaps(*p, prefix));
+    let stale = cooling.stale.iter().filter(|p| overlaps(**p, prefix));
+    for p in own.iter().chain(stale) {
+        crate::engine::cooldown::forget_prefix(store, pool, *p)?;
+    }
+    Ok(())
+}
+
+/// The prefix `want` gets among `claims` (name, prefix), the pool's excludes and what the
+/// cooldown keeps (`cooling`): a prefix released by another owner within `reuseAfter` is
+/// taken; the claimer's own, if it asks for that length and it is still free, comes first.
 fn choose(
     store: &dyn Store,
     manifest: &PoolManifest,
     pool: &PoolRef,
     claims: &[(String, IpNet)],
     want: Want,
+    cooling: &Cooling<IpNet>,
 ) -> Result<IpNet> {
     let excludes: Vec<IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
+    if let Want::Exact(p) = want
+        && let Some(kept) = cooling.blocked.iter().find(|c| overlaps(**c, p))
+    {
+        let what = if *kept == p {
+            format!("{p} was released")
+        } else {
+            format!("{p} overlaps {kept}, released")
+        };
+        return Err(Error::conflict(format!(
+            "{what} less than pool `{pool}`'s reuseAfter ago: only the owner that released it may have it until then"
+        )));
+    }
+    if let (Want::Length(len), Some(own)) = (want, cooling.own)
+        && own.prefix_len() == len
+        && !claims.iter().any(|(_, c)| overlaps(*c, own))
+        && !excludes
+            .iter()
+            .chain(&cooling.blocked)
+            .any(|e| overlaps(*e, own))
+    {
+        return Ok(own);
+    }
+    let excludes: Vec<IpNet> = excludes
+        .into_iter()
+        .chain(cooling.blocked.iter().copied())
+        .collect();
     match want {
         Want::Exact(p) => {
             if let Some((name, held)) = claims.iter().find(|(_, c)| overlaps(*c, p)) {
@@ -335,6 +408,18 @@ pub fn release_prefix(
             )));
         }
         if !dry_run {
+            // In a pool with `reuseAfter` the record comes first: no instant where the
+            // prefix looks free without it (as for an address, `model::cooldown`).
+            if let Ok(manifest) = load_pool(store, pool)
+                && manifest.spec.reuse_after.is_some()
+            {
+                crate::engine::cooldown::record_prefix_release(
+                    store,
+                    pool,
+                    claim.spec.prefix,
+                    &claim.spec.owner,
+                )?;
+            }
             delete(store, &claim)?;
         }
         Ok(Some(claim))

@@ -16,6 +16,11 @@
 //! The claim's arbiter stays the create-only write of the allocation; a record only removes
 //! candidates (or, for its own owner, puts one first).
 //!
+//! A supernet pool's prefixes cool the same way: a release of a prefix writes a record named
+//! as its claim was (`<pool>-<a-b-c-d>-<length>`, with `spec.prefixLength`), under the pool's
+//! exclusive lock that every prefix claim holds too (`engine::prefix`); a claim treats
+//! another owner's cooling prefix as taken and tries its own first.
+//!
 //! A claim by owner O in a pool with `reuseAfter`:
 //! 1. O's own record, if it is still in its window and its address is a candidate of the
 //!    request, is tried first (by the same create-only write); the record is then removed;
@@ -36,6 +41,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::model::address::serde_ip;
+use ipnet::IpNet;
+
 use crate::model::allocation::allocation_name;
 pub use crate::model::kind::COOLDOWN_KIND;
 use crate::model::manifest::{API_VERSION, Metadata};
@@ -44,6 +51,7 @@ use crate::model::owner::Owner;
 use crate::model::pool::PoolRef;
 #[cfg(test)]
 use crate::model::pool::ReuseAfter;
+use crate::model::prefix_claim::prefix_claim_name;
 
 /// `spec` of a cooldown record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -55,11 +63,33 @@ pub struct CooldownSpec {
     #[serde(with = "serde_ip::addr")]
     #[schemars(with = "IpAddr")]
     pub address: IpAddr,
+    /// For a prefix of a supernet pool, its length (`address` is its network address): the
+    /// prefix released. Absent for an address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_length: Option<u8>,
     /// Who held it: the one owner that may have it back within the window.
     pub owner: Owner,
     /// When it was released: RFC 3339, UTC.
     #[schemars(schema_with = "crate::model::schema::fields::released_at")]
     pub released_at: String,
+}
+
+impl CooldownSpec {
+    /// The prefix released (`address/prefixLength`), for a record of a supernet's prefix;
+    /// `None` for an address, or a length that makes no prefix of `address`.
+    pub fn prefix(&self) -> Option<IpNet> {
+        let net = IpNet::new(self.address, self.prefix_length?).ok()?;
+        (net.trunc() == net).then_some(net)
+    }
+
+    /// The record's name: the allocation's for an address, the prefix claim's for a
+    /// prefix; `None` for a length that makes no prefix of the address.
+    fn name(&self) -> Option<String> {
+        match self.prefix_length {
+            None => Some(allocation_name(&self.pool, self.address)),
+            Some(_) => Some(prefix_claim_name(&self.pool, self.prefix()?)),
+        }
+    }
 }
 
 /// A `CooldownRecord`: written by `release`, never by hand.
@@ -78,8 +108,9 @@ pub struct CooldownRecord {
         description = "Always `CooldownRecord`."
     )]
     pub kind: String,
-    /// Name `<pool>-<a-b-c-d>` (the allocation's), the pool's namespace.
-    #[schemars(schema_with = "crate::model::manifest::allocation_metadata")]
+    /// Name `<pool>-<a-b-c-d>` (the allocation's; the prefix claim's for a prefix), the
+    /// pool's namespace.
+    #[schemars(schema_with = "crate::model::manifest::cooldown_metadata")]
     pub metadata: Metadata,
     /// Pool, address, owner, time.
     pub spec: CooldownSpec,
@@ -88,11 +119,34 @@ pub struct CooldownRecord {
 impl CooldownRecord {
     /// The record of `owner` releasing `address` of `pool` at `at`.
     pub fn new(pool: &PoolRef, address: IpAddr, owner: Owner, at: SystemTime) -> Self {
+        CooldownRecord::of(pool, address, None, owner, at)
+    }
+
+    /// The record of `owner` releasing `prefix` of the supernet `pool` at `at`, named as its
+    /// claim was.
+    pub fn for_prefix(pool: &PoolRef, prefix: IpNet, owner: Owner, at: SystemTime) -> Self {
+        CooldownRecord::of(pool, prefix.network(), Some(prefix.prefix_len()), owner, at)
+    }
+
+    fn of(
+        pool: &PoolRef,
+        address: IpAddr,
+        prefix_length: Option<u8>,
+        owner: Owner,
+        at: SystemTime,
+    ) -> Self {
+        let spec = CooldownSpec {
+            pool: pool.name.clone(),
+            address,
+            prefix_length,
+            owner,
+            released_at: humantime::format_rfc3339_millis(at).to_string(),
+        };
         CooldownRecord {
             api_version: API_VERSION.into(),
             kind: COOLDOWN_KIND.into(),
             metadata: Metadata {
-                name: allocation_name(&pool.name, address),
+                name: spec.name().unwrap_or_default(),
                 namespace: pool.namespace.clone(),
                 labels: Default::default(),
                 annotations: Default::default(),
@@ -100,13 +154,13 @@ impl CooldownRecord {
                 creation_timestamp: None,
                 deletion_timestamp: None,
             },
-            spec: CooldownSpec {
-                pool: pool.name.clone(),
-                address,
-                owner,
-                released_at: humantime::format_rfc3339_millis(at).to_string(),
-            },
+            spec,
         }
+    }
+
+    /// The prefix released, for a record of a supernet's prefix.
+    pub fn prefix(&self) -> Option<IpNet> {
+        self.spec.prefix()
     }
 
     /// When the address was released.
@@ -134,10 +188,22 @@ impl CooldownRecord {
                 self.kind
             ));
         }
-        if self.metadata.name != allocation_name(&self.spec.pool, self.spec.address) {
+        let Some(name) = self.spec.name() else {
             return Err(format!(
-                "metadata.name: `{}` does not match spec.pool and spec.address",
-                self.metadata.name
+                "spec.prefixLength: /{} with {} is not a prefix",
+                self.spec.prefix_length.unwrap_or_default(),
+                self.spec.address
+            ));
+        };
+        if self.metadata.name != name {
+            return Err(format!(
+                "metadata.name: `{}` does not match spec.pool and spec.address{}",
+                self.metadata.name,
+                if self.spec.prefix_length.is_some() {
+                    " and spec.prefixLength"
+                } else {
+                    ""
+                }
             ));
         }
         humantime::parse_rfc3339(&self.spec.released_at).map_err(|e| {
@@ -150,16 +216,27 @@ impl CooldownRecord {
     }
 }
 
-/// What the records of a pool say to one claim.
-#[derive(Clone, Debug, Default)]
-pub struct Cooling {
-    /// Addresses kept from this owner: released by another owner within the window, or
-    /// held by a record that cannot be read (kept, as a broken allocation is).
-    pub blocked: Vec<IpAddr>,
-    /// The address this owner released within the window, if any.
-    pub own: Option<IpAddr>,
-    /// Addresses whose record is past its window: removed when the address is claimed.
-    pub stale: Vec<IpAddr>,
+/// What the records of a pool say to one claim: of addresses, or (`A = IpNet`) of a
+/// supernet's prefixes.
+#[derive(Clone, Debug)]
+pub struct Cooling<A = IpAddr> {
+    /// What is kept from this owner: released by another owner within the window, or held
+    /// by a record that cannot be read (kept, as a broken allocation is).
+    pub blocked: Vec<A>,
+    /// What this owner released within the window, if any.
+    pub own: Option<A>,
+    /// What a record past its window names: its record is removed when it is claimed.
+    pub stale: Vec<A>,
+}
+
+impl<A> Default for Cooling<A> {
+    fn default() -> Self {
+        Cooling {
+            blocked: Vec::new(),
+            own: None,
+            stale: Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

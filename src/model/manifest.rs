@@ -68,6 +68,19 @@ pub(crate) fn allocation_metadata(generator: &mut SchemaGenerator) -> Schema {
     )
 }
 
+/// A cooldown record's `metadata`: named as the allocation it cools, or as the prefix claim
+/// (`<pool>-<address>-<length>`) for a supernet's prefix.
+pub(crate) fn cooldown_metadata(generator: &mut SchemaGenerator) -> Schema {
+    let name = format!(
+        "{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})(-(12[0-8]|1[01][0-9]|[1-9]?[0-9]))?"
+    );
+    metadata_named(
+        generator,
+        &name,
+        "The allocation's name (`<pool>-<a-b-c-d>`, or the IPv6 spelling) for an address; the prefix claim's (`<pool>-<address>-<length>`) for a supernet's prefix.",
+    )
+}
+
 /// `Metadata` with a narrower `name`, as an `allOf` (draft-07 ignores a `$ref`'s siblings).
 fn metadata_named(generator: &mut SchemaGenerator, pattern: &str, description: &str) -> Schema {
     let metadata = generator.subschema_for::<Metadata>();

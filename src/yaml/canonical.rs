@@ -64,6 +64,9 @@ pub(super) fn parse_cooldown(text: &str) -> Option<CooldownRecord> {
         spec: CooldownSpec {
             pool,
             address,
+            // A prefix's record has a `prefixLength` line, which `spec()` does not read: it
+            // goes to the library's parser.
+            prefix_length: None,
             owner,
             released_at,
         },

@@ -37,9 +37,14 @@ impl PgStore {
     ) -> Result<String> {
         let invalid = |why: String| Error::invalid(self.locate(kind, ns, name), why);
         match kind {
-            ObjectKind::Cooldown => parse_allocation_name(name)
-                .map(|(pool, _)| pool.to_owned())
-                .ok_or_else(|| invalid("is not named `<pool>-<a-b-c-d>`".into())),
+            // From the record, not its name: a prefix's record (`<pool>-<address>-<length>`)
+            // can read as another pool's address.
+            ObjectKind::Cooldown => {
+                let text =
+                    std::str::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?;
+                let record = yaml::decode_cooldown(text).map_err(invalid)?;
+                Ok(record.spec.pool.to_string())
+            }
             ObjectKind::PrefixClaim => {
                 let text =
                     std::str::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?;

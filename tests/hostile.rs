@@ -768,6 +768,25 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Plants a symlink at `rel` (to a copy of it outside the root, or to an empty directory
+/// there if `to_empty`), then runs each command `line` (split at spaces) as
+/// [`assert_confined`] does.
+fn plant_and_confine(state: &State, rel: &str, to_empty: bool, lines: &[&str]) {
+    if to_empty {
+        let empty = state.outside.join("empty");
+        fs::create_dir_all(&empty).unwrap();
+        fs::remove_dir_all(state.root.join(rel)).unwrap();
+        symlink_out(state, rel, Some(&empty));
+    } else {
+        symlink_out(state, rel, None);
+    }
+    let commands: Vec<_> = lines
+        .iter()
+        .map(|line| (argv(&line.split(' ').collect::<Vec<_>>()), None))
+        .collect();
+    assert_confined(state, rel, &commands);
+}
+
 /// Runs each command on `state`, whose layout has a symlink planted at `rel`: none may
 /// crash, a refusal is one `error:` line, nothing outside the root changes, at least one
 /// command notices the symlink, and `check` reports it.
@@ -989,19 +1008,7 @@ fn symlinks_at_the_subnet_and_cooldown_directories_lead_nothing_outside_the_root
             let out = state.run(&line.split(' ').collect::<Vec<_>>());
             assert_eq!(out.code, Some(code::OK), "{}", out.describe());
         }
-        if to_empty {
-            let empty = state.outside.join("empty");
-            fs::create_dir_all(&empty).unwrap();
-            fs::remove_dir_all(state.root.join(rel)).unwrap();
-            symlink_out(&state, rel, Some(&empty));
-        } else {
-            symlink_out(&state, rel, None);
-        }
-        let commands: Vec<_> = commands
-            .iter()
-            .map(|line| (argv(&line.split(' ').collect::<Vec<_>>()), None))
-            .collect();
-        assert_confined(&state, rel, &commands);
+        plant_and_confine(&state, rel, to_empty, &commands);
     }
 }
 
@@ -1044,18 +1051,6 @@ fn symlinks_at_the_prefix_claims_directory_and_files_lead_nothing_outside_the_ro
             let out = state.run(&line.split(' ').collect::<Vec<_>>());
             assert_eq!(out.code, Some(code::OK), "{}", out.describe());
         }
-        if to_empty {
-            let empty = state.outside.join("empty");
-            fs::create_dir_all(&empty).unwrap();
-            fs::remove_dir_all(state.root.join(rel)).unwrap();
-            symlink_out(&state, rel, Some(&empty));
-        } else {
-            symlink_out(&state, rel, None);
-        }
-        let commands: Vec<_> = commands
-            .iter()
-            .map(|line| (argv(&line.split(' ').collect::<Vec<_>>()), None))
-            .collect();
-        assert_confined(&state, rel, &commands);
+        plant_and_confine(&state, rel, to_empty, &commands);
     }
 }

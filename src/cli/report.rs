@@ -165,16 +165,22 @@ impl PrefixesReport {
                 .collect(),
             percent_claimed: (percent * 10.0).round() / 10.0,
             largest_free: usage.largest.map(|b| b.to_string()),
-            free_blocks: usage
-                .free
-                .iter()
-                .map(|(length, n)| FreeBlocks {
-                    length: *length,
-                    count: n.to_string(),
-                })
-                .collect(),
+            free_blocks: free_blocks(&usage),
         }
     }
+}
+
+/// A supernet's free blocks of each handed-out length, as `pool show` and the report give
+/// them.
+pub fn free_blocks(usage: &crate::engine::prefix::Usage) -> Vec<FreeBlocks> {
+    usage
+        .free
+        .iter()
+        .map(|(length, n)| FreeBlocks {
+            length: *length,
+            count: n.to_string(),
+        })
+        .collect()
 }
 
 impl PoolStatus {

@@ -366,26 +366,6 @@ fn request_subnet(store: &dyn Store, req: &Request) -> Result<Option<SubnetManif
     Ok(Some(s))
 }
 
-/// What the pool's cooldown records say to a claim by `owner` (nothing without
-/// `reuseAfter`). The caller holds the pool's lock (shared), or makes a dry run.
-pub fn cooling_for(
-    store: &dyn Store,
-    pool: &PoolRef,
-    spec: &PoolManifest,
-    owner: &Owner,
-) -> Result<Cooling> {
-    match &spec.spec.reuse_after {
-        Some(window) => cooldown::cooling(
-            store,
-            pool,
-            owner,
-            window.duration(),
-            std::time::SystemTime::now(),
-        ),
-        None => Ok(Cooling::default()),
-    }
-}
-
 /// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run), which
 /// it holds until it returns: on the file store until then, on a database until the unit of
 /// work ends.
@@ -410,7 +390,7 @@ fn decide(
     refuse_if_broken_names(store, &req.pool, &req.owner, &lookup.broken, warnings)?;
     // Read after the allocations were listed: an address released since the listing has
     // its record written before its allocation went (see `crate::engine::cooldown`).
-    let cooling = cooling_for(store, &req.pool, &spec, &req.owner)?;
+    let cooling = cooldown::cooling(store, &req.pool, &spec, &req.owner)?;
     if let Some(addr) = req.address
         && cooling.blocked.contains(&addr)
     {
@@ -723,7 +703,7 @@ fn allocate_zone_now(
         if spec.metadata.deletion_timestamp.is_some() {
             continue; // being deleted: no claim in it
         }
-        let cooling = cooling_for(store, pool, &spec, owner)?;
+        let cooling = cooldown::cooling(store, pool, &spec, owner)?;
         let subnets = subnet::of_pool(store, pool)?;
         let candidates = pool_candidates(&spec, &subnets).without(cooling.blocked.iter().copied());
         let whole_pool = cooling.blocked.is_empty() && cooling.own.is_none();

@@ -13,16 +13,16 @@ use crate::model::{Owner, PoolManifest, PoolRef, allocation_name, parse_allocati
 use crate::store::{LockMode, ObjectKind, Store};
 use crate::yaml;
 
-/// Reads the records of `pool` and sorts their addresses for a claim by `owner` at `now`.
-/// The caller holds the pool's lock (shared), so no release writes a record meanwhile.
+/// What the address records of `pool` say to a claim by `owner` now (none without the
+/// pool's `reuseAfter`, in `spec`). The caller holds the pool's lock (shared), or makes a dry
+/// run, so no release writes a record meanwhile.
 pub fn cooling(
     store: &dyn Store,
     pool: &PoolRef,
+    spec: &PoolManifest,
     owner: &Owner,
-    window: Duration,
-    now: SystemTime,
 ) -> Result<Cooling> {
-    Ok(sort(records(store, pool)?, owner, window, now))
+    for_claim(spec, owner, || records(store, pool))
 }
 
 /// [`cooling`] for a claim of a prefix of the supernet `pool` (the caller holds the pool's
@@ -30,11 +30,23 @@ pub fn cooling(
 pub fn prefix_cooling(
     store: &dyn Store,
     pool: &PoolRef,
+    spec: &PoolManifest,
     owner: &Owner,
-    window: Duration,
-    now: SystemTime,
 ) -> Result<Cooling<IpNet>> {
-    Ok(sort(prefix_records(store, pool)?, owner, window, now))
+    for_claim(spec, owner, || prefix_records(store, pool))
+}
+
+/// The records `read` gives, sorted for a claim by `owner` now; none read without
+/// `reuseAfter`.
+fn for_claim<A>(
+    spec: &PoolManifest,
+    owner: &Owner,
+    read: impl FnOnce() -> Result<Vec<(A, Option<CooldownRecord>)>>,
+) -> Result<Cooling<A>> {
+    match &spec.spec.reuse_after {
+        Some(window) => Ok(sort(read()?, owner, window.duration(), SystemTime::now())),
+        None => Ok(Cooling::default()),
+    }
 }
 
 /// Sorts `records` (what each keeps, and the record if it can be read) for a claim by
@@ -82,25 +94,9 @@ pub fn kept(store: &dyn Store, pool: &PoolRef, spec: &PoolManifest) -> Result<Ve
 /// pool (`p-10-0-0-0-24` is pool `p-10`'s 0.0.0.24, or pool `p`'s 10.0.0.0/24): a record
 /// that decodes as another pool's, or a prefix's, is left out.
 pub fn records(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, Option<CooldownRecord>)>> {
-    let ns = pool.namespace.as_ref();
-    let mut found = Vec::new();
-    for name in store.list(ObjectKind::Cooldown, ns)? {
-        let Some((p, address)) = parse_allocation_name(&name) else {
-            continue;
-        };
-        if p != pool.name.as_str() {
-            continue;
-        }
-        match read(store, pool, &name, false)? {
-            Read::Gone | Read::Other => {}
-            Read::Broken => found.push((address, None)),
-            Read::Record(r) => {
-                let same = r.spec.address == address;
-                found.push((address, same.then_some(*r)));
-            }
-        }
-    }
-    Ok(found)
+    scan(store, pool, parse_allocation_name, |r| {
+        (r.spec.prefix_length.is_none()).then_some(r.spec.address)
+    })
 }
 
 /// The prefix records of the supernet `pool`, by prefix, as [`records`] gives addresses'.
@@ -108,53 +104,47 @@ pub fn prefix_records(
     store: &dyn Store,
     pool: &PoolRef,
 ) -> Result<Vec<(IpNet, Option<CooldownRecord>)>> {
+    scan(store, pool, parse_prefix_claim_name, CooldownRecord::prefix)
+}
+
+/// The records of `pool` whose names `parse` reads as the pool's (name's pool, what it
+/// keeps), each with the record if it decodes and keeps what its name says (`keeps`: `None`
+/// for a record of the other sort, which is left out, as is another pool's).
+fn scan<A: PartialEq>(
+    store: &dyn Store,
+    pool: &PoolRef,
+    parse: impl Fn(&str) -> Option<(&str, A)>,
+    keeps: impl Fn(&CooldownRecord) -> Option<A>,
+) -> Result<Vec<(A, Option<CooldownRecord>)>> {
     let ns = pool.namespace.as_ref();
     let mut found = Vec::new();
     for name in store.list(ObjectKind::Cooldown, ns)? {
-        let Some((p, prefix)) = parse_prefix_claim_name(&name) else {
+        let Some((p, named)) = parse(&name) else {
             continue;
         };
         if p != pool.name.as_str() {
             continue;
         }
-        match read(store, pool, &name, true)? {
-            Read::Gone | Read::Other => {}
-            Read::Broken => found.push((prefix, None)),
-            Read::Record(r) => {
-                let same = r.prefix() == Some(prefix);
-                found.push((prefix, same.then_some(*r)));
-            }
+        let record = match store.get(ObjectKind::Cooldown, ns, &name) {
+            Ok(Some(bytes)) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|text| yaml::decode_cooldown(text).ok()),
+            Ok(None) => continue,
+            Err(_) => None,
+        };
+        match record {
+            None => found.push((named, None)),
+            Some(r) if r.spec.pool != pool.name => {}
+            Some(r) => match keeps(&r) {
+                None => {}
+                Some(kept) => {
+                    let same = kept == named;
+                    found.push((named, same.then_some(r)));
+                }
+            },
         }
     }
     Ok(found)
-}
-
-/// A record file of `pool` as read.
-enum Read {
-    Gone,
-    /// Cannot be read or does not parse: it keeps what its name says.
-    Broken,
-    /// Another pool's, or of the other sort (a prefix's for an address, or the reverse).
-    Other,
-    Record(Box<CooldownRecord>),
-}
-
-/// The record file `name` of `pool`, expected to be a prefix's record if `prefix`.
-fn read(store: &dyn Store, pool: &PoolRef, name: &str, prefix: bool) -> Result<Read> {
-    let record = match store.get(ObjectKind::Cooldown, pool.namespace.as_ref(), name) {
-        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|text| yaml::decode_cooldown(text).ok()),
-        Ok(None) => return Ok(Read::Gone),
-        Err(_) => None,
-    };
-    Ok(match record {
-        None => Read::Broken,
-        Some(r) if r.spec.pool != pool.name || r.spec.prefix_length.is_some() != prefix => {
-            Read::Other
-        }
-        Some(r) => Read::Record(Box::new(r)),
-    })
 }
 
 /// Writes the record of `owner` releasing `prefix` of the supernet `pool` now; replaces an
@@ -165,23 +155,16 @@ pub fn record_prefix_release(
     prefix: IpNet,
     owner: &Owner,
 ) -> Result<()> {
-    let record = CooldownRecord::for_prefix(pool, prefix, owner.clone(), SystemTime::now());
-    store.replace(
-        ObjectKind::Cooldown,
-        pool.namespace.as_ref(),
-        &record.metadata.name,
-        yaml::encode(&record).as_bytes(),
+    let now = SystemTime::now();
+    write(
+        store,
+        &CooldownRecord::for_prefix(pool, prefix, owner.clone(), now),
     )
 }
 
 /// Removes the record of `prefix` of `pool`, if any.
 pub fn forget_prefix(store: &dyn Store, pool: &PoolRef, prefix: IpNet) -> Result<()> {
-    store.delete(
-        ObjectKind::Cooldown,
-        pool.namespace.as_ref(),
-        &prefix_claim_name(&pool.name, prefix),
-    )?;
-    Ok(())
+    remove(store, pool, &prefix_claim_name(&pool.name, prefix))
 }
 
 /// Writes the record of `owner` releasing `address` now; replaces an older record of it.
@@ -191,22 +174,31 @@ pub fn record_release(
     address: IpAddr,
     owner: &Owner,
 ) -> Result<()> {
-    let record = CooldownRecord::new(pool, address, owner.clone(), SystemTime::now());
-    store.replace(
-        ObjectKind::Cooldown,
-        pool.namespace.as_ref(),
-        &record.metadata.name,
-        yaml::encode(&record).as_bytes(),
+    let now = SystemTime::now();
+    write(
+        store,
+        &CooldownRecord::new(pool, address, owner.clone(), now),
     )
 }
 
 /// Removes the record of `address` of `pool`, if any.
 pub fn forget(store: &dyn Store, pool: &PoolRef, address: IpAddr) -> Result<()> {
-    store.delete(
+    remove(store, pool, &allocation_name(&pool.name, address))
+}
+
+/// Writes `record`, replacing one of its name.
+fn write(store: &dyn Store, record: &CooldownRecord) -> Result<()> {
+    store.replace(
         ObjectKind::Cooldown,
-        pool.namespace.as_ref(),
-        &allocation_name(&pool.name, address),
-    )?;
+        record.metadata.namespace.as_ref(),
+        &record.metadata.name,
+        yaml::encode(record).as_bytes(),
+    )
+}
+
+/// Removes the record `name` of `pool`'s scope, if any.
+fn remove(store: &dyn Store, pool: &PoolRef, name: &str) -> Result<()> {
+    store.delete(ObjectKind::Cooldown, pool.namespace.as_ref(), name)?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use crate::engine::allocate::{Allocated, Request, cooling_for};
+use crate::engine::allocate::{Allocated, Request};
 use crate::engine::explain::{self, DEFAULT_CAP};
 use crate::error::{Error, Result};
 use crate::model::allocation_name;
@@ -53,7 +53,7 @@ pub fn explain_request(
         "explain: pool `{}` ({}{within}), lowest address first:",
         req.pool, pool.spec.cidr
     )];
-    let cooling = cooling_for(store, &req.pool, &pool, &req.owner)?.blocked;
+    let cooling = crate::engine::cooldown::cooling(store, &req.pool, &pool, &req.owner)?.blocked;
     let input = explain::Request {
         spec: &pool.spec,
         within: within_net,

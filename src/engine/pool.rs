@@ -171,34 +171,26 @@ fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()>
     let _lock = (!dry_run)
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
         .transpose()?;
+    // Allocations hold an address pool; claimed prefixes hold a supernet.
     let held = taken(store, ns, &pool.name)?.len();
-    if held > 0 {
-        return Err(Error::Conflict {
-            message: format!(
-                "pool `{pool}` still has {held} allocation{}",
-                if held == 1 { "" } else { "s" }
-            ),
-            hint: Some(format!(
-                "release them first: ipamctl list --pool {}{}",
-                pool.name,
-                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
-            )),
-        });
-    }
-    // A supernet's claimed prefixes hold it as allocations hold an address pool.
     let claimed = crate::engine::prefix::pool_claim_names(store, pool)?.len();
-    if claimed > 0 {
-        return Err(Error::Conflict {
-            message: format!(
-                "pool `{pool}` still has {claimed} claimed prefix{}",
-                if claimed == 1 { "" } else { "es" }
-            ),
-            hint: Some(format!(
-                "release them first: ipamctl list --pool {}{}",
-                pool.name,
-                ns.map(|n| format!(" -n {n}")).unwrap_or_default()
-            )),
-        });
+    for (n, one, many) in [
+        (held, "allocation", "allocations"),
+        (claimed, "claimed prefix", "claimed prefixes"),
+    ] {
+        if n > 0 {
+            return Err(Error::Conflict {
+                message: format!(
+                    "pool `{pool}` still has {n} {}",
+                    if n == 1 { one } else { many }
+                ),
+                hint: Some(format!(
+                    "release them first: ipamctl list --pool {}{}",
+                    pool.name,
+                    ns.map(|ns| format!(" -n {ns}")).unwrap_or_default()
+                )),
+            });
+        }
     }
     if !dry_run {
         crate::engine::doomed::mark(store, pool, load_pool(store, pool)?)?;

@@ -93,7 +93,7 @@ pub fn claim_annotated(
                     })),
                 };
             }
-            let cooling = cooling_for(store, pool, &manifest, owner)?;
+            let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
             let prefix = choose(store, &manifest, pool, &claims, want, &cooling)?;
             let mut claim = PrefixClaimManifest::new(
                 &pool.name,
@@ -136,7 +136,7 @@ pub fn predict(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> 
     match owner_claim(store, pool, &claims, owner)? {
         Some(held) => Ok(held.spec.prefix),
         None => {
-            let cooling = cooling_for(store, pool, &manifest, owner)?;
+            let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
             choose(store, &manifest, pool, &claims, want, &cooling)
         }
     }
@@ -190,26 +190,6 @@ fn check_want(manifest: &PoolManifest, pool: &PoolRef, want: Want) -> Result<()>
         )));
     }
     Ok(())
-}
-
-/// What the cooldown records of the supernet `pool` say to a claim by `owner` now (none
-/// without `reuseAfter`). The caller holds the pool's lock, exclusive.
-fn cooling_for(
-    store: &dyn Store,
-    pool: &PoolRef,
-    manifest: &PoolManifest,
-    owner: &Owner,
-) -> Result<Cooling<IpNet>> {
-    match &manifest.spec.reuse_after {
-        Some(window) => crate::engine::cooldown::prefix_cooling(
-            store,
-            pool,
-            owner,
-            window.duration(),
-            std::time::SystemTime::now(),
-        ),
-        None => Ok(Cooling::default()),
-    }
 }
 
 /// After `prefix` was claimed: the claimer's own record (it had its prefix back) and every

@@ -6,6 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::cli::output;
+use crate::cli::report::{FreeBlocks, free_blocks};
 use crate::cli::{GlobalArgs, OutputFormat};
 use crate::engine::prefix::Usage;
 use crate::error::Result;
@@ -25,12 +26,6 @@ pub struct SupernetStatus {
     /// Free blocks of each handed-out length (exact, as a decimal string: it may exceed
     /// 64 bits).
     free_blocks: Vec<FreeBlocks>,
-}
-
-#[derive(Serialize)]
-struct FreeBlocks {
-    length: u8,
-    count: String,
 }
 
 /// The free space of the supernet `pool`, read now.
@@ -54,14 +49,7 @@ pub fn status(usage: &Usage) -> SupernetStatus {
     SupernetStatus {
         claimed: usage.claimed.iter().map(|p| p.to_string()).collect(),
         largest_free: usage.largest.map(|b| b.to_string()),
-        free_blocks: usage
-            .free
-            .iter()
-            .map(|(length, n)| FreeBlocks {
-                length: *length,
-                count: n.to_string(),
-            })
-            .collect(),
+        free_blocks: free_blocks(usage),
     }
 }
 

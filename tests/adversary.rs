@@ -627,3 +627,56 @@ fn locks_hold_while_another_clone_is_synced_over_the_state_and_waits_are_bounded
         assert_consistent(&state);
     }
 }
+
+// ---- The lock-byte collision: two owners whose locks share a byte -------------------------
+
+/// Two owners whose locks in pool `public-zone-a` share a byte (their owner keys hash to one
+/// 60-bit offset), found by `cargo run --release --example lock_collision`, a birthday
+/// search over the real hashes. `ipamctl::store::fs::lock`'s unit test checks that they do.
+pub const COLLIDING: [&str; 2] = ["FloatingIP/c0d869d229a8fe4b", "FloatingIP/cdf8df1ad2d92236"];
+
+/// A collision costs waiting, never correctness: a claim for the first owner is held by
+/// strace inside its locks, and a claim for the second (another owner, another address)
+/// waits for it as if it were the same owner: with `IPAMCTL_LOCK_TIMEOUT=1` it gives up
+/// (exit 1, naming the owner lock and the holder) and changes nothing. Once the first is
+/// done, the second claims its own address, and each owner holds one.
+#[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
+fn two_owners_whose_locks_share_a_byte_are_serialised_and_each_gets_its_own_address() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let state = test.state();
+    let [first, second] = COLLIDING;
+    let args = |owner| ["allocate", POOL, "--owner", owner];
+    let trace = test.root().join("collide.strace");
+    let held = spawn(under_strace(
+        &ipamctl_cmd(&test, &args(first)),
+        &trace,
+        "fsync:delay_enter=3000000:when=1",
+    ));
+    assert!(
+        wait_until_held(&held, Duration::from_secs(10)),
+        "the first claim was never held"
+    );
+    let mut waiting = ipamctl_cmd(&test, &args(second));
+    waiting.env("IPAMCTL_LOCK_TIMEOUT", "1");
+    let waited = finish(&args(second), spawn(waiting));
+    assert_eq!(
+        waited.code,
+        Some(code::FAILURE),
+        "the second owner's claim did not wait: {}",
+        waited.describe()
+    );
+    common::assert_one_error(&waited.stderr);
+    assert!(
+        waited.stderr.contains("timed out") && waited.stderr.contains("the lock of one owner"),
+        "{}",
+        waited.describe()
+    );
+    let one = succeeded(&finish(&args(first), held));
+    let two = succeeded(&ipamctl(&test, &args(second)));
+    assert_ne!(one, two);
+    assert_eq!(held_in(&state, first), [one]);
+    assert_eq!(held_in(&state, second), [two]);
+    assert_consistent(&state);
+}

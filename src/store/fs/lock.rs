@@ -34,7 +34,10 @@
 //! hash to one byte (FNV-1a, 60 bits: chance, or a crafted name). A process that already
 //! holds that byte through this store reuses its hold instead of waiting for itself (OFD
 //! locks have no deadlock detection): the two locks become one, which excludes others no
-//! less. (Asking exclusively for a byte held shared by the same process is refused, exit 1:
+//! less. Such a pair exists and was constructed (`examples/lock_collision.rs`, a birthday
+//! search of about a minute): `FloatingIP/c0d869d229a8fe4b` and `FloatingIP/cdf8df1ad2d92236`
+//! share a byte in pool `public-zone-a`; a claim of one waits for a claim of the other, and
+//! each gets its own address (`tests/adversary.rs`). (Asking exclusively for a byte held shared by the same process is refused, exit 1:
 //! no claim does it, and an upgrade could deadlock with another upgrader.)
 //!
 //! # Waiting is bounded
@@ -95,8 +98,9 @@ pub enum Target<'a> {
 
 impl Target<'_> {
     /// The locked byte: the kind's quarter of the positive range of `off_t`, and FNV-1a of
-    /// the target within it.
-    fn offset(&self) -> i64 {
+    /// the target within it. Public for `examples/lock_collision.rs`, which searches for two
+    /// owners that share one.
+    pub fn offset(&self) -> i64 {
         const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
         const PRIME: u64 = 0x0000_0100_0000_01b3;
         let key;
@@ -452,7 +456,8 @@ impl FsStore {
     /// The descriptors through which this process holds `target`'s byte, if it does.
     pub(super) fn holding(&self, target: Target<'_>) -> Option<Arc<Vec<OwnedFd>>> {
         let held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.get(&target.offset()).map(|shared| Arc::clone(&shared.fds))
+        held.get(&target.offset())
+            .map(|shared| Arc::clone(&shared.fds))
     }
 
     /// Is every file `fds` lock still an anchor at its path (the same device and inode as
@@ -474,9 +479,9 @@ impl FsStore {
             anchors.push(id(&file));
         }
         !fds.is_empty()
-            && fds.iter().all(|fd| {
-                rustix::fs::fstat(fd).is_ok_and(|held| anchors.contains(&id(&held)))
-            })
+            && fds
+                .iter()
+                .all(|fd| rustix::fs::fstat(fd).is_ok_and(|held| anchors.contains(&id(&held))))
     }
 }
 
@@ -538,6 +543,56 @@ pub(super) fn scope_text(ns: Option<&Namespace>) -> &str {
 mod tests {
     // By its path, not `super::*`: the same items, named as the layer check reads paths.
     use crate::store::fs::lock::*;
+
+    /// The offset of `owner`'s lock in pool `public-zone-a` of the cluster scope.
+    fn owner_offset(owner: &str) -> i64 {
+        let owner = crate::model::Owner::parse(owner, None).expect("a valid owner");
+        Target::Owner {
+            scope: "",
+            pool: "public-zone-a",
+            key: owner.key(),
+        }
+        .offset()
+    }
+
+    /// Two owners whose locks in pool `public-zone-a` share a byte: found by
+    /// `cargo run --release --example lock_collision` (a birthday search, about a minute),
+    /// and used by `tests/adversary.rs`.
+    const COLLIDING: [&str; 2] = ["FloatingIP/c0d869d229a8fe4b", "FloatingIP/cdf8df1ad2d92236"];
+
+    /// The constructed pair does collide, by the real hashes: different owners, different
+    /// keys, one byte. One process holds both owners' locks at once through one hold (an
+    /// OFD lock would wait for the process itself), and the byte stays held, in the file,
+    /// until the last of the two goes.
+    #[test]
+    fn two_owners_whose_locks_share_a_byte_share_one_hold_in_a_process() {
+        let [a, b] = COLLIDING.map(|o| crate::model::Owner::parse(o, None).unwrap());
+        assert_ne!(a, b);
+        assert_ne!(a.key(), b.key());
+        assert_eq!(owner_offset(COLLIDING[0]), owner_offset(COLLIDING[1]));
+        let dir = tempfile::tempdir().unwrap();
+        FsStore::init(dir.path()).unwrap();
+        let store = FsStore::open(dir.path()).unwrap();
+        let target = |o: &crate::model::Owner| Target::Owner {
+            scope: "",
+            pool: "public-zone-a",
+            key: o.key(),
+        };
+        let first = store.lock(target(&a), LockMode::Exclusive).unwrap();
+        let second = store.lock(target(&b), LockMode::Exclusive).unwrap();
+        let held = store.holding(target(&a)).expect("held");
+        assert!(Arc::ptr_eq(
+            &held,
+            &store.holding(target(&b)).expect("held")
+        ));
+        drop(first);
+        assert!(
+            store.holding(target(&b)).is_some(),
+            "the second hold keeps the byte"
+        );
+        drop(second);
+        assert!(store.holding(target(&a)).is_none());
+    }
 
     /// Locks of different kinds never share a byte, whatever the names: each kind has its
     /// own quarter of the offset range.

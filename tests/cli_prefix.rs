@@ -584,3 +584,66 @@ fn pool_list_json_gives_a_supernet_its_prefix_status() {
     );
     assert!(status.get("candidates").is_none(), "{}", ran.stdout);
 }
+
+/// The file of the claim of `prefix` in `provider-v6`, relative to the state directory.
+fn claim_file(prefix: &str) -> String {
+    let pool = ipamctl::model::PoolName::new("provider-v6").expect("valid");
+    let name = ipamctl::model::prefix_claim::prefix_claim_name(&pool, prefix.parse().unwrap());
+    format!("cluster/ipprefixclaims/{name}.yaml")
+}
+
+/// A new owner's claim finds the owner's claim by the supernet's owner index, which vouches
+/// for a file only while its status is the recorded one: an outside `cp` over a recorded
+/// claim (a `git checkout` that gives the prefix to another owner), an `rm` and a copied-in
+/// claim between two claims are each read again, so the look-up is never wrong. (An index
+/// believed without its files' status would give `d` a second prefix, and tell `b` it still
+/// holds the removed one.)
+#[test]
+fn an_outside_rm_or_cp_between_prefix_claims_never_fools_the_owner_look_up() {
+    let test = supernet().file_store_only();
+    let claim = |test: Test, owner: &str, want: &str| {
+        test.args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "64",
+            "--owner",
+            owner,
+        ])
+        .stdout(&format!("{want}\n"))
+        .run()
+        .then()
+    };
+    let test = claim(test, "FloatingIP/a", "2001:db8:100::/64");
+    let test = claim(test, "FloatingIP/b", "2001:db8:100:1::/64");
+    // Old enough to be recorded by the next claim's look-up.
+    std::thread::sleep(Duration::from_millis(250));
+    let test = claim(test, "FloatingIP/c", "2001:db8:100:2::/64");
+    let index = test.read(".index/cluster/ipprefixclaims/provider-v6.idx");
+    assert!(
+        index.contains("\n2001:db8:100::/64 ") && index.contains(" FloatingIP a -\n"),
+        "{index}"
+    );
+
+    // `cp` over a's file (in place: same inode): the prefix is d's now, a holds none.
+    let a = claim_file("2001:db8:100::/64");
+    let rewritten = test.read(&a).replace("name: a\n", "name: d\n");
+    std::fs::write(test.path(&a), rewritten).unwrap();
+    let test = claim(test, "FloatingIP/d", "2001:db8:100::/64");
+    let test = claim(test, "FloatingIP/a", "2001:db8:100:3::/64");
+
+    // `rm` of b's file: b holds nothing, and gets the freed prefix again.
+    test.remove(&claim_file("2001:db8:100:1::/64"));
+    let test = claim(test, "FloatingIP/b", "2001:db8:100:1::/64");
+
+    // A claim copied in under a new name (another clone's, as `git pull` brings it).
+    let copied = test
+        .read(&claim_file("2001:db8:100:2::/64"))
+        .replace("2001-0db8-0100-0002-", "2001-0db8-0100-0004-")
+        .replace("2001:db8:100:2::/64", "2001:db8:100:4::/64")
+        .replace("name: c\n", "name: e\n");
+    test.write(&claim_file("2001:db8:100:4::/64"), &copied);
+    let test = claim(test, "FloatingIP/e", "2001:db8:100:4::/64");
+    let test = claim(test, "FloatingIP/c", "2001:db8:100:2::/64");
+    test.args(["check"]).run();
+}

@@ -1,6 +1,7 @@
 //! Typed queries in PostgreSQL ([`Queries`]): the owner's row by its unique key, owner
-//! filters on the owner indexes, the gap query for free candidates (`free.rs`) and counts
-//! from the pool's count ledger.
+//! filters on the owner indexes, a supernet's claimed prefixes and its owner's claim in one
+//! statement, the gap query for free candidates (`free.rs`) and counts from the pool's
+//! count ledger.
 
 use std::net::IpAddr;
 
@@ -11,8 +12,10 @@ use super::typed::Typed;
 use super::{PgStore, ns_key, schema};
 use crate::error::Result;
 use crate::model::candidates::Candidates;
+use crate::model::prefix_claim::parse_prefix_claim_name;
 use crate::model::{Namespace, Owner, OwnerFilter, PoolName, allocation_name};
-use crate::store::{Found, FreeIter, OwnerLookup, Queries};
+use crate::store::{Found, FreeIter, OwnerLookup, PrefixLookup, Queries};
+use crate::yaml;
 
 /// How many ledger rows a pool's count may have before the reader that summed them folds
 /// them into one (migration 2 in `schema.rs`).
@@ -51,6 +54,55 @@ impl Queries for PgStore {
         filter: &OwnerFilter,
     ) -> Result<Vec<(Option<Namespace>, Found)>> {
         self.find(None, pool, filter)
+    }
+
+    fn find_prefix_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<PrefixLookup> {
+        // One statement on the pool's index of `objects`: every claim's prefix (the column
+        // the exclusion constraint compares), and the manifest only of the rows whose bytes
+        // hold the owner's name, so that a pool of 50,000 claims sends prefixes and one or
+        // two manifests, never 50,000 of them. The name, where the prefix column is empty
+        // (a row not written by ipamctl), spells the prefix instead.
+        let k = crate::model::kind::PREFIX_CLAIM_KIND;
+        let needle = owner.name().as_bytes();
+        let rows = self.single(|c| {
+            c.all(
+                "SELECT text(prefix), CASE WHEN prefix IS NULL OR hit THEN name END,
+                        CASE WHEN hit THEN manifest END
+                 FROM (SELECT prefix, name, manifest, position($4 IN manifest) > 0 AS hit
+                       FROM ipamctl.objects
+                       WHERE kind = $1 AND namespace = $2 AND pool = $3) claims",
+                &[&k, &ns_key(ns), &pool.as_str(), &needle],
+            )
+        })?;
+        let mut lookup = PrefixLookup::default();
+        for row in &rows {
+            let name: Option<&str> = row.get(1);
+            let prefix = match row.get::<_, Option<&str>>(0) {
+                Some(text) => text.parse().ok(),
+                None => name.and_then(parse_prefix_claim_name).map(|(_, net)| net),
+            };
+            lookup.taken.extend(prefix);
+            let (Some(name), Some(bytes)) = (name, row.get::<_, Option<&[u8]>>(2)) else {
+                continue;
+            };
+            let decoded = std::str::from_utf8(bytes)
+                .map_err(|_| "is not UTF-8 text".to_owned())
+                .and_then(yaml::decode_prefix_claim);
+            match decoded {
+                Ok(m) if m.spec.owner == *owner => {
+                    lookup.held.get_or_insert(m);
+                }
+                Ok(_) => {}
+                Err(why) => lookup.broken.push((name.to_owned(), why)),
+            }
+        }
+        lookup.taken.sort_unstable();
+        Ok(lookup)
     }
 
     fn free_candidates<'a>(

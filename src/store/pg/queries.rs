@@ -5,7 +5,9 @@
 
 use std::net::IpAddr;
 
+use ipnet::IpNet;
 use postgres::Client;
+use postgres::types::{FromSql, Type};
 
 use super::rows::parse;
 use super::typed::Typed;
@@ -62,17 +64,20 @@ impl Queries for PgStore {
         pool: &PoolName,
         owner: &Owner,
     ) -> Result<PrefixLookup> {
-        // One statement on the pool's index of `objects`: every claim's prefix (the column
-        // the exclusion constraint compares), and the manifest only of the rows whose bytes
-        // hold the owner's name, so that a pool of 50,000 claims sends prefixes and one or
-        // two manifests, never 50,000 of them. The name, where the prefix column is empty
-        // (a row not written by ipamctl), spells the prefix instead.
+        // One statement on the pool's rows of `objects`, answered as one row of arrays (no
+        // row message per claim): every claim's prefix (the column the exclusion constraint
+        // compares, sent binary), and the name and manifest only of the rows whose bytes
+        // hold the owner's name, so that a pool of 50,000 claims sends its prefixes and one
+        // or two manifests, never 50,000 of them. Where the prefix column is empty (a row
+        // not written by ipamctl), the name spells the prefix instead.
         let k = crate::model::kind::PREFIX_CLAIM_KIND;
         let needle = owner.name().as_bytes();
-        let rows = self.single(|c| {
-            c.all(
-                "SELECT text(prefix), CASE WHEN prefix IS NULL OR hit THEN name END,
-                        CASE WHEN hit THEN manifest END
+        let row = self.single(|c| {
+            c.one(
+                "SELECT array_agg(prefix) FILTER (WHERE prefix IS NOT NULL),
+                        array_agg(name) FILTER (WHERE prefix IS NULL),
+                        array_agg(name) FILTER (WHERE hit),
+                        array_agg(manifest) FILTER (WHERE hit)
                  FROM (SELECT prefix, name, manifest, position($4 IN manifest) > 0 AS hit
                        FROM ipamctl.objects
                        WHERE kind = $1 AND namespace = $2 AND pool = $3) claims",
@@ -80,16 +85,28 @@ impl Queries for PgStore {
             )
         })?;
         let mut lookup = PrefixLookup::default();
-        for row in &rows {
-            let name: Option<&str> = row.get(1);
-            let prefix = match row.get::<_, Option<&str>>(0) {
-                Some(text) => text.parse().ok(),
-                None => name.and_then(parse_prefix_claim_name).map(|(_, net)| net),
-            };
-            lookup.taken.extend(prefix);
-            let (Some(name), Some(bytes)) = (name, row.get::<_, Option<&[u8]>>(2)) else {
-                continue;
-            };
+        let prefixes: Option<Vec<Prefix>> = row.get(0);
+        lookup.taken = prefixes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        let unspelt: Option<Vec<&str>> = row.get(1);
+        lookup.taken.extend(
+            unspelt
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(parse_prefix_claim_name)
+                .map(|(_, net)| net),
+        );
+        lookup.taken.sort_unstable();
+        let names: Option<Vec<&str>> = row.get(2);
+        let manifests: Option<Vec<&[u8]>> = row.get(3);
+        for (name, bytes) in names
+            .unwrap_or_default()
+            .into_iter()
+            .zip(manifests.unwrap_or_default())
+        {
             let decoded = std::str::from_utf8(bytes)
                 .map_err(|_| "is not UTF-8 text".to_owned())
                 .and_then(yaml::decode_prefix_claim);
@@ -101,7 +118,6 @@ impl Queries for PgStore {
                 Err(why) => lookup.broken.push((name.to_owned(), why)),
             }
         }
-        lookup.taken.sort_unstable();
         Ok(lookup)
     }
 
@@ -267,5 +283,33 @@ impl PgStore {
             "ROLLBACK"
         };
         let _ = client.batch_execute(&format!("{end}; {}", self.begin));
+    }
+}
+
+/// A prefix as PostgreSQL sends an `inet` in binary (family, mask length, `is_cidr`, address
+/// length, address bytes): the `postgres` crate's `IpAddr` drops the mask length.
+struct Prefix(IpNet);
+
+impl<'a> FromSql<'a> for Prefix {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Prefix, Box<dyn std::error::Error + Sync + Send>> {
+        let bad = || -> Box<dyn std::error::Error + Sync + Send> { "malformed inet value".into() };
+        let [_, len, _, nb, address @ ..] = raw else {
+            return Err(bad());
+        };
+        let address = match (usize::from(*nb), address) {
+            (4, &[a, b, c, d]) => IpAddr::from([a, b, c, d]),
+            (16, bytes) => IpAddr::from(<[u8; 16]>::try_from(bytes).map_err(|_| bad())?),
+            _ => return Err(bad()),
+        };
+        IpNet::new(address, *len)
+            .map(|net| Prefix(net.trunc()))
+            .map_err(|_| bad())
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INET
     }
 }

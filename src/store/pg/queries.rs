@@ -64,24 +64,28 @@ impl Queries for PgStore {
         pool: &PoolName,
         owner: &Owner,
     ) -> Result<PrefixLookup> {
-        // One statement on the pool's rows of `objects`, answered as one row of arrays (no
+        // One statement on the indexes of migration 8, answered as one row of arrays (no
         // row message per claim): every claim's prefix (the column the exclusion constraint
-        // compares, sent binary), and the name and manifest only of the rows whose bytes
-        // hold the owner's name, so that a pool of 50,000 claims sends its prefixes and one
-        // or two manifests, never 50,000 of them. Where the prefix column is empty (a row
-        // not written by ipamctl), the name spells the prefix instead.
-        let k = crate::model::kind::PREFIX_CLAIM_KIND;
-        let needle = owner.name().as_bytes();
+        // compares, from an index-only scan, sent binary), and the name and manifest only
+        // of the rows whose owner name, as their canonical lines spell it, is the owner's
+        // or cannot be told (NULL), so that a pool of 50,000 claims sends its prefixes and
+        // one or two manifests, never 50,000 of them. Where the prefix column is empty (a
+        // row not written by ipamctl), the name spells the prefix instead.
         let row = self.single(|c| {
             c.one(
-                "SELECT array_agg(prefix) FILTER (WHERE prefix IS NOT NULL),
-                        array_agg(name) FILTER (WHERE prefix IS NULL),
-                        array_agg(name) FILTER (WHERE hit),
-                        array_agg(manifest) FILTER (WHERE hit)
-                 FROM (SELECT prefix, name, manifest, position($4 IN manifest) > 0 AS hit
+                "SELECT (SELECT array_agg(prefix) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NOT NULL),
+                        (SELECT array_agg(name) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NULL),
+                        h.names, h.manifests
+                 FROM (SELECT array_agg(name) AS names, array_agg(manifest) AS manifests
                        FROM ipamctl.objects
-                       WHERE kind = $1 AND namespace = $2 AND pool = $3) claims",
-                &[&k, &ns_key(ns), &pool.as_str(), &needle],
+                       WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                         AND (ipamctl.claim_owner_name(manifest) = $3
+                              OR ipamctl.claim_owner_name(manifest) IS NULL)) h",
+                &[&ns_key(ns), &pool.as_str(), &owner.name()],
             )
         })?;
         let mut lookup = PrefixLookup::default();

@@ -502,6 +502,60 @@ fn the_database_refuses_an_overlapping_claim_row_whoever_writes_it() {
     assert_eq!(err.code().map(|c| c.code()), Some("23P01"), "{err}");
 }
 
+/// The database's owner look-up reads the rows its owner-name index names, and every row
+/// whose owner lines it cannot tell (migration 8): a claim row written by hand with its
+/// owner's name quoted (not ipamctl's canonical form), and one without a prefix column,
+/// are still their owners' claims, and a new owner's claim passes over both prefixes.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_hand_written_claim_row_is_its_owners_claim_on_the_database() {
+    let target = Target::database();
+    let Target::Database(db) = &target else {
+        unreachable!()
+    };
+    let row = |prefix: &str, owner: &str, column: bool| {
+        let net: IpNet = prefix.parse().unwrap();
+        let pool = ipamctl::model::PoolName::new("provider-v6").unwrap();
+        let name = ipamctl::model::prefix_claim::prefix_claim_name(&pool, net);
+        let manifest = format!(
+            "apiVersion: pivirt.hu/v1\nkind: IPPrefixClaim\nmetadata:\n  name: {name}\nspec:\n  \
+             pool: provider-v6\n  prefix: {prefix}\n  owner:\n    kind: FloatingIP\n    \
+             name: \"{owner}\"\n"
+        );
+        let prefix = column.then(|| prefix.to_owned());
+        db.sql()
+            .execute(
+                "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+                 VALUES ('IPPrefixClaim', '', $1, 'provider-v6', $2, $3::text::inet)",
+                &[&name, &manifest.as_bytes(), &prefix],
+            )
+            .unwrap();
+    };
+    row("2001:db8:100::/64", "quoted", true);
+    row("2001:db8:100:1::/64", "bare", false);
+    let claim = |owner: &str| {
+        let out = target
+            .command([
+                "allocate",
+                "provider-v6",
+                "--prefix-length",
+                "64",
+                "--owner",
+                owner,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(claim("FloatingIP/quoted"), "2001:db8:100::/64\n");
+    assert_eq!(claim("FloatingIP/bare"), "2001:db8:100:1::/64\n");
+    assert_eq!(claim("FloatingIP/new"), "2001:db8:100:2::/64\n");
+}
+
 /// `--dry-run` says what a claim would answer, the owner's prefix or the best fit, and
 /// writes nothing; the claim then made answers the same.
 #[test]

@@ -502,6 +502,60 @@ fn the_database_refuses_an_overlapping_claim_row_whoever_writes_it() {
     assert_eq!(err.code().map(|c| c.code()), Some("23P01"), "{err}");
 }
 
+/// The database's owner look-up reads the rows its owner-name index names, and every row
+/// whose owner lines it cannot tell (migration 8): a claim row written by hand with its
+/// owner's name quoted (not ipamctl's canonical form), and one without a prefix column,
+/// are still their owners' claims, and a new owner's claim passes over both prefixes.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_hand_written_claim_row_is_its_owners_claim_on_the_database() {
+    let target = Target::database();
+    let Target::Database(db) = &target else {
+        unreachable!()
+    };
+    let row = |prefix: &str, owner: &str, column: bool| {
+        let net: IpNet = prefix.parse().unwrap();
+        let pool = ipamctl::model::PoolName::new("provider-v6").unwrap();
+        let name = ipamctl::model::prefix_claim::prefix_claim_name(&pool, net);
+        let manifest = format!(
+            "apiVersion: pivirt.hu/v1\nkind: IPPrefixClaim\nmetadata:\n  name: {name}\nspec:\n  \
+             pool: provider-v6\n  prefix: {prefix}\n  owner:\n    kind: FloatingIP\n    \
+             name: \"{owner}\"\n"
+        );
+        let prefix = column.then(|| prefix.to_owned());
+        db.sql()
+            .execute(
+                "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+                 VALUES ('IPPrefixClaim', '', $1, 'provider-v6', $2, $3::text::inet)",
+                &[&name, &manifest.as_bytes(), &prefix],
+            )
+            .unwrap();
+    };
+    row("2001:db8:100::/64", "quoted", true);
+    row("2001:db8:100:1::/64", "bare", false);
+    let claim = |owner: &str| {
+        let out = target
+            .command([
+                "allocate",
+                "provider-v6",
+                "--prefix-length",
+                "64",
+                "--owner",
+                owner,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(claim("FloatingIP/quoted"), "2001:db8:100::/64\n");
+    assert_eq!(claim("FloatingIP/bare"), "2001:db8:100:1::/64\n");
+    assert_eq!(claim("FloatingIP/new"), "2001:db8:100:2::/64\n");
+}
+
 /// `--dry-run` says what a claim would answer, the owner's prefix or the best fit, and
 /// writes nothing; the claim then made answers the same.
 #[test]
@@ -733,4 +787,67 @@ fn pool_delete_refuses_a_supernet_with_claims_and_takes_its_records() {
         .args(["check"])
         .stderr("ok: no problems found in state (0 pools, 0 allocations checked)\n")
         .run();
+}
+
+/// The file of the claim of `prefix` in `provider-v6`, relative to the state directory.
+fn claim_file(prefix: &str) -> String {
+    let pool = ipamctl::model::PoolName::new("provider-v6").expect("valid");
+    let name = ipamctl::model::prefix_claim::prefix_claim_name(&pool, prefix.parse().unwrap());
+    format!("cluster/ipprefixclaims/{name}.yaml")
+}
+
+/// A new owner's claim finds the owner's claim by the supernet's owner index, which vouches
+/// for a file only while its status is the recorded one: an outside `cp` over a recorded
+/// claim (a `git checkout` that gives the prefix to another owner), an `rm` and a copied-in
+/// claim between two claims are each read again, so the look-up is never wrong. (An index
+/// believed without its files' status would give `d` a second prefix, and tell `b` it still
+/// holds the removed one.)
+#[test]
+fn an_outside_rm_or_cp_between_prefix_claims_never_fools_the_owner_look_up() {
+    let test = supernet().file_store_only();
+    let claim = |test: Test, owner: &str, want: &str| {
+        test.args([
+            "allocate",
+            "provider-v6",
+            "--prefix-length",
+            "64",
+            "--owner",
+            owner,
+        ])
+        .stdout(&format!("{want}\n"))
+        .run()
+        .then()
+    };
+    let test = claim(test, "FloatingIP/a", "2001:db8:100::/64");
+    let test = claim(test, "FloatingIP/b", "2001:db8:100:1::/64");
+    // Old enough to be recorded by the next claim's look-up.
+    std::thread::sleep(Duration::from_millis(250));
+    let test = claim(test, "FloatingIP/c", "2001:db8:100:2::/64");
+    let index = test.read(".index/cluster/ipprefixclaims/provider-v6.idx");
+    assert!(
+        index.contains("\n2001:db8:100::/64 ") && index.contains(" FloatingIP a -\n"),
+        "{index}"
+    );
+
+    // `cp` over a's file (in place: same inode): the prefix is d's now, a holds none.
+    let a = claim_file("2001:db8:100::/64");
+    let rewritten = test.read(&a).replace("name: a\n", "name: d\n");
+    std::fs::write(test.path(&a), rewritten).unwrap();
+    let test = claim(test, "FloatingIP/d", "2001:db8:100::/64");
+    let test = claim(test, "FloatingIP/a", "2001:db8:100:3::/64");
+
+    // `rm` of b's file: b holds nothing, and gets the freed prefix again.
+    test.remove(&claim_file("2001:db8:100:1::/64"));
+    let test = claim(test, "FloatingIP/b", "2001:db8:100:1::/64");
+
+    // A claim copied in under a new name (another clone's, as `git pull` brings it).
+    let copied = test
+        .read(&claim_file("2001:db8:100:2::/64"))
+        .replace("2001-0db8-0100-0002-", "2001-0db8-0100-0004-")
+        .replace("2001:db8:100:2::/64", "2001:db8:100:4::/64")
+        .replace("name: c\n", "name: e\n");
+    test.write(&claim_file("2001:db8:100:4::/64"), &copied);
+    let test = claim(test, "FloatingIP/e", "2001:db8:100:4::/64");
+    let test = claim(test, "FloatingIP/c", "2001:db8:100:2::/64");
+    test.args(["check"]).run();
 }

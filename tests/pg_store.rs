@@ -1369,6 +1369,7 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
              DROP TABLE ipamctl.pool_counts;
              DROP FUNCTION ipamctl.count_allocations() CASCADE;
              DROP TABLE ipamctl.objects;
+             DROP FUNCTION ipamctl.claim_owner_name(bytea);
              ALTER TABLE ipamctl.allocations DROP COLUMN creation_timestamp;
              DELETE FROM ipamctl.schema_version WHERE version >= 2",
         )

@@ -80,8 +80,8 @@ pub fn claim_annotated(
                 store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
             let manifest = load_pool(store, pool)?;
             crate::engine::doomed::refuse(&manifest, pool)?;
-            let claims = pool_claim_names(store, pool)?;
-            if let Some(held) = owner_claim(store, pool, &claims, owner)? {
+            let lookup = look_up(store, pool, owner)?;
+            if let Some(held) = lookup.held {
                 return match want {
                     Want::Exact(p) if p != held.spec.prefix => Err(Error::conflict(format!(
                         "`{owner}` already holds {} in pool `{pool}`; release it before claiming {p}",
@@ -94,7 +94,7 @@ pub fn claim_annotated(
                 };
             }
             let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
-            let prefix = choose(store, &manifest, pool, &claims, want, &cooling)?;
+            let prefix = choose(store, &manifest, pool, &lookup.taken, want, &cooling)?;
             let mut claim = PrefixClaimManifest::new(
                 &pool.name,
                 pool.namespace.as_ref(),
@@ -132,12 +132,12 @@ pub fn claim_annotated(
 pub fn predict(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<IpNet> {
     let manifest = load_pool(store, pool)?;
     check_want(&manifest, pool, want)?;
-    let claims = pool_claim_names(store, pool)?;
-    match owner_claim(store, pool, &claims, owner)? {
+    let lookup = look_up(store, pool, owner)?;
+    match lookup.held {
         Some(held) => Ok(held.spec.prefix),
         None => {
             let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
-            choose(store, &manifest, pool, &claims, want, &cooling)
+            choose(store, &manifest, pool, &lookup.taken, want, &cooling)
         }
     }
 }
@@ -208,14 +208,15 @@ fn forget_cooled(
     Ok(())
 }
 
-/// The prefix `want` gets among `claims` (name, prefix), the pool's excludes and what the
-/// cooldown keeps (`cooling`): a prefix released by another owner within `reuseAfter` is
-/// taken; the claimer's own, if it asks for that length and it is still free, comes first.
+/// The prefix `want` gets among the claimed prefixes `claims`, the pool's excludes and what
+/// the cooldown keeps (`cooling`): a prefix released by another owner within `reuseAfter`
+/// is taken; the claimer's own, if it asks for that length and it is still free, comes
+/// first.
 fn choose(
     store: &dyn Store,
     manifest: &PoolManifest,
     pool: &PoolRef,
-    claims: &[(String, IpNet)],
+    claims: &[IpNet],
     want: Want,
     cooling: &Cooling<IpNet>,
 ) -> Result<IpNet> {
@@ -234,7 +235,7 @@ fn choose(
     }
     if let (Want::Length(len), Some(own)) = (want, cooling.own)
         && own.prefix_len() == len
-        && !claims.iter().any(|(_, c)| overlaps(*c, own))
+        && !claims.iter().any(|c| overlaps(*c, own))
         && !excludes
             .iter()
             .chain(&cooling.blocked)
@@ -248,8 +249,9 @@ fn choose(
         .collect();
     match want {
         Want::Exact(p) => {
-            if let Some((name, held)) = claims.iter().find(|(_, c)| overlaps(*c, p)) {
-                let holder = read_claim(store, pool, name)?
+            if let Some(held) = claims.iter().find(|c| overlaps(**c, p)) {
+                let name = prefix_claim_name(&pool.name, *held);
+                let holder = read_claim(store, pool, &name)?
                     .map_or_else(|| "another owner".into(), |c| c.spec.owner.to_string());
                 return Err(Error::conflict(format!(
                     "{p} overlaps {held} in pool `{pool}`, held by `{holder}`"
@@ -263,7 +265,7 @@ fn choose(
             Ok(p)
         }
         Want::Length(len) => {
-            let mut taken: Vec<IpNet> = claims.iter().map(|(_, c)| *c).collect();
+            let mut taken = claims.to_vec();
             taken.extend(excludes);
             prefix::best_fit(manifest.spec.cidr, &taken, len)
                 .map_err(|NoRoom { largest }| no_room(pool, manifest.spec.cidr, len, largest))
@@ -285,9 +287,36 @@ pub fn overlaps(a: IpNet, b: IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
 }
 
-/// The claims of `pool` as their names spell them: (name, prefix), read from the listing
-/// alone. The name is what the exclusive create arbitrates, so it is the prefix the file
-/// holds (`check` reports a file whose manifest says otherwise).
+/// The claim `owner` holds in `pool`, read now, and the prefixes the pool's claims hold:
+/// the store's owner look-up ([`crate::store::Queries::find_prefix_owner`]), which reads
+/// the owner's file and no other that it can vouch for unread. A claim that does not parse
+/// is an error naming it (its owner is unknown, so the owner's single claim cannot be
+/// decided), and so is the owner's claim stored where its name and pool do not say.
+fn look_up(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<store::PrefixLookup> {
+    let ns = pool.namespace.as_ref();
+    let lookup = store.find_prefix_owner(ns, &pool.name, owner)?;
+    if let Some((name, why)) = lookup.broken.first() {
+        return Err(Error::invalid(
+            store.locate(ObjectKind::PrefixClaim, ns, name),
+            why,
+        ));
+    }
+    if let Some(held) = &lookup.held {
+        let name = prefix_claim_name(&pool.name, held.spec.prefix);
+        if held.metadata.name != name || held.spec.pool != pool.name {
+            return Err(Error::invalid(
+                store.locate(ObjectKind::PrefixClaim, ns, &held.metadata.name),
+                "metadata.name or spec.pool disagrees with where it is stored (run `ipamctl check`)",
+            ));
+        }
+    }
+    Ok(lookup)
+}
+
+/// The claims of `pool` as their names spell them: (name, prefix), from the listing alone
+/// (`apply` and `pool delete` ask whether a claim holds a prefix, not whose it is). The name
+/// is what the exclusive create arbitrates, so it is the prefix the file holds (`check`
+/// reports a file whose manifest says otherwise).
 pub fn pool_claim_names(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(String, IpNet)>> {
     Ok(store
         .list(ObjectKind::PrefixClaim, pool.namespace.as_ref())?
@@ -299,45 +328,12 @@ pub fn pool_claim_names(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(String
         .collect())
 }
 
-/// The claim `owner` holds among `claims` of `pool`, read now. Only the files whose bytes
-/// hold the owner's name are decoded: the look-up reads every file of the pool, but parses
-/// one or two.
-fn owner_claim(
-    store: &dyn Store,
-    pool: &PoolRef,
-    claims: &[(String, IpNet)],
-    owner: &Owner,
-) -> Result<Option<PrefixClaimManifest>> {
-    let ns = pool.namespace.as_ref();
-    let needle = owner.name().as_bytes();
-    for (name, _) in claims {
-        let Some(bytes) = store.get(ObjectKind::PrefixClaim, ns, name)? else {
-            continue;
-        };
-        if !bytes.windows(needle.len()).any(|w| w == needle) {
-            continue;
-        }
-        if let Some(c) = read_claim(store, pool, name)?
-            && c.spec.owner == *owner
-        {
-            return Ok(Some(c));
-        }
-    }
-    Ok(None)
-}
-
 /// Every claim of `pool`, read now; a file that does not parse is an error naming it (its
 /// prefix is unknown, so no claim can be decided safely).
 pub fn pool_claims(store: &dyn Store, pool: &PoolRef) -> Result<Vec<PrefixClaimManifest>> {
-    let ns = pool.namespace.as_ref();
-    let names: Vec<String> = store
-        .list(ObjectKind::PrefixClaim, ns)?
-        .into_iter()
-        .filter(|n| matches!(parse_prefix_claim_name(n), Some((p, _)) if p == pool.name.as_str()))
-        .collect();
-    names
+    pool_claim_names(store, pool)?
         .iter()
-        .filter_map(|name| read_claim(store, pool, name).transpose())
+        .filter_map(|(name, _)| read_claim(store, pool, name).transpose())
         .collect()
 }
 

@@ -20,6 +20,7 @@ use std::net::IpAddr;
 
 use crate::error::Result;
 use crate::model::candidates::Candidates;
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
 
 pub use crate::model::ObjectKind;
@@ -47,6 +48,20 @@ pub struct OwnerLookup {
     /// database, leaves it empty: its [`Queries::free_candidates`] finds them itself).
     pub taken: Vec<IpAddr>,
     /// Allocations of the pool that do not parse: (object name, why).
+    pub broken: Vec<(String, String)>,
+}
+
+/// The answer to [`Queries::find_prefix_owner`].
+#[derive(Clone, Debug, Default)]
+pub struct PrefixLookup {
+    /// The claim the owner holds in the supernet pool, read just now: a stored manifest whose
+    /// owner is the owner's (its name and pool are for the caller to check against where it
+    /// is stored).
+    pub held: Option<PrefixClaimManifest>,
+    /// The prefixes the pool's claims hold as their names spell them (the name is what the
+    /// create arbitrates), the broken ones too, ascending.
+    pub taken: Vec<ipnet::IpNet>,
+    /// Claims of the pool that do not parse: (object name, why). Their owner is unknown.
     pub broken: Vec<(String, String)>,
 }
 
@@ -221,6 +236,17 @@ pub trait Queries: Objects {
         candidates: &Candidates,
         whole_pool: bool,
     ) -> Result<FreeIter<'a>>;
+
+    /// The prefix claim `owner` (kind, name and uid exactly) holds in the supernet `pool`,
+    /// read just now, and the prefixes the pool's claims hold: what a prefix claim decides
+    /// on. It rests on the stored claims as they are when it is asked, never on a cache
+    /// that an outside writer could have made stale.
+    fn find_prefix_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<PrefixLookup>;
 
     /// How many allocations `pool` has, and how many of them are among `candidates`,
     /// when the store can count them without listing them (a database); `None` by default:

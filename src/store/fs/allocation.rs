@@ -1,15 +1,16 @@
-//! Reading one allocation file: as it is, or (for a claim's look-up) giving a file that
-//! is being rewritten in place the moment it needs to become whole again.
+//! Reading one allocation file (or another file an owner index serves, [`Kind`]): as it
+//! is, or (for a claim's look-up) giving a file that is being rewritten in place the
+//! moment it needs to become whole again.
 
 use std::os::fd::OwnedFd;
 
 use crate::error::{Error, Result};
-use crate::model::Namespace;
+use crate::model::{AllocationManifest, Namespace};
 use crate::store::fs::FsStore;
 use crate::store::fs::beneath::{self, Refused, refused};
 use crate::store::fs::index::Stamp;
-use crate::store::{ObjectKind, Parsed};
-use crate::yaml::{self, MAX_MANIFEST_BYTES};
+use crate::store::fs::kind::{Allocations, Kind};
+use crate::yaml::MAX_MANIFEST_BYTES;
 
 /// How long after its last change an allocation file that does not parse may still be a
 /// rewrite in progress (see [`FsStore::read_whole`]).
@@ -27,18 +28,21 @@ pub(super) fn now_ns() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// One allocation file as read: what it decodes to, its status, and whether its bytes
-/// are exactly what ipamctl writes for that manifest (canonical, ending in a newline).
-pub(super) struct ReadAllocation {
+/// One file as read: what it decodes to, its status, and whether its bytes are exactly
+/// what ipamctl writes for that manifest (canonical, ending in a newline).
+pub(super) struct ReadFile<M> {
     /// The manifest, or why the file is not one.
-    pub(super) parsed: Parsed,
+    pub(super) parsed: std::result::Result<M, String>,
     /// The status of the bytes decoded.
     pub(super) stamp: Stamp,
     /// The bytes are [`yaml::encode`] of the manifest: no prefix of a longer manifest.
     pub(super) exact: bool,
 }
 
-impl ReadAllocation {
+/// One allocation file as read.
+pub(super) type ReadAllocation = ReadFile<AllocationManifest>;
+
+impl<M> ReadFile<M> {
     /// May this read be taken for the file's content, at `started` (when the read began)?
     ///
     /// A file rewritten in place (`cp`, an editor, a sync tool, `pv`) passes through
@@ -58,35 +62,44 @@ impl ReadAllocation {
 }
 
 impl FsStore {
-    /// Reads and decodes the allocation file `file` (`<name>.yaml`) of `dir`; `None` if it
-    /// is gone. A file with a second name (a hard link) is an error naming it, not a broken
-    /// manifest: it is not read at all.
+    /// Reads and decodes the allocation file `file` (`<name>.yaml`) of `dir`: see
+    /// [`FsStore::read_file`].
     pub(super) fn read_allocation(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         file: &str,
     ) -> Result<Option<ReadAllocation>> {
+        self.read_file::<Allocations<'_>>(dir, ns, file)
+    }
+
+    /// Reads and decodes the `T` file `file` (`<name>.yaml`) of `dir`; `None` if it is
+    /// gone. A file with a second name (a hard link) is an error naming it, not a broken
+    /// manifest: it is not read at all.
+    pub(super) fn read_file<T: Kind>(
+        &self,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        file: &str,
+    ) -> Result<Option<ReadFile<T::Manifest>>> {
         match beneath::read(dir, file, MAX_MANIFEST_BYTES) {
             Ok(None) => Ok(None),
             Ok(Some(read)) => {
                 let (parsed, exact) = match std::str::from_utf8(&read.bytes) {
-                    Ok(text) => yaml::decode_allocation_exact(text),
+                    Ok(text) => T::decode(text),
                     Err(_) => (Err("is not UTF-8 text".to_owned()), false),
                 };
-                Ok(Some(ReadAllocation {
+                Ok(Some(ReadFile {
                     parsed,
                     stamp: Stamp::of(&read.stat),
                     exact,
                 }))
             }
-            Err(Refused::Io(e)) => Err(Error::io(self.path(ObjectKind::Allocation, ns, file), e)),
-            Err(why @ Refused::HardLink(_)) => {
-                Err(refused(self.path(ObjectKind::Allocation, ns, file), why))
-            }
+            Err(Refused::Io(e)) => Err(Error::io(self.path(T::OBJECTS, ns, file), e)),
+            Err(why @ Refused::HardLink(_)) => Err(refused(self.path(T::OBJECTS, ns, file), why)),
             // A symlink, a FIFO, a huge file under a manifest's name: as broken as a file
-            // that does not parse; its address stays taken.
-            Err(why) => Ok(Some(ReadAllocation {
+            // that does not parse; its key stays taken.
+            Err(why) => Ok(Some(ReadFile {
                 parsed: Err(why.reason()),
                 stamp: Stamp::of_nothing(),
                 exact: false,
@@ -110,6 +123,16 @@ impl FsStore {
         ns: Option<&Namespace>,
         file: &str,
     ) -> Result<Option<ReadAllocation>> {
+        self.read_whole_of::<Allocations<'_>>(dir, ns, file)
+    }
+
+    /// [`FsStore::read_whole`] for a `T` file.
+    pub(super) fn read_whole_of<T: Kind>(
+        &self,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        file: &str,
+    ) -> Result<Option<ReadFile<T::Manifest>>> {
         let begun = now_ns();
         let mut changing = false;
         loop {
@@ -117,7 +140,7 @@ impl FsStore {
             // descheduled between its read and this check must not take a fresh rewrite
             // for an old file.
             let started = now_ns();
-            let Some(read) = self.read_allocation(dir, ns, file)? else {
+            let Some(read) = self.read_file::<T>(dir, ns, file)? else {
                 return Ok(None);
             };
             let empty = read.parsed.is_err() && read.stamp.size == 0;
@@ -135,7 +158,7 @@ impl FsStore {
                     Ok(_) => "it".to_owned(),
                 };
                 return Err(Error::io(
-                    self.path(ObjectKind::Allocation, ns, file),
+                    self.path(T::OBJECTS, ns, file),
                     std::io::Error::other(format!(
                         "{why} was being changed moments ago: another program may be \
                          rewriting it; nothing was claimed, try again"

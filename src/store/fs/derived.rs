@@ -1,5 +1,6 @@
 //! The derived files under `.index/`: each pool's owner index (its format is
-//! [`crate::store::fs::index`]) and each owner's address hint. Both are advice: read best
+//! [`crate::store::fs::index`]; one for a pool's allocations, one for a supernet's prefix
+//! claims) and each owner's address hint. Both are advice: read best
 //! effort, written best effort, never trusted without the allocation file they name.
 
 use std::collections::HashMap;
@@ -10,15 +11,21 @@ use std::path::Path;
 use crate::model::{Namespace, PoolName};
 use crate::store::ObjectKind;
 use crate::store::fs::beneath::{self, Refused, WriteMode};
-use crate::store::fs::index::{Change, Index};
+use crate::store::fs::index::{Change, Index, Key};
 use crate::store::fs::{FsStore, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX};
 
 impl FsStore {
-    /// The index of `pool` in the allocations directory `dir`: empty if it is missing or
+    /// The index of `pool` in the `kind` directory `dir`: empty if it is missing or
     /// unreadable (an index is only ever a cost saved).
-    pub(super) fn load_index(&self, dir: &OwnedFd, ns: Option<&Namespace>, pool: &str) -> Index {
+    pub(super) fn load_index<K: Key>(
+        &self,
+        kind: ObjectKind,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        pool: &str,
+    ) -> Index<K> {
         let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
-        self.index_dir(ns, false)
+        self.index_dir(kind, ns, false)
             .ok()
             .and_then(|index_dir| {
                 beneath::read(
@@ -32,7 +39,7 @@ impl FsStore {
             .map_or_else(|| Index::empty(dev), |file| Index::parse(file.bytes, dev))
     }
 
-    /// The indexes of `pool`, or of every pool of `ns` that has one, by pool name.
+    /// The allocation indexes of `pool`, or of every pool of `ns` that has one, by pool name.
     pub(super) fn load_indexes(
         &self,
         dir: &OwnedFd,
@@ -43,7 +50,7 @@ impl FsStore {
         match pool {
             Some(pool) => pools.push(pool.as_str().to_owned()),
             None => {
-                if let Ok(index_dir) = self.index_dir(ns, false) {
+                if let Ok(index_dir) = self.index_dir(ObjectKind::Allocation, ns, false) {
                     let _ = beneath::each_name(&index_dir, |name, _| {
                         if let Some(pool) =
                             beneath::utf8(name).and_then(|n| n.strip_suffix(INDEX_SUFFIX))
@@ -57,23 +64,24 @@ impl FsStore {
         pools
             .into_iter()
             .map(|pool| {
-                let index = self.load_index(dir, ns, &pool);
+                let index = self.load_index(ObjectKind::Allocation, dir, ns, &pool);
                 (pool, index)
             })
             .collect()
     }
 
-    /// Appends `changes` to the pool's index, or rewrites it whole when it is missing or
-    /// mostly history.
-    pub(super) fn save_index(
+    /// Appends `changes` to the pool's index of `kind` objects, or rewrites it whole when
+    /// it is missing or mostly history.
+    pub(super) fn save_index<K: Key>(
         &self,
+        kind: ObjectKind,
         ns: Option<&Namespace>,
         pool: &str,
-        index: &Index,
-        changes: &[Change],
+        index: &Index<K>,
+        changes: &[Change<K>],
     ) -> std::result::Result<(), Refused> {
         failpoint!("index-before-write");
-        let index_dir = self.index_dir(ns, true)?;
+        let index_dir = self.index_dir(kind, ns, true)?;
         let file = format!("{pool}{INDEX_SUFFIX}");
         if index.lines > 0
             && !index.wants_rewrite(changes.len())
@@ -92,14 +100,15 @@ impl FsStore {
         Ok(())
     }
 
-    /// The index directory of the allocations of `ns`: `.index/<allocations dir>` (created
+    /// The index directory of the `kind` objects of `ns`: `.index/<objects dir>` (created
     /// with `create`).
     pub(super) fn index_dir(
         &self,
+        kind: ObjectKind,
         ns: Option<&Namespace>,
         create: bool,
     ) -> std::result::Result<OwnedFd, Refused> {
-        let rel = Path::new(INDEX_DIR).join(FsStore::relative_dir(ObjectKind::Allocation, ns));
+        let rel = Path::new(INDEX_DIR).join(FsStore::relative_dir(kind, ns));
         if create {
             beneath::open_or_create_dir(&self.fd, &rel)
         } else {
@@ -109,7 +118,7 @@ impl FsStore {
 
     /// The address `key`'s hint names in `pool`, if any.
     pub(super) fn hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<IpAddr> {
-        let index_dir = self.index_dir(ns, false).ok()?;
+        let index_dir = self.index_dir(ObjectKind::Allocation, ns, false).ok()?;
         let hints =
             beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
         let file = beneath::read(&hints, format!("{key:016x}"), 64).ok()??;
@@ -130,7 +139,7 @@ impl FsStore {
     ) {
         failpoint!("index-before-hint");
         let _ = self
-            .index_dir(ns, true)
+            .index_dir(ObjectKind::Allocation, ns, true)
             .and_then(|index_dir| beneath::subdir(index_dir, &format!("{pool}{HINTS_SUFFIX}")))
             .and_then(|hints| {
                 beneath::write(

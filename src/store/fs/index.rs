@@ -1,5 +1,7 @@
-//! The owner index of one pool, `ipallocations/.index/<pool>.idx`: for each allocation file,
-//! who its owner was when ipamctl last read it, and what a `stat` of the file showed then.
+//! The owner index of one pool, `.index/<objects dir>/<pool>.idx`: for each allocation file
+//! (or prefix claim file of a supernet pool), who its owner was when ipamctl last read it,
+//! and what a `stat` of the file showed then. Records are keyed by what the file's name
+//! spells ([`Key`]): an address for an allocation, a prefix for a prefix claim.
 //!
 //! It works the way git's index does. A record vouches for a file only while the file's
 //! status is exactly the recorded one (inode, size, and modification and change times to the
@@ -24,23 +26,50 @@
 //!
 //! ```text
 //! ipamctl-index 2 <device>
-//! <address> <inode> <size> <mtime ns> <ctime ns> <w|w<secs>|-> <owner kind> <owner name> <uid or ->
-//! <address> -
+//! <key> <inode> <size> <mtime ns> <ctime ns> <w|w<secs>|-> <owner kind> <owner name> <uid or ->
+//! <key> -
 //! ```
+//!
+//! `<key>` is an address (`10.0.0.1`) in an allocations index, a prefix (`2001:db8::/64`)
+//! in a prefix claims index.
 //!
 //! `w` marks a file that is exactly the manifest ipamctl writes for its pool, address and
 //! owner, so a reader may rebuild it unread; `w<secs>` the same with that
 //! `metadata.creationTimestamp` (seconds since the epoch), as every claim now writes.
 
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 use std::net::IpAddr;
 
+use ipnet::IpNet;
 use rustix::fs::Stat;
 
 use crate::model::{Owner, OwnerFilter};
 
 /// First word of an index file, with its format version.
 const HEADER: &str = "ipamctl-index 2";
+
+/// What an index keys its records by: what a file's name spells, written as `Display`
+/// writes it and read back byte-wise by [`Key::parse`] (which accepts only that spelling).
+pub trait Key: Copy + Ord + Display + Send + Sync {
+    /// The key a record's first field spells, if it is one.
+    fn parse(text: &[u8]) -> Option<Self>;
+}
+
+impl Key for IpAddr {
+    fn parse(text: &[u8]) -> Option<Self> {
+        parse_address(text)
+    }
+}
+
+/// A prefix claim's key: its prefix, without host bits.
+impl Key for IpNet {
+    fn parse(text: &[u8]) -> Option<Self> {
+        let slash = text.iter().rposition(|&b| b == b'/')?;
+        let len = u8::try_from(parse_u64(&text[slash + 1..])?).ok()?;
+        let net = IpNet::new(parse_address(&text[..slash])?, len).ok()?;
+        (net.trunc() == net).then_some(net)
+    }
+}
 
 /// How much older than the start of its read a file's ctime must be for the read to be
 /// recorded: more than the coarsest clock tick a file system stamps files with (10 ms at
@@ -176,7 +205,7 @@ impl Record {
 }
 
 impl RecordRef<'_> {
-    fn line(&self, address: IpAddr, out: &mut String) {
+    fn line(&self, address: impl Display, out: &mut String) {
         let s = &self.stamp;
         // `w<seconds>` for a whole file with a creation time: a version that knows only `w`
         // and `-` skips the line, which costs it a read, never a wrong rebuild.
@@ -195,27 +224,27 @@ impl RecordRef<'_> {
 
 /// A record in the index: the owner is a range of the index's text.
 #[derive(Clone, Copy, Debug)]
-struct Entry {
-    address: IpAddr,
+struct Entry<K> {
+    address: K,
     stamp: Stamp,
     owner: (u32, u32),
     whole: bool,
     created: Option<u64>,
 }
 
-/// The records of one pool, in address order, for one device.
+/// The records of one pool, in key order (address order for allocations), for one device.
 ///
 /// Kept as the file's bytes and a sorted array into them rather than a map of owned
 /// strings: a look-up parses one record per allocation of the pool, 50,000 at a time, and
 /// an allocation per record was most of its cost.
-#[derive(Clone, Debug, Default)]
-pub struct Index {
+#[derive(Clone, Debug)]
+pub struct Index<K = IpAddr> {
     /// The device the recorded inode numbers belong to.
     pub dev: u64,
     /// The index file as read; records' owners point into it.
     text: Vec<u8>,
-    /// At most one record per address, in address order.
-    entries: Vec<Entry>,
+    /// At most one record per key, in key order.
+    entries: Vec<Entry<K>>,
     /// Lines in the file, the header aside (records, overridden records and tombstones):
     /// when it outgrows the records, the file is rewritten.
     pub lines: usize,
@@ -223,34 +252,36 @@ pub struct Index {
 
 /// A change to an index, as a look-up learnt it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// This address's file now has this record.
-    Set(IpAddr, Record),
-    /// This address has no file any more.
-    Forget(IpAddr),
+pub enum Change<K = IpAddr> {
+    /// This key's file now has this record.
+    Set(K, Record),
+    /// This key has no file any more.
+    Forget(K),
 }
 
-impl Change {
-    fn address(&self) -> IpAddr {
+impl<K: Key> Change<K> {
+    fn address(&self) -> K {
         match self {
             Change::Set(address, _) | Change::Forget(address) => *address,
         }
     }
 }
 
-impl Index {
+impl<K: Key> Index<K> {
     /// An empty index for the device `dev`.
-    pub fn empty(dev: u64) -> Index {
+    pub fn empty(dev: u64) -> Index<K> {
         Index {
             dev,
-            ..Index::default()
+            text: Vec::new(),
+            entries: Vec::new(),
+            lines: 0,
         }
     }
 
     /// Parses an index file for the device `dev`. A file of another device, another format
     /// or none at all gives an empty index; a malformed line, or a last line without its
     /// newline (a torn append), is skipped.
-    pub fn parse(text: Vec<u8>, dev: u64) -> Index {
+    pub fn parse(text: Vec<u8>, dev: u64) -> Index<K> {
         let mut index = Index::empty(dev);
         let Some(header_end) = text.iter().position(|&b| b == b'\n') else {
             return index;
@@ -265,7 +296,7 @@ impl Index {
         }
         // (address, line number, record or tombstone): sorted by address and then line, the
         // last line of each address is the one that counts.
-        let mut parsed: Vec<(IpAddr, Option<Entry>)> = Vec::with_capacity(text.len() / 100);
+        let mut parsed: Vec<(K, Option<Entry<K>>)> = Vec::with_capacity(text.len() / 100);
         let mut start = header_end + 1;
         while let Some(len) = text[start..].iter().position(|&b| b == b'\n') {
             let line = &text[start..start + len];
@@ -280,7 +311,7 @@ impl Index {
         // Stable: lines of one address stay in file order. A rewritten file is already in
         // order, and appends are few, so this is close to linear.
         parsed.sort_by_key(|(address, _)| *address);
-        let mut entries: Vec<Entry> = Vec::with_capacity(parsed.len());
+        let mut entries: Vec<Entry<K>> = Vec::with_capacity(parsed.len());
         let mut i = 0;
         while i < parsed.len() {
             let address = parsed[i].0;
@@ -309,7 +340,7 @@ impl Index {
     }
 
     /// The record of `address`, if any.
-    pub fn get(&self, address: IpAddr) -> Option<RecordRef<'_>> {
+    pub fn get(&self, address: K) -> Option<RecordRef<'_>> {
         let i = self
             .entries
             .binary_search_by_key(&address, |e| e.address)
@@ -319,7 +350,7 @@ impl Index {
 
     /// The record of each of `addresses` (ascending), and the recorded addresses that are
     /// not among them: one merge of two sorted lists, no look-up per address.
-    pub fn join(&self, addresses: &[IpAddr]) -> (Vec<Option<RecordRef<'_>>>, Vec<IpAddr>) {
+    pub fn join(&self, addresses: &[K]) -> (Vec<Option<RecordRef<'_>>>, Vec<K>) {
         let mut records = Vec::with_capacity(addresses.len());
         let mut unlisted = Vec::new();
         let mut entries = self.entries.iter().peekable();
@@ -337,7 +368,7 @@ impl Index {
         (records, unlisted)
     }
 
-    fn record(&self, entry: &Entry) -> RecordRef<'_> {
+    fn record(&self, entry: &Entry<K>) -> RecordRef<'_> {
         let (start, end) = (entry.owner.0 as usize, entry.owner.1 as usize);
         RecordRef {
             stamp: entry.stamp,
@@ -355,8 +386,8 @@ impl Index {
     }
 
     /// The whole file with `changes` applied, records in address order.
-    pub fn render_with(&self, changes: &[Change]) -> String {
-        let mut changes: Vec<&Change> = changes.iter().collect();
+    pub fn render_with(&self, changes: &[Change<K>]) -> String {
+        let mut changes: Vec<&Change<K>> = changes.iter().collect();
         changes.sort_by_key(|c| c.address());
         let mut text = String::with_capacity(64 + (self.len() + changes.len()) * 128);
         let _ = writeln!(text, "{HEADER} {}", self.dev);
@@ -399,7 +430,7 @@ impl Index {
     }
 
     /// The lines that append `changes` to the file.
-    pub fn render_changes(changes: &[Change]) -> String {
+    pub fn render_changes(changes: &[Change<K>]) -> String {
         let mut text = String::new();
         for change in changes {
             match change {
@@ -420,7 +451,7 @@ pub fn same(record: Option<RecordRef<'_>>, learnt: &Record) -> bool {
 
 // Byte-wise, one pass over the line: a look-up parses one line per allocation of the pool,
 // 50,000 at a time. `at` is the line's offset in the file, for the owner's range.
-fn parse_line(line: &[u8], at: usize) -> Option<(IpAddr, Option<Entry>)> {
+fn parse_line<K: Key>(line: &[u8], at: usize) -> Option<(K, Option<Entry<K>>)> {
     let mut rest = line;
     let mut field = || {
         let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
@@ -428,7 +459,7 @@ fn parse_line(line: &[u8], at: usize) -> Option<(IpAddr, Option<Entry>)> {
         rest = tail.get(1..).unwrap_or_default();
         field
     };
-    let address = parse_address(field())?;
+    let address = K::parse(field())?;
     let ino = field();
     if ino == b"-" {
         return field().is_empty().then_some((address, None));
@@ -591,7 +622,7 @@ mod tests {
         assert_eq!(parsed.get(a), None);
         // Rewritten whole, the same records in address order and nothing else.
         let rewritten = Index::parse(
-            Index::parse(text.into_bytes(), 2049)
+            Index::<IpAddr>::parse(text.into_bytes(), 2049)
                 .render_with(&[])
                 .into_bytes(),
             2049,
@@ -616,7 +647,7 @@ mod tests {
         let text = Index::empty(1).render_with(&[Change::Set(a, record(11, "FloatingIP fip-1 -"))]);
         let index = Index::parse(text.clone().into_bytes(), 1);
         assert_eq!(index.len(), 1);
-        assert!(Index::parse(text.clone().into_bytes(), 2).is_empty());
+        assert!(Index::<IpAddr>::parse(text.clone().into_bytes(), 2).is_empty());
         for torn in [
             "10.0.0.2 13 200 17000\n",
             "10.0.0.1 - x\n",
@@ -633,13 +664,39 @@ mod tests {
         // The last is an append cut short and the next append joined to it.
         let joined = "FloatingIP fi10.0.0.3 14 200 1 1 w FloatingIP fip-3 -";
         for owner in ["FloatingIP x", "FloatingIP x - y", "FloatingIP  -", joined] {
-            let parsed = Index::parse(
+            let parsed = Index::<IpAddr>::parse(
                 format!("{text}10.0.0.2 13 200 1 1 - {owner}\n").into_bytes(),
                 1,
             );
             let r = parsed.get("10.0.0.2".parse().unwrap()).unwrap();
             assert!(text_matches(r.owner, &only), "{owner}");
             assert_eq!(parse_owner(r.owner), None, "{owner}");
+        }
+    }
+
+    /// A prefix claims index keys its records by prefix: written as `Display` writes it and
+    /// read back only in that spelling (no host bits, a length in range).
+    #[test]
+    fn prefix_keys_render_and_parse_back() {
+        let a: ipnet::IpNet = "2001:db8::/64".parse().unwrap();
+        let b: ipnet::IpNet = "10.0.0.0/24".parse().unwrap();
+        let text = Index::empty(7).render_with(&[
+            Change::Set(a, record(11, WEB)),
+            Change::Set(b, record(12, WEB)),
+        ]);
+        assert!(text.contains("\n2001:db8::/64 11 "), "{text}");
+        let parsed = Index::<ipnet::IpNet>::parse(text.into_bytes(), 7);
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(parsed.get(a).map(|r| r.owner), Some(WEB));
+        assert_eq!(parsed.join(&[b]).1, vec![a]);
+        for bad in [
+            &b"10.0.0.1/24"[..],
+            b"10.0.0.0/33",
+            b"10.0.0.0",
+            b"10.0.0.0/",
+            b"/24",
+        ] {
+            assert_eq!(<ipnet::IpNet as Key>::parse(bad), None, "{bad:?}");
         }
     }
 

@@ -15,6 +15,7 @@
 //! <root>/{cluster,namespaces/<ns segments>}/ipprefixclaims/<pool>-<a-b-c-d>-<len>.yaml   child prefixes of supernets
 //! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (index.rs)
 //! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
+//! <root>/.index/<ipprefixclaims dir>/<pool>.idx  a supernet's owner index, keyed by prefix
 //! <root>/.index/.tmp-*                            temporary files of writes in flight
 //! <dir>/.ipamctl-deleting-*                        a file being deleted, for an instant
 //! ```
@@ -44,7 +45,9 @@
 //! 1. take the pool's lock exclusively ([`lock`]): no other ipamctl claim, release or
 //!    change of the pool runs until step 4; its lock is the same byte of both anchors, so
 //!    it survives `git clean` and `rsync` as every lock does;
-//! 2. list `ipprefixclaims/` and read the owner's claim, if any (then it is the answer);
+//! 2. list `ipprefixclaims/` and find the owner's claim, if any (then it is the answer),
+//!    by the owner index keyed by prefix (`prefix_claims.rs`): only the files whose status
+//!    differs from their record, and the owner's own, are read;
 //! 3. choose the prefix from the listed names and the pool's excludes (best fit);
 //! 4. create the claim's file exclusively (temporary file, fsync, link without replacing,
 //!    fsync of the directory: `objects.rs`), then drop the lock. A link refused (a file of
@@ -117,8 +120,10 @@ pub mod beneath;
 mod claims;
 mod derived;
 pub mod index;
+mod kind;
 pub mod lock;
 mod objects;
+mod prefix_claims;
 mod queries;
 mod scan;
 

@@ -12,6 +12,9 @@
 //!    O's are read. So the answer always rests on files as they are now, or on records that
 //!    the files' present status vouches for.
 //!
+//! A supernet pool's prefix claims have the same look-up, keyed by prefix
+//! ([`Queries::find_prefix_owner`], `prefix_claims.rs`).
+//!
 //! The uid and owner-filter queries ([`Queries::find_allocations`]) are the same scan over the
 //! pools of a scope, reading only the files they return.
 
@@ -20,7 +23,7 @@ use crate::model::candidates::Candidates;
 use crate::model::{Namespace, Owner, OwnerFilter, PoolName};
 use crate::store::fs::FsStore;
 use crate::store::fs::index;
-use crate::store::{Found, FreeIter, ObjectKind, OwnerLookup, Queries};
+use crate::store::{Found, FreeIter, ObjectKind, OwnerLookup, PrefixLookup, Queries};
 
 impl Queries for FsStore {
     fn find_owner(
@@ -98,7 +101,7 @@ impl Queries for FsStore {
         for (pool, addresses) in by_pool? {
             let index = match indexes.remove(&pool) {
                 Some(index) => index,
-                None => self.load_index(&dir, ns, &pool),
+                None => self.load_index(ObjectKind::Allocation, &dir, ns, &pool),
             };
             let hits = self
                 .scan(&dir, ns, &pool, (addresses, index), &wanted)?
@@ -115,6 +118,15 @@ impl Queries for FsStore {
             }
         }
         Ok(found)
+    }
+
+    fn find_prefix_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<PrefixLookup> {
+        self.find_prefix_claim(ns, pool, owner)
     }
 
     fn free_candidates<'a>(

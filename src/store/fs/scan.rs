@@ -1,6 +1,8 @@
-//! The scan behind every owner look-up and owner-filter query: list a pool's allocation
-//! files, rule out without reading those whose status matches their index record, read the
-//! rest, and record what was learnt (see "Owner look-ups" in [`crate::store::fs::queries`]).
+//! The scan behind every owner look-up and owner-filter query: list a pool's files, rule
+//! out without reading those whose status matches their index record, read the rest, and
+//! record what was learnt (see "Owner look-ups" in [`crate::store::fs::queries`]). One scan
+//! serves every kind of object that has an owner index ([`Kind`]): allocations, keyed by
+//! address, and prefix claims of supernet pools, keyed by prefix.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -8,126 +10,148 @@ use std::os::fd::OwnedFd;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace, PoolName, Timestamp, parse_allocation_name};
+use crate::store::ObjectKind;
 use crate::store::fs::FsStore;
 use crate::store::fs::allocation::now_ns;
 use crate::store::fs::beneath::{self, refused};
 use crate::store::fs::index::{self, Change, Index, Record, RecordRef, Stamp};
+use crate::store::fs::kind::{Allocations, Kind};
 use crate::store::parallel::parallel_map;
 
-/// One allocation file as a scan's first pass saw it.
-enum Look {
+/// One file as a scan's first pass saw it.
+enum Look<M> {
     /// Its status matches its index record, whose owner is not wanted.
     Known,
     /// Its status matches its index record, whose owner is wanted, and the record says the
     /// file is exactly the manifest ipamctl writes for it: this is that manifest, and its
     /// object name (made here, on the scan's threads, rather than after them).
-    Rebuilt(String, Box<AllocationManifest>),
+    Rebuilt(String, Box<M>),
     /// Read now, with its status and whether it may be in flight (boxed: most files are
     /// `Known`).
-    Read(Boxed, Stamp, InFlight),
+    Read(Boxed<M>, Stamp, InFlight),
     /// Removed since the listing.
     Gone,
 }
 
 /// A file read by a scan that may be a write in flight (see
-/// [`crate::store::fs::allocation::ReadAllocation::settled`]): whatever it parsed as, it is a
+/// [`crate::store::fs::allocation::ReadFile::settled`]): whatever it parsed as, it is a
 /// hit, for the caller to read again as a whole.
 pub(super) type InFlight = bool;
 
 /// A manifest as a scan returns it: boxed, so that tens of thousands of them move through
 /// the scan's vectors as pointers.
-pub(super) type Boxed = std::result::Result<Box<AllocationManifest>, String>;
+pub(super) type Boxed<M = AllocationManifest> = std::result::Result<Box<M>, String>;
 
 /// What a scan found.
-#[derive(Default)]
-pub(super) struct Scanned {
-    /// The addresses the pool's allocations hold.
-    pub(super) taken: Vec<IpAddr>,
+pub(super) struct Scanned<K = IpAddr, M = AllocationManifest> {
+    /// The keys (addresses) the pool's files hold.
+    pub(super) taken: Vec<K>,
     /// The files whose owner may be wanted, every file that does not parse, and every file
     /// that may be in flight, read now (the flag: in flight).
-    pub(super) hits: Vec<(IpAddr, String, Boxed, InFlight)>,
+    pub(super) hits: Vec<(K, String, Boxed<M>, InFlight)>,
 }
 
 impl FsStore {
     /// The allocations of `pool` among `addresses` (ascending, as listed): the addresses
     /// they hold, and the files whose owner may pass `wanted` (given an owner as
-    /// [`index::owner_text`]), read now. A file is ruled out without being read only when
-    /// its status matches its index record. Records what it learnt (best effort).
+    /// [`index::owner_text`]), read now: [`FsStore::scan_of`] for allocations.
     pub(super) fn scan(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-        (addresses, index): (Vec<IpAddr>, Index),
+        listed: (Vec<IpAddr>, Index),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned> {
+        let kind = Allocations {
+            pool,
+            pool_name: PoolName::new(pool).ok(),
+            ns,
+        };
+        self.scan_of(&kind, dir, ns, pool, listed, wanted)
+    }
+
+    /// The files of `pool` among `keys` (ascending, as listed) in `kind`'s directory `dir`:
+    /// the keys they hold, and the files whose owner may pass `wanted` (given an owner as
+    /// [`index::owner_text`]), read now. A file is ruled out without being read only when
+    /// its status matches its index record. Records what it learnt (best effort).
+    pub(super) fn scan_of<T: Kind>(
+        &self,
+        kind: &T,
+        dir: &OwnedFd,
+        ns: Option<&Namespace>,
+        pool: &str,
+        (keys, index): (Vec<T::Key>, Index<T::Key>),
+        wanted: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Scanned<T::Key, T::Manifest>> {
         let read_start = now_ns();
-        let pool_name = PoolName::new(pool).ok();
-        let (records, unlisted) = index.join(&addresses);
-        let listed: Vec<_> = addresses.iter().copied().zip(records).collect();
-        let looked = parallel_map(&listed, |&(address, record)| {
-            self.look(dir, ns, pool, pool_name.as_ref(), (address, record), wanted)
+        let (records, unlisted) = index.join(&keys);
+        let listed: Vec<_> = keys.iter().copied().zip(records).collect();
+        let looked = parallel_map(&listed, |&(key, record)| {
+            self.look(kind, dir, ns, (key, record), wanted)
         });
-        let mut scanned = Scanned::default();
-        let mut changes: Vec<Change> = unlisted.into_iter().map(Change::Forget).collect();
-        for (&(address, record), look) in listed.iter().zip(looked) {
+        let mut scanned = Scanned {
+            taken: Vec::new(),
+            hits: Vec::new(),
+        };
+        let mut changes: Vec<Change<T::Key>> = unlisted.into_iter().map(Change::Forget).collect();
+        for (&(key, record), look) in listed.iter().zip(looked) {
             let look = look?;
             if !matches!(look, Look::Gone) {
-                scanned.taken.push(address);
+                scanned.taken.push(key);
             }
             match look {
                 Look::Gone | Look::Known => {}
-                Look::Rebuilt(name, m) => scanned.hits.push((address, name, Ok(m), false)),
+                Look::Rebuilt(name, m) => scanned.hits.push((key, name, Ok(m), false)),
                 Look::Read(parsed, stamp, in_flight) => {
                     let learnt = match &parsed {
                         Ok(m)
-                            if m.spec.address == address
+                            if T::key_and_owner(m).0 == key
                                 && !in_flight
                                 && stamp.settled(read_start) =>
                         {
-                            Some(learn(pool_name.as_ref(), ns, m, stamp))
+                            Some(learn(kind, m, stamp))
                         }
                         _ => None,
                     };
                     match learnt {
                         Some(r) if !index::same(record, &r) => {
-                            changes.push(Change::Set(address, r));
+                            changes.push(Change::Set(key, r));
                         }
                         Some(_) => {}
-                        None if record.is_some() => changes.push(Change::Forget(address)),
+                        None if record.is_some() => changes.push(Change::Forget(key)),
                         None => {}
                     }
                     // A file in flight may be anyone's once whole: the caller reads it again.
                     let hit = match &parsed {
-                        Ok(m) => in_flight || wanted(&index::owner_text(&m.spec.owner)),
+                        Ok(m) => in_flight || wanted(&index::owner_text(T::key_and_owner(m).1)),
                         Err(_) => true,
                     };
                     if hit {
-                        let name = stem(&allocation_file(pool, address)).to_owned();
-                        scanned.hits.push((address, name, parsed, in_flight));
+                        scanned.hits.push((key, kind.name(key), parsed, in_flight));
                     }
                 }
             }
         }
         if !changes.is_empty() {
             // Best effort: a lost index only costs reads (and a read-only directory has none).
-            let _ = self.save_index(ns, pool, &index, &changes);
+            let _ = self.save_index(T::OBJECTS, ns, pool, &index, &changes);
         }
         Ok(scanned)
     }
 
     /// A scan's first pass over one listed file: ruled out or rebuilt by its record when
     /// its status matches it, else read now.
-    fn look(
+    fn look<T: Kind>(
         &self,
+        kind: &T,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
-        pool: &str,
-        pool_name: Option<&PoolName>,
-        (address, record): (IpAddr, Option<RecordRef<'_>>),
+        (key, record): (T::Key, Option<RecordRef<'_>>),
         wanted: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<Look> {
-        let file = allocation_file(pool, address);
+    ) -> Result<Look<T::Manifest>> {
+        let mut file = kind.name(key);
+        file.push_str(".yaml");
         if let Some(record) = record {
             match beneath::stat(dir, &file) {
                 Ok(Some(stat)) if Stamp::of(&stat) == record.stamp => {
@@ -135,14 +159,13 @@ impl FsStore {
                         return Ok(Look::Known);
                     }
                     // A file that is exactly the manifest ipamctl writes for this owner
-                    // and address need not be read to be returned: it is rebuilt.
+                    // and key need not be read to be returned: it is rebuilt.
                     if record.whole
-                        && let Some(pool) = pool_name
                         && let Some(owner) = index::parse_owner(record.owner)
+                        && let Some(m) =
+                            kind.canonical(key, owner, record.created.map(Timestamp::from_secs))
                     {
-                        let mut m = AllocationManifest::new(pool, ns, address, owner);
-                        m.metadata.creation_timestamp = record.created.map(Timestamp::from_secs);
-                        return Ok(Look::Rebuilt(m.metadata.name.clone(), Box::new(m)));
+                        return Ok(Look::Rebuilt(stem(&file).to_owned(), Box::new(m)));
                     }
                 }
                 Ok(None) => return Ok(Look::Gone),
@@ -150,7 +173,7 @@ impl FsStore {
             }
         }
         let started = now_ns();
-        Ok(match self.read_allocation(dir, ns, &file)? {
+        Ok(match self.read_file::<T>(dir, ns, &file)? {
             Some(read) => {
                 let in_flight = !read.settled(started);
                 Look::Read(read.parsed.map(Box::new), read.stamp, in_flight)
@@ -168,7 +191,7 @@ impl FsStore {
         pool: &str,
     ) -> Result<(Vec<IpAddr>, Index)> {
         std::thread::scope(|s| {
-            let index = s.spawn(|| self.load_index(dir, ns, pool));
+            let index = s.spawn(|| self.load_index(ObjectKind::Allocation, dir, ns, pool));
             let addresses = self
                 .pool_names(dir, Some(pool))
                 .map(|mut by_pool| by_pool.remove(pool).unwrap_or_default());
@@ -181,7 +204,7 @@ impl FsStore {
 
     /// The addresses of the allocations in `dir`, ascending, by pool (only `pool`'s if
     /// given). Only names of the canonical form count (see [`parse_allocation_name`]), so
-    /// [`allocation_file`] gives each one's file name back.
+    /// [`Allocations`]' `name` gives each one's file name back.
     pub(super) fn pool_names(
         &self,
         kind_dir: &OwnedFd,
@@ -228,34 +251,19 @@ impl FsStore {
 /// The record a scan learnt from the settled file `m` (read with status `stamp`): its owner,
 /// and whether it is exactly the manifest ipamctl writes for it (then a reader may rebuild
 /// it from the record instead of reading it).
-fn learn(
-    pool: Option<&PoolName>,
-    ns: Option<&Namespace>,
-    m: &AllocationManifest,
-    stamp: Stamp,
-) -> Record {
+fn learn<T: Kind>(kind: &T, m: &T::Manifest, stamp: Stamp) -> Record {
+    let (key, owner) = T::key_and_owner(m);
     Record {
         stamp,
-        owner: index::owner_text(&m.spec.owner).into(),
-        whole: pool.is_some_and(|pool| {
-            let mut canonical =
-                AllocationManifest::new(pool, ns, m.spec.address, m.spec.owner.clone());
-            canonical.metadata.creation_timestamp = m.metadata.creation_timestamp;
-            *m == canonical
-        }),
-        created: m.metadata.creation_timestamp.map(Timestamp::secs),
+        owner: index::owner_text(owner).into(),
+        whole: kind
+            .canonical(key, owner.clone(), T::created(m))
+            .is_some_and(|canonical| canonical == *m),
+        created: T::created(m).map(Timestamp::secs),
     }
 }
 
 /// An object name from its file name (`<name>.yaml`).
 fn stem(file: &str) -> &str {
     file.strip_suffix(".yaml").unwrap_or(file)
-}
-
-/// The file name of the allocation of `address` in `pool` (`<pool>-a-b-c-d.yaml`).
-fn allocation_file(pool: &str, address: IpAddr) -> String {
-    let mut file = String::with_capacity(pool.len() + 21);
-    crate::model::push_allocation_name(&mut file, pool, address);
-    file.push_str(".yaml");
-    file
 }

@@ -49,6 +49,10 @@ const MARKERS: &[(i32, &str)] = &[
         7,
         "SELECT EXISTS (SELECT FROM pg_constraint WHERE conname = 'objects_prefix_claims_disjoint')",
     ),
+    (
+        8,
+        "SELECT to_regclass('ipamctl.objects_prefix_claim_owners') IS NOT NULL",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

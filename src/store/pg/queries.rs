@@ -1,18 +1,23 @@
 //! Typed queries in PostgreSQL ([`Queries`]): the owner's row by its unique key, owner
-//! filters on the owner indexes, the gap query for free candidates (`free.rs`) and counts
-//! from the pool's count ledger.
+//! filters on the owner indexes, a supernet's claimed prefixes and its owner's claim in one
+//! statement, the gap query for free candidates (`free.rs`) and counts from the pool's
+//! count ledger.
 
 use std::net::IpAddr;
 
+use ipnet::IpNet;
 use postgres::Client;
+use postgres::types::{FromSql, Type};
 
 use super::rows::parse;
 use super::typed::Typed;
 use super::{PgStore, ns_key, schema};
 use crate::error::Result;
 use crate::model::candidates::Candidates;
+use crate::model::prefix_claim::parse_prefix_claim_name;
 use crate::model::{Namespace, Owner, OwnerFilter, PoolName, allocation_name};
-use crate::store::{Found, FreeIter, OwnerLookup, Queries};
+use crate::store::{Found, FreeIter, OwnerLookup, PrefixLookup, Queries};
+use crate::yaml;
 
 /// How many ledger rows a pool's count may have before the reader that summed them folds
 /// them into one (migration 2 in `schema.rs`).
@@ -51,6 +56,73 @@ impl Queries for PgStore {
         filter: &OwnerFilter,
     ) -> Result<Vec<(Option<Namespace>, Found)>> {
         self.find(None, pool, filter)
+    }
+
+    fn find_prefix_owner(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<PrefixLookup> {
+        // One statement on the indexes of migration 8, answered as one row of arrays (no
+        // row message per claim): every claim's prefix (the column the exclusion constraint
+        // compares, from an index-only scan, sent binary), and the name and manifest only
+        // of the rows whose owner name, as their canonical lines spell it, is the owner's
+        // or cannot be told (NULL), so that a pool of 50,000 claims sends its prefixes and
+        // one or two manifests, never 50,000 of them. Where the prefix column is empty (a
+        // row not written by ipamctl), the name spells the prefix instead.
+        let row = self.single(|c| {
+            c.one(
+                "SELECT (SELECT array_agg(prefix) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NOT NULL),
+                        (SELECT array_agg(name) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NULL),
+                        h.names, h.manifests
+                 FROM (SELECT array_agg(name) AS names, array_agg(manifest) AS manifests
+                       FROM ipamctl.objects
+                       WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                         AND (ipamctl.claim_owner_name(manifest) = $3
+                              OR ipamctl.claim_owner_name(manifest) IS NULL)) h",
+                &[&ns_key(ns), &pool.as_str(), &owner.name()],
+            )
+        })?;
+        let mut lookup = PrefixLookup::default();
+        let prefixes: Option<Vec<Prefix>> = row.get(0);
+        lookup.taken = prefixes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        let unspelt: Option<Vec<&str>> = row.get(1);
+        lookup.taken.extend(
+            unspelt
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(parse_prefix_claim_name)
+                .map(|(_, net)| net),
+        );
+        lookup.taken.sort_unstable();
+        let names: Option<Vec<&str>> = row.get(2);
+        let manifests: Option<Vec<&[u8]>> = row.get(3);
+        for (name, bytes) in names
+            .unwrap_or_default()
+            .into_iter()
+            .zip(manifests.unwrap_or_default())
+        {
+            let decoded = std::str::from_utf8(bytes)
+                .map_err(|_| "is not UTF-8 text".to_owned())
+                .and_then(yaml::decode_prefix_claim);
+            match decoded {
+                Ok(m) if m.spec.owner == *owner => {
+                    lookup.held.get_or_insert(m);
+                }
+                Ok(_) => {}
+                Err(why) => lookup.broken.push((name.to_owned(), why)),
+            }
+        }
+        Ok(lookup)
     }
 
     fn free_candidates<'a>(
@@ -215,5 +287,33 @@ impl PgStore {
             "ROLLBACK"
         };
         let _ = client.batch_execute(&format!("{end}; {}", self.begin));
+    }
+}
+
+/// A prefix as PostgreSQL sends an `inet` in binary (family, mask length, `is_cidr`, address
+/// length, address bytes): the `postgres` crate's `IpAddr` drops the mask length.
+struct Prefix(IpNet);
+
+impl<'a> FromSql<'a> for Prefix {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Prefix, Box<dyn std::error::Error + Sync + Send>> {
+        let bad = || -> Box<dyn std::error::Error + Sync + Send> { "malformed inet value".into() };
+        let [_, len, _, nb, address @ ..] = raw else {
+            return Err(bad());
+        };
+        let address = match (usize::from(*nb), address) {
+            (4, &[a, b, c, d]) => IpAddr::from([a, b, c, d]),
+            (16, bytes) => IpAddr::from(<[u8; 16]>::try_from(bytes).map_err(|_| bad())?),
+            _ => return Err(bad()),
+        };
+        IpNet::new(address, *len)
+            .map(|net| Prefix(net.trunc()))
+            .map_err(|_| bad())
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INET
     }
 }

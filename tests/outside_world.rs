@@ -289,6 +289,49 @@ fn two_claims_of_one_owner_whose_lock_anchors_were_both_replaced_print_the_addre
     assert_consistent(&state);
 }
 
+/// The marker alone replaced (`rsync -a` from another clone) while a claim runs changes
+/// nothing: the lock file still excludes every other claim of the owner, so a file of the
+/// owner that comes back meanwhile (a relabelling `git checkout`: unlink, then create) is
+/// given way to, as before. fip-r holds .5; its file is gone when a claim for fip-r looks
+/// (nothing) and creates .4; while the claim is held before its re-check, the file comes back
+/// and the marker is replaced. The claim undoes .4 and prints .5. (The first fix waited here
+/// for its own hold on the lock file, then kept .4 as well: fip-r held two.)
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_returned_file_is_given_way_to_when_only_the_marker_was_replaced() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let state = test.state();
+    let low = allocate(&test, "FloatingIP/fip-low");
+    let addr = allocate(&test, "FloatingIP/fip-r");
+    succeeded(&ipamctl(
+        &test,
+        &["release", POOL, &low, "--owner", "FloatingIP/fip-low"],
+    ));
+    let rel = allocation_file(&addr);
+    let saved = test.read(&rel);
+    test.remove(&rel);
+    let args = ["allocate", POOL, "--owner", "FloatingIP/fip-r"];
+    let mut claim = ipamctl_cmd(&test, &args);
+    claim.env("FAILPOINTS", "claim-before-recheck=sleep(2000)");
+    claim.env("IPAMCTL_LOCK_TIMEOUT", "60");
+    let claim = spawn(claim);
+    assert!(
+        wait_until(Duration::from_secs(10), || test
+            .exists(&allocation_file(&low))),
+        "the claim never created {low}"
+    );
+    test.write(&rel, &saved);
+    let marker = state.join(".ipamctl");
+    let copy = state.join(".ipamctl.synced");
+    fs::copy(&marker, &copy).expect("copy the marker");
+    fs::rename(&copy, &marker).expect("replace the marker");
+    let out = finish(&args, claim);
+    assert_eq!(succeeded(&out), addr, "{}", out.describe());
+    assert_eq!(held(&test, "FloatingIP/fip-r"), [addr]);
+    assert_consistent(&state);
+}
+
 /// Finding 1 without fail points: strace holds the claimer for 2 s right after the system
 /// call that claims the name (a rename or a link).
 #[test]

@@ -18,31 +18,38 @@
 //! ([`Claim::OwnerHolds`]). A replacement that straddles the whole claim is not seen (README's
 //! Guarantees; `check` reports the duplicate owner).
 //!
-//! # Undoing only under an intact lock
+//! # Undoing only under a lock that still excludes
 //!
 //! That undo is safe only while the owner lock keeps every other ipamctl claim of the owner
-//! out. It does not once both of its anchors were replaced while held (`rsync -a` from
-//! another clone over `.ipamctl` and `git clean -fdX` of the lock file: [`super::lock`]): a
-//! second claim then locks the new files, both create a file, and each may see the other's.
-//! Were both to undo, the owner would hold nothing after both printed an address (the long
-//! SIGKILL run with the outside world found this once in 10,002 kills). So:
-//! 1. a claim undoes its file only if, after the listing that found the other file, every
-//!    file it locks is still the anchor at its path. A claim inside with it on other files
-//!    locked those after that moment (the files at a path only ever get newer, and a held
-//!    one keeps its inode number), so its look-up ran after this claim's create, found this
-//!    claim's file and created none: the file seen is not that claim's. Of two claims that
-//!    saw each other, at most one undoes;
-//! 2. a claim that finds an anchor replaced locks the anchors at their paths now, which
-//!    waits until a claim holding them has decided, and goes back to 1 (three times at
-//!    most);
-//! 3. a claim that never decided under an intact lock keeps its file. The owner may then
-//!    hold two addresses (`check` reports it), and every address printed is held.
+//! out. It does not once the lock file was replaced while held and the marker too
+//! (`git clean -fdX` deletes the lock file, `rsync -a` from another clone replaces
+//! `.ipamctl`: [`super::lock`]): a second claim then locks the new files, both create a
+//! file, and each may see the other's. Were both to undo, the owner would hold nothing
+//! after both printed an address (the long SIGKILL run with the outside world found this
+//! once in 10,002 kills; `tests/outside_world.rs` replays it with fail points). So:
+//! 1. a claim undoes its file only if, after the listing that found the other file, the
+//!    lock file it holds is still the one at its path (for a hold on the marker alone: the
+//!    marker is, and no lock file exists). The files at a path only ever get newer, and a
+//!    held one keeps its inode number: a claim inside at the same time on another lock
+//!    file locked that one later, after this claim's check, so its look-up found this
+//!    claim's file and it created none; of two claims that saw each other, at most one
+//!    undoes. The marker alone being replaced (`rsync -a`) changes nothing: the lock file
+//!    still excludes, so a returned file is undone as before;
+//! 2. a claim whose lock file was replaced tries once, without waiting, to lock the one at
+//!    the path now (a claim holding it may be waiting for the marker this one holds: a
+//!    wait could be a deadlock), and if it gets it, lists again and goes back to 1;
+//! 3. a claim that could not decide under a lock that excludes keeps its file. The owner
+//!    may then hold two addresses (`check` reports it); every address printed is held.
 //!
-//! The cost is nothing on the common path: the anchors are looked at only when a
-//! returned file was found.
+//! (A first attempt locked every replaced anchor again and waited for it: a claim whose
+//! marker alone was replaced then waited for its own hold on the lock file, and the long
+//! stress run on the one-second-timestamp file system timed out on it, 30 s.)
+//!
+//! The cost is nothing on the common path: the lock file is looked at only when a returned
+//! file was found.
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::os::fd::OwnedFd;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
@@ -51,10 +58,6 @@ use crate::store::fs::lock::{Target, scope_text};
 use crate::store::read::read_allocation;
 use crate::store::{Audit, Claim, Claims, LockMode, ObjectKind, Objects, Release, Units};
 use crate::yaml;
-
-/// How many times a claim whose lock anchors were replaced under it locks the new ones
-/// before it gives up deciding and keeps its file.
-const RELOCKS: usize = 3;
 
 impl Claims for FsStore {
     fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
@@ -175,16 +178,21 @@ impl FsStore {
             pool: spec.pool.as_str(),
             key: spec.owner.key(),
         };
-        let Some(mut fds) = self.holding(target) else {
+        let Some(held) = self.holding(target) else {
             return Ok(None);
         };
-        // Locks taken again on replaced anchors, held until the decision is carried out.
-        let mut relocked = Vec::new();
-        for _ in 0..RELOCKS {
-            let Some(held) = self.appeared_for_owner(ns, manifest, &taken)? else {
+        let Some(marker) = held.first() else {
+            return Ok(None);
+        };
+        // A lock taken again on the lock file now at the path, held until the decision is
+        // carried out.
+        let mut relocked: Option<OwnedFd> = None;
+        loop {
+            let Some(other) = self.appeared_for_owner(ns, manifest, &taken)? else {
                 return Ok(None);
             };
-            if self.at_their_paths(&fds) {
+            let file = relocked.as_ref().or(held.get(1));
+            if self.still_excludes(marker, file) {
                 failpoint!("claim-before-undo");
                 let bytes = yaml::encode(manifest);
                 let mut ours = |now: &[u8]| now == bytes.as_bytes();
@@ -194,21 +202,22 @@ impl FsStore {
                     &manifest.metadata.name,
                     &mut ours,
                 )?;
-                return Ok(Some(held));
+                return Ok(Some(other));
             }
-            // The anchors were replaced (`rsync -a` over the marker and `git clean` of the
-            // lock file): the other file may be a claim of another ipamctl process that
-            // locked the new ones. Lock them too, which waits until that claim decided.
-            match self.lock_anchors(target, LockMode::Exclusive) {
-                Ok(new) => {
-                    fds = Arc::new(new);
-                    relocked.push(Arc::clone(&fds));
-                }
-                Err(_) => break,
+            if relocked.is_some() {
+                break;
+            }
+            // The lock file was replaced (`git clean -fdX`): the other file may be a claim of
+            // another ipamctl process that locked the new one. Lock that one too, without
+            // waiting (a claim holding it may be waiting for a file this one holds), and
+            // look again.
+            match self.try_lock_file(target) {
+                Some(fd) => relocked = Some(fd),
+                None => break,
             }
         }
-        // Not decided under an intact lock: keep this claim. The owner may hold two
-        // addresses, which `check` reports; both claimers printed one that is held.
+        // Not decided under a lock that excludes: keep this claim. The owner may hold two
+        // addresses, which `check` reports; every claimer printed one that is held.
         Ok(None)
     }
 

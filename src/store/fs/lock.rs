@@ -460,28 +460,55 @@ impl FsStore {
             .map(|shared| Arc::clone(&shared.fds))
     }
 
-    /// Is every file `fds` lock still an anchor at its path (the same device and inode as
-    /// `.ipamctl` or `.index/lock-<root inode>` now)? While it is, no other ipamctl process
-    /// that locked the same byte since is inside with us: it locked one of these files. An
-    /// anchor that cannot be looked at counts as replaced. A held descriptor keeps its inode
-    /// allocated, so a new file at the path never has the old one's number.
-    pub(super) fn at_their_paths(&self, fds: &[OwnedFd]) -> bool {
-        let id = |stat: &rustix::fs::Stat| (stat.st_dev, stat.st_ino);
-        let mut anchors = Vec::with_capacity(2);
-        if let Ok(Some(marker)) = beneath::stat(self.root_fd(), MARKER) {
-            anchors.push(id(&marker));
+    /// The status of this checkout's lock file now (`.index/lock-<root inode>`), if there is
+    /// one.
+    fn lock_file_now(&self) -> Option<rustix::fs::Stat> {
+        let index = beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR)).ok()?;
+        let root = rustix::fs::fstat(self.root_fd()).ok()?;
+        beneath::stat(&index, format!("{LOCK_FILE_PREFIX}{}", root.st_ino)).ok()?
+    }
+
+    /// Does a hold on `marker` and the lock file `file` (the descriptors of
+    /// [`FsStore::lock_anchors`]; no `file` when none could be made) still exclude every
+    /// ipamctl process that locks its byte from now on? It does while the lock file it holds is the one at the path
+    /// (the same device and inode), or, for a hold on the marker alone, while the marker is
+    /// and no lock file exists. The files at a path only ever get newer (a held one keeps its
+    /// inode number), so of two processes inside at once on different lock files, at most
+    /// one finds its own at the path: the one whose file is newer, which it locked after the
+    /// other had looked ("Undoing only under an intact lock" in `claims.rs`). An anchor that
+    /// cannot be looked at counts as replaced.
+    pub(super) fn still_excludes(&self, marker: &OwnedFd, file: Option<&OwnedFd>) -> bool {
+        let same = |fd: &OwnedFd, now: &rustix::fs::Stat| {
+            rustix::fs::fstat(fd)
+                .is_ok_and(|held| (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino))
+        };
+        match (file, self.lock_file_now()) {
+            (Some(file), Some(now)) => same(file, &now),
+            (None, None) => beneath::stat(self.root_fd(), MARKER)
+                .ok()
+                .flatten()
+                .is_some_and(|now| same(marker, &now)),
+            _ => false,
         }
-        if let Ok(index) = beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR))
-            && let Ok(root) = rustix::fs::fstat(self.root_fd())
-            && let Ok(Some(file)) =
-                beneath::stat(&index, format!("{LOCK_FILE_PREFIX}{}", root.st_ino))
-        {
-            anchors.push(id(&file));
-        }
-        !fds.is_empty()
-            && fds
-                .iter()
-                .all(|fd| rustix::fs::fstat(fd).is_ok_and(|held| anchors.contains(&id(&held))))
+    }
+
+    /// Tries once, without waiting, to lock `target` exclusively on the lock file at its path
+    /// now: its descriptor, or `None` if the byte is taken there (another claim is inside on
+    /// that file) or no lock file can be made.
+    pub(super) fn try_lock_file(&self, target: Target<'_>) -> Option<OwnedFd> {
+        let index = beneath::subdir(self.root_fd(), INDEX_DIR).ok()?;
+        let root = rustix::fs::fstat(self.root_fd()).ok()?;
+        let name = format!("{LOCK_FILE_PREFIX}{}", root.st_ino);
+        let path = self.root().join(INDEX_DIR).join(&name);
+        let file = Anchor {
+            dir: index.as_fd(),
+            name: &name,
+            path: &path,
+            create: true,
+        };
+        lock_anchor(&file, target, LockMode::Exclusive, Instant::now())
+            .ok()
+            .flatten()
     }
 }
 

@@ -271,7 +271,18 @@ fn sigkill_storm(outside: bool) {
     // Owners found holding two addresses, and how many later retries met them again.
     let mut doubled = std::collections::HashSet::new();
     let mut repeated = 0usize;
+    let began = Instant::now();
+    let mut reported = 0usize;
     while kills < target {
+        // A long run says how far it got, so a run cut short still tells something.
+        if long_run() && kills >= reported + 500 {
+            reported = kills - kills % 500;
+            eprintln!(
+                "kill: {kills} kills, {finished} finished, {} violations so far, {} s",
+                violations.len(),
+                began.elapsed().as_secs()
+            );
+        }
         let world = world.as_ref();
         let mut batch = Vec::new();
         for _ in 0..BATCH {

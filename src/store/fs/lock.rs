@@ -462,40 +462,32 @@ impl FsStore {
 
     /// The status of this checkout's lock file now (`.index/lock-<root inode>`), if there is
     /// one.
-    fn lock_file_now(&self) -> Option<rustix::fs::Stat> {
+    fn lock_file_stat(&self) -> Option<rustix::fs::Stat> {
         let index = beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR)).ok()?;
         let root = rustix::fs::fstat(self.root_fd()).ok()?;
         beneath::stat(&index, format!("{LOCK_FILE_PREFIX}{}", root.st_ino)).ok()?
     }
 
-    /// Does a hold on `marker` and the lock file `file` (the descriptors of
-    /// [`FsStore::lock_anchors`]; no `file` when none could be made) still exclude every
-    /// ipamctl process that locks its byte from now on? It does while the lock file it holds is the one at the path
-    /// (the same device and inode), or, for a hold on the marker alone, while the marker is
-    /// and no lock file exists. The files at a path only ever get newer (a held one keeps its
-    /// inode number), so of two processes inside at once on different lock files, at most
-    /// one finds its own at the path: the one whose file is newer, which it locked after the
-    /// other had looked ("Undoing only under an intact lock" in `claims.rs`). An anchor that
-    /// cannot be looked at counts as replaced.
-    pub(super) fn still_excludes(&self, marker: &OwnedFd, file: Option<&OwnedFd>) -> bool {
-        let same = |fd: &OwnedFd, now: &rustix::fs::Stat| {
-            rustix::fs::fstat(fd)
-                .is_ok_and(|held| (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino))
+    /// Is `file`, a lock file this process holds a lock on, still the one at its path (the
+    /// same device and inode as `.index/lock-<root inode>` now)? While it is, every ipamctl
+    /// process that locks the same byte from now on locks this file, and waits. The files
+    /// at a path only ever get newer (a held one keeps its inode number), so of two
+    /// processes inside at once on different lock files, at most one finds its own at the
+    /// path ("Undoing only under a lock that still excludes" in `claims.rs`).
+    pub(super) fn still_excludes(&self, file: &OwnedFd) -> bool {
+        let Some(now) = self.lock_file_stat() else {
+            return false;
         };
-        match (file, self.lock_file_now()) {
-            (Some(file), Some(now)) => same(file, &now),
-            (None, None) => beneath::stat(self.root_fd(), MARKER)
-                .ok()
-                .flatten()
-                .is_some_and(|now| same(marker, &now)),
-            _ => false,
-        }
+        rustix::fs::fstat(file)
+            .is_ok_and(|held| (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino))
     }
 
-    /// Tries once, without waiting, to lock `target` exclusively on the lock file at its path
-    /// now: its descriptor, or `None` if the byte is taken there (another claim is inside on
-    /// that file) or no lock file can be made.
-    pub(super) fn try_lock_file(&self, target: Target<'_>) -> Option<OwnedFd> {
+    /// Locks `target` exclusively on the lock file at its path now, waiting as any lock does
+    /// ([`LOCK_TIMEOUT_VAR`]): its descriptor, or `None` if none can be made or the wait
+    /// times out. For a claim whose own lock file was replaced: the one it waits for holds a
+    /// newer lock file than its own, and a process inside waits only for a newer one still,
+    /// never for a marker, so no two wait for each other (`claims.rs`).
+    pub(super) fn lock_file_now(&self, target: Target<'_>) -> Option<OwnedFd> {
         let index = beneath::subdir(self.root_fd(), INDEX_DIR).ok()?;
         let root = rustix::fs::fstat(self.root_fd()).ok()?;
         let name = format!("{LOCK_FILE_PREFIX}{}", root.st_ino);
@@ -506,9 +498,14 @@ impl FsStore {
             path: &path,
             create: true,
         };
-        lock_anchor(&file, target, LockMode::Exclusive, Instant::now())
-            .ok()
-            .flatten()
+        lock_anchor(
+            &file,
+            target,
+            LockMode::Exclusive,
+            Instant::now() + timeout(),
+        )
+        .ok()
+        .flatten()
     }
 }
 

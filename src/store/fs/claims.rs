@@ -21,34 +21,37 @@
 //! # Undoing only under a lock that still excludes
 //!
 //! That undo is safe only while the owner lock keeps every other ipamctl claim of the owner
-//! out. It does not once the lock file was replaced while held and the marker too
-//! (`git clean -fdX` deletes the lock file, `rsync -a` from another clone replaces
-//! `.ipamctl`: [`super::lock`]): a second claim then locks the new files, both create a
-//! file, and each may see the other's. Were both to undo, the owner would hold nothing
-//! after both printed an address (the long SIGKILL run with the outside world found this
-//! once in 10,002 kills; `tests/outside_world.rs` replays it with fail points). So:
-//! 1. a claim that found another file of its owner undoes its own file, then checks that
-//!    the lock file it holds is still the one at its path; if so, it answers the other
-//!    file. The files at a path only ever get newer, and a held one keeps its inode number:
-//!    a claim inside at the same time on a newer lock file locked it after this check, so
-//!    it listed after this undo and sees no file of this claim's (if it locked it before
-//!    its look-up, the look-up found the other file and it created none). Of two claims
-//!    that saw each other, at most one gives way. If the lock file was replaced meanwhile,
-//!    the claim puts its file back (exclusively: if its address was taken in that instant,
-//!    it fails, exit 1, having printed nothing) and goes on to 2. The marker alone being
-//!    replaced (`rsync -a`) changes nothing: the lock file still excludes;
-//! 2. a claim whose lock file was replaced (or that holds the marker alone, no lock file
-//!    having been made) locks the one at the path now, waiting until a claim inside on it
-//!    has decided, then lists again and goes back to 1 (three times at most). It waits only for a lock file newer than its own and holds no newer one, and a
-//!    claim inside never waits for a marker, so no two claims wait for each other;
-//! 3. a claim that could not decide under a lock that excludes keeps its file. The owner
-//!    may then hold two addresses (`check` reports it); every address printed is held.
+//! out. It does not once both of its files were replaced while held (`git clean -fdX`
+//! deletes the lock file, `rsync -a` from another clone replaces `.ipamctl`:
+//! [`super::lock`]): a second claim then locks the new files, both create a file, and each
+//! may see the other's. Were both to undo, the owner would hold nothing after both printed
+//! an address (the long SIGKILL run with the outside world found this once in 10,002 kills;
+//! `tests/outside_world.rs` replays it with fail points). So:
+//! 1. a claim that found another file of its owner undoes its own, then checks that the
+//!    marker or the lock file it holds is still the one at its path; if so, it answers the
+//!    other file. Every lock takes both files, so a claim that locked after that check
+//!    waits on it; one replaced alone (`rsync -a` of the marker, `git clean` of the lock
+//!    file) changes nothing, as before;
+//! 2. if both were replaced, the claim puts its file back (exclusively: if its address was
+//!    taken in that instant it fails, exit 1, having printed nothing), locks the lock file
+//!    at the path now, waiting until a claim inside on it has decided, lists again and goes
+//!    back to 1, now on that lock file (three times at most). It waits only for a lock file
+//!    newer than its own, and a claim inside never waits for a marker, so no two claims
+//!    wait for each other;
+//! 3. a claim that could not decide keeps its file. The owner may then hold two addresses
+//!    (`check` reports it); every address printed is held.
 //!
-//! Two attempts before this one failed the long stress run on the one-second-timestamp file
-//! system: locking every replaced anchor again, marker included, made a claim whose marker
-//! alone was replaced wait 30 s for its own hold on the lock file; trying the new lock file
-//! once without waiting kept a second file whenever the claim inside on it had not yet
-//! finished (29 violations, owners with two addresses, in 34,689 runs).
+//! What is left: two claims each of whose files was replaced, one each (one's marker and
+//! the other's lock file, at interleaved instants), both see an anchor in place and both
+//! give way. Before this, any two claims inside at once did.
+//!
+//! Three attempts before this one failed the long stress run on the one-second-timestamp
+//! file system, with `rsync -a` and `git clean -fdX` both in loops: locking every replaced
+//! file again, marker included, made a claim whose marker alone was replaced wait 30 s for
+//! its own hold on the lock file; deciding on the lock file alone, trying a new one once
+//! without waiting, kept a second file whenever the claim inside on it had not finished (29
+//! violations in 34,689 runs); deciding on the lock file alone and waiting kept one whenever
+//! a lock file could not be made as `git clean` removed it (24 violations).
 //!
 //! The cost is nothing on the common path: the lock file is looked at only when a returned
 //! file was found.
@@ -190,6 +193,10 @@ impl FsStore {
         let Some(held) = self.holding(target) else {
             return Ok(None);
         };
+        // The marker's descriptor comes first, then the lock file's, if one could be made.
+        let Some(marker) = held.first() else {
+            return Ok(None);
+        };
         // Locks taken again on the lock file at the path, held until the decision is carried
         // out; the last one is what the decision rests on.
         let mut relocked: Vec<OwnedFd> = Vec::new();
@@ -199,34 +206,32 @@ impl FsStore {
             let Some(other) = self.appeared_for_owner(ns, manifest, &taken)? else {
                 return Ok(None);
             };
-            // The lock file held: the marker's descriptor comes first, then the lock file's,
-            // if one could be made.
-            if let Some(file) = relocked.last().or(held.get(1)) {
-                failpoint!("claim-before-undo");
-                let mut ours = |now: &[u8]| now == bytes.as_bytes();
-                self.delete_if(ObjectKind::Allocation, ns, name, &mut ours)?;
-                // Checked after the undo: a claim that locks a newer lock file than this
-                // one's then lists after the undo, and does not see this claim's file.
-                if self.still_excludes(file) {
-                    return Ok(Some(other));
-                }
-                // Replaced meanwhile: put this claim back and decide again under the new one.
-                if !self.create(ObjectKind::Allocation, ns, name, bytes.as_bytes())? {
-                    return Err(crate::error::Error::io(
-                        self.locate(ObjectKind::Allocation, ns, name),
-                        std::io::Error::other(
-                            "the claim was interrupted by a lock file replaced under it and its \
-                             address taken meanwhile; nothing was printed, run it again",
-                        ),
-                    ));
-                }
+            let file = relocked.last().or(held.get(1));
+            failpoint!("claim-before-undo");
+            let mut ours = |now: &[u8]| now == bytes.as_bytes();
+            self.delete_if(ObjectKind::Allocation, ns, name, &mut ours)?;
+            // Checked after the undo: a claim that locks a file newer than this one's then
+            // lists after the undo, and does not see this claim's file.
+            if self.still_excludes(marker, file) {
+                return Ok(Some(other));
+            }
+            // Both replaced meanwhile: put this claim back, and decide again under the lock
+            // file at the path now.
+            if !self.create(ObjectKind::Allocation, ns, name, bytes.as_bytes())? {
+                return Err(crate::error::Error::io(
+                    self.locate(ObjectKind::Allocation, ns, name),
+                    std::io::Error::other(
+                        "the claim was interrupted by its lock files being replaced under it \
+                         and its address taken meanwhile; nothing was printed, run it again",
+                    ),
+                ));
             }
             if relocked.len() == RELOCKS {
                 break;
             }
-            // The lock file was replaced (`git clean -fdX`), or none was held: the other file
-            // may be a claim of another ipamctl process that locked the one at the path now.
-            // Lock that one too, which waits until such a claim has decided, and look again.
+            // The other file may be a claim of another ipamctl process that locked the lock
+            // file at the path now. Lock that one too, which waits until such a claim has
+            // decided, and look again.
             match self.lock_file_now(target) {
                 Some(fd) => relocked.push(fd),
                 None => break,

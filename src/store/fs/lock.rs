@@ -468,18 +468,22 @@ impl FsStore {
         beneath::stat(&index, format!("{LOCK_FILE_PREFIX}{}", root.st_ino)).ok()?
     }
 
-    /// Is `file`, a lock file this process holds a lock on, still the one at its path (the
-    /// same device and inode as `.index/lock-<root inode>` now)? While it is, every ipamctl
-    /// process that locks the same byte from now on locks this file, and waits. The files
-    /// at a path only ever get newer (a held one keeps its inode number), so of two
-    /// processes inside at once on different lock files, at most one finds its own at the
-    /// path ("Undoing only under a lock that still excludes" in `claims.rs`).
-    pub(super) fn still_excludes(&self, file: &OwnedFd) -> bool {
-        let Some(now) = self.lock_file_stat() else {
-            return false;
+    /// Does a hold on `marker` and the lock file `file` (the descriptors of
+    /// [`FsStore::lock_anchors`]: none for the lock file when none could be made) still keep
+    /// out every ipamctl process that locks the same byte from now on? It does while either
+    /// file is still the one at its path (the same device and inode): every lock takes both,
+    /// so a later one waits on that file. An anchor that cannot be looked at counts as
+    /// replaced. See "Undoing only under a lock that still excludes" in `claims.rs` for what
+    /// this rules out and what it leaves.
+    pub(super) fn still_excludes(&self, marker: &OwnedFd, file: Option<&OwnedFd>) -> bool {
+        let same = |fd: &OwnedFd, now: Option<rustix::fs::Stat>| {
+            now.is_some_and(|now| {
+                rustix::fs::fstat(fd)
+                    .is_ok_and(|held| (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino))
+            })
         };
-        rustix::fs::fstat(file)
-            .is_ok_and(|held| (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino))
+        file.is_some_and(|file| same(file, self.lock_file_stat()))
+            || same(marker, beneath::stat(self.root_fd(), MARKER).ok().flatten())
     }
 
     /// Locks `target` exclusively on the lock file at its path now, waiting as any lock does

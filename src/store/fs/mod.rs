@@ -90,8 +90,9 @@
 //!   another clone replaces the marker): closed by locking two files that no single tool
 //!   replaces, the tracked marker and a lock file named for this root's inode ([`lock`]);
 //!   a lock wait is bounded, and a process never waits for a byte it holds. Both replaced
-//!   at once while held: a claim gives way to another file of its owner only while its lock
-//!   file is the one at the path, else it locks that one and looks again (claims.rs);
+//!   at once while held: a claim gives way to another file of its owner only while one of
+//!   its two files is still the one at its path, else it locks the lock file now there and
+//!   looks again (claims.rs);
 //!
 //! # What an outside writer can still do
 //!

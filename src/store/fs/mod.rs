@@ -110,8 +110,9 @@
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
 //! - replacing `.ipamctl` *and* removing `.index/` while locks are held (see [`lock`]):
-//!   two claims of one owner still never both undo their file (claims.rs), but they may
-//!   both keep it; other locked steps are not kept apart;
+//!   two claims of one owner both give way only if each lost a different one of its files
+//!   at interleaved instants, and may both keep their file (claims.rs); other locked steps
+//!   are not kept apart;
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch.

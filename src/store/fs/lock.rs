@@ -437,19 +437,7 @@ impl FsStore {
         };
         let mut fds = Vec::with_capacity(2);
         fds.extend(lock_anchor(&marker, target, mode, deadline)?);
-        if let Ok(index) = beneath::subdir(self.root_fd(), INDEX_DIR)
-            && let Ok(root) = rustix::fs::fstat(self.root_fd())
-        {
-            let name = format!("{LOCK_FILE_PREFIX}{}", root.st_ino);
-            let path = self.root().join(INDEX_DIR).join(&name);
-            let file = Anchor {
-                dir: index.as_fd(),
-                name: &name,
-                path: &path,
-                create: true,
-            };
-            fds.extend(lock_anchor(&file, target, mode, deadline)?);
-        }
+        fds.extend(self.lock_on_file(target, mode, deadline)?);
         Ok(fds)
     }
 
@@ -492,8 +480,26 @@ impl FsStore {
     /// newer lock file than its own, and a process inside waits only for a newer one still,
     /// never for a marker, so no two wait for each other (`claims.rs`).
     pub(super) fn lock_file_now(&self, target: Target<'_>) -> Option<OwnedFd> {
-        let index = beneath::subdir(self.root_fd(), INDEX_DIR).ok()?;
-        let root = rustix::fs::fstat(self.root_fd()).ok()?;
+        let deadline = Instant::now() + timeout();
+        self.lock_on_file(target, LockMode::Exclusive, deadline)
+            .ok()
+            .flatten()
+    }
+
+    /// Locks `target` on this checkout's lock file, `.index/lock-<root inode>` (made if
+    /// missing), waiting until `deadline`; `None` when it cannot be made or kept.
+    fn lock_on_file(
+        &self,
+        target: Target<'_>,
+        mode: LockMode,
+        deadline: Instant,
+    ) -> Result<Option<OwnedFd>> {
+        let (Ok(index), Ok(root)) = (
+            beneath::subdir(self.root_fd(), INDEX_DIR),
+            rustix::fs::fstat(self.root_fd()),
+        ) else {
+            return Ok(None);
+        };
         let name = format!("{LOCK_FILE_PREFIX}{}", root.st_ino);
         let path = self.root().join(INDEX_DIR).join(&name);
         let file = Anchor {
@@ -502,14 +508,7 @@ impl FsStore {
             path: &path,
             create: true,
         };
-        lock_anchor(
-            &file,
-            target,
-            LockMode::Exclusive,
-            Instant::now() + timeout(),
-        )
-        .ok()
-        .flatten()
+        lock_anchor(&file, target, mode, deadline)
     }
 }
 

@@ -82,7 +82,8 @@ impl Cluster {
             .host(&self.sock)
             .port(self.port)
             .user("postgres")
-            .dbname(db);
+            .dbname(db)
+            .connect_timeout(Duration::from_secs(10));
         config
             .connect(postgres::NoTls)
             .unwrap_or_else(|e| panic!("connecting to {}: {e}", self.sock))
@@ -110,21 +111,54 @@ enum Outcome {
     Unknown,
 }
 
-/// `ipamctl --store STORE ARGS…` to completion: exit code and stdout.
+/// How long one command may take. The store's own bounds (a 10 s connect, `lock_timeout`,
+/// `statement_timeout`) end every command well within it, so a command still running
+/// then has hung: the test fails naming it rather than waiting for ever.
+const COMMAND_LIMIT: Duration = Duration::from_secs(120);
+
+/// `ipamctl --store STORE ARGS…` to completion: exit code and stdout. A command that has
+/// not exited within [`COMMAND_LIMIT`] is killed and the test fails naming it. (std has no
+/// wait with a timeout, hence the poll; the output is small and read once it has exited.)
 fn run(store: &str, args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(pg::BIN)
+    let mut child = Command::new(pg::BIN)
         .arg("--store")
         .arg(store)
         .args(args)
         .env_remove("IPAMCTL_STATE_DIR")
         .env_remove("IPAMCTL_STORE")
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .expect("run ipamctl");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("wait for ipamctl").is_none() {
+        if start.elapsed() > COMMAND_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`ipamctl {}` hung: still running after {COMMAND_LIMIT:?}",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("ipamctl's output");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).trim().to_owned(),
     )
+}
+
+/// Sets the workers' stop flag when dropped: when the run ends, and also when a step of
+/// it panics (a failed kill or promote), so that the scope's workers stop and the test
+/// fails with the reason instead of waiting for them for ever.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 /// What the run found: acknowledged claims missing on the new primary, and how many claims
@@ -223,12 +257,12 @@ fn failover(sync: bool) -> Found {
                 }
             });
         }
+        let _stop = StopOnDrop(&stop);
         std::thread::sleep(Duration::from_secs(4));
         pg_cluster(&["kill".as_ref(), primary.dir.as_os_str()]);
         std::thread::sleep(Duration::from_millis(500));
         pg_cluster(&["promote".as_ref(), standby.dir.as_os_str()]);
         std::thread::sleep(Duration::from_secs(4));
-        stop.store(true, Ordering::SeqCst);
     });
 
     let outcomes = outcomes.into_inner().unwrap();

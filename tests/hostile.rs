@@ -1054,3 +1054,105 @@ fn symlinks_at_the_prefix_claims_directory_and_files_lead_nothing_outside_the_ro
         plant_and_confine(&state, rel, to_empty, &commands);
     }
 }
+
+/// The prefix claims' owner index (`.index/<scope>/ipprefixclaims/<pool>.idx`) is derived
+/// and git-ignored, but a repository can carry it (`git add -f`) and a clone materialises
+/// its symlinks: one planted at the index's directory or file, leading to a directory or a
+/// file outside the root, leads no write out of the root, crashes nothing, and changes no
+/// answer (the owner that holds a prefix gets it back; a new owner's overlaps no claim).
+#[test]
+fn symlinks_in_the_prefix_owner_index_lead_no_write_outside_the_root() {
+    let supernets = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: sn\nspec:\n  cidr: 2001:db8::/48\n  kind: supernet\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: sn\n  namespace: t/ns\nspec:\n  cidr: 2001:db9::/48\n  kind: supernet\n";
+    let index_links = [
+        (".index/cluster/ipprefixclaims", true),
+        (".index/cluster/ipprefixclaims/sn.idx", false),
+        (".index/namespaces/t/ns/ipprefixclaims", true),
+        (".index/namespaces/t/ns/ipprefixclaims/sn.idx", false),
+    ];
+    for (rel, is_dir) in index_links {
+        let state = populated();
+        assert_eq!(state.apply(supernets).code, Some(code::OK));
+        // Three owners in each scope, asked twice, so that the index is written.
+        let mut held = BTreeMap::new();
+        for round in 0..2 {
+            // The index records only files older than its racy window.
+            std::thread::sleep(std::time::Duration::from_millis(1100 * round));
+            for o in ["a", "b", "c"] {
+                for ns in [None, Some("t/ns")] {
+                    let mut args = ns.map_or_else(Vec::new, |n| vec!["-n", n]);
+                    let owner = format!("FloatingIP/{o}");
+                    args.extend(["allocate", "sn", "--prefix-length", "56", "--owner", &owner]);
+                    let out = state.run(&args);
+                    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+                    let prefix = out.stdout.trim().to_owned();
+                    if round == 1 {
+                        assert_eq!(held.get(&(ns, o)), Some(&prefix), "{ns:?} {o}");
+                    }
+                    held.insert((ns, o), prefix);
+                }
+            }
+        }
+        let path = state.root.join(rel);
+        assert!(path.exists(), "{rel}: the index was not written");
+        let dest = state.outside.join("planted-index");
+        if is_dir {
+            copy_dir(&path, &dest);
+            fs::remove_dir_all(&path).expect("remove the index directory");
+        } else {
+            fs::rename(&path, &dest).expect("move the index file out");
+        }
+        symlink_out(&state, rel, Some(&dest));
+        let outside = snapshot(&state.outside, true);
+        for ns in [None, Some("t/ns")] {
+            let scope = ns.map_or_else(Vec::new, |n| vec!["-n", n]);
+            let run = |extra: &[&str]| {
+                let args: Vec<&str> = scope.iter().copied().chain(extra.iter().copied()).collect();
+                let out = state.run(&args);
+                assert!(!out.crashed(), "{rel}: {}", out.describe());
+                assert_eq!(
+                    snapshot(&state.outside, true),
+                    outside,
+                    "{rel}: written outside the root by {}",
+                    out.describe()
+                );
+                out
+            };
+            for o in ["a", "b", "c"] {
+                let owner = format!("FloatingIP/{o}");
+                let out = run(&["allocate", "sn", "--prefix-length", "56", "--owner", &owner]);
+                if out.code == Some(code::OK) {
+                    assert_eq!(out.stdout.trim(), held[&(ns, o)], "{rel}: {ns:?} {o}");
+                } else {
+                    let errors = out.stderr.lines().filter(|l| l.starts_with("error:"));
+                    assert_eq!(errors.count(), 1, "{rel}: {}", out.describe());
+                }
+            }
+            let out = run(&[
+                "allocate",
+                "sn",
+                "--prefix-length",
+                "56",
+                "--owner",
+                "FloatingIP/new",
+            ]);
+            if out.code == Some(code::OK) {
+                let new = out.stdout.trim();
+                let mine = held.iter().filter(|((n, _), _)| *n == ns);
+                assert!(
+                    mine.clone().all(|(_, p)| p != new),
+                    "{rel}: {new} was already held"
+                );
+            }
+            run(&["release", "sn", "--owner", "FloatingIP/b"]);
+            run(&["list", "--kind", "IPPrefixClaim"]);
+            run(&["pool", "show", "sn"]);
+        }
+        let check = state.run(&["check"]);
+        assert!(!check.crashed(), "{rel}: {}", check.describe());
+        assert_eq!(
+            snapshot(&state.outside, true),
+            outside,
+            "{rel}: written outside"
+        );
+    }
+}

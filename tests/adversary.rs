@@ -577,33 +577,8 @@ fn locks_hold_while_another_clone_is_synced_over_the_state_and_waits_are_bounded
         allocate(&test, "FloatingIP/warm");
         let owner = "FloatingIP/fip-l";
         let args = ["allocate", POOL, "--owner", owner];
-        let trace = test.root().join("l.strace");
-        let first = spawn(under_strace(
-            &ipamctl_cmd(&test, &args),
-            &trace,
-            "fsync:delay_enter=3000000:when=1",
-        ));
-        assert!(
-            wait_until_held(&first, Duration::from_secs(10)),
-            "the first claim was never held"
-        );
-        let marker = state.join(".ipamctl");
-        let ino = fs::metadata(&marker).expect("marker").ino();
-        let (from, to) = (
-            format!("{}/", clone.display()),
-            format!("{}/", state.display()),
-        );
-        match tool {
-            "rsync" => sh("rsync", &["-a", &from, &to], test.root()),
-            _ => sh("cp", &["-a", &format!("{from}."), &to], test.root()),
-        };
-        if tool == "rsync" {
-            assert_ne!(
-                fs::metadata(&marker).expect("marker").ino(),
-                ino,
-                "rsync kept the marker's inode"
-            );
-        }
+        let first = held_at_first_fsync(&test, &args, "l");
+        sync_over(tool, &clone, &state, test.root());
         let mut second = ipamctl_cmd(&test, &args);
         second.env("IPAMCTL_LOCK_TIMEOUT", "1");
         let second = finish(&args, spawn(second));
@@ -628,6 +603,44 @@ fn locks_hold_while_another_clone_is_synced_over_the_state_and_waits_are_bounded
     }
 }
 
+/// `args` run under strace, held 3 s at its first `fsync` (a claim's, after it chose and
+/// before its file exists, its locks held), once it is held there.
+fn held_at_first_fsync(test: &Test, args: &[&str], name: &str) -> Child {
+    let trace = test.root().join(format!("{name}.strace"));
+    let held = spawn(under_strace(
+        &ipamctl_cmd(test, args),
+        &trace,
+        "fsync:delay_enter=3000000:when=1",
+    ));
+    assert!(
+        wait_until_held(&held, Duration::from_secs(10)),
+        "{name}: never held at its first fsync"
+    );
+    held
+}
+
+/// Syncs the other clone `clone` over `state` with `tool` (`rsync -a` or `cp -a`); with rsync,
+/// checks that the marker was replaced by a new inode.
+fn sync_over(tool: &str, clone: &Path, state: &Path, root: &Path) {
+    let marker = state.join(".ipamctl");
+    let ino = fs::metadata(&marker).expect("marker").ino();
+    let (from, to) = (
+        format!("{}/", clone.display()),
+        format!("{}/", state.display()),
+    );
+    match tool {
+        "rsync" => sh("rsync", &["-a", &from, &to], root),
+        _ => sh("cp", &["-a", &format!("{from}."), &to], root),
+    };
+    if tool == "rsync" {
+        assert_ne!(
+            fs::metadata(&marker).expect("marker").ino(),
+            ino,
+            "rsync kept the marker's inode"
+        );
+    }
+}
+
 // ---- The lock-byte collision: two owners whose locks share a byte -------------------------
 
 /// Two owners whose locks in pool `public-zone-a` share a byte (their owner keys hash to one
@@ -648,16 +661,7 @@ fn two_owners_whose_locks_share_a_byte_are_serialised_and_each_gets_its_own_addr
     let state = test.state();
     let [first, second] = COLLIDING;
     let args = |owner| ["allocate", POOL, "--owner", owner];
-    let trace = test.root().join("collide.strace");
-    let held = spawn(under_strace(
-        &ipamctl_cmd(&test, &args(first)),
-        &trace,
-        "fsync:delay_enter=3000000:when=1",
-    ));
-    assert!(
-        wait_until_held(&held, Duration::from_secs(10)),
-        "the first claim was never held"
-    );
+    let held = held_at_first_fsync(&test, &args(first), "collide");
     let mut waiting = ipamctl_cmd(&test, &args(second));
     waiting.env("IPAMCTL_LOCK_TIMEOUT", "1");
     let waited = finish(&args(second), spawn(waiting));
@@ -679,4 +683,81 @@ fn two_owners_whose_locks_share_a_byte_are_serialised_and_each_gets_its_own_addr
     assert_eq!(held_in(&state, first), [one]);
     assert_eq!(held_in(&state, second), [two]);
     assert_consistent(&state);
+}
+
+// ---- Both lock files replaced while a lock is held ---------------------------------------
+
+/// A supernet's prefix claim decides under the pool's lock, held exclusively from its read
+/// of the claims to its create. strace holds the first claim (a /26) at its first `fsync`,
+/// after it chose 10.99.0.0/26 and before its file exists. Meanwhile another clone's files
+/// are synced over the state (`rsync -a`, a new `.ipamctl`) and `.index/` is removed (`git
+/// clean -fdX`, `rm -rf`): the files the old design locked are both replaced. A second
+/// claim (a /28) must still wait for the first and then choose around its /26: the old
+/// design let it in beside the first, and it chose 10.99.0.0/28, inside the /26.
+#[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
+fn a_prefix_claim_waits_for_one_holding_its_pool_lock_when_both_lock_files_are_replaced() {
+    let _serial = serial();
+    require("rsync");
+    let test = Test::new("seed");
+    let state = test.state();
+    let pool = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: sn\nspec:\n  \
+                cidr: 10.99.0.0/24\n  kind: supernet\n";
+    let file = test.input("sn.yaml", pool);
+    succeeded(&ipamctl(&test, &["apply", "-f", &file]));
+    // Every lock file there is, made by a first lock.
+    succeeded(&ipamctl(
+        &test,
+        &[
+            "allocate",
+            "sn",
+            "--prefix-length",
+            "30",
+            "--owner",
+            "FloatingIP/warm",
+        ],
+    ));
+    succeeded(&ipamctl(
+        &test,
+        &["release", "sn", "--owner", "FloatingIP/warm"],
+    ));
+    let clone = test.root().join("clone");
+    fs::create_dir_all(&clone).expect("the other clone");
+    fs::copy(state.join(".ipamctl"), clone.join(".ipamctl")).expect("its marker");
+    sh("touch", &["-d", "2001-01-01", ".ipamctl"], &clone);
+    let first_args = [
+        "allocate",
+        "sn",
+        "--prefix-length",
+        "26",
+        "--owner",
+        "FloatingIP/a",
+    ];
+    let first = held_at_first_fsync(&test, &first_args, "a");
+    sync_over("rsync", &clone, &state, test.root());
+    fs::remove_dir_all(state.join(".index")).expect("remove .index");
+    let second_args = [
+        "allocate",
+        "sn",
+        "--prefix-length",
+        "28",
+        "--owner",
+        "FloatingIP/b",
+    ];
+    let second = succeeded(&finish(
+        &second_args,
+        spawn(ipamctl_cmd(&test, &second_args)),
+    ));
+    let first = succeeded(&finish(&first_args, first));
+    assert_eq!(first, "10.99.0.0/26");
+    let (a, b): (ipnet::IpNet, ipnet::IpNet) = (
+        first.parse().expect("a prefix"),
+        second.parse().expect("a prefix"),
+    );
+    assert!(
+        !a.contains(&b) && !b.contains(&a),
+        "the second claim was let in beside the first: {a} and {b} overlap"
+    );
+    let check = ipamctl(&test, &["check"]);
+    assert_eq!(check.code, Some(code::OK), "{}", check.describe());
 }

@@ -237,9 +237,11 @@ fn write_locked(ino: u64) -> bool {
 /// kept out: it looks (nothing), creates the lowest free address and is held before its
 /// re-check. The first then creates the next address, and its re-check sees the second's file
 /// (held before undoing its own); the second's re-check sees the first's. Before the fix both
-/// undid their own file and each printed the other's address: fip-twice held nothing. Now a
-/// claim undoes only under anchors still in place, so both print the one address fip-twice
-/// holds.
+/// undid their own file and each printed the other's address: fip-twice held nothing. The fix after
+/// that (undo only under anchors still in place) passed here but kept failing the long runs.
+/// Now the second claim is not let in at all: the lock file is made again only once the first
+/// is done (`lock.rs`), so the second looks after the first's create, and both print the one
+/// address fip-twice holds.
 #[cfg(feature = "failpoints")]
 #[test]
 fn two_claims_of_one_owner_whose_lock_anchors_were_both_replaced_print_the_address_it_holds() {
@@ -251,6 +253,7 @@ fn two_claims_of_one_owner_whose_lock_anchors_were_both_replaced_print_the_addre
     let args = ["allocate", POOL, "--owner", owner];
     let marker = state.join(".ipamctl");
     let old_marker = inode(&marker);
+    let lock_file = state.join(format!(".index/lock-{}", inode(&state)));
 
     let mut first = ipamctl_cmd(&test, &args);
     first.env(
@@ -259,8 +262,10 @@ fn two_claims_of_one_owner_whose_lock_anchors_were_both_replaced_print_the_addre
     );
     let first = spawn(first);
     assert!(
-        wait_until(Duration::from_secs(10), || write_locked(old_marker)),
-        "the first claim never locked the marker"
+        wait_until(Duration::from_secs(10), || {
+            fs::metadata(&lock_file).is_ok_and(|m| write_locked(m.ino()))
+        }),
+        "the first claim never locked the lock file"
     );
     // Its look-up, after the locks, takes a few milliseconds on this small state.
     thread::sleep(Duration::from_millis(500));
@@ -1492,8 +1497,8 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
     let a = "FloatingIP/fip-rr-a";
     let addr = allocate(&test, a);
     let args = ["release", POOL, addr.as_str(), "--owner", a];
-    // The owner lock is the release's ninth fcntl (its first `F_OFD_SETLK`, on the marker;
-    // the others are F_GETFD); the trace says which one was delayed, so a change in that
+    // The owner lock is the release's eleventh fcntl (its first `F_OFD_SETLK`, on the lock
+    // file; the others are F_GETFD); the trace says which one was delayed, so a change in that
     // count fails here instead of passing.
     let trace = test.root().join("release.strace");
     let pre = [
@@ -1504,7 +1509,7 @@ fn a_release_held_before_the_owner_lock_never_deletes_the_next_owners_claim() {
         "-e",
         "trace=fcntl",
         "-e",
-        "inject=fcntl:delay_enter=2000000:when=9",
+        "inject=fcntl:delay_enter=2000000:when=11",
         "--",
     ]
     .map(String::from);

@@ -18,46 +18,21 @@
 //! ([`Claim::OwnerHolds`]). A replacement that straddles the whole claim is not seen (README's
 //! Guarantees; `check` reports the duplicate owner).
 //!
-//! # Undoing only under a lock that still excludes
+//! # Undoing only under the owner's lock
 //!
-//! That undo is safe only while the owner lock keeps every other ipamctl claim of the owner
-//! out. It does not once both of its files were replaced while held (`git clean -fdX`
-//! deletes the lock file, `rsync -a` from another clone replaces `.ipamctl`:
-//! [`super::lock`]): a second claim then locks the new files, both create a file, and each
-//! may see the other's. Were both to undo, the owner would hold nothing after both printed
-//! an address (the long SIGKILL run with the outside world found this once in 10,002 kills;
-//! `tests/outside_world.rs` replays it with fail points). So:
-//! 1. a claim that found another file of its owner undoes its own, then checks that the
-//!    marker or the lock file it holds is still the one at its path; if so, it answers the
-//!    other file. Every lock takes both files, so a claim that locked after that check
-//!    waits on it; one replaced alone (`rsync -a` of the marker, `git clean` of the lock
-//!    file) changes nothing, as before;
-//! 2. if both were replaced, the claim puts its file back (exclusively: if its address was
-//!    taken in that instant it fails, exit 1, having printed nothing), locks the lock file
-//!    at the path now, waiting until a claim inside on it has decided, lists again and goes
-//!    back to 1, now on that lock file (three times at most). It waits only for a lock file
-//!    newer than its own, and a claim inside never waits for a marker, so no two claims
-//!    wait for each other;
-//! 3. a claim that could not decide keeps its file. The owner may then hold two addresses
-//!    (`check` reports it); every address printed is held.
+//! That undo is safe because the owner lock keeps every other ipamctl claim of the owner out
+//! for the whole claim, whatever outside tools do to the files meanwhile: the lock file is
+//! fenced by the root directory's `flock`, so deleting it (`git clean -fdX`) or replacing
+//! the marker (`rsync -a`) lets no second claim in beside this one ([`super::lock`]). The
+//! other file is therefore never a concurrent claim's: it came from outside, and it is the
+//! owner's answer. (The design before kept a lock on the marker too and lost exclusion when
+//! both were replaced at once; it needed a second look, put-backs and relocking after the
+//! fact, and still failed the long stress runs: README's Evidence.)
 //!
-//! What is left: two claims each of whose files was replaced, one each (one's marker and
-//! the other's lock file, at interleaved instants), both see an anchor in place and both
-//! give way. Before this, any two claims inside at once did.
-//!
-//! Three attempts before this one failed the long stress run on the one-second-timestamp
-//! file system, with `rsync -a` and `git clean -fdX` both in loops: locking every replaced
-//! file again, marker included, made a claim whose marker alone was replaced wait 30 s for
-//! its own hold on the lock file; deciding on the lock file alone, trying a new one once
-//! without waiting, kept a second file whenever the claim inside on it had not finished (29
-//! violations in 34,689 runs); deciding on the lock file alone and waiting kept one whenever
-//! a lock file could not be made as `git clean` removed it (24 violations).
-//!
-//! The cost is nothing on the common path: the lock file is looked at only when a returned
-//! file was found.
+//! The cost is nothing on the common path: only the names that appeared since the look-up
+//! are read.
 
 use std::net::IpAddr;
-use std::os::fd::OwnedFd;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
@@ -66,10 +41,6 @@ use crate::store::fs::lock::{Target, scope_text};
 use crate::store::read::read_allocation;
 use crate::store::{Audit, Claim, Claims, LockMode, ObjectKind, Objects, Release, Units};
 use crate::yaml;
-
-/// How many times a claim whose lock file was replaced under it locks the one at the path
-/// again before it gives up deciding and keeps its file.
-const RELOCKS: usize = 3;
 
 impl Claims for FsStore {
     fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
@@ -162,9 +133,8 @@ impl FsStore {
     }
 
     /// After a claim's create (the claim's owner lock held): if the owner's file came back
-    /// while the claim ran, undoes the claim and returns that file's allocation. Decides
-    /// only under a lock whose anchors are intact; see "A returned owner file" in the module
-    /// docs for why, and why a claim whose anchors were replaced locks again first.
+    /// while the claim ran, undoes the claim and returns that file's allocation (see the
+    /// module docs for why no other ipamctl claim can have made it).
     fn yield_to_returned_owner(
         &self,
         ns: Option<&Namespace>,
@@ -185,61 +155,19 @@ impl FsStore {
         let Some(taken) = looked else {
             return Ok(None);
         };
-        let target = Target::Owner {
-            scope: scope_text(ns),
-            pool: spec.pool.as_str(),
-            key: spec.owner.key(),
-        };
-        let Some(held) = self.holding(target) else {
+        let Some(other) = self.appeared_for_owner(ns, manifest, &taken)? else {
             return Ok(None);
         };
-        // The marker's descriptor comes first, then the lock file's, if one could be made.
-        let Some(marker) = held.first() else {
-            return Ok(None);
-        };
-        // Locks taken again on the lock file at the path, held until the decision is carried
-        // out; the last one is what the decision rests on.
-        let mut relocked: Vec<OwnedFd> = Vec::new();
+        failpoint!("claim-before-undo");
         let bytes = yaml::encode(manifest);
-        let name = &manifest.metadata.name;
-        loop {
-            let Some(other) = self.appeared_for_owner(ns, manifest, &taken)? else {
-                return Ok(None);
-            };
-            let file = relocked.last().or(held.get(1));
-            failpoint!("claim-before-undo");
-            let mut ours = |now: &[u8]| now == bytes.as_bytes();
-            self.delete_if(ObjectKind::Allocation, ns, name, &mut ours)?;
-            // Checked after the undo: a claim that locks a file newer than this one's then
-            // lists after the undo, and does not see this claim's file.
-            if self.still_excludes(marker, file) {
-                return Ok(Some(other));
-            }
-            // Both replaced meanwhile: put this claim back, and decide again under the lock
-            // file at the path now.
-            if !self.create(ObjectKind::Allocation, ns, name, bytes.as_bytes())? {
-                return Err(crate::error::Error::io(
-                    self.locate(ObjectKind::Allocation, ns, name),
-                    std::io::Error::other(
-                        "the claim was interrupted by its lock files being replaced under it \
-                         and its address taken meanwhile; nothing was printed, run it again",
-                    ),
-                ));
-            }
-            if relocked.len() == RELOCKS {
-                break;
-            }
-            // The other file may be a claim of another ipamctl process that locked the lock
-            // file at the path now. Lock that one too, which waits until such a claim has
-            // decided, and look again.
-            match self.lock_file_now(target) {
-                Some(fd) => relocked.push(fd),
-                None => break,
-            }
-        }
-        // Not decided under a lock that excludes: keep this claim. The owner may hold two
-        // addresses, which `check` reports; every claimer printed one that is held.
-        Ok(None)
+        let mut ours = |now: &[u8]| now == bytes.as_bytes();
+        self.delete_if(
+            ObjectKind::Allocation,
+            ns,
+            &manifest.metadata.name,
+            &mut ours,
+        )?;
+        Ok(Some(other))
     }
 
     /// An allocation of the same owner in the pool that was not there when the claim's

@@ -1,30 +1,47 @@
 //! Locks that survive `git clean`, `rm`, `git checkout`, `cp -a` and `rsync -a`: byte-range
-//! locks on two anchors at once, the marker file `.ipamctl` and this checkout's lock file
-//! `.index/lock-<inode of the root>`.
+//! locks on this checkout's lock file, `.index/lock-<inode of the root>`, each generation of
+//! which is fenced by a `flock` of the root directory itself.
 //!
 //! A lock is only as good as the file it locks. A lock file deleted or replaced while held
 //! lets a process that opens the path afterwards lock a new inode beside the holder of the
-//! old one, and both are inside. No single file in a working tree is safe from every tool:
-//! - the marker is tracked by git and never rewritten by ipamctl, so `git clean -fdX`,
-//!   `checkout`, `pull` and `rm` of ignored files leave it, and `cp -a` over it writes into
-//!   the same inode; but `rsync -a` from another clone (whose marker has another mtime)
-//!   replaces it with a new inode;
-//! - the lock file is git-ignored, so `git clean -fdX` deletes it; but no sync *from another
-//!   clone* replaces it, because its name carries this root directory's inode number (a
-//!   directory no tool replaces: `rsync` and `cp` update a directory in place), which the
-//!   other clone's differs from, and no tracked file is under `.index/`.
+//! old one, and both are inside. No file of a working tree is safe from every tool: `git
+//! clean -fdX` (or `rm -rf .index`, `rsync -a --delete`) deletes the git-ignored lock file,
+//! and `rsync -a` from another clone replaces tracked files such as the marker with new
+//! inodes. The root directory is safe from all of them: `rsync` and `cp -a` update a
+//! directory in place, git never removes the directory it works in, and nothing ipamctl is
+//! asked to survive replaces it. But a directory carries no byte-range locks (a write lock
+//! needs a descriptor open for writing, which a directory cannot have), only one `flock` for
+//! the whole. So the two are combined:
+//! 1. a process that locks anything first holds the root directory's `flock` *shared*, and
+//!    keeps it for as long as it holds any lock; its locks are bytes of the lock file, all
+//!    through the one descriptor it opened under that shared hold;
+//! 2. the lock file is made only under the root's `flock` held *exclusively*, which is
+//!    granted only once no process holds it shared, that is, once nobody holds a byte of any
+//!    earlier lock file. Then it goes back to shared, and locks its byte.
 //!
-//! Every lock is therefore the same one-byte range of both, taken in that order; two
-//! processes exclude each other as long as *either* anchor is the same file for both, so
-//! breaking mutual exclusion takes both at once while locks are held (`rm -rf .index` or
-//! `git clean -fdX` *and* an `rsync -a`, or `rsync -a --delete` of `.index/` too). Where the
-//! lock file cannot be made (a directory the user may not write), the marker alone is used.
+//! So a lock file deleted while held is never replaced while a holder of the old one runs:
+//! the processes that come after wait until the last holder is done, one of them makes the
+//! new file, and every process that holds a byte holds it of the same file as every other,
+//! whatever was done to the names meanwhile. Mutual exclusion needs no second look after
+//! the fact (the earlier design locked the marker too, and lost exclusion when `rsync -a`
+//! replaced the marker while `git clean` deleted the lock file: README's Evidence). The cost
+//! is only there after a deletion: a process that finds no lock file waits for every
+//! ipamctl process working in the state directory, not only for those holding its byte.
 //!
-//! Locks are open-file-description locks (`F_OFD_SETLK`): per open, so two locks of one
-//! process exclude each other as two processes' do, and released by the kernel when the
-//! process dies, however it dies. After a lock is granted the anchor at its path is checked
-//! to be the file locked (same device and inode): one replaced before we locked it is
-//! caught, and we lock the new one.
+//! The name carries the root directory's inode number, so another clone's lock file, synced
+//! or copied in whole (`rsync -a`, `cp -a`), is another name and locks nothing here. What is
+//! left: a lock file deleted while held and then put back under this root's own name by an
+//! outside copy (this checkout's `.index/` restored from a backup at that instant) before
+//! its holders finish.
+//!
+//! Where no lock file can be made or opened for writing (a `.index/` that another user owns,
+//! something other than a regular file with one name planted at its path), the root's
+//! `flock` held exclusively is this process's lock of everything: it keeps out every other
+//! process, which is correct, only not concurrent. On a file system without `flock` of
+//! directories the lock file is locked without the fence.
+//!
+//! Locks are open-file-description locks (`F_OFD_SETLK`) and `flock`s, both released by the
+//! kernel when the process dies, however it dies.
 //!
 //! # Offsets, and a process never waiting for itself
 //!
@@ -37,18 +54,20 @@
 //! less. Such a pair exists and was constructed (`examples/lock_collision.rs`, a birthday
 //! search of about a minute): `FloatingIP/c0d869d229a8fe4b` and `FloatingIP/cdf8df1ad2d92236`
 //! share a byte in pool `public-zone-a`; a claim of one waits for a claim of the other, and
-//! each gets its own address (`tests/adversary.rs`). (Asking exclusively for a byte held shared by the same process is refused, exit 1:
-//! no claim does it, and an upgrade could deadlock with another upgrader.)
+//! each gets its own address (`tests/adversary.rs`). (Asking exclusively for a byte held
+//! shared by the same process is refused, exit 1: no claim does it, and an upgrade could
+//! deadlock with another upgrader.)
 //!
 //! # Waiting is bounded
 //!
-//! A busy lock is polled, not waited for in the kernel, for at most [`LOCK_TIMEOUT_VAR`]
-//! seconds (default [`DEFAULT_TIMEOUT_SECS`]); then the command fails (exit 1) naming the
-//! lock and, from `/proc/locks`, the process that holds it.
+//! Every wait (for a byte, for the root's shared `flock` while another process makes the
+//! lock file, for the exclusive one while others finish) is polled, not waited for in the
+//! kernel, for at most [`LOCK_TIMEOUT_VAR`] seconds (default [`DEFAULT_TIMEOUT_SECS`]) in
+//! all; then the command fails (exit 1) naming what it waited for and, from `/proc/locks`,
+//! the process that holds it.
 //!
-//! Write locks need the anchors opened for writing: on a read-only state directory (or a
-//! marker the user may not write) [`Error::ReadOnly`] says so, and commands that only read
-//! do without locks.
+//! Write locks need the lock file opened for writing: on a read-only state directory
+//! [`Error::ReadOnly`] says so, and commands that only read do without locks.
 //!
 //! The file store's [`Locks`]: a pool, a scope, and the locks of a claim, which are the
 //! pools' locks (shared) and then, because nothing on disk arbitrates between two requests
@@ -57,7 +76,7 @@
 //! [`crate::store::guard`]'s.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -68,7 +87,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 use crate::model::{Namespace, Owner, PoolName};
-use crate::store::fs::beneath::{self, refused};
+use crate::store::fs::beneath;
 use crate::store::fs::{FsStore, INDEX_DIR, MARKER};
 use crate::store::{ClaimLock, Hold, LockMode, Locks, PoolLock, ScopeLock};
 
@@ -149,37 +168,66 @@ impl Target<'_> {
     }
 }
 
-/// The locks this store's process holds, by offset: how, how many holds share them, and
-/// the descriptors that hold them (closed when the last hold goes).
+/// The locks this store's process holds, by offset (how, and how many holds share each),
+/// and its hold on the state directory as a whole while it holds any.
 #[derive(Debug, Default)]
 pub(super) struct Registry {
-    held: Mutex<HashMap<i64, Shared>>,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    bytes: HashMap<i64, Shared>,
+    /// The hold on the whole while any byte is held: every byte is locked through it.
+    whole: std::sync::Weak<Whole>,
 }
 
 #[derive(Debug)]
 struct Shared {
     mode: LockMode,
     holds: usize,
-    fds: Arc<Vec<OwnedFd>>,
+    whole: Arc<Whole>,
 }
 
-/// One hold of a lock ([`Hold::File`]): the lock goes when the last hold of its byte in
-/// this process is dropped, or when the process dies.
+/// A store's hold on the state directory as a whole (see the module docs): the root
+/// directory's `flock`, and the lock file whose bytes are the locks. Dropped (both
+/// descriptors closed, so every lock released) when the last byte held through it goes.
+#[derive(Debug)]
+struct Whole {
+    /// The root directory, opened for its `flock`: held shared, or exclusively when `file`
+    /// is `None`.
+    _root: OwnedFd,
+    /// The lock file, through which every byte is locked; `None` where none can be made or
+    /// opened for writing, and the root's `flock` held exclusively is the lock of everything.
+    file: Option<OwnedFd>,
+    /// The lock file's inode, to find a byte's holder in `/proc/locks`.
+    ino: u64,
+    /// The lock file's path, for messages.
+    path: std::path::PathBuf,
+}
+
+/// One hold of a lock ([`Hold::File`]): the byte is unlocked when the last hold of it in
+/// this process is dropped (or when the process dies).
 #[derive(Debug)]
 struct FileHold {
     registry: Arc<Registry>,
     offset: i64,
-    _fds: Arc<Vec<OwnedFd>>,
 }
 
 impl Drop for FileHold {
     fn drop(&mut self) {
         let mut held = self.registry.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(shared) = held.get_mut(&self.offset) {
-            shared.holds -= 1;
-            if shared.holds == 0 {
-                held.remove(&self.offset);
-            }
+        let Some(shared) = held.bytes.get_mut(&self.offset) else {
+            return;
+        };
+        shared.holds -= 1;
+        if shared.holds == 0
+            && let Some(shared) = held.bytes.remove(&self.offset)
+            && let Some(file) = &shared.whole.file
+        {
+            // Other bytes stay locked through the same descriptor: this one is unlocked by
+            // hand (closing the descriptor, with the last byte, releases everything).
+            let _ = set_lock(file, libc::F_UNLCK, self.offset);
         }
     }
 }
@@ -195,75 +243,24 @@ pub fn timeout() -> Duration {
         })
 }
 
-/// Where one anchor is: its directory's handle, its name there, and its path for messages.
-struct Anchor<'a> {
-    dir: BorrowedFd<'a>,
-    name: &'a str,
-    path: &'a Path,
-    /// Made if missing (the lock file); else it must exist (the marker).
-    create: bool,
+/// Sets (or clears, with `F_UNLCK`) the open-file-description lock of byte `offset` of
+/// `fd`, without waiting: `EAGAIN`/`EACCES` when another holds it.
+fn set_lock(fd: &OwnedFd, kind: i32, offset: i64) -> nix::Result<()> {
+    let range = libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: offset,
+        l_len: 1,
+        // Must be 0 for open-file-description locks.
+        l_pid: 0,
+    };
+    fcntl(fd.as_fd(), FcntlArg::F_OFD_SETLK(&range)).map(drop)
 }
 
-/// Locks `target` on `anchor` (mode `mode`), waiting until `deadline`: the open file
-/// description that holds the lock. `None` when a lock file cannot be made or kept (not
-/// writable, or deleted as fast as it is made): the caller then does without it.
-fn lock_anchor(
-    anchor: &Anchor<'_>,
-    target: Target<'_>,
-    mode: LockMode,
-    deadline: Instant,
-) -> Result<Option<OwnedFd>> {
-    let path = anchor.path;
-    // A few turns: each one catches an anchor replaced before it was locked.
-    for _ in 0..8 {
-        let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        if anchor.create {
-            flags |= OFlags::CREATE;
-        }
-        let fd = match openat(anchor.dir, anchor.name, flags, Mode::from_raw_mode(0o666)) {
-            Ok(fd) => fd,
-            Err(_) if anchor.create => return Ok(None),
-            Err(e @ (Errno::ROFS | Errno::ACCESS | Errno::PERM)) => {
-                return Err(Error::ReadOnly {
-                    path: path.to_owned(),
-                    source: e.into(),
-                });
-            }
-            Err(e) => return Err(refused(path.to_owned(), e.into())),
-        };
-        let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(path, e.into()))?;
-        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
-            if anchor.create {
-                return Ok(None);
-            }
-            return Err(refused(
-                path.to_owned(),
-                beneath::Refused::NotAFile("a special file"),
-            ));
-        }
-        wait_for(&fd, path, target, mode, deadline, stat.st_ino)?;
-        // Still the anchor at the path? If it was replaced or removed before we locked it,
-        // others lock the new file: go round and lock that one.
-        match beneath::stat(anchor.dir, anchor.name) {
-            Ok(Some(now)) if now.st_ino == stat.st_ino && now.st_dev == stat.st_dev => {
-                return Ok(Some(fd));
-            }
-            Ok(None) if !anchor.create => {
-                return Err(Error::NoStateDir {
-                    message: format!("`{}` was removed while ipamctl ran", path.display()),
-                });
-            }
-            Ok(_) => continue,
-            Err(e) => return Err(refused(path.to_owned(), e)),
-        }
-    }
-    if anchor.create {
-        return Ok(None);
-    }
-    Err(Error::Corrupt {
-        path: path.to_owned(),
-        message: "kept being replaced while ipamctl tried to lock it".into(),
-    })
+/// The next pause of a polled wait: doubling from 0.5 ms up to 20 ms, never past `deadline`.
+fn pause(pause: &mut Duration, deadline: Instant) {
+    std::thread::sleep((*pause).min(deadline.saturating_duration_since(Instant::now())));
+    *pause = (*pause * 2).min(Duration::from_millis(20));
 }
 
 /// Takes the lock of `target` on `fd`, polling until it is granted or `deadline` passes
@@ -280,40 +277,36 @@ fn wait_for(
         LockMode::Shared => libc::F_RDLCK,
         LockMode::Exclusive => libc::F_WRLCK,
     };
-    let range = libc::flock {
-        l_type: kind as libc::c_short,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: target.offset(),
-        l_len: 1,
-        // Must be 0 for open-file-description locks.
-        l_pid: 0,
-    };
-    let mut pause = Duration::from_micros(500);
+    let mut wait = Duration::from_micros(500);
     loop {
-        match fcntl(fd.as_fd(), FcntlArg::F_OFD_SETLK(&range)) {
-            Ok(_) => return Ok(()),
+        match set_lock(fd, kind, target.offset()) {
+            Ok(()) => return Ok(()),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => {}
             Err(e) => return Err(Error::io(path, e.into())),
         }
-        let now = Instant::now();
-        if now >= deadline {
-            let holder = holder(ino, target.offset())
-                .map(|h| format!(", held by {h}"))
-                .unwrap_or_default();
-            return Err(Error::io(
+        if Instant::now() >= deadline {
+            return Err(timed_out(
                 path,
-                std::io::Error::other(format!(
-                    "timed out after {} s waiting for {}{holder}; set {LOCK_TIMEOUT_VAR} \
-                     (seconds) to wait longer",
-                    timeout().as_secs_f64(),
-                    target.describe(),
-                )),
+                &target.describe(),
+                holder(ino, target.offset()),
             ));
         }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(20));
+        pause(&mut wait, deadline);
     }
+}
+
+/// The error of a wait that reached its deadline: what it waited for, and who held it.
+fn timed_out(path: &Path, what: &str, holder: Option<String>) -> Error {
+    let holder = holder.map(|h| format!(", held by {h}")).unwrap_or_default();
+    Error::io(
+        path,
+        std::io::Error::other(format!(
+            "timed out after {} s waiting for {what}{holder}; set {LOCK_TIMEOUT_VAR} \
+             (seconds) to wait longer",
+            timeout().as_secs_f64(),
+        )),
+    )
 }
 
 /// Does a line of `/proc/locks` (or a `lock:` line of a `/proc/PID/fdinfo` file) cover byte
@@ -378,137 +371,223 @@ fn holder(ino: u64, offset: i64) -> Option<String> {
     })
 }
 
+/// What [`FsStore::open_lock_file`] found at the lock file's path.
+enum LockFile {
+    /// Opened for writing: its descriptor and inode.
+    Open(OwnedFd, u64),
+    /// Nothing there (or no `.index/`).
+    Missing,
+    /// Something that cannot be the lock file (not a regular file with one name), or one
+    /// this user may not make or open for writing.
+    Unusable,
+}
+
+/// Polls for the root's `flock` in `mode` until it is granted (`Ok(true)`), `stop` says to
+/// stop waiting (`Ok(false)`), or `deadline` passes (exit 1, naming what it waited for).
+/// `Ok(true)` also where the file system has no `flock` of directories: nothing to wait for.
+fn flock_root(
+    root: &OwnedFd,
+    path: &Path,
+    mode: LockMode,
+    deadline: Instant,
+    mut stop: impl FnMut() -> bool,
+) -> Result<bool> {
+    use rustix::fs::FlockOperation;
+    let op = match mode {
+        LockMode::Shared => FlockOperation::NonBlockingLockShared,
+        LockMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
+    };
+    let mut wait = Duration::from_micros(500);
+    loop {
+        match rustix::fs::flock(root, op) {
+            Ok(()) => return Ok(true),
+            Err(Errno::INTR) => continue,
+            Err(Errno::WOULDBLOCK) => {}
+            Err(Errno::NOLCK | Errno::OPNOTSUPP | Errno::INVAL | Errno::BADF) => return Ok(true),
+            Err(e) => return Err(Error::io(path, e.into())),
+        }
+        if stop() {
+            return Ok(false);
+        }
+        if Instant::now() >= deadline {
+            let ino = rustix::fs::fstat(root).map(|s| s.st_ino).unwrap_or(0);
+            let what = match mode {
+                LockMode::Shared => {
+                    "the state directory, held whole by an ipamctl process making its lock \
+                     file (or one that cannot use it)"
+                }
+                LockMode::Exclusive => {
+                    "the ipamctl processes working in the state directory to finish: its lock \
+                     file was removed while they ran, and a new one is made only after them"
+                }
+            };
+            return Err(timed_out(path, what, holder(ino, 0)));
+        }
+        pause(&mut wait, deadline);
+    }
+}
+
 impl FsStore {
-    /// Locks `target` on this store's anchors (see the module docs), or reuses this
-    /// process's hold of the same byte.
+    /// Locks `target` through this store's hold on the whole (see the module docs), or
+    /// reuses this process's hold of the same byte.
     pub(super) fn lock(&self, target: Target<'_>, mode: LockMode) -> Result<Hold> {
         let offset = target.offset();
-        {
-            let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(shared) = held.get_mut(&offset) {
-                if shared.mode == LockMode::Shared && mode == LockMode::Exclusive {
-                    return Err(Error::io(
-                        self.root().join(MARKER),
-                        std::io::Error::other(format!(
-                            "{} shares its byte with a lock this process holds shared; \
-                             nothing was changed (rename the pool or owner)",
-                            target.describe()
-                        )),
-                    ));
-                }
-                shared.holds += 1;
-                return Ok(Hold::File(Box::new(FileHold {
-                    registry: Arc::clone(&self.locks),
-                    offset,
-                    _fds: Arc::clone(&shared.fds),
-                })));
-            }
-        }
-        let fds = Arc::new(self.lock_anchors(target, mode)?);
         let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
-        // Another thread of this process may have been granted the same byte (shared) since
-        // the look above: count this hold with it.
-        held.entry(offset)
-            .and_modify(|shared| shared.holds += 1)
-            .or_insert_with(|| Shared {
-                mode,
-                holds: 1,
-                fds: Arc::clone(&fds),
-            });
+        if let Some(shared) = held.bytes.get_mut(&offset) {
+            if shared.mode == LockMode::Shared && mode == LockMode::Exclusive {
+                return Err(Error::io(
+                    self.root().join(MARKER),
+                    std::io::Error::other(format!(
+                        "{} shares its byte with a lock this process holds shared; nothing \
+                         was changed (rename the pool or owner)",
+                        target.describe()
+                    )),
+                ));
+            }
+            shared.holds += 1;
+        } else {
+            let deadline = Instant::now() + timeout();
+            let whole = match held.whole.upgrade() {
+                Some(whole) => whole,
+                None => {
+                    let whole = Arc::new(self.hold_whole(deadline)?);
+                    held.whole = Arc::downgrade(&whole);
+                    whole
+                }
+            };
+            if let Some(file) = &whole.file {
+                wait_for(file, &whole.path, target, mode, deadline, whole.ino)?;
+            }
+            held.bytes.insert(
+                offset,
+                Shared {
+                    mode,
+                    holds: 1,
+                    whole,
+                },
+            );
+        }
         Ok(Hold::File(Box::new(FileHold {
             registry: Arc::clone(&self.locks),
             offset,
-            _fds: fds,
         })))
     }
 
-    /// Locks `target` on the anchors at their paths now, whatever this process holds: the
-    /// descriptors that hold the lock (the marker's first). [`FsStore::lock`] goes through
-    /// this process's holds first; a claim that found its anchors replaced calls this
-    /// directly to lock the files others lock now (`claims.rs`).
-    pub(super) fn lock_anchors(&self, target: Target<'_>, mode: LockMode) -> Result<Vec<OwnedFd>> {
-        let deadline = Instant::now() + timeout();
-        let marker_path = self.root().join(MARKER);
-        let marker = Anchor {
-            dir: self.root_fd().as_fd(),
-            name: MARKER,
-            path: &marker_path,
-            create: false,
-        };
-        let mut fds = Vec::with_capacity(2);
-        fds.extend(lock_anchor(&marker, target, mode, deadline)?);
-        fds.extend(self.lock_on_file(target, mode, deadline)?);
-        Ok(fds)
-    }
-
-    /// The descriptors through which this process holds `target`'s byte, if it does.
-    pub(super) fn holding(&self, target: Target<'_>) -> Option<Arc<Vec<OwnedFd>>> {
+    /// How many holds of `target`'s byte this process has through this store.
+    #[cfg(test)]
+    fn holds(&self, target: Target<'_>) -> usize {
         let held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.get(&target.offset())
-            .map(|shared| Arc::clone(&shared.fds))
+        held.bytes.get(&target.offset()).map_or(0, |s| s.holds)
     }
 
-    /// The status of this checkout's lock file now (`.index/lock-<root inode>`), if there is
-    /// one.
-    fn lock_file_stat(&self) -> Option<rustix::fs::Stat> {
-        let index = beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR)).ok()?;
-        let root = rustix::fs::fstat(self.root_fd()).ok()?;
-        beneath::stat(&index, format!("{LOCK_FILE_PREFIX}{}", root.st_ino)).ok()?
-    }
-
-    /// Does a hold on `marker` and the lock file `file` (the descriptors of
-    /// [`FsStore::lock_anchors`]: none for the lock file when none could be made) still keep
-    /// out every ipamctl process that locks the same byte from now on? It does while either
-    /// file is still the one at its path (the same device and inode): every lock takes both,
-    /// so a later one waits on that file. An anchor that cannot be looked at counts as
-    /// replaced. See "Undoing only under a lock that still excludes" in `claims.rs` for what
-    /// this rules out and what it leaves.
-    pub(super) fn still_excludes(&self, marker: &OwnedFd, file: Option<&OwnedFd>) -> bool {
-        let same = |fd: &OwnedFd, now: Option<rustix::fs::Stat>| {
-            now.is_some_and(|now| {
-                rustix::fs::fstat(fd)
-                    .is_ok_and(|held| (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino))
-            })
+    /// Takes the hold on the whole: the root's `flock` shared and the lock file there, or,
+    /// where there is none, the `flock` exclusively (once every other holder is done) to make
+    /// one; where none can be made, the `flock` exclusively is the hold.
+    fn hold_whole(&self, deadline: Instant) -> Result<Whole> {
+        let root_path = self.root();
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let root = openat(self.root_fd(), ".", flags, Mode::empty())
+            .map_err(|e| Error::io(root_path, e.into()))?;
+        let root_ino = rustix::fs::fstat(&root)
+            .map_err(|e| Error::io(root_path, e.into()))?
+            .st_ino;
+        let name = format!("{LOCK_FILE_PREFIX}{root_ino}");
+        let path = root_path.join(INDEX_DIR).join(&name);
+        let whole = |root, file: Option<(OwnedFd, u64)>| {
+            let (file, ino) = file.map_or((None, 0), |(fd, ino)| (Some(fd), ino));
+            Whole {
+                _root: root,
+                file,
+                ino,
+                path: path.clone(),
+            }
         };
-        file.is_some_and(|file| same(file, self.lock_file_stat()))
-            || same(marker, beneath::stat(self.root_fd(), MARKER).ok().flatten())
+        loop {
+            // Shared: no lock file can be made meanwhile, so the one there, if any, is the
+            // one every holder locks, even if it is deleted the next instant.
+            flock_root(&root, root_path, LockMode::Shared, deadline, || false)?;
+            match self.open_lock_file(&name, &path, false)? {
+                LockFile::Open(fd, ino) => return Ok(whole(root, Some((fd, ino)))),
+                LockFile::Missing | LockFile::Unusable => {}
+            }
+            // Exclusively, granted once nobody holds a byte of an earlier lock file. A lock
+            // file made meanwhile by another waiter ends this wait: lock that one, shared.
+            rustix::fs::flock(&root, rustix::fs::FlockOperation::Unlock)
+                .map_err(|e| Error::io(root_path, e.into()))?;
+            let made = || {
+                matches!(
+                    beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR))
+                        .map(|index| beneath::look(&index, &name)),
+                    Ok(Ok(Some(_)))
+                )
+            };
+            if !flock_root(&root, root_path, LockMode::Exclusive, deadline, made)? {
+                continue;
+            }
+            match self.open_lock_file(&name, &path, true)? {
+                LockFile::Open(fd, ino) => {
+                    // Back to shared, which others waiting to make the file now take too.
+                    flock_root(&root, root_path, LockMode::Shared, deadline, || false)?;
+                    return Ok(whole(root, Some((fd, ino))));
+                }
+                LockFile::Missing | LockFile::Unusable => return Ok(whole(root, None)),
+            }
+        }
     }
 
-    /// Locks `target` exclusively on the lock file at its path now, waiting as any lock does
-    /// ([`LOCK_TIMEOUT_VAR`]): its descriptor, or `None` if none can be made or the wait
-    /// times out. For a claim whose own lock file was replaced: the one it waits for holds a
-    /// newer lock file than its own, and a process inside waits only for a newer one still,
-    /// never for a marker, so no two wait for each other (`claims.rs`).
-    pub(super) fn lock_file_now(&self, target: Target<'_>) -> Option<OwnedFd> {
-        let deadline = Instant::now() + timeout();
-        self.lock_on_file(target, LockMode::Exclusive, deadline)
-            .ok()
-            .flatten()
-    }
-
-    /// Locks `target` on this checkout's lock file, `.index/lock-<root inode>` (made if
-    /// missing), waiting until `deadline`; `None` when it cannot be made or kept.
-    fn lock_on_file(
-        &self,
-        target: Target<'_>,
-        mode: LockMode,
-        deadline: Instant,
-    ) -> Result<Option<OwnedFd>> {
-        let (Ok(index), Ok(root)) = (
-            beneath::subdir(self.root_fd(), INDEX_DIR),
-            rustix::fs::fstat(self.root_fd()),
-        ) else {
-            return Ok(None);
+    /// Opens this checkout's lock file `name` in `.index/` for writing, making it (and
+    /// `.index/`) with `create`. Looked at before it is opened, like every file ipamctl
+    /// opens: a symlink, a FIFO, a device or a file with a second name there is never
+    /// opened, only reported [`LockFile::Unusable`].
+    fn open_lock_file(&self, name: &str, path: &Path, create: bool) -> Result<LockFile> {
+        let read_only = |e: Errno| Error::ReadOnly {
+            path: path.to_owned(),
+            source: e.into(),
         };
-        let name = format!("{LOCK_FILE_PREFIX}{}", root.st_ino);
-        let path = self.root().join(INDEX_DIR).join(&name);
-        let file = Anchor {
-            dir: index.as_fd(),
-            name: &name,
-            path: &path,
-            create: true,
+        let index = if create {
+            beneath::subdir(self.root_fd(), INDEX_DIR)
+        } else {
+            beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR))
         };
-        lock_anchor(&file, target, mode, deadline)
+        let index = match index {
+            Ok(index) => index,
+            Err(e) if e.is_not_found() => return Ok(LockFile::Missing),
+            Err(beneath::Refused::Io(e))
+                if e.raw_os_error() == Some(Errno::ROFS.raw_os_error()) =>
+            {
+                return Err(read_only(Errno::ROFS));
+            }
+            Err(_) => return Ok(LockFile::Unusable),
+        };
+        let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match beneath::look(&index, name) {
+            Ok(Some(looked)) => {
+                if beneath::regular_with_one_name(&looked).is_err() {
+                    return Ok(LockFile::Unusable);
+                }
+                openat(&index, name, flags, Mode::empty())
+            }
+            Ok(None) if create => openat(
+                &index,
+                name,
+                flags | OFlags::CREATE | OFlags::EXCL,
+                Mode::from_raw_mode(0o666),
+            ),
+            Ok(None) => return Ok(LockFile::Missing),
+            Err(_) => return Ok(LockFile::Unusable),
+        };
+        let fd = match fd {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(LockFile::Missing),
+            Err(e @ Errno::ROFS) => return Err(read_only(e)),
+            Err(_) => return Ok(LockFile::Unusable),
+        };
+        match rustix::fs::fstat(&fd) {
+            Ok(stat) if beneath::regular_with_one_name(&stat).is_ok() => {
+                Ok(LockFile::Open(fd, stat.st_ino))
+            }
+            _ => Ok(LockFile::Unusable),
+        }
     }
 }
 
@@ -607,18 +686,48 @@ mod tests {
         };
         let first = store.lock(target(&a), LockMode::Exclusive).unwrap();
         let second = store.lock(target(&b), LockMode::Exclusive).unwrap();
-        let held = store.holding(target(&a)).expect("held");
-        assert!(Arc::ptr_eq(
-            &held,
-            &store.holding(target(&b)).expect("held")
-        ));
+        assert_eq!(store.holds(target(&a)), 2, "one byte, two holds");
         drop(first);
-        assert!(
-            store.holding(target(&b)).is_some(),
-            "the second hold keeps the byte"
-        );
+        assert_eq!(store.holds(target(&b)), 1, "the second hold keeps the byte");
         drop(second);
-        assert!(store.holding(target(&a)).is_none());
+        assert_eq!(store.holds(target(&a)), 0);
+    }
+
+    /// The lock file deleted while a byte of it is held (`git clean -fdX`) is not made again
+    /// until that holder is done, so a process locking *another* byte meanwhile waits for
+    /// it: locked bytes of two lock files at once would let two processes into one lock.
+    /// Two stores are two opens, which exclude each other as two processes do.
+    #[test]
+    fn a_lock_file_deleted_while_held_is_made_again_only_after_its_holders() {
+        let dir = tempfile::tempdir().unwrap();
+        FsStore::init(dir.path()).unwrap();
+        let first = FsStore::open(dir.path()).unwrap();
+        let held = first
+            .lock(Target::Scope { scope: "a" }, LockMode::Exclusive)
+            .unwrap();
+        let index = dir.path().join(crate::store::fs::INDEX_DIR);
+        std::fs::remove_dir_all(&index).unwrap();
+        let root = dir.path().to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let second = FsStore::open(&root).unwrap();
+            let hold = second.lock(Target::Scope { scope: "b" }, LockMode::Exclusive);
+            tx.send(hold.is_ok()).unwrap();
+            // Made now, by the second store, after the first let go.
+            assert!(root.join(crate::store::fs::INDEX_DIR).is_dir());
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            rx.try_recv().is_err(),
+            "a second lock file was made while the first was held"
+        );
+        assert!(
+            !index.exists(),
+            "the lock file was made again under a holder"
+        );
+        drop(held);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(true));
+        waiter.join().unwrap();
     }
 
     /// Locks of different kinds never share a byte, whatever the names: each kind has its

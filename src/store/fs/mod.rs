@@ -2,9 +2,9 @@
 //! name) alone, so the path is the unique index.
 //!
 //! ```text
-//! <root>/.ipamctl                                 marker: identifies the root, layout version;
-//!                                                 every lock is a byte range of it (lock.rs)
-//! <root>/.index/lock-<inode of the root>          every lock is the same byte range of it too
+//! <root>/.ipamctl                                 marker: identifies the root, layout version
+//! <root>/.index/lock-<inode of the root>          every lock is a byte range of it, fenced by a
+//!                                                 flock of the root directory (lock.rs)
 //! <root>/.gitignore                               keeps the dot-files below out of git
 //! <root>/cluster/ipampools/<pool>.yaml            public pools
 //! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
@@ -43,8 +43,8 @@
 //! so a prefix claim (`engine::prefix`) is decided under the pool's lock, taken exclusively
 //! and held only for the claim:
 //! 1. take the pool's lock exclusively ([`lock`]): no other ipamctl claim, release or
-//!    change of the pool runs until step 4; its lock is the same byte of both anchors, so
-//!    it survives `git clean` and `rsync` as every lock does;
+//!    change of the pool runs until step 4; like every lock, it survives `git clean` and
+//!    `rsync` (`tests/adversary.rs` holds a prefix claim inside it while both run);
 //! 2. list `ipprefixclaims/` and find the owner's claim, if any (then it is the answer),
 //!    by the owner index keyed by prefix (`prefix_claims.rs`): only the files whose status
 //!    differs from their record, and the owner's own, are read;
@@ -86,13 +86,12 @@
 //! - *a special file or a hard link at a manifest's path*: closed by looking before
 //!   opening (`O_PATH`, `fstat`) and refusing anything but a regular file with one name
 //!   ([`beneath::read`]);
-//! - *a lock file replaced while held* (`git clean` deletes ignored files, `rsync -a` from
-//!   another clone replaces the marker): closed by locking two files that no single tool
-//!   replaces, the tracked marker and a lock file named for this root's inode ([`lock`]);
-//!   a lock wait is bounded, and a process never waits for a byte it holds. Both replaced
-//!   at once while held: a claim gives way to another file of its owner only while one of
-//!   its two files is still the one at its path, else it locks the lock file now there and
-//!   looks again (claims.rs);
+//! - *a lock file replaced while held* (`git clean -fdX` deletes the ignored lock file,
+//!   `rsync -a` from another clone replaces the marker): closed by locking bytes of a lock
+//!   file that is made only while no process holds a byte of an earlier one, which the root
+//!   directory's `flock` (shared by every holder, exclusive to make the file) fences; no
+//!   tool replaces the root directory ([`lock`]). A lock wait is bounded, and a process
+//!   never waits for a byte it holds.
 //!
 //! # What an outside writer can still do
 //!
@@ -109,10 +108,8 @@
 //!   manifest of another owner;
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
-//! - replacing `.ipamctl` *and* removing `.index/` while locks are held (see [`lock`]):
-//!   two claims of one owner both give way only if each lost a different one of its files
-//!   at interleaved instants, and may both keep their file (claims.rs); other locked steps
-//!   are not kept apart;
+//! - deleting the lock file while it is held and putting it back by an outside copy of
+//!   this very checkout's `.index/` before its holders finish ([`lock`]);
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch.

@@ -761,3 +761,44 @@ fn a_prefix_claim_waits_for_one_holding_its_pool_lock_when_both_lock_files_are_r
     let check = ipamctl(&test, &["check"]);
     assert_eq!(check.code, Some(code::OK), "{}", check.describe());
 }
+
+/// A lock file removed while a claim holds it is made again only after that claim is done,
+/// so a claim for another owner meanwhile waits for it, and that wait is bounded like any
+/// other: with `IPAMCTL_LOCK_TIMEOUT=1` it gives up (exit 1, one `error:` line saying what
+/// it waited for and naming the process it waited for), having changed nothing. Once the
+/// first is done, the second claims.
+#[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
+fn a_claim_after_the_lock_file_was_removed_under_another_waits_for_it_boundedly() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let state = test.state();
+    allocate(&test, "FloatingIP/warm");
+    let first_args = ["allocate", POOL, "--owner", "FloatingIP/fip-first"];
+    let first = held_at_first_fsync(&test, &first_args, "first");
+    fs::remove_dir_all(state.join(".index")).expect("remove .index");
+    let second_args = ["allocate", POOL, "--owner", "FloatingIP/fip-second"];
+    let mut waiting = ipamctl_cmd(&test, &second_args);
+    waiting.env("IPAMCTL_LOCK_TIMEOUT", "1");
+    let waited = finish(&second_args, spawn(waiting));
+    assert_eq!(waited.code, Some(code::FAILURE), "{}", waited.describe());
+    common::assert_one_error(&waited.stderr);
+    assert!(
+        waited.stderr.contains("timed out")
+            && waited
+                .stderr
+                .contains("ipamctl processes working in the state directory")
+            && waited.stderr.contains("held by process"),
+        "{}",
+        waited.describe()
+    );
+    assert_eq!(
+        held_in(&state, "FloatingIP/fip-second"),
+        Vec::<String>::new(),
+        "the claim that gave up holds an address"
+    );
+    let one = succeeded(&finish(&first_args, first));
+    let two = succeeded(&ipamctl(&test, &second_args));
+    assert_ne!(one, two);
+    assert_consistent(&state);
+}

@@ -145,7 +145,15 @@ pub enum OutputFormat {
 }
 
 /// The subcommands.
+///
+/// Deferred (here and in `pool`, `subnet` and `vpc`): a subcommand's arguments are built only
+/// when it is the one parsed (or when `--help`, the man pages or completion build the whole
+/// tree). Building all of them cost every process, `allocate` on PostgreSQL included, about
+/// half a millisecond before it did anything. A deferred `Args` struct's doc comment would be
+/// applied after its variant's and replace the command's help, so those structs carry plain
+/// comments; the help text is on the variants.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Make a directory an ipamctl state directory, or create the schema in a database
     /// (idempotent).
@@ -315,14 +323,14 @@ pub enum Command {
     Completions(CompletionsArgs),
 }
 
-/// `ipamctl init`.
+// `ipamctl init`.
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// The directory [default: `--state-dir`, else the current directory].
     pub dir: Option<PathBuf>,
 }
 
-/// `ipamctl diff`.
+// `ipamctl diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The base revision [default: the upstream branch, else HEAD].
@@ -332,7 +340,7 @@ pub struct DiffArgs {
     pub head: Option<String>,
 }
 
-/// `ipamctl history`.
+// `ipamctl history`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("subject").required(true).args(["address", "owner", "uid"])))]
 pub struct HistoryArgs {
@@ -353,14 +361,14 @@ pub struct HistoryArgs {
     pub uid: Option<String>,
 }
 
-/// `ipamctl export` and `ipamctl import`.
+// `ipamctl export` and `ipamctl import`.
 #[derive(Debug, Args)]
 pub struct TransferArgs {
     /// The state directory.
     pub dir: PathBuf,
 }
 
-/// `ipamctl apply`.
+// `ipamctl apply`.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     /// A YAML file of IPAMPool documents; `-` reads stdin. Repeatable.
@@ -373,7 +381,7 @@ pub struct ApplyArgs {
     pub dry_run: bool,
 }
 
-/// `ipamctl allocate`.
+// `ipamctl allocate`.
 #[derive(Debug, Args)]
 pub struct AllocateArgs {
     /// The pool to claim from (omit with `--zone`). Name several (e.g. a VPC's `vpc-NAME`
@@ -449,7 +457,7 @@ pub struct AllocateArgs {
     pub explain: bool,
 }
 
-/// `ipamctl release`.
+// `ipamctl release`.
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
     /// The pool [default: every pool of the scope].
@@ -477,7 +485,7 @@ pub struct ReleaseArgs {
     pub dry_run: bool,
 }
 
-/// Which allocations `list` and `release` select; every selector given must hold.
+// Which allocations `list` and `release` select; every selector given must hold.
 #[derive(Debug, Args, Default, Clone)]
 pub struct Selectors {
     /// Only allocations of owners of this kind: VirtualMachine, FloatingIP, VPC or Node.
@@ -515,7 +523,7 @@ impl Selectors {
     }
 }
 
-/// `ipamctl list`.
+// `ipamctl list`.
 #[derive(Debug, Args, Default)]
 pub struct ListArgs {
     /// Only allocations of this pool (exit 3 if it does not exist).
@@ -537,6 +545,7 @@ pub struct ListArgs {
 
 /// `ipamctl pool ...`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum PoolCommand {
     /// List pools with their usage: candidates, allocated, free, percent used.
     List,
@@ -561,6 +570,7 @@ pub enum PoolCommand {
 
 /// `ipamctl subnet ...`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum SubnetCommand {
     /// Create a subnet of a pool and print its gateway.
     ///
@@ -580,7 +590,7 @@ pub enum SubnetCommand {
     Delete(SubnetDeleteArgs),
 }
 
-/// `ipamctl subnet create`.
+// `ipamctl subnet create`.
 #[derive(Debug, Args)]
 pub struct SubnetCreateArgs {
     /// The subnet's name (an RFC 1123 label), unique in its scope.
@@ -615,7 +625,7 @@ pub struct SubnetCreateArgs {
     pub dry_run: bool,
 }
 
-/// `ipamctl subnet list`.
+// `ipamctl subnet list`.
 #[derive(Debug, Args)]
 pub struct SubnetListArgs {
     /// Only subnets of this pool.
@@ -623,7 +633,7 @@ pub struct SubnetListArgs {
     pub pool: Option<String>,
 }
 
-/// `ipamctl subnet show`.
+// `ipamctl subnet show`.
 #[derive(Debug, Args)]
 pub struct SubnetNameArgs {
     /// The subnet.
@@ -631,7 +641,7 @@ pub struct SubnetNameArgs {
     pub name: String,
 }
 
-/// `ipamctl subnet delete`.
+// `ipamctl subnet delete`.
 #[derive(Debug, Args)]
 pub struct SubnetDeleteArgs {
     /// The subnet.
@@ -649,6 +659,7 @@ pub struct SubnetDeleteArgs {
 
 /// `ipamctl vpc ...`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum VpcCommand {
     /// Create a VPC's private pool `vpc-<NAME>` in `-n NS`, owned by the VPC; print its uid.
     ///
@@ -672,7 +683,7 @@ pub enum VpcCommand {
     Delete(VpcDeleteArgs),
 }
 
-/// `ipamctl vpc create`.
+// `ipamctl vpc create`.
 #[derive(Debug, Args)]
 pub struct VpcCreateArgs {
     /// The VPC's name; its pools are `vpc-<NAME>` (IPv4) and `vpc-<NAME>-v6` (IPv6).
@@ -705,7 +716,7 @@ pub struct VpcCreateArgs {
     pub dry_run: bool,
 }
 
-/// `ipamctl vpc get`.
+// `ipamctl vpc get`.
 #[derive(Debug, Args)]
 pub struct VpcGetArgs {
     /// The VPC's name.
@@ -713,7 +724,7 @@ pub struct VpcGetArgs {
     pub name: String,
 }
 
-/// `ipamctl vpc delete`.
+// `ipamctl vpc delete`.
 #[derive(Debug, Args)]
 pub struct VpcDeleteArgs {
     /// The VPC's name.
@@ -729,7 +740,7 @@ pub struct VpcDeleteArgs {
     pub ignore_not_found: bool,
 }
 
-/// `ipamctl reconcile`.
+// `ipamctl reconcile`.
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
     /// The owners that still exist: `KIND/NAME` or a uid per line; `-` reads stdin.
@@ -768,7 +779,7 @@ pub struct ReconcileArgs {
     pub max_release: String,
 }
 
-/// `ipamctl pool delete`.
+// `ipamctl pool delete`.
 #[derive(Debug, Args)]
 pub struct PoolDeleteArgs {
     /// The pool.
@@ -780,7 +791,7 @@ pub struct PoolDeleteArgs {
     pub dry_run: bool,
 }
 
-/// `ipamctl pool show`.
+// `ipamctl pool show`.
 #[derive(Debug, Args)]
 pub struct PoolShowArgs {
     /// The pool.
@@ -816,7 +827,7 @@ pub enum ColorChoice {
     Never,
 }
 
-/// `ipamctl check`.
+// `ipamctl check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Remove leftover temporary files (`.tmp-*`) untouched for 5 minutes and cooldown
@@ -827,7 +838,7 @@ pub struct CheckArgs {
     pub fix: bool,
 }
 
-/// `ipamctl schema`.
+// `ipamctl schema`.
 #[derive(Debug, Args)]
 pub struct SchemaArgs {
     /// Only this manifest kind's schema.
@@ -850,7 +861,7 @@ pub enum SchemaKind {
     Ipprefixclaim,
 }
 
-/// `ipamctl completions`.
+// `ipamctl completions`.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell.

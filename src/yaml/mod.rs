@@ -117,7 +117,9 @@ pub enum Document {
 fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     // Tags first, so that a tagged value is refused for its tag rather than for whatever the
     // library made of it (`!!timestamp` into a string is "cannot deserialize tagged scalar").
-    let scanned_whole = core_tags_only(text)?;
+    // Every tag, `%TAG` handle and verbatim tag begins with `!` (YAML 1.2 §6.8.2, §6.9.1): a
+    // text without one carries none, and is not parsed a second time to find out.
+    let scanned_whole = !text.contains('!') || core_tags_only(text)?;
     let value = serde_saphyr::from_str_with_options(text, options()).map_err(one_line)?;
     if !scanned_whole {
         // Cannot happen with today's limits, which are the library's defaults on both sides;

@@ -150,6 +150,9 @@ pub struct Target {
     info: ConnInfo,
     password: Option<String>,
     warnings: Vec<String>,
+    /// This process's user name, looked up once (it is the default `user` and half of the
+    /// audit log's `user@host`).
+    os_user: Option<String>,
 }
 
 impl Target {
@@ -157,10 +160,10 @@ impl Target {
     /// parse. Reads the environment and the password file, connects to nothing.
     pub fn new(store: &str) -> Result<Target> {
         let info = ConnInfo::parse(store).map_err(|e| Error::invalid("--store", e))?;
-        let os_user = whoami::username().unwrap_or_else(|_| "postgres".into());
+        let os_user = whoami::username().ok();
         let info = info
             .with_env(|var| std::env::var(var).ok())
-            .with_defaults(&os_user);
+            .with_defaults(os_user.as_deref().unwrap_or("postgres"));
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         let found = info.password_lookup(home.as_deref());
         Ok(Target {
@@ -168,6 +171,7 @@ impl Target {
             info,
             password: found.password,
             warnings: found.warning.into_iter().collect(),
+            os_user,
         })
     }
 
@@ -230,9 +234,10 @@ fn ns_key(ns: Option<&Namespace>) -> &str {
     ns.map_or("", Namespace::as_str)
 }
 
-/// Who is making changes: `user@host`.
-fn client_id() -> String {
-    let user = whoami::username().unwrap_or_else(|_| "unknown".into());
+/// Who is making changes: `user@host`, the user as [`Target::new`] looked it up (a second
+/// look-up would read the password database again).
+fn client_id(target: &Target) -> String {
+    let user = target.os_user.as_deref().unwrap_or("unknown");
     let host = whoami::hostname().unwrap_or_else(|_| "unknown".into());
     format!("{user}@{host}")
 }
@@ -247,7 +252,13 @@ impl PgStore {
             "run `ipamctl --store '{}' init`",
             conninfo::mask(&target.store).replace('\'', "'\\''")
         );
-        Ok(PgStore::new(client, shown, timeouts, init_hint))
+        Ok(PgStore::new(
+            client,
+            shown,
+            timeouts,
+            init_hint,
+            client_id(target),
+        ))
     }
 
     /// Checks the schema version now, if no statement has yet (`examples/pg_floor.rs`
@@ -349,7 +360,7 @@ impl PgStore {
     /// schema) and the store's description. A newer schema is refused, nothing written.
     pub fn init(target: &Target) -> Result<(Option<i32>, i32, String)> {
         let (mut client, shown, timeouts) = connect(target)?;
-        let id = client_id();
+        let id = client_id(target);
         // Two inits creating the schema at once: one of them loses a catalog race (a unique
         // violation); the second try finds the schema there.
         // Only a race of the bootstrap is retried: once the version table is locked, a
@@ -374,7 +385,13 @@ impl PgStore {
         }
     }
 
-    fn new(client: Client, shown: String, timeouts: Timeouts, init_hint: String) -> PgStore {
+    fn new(
+        client: Client,
+        shown: String,
+        timeouts: Timeouts,
+        init_hint: String,
+        client_id: String,
+    ) -> PgStore {
         PgStore {
             session: Mutex::new(Session {
                 client,
@@ -389,7 +406,7 @@ impl PgStore {
             }),
             init_hint,
             shown,
-            client_id: client_id(),
+            client_id,
             begin: format!("{BEGIN}{}", timeouts.set_local()),
             timeouts,
         }

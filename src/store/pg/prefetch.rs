@@ -206,10 +206,7 @@ impl PgStore {
     /// LOCAL`s, the schema version check if still pending and the end of a transaction left
     /// open. `None` when something of the unit was sent already (the caller asks as usual);
     /// else the session and the rows of each statement of `lookups`, in order.
-    pub(super) fn send_ahead(
-        &self,
-        lookups: &str,
-    ) -> Result<Option<Answered<'_>>> {
+    pub(super) fn send_ahead(&self, lookups: &str) -> Result<Option<Answered<'_>>> {
         let mut session = self.session();
         let Some(begin) = session.begin_pending.clone() else {
             return Ok(None);

@@ -14,7 +14,9 @@
 //! a temporary file and links it into place), and the kernel drops its lock.
 //!
 //! On PostgreSQL the same lock is the pool row's `FOR UPDATE`, held by the claim's
-//! transaction; a kill rolls the transaction back.
+//! transaction; a kill rolls the transaction back. There best fit reads the free space the
+//! database keeps ([`store::Queries::prefix_free_space`]) instead of every claim, and the
+//! claim's insert keeps it in the same statement; the exclusion constraint still arbitrates.
 
 use std::collections::BTreeMap;
 

@@ -1368,6 +1368,8 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
              DROP FUNCTION ipamctl.manifest_line(bytea, text);
              DROP TABLE ipamctl.pool_counts;
              DROP FUNCTION ipamctl.count_allocations() CASCADE;
+             DROP FUNCTION ipamctl.prefix_free_stale() CASCADE;
+             DROP TABLE ipamctl.prefix_free, ipamctl.prefix_free_pools, ipamctl.prefix_free_epoch;
              DROP TABLE ipamctl.objects;
              DROP FUNCTION ipamctl.claim_owner_name(bytea);
              ALTER TABLE ipamctl.allocations DROP COLUMN creation_timestamp;

@@ -14,7 +14,9 @@
 //! a temporary file and links it into place), and the kernel drops its lock.
 //!
 //! On PostgreSQL the same lock is the pool row's `FOR UPDATE`, held by the claim's
-//! transaction; a kill rolls the transaction back.
+//! transaction; a kill rolls the transaction back. There best fit reads the free space the
+//! database keeps ([`store::Queries::prefix_free_space`]) instead of every claim, and the
+//! claim's insert keeps it in the same statement; the exclusion constraint still arbitrates.
 
 use std::collections::BTreeMap;
 
@@ -70,17 +72,19 @@ pub fn claim_annotated(
     want: Want,
     annotations: &BTreeMap<String, String>,
 ) -> Result<Claimed> {
-    let manifest = load_pool(store, pool)?;
-    check_want(&manifest, pool, want)?;
+    let len = match want {
+        Want::Length(len) => Some(len),
+        Want::Exact(_) => None,
+    };
     // A `false` create under the lock is a writer that takes no lock (or, on PostgreSQL, a
     // row the constraint refused): read again and decide again, a bounded number of times.
     for _ in 0..8 {
         let done = store::atomically(store, || {
-            let _lock =
-                store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
+            let _lock = store.lock_prefix_claim(pool.namespace.as_ref(), &pool.name, owner, len)?;
             let manifest = load_pool(store, pool)?;
+            check_want(&manifest, pool, want)?;
             crate::engine::doomed::refuse(&manifest, pool)?;
-            let lookup = look_up(store, pool, owner)?;
+            let lookup = look_up_holder(store, pool, owner)?;
             if let Some(held) = lookup.held {
                 return match want {
                     Want::Exact(p) if p != held.spec.prefix => Err(Error::conflict(format!(
@@ -94,7 +98,14 @@ pub fn claim_annotated(
                 };
             }
             let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
-            let prefix = choose(store, &manifest, pool, &lookup.taken, want, &cooling)?;
+            let prefix = match kept_free(store, &manifest, pool, want, &cooling)? {
+                Some(chosen) => chosen?,
+                None if lookup.taken_left_out => {
+                    let lookup = look_up(store, pool, owner)?;
+                    choose(store, &manifest, pool, &lookup.taken, want, &cooling)?
+                }
+                None => choose(store, &manifest, pool, &lookup.taken, want, &cooling)?,
+            };
             let mut claim = PrefixClaimManifest::new(
                 &pool.name,
                 pool.namespace.as_ref(),
@@ -273,6 +284,37 @@ fn choose(
     }
 }
 
+/// Best fit from the free space the store keeps ([`store::Queries::prefix_free_space`]):
+/// `None` when it keeps none, or when the claim is not a plain best fit (an exact prefix, or
+/// cooldown records that keep prefixes from or for this owner), which [`choose`] decides
+/// from the claims. Else the same answer as [`choose`]: the rule of
+/// [`prefix::best_fit`] over the claims and the excludes, or exit 5 naming the largest free
+/// block.
+fn kept_free(
+    store: &dyn Store,
+    manifest: &PoolManifest,
+    pool: &PoolRef,
+    want: Want,
+    cooling: &Cooling<IpNet>,
+) -> Result<Option<Result<IpNet>>> {
+    let Want::Length(len) = want else {
+        return Ok(None);
+    };
+    if !cooling.blocked.is_empty() || cooling.own.is_some() {
+        return Ok(None);
+    }
+    let cidr = manifest.spec.cidr;
+    let excludes: Vec<IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
+    let Some(free) =
+        store.prefix_free_space(pool.namespace.as_ref(), &pool.name, cidr, &excludes, len)?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(prefix::best_fit_in(&free, len).ok_or_else(|| {
+        no_room(pool, cidr, len, prefix::largest(&free))
+    })))
+}
+
 /// Exit 5: no free /`len` in the pool, naming the largest free block.
 fn no_room(pool: &PoolRef, cidr: IpNet, len: u8, largest: Option<IpNet>) -> Error {
     Error::NoRoom {
@@ -294,7 +336,17 @@ pub fn overlaps(a: IpNet, b: IpNet) -> bool {
 /// decided), and so is the owner's claim stored where its name and pool do not say.
 fn look_up(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<store::PrefixLookup> {
     let ns = pool.namespace.as_ref();
-    let lookup = store.find_prefix_owner(ns, &pool.name, owner)?;
+    checked(store, pool, store.find_prefix_owner(ns, &pool.name, owner)?)
+}
+
+/// `lookup` unless a claim of it does not parse, or the owner's is stored where its name
+/// and pool do not say: each an error naming it.
+fn checked(
+    store: &dyn Store,
+    pool: &PoolRef,
+    lookup: store::PrefixLookup,
+) -> Result<store::PrefixLookup> {
+    let ns = pool.namespace.as_ref();
     if let Some((name, why)) = lookup.broken.first() {
         return Err(Error::invalid(
             store.locate(ObjectKind::PrefixClaim, ns, name),
@@ -311,6 +363,17 @@ fn look_up(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<store::Pr
         }
     }
     Ok(lookup)
+}
+
+/// [`look_up`] without the pool's claimed prefixes, where the store can leave them out
+/// ([`store::Queries::find_prefix_holder`]): the owner's claim, checked as there.
+fn look_up_holder(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<store::PrefixLookup> {
+    let ns = pool.namespace.as_ref();
+    checked(
+        store,
+        pool,
+        store.find_prefix_holder(ns, &pool.name, owner)?,
+    )
 }
 
 /// The claims of `pool` as their names spell them: (name, prefix), from the listing alone

@@ -229,6 +229,28 @@ pub fn free_count(free: &[IpNet], len: u8) -> u128 {
         .fold(0u128, u128::saturating_add)
 }
 
+/// The buddy chain of `prefix`, from its own length up to /1: for each length, the block
+/// beside the prefix's ancestor of that length (its buddy) and the block the two make
+/// together (their parent), longest first. A claim of `prefix` splits the free block that
+/// holds it into the buddies longer than that block; a released `prefix` merges with each
+/// buddy in turn that is a free block, as a buddy allocator does.
+pub fn buddies(prefix: IpNet) -> Vec<(IpNet, IpNet)> {
+    let prefix = prefix.trunc();
+    let width = prefix.max_prefix_len();
+    let start = to_u128(prefix.network());
+    (1..=prefix.prefix_len())
+        .rev()
+        .map(|len| {
+            let bit = 1u128 << (width - len);
+            let ancestor = start & !(bit - 1);
+            (
+                net_at(prefix, ancestor ^ bit, len),
+                net_at(prefix, ancestor & !bit, len - 1),
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,6 +275,26 @@ mod tests {
         let low = free_blocks(all, &[net("::/128")]);
         assert_eq!(low.len(), 128);
         assert_eq!(*low.last().unwrap(), net("8000::/1"));
+    }
+
+    #[test]
+    fn buddies_climb_from_the_prefix_to_the_whole_space() {
+        let chain = buddies(net("10.0.0.64/26"));
+        assert_eq!(chain.len(), 26);
+        assert_eq!(chain[0], (net("10.0.0.0/26"), net("10.0.0.0/25")));
+        assert_eq!(chain[1], (net("10.0.0.128/25"), net("10.0.0.0/24")));
+        assert_eq!(chain[25], (net("128.0.0.0/1"), net("0.0.0.0/0")));
+        // A claim of a /26 in a free /24 leaves the /26 beside it and the /25 above it.
+        let pool = net("10.0.0.0/24");
+        let split: Vec<IpNet> = chain
+            .iter()
+            .map(|(b, _)| *b)
+            .filter(|b| b.prefix_len() > pool.prefix_len())
+            .collect();
+        assert_eq!(split, free_blocks(pool, &[net("10.0.0.64/26")]));
+        let top = buddies(net("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128"));
+        assert_eq!(top[0].0, net("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe/128"));
+        assert_eq!(top[127], (net("::/1"), net("::/0")));
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub struct PrefixLookup {
     pub taken: Vec<ipnet::IpNet>,
     /// Claims of the pool that do not parse: (object name, why). Their owner is unknown.
     pub broken: Vec<(String, String)>,
+    /// `taken` was not read ([`Queries::find_prefix_holder`] of a store that keeps the free
+    /// space): ask [`Queries::find_prefix_owner`] for it.
+    pub taken_left_out: bool,
 }
 
 /// What claiming one address for an owner did.
@@ -248,6 +251,38 @@ pub trait Queries: Objects {
         owner: &Owner,
     ) -> Result<PrefixLookup>;
 
+    /// [`Queries::find_prefix_owner`] for a claim that may not need the pool's claimed
+    /// prefixes: `held` and `broken` as there, `taken` possibly empty (a store that keeps the
+    /// free space, [`Queries::prefix_free_space`], leaves it out). By default the whole look-up.
+    fn find_prefix_holder(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<PrefixLookup> {
+        self.find_prefix_owner(ns, pool, owner)
+    }
+
+    /// What a best-fit claim of a /`len` in the supernet `pool` (of prefix `cidr`, with
+    /// `excludes`) needs of its free space, when the store keeps it (a database): maximal
+    /// free aligned blocks of the pool outside its claims and `excludes`, as
+    /// [`crate::model::prefix::free_blocks`] gives them, among them the one best fit picks
+    /// for `len` (if any) and the largest; read now, under the pool's exclusive lock. `None`
+    /// (the default): the caller computes them from [`Queries::find_prefix_owner`]'s
+    /// `taken`. A claim made after this answer is written with [`Objects::create`] in the
+    /// same unit, so that the store keeps its free space with it.
+    fn prefix_free_space(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        cidr: ipnet::IpNet,
+        excludes: &[ipnet::IpNet],
+        len: u8,
+    ) -> Result<Option<Vec<ipnet::IpNet>>> {
+        let _ = (ns, pool, cidr, excludes, len);
+        Ok(None)
+    }
+
     /// How many allocations `pool` has, and how many of them are among `candidates`,
     /// when the store can count them without listing them (a database); `None` by default:
     /// the caller counts from [`Objects::list`].
@@ -321,6 +356,22 @@ pub trait Locks {
         pools: &[PoolName],
         owner: &Owner,
     ) -> Result<ClaimLock>;
+
+    /// The lock a prefix claim for `owner` in the supernet `pool` holds from before it
+    /// reads the pool until its claim is durable: the pool's, exclusive. `len` is the length
+    /// a best-fit claim asks for (`None` for an exact prefix), so that a store can read
+    /// ahead what the claim asks next ([`Queries::find_prefix_holder`],
+    /// [`Queries::prefix_free_space`]) with the lock.
+    fn lock_prefix_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+        len: Option<u8>,
+    ) -> Result<PoolLock> {
+        let _ = (owner, len);
+        self.lock_pool(ns, pool, LockMode::Exclusive)
+    }
 }
 
 /// The unit of work.

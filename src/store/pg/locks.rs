@@ -51,12 +51,30 @@ impl Locks for PgStore {
         let held = pools.iter().map(|_| Hold::Transaction).collect();
         Ok(ClaimLock::new(held, Vec::new()))
     }
+
+    fn lock_prefix_claim(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+        len: Option<u8>,
+    ) -> Result<PoolLock> {
+        // The unit's first round trip locks the pool and reads ahead the owner's claim and
+        // the free space (`prefix_free.rs`); later in a unit, the lock alone.
+        self.lock_prefix_claim_row(ns, pool, owner, len)?;
+        Ok(PoolLock::new(Hold::Transaction))
+    }
 }
 
 impl PgStore {
     /// Locks the pool's row `FOR SHARE` or `FOR UPDATE` in the unit's transaction, and keeps
     /// the manifest it read for the unit's reads of the pool.
-    fn lock_pool_row(&self, ns: Option<&Namespace>, pool: &PoolName, mode: LockMode) -> Result<()> {
+    pub(super) fn lock_pool_row(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        mode: LockMode,
+    ) -> Result<()> {
         let ns = ns_key(ns);
         let statement = match mode {
             LockMode::Shared => {
@@ -69,10 +87,13 @@ impl PgStore {
         let row = self.in_unit("a pool lock", |c| c.opt(statement, &[&ns, &pool.as_str()]))?;
         // The row lock is the transaction's: it goes with COMMIT or ROLLBACK. Until then the
         // row cannot change but by this unit, so its manifest answers the unit's reads.
+        let key = (ns.to_owned(), pool.to_string());
+        let mut session = self.session();
+        if mode == LockMode::Exclusive {
+            session.kept_pools.insert(key.clone());
+        }
         if let Some(row) = row {
-            self.session()
-                .locked_pools
-                .insert((ns.to_owned(), pool.to_string()), row.get(0));
+            session.locked_pools.insert(key, row.get(0));
         }
         Ok(())
     }

@@ -53,6 +53,7 @@ const MARKERS: &[(i32, &str)] = &[
         8,
         "SELECT to_regclass('ipamctl.objects_prefix_claim_owners') IS NOT NULL",
     ),
+    (9, "SELECT to_regclass('ipamctl.prefix_free') IS NOT NULL"),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

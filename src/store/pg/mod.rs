@@ -42,13 +42,14 @@ mod locks;
 mod migrate;
 mod objects;
 mod prefetch;
+mod prefix_free;
 mod queries;
 mod rows;
 pub mod schema;
 mod timeouts;
 mod typed;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -111,6 +112,11 @@ struct Session {
     begin_pending: Option<String>,
     /// What a claim's locking round trip read ahead for the unit (`prefetch.rs`).
     prefetched: prefetch::Prefetched,
+    /// The pools whose rows the unit holds `FOR UPDATE`, by (namespace, name): a prefix
+    /// claim or release written under it keeps the pool's free space (`prefix_free.rs`).
+    kept_pools: HashSet<(String, String)>,
+    /// What a prefix claim's locking round trip read ahead for the unit (`prefix_free.rs`).
+    prefix_ahead: Option<prefix_free::Ahead>,
     /// In a unit: nothing but the claim's locking round trip has been sent, which writes
     /// nothing, so a unit that ends there needs no `COMMIT` of its own (see [`Session::open`]).
     only_prefetch: bool,
@@ -401,6 +407,8 @@ impl PgStore {
                 version_pending: true,
                 begin_pending: None,
                 prefetched: prefetch::Prefetched::default(),
+                kept_pools: HashSet::new(),
+                prefix_ahead: None,
                 only_prefetch: false,
                 open: false,
             }),
@@ -528,13 +536,16 @@ impl PgStore {
                     session.in_txn = true;
                     session.hints_read.clear();
                     session.prefetched = prefetch::Prefetched::default();
+                    session.prefix_ahead = None;
                     session.only_prefetch = false;
                 }
                 let done = work();
                 let mut session = self.session();
                 session.in_txn = false;
                 session.locked_pools.clear();
+                session.kept_pools.clear();
                 session.prefetched = prefetch::Prefetched::default();
+                session.prefix_ahead = None;
                 if session.begin_pending.take().is_some() {
                     // Nothing was sent: there is no transaction to end.
                     return done;

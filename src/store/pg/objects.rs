@@ -81,22 +81,32 @@ impl PgStore {
         if kind == ObjectKind::Subnet {
             self.forget_prefetched_subnets();
         }
+        let kept = self.keeps_free_space(n, &pool);
+        let buddies = match kind {
+            ObjectKind::PrefixClaim => crate::model::prefix_claim::parse_prefix_claim_name(name)
+                .map(|(_, net)| super::prefix_free::chain(net).0)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         self.run(|c| {
             // DO NOTHING without a target also takes the exclusion constraint's refusal:
             // the claim then reads and decides again.
             let written = if create_only && kind == ObjectKind::PrefixClaim {
-                // A claim is an event of the audit log, as an allocation's is (`history`).
+                // A claim is an event of the audit log, as an allocation's is (`history`),
+                // and the pool's free space is kept with it.
                 let row = c.one(
-                    "WITH claimed AS (
-                         INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
-                         VALUES ($1, $2, $3, $4, $5, $6::text::inet) ON CONFLICT DO NOTHING
-                         RETURNING namespace, name, manifest
-                     ), event AS (
-                         INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
-                         SELECT $7, 'claimed', namespace, $1, name, manifest FROM claimed
-                     )
-                     SELECT count(*) FROM claimed",
-                    &[&k, &n, &name, &pool, &bytes, &prefix, &self.client_id.as_str()],
+                    super::prefix_free::CLAIM,
+                    &[
+                        &k,
+                        &n,
+                        &name,
+                        &pool,
+                        &bytes,
+                        &prefix,
+                        &self.client_id.as_str(),
+                        &kept,
+                        &buddies,
+                    ],
                 )?;
                 u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)
             } else if create_only {
@@ -115,8 +125,25 @@ impl PgStore {
                     &[&k, &n, &name, &pool, &bytes, &prefix],
                 )?
             };
+            if kind == ObjectKind::PrefixClaim && !create_only {
+                // A claim replaced in place: no pool's kept free space can vouch for it.
+                c.exec(
+                    "UPDATE ipamctl.prefix_free_epoch SET epoch = epoch + 1",
+                    &[],
+                )?;
+            }
             Ok(written > 0)
         })
+    }
+
+    /// Whether the unit holds the row of pool (`ns`, `pool`) `FOR UPDATE`, so that a prefix
+    /// claim or release written now keeps the pool's free space (`prefix_free.rs`).
+    fn keeps_free_space(&self, ns: &str, pool: &str) -> bool {
+        let session = self.session();
+        session.in_txn
+            && session
+                .kept_pools
+                .contains(&(ns.to_owned(), pool.to_owned()))
     }
 
     /// Writes a pool's manifest, creating or replacing it (`create_only`: only if absent),
@@ -286,6 +313,12 @@ impl Objects for PgStore {
                      ), hint AS (
                          DELETE FROM ipamctl.pool_hints h USING gone
                          WHERE h.namespace = gone.namespace AND h.pool = gone.name
+                     ), free AS (
+                         DELETE FROM ipamctl.prefix_free f USING gone
+                         WHERE f.namespace = gone.namespace AND f.pool = gone.name
+                     ), kept AS (
+                         DELETE FROM ipamctl.prefix_free_pools s USING gone
+                         WHERE s.namespace = gone.namespace AND s.pool = gone.name
                      ), event AS (
                          INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
                          SELECT $3, 'pool deleted', namespace, $4, name, manifest FROM gone
@@ -302,28 +335,39 @@ impl Objects for PgStore {
                 };
                 self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+            ObjectKind::PrefixClaim => {
+                let Some((pool, prefix)) =
+                    crate::model::prefix_claim::parse_prefix_claim_name(name)
+                else {
+                    return Ok(false);
+                };
+                let kept = self.keeps_free_space(ns, pool);
+                let (buddies, parents) = super::prefix_free::chain(prefix);
+                let levels = i64::try_from(buddies.len()).unwrap_or(0);
+                let prefix = prefix.to_string();
+                self.run(|c| {
+                    let row = c.one(
+                        super::prefix_free::RELEASE,
+                        &[
+                            &ns, &name, &id, &pool, &prefix, &kept, &buddies, &parents, &levels,
+                        ],
+                    )?;
+                    Ok(row.get::<_, i64>(0) > 0)
+                })
+            }
+            ObjectKind::Subnet | ObjectKind::Cooldown => {
                 if kind == ObjectKind::Subnet {
                     self.forget_prefetched_subnets();
                 }
                 let k = object_kind(kind);
                 self.run(|c| {
-                    // A prefix claim's release is an event of the audit log; other kinds'
-                    // deletes are not (the log records claims and pools).
-                    let row = c.one(
-                        "WITH gone AS (
-                             DELETE FROM ipamctl.objects
-                             WHERE kind = $1 AND namespace = $2 AND name = $3
-                             RETURNING namespace, name, manifest
-                         ), event AS (
-                             INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
-                             SELECT $4, 'released', namespace, $1, name, manifest FROM gone
-                             WHERE $1 = $5
-                         )
-                         SELECT count(*) FROM gone",
-                        &[&k, &ns, &name, &id, &PREFIX_CLAIM_KIND],
+                    // A prefix claim's release is an event of the audit log (above); other
+                    // kinds' deletes are not (the log records claims and pools).
+                    let deleted = c.exec(
+                        "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
+                        &[&k, &ns, &name],
                     )?;
-                    Ok(row.get::<_, i64>(0) > 0)
+                    Ok(deleted > 0)
                 })
             }
         }

@@ -15,7 +15,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use postgres::SimpleQueryMessage;
+use std::sync::MutexGuard;
+
+use postgres::{SimpleQueryMessage, SimpleQueryRow};
 
 use super::rows::owner_columns;
 use super::{PgStore, Session, ns_key, schema};
@@ -33,6 +35,10 @@ pub(super) type HintRow = Option<(Option<IpAddr>, i64, bool)>;
 /// A scope's stored subnets as the batch read them: (name, manifest) of each.
 pub(super) type Subnets = Vec<(String, Vec<u8>)>;
 
+/// A batch's answer ([`PgStore::send_ahead`]): the session, and the rows of each statement
+/// after the unit's `BEGIN`.
+pub(super) type Answered<'a> = (MutexGuard<'a, Session>, Vec<Vec<SimpleQueryRow>>);
+
 /// What the batch read, each answer taken once by the look-up it stands for.
 #[derive(Debug, Default)]
 pub(super) struct Prefetched {
@@ -48,12 +54,14 @@ pub(super) struct Prefetched {
 }
 
 /// `s` as an SQL string literal (standard-conforming strings: only `'` is special).
-fn lit(s: &str) -> String {
+pub(super) fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
 /// The rows of each statement of a simple query's answer, in order.
-fn by_statement(messages: Vec<SimpleQueryMessage>) -> Vec<Vec<postgres::SimpleQueryRow>> {
+pub(super) fn by_statement(
+    messages: Vec<SimpleQueryMessage>,
+) -> Vec<Vec<postgres::SimpleQueryRow>> {
     let mut statements = Vec::new();
     let mut rows = Vec::new();
     for m in messages {
@@ -75,7 +83,7 @@ fn hint_row(r: &postgres::SimpleQueryRow) -> (Option<IpAddr>, i64, bool) {
     )
 }
 
-fn hex(text: &str) -> Vec<u8> {
+pub(super) fn hex(text: &str) -> Vec<u8> {
     (0..text.len() / 2)
         .filter_map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
         .collect()
@@ -171,12 +179,38 @@ impl PgStore {
         pools: &[PoolName],
         owner: &Owner,
     ) -> Result<bool> {
-        let mut session = self.session();
-        let Some(begin) = session.begin_pending.clone() else {
-            return Ok(false);
-        };
         let nsk = ns_key(ns);
         let (kind, name, uid) = owner_columns(owner);
+        let Some((mut session, statements)) =
+            self.send_ahead(&lookups(nsk, pools, (kind, name, uid)))?
+        else {
+            return Ok(false);
+        };
+        if keep(
+            &mut session,
+            statements.into_iter(),
+            nsk,
+            pools,
+            (kind, name, uid),
+        )
+        .is_none()
+        {
+            return Err(self.short_answer());
+        }
+        session.only_prefetch = true;
+        Ok(true)
+    }
+
+    /// Sends `lookups` (statements, each after a `;`, that read and lock and write
+    /// nothing) as the unit's first round trip, after the unit's `BEGIN` with its `SET
+    /// LOCAL`s, the schema version check if still pending and the end of a transaction left
+    /// open. `None` when something of the unit was sent already (the caller asks as usual);
+    /// else the session and the rows of each statement of `lookups`, in order.
+    pub(super) fn send_ahead(&self, lookups: &str) -> Result<Option<Answered<'_>>> {
+        let mut session = self.session();
+        let Some(begin) = session.begin_pending.clone() else {
+            return Ok(None);
+        };
         let mut sql = String::new();
         let version = session.version_pending;
         if version {
@@ -191,7 +225,7 @@ impl PgStore {
         };
         let begun = begin.split(';').filter(|s| !s.trim().is_empty()).count();
         sql.push_str(&begin);
-        sql.push_str(&lookups(nsk, pools, (kind, name, uid)));
+        sql.push_str(lookups);
         // From here on the unit's transaction is open on the server (or the batch failed
         // before its `BEGIN`, when a `ROLLBACK` does no harm).
         session.begin_pending = None;
@@ -216,16 +250,11 @@ impl PgStore {
             session = self.session();
             session.version_pending = false;
         }
-        let statements = statements.skip(begun);
-        if keep(&mut session, statements, nsk, pools, (kind, name, uid)).is_none() {
-            return Err(self.short_answer());
-        }
-        session.only_prefetch = true;
-        Ok(true)
+        Ok(Some((session, statements.skip(begun).collect())))
     }
 
     /// The error of a batch answered with fewer statements than it sent (never seen).
-    fn short_answer(&self) -> Error {
+    pub(super) fn short_answer(&self) -> Error {
         Error::Database {
             message: format!(
                 "PostgreSQL ({}): internal error: the claim's first round trip answered fewer statements than it sent",

@@ -88,41 +88,48 @@ impl Queries for PgStore {
                 &[&ns_key(ns), &pool.as_str(), &owner.name()],
             )
         })?;
-        let mut lookup = PrefixLookup::default();
-        let prefixes: Option<Vec<Prefix>> = row.get(0);
-        lookup.taken = prefixes
-            .unwrap_or_default()
-            .into_iter()
-            .map(|p| p.0)
-            .collect();
-        let unspelt: Option<Vec<&str>> = row.get(1);
-        lookup.taken.extend(
-            unspelt
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(parse_prefix_claim_name)
-                .map(|(_, net)| net),
-        );
-        lookup.taken.sort_unstable();
+        let mut lookup = PrefixLookup {
+            taken: taken(&row, 0),
+            ..PrefixLookup::default()
+        };
         let names: Option<Vec<&str>> = row.get(2);
         let manifests: Option<Vec<&[u8]>> = row.get(3);
-        for (name, bytes) in names
+        let rows = names
             .unwrap_or_default()
             .into_iter()
-            .zip(manifests.unwrap_or_default())
-        {
-            let decoded = std::str::from_utf8(bytes)
-                .map_err(|_| "is not UTF-8 text".to_owned())
-                .and_then(yaml::decode_prefix_claim);
-            match decoded {
-                Ok(m) if m.spec.owner == *owner => {
-                    lookup.held.get_or_insert(m);
-                }
-                Ok(_) => {}
-                Err(why) => lookup.broken.push((name.to_owned(), why)),
-            }
-        }
+            .zip(manifests.unwrap_or_default());
+        holder(&mut lookup, rows, owner);
         Ok(lookup)
+    }
+
+    fn find_prefix_holder(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        owner: &Owner,
+    ) -> Result<PrefixLookup> {
+        let rows = self.prefix_holders(ns_key(ns), pool.as_str(), owner.name())?;
+        let mut lookup = PrefixLookup {
+            taken_left_out: true,
+            ..PrefixLookup::default()
+        };
+        holder(
+            &mut lookup,
+            rows.iter().map(|(n, m)| (n.as_str(), m.as_slice())),
+            owner,
+        );
+        Ok(lookup)
+    }
+
+    fn prefix_free_space(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &PoolName,
+        cidr: IpNet,
+        excludes: &[IpNet],
+        len: u8,
+    ) -> Result<Option<Vec<IpNet>>> {
+        self.kept_free_space(ns_key(ns), pool.as_str(), cidr, excludes, len)
     }
 
     fn free_candidates<'a>(
@@ -197,6 +204,24 @@ impl Queries for PgStore {
 }
 
 impl PgStore {
+    /// The prefixes the claims of pool (`ns`, `pool`) hold (see [`taken`]), in one
+    /// statement with the free space's outside-writes epoch (migration 9) as it reads them.
+    pub(super) fn claimed_prefixes(&self, ns: &str, pool: &str) -> Result<(i64, Vec<IpNet>)> {
+        let row = self.single(|c| {
+            c.one(
+                "SELECT (SELECT array_agg(prefix) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NOT NULL),
+                        (SELECT array_agg(name) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NULL),
+                        (SELECT epoch FROM ipamctl.prefix_free_epoch)",
+                &[&ns, &pool],
+            )
+        })?;
+        Ok((row.get(2), taken(&row, 0)))
+    }
+
     /// The allocations of scope `ns` (of every scope if `None`; of `pool` only, if given)
     /// whose owner passes `filter`, with their scope: one statement, on the owner-uid index
     /// when a uid is asked for.
@@ -287,6 +312,49 @@ impl PgStore {
             "ROLLBACK"
         };
         let _ = client.batch_execute(&format!("{end}; {}", self.begin));
+    }
+}
+
+/// The claimed prefixes of a row whose column `at` is the array of the claims' `prefix`
+/// column and `at + 1` the array of the names of the claims without one (a row not written
+/// by ipamctl: the name spells the prefix), ascending.
+fn taken(row: &postgres::Row, at: usize) -> Vec<IpNet> {
+    let prefixes: Option<Vec<Prefix>> = row.get(at);
+    let mut taken: Vec<IpNet> = prefixes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| p.0)
+        .collect();
+    let unspelt: Option<Vec<&str>> = row.get(at + 1);
+    taken.extend(
+        unspelt
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(parse_prefix_claim_name)
+            .map(|(_, net)| net),
+    );
+    taken.sort_unstable();
+    taken
+}
+
+/// Decodes the candidate claims `rows` (name, manifest) of a prefix look-up into `lookup`:
+/// the first whose owner is `owner` is held, one that does not decode is broken.
+fn holder<'a>(
+    lookup: &mut PrefixLookup,
+    rows: impl Iterator<Item = (&'a str, &'a [u8])>,
+    owner: &Owner,
+) {
+    for (name, bytes) in rows {
+        let decoded = std::str::from_utf8(bytes)
+            .map_err(|_| "is not UTF-8 text".to_owned())
+            .and_then(yaml::decode_prefix_claim);
+        match decoded {
+            Ok(m) if m.spec.owner == *owner => {
+                lookup.held.get_or_insert(m);
+            }
+            Ok(_) => {}
+            Err(why) => lookup.broken.push((name.to_owned(), why)),
+        }
     }
 }
 

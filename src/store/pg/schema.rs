@@ -7,7 +7,7 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 8;
+pub const LATEST: i32 = 9;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
@@ -20,6 +20,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (6, V6),
     (7, V7),
     (8, V8),
+    (9, V9),
 ];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
@@ -299,6 +300,54 @@ CREATE INDEX objects_prefix_claim_owners
 CREATE INDEX objects_prefix_claim_prefixes ON ipamctl.objects (namespace, pool, prefix)
     WHERE kind = 'IPPrefixClaim';
 "#;
+
+/// A supernet's free space, kept so that a best-fit claim reads two index entries instead of
+/// every claim of the pool (`prefix_free.rs`): `prefix_free` holds the pool's maximal free
+/// aligned blocks (the complement of its claims and excludes, as
+/// `model::prefix::free_blocks` gives it), `prefix_free_pools` what they were computed from
+/// (the pool's prefix and excludes) and at which outside-writes `epoch`. ipamctl's claims and
+/// releases, which hold the pool's row `FOR UPDATE`, split and merge the blocks in their own
+/// statements; every other writer of `objects` (psql, `COPY`, an `import`) bumps the one
+/// `prefix_free_epoch` row (a statement trigger for writers that are not ipamctl, ipamctl's
+/// own statement otherwise), which makes every pool's blocks stale: the next claim computes
+/// them again from the claims, once. Advice, never the arbiter: the exclusion constraint of
+/// migration 7 still decides every claim, and a claim it refuses also drops the pool's blocks.
+const V9: &str = "
+CREATE TABLE ipamctl.prefix_free (
+    namespace   text    NOT NULL,
+    pool        text    NOT NULL,
+    block       cidr    NOT NULL,
+    PRIMARY KEY (namespace, pool, block)
+);
+-- Best fit: the longest block no longer than the length asked for, lowest first.
+CREATE INDEX prefix_free_best_fit ON ipamctl.prefix_free (namespace, pool, (-masklen(block)), block);
+-- The largest block, lowest first (the exit-5 message).
+CREATE INDEX prefix_free_largest ON ipamctl.prefix_free (namespace, pool, masklen(block), block);
+CREATE TABLE ipamctl.prefix_free_pools (
+    namespace   text    NOT NULL,
+    pool        text    NOT NULL,
+    cidr        cidr    NOT NULL,
+    excludes    cidr[]  NOT NULL,
+    epoch       bigint  NOT NULL,
+    PRIMARY KEY (namespace, pool)
+);
+CREATE TABLE ipamctl.prefix_free_epoch (
+    one         boolean PRIMARY KEY DEFAULT true CHECK (one),
+    epoch       bigint  NOT NULL
+);
+INSERT INTO ipamctl.prefix_free_epoch (epoch) VALUES (0);
+CREATE FUNCTION ipamctl.prefix_free_stale() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ipamctl.prefix_free_epoch SET epoch = epoch + 1;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER objects_prefix_free_stale AFTER INSERT OR UPDATE OR DELETE ON ipamctl.objects
+    FOR EACH STATEMENT
+    WHEN (current_setting('ipamctl.counting', true) IS DISTINCT FROM 'self')
+    EXECUTE FUNCTION ipamctl.prefix_free_stale();
+CREATE TRIGGER objects_prefix_free_stale_truncate AFTER TRUNCATE ON ipamctl.objects
+    FOR EACH STATEMENT EXECUTE FUNCTION ipamctl.prefix_free_stale();
+";
 
 /// Creates the schema's home and version table if missing (idempotent).
 pub const BOOTSTRAP: &str = "

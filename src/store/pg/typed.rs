@@ -38,6 +38,7 @@ params! {
     IpAddr => Type::INET,
     Option<IpAddr> => Type::INET,
     Vec<IpAddr> => Type::INET_ARRAY,
+    Vec<String> => Type::TEXT_ARRAY,
     Vec<u8> => Type::BYTEA,
     &[u8] => Type::BYTEA,
 }

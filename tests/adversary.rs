@@ -802,3 +802,66 @@ fn a_claim_after_the_lock_file_was_removed_under_another_waits_for_it_boundedly(
     assert_ne!(one, two);
     assert_consistent(&state);
 }
+
+/// Something other than a regular file planted at the lock file's own path (`git` checks out
+/// a symlink there, or someone makes a FIFO): it is looked at, never opened, and never
+/// followed. The claim goes on under the state directory's `flock` held exclusively (the
+/// lock of everything where no lock file can be used), a FIFO's blocked writer is not woken,
+/// and a symlink's target outside the root is left as it was. The design before opened the
+/// lock file's path for writing before it looked, which wakes the FIFO's writer.
+#[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
+fn a_fifo_or_a_symlink_at_the_lock_files_path_is_never_opened() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let state = test.state();
+    allocate(&test, "FloatingIP/warm");
+    let ino = fs::metadata(&state).expect("the state directory").ino();
+    let lock = state.join(format!(".index/lock-{ino}"));
+    // A FIFO with a writer blocked in its open.
+    fs::remove_file(&lock).expect("remove the lock file");
+    sh("mkfifo", &[lock.to_str().expect("UTF-8")], &state);
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo woken > '{}'", lock.display()))
+        .spawn()
+        .expect("start the FIFO's writer");
+    thread::sleep(Duration::from_millis(200));
+    let fip = succeeded(&ipamctl(
+        &test,
+        &["allocate", POOL, "--owner", "FloatingIP/fifo"],
+    ));
+    assert_eq!(
+        writer.try_wait().expect("wait"),
+        None,
+        "the claim woke the writer of a FIFO at the lock file's path"
+    );
+    let _ = writer.kill();
+    let _ = writer.wait();
+    assert_eq!(held(&test, "FloatingIP/fifo"), [fip]);
+    // A symlink to a file outside the root.
+    fs::remove_file(&lock).expect("remove the FIFO");
+    let outside = test.root().join("outside-secret");
+    fs::write(&outside, "secret\n").expect("the outside file");
+    std::os::unix::fs::symlink(&outside, &lock).expect("plant the symlink");
+    let before = fs::metadata(&outside).expect("outside");
+    let link = succeeded(&ipamctl(
+        &test,
+        &["allocate", POOL, "--owner", "FloatingIP/link"],
+    ));
+    let after = fs::metadata(&outside).expect("outside");
+    assert_eq!(fs::read_to_string(&outside).expect("outside"), "secret\n");
+    assert_eq!(
+        (before.mtime(), before.mtime_nsec(), before.ctime_nsec()),
+        (after.mtime(), after.mtime_nsec(), after.ctime_nsec()),
+        "the file outside the root was touched"
+    );
+    assert!(
+        fs::symlink_metadata(&lock)
+            .expect("lock")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(held(&test, "FloatingIP/link"), [link]);
+    assert_consistent(&state);
+}

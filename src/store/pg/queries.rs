@@ -23,6 +23,16 @@ use crate::yaml;
 /// them into one (migration 2 in `schema.rs`).
 const FOLD_AFTER: i64 = 64;
 
+/// The two columns [`taken`] reads, for pool `$2` of scope `$1`: every claim's prefix
+/// column, and the names of the claims whose prefix column is empty (rows not written by
+/// ipamctl, whose name spells the prefix).
+const CLAIMED: &str = "(SELECT array_agg(prefix) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NOT NULL),
+                        (SELECT array_agg(name) FROM ipamctl.objects
+                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
+                           AND prefix IS NULL)";
+
 impl Queries for PgStore {
     fn find_owner(
         &self,
@@ -73,18 +83,14 @@ impl Queries for PgStore {
         // row not written by ipamctl), the name spells the prefix instead.
         let row = self.single(|c| {
             c.one(
-                "SELECT (SELECT array_agg(prefix) FROM ipamctl.objects
-                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
-                           AND prefix IS NOT NULL),
-                        (SELECT array_agg(name) FROM ipamctl.objects
-                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
-                           AND prefix IS NULL),
-                        h.names, h.manifests
+                &format!(
+                    "SELECT {CLAIMED}, h.names, h.manifests
                  FROM (SELECT array_agg(name) AS names, array_agg(manifest) AS manifests
                        FROM ipamctl.objects
                        WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
                          AND (ipamctl.claim_owner_name(manifest) = $3
-                              OR ipamctl.claim_owner_name(manifest) IS NULL)) h",
+                              OR ipamctl.claim_owner_name(manifest) IS NULL)) h"
+                ),
                 &[&ns_key(ns), &pool.as_str(), &owner.name()],
             )
         })?;
@@ -209,13 +215,7 @@ impl PgStore {
     pub(super) fn claimed_prefixes(&self, ns: &str, pool: &str) -> Result<(i64, Vec<IpNet>)> {
         let row = self.single(|c| {
             c.one(
-                "SELECT (SELECT array_agg(prefix) FROM ipamctl.objects
-                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
-                           AND prefix IS NOT NULL),
-                        (SELECT array_agg(name) FROM ipamctl.objects
-                         WHERE kind = 'IPPrefixClaim' AND namespace = $1 AND pool = $2
-                           AND prefix IS NULL),
-                        (SELECT epoch FROM ipamctl.prefix_free_epoch)",
+                &format!("SELECT {CLAIMED}, (SELECT epoch FROM ipamctl.prefix_free_epoch)"),
                 &[&ns, &pool],
             )
         })?;

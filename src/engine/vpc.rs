@@ -291,6 +291,7 @@ fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) ->
             exclude: Vec::new(),
             zone: None,
             reuse_after: None,
+            mac_prefix: None,
         },
     }
 }

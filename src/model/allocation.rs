@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::model::address::serde_ip;
+use crate::model::mac::Mac;
 use crate::model::manifest::{
     ALLOCATION_KIND, API_VERSION, MANAGED_BY, MANAGED_BY_LABEL, Metadata,
 };
@@ -26,6 +27,10 @@ pub struct AllocationSpec {
     pub address: IpAddr,
     /// Who holds it.
     pub owner: Owner,
+    /// The MAC of the owner's NIC, for owners that have one (`VirtualMachine`, `Node`):
+    /// what a DHCP server matches the NIC by. Held by at most one allocation of the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<Mac>,
 }
 
 /// An `IPAllocation` manifest. Only ipamctl writes these.
@@ -211,6 +216,7 @@ impl AllocationManifest {
                 pool: pool.clone(),
                 address,
                 owner,
+                mac: None,
             },
         }
     }

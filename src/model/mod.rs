@@ -10,6 +10,7 @@ pub mod allocation;
 pub mod candidates;
 pub mod cooldown;
 pub mod kind;
+pub mod mac;
 pub mod manifest;
 pub mod names;
 pub mod owner;

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::model::address::{Exclude, family_name, serde_ip};
+use crate::model::mac::MacPrefix;
 use crate::model::manifest::{API_VERSION, Metadata, POOL_KIND};
 use crate::model::names::{Namespace, PoolName, check_label};
 use crate::model::prefix::PrefixLengths;
@@ -79,6 +80,10 @@ pub struct PoolSpec {
     )]
     #[schemars(schema_with = "crate::model::schema::fields::duration")]
     pub reuse_after: Option<ReuseAfter>,
+    /// The first three octets of the MACs `allocate --mac auto` derives in this pool
+    /// (`52:54:00`), locally administered and unicast. None: `--mac auto` is refused.
+    #[serde(default, rename = "macPrefix", skip_serializing_if = "Option::is_none")]
+    pub mac_prefix: Option<MacPrefix>,
 }
 
 impl PoolSpec {

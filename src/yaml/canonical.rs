@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::model::cooldown::{CooldownRecord, CooldownSpec};
+use crate::model::mac::Mac;
 use crate::model::{
     AllocationManifest, AllocationSpec, Metadata, Namespace, Owner, OwnerKind, PoolName, Timestamp,
     Uid, parse_addr,
@@ -35,6 +36,10 @@ pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
     let mut lines = Lines::new(text)?;
     let (api_version, kind, metadata) = lines.head()?;
     let (pool, address, owner) = lines.spec()?;
+    let mac = match lines.optional_field("  mac: ")? {
+        Some(mac) => Some(Mac::parse(mac).ok()?),
+        None => None,
+    };
     lines.end()?;
     Some(AllocationManifest {
         api_version,
@@ -44,6 +49,7 @@ pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
             pool,
             address,
             owner,
+            mac,
         },
     })
 }
@@ -465,6 +471,22 @@ mod tests {
         assert_declined(&CANONICAL.replace("10.42.0.1", "10.42.0.256"));
         assert_declined(&CANONICAL.replace("acme/prod", "acme/ipallocations"));
         assert_declined("");
+    }
+
+    /// A MAC looks like a YAML 1.1 sexagesimal number (`52:54:00`), so it is written quoted,
+    /// and that form takes the fast path.
+    #[test]
+    fn a_mac_is_written_quoted_and_takes_the_fast_path() {
+        let mut m = decode_canonical_allocation(CANONICAL).expect("canonical");
+        m.spec.mac = Some(crate::model::mac::Mac::parse("52:54:00:12:34:56").expect("valid"));
+        let text = crate::yaml::encode(&m);
+        assert!(
+            text.ends_with("  mac: '52:54:00:12:34:56'\n")
+                || text.ends_with("  mac: \"52:54:00:12:34:56\"\n"),
+            "{text}"
+        );
+        assert_eq!(decode_canonical_allocation(&text), Some(m.clone()));
+        assert_eq!(decode_allocation_with_library(&text), Ok(m));
     }
 
     #[test]

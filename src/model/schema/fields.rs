@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use crate::model::address::Exclude;
 use crate::model::kind::{ALLOCATION_KIND, API_VERSION, COOLDOWN_KIND, POOL_KIND, SUBNET_KIND};
+use crate::model::mac::{Mac, MacPrefix};
 use crate::model::names::{Namespace, PoolName, Uid};
 use crate::model::owner::{Owner, OwnerKind};
 
@@ -131,6 +132,26 @@ string_impl!(
         &format!("({}|{})", any_address_pattern(), any_prefix_pattern()),
         49,
         "An address, or a prefix without host bits, inside the pool and of its family."
+    )
+);
+
+string_impl!(
+    Mac,
+    "Mac",
+    string_schema(
+        "[0-9a-f]{2}(:[0-9a-f]{2}){5}",
+        17,
+        "A NIC's MAC (EUI-48, unicast), six lowercase hex octets joined by `:`, e.g. `52:54:00:12:34:56`."
+    )
+);
+
+string_impl!(
+    MacPrefix,
+    "MacPrefix",
+    string_schema(
+        "[0-9a-f]{2}(:[0-9a-f]{2}){2}",
+        8,
+        "The first three octets of the MACs `allocate --mac auto` derives in this pool, locally administered and unicast, e.g. `52:54:00`."
     )
 );
 

@@ -45,7 +45,7 @@ fn parse_octets<const N: usize>(s: &str) -> Option<[u8; N]> {
         parts.concat()
     } else if s.contains('.') {
         let parts: Vec<&str> = s.split('.').collect();
-        if N % 2 != 0 || parts.len() != N / 2 || parts.iter().any(|p| p.len() != 4) {
+        if !N.is_multiple_of(2) || parts.len() != N / 2 || parts.iter().any(|p| p.len() != 4) {
             return None;
         }
         parts.concat()

@@ -103,6 +103,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::IpNet) -> PoolMan
             exclude: Vec::new(),
             zone: None,
             reuse_after: None,
+            mac_prefix: None,
         },
     }
 }

@@ -399,3 +399,98 @@ fn explain_names_the_addresses_cooling_down() {
         ran.stderr
     );
 }
+
+/// Issue 31, finding 4: supernet `tenant`'s 10.1.2.0/24 and pool `tenant-10`'s 1.2.0.24 both
+/// had their cooldown record at `cluster/cooldown/tenant-10-1-2-0-24.yaml`, so the second
+/// release replaced the first record and its `reuseAfter` was lost. A prefix's record now
+/// carries a kind marker no address record's name can hold: both are kept, and each keeps
+/// what it names from another owner.
+#[test]
+fn a_prefix_record_and_an_address_record_never_share_a_name() {
+    let t = Test::new("empty");
+    let pools = t.input(
+        "pools.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: tenant}\nspec: {cidr: 10.0.0.0/8, kind: supernet, reuseAfter: 1h}\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: tenant-10}\nspec: {cidr: 1.2.0.0/24, kind: public, reuseAfter: 1h}\n",
+    );
+    let ran = t
+        .args(["apply", "-f", &pools])
+        .run()
+        .then()
+        .args(["allocate", "tenant", "--prefix", "10.1.2.0/24"])
+        .args(["--owner", "FloatingIP/a"])
+        .run()
+        .then()
+        .args([
+            "release",
+            "tenant",
+            "10.1.2.0/24",
+            "--owner",
+            "FloatingIP/a",
+        ])
+        .run()
+        .then()
+        .args(["allocate", "tenant-10", "--address", "1.2.0.24"])
+        .args(["--owner", "FloatingIP/b"])
+        .run()
+        .then()
+        .args([
+            "release",
+            "tenant-10",
+            "1.2.0.24",
+            "--owner",
+            "FloatingIP/b",
+        ])
+        .run();
+    let records: Vec<String> = ran
+        .files()
+        .into_iter()
+        .filter(|f| f.contains("/cooldown/"))
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    // Each record still keeps its own from another owner.
+    let ran = ran
+        .then()
+        .args(["allocate", "tenant", "--prefix", "10.1.2.0/24"])
+        .args(["--owner", "FloatingIP/c"])
+        .fails(code::CONFLICT)
+        .run();
+    let ran = ran
+        .then()
+        .args(["allocate", "tenant-10", "--address", "1.2.0.24"])
+        .args(["--owner", "FloatingIP/c"])
+        .fails(code::CONFLICT)
+        .run();
+    ran.then().args(["check"]).run();
+}
+
+/// A prefix's record written before the marker (named as its claim, which can also spell an
+/// address record of another pool) is still read, and `check` warns that its name is
+/// ambiguous.
+#[test]
+fn a_prefix_record_under_its_old_name_still_keeps_and_check_warns() {
+    let t = Test::new("empty");
+    let pools = t.input(
+        "pools.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: tenant}\nspec: {cidr: 10.0.0.0/8, kind: supernet, reuseAfter: 1h}\n",
+    );
+    let t = t.args(["apply", "-f", &pools]).run().then();
+    let at = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+    t.write(
+        "cluster/cooldown/tenant-10-1-2-0-24.yaml",
+        &format!(
+            "apiVersion: pivirt.hu/v1\nkind: CooldownRecord\nmetadata:\n  name: tenant-10-1-2-0-24\nspec:\n  pool: tenant\n  address: 10.1.2.0\n  prefixLength: 24\n  owner:\n    kind: FloatingIP\n    name: a\n  releasedAt: \"{at}\"\n"
+        ),
+    );
+    let ran = t
+        .args(["allocate", "tenant", "--prefix", "10.1.2.0/24"])
+        .args(["--owner", "FloatingIP/c"])
+        .fails(code::CONFLICT)
+        .run();
+    let ran = ran.then().args(["check"]).run();
+    assert!(
+        ran.stdout.contains("tenant-10-1-2-0-24") && ran.stdout.contains("ambiguous name"),
+        "{}\n{}",
+        ran.stdout,
+        ran.stderr
+    );
+}

@@ -386,3 +386,82 @@ fn a_supernet_has_no_subnets() {
         t = ran.then();
     }
 }
+
+/// VPC `a` (dual stack) with VM `web/0` holding an address in each of its pools: the state
+/// in which the name `a-v6` means VPC `a`'s IPv6 pool to a derivation that ignores identity.
+fn dual_stack_vpc_a() -> common::Ran {
+    Test::new("empty")
+        .args(["vpc", "create", "a", "-n", "t"])
+        .args(["--cidr", "10.70.0.0/16", "--cidr", "fd00:70::/48"])
+        .run()
+        .then()
+        .args(["allocate", "vpc-a", "vpc-a-v6", "-n", "t"])
+        .args(["--owner", "VirtualMachine/web/0"])
+        .run()
+}
+
+/// Issue 31, finding 1: `vpc delete a-v6` deleted VPC `a`'s IPv6 pool (whose name is what
+/// VPC `a-v6`'s IPv4 pool would be), released the VM's address, and exited 0; `vpc get a-v6`
+/// answered with `a`'s uid. Now a VPC command acts only on pools whose owner reference is
+/// the VPC asked for: there is no VPC `a-v6`, so both are "not found" and nothing changes.
+#[test]
+fn vpc_delete_or_get_of_a_v6_never_touches_vpc_a() {
+    let ran = dual_stack_vpc_a();
+    let ran = ran
+        .then()
+        .args(["vpc", "get", "a-v6", "-n", "t"])
+        .fails(code::NOT_FOUND)
+        .run();
+    let ran = ran
+        .then()
+        .args(["vpc", "delete", "a-v6", "-n", "t"])
+        .fails(code::NOT_FOUND)
+        .run();
+    assert!(ran.exists("namespaces/t/ipampools/vpc-a-v6.yaml"));
+    let ran = ran
+        .then()
+        .args(["vpc", "get", "a", "-n", "t", "-o", "json"])
+        .run();
+    let vpc: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(vpc["pools"].as_array().map(Vec::len), Some(2), "{vpc}");
+}
+
+/// A VPC name ending in `-v6` would name its IPv4 pool as VPC `a`'s IPv6 pool: refused
+/// (exit 2), so that no two VPCs map to one pool name.
+#[test]
+fn vpc_create_refuses_a_name_ending_in_v6() {
+    let ran = dual_stack_vpc_a();
+    ran.then()
+        .args(["vpc", "create", "a-v6", "-n", "t", "--cidr", "10.71.0.0/16"])
+        .fails(code::INVALID)
+        .run();
+    Test::new("empty")
+        .args(["vpc", "create", "b-v6", "-n", "t", "--cidr", "10.71.0.0/16"])
+        .fails(code::INVALID)
+        .run();
+}
+
+/// State made before the rule (VPC `a-v6`, whose IPv4 pool is named `vpc-a-v6`, beside VPC
+/// `a`'s IPv6 pool of the same name in another namespace's copy): `check` reports a VPC
+/// whose name collides, and `vpc delete a-v6` still deletes that VPC's own pool, only it.
+#[test]
+fn check_reports_a_vpc_named_like_another_vpcs_ipv6_pool() {
+    let test = Test::new("empty");
+    test.write(
+        "namespaces/t/ipampools/vpc-b-v6.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: vpc-b-v6\n  namespace: t\n  ownerRefs:\n  - kind: VPC\n    uid: 0b0e7d1c-53b4-4f4c-9d43-1f3a2f6b1a11\n    name: b-v6\n    controller: true\nspec:\n  cidr: 10.72.0.0/16\n  kind: private\n",
+    );
+    let ran = test.args(["check"]).status(code::FAILURE).run();
+    assert!(
+        ran.stdout.contains("vpc-b-v6") && ran.stdout.contains("-v6"),
+        "{}",
+        ran.stdout
+    );
+    let ran = ran
+        .then()
+        .args(["vpc", "get", "b-v6", "-n", "t"])
+        .stdout("0b0e7d1c-53b4-4f4c-9d43-1f3a2f6b1a11\n")
+        .run();
+    let ran = ran.then().args(["vpc", "delete", "b-v6", "-n", "t"]).run();
+    assert!(!ran.exists("namespaces/t/ipampools/vpc-b-v6.yaml"));
+}

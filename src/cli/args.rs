@@ -686,7 +686,9 @@ pub enum VpcCommand {
 // `ipamctl vpc create`.
 #[derive(Debug, Args)]
 pub struct VpcCreateArgs {
-    /// The VPC's name; its pools are `vpc-<NAME>` (IPv4) and `vpc-<NAME>-v6` (IPv6).
+    /// The VPC's name; its pools are `vpc-<NAME>` (IPv4) and `vpc-<NAME>-v6` (IPv6). A name
+    /// ending in `-v6` is refused (exit 2): its IPv4 pool would carry another VPC's IPv6
+    /// pool's name.
     pub name: String,
 
     /// The VPC's range, e.g. 10.42.0.0/16 (pool `vpc-NAME`) or fd00:42::/48 (pool

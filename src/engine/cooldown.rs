@@ -5,10 +5,11 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
-use crate::model::cooldown::{CooldownRecord, Cooling};
+use crate::model::cooldown::{
+    CooldownRecord, Cooling, parse_prefix_record_name, prefix_record_name,
+};
 use ipnet::IpNet;
 
-use crate::model::prefix_claim::{parse_prefix_claim_name, prefix_claim_name};
 use crate::model::{Owner, PoolManifest, PoolRef, allocation_name, parse_allocation_name};
 use crate::store::{LockMode, ObjectKind, Store};
 use crate::yaml;
@@ -94,28 +95,52 @@ pub fn kept(store: &dyn Store, pool: &PoolRef, spec: &PoolManifest) -> Result<Ve
 /// pool (`p-10-0-0-0-24` is pool `p-10`'s 0.0.0.24, or pool `p`'s 10.0.0.0/24): a record
 /// that decodes as another pool's, or a prefix's, is left out.
 pub fn records(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(IpAddr, Option<CooldownRecord>)>> {
+    Ok(unnamed(address_records(store, pool)?))
+}
+
+/// [`records`], each with its record's name.
+fn address_records(store: &dyn Store, pool: &PoolRef) -> Result<Named<IpAddr>> {
     scan(store, pool, parse_allocation_name, |r| {
         (r.spec.prefix_length.is_none()).then_some(r.spec.address)
     })
 }
 
-/// The prefix records of the supernet `pool`, by prefix, as [`records`] gives addresses'.
+/// The prefix records of the supernet `pool`, by prefix, as [`records`] gives addresses'
+/// (under their names, or the names they had before the kind marker).
 pub fn prefix_records(
     store: &dyn Store,
     pool: &PoolRef,
 ) -> Result<Vec<(IpNet, Option<CooldownRecord>)>> {
-    scan(store, pool, parse_prefix_claim_name, CooldownRecord::prefix)
+    Ok(unnamed(named_prefix_records(store, pool)?))
+}
+
+/// [`prefix_records`], each with its record's name.
+fn named_prefix_records(store: &dyn Store, pool: &PoolRef) -> Result<Named<IpNet>> {
+    scan(store, pool, prefix_record_of, CooldownRecord::prefix)
+}
+
+/// The pool and prefix a prefix record's name spells.
+fn prefix_record_of(name: &str) -> Option<(&str, IpNet)> {
+    parse_prefix_record_name(name).map(|(p, net, _)| (p, net))
+}
+
+/// Records with what each keeps and its name.
+type Named<A> = Vec<(A, Option<CooldownRecord>, String)>;
+
+/// `records` without their names.
+fn unnamed<A>(records: Named<A>) -> Vec<(A, Option<CooldownRecord>)> {
+    records.into_iter().map(|(a, r, _)| (a, r)).collect()
 }
 
 /// The records of `pool` whose names `parse` reads as the pool's (name's pool, what it
 /// keeps), each with the record if it decodes and keeps what its name says (`keeps`: `None`
-/// for a record of the other sort, which is left out, as is another pool's).
+/// for a record of the other sort, which is left out, as is another pool's), and its name.
 fn scan<A: PartialEq>(
     store: &dyn Store,
     pool: &PoolRef,
     parse: impl Fn(&str) -> Option<(&str, A)>,
     keeps: impl Fn(&CooldownRecord) -> Option<A>,
-) -> Result<Vec<(A, Option<CooldownRecord>)>> {
+) -> Result<Named<A>> {
     let ns = pool.namespace.as_ref();
     let mut found = Vec::new();
     for name in store.list(ObjectKind::Cooldown, ns)? {
@@ -133,13 +158,13 @@ fn scan<A: PartialEq>(
             Err(_) => None,
         };
         match record {
-            None => found.push((named, None)),
+            None => found.push((named, None, name)),
             Some(r) if r.spec.pool != pool.name => {}
             Some(r) => match keeps(&r) {
                 None => {}
                 Some(kept) => {
                     let same = kept == named;
-                    found.push((named, same.then_some(r)));
+                    found.push((named, same.then_some(r), name));
                 }
             },
         }
@@ -162,9 +187,25 @@ pub fn record_prefix_release(
     )
 }
 
-/// Removes the record of `prefix` of `pool`, if any.
+/// Removes the record of `prefix` of `pool`, if any, under its name and under the name it
+/// had before the kind marker (that one only if it is this prefix's record: the same name
+/// may be another pool's address record).
 pub fn forget_prefix(store: &dyn Store, pool: &PoolRef, prefix: IpNet) -> Result<()> {
-    remove(store, pool, &prefix_claim_name(&pool.name, prefix))
+    remove(store, pool, &prefix_record_name(&pool.name, prefix))?;
+    let legacy = crate::model::prefix_claim::prefix_claim_name(&pool.name, prefix);
+    let mut this_prefix = |bytes: &[u8]| {
+        std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| yaml::decode_cooldown(text).ok())
+            .is_some_and(|r| r.spec.pool == pool.name && r.prefix() == Some(prefix))
+    };
+    store.delete_if(
+        ObjectKind::Cooldown,
+        pool.namespace.as_ref(),
+        &legacy,
+        &mut this_prefix,
+    )?;
+    Ok(())
 }
 
 /// Writes the record of `owner` releasing `address` now; replaces an older record of it.
@@ -232,13 +273,12 @@ pub fn prune(store: &dyn Store, pool: &PoolRef, now: SystemTime) -> Result<Vec<S
             },
         };
         let mut removed = Vec::new();
-        let addresses = records(store, pool)?
-            .into_iter()
-            .map(|(a, r)| (allocation_name(&pool.name, a), r));
-        let prefixes = prefix_records(store, pool)?
-            .into_iter()
-            .map(|(p, r)| (prefix_claim_name(&pool.name, p), r));
-        for (name, record) in addresses.chain(prefixes) {
+        let addresses = address_records(store, pool)?.into_iter();
+        let prefixes = named_prefix_records(store, pool)?.into_iter();
+        let named = addresses
+            .map(|(_, r, name)| (name, r))
+            .chain(prefixes.map(|(_, r, name)| (name, r)));
+        for (name, record) in named {
             let expired = match (&record, window) {
                 (None, _) => false,
                 (Some(_), None) => true,

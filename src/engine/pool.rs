@@ -167,6 +167,9 @@ pub fn delete(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<PoolMa
 /// run only checks, without the lock.
 fn delete_locked(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<()> {
     let ns = pool.namespace.as_ref();
+    // The scope's lock first, as `apply`, `vpc create` and `vpc delete` hold it: a pool
+    // delete runs before or after them, never between a VPC's range claim and its pool.
+    let _scope = (!dry_run).then(|| store.lock_scope(ns)).transpose()?;
     // Exclusive: no allocate can be between reading this pool and claiming (invariant 6).
     let _lock = (!dry_run)
         .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))

@@ -14,9 +14,9 @@
 use crate::engine::check::{self, Severity};
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
-use crate::model::{Namespace, allocation_name};
+use crate::model::{Namespace, PoolName, allocation_name};
 use crate::store::fs::FsStore;
-use crate::store::{self, Claim, ObjectKind, Store};
+use crate::store::{self, Claim, LockMode, ObjectKind, Store};
 use crate::yaml;
 
 /// What a copy did.
@@ -217,8 +217,32 @@ fn copy(from: &dyn Store, to: &dyn Store, mut skip: Option<&mut Warnings>) -> Re
 
 /// `import`: copies every object of `from` into `to` as one unit of work on `to` (one
 /// transaction on a database), so a conflict or a broken file anywhere leaves `to` as it was.
+/// It holds the locks `apply` holds, in the same order: the lock of every scope of `from`,
+/// then every pool of `from` exclusively, so it serialises with `apply`, `vpc create`/`vpc
+/// delete`, `pool delete`, `subnet` changes and claims in those scopes and pools.
 pub fn import(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
-    store::atomically(to, || copy_all(from, to))
+    store::atomically(to, || {
+        let mut scopes = from.scopes()?;
+        scopes.sort();
+        let mut pools = Vec::new();
+        for ns in &scopes {
+            let mut names = from.list(ObjectKind::Pool, ns.as_ref())?;
+            names.sort();
+            for name in names {
+                let pool = PoolName::new(&name).map_err(|e| Error::invalid("import", e))?;
+                pools.push((ns.clone(), pool));
+            }
+        }
+        let mut held = Vec::new();
+        for ns in &scopes {
+            held.push(to.lock_scope(ns.as_ref())?);
+        }
+        let mut pool_locks = Vec::new();
+        for (ns, pool) in &pools {
+            pool_locks.push(to.lock_pool(ns.as_ref(), pool, LockMode::Exclusive)?);
+        }
+        copy_all(from, to)
+    })
 }
 
 /// How many of the files with errors [`import_dir`] names in its message.

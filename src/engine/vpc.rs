@@ -1,30 +1,31 @@
 //! VPCs: a VPC named NAME in a tenant namespace owns the private pools `vpc-NAME` (IPv4)
 //! and `vpc-NAME-v6` (IPv6; dual stack: both), and its router's uplinks in public pools are
 //! allocations owned by `VPC/router` with the VPC's uid (the naming rules are in
-//! [`crate::model::vpc`]). Creating one holds the scope's lock; deleting one holds each of
-//! its pools' locks exclusively while it releases their allocations and removes them.
+//! [`crate::model::vpc`]). Creating one and deleting one both hold the scope's lock, so the
+//! two serialise; deleting one also holds each of its pools' locks exclusively while it
+//! releases their allocations and removes them. Every command acts on a pool only if its
+//! owner reference says it is the VPC asked for ([`crate::model::vpc::belongs_to`]), never
+//! by its name alone.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::engine::prefix;
-use crate::engine::release::{self, Released};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::prefix_claim::PrefixClaimManifest;
-use crate::model::subnet::SubnetManifest;
 use crate::model::vpc::{
-    RANGE_ANNOTATION, VPC_KIND, name_of, pool_name, range_annotation, vpc_uid,
+    RANGE_ANNOTATION, VPC_KIND, belongs_to, check_name, name_of, pool_name, range_annotation,
+    vpc_uid,
 };
 use crate::model::{
     API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerFilter, OwnerKind, OwnerRef,
     POOL_KIND, PoolKind, PoolManifest, PoolName, PoolRef, PoolSpec, Uid,
 };
 use crate::store::read::load_pool;
-use crate::store::{self, LockMode, ObjectKind, Store};
+use crate::store::{self, ObjectKind, Store};
 use crate::yaml;
 
 /// Where one of a VPC's ranges comes from.
@@ -89,6 +90,7 @@ pub fn router(uid: &Uid) -> Owner {
 /// in between adopts that claim's uid and gets the same range). Exit 4 if a pool of that
 /// name is another's.
 pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
+    check_name(&req.name).map_err(|why| Error::invalid("vpc create", why))?;
     let work = || -> Result<Created> {
         let _scope = (!req.dry_run)
             .then(|| store.lock_scope(Some(&req.namespace)))
@@ -307,9 +309,15 @@ fn same_vpc(
     asked: &str,
 ) -> Result<(PoolManifest, Uid)> {
     let (name, ns, uid) = (&req.name, &req.namespace, req.uid.as_ref());
-    let Some(existing_uid) = vpc_uid(&existing) else {
+    let Some(owner_uid) = vpc_uid(&existing) else {
         return Err(Error::conflict(format!(
             "pool `{pool}` exists and is not owned by a VPC; choose another VPC name"
+        )));
+    };
+    let v6 = pool.name.as_str().ends_with(crate::model::vpc::V6_SUFFIX);
+    let Some(existing_uid) = belongs_to(&existing, name, v6) else {
+        return Err(Error::conflict(format!(
+            "pool `{pool}` belongs to another VPC (uid {owner_uid}); choose another VPC name"
         )));
     };
     if !fits || uid.is_some_and(|u| *u != existing_uid) {
@@ -391,7 +399,40 @@ fn uplinks(
     Ok(found)
 }
 
-/// The VPC named `name` in `ns`, if one of its `pools` exists and a VPC owns it.
+/// The pools of VPC `name` that exist among `pools` (its IPv4 pool's name, then its IPv6
+/// pool's), each kept only if its owner reference says it is this VPC's pool of that family
+/// ([`belongs_to`]), with the VPC's uid: `None` if neither is. Exit 4 if the two are of
+/// different uids (two VPCs' pools under one VPC's names).
+fn own_pools(
+    store: &dyn Store,
+    name: &str,
+    pools: &[PoolRef],
+) -> Result<(Option<Uid>, Vec<PoolManifest>)> {
+    let mut uid: Option<Uid> = None;
+    let mut manifests = Vec::new();
+    for (i, pool) in pools.iter().enumerate() {
+        let m = match load_pool(store, pool) {
+            Ok(m) => m,
+            Err(Error::NotFound { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let Some(owner) = belongs_to(&m, name, i == 1) else {
+            continue;
+        };
+        if uid.as_ref().is_some_and(|u| *u != owner) {
+            return Err(Error::conflict(format!(
+                "the pools of VPC `{name}` (`{}`, `{}`) belong to different VPCs; run `ipamctl check`",
+                pools[0], pools[1]
+            )));
+        }
+        uid = Some(owner);
+        manifests.push(m);
+    }
+    Ok((uid, manifests))
+}
+
+/// The VPC named `name` in `ns`, if one of its `pools` exists and its owner reference says
+/// it is that VPC's.
 fn find(
     store: &dyn Store,
     ns: &Namespace,
@@ -399,15 +440,8 @@ fn find(
     name: &str,
     warnings: &mut Warnings,
 ) -> Result<Option<Vpc>> {
-    let mut manifests = Vec::new();
-    for pool in pools {
-        match load_pool(store, pool) {
-            Ok(m) if vpc_uid(&m).is_some() => manifests.push(m),
-            Ok(_) | Err(Error::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let Some(uid) = manifests.first().and_then(vpc_uid) else {
+    let (uid, manifests) = own_pools(store, name, pools)?;
+    let Some(uid) = uid else {
         return Ok(None);
     };
     let ranges = range_claims(store, ns, name)?
@@ -494,103 +528,6 @@ fn pool_in(ns: &Namespace, name: &str) -> Result<PoolRef> {
     })
 }
 
-/// An object `vpc delete` removes: a released allocation, a deleted subnet, or a deleted
-/// pool.
-#[derive(Clone, Debug, Serialize)]
-#[serde(untagged)]
-pub enum Removal {
-    /// An allocation released (an uplink, or one of the VPC's own pools).
-    Allocation(AllocationManifest),
-    /// A subnet of one of the VPC's pools, deleted with it.
-    Subnet(SubnetManifest),
-    /// One of the VPC's pools, deleted.
-    Pool(PoolManifest),
-    /// The claim of a range the VPC drew from a supernet pool, released after its pool.
-    Claim(PrefixClaimManifest),
-}
-
-/// What `vpc delete` did.
-#[derive(Debug)]
-pub struct Deleted {
-    /// What it removed (or, in a dry run, would), in order: per pool, the allocations,
-    /// then the pool.
-    pub removed: Vec<Removal>,
-    /// The error to report once `removed` is shown: allocation files that could not be
-    /// released, so a pool was kept. What was released stays released.
-    pub kept: Option<Error>,
-}
-
-/// `vpc delete`: both pools of VPC `name` (`pools`, IPv4 then IPv6), whichever exist, as
-/// one unit of work; exit 3 only when neither does. First both pools are marked as being
-/// deleted (`metadata.deletionTimestamp`), so no claim is made in them from then on. Then
-/// each pool's allocations are released (the router's uplinks first) before the pool, its
-/// subnets and its cooldown records go.
-///
-/// `stop` is looked at between two steps (a release, a pool): once set (by SIGINT or
-/// SIGTERM), the delete stops there and [`Deleted::kept`] says what is left and that running
-/// it again finishes the job.
-pub fn delete(
-    store: &dyn Store,
-    name: &str,
-    pools: &[PoolRef; 2],
-    dry_run: bool,
-    stop: &AtomicBool,
-    warnings: &mut Warnings,
-) -> Result<Deleted> {
-    let mut delete_both = || -> Result<Deleted> {
-        if !dry_run {
-            for pool in pools {
-                mark(store, pool)?;
-            }
-        }
-        let mut removed = Vec::new();
-        let mut missing = None;
-        for pool in pools {
-            match delete_pool(store, name, pool, dry_run, stop, warnings) {
-                Ok(Deleted {
-                    removed: more,
-                    kept,
-                }) => {
-                    removed.extend(more);
-                    if kept.is_some() {
-                        return Ok(Deleted { removed, kept });
-                    }
-                }
-                Err(e @ Error::NotFound { .. }) => {
-                    missing.get_or_insert(e);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        // The pools are gone: the ranges they drew from supernets go back.
-        let ns = pools[0]
-            .namespace
-            .as_ref()
-            .expect("a VPC's pools are namespaced");
-        let claims = range_claims(store, ns, name)?;
-        let released = if dry_run {
-            claims
-        } else {
-            prefix::release_each(store, &claims)?
-        };
-        removed.extend(released.into_iter().map(Removal::Claim));
-        match missing {
-            Some(e) if removed.is_empty() => Err(e),
-            _ => Ok(Deleted {
-                removed,
-                kept: None,
-            }),
-        }
-    };
-    // One unit of work: on a database, one transaction, committed also when a pool is
-    // kept (the releases before it stand).
-    if dry_run {
-        delete_both()
-    } else {
-        store::atomically(store, delete_both)
-    }
-}
-
 /// The hint of a VPC not found: the nearest VPC name of the namespace (from its pools'
 /// names, `vpc-NAME` and `vpc-NAME-v6`), else where to look.
 fn suggest_vpc(store: &dyn Store, ns: Option<&Namespace>, name: &str) -> String {
@@ -602,175 +539,5 @@ fn suggest_vpc(store: &dyn Store, ns: Option<&Namespace>, name: &str) -> String 
     }
 }
 
-/// Marks `pool` as being deleted, under its exclusive lock, if it exists and is a VPC's.
-fn mark(store: &dyn Store, pool: &PoolRef) -> Result<()> {
-    let _lock = store.lock_pool(pool.namespace.as_ref(), &pool.name, LockMode::Exclusive)?;
-    match load_pool(store, pool) {
-        Ok(m) if m.metadata.owner_refs.iter().any(|r| r.kind == VPC_KIND) => {
-            crate::engine::doomed::mark(store, pool, m)?;
-            Ok(())
-        }
-        // Not a VPC's (the delete refuses it below), or already gone.
-        Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// The error of a delete that `stop` ended early: what is left of `pool`, and how to finish.
-fn interrupted(name: &str, pool: &PoolRef) -> Error {
-    let ns = pool
-        .namespace
-        .as_ref()
-        .map(|n| format!(" -n {n}"))
-        .unwrap_or_default();
-    Error::Interrupted {
-        message: format!(
-            "interrupted: VPC `{name}` is partly deleted (pool `{pool}` stands, marked as being deleted, so it takes no claim); what is listed above was removed"
-        ),
-        hint: format!("run `ipamctl vpc delete {name}{ns}` again to finish"),
-    }
-}
-
-/// Removes one pool of VPC `name`, under the pool's exclusive lock: allocate holds it
-/// shared from before it reads the pool until its claim is durable, so once it is held no
-/// claim is in flight and none can start.
-fn delete_pool(
-    store: &dyn Store,
-    name: &str,
-    pool: &PoolRef,
-    dry_run: bool,
-    stop: &AtomicBool,
-    warnings: &mut Warnings,
-) -> Result<Deleted> {
-    let ns = pool.namespace.as_ref();
-    let _lock = (!dry_run)
-        .then(|| store.lock_pool(ns, &pool.name, LockMode::Exclusive))
-        .transpose()?;
-    // The pool's bytes under the lock: the delete below removes them and nothing else.
-    let read = store.get(ObjectKind::Pool, ns, pool.name.as_str())?;
-    let manifest = match load_pool(store, pool) {
-        Ok(m) => Some(m),
-        Err(Error::NotFound { .. }) => None,
-        Err(e) => return Err(e),
-    };
-    if let Some(m) = &manifest
-        && !m.metadata.owner_refs.iter().any(|r| r.kind == VPC_KIND)
-    {
-        return Err(Error::conflict(format!(
-            "pool `{pool}` is not owned by a VPC; delete it with `ipamctl pool delete`"
-        )));
-    }
-    let held = crate::engine::allocate::allocations_of(
-        store,
-        ns,
-        Some(&pool.name),
-        &OwnerFilter::default(),
-        warnings,
-    )?;
-    if manifest.is_none() && held.is_empty() {
-        return Err(Error::NotFound {
-            message: format!(
-                "VPC `{name}` not found in namespace `{}` (no pool `{}`)",
-                ns.map_or("", |n| n.as_str()),
-                pool.name
-            ),
-            hint: Some(suggest_vpc(store, ns, name)),
-        });
-    }
-    // The router's uplinks first (in public pools, owned by the VPC's uid): while the pool
-    // stands, a retry after a crash still knows the uid to find them by.
-    let uplinks = match manifest.as_ref().and_then(vpc_uid) {
-        Some(uid) => uplinks(store, &uid, warnings)?,
-        None => Vec::new(),
-    };
-    let mut removed = release_all(store, pool, uplinks.into_iter().chain(held), dry_run, stop)?;
-    if stop.load(Ordering::Relaxed) && !dry_run {
-        return Ok(Deleted {
-            removed,
-            kept: Some(interrupted(name, pool)),
-        });
-    }
-    if let Some(kept) = unreleased(store, pool, dry_run)? {
-        return Ok(Deleted {
-            removed,
-            kept: Some(kept),
-        });
-    }
-    if let Some(m) = manifest {
-        let subnets = if dry_run {
-            crate::engine::subnet::of_pool(store, pool)?
-        } else {
-            let subnets = crate::engine::subnet::delete_of_pool(store, pool)?;
-            crate::engine::cooldown::forget_pool(store, pool)?;
-            // No bytes read (removed since): nothing matches, the pool is "not found".
-            crate::engine::pool::delete_as_read(store, pool, read.as_deref().unwrap_or_default())?;
-            subnets
-        };
-        removed.extend(subnets.into_iter().map(Removal::Subnet));
-        removed.push(Removal::Pool(m));
-    }
-    Ok(Deleted {
-        removed,
-        kept: None,
-    })
-}
-
-/// Releases each allocation guarded by its exact owner (in a dry run, none); returns those
-/// released (or that would be). `pool` is the VPC's pool being removed.
-fn release_all(
-    store: &dyn Store,
-    pool: &PoolRef,
-    held: impl Iterator<Item = AllocationManifest>,
-    dry_run: bool,
-    stop: &AtomicBool,
-) -> Result<Vec<Removal>> {
-    let mut removed = Vec::new();
-    for m in held {
-        if !dry_run {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let guard = OwnerFilter::exactly(&m.spec.owner);
-            let of = PoolRef {
-                namespace: m.metadata.namespace.clone(),
-                name: m.spec.pool.clone(),
-            };
-            // The VPC's own pool is locked and going: no cooldown record there. An uplink in
-            // a public pool is released as any release is (with its pool's cooldown).
-            let released = if of == *pool {
-                release::release_in_doomed_pool(store, &of, m.spec.address, &guard)?
-            } else {
-                release::release_address(store, &of, m.spec.address, &guard)?
-            };
-            if let Released::NotHeld = released {
-                continue;
-            }
-        }
-        removed.push(Removal::Allocation(m));
-    }
-    Ok(removed)
-}
-
-/// Exit 4 to report when allocation files of `pool` are left after the releases (files
-/// that do not parse were not released): never orphan them silently. None in a dry run.
-fn unreleased(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<Option<Error>> {
-    let left = store
-        .list(ObjectKind::Allocation, pool.namespace.as_ref())?
-        .iter()
-        .filter(|e| {
-            crate::model::parse_allocation_name(e).is_some_and(|(p, _)| p == pool.name.as_str())
-        })
-        .count();
-    if left == 0 || dry_run {
-        return Ok(None);
-    }
-    Ok(Some(Error::Conflict {
-        message: format!(
-            "{left} allocation file{} of pool `{pool}` could not be released; the pool is kept",
-            if left == 1 { "" } else { "s" }
-        ),
-        hint: Some(
-            "run `ipamctl check` to see why, fix them, and run `ipamctl vpc delete` again".into(),
-        ),
-    }))
-}
+mod delete;
+pub use delete::{Deleted, Removal, delete};

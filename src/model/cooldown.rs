@@ -17,7 +17,8 @@
 //! candidates (or, for its own owner, puts one first).
 //!
 //! A supernet pool's prefixes cool the same way: a release of a prefix writes a record named
-//! as its claim was (`<pool>-<a-b-c-d>-<length>`, with `spec.prefixLength`), under the pool's
+//! as its claim was, with a kind marker (`<pool>-<a-b-c-d>-<length>.prefix`, with
+//! `spec.prefixLength`; see [`PREFIX_RECORD_SUFFIX`] for why the marker), under the pool's
 //! exclusive lock that every prefix claim holds too (`engine::prefix`); a claim treats
 //! another owner's cooling prefix as taken and tries its own first.
 //!
@@ -51,7 +52,30 @@ use crate::model::owner::Owner;
 use crate::model::pool::PoolRef;
 #[cfg(test)]
 use crate::model::pool::ReuseAfter;
-use crate::model::prefix_claim::prefix_claim_name;
+use crate::model::prefix_claim::{parse_prefix_claim_name, prefix_claim_name};
+
+/// The end of a prefix record's name. Both kinds of record share the `cooldown/` directory,
+/// and without it their names collide: `tenant-10-1-2-0-24` is supernet `tenant`'s
+/// 10.1.2.0/24 and pool `tenant-10`'s 1.2.0.24, so the second release replaced the first
+/// record (issue 31). An address record's name is a pool name (an RFC 1123 label) and an
+/// address of digits, hex digits and `-`: it never holds a `.`, so no prefix record's name
+/// is ever an address record's. Records written before the marker (named as the claim) are
+/// still read; `ipamctl check` warns about each whose name also spells an address record.
+pub const PREFIX_RECORD_SUFFIX: &str = ".prefix";
+
+/// The name of the cooldown record of `prefix` of the supernet `pool`.
+pub fn prefix_record_name(pool: &PoolName, prefix: IpNet) -> String {
+    format!("{}{PREFIX_RECORD_SUFFIX}", prefix_claim_name(pool, prefix))
+}
+
+/// The pool name and prefix a prefix record's name spells, and whether it is the name used
+/// before [`PREFIX_RECORD_SUFFIX`] (the claim's, without the marker).
+pub fn parse_prefix_record_name(name: &str) -> Option<(&str, IpNet, bool)> {
+    match name.strip_suffix(PREFIX_RECORD_SUFFIX) {
+        Some(claim) => parse_prefix_claim_name(claim).map(|(p, net)| (p, net, false)),
+        None => parse_prefix_claim_name(name).map(|(p, net)| (p, net, true)),
+    }
+}
 
 /// `spec` of a cooldown record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -87,8 +111,15 @@ impl CooldownSpec {
     fn name(&self) -> Option<String> {
         match self.prefix_length {
             None => Some(allocation_name(&self.pool, self.address)),
-            Some(_) => Some(prefix_claim_name(&self.pool, self.prefix()?)),
+            Some(_) => Some(prefix_record_name(&self.pool, self.prefix()?)),
         }
+    }
+
+    /// The name a prefix's record had before [`PREFIX_RECORD_SUFFIX`]; `None` for an
+    /// address's record.
+    fn legacy_name(&self) -> Option<String> {
+        self.prefix_length?;
+        Some(prefix_claim_name(&self.pool, self.prefix()?))
     }
 }
 
@@ -108,8 +139,8 @@ pub struct CooldownRecord {
         description = "Always `CooldownRecord`."
     )]
     pub kind: String,
-    /// Name `<pool>-<a-b-c-d>` (the allocation's; the prefix claim's for a prefix), the
-    /// pool's namespace.
+    /// Name `<pool>-<a-b-c-d>` (the allocation's; for a prefix, the prefix claim's followed
+    /// by `.prefix`), the pool's namespace.
     #[schemars(schema_with = "crate::model::manifest::cooldown_metadata")]
     pub metadata: Metadata,
     /// Pool, address, owner, time.
@@ -163,6 +194,11 @@ impl CooldownRecord {
         self.spec.prefix()
     }
 
+    /// Is this a prefix's record under the name it had before [`PREFIX_RECORD_SUFFIX`]?
+    pub fn has_legacy_name(&self) -> bool {
+        self.spec.legacy_name().as_ref() == Some(&self.metadata.name)
+    }
+
     /// When the address was released.
     pub fn released_at(&self) -> SystemTime {
         humantime::parse_rfc3339(&self.spec.released_at).expect("validated when decoded")
@@ -195,7 +231,9 @@ impl CooldownRecord {
                 self.spec.address
             ));
         };
-        if self.metadata.name != name {
+        if self.metadata.name != name
+            && self.spec.legacy_name().as_ref() != Some(&self.metadata.name)
+        {
             return Err(format!(
                 "metadata.name: `{}` does not match spec.pool and spec.address{}",
                 self.metadata.name,
@@ -253,6 +291,37 @@ mod tests {
         assert!(ReuseAfter::new("0s").is_err());
         assert!(ReuseAfter::new("10").is_err());
         assert!(ReuseAfter::new("2years").is_err());
+    }
+
+    /// The collision of issue 31 (`tenant` 10.1.2.0/24 and `tenant-10` 1.2.0.24), and that
+    /// no prefix record's name reads as an address record's.
+    #[test]
+    fn a_prefix_record_is_never_named_as_an_address_record() {
+        let at = SystemTime::now();
+        let owner = Owner::parse("FloatingIP/f", None).unwrap();
+        let pool = |name: &str| PoolRef {
+            namespace: None,
+            name: PoolName::new(name).unwrap(),
+        };
+        let prefix = CooldownRecord::for_prefix(
+            &pool("tenant"),
+            "10.1.2.0/24".parse().unwrap(),
+            owner.clone(),
+            at,
+        );
+        let address =
+            CooldownRecord::new(&pool("tenant-10"), "1.2.0.24".parse().unwrap(), owner, at);
+        assert_eq!(address.metadata.name, "tenant-10-1-2-0-24");
+        assert_eq!(prefix.metadata.name, "tenant-10-1-2-0-24.prefix");
+        assert_eq!(
+            crate::model::parse_allocation_name(&prefix.metadata.name),
+            None
+        );
+        assert_eq!(
+            parse_prefix_record_name(&prefix.metadata.name),
+            Some(("tenant", "10.1.2.0/24".parse().unwrap(), false))
+        );
+        assert!(prefix.validate().is_ok() && !prefix.has_legacy_name());
     }
 
     #[test]

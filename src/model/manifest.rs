@@ -72,12 +72,12 @@ pub(crate) fn allocation_metadata(generator: &mut SchemaGenerator) -> Schema {
 /// (`<pool>-<address>-<length>`) for a supernet's prefix.
 pub(crate) fn cooldown_metadata(generator: &mut SchemaGenerator) -> Schema {
     let name = format!(
-        "{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})(-(12[0-8]|1[01][0-9]|[1-9]?[0-9]))?"
+        "{LABEL}-({OCTET}-{OCTET}-{OCTET}-{OCTET}|[0-9a-f]{{4}}(-[0-9a-f]{{4}}){{7}})(-(12[0-8]|1[01][0-9]|[1-9]?[0-9])(\\.prefix)?)?"
     );
     metadata_named(
         generator,
         &name,
-        "The allocation's name (`<pool>-<a-b-c-d>`, or the IPv6 spelling) for an address; the prefix claim's (`<pool>-<address>-<length>`) for a supernet's prefix.",
+        "The allocation's name (`<pool>-<a-b-c-d>`, or the IPv6 spelling) for an address; the prefix claim's followed by `.prefix` (`<pool>-<address>-<length>.prefix`) for a supernet's prefix; records written before the marker are named as the claim.",
     )
 }
 

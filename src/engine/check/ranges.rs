@@ -169,6 +169,16 @@ pub(super) fn check_cooldown(
             path: file.rel.clone(),
             message,
         };
+        if r.has_legacy_name()
+            && let Some((pool, address)) = crate::model::parse_allocation_name(&file.stem)
+        {
+            findings.push(warning(format!(
+                "ambiguous name: this record of prefix {} of pool `{}` is named as pool `{pool}`'s record of address {address} would be (written before prefix records were named `….prefix`), and a release of that address would replace it; rename it to `{}.prefix.yaml`",
+                r.prefix().map(|p| p.to_string()).unwrap_or_default(),
+                r.spec.pool,
+                file.stem,
+            )));
+        }
         const FIX: &str = "it holds nothing back; `ipamctl check --fix` removes it";
         let why = match pools.get(&(&file.scope, r.spec.pool.as_str())) {
             None => Some(format!(

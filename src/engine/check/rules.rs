@@ -46,6 +46,9 @@ pub(super) fn check_pools<'a>(
                     ),
                 ));
             }
+            if let Some(message) = crate::model::vpc::name_problem(&file.stem, m) {
+                findings.push(error(&file.rel, message));
+            }
             if let Some(at) = &m.metadata.deletion_timestamp {
                 findings.push(Finding {
                     severity: Severity::Warning,

@@ -17,6 +17,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_strace", on_path("strace")),
         ("has_root", root()),
         ("has_chromium", on_path("chromium")),
+        ("has_promtool", on_path("promtool")),
         ("has_pre_commit", on_path("pre-commit")),
         ("has_fonts", Path::new("/usr/share/fonts").is_dir()),
     ]

@@ -31,7 +31,8 @@ enum Shape {
     /// What a changing command did: objects with `status.action`, one alone (`true`) or a
     /// `List` (`false`).
     Changes(bool),
-    /// A shell script: only the table form (the script itself).
+    /// A text format of its own (a shell script, Prometheus' exposition): only the table
+    /// form (the text itself).
     Script,
     /// `diff`: one object whose `changes` name the objects.
     Diff,
@@ -230,6 +231,7 @@ fn cases() -> Vec<Case> {
                 "schema/ipampool\nschema/ipallocation\nschema/subnet\nschema/cooldownrecord\nschema/ipprefixclaim\n",
             ),
         ),
+        case("metrics", populated, &["metrics"], Shape::Script),
         case(
             "completions",
             Store::Dir(None),

@@ -303,6 +303,21 @@ pub enum Command {
     /// reserved, network and broadcast addresses are never counted as free. The other
     /// formats give the same data.
     Report,
+    /// Print Prometheus metrics of every pool and subnet in scope, for alerting before a
+    /// pool runs out.
+    ///
+    /// Text exposition format (version 0.0.4), one gauge per figure: for each address pool
+    /// and each subnet its capacity (candidates), allocated, free and used fraction (0 to 1)
+    /// and its allocations on non-candidate addresses; for each pool the cooldown records
+    /// that keep an address now; for each supernet its claimed child prefixes, its largest
+    /// free block and its free blocks of each length it hands out. Labels: `namespace`
+    /// (empty for a public pool), `pool`, `subnet`, `family` (`ipv4` or `ipv6`), `zone`.
+    /// The figures are the ones `pool list -o json` and `subnet list -o json` print. Counts
+    /// are written exactly; Prometheus keeps each sample as a 64-bit float, so a count above
+    /// 2^53 (an IPv6 prefix shorter than /75) is kept to 53 significant bits. Every pool of
+    /// every namespace without `-n`. The output is sorted and carries no timestamp: the same
+    /// state gives the same bytes.
+    Metrics(MetricsArgs),
     /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
     /// CooldownRecord).
     ///
@@ -838,6 +853,22 @@ pub struct CheckArgs {
     /// for each. Never any other manifest, a lock file or the index.
     #[arg(long)]
     pub fix: bool,
+}
+
+// `ipamctl metrics`.
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Write to FILE instead of stdout, atomically (a temporary file in FILE's directory,
+    /// renamed over it), so node_exporter's textfile collector never reads half a file.
+    /// The file is readable by everyone (mode 0644).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// Also run `check` on the whole store and export its findings by severity
+    /// (`ipamctl_check_problems`). It reads every manifest, as `check` does: at 50,000
+    /// allocations it costs seconds where the rest costs milliseconds.
+    #[arg(long)]
+    pub check: bool,
 }
 
 // `ipamctl schema`.

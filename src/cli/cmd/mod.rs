@@ -11,6 +11,7 @@ mod history;
 mod import;
 mod init;
 mod list;
+mod metrics;
 mod pool;
 mod pool_status;
 mod prefix;
@@ -71,6 +72,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Subnet(command) => subnet::run(&*open(g)?, g, &command, out),
         Command::Report => report::run(&*open(g)?, g, out),
+        Command::Metrics(args) => metrics::run(g, &args, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
         Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
     };

@@ -1,0 +1,147 @@
+//! `ipamctl metrics [--check] [--out FILE]`: the engine's metric samples
+//! ([`crate::engine::metrics`]) in Prometheus' text exposition format, to stdout or
+//! atomically to a file for node_exporter's textfile collector.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::output;
+use crate::cli::{GlobalArgs, MetricsArgs, OutputFormat};
+use crate::engine::check::{Report, Severity};
+use crate::engine::metrics::{self, Metric, Problems, Value};
+use crate::engine::warning::Warnings;
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::store::fs::FsStore;
+use crate::store::pg::PgStore;
+
+pub fn run(g: &GlobalArgs, args: &MetricsArgs, out: &mut dyn Write) -> Result<()> {
+    // `-o table`, the default form, is the text itself; there is no other.
+    if g.output.is_some_and(|o| o != OutputFormat::Table) {
+        return Err(Error::Usage {
+            message: "`metrics` prints Prometheus' text format only; drop `-o`".into(),
+            hint: Some("the same figures as JSON: ipamctl pool list -o json".into()),
+        });
+    }
+    // `check` needs the store's own type (it walks a directory, or reads a snapshot).
+    match super::database(g)? {
+        Some(url) => {
+            let store = PgStore::open(&super::target(url)?)?;
+            let problems = args
+                .check
+                .then(|| crate::engine::check::check_database(&store))
+                .transpose()?;
+            emit(&store, g, args, problems.as_ref(), out)
+        }
+        None => {
+            let store = FsStore::discover(g.state_dir.as_deref())?;
+            let problems = args.check.then(|| crate::engine::check::check(&store));
+            emit(&store, g, args, problems.as_ref(), out)
+        }
+    }
+}
+
+fn emit(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &MetricsArgs,
+    report: Option<&Report>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let scopes = super::scopes(store, g)?;
+    let problems = report.map(|r| Problems {
+        errors: r.count(Severity::Error),
+        warnings: r.count(Severity::Warning),
+    });
+    let mut warnings = Warnings::default();
+    let collected = metrics::collect(store, &scopes, problems, &mut warnings);
+    output::warn(&warnings);
+    let text = exposition(&collected?);
+    match &args.out {
+        Some(path) => replace_file(path, &text),
+        None => output::write(out, &text),
+    }
+}
+
+/// `metrics` in the text exposition format: each metric's `# HELP` and `# TYPE gauge`
+/// lines, then its samples, in the order given.
+fn exposition(metrics: &[Metric]) -> String {
+    let mut text = String::new();
+    for m in metrics {
+        let _ = writeln!(text, "# HELP {} {}", m.name, escape_help(m.help));
+        let _ = writeln!(text, "# TYPE {} gauge", m.name);
+        for s in &m.samples {
+            let labels: Vec<String> = s
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            let value = match s.value {
+                // Exact: the reader rounds to a float, not this file.
+                Value::Count(n) => n.to_string(),
+                Value::Ratio(r) => r.to_string(),
+            };
+            let _ = writeln!(text, "{}{{{}}} {value}", m.name, labels.join(","));
+        }
+    }
+    text
+}
+
+/// A `# HELP` text: backslash and line feed escaped.
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A label value: backslash, double quote and line feed escaped.
+fn escape_label(text: &str) -> String {
+    escape_help(text).replace('"', "\\\"")
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory, renamed over
+/// it, so a reader sees the old file or the new one, never a part; readable by everyone,
+/// as the textfile collector (another user) must read it. The temporary file's name does
+/// not end in `.prom`, so the collector never picks it up.
+fn replace_file(path: &Path, text: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let io = |e| Error::io(path, e);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".ipamctl-metrics-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    tmp.write_all(text.as_bytes()).map_err(io)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::metrics::Sample;
+
+    #[test]
+    fn exposition_writes_help_type_and_escaped_labels() {
+        let m = Metric {
+            name: "ipamctl_x",
+            help: "a \\ b",
+            samples: vec![Sample {
+                labels: vec![("pool", "a\"b\nc".into()), ("zone", String::new())],
+                value: Value::Count(u128::MAX),
+            }],
+        };
+        assert_eq!(
+            exposition(&[m]),
+            "# HELP ipamctl_x a \\\\ b\n# TYPE ipamctl_x gauge\n\
+             ipamctl_x{pool=\"a\\\"b\\nc\",zone=\"\"} 340282366920938463463374607431768211455\n"
+        );
+    }
+}

@@ -218,6 +218,13 @@ pub enum Command {
     /// concurrent creates cannot overlap and a claim always sees the subnet as it stands.
     #[command(subcommand)]
     Subnet(SubnetCommand),
+    /// Change the MAC of a NIC's allocation (`spec.mac`); the NIC keeps its address.
+    ///
+    /// A MAC is held by at most one allocation of a pool. `allocate --mac` gives one when
+    /// the address is claimed; an owner that asks again with another MAC is refused (exit 4)
+    /// with the `mac set` command that changes it, because a replaced NIC keeps its address.
+    #[command(subcommand)]
+    Mac(MacCommand),
     /// Find (and with `--apply`, release) allocations whose owners no longer exist.
     ///
     /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
@@ -462,6 +469,18 @@ pub struct AllocateArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// The MAC of the owner's NIC, stored as the allocation's `spec.mac` (for DHCP): six
+    /// hex octets, `:`, `-` or `.` separated or bare, any case (written lowercase with
+    /// colons); a multicast, broadcast or all-zero MAC is exit 2. Only for owners with a NIC
+    /// (`VirtualMachine`, `Node`; others are exit 2). `auto` derives it from the pool's
+    /// `spec.macPrefix` and the address (exit 2 if the pool has none): unique in the pool
+    /// and the same on every ask. With several pools (dual stack) every allocation gets the
+    /// same MAC; `auto` derives it from the first pool's address. A MAC another allocation
+    /// of the pool holds is exit 4 naming it; the same owner asking again with another MAC
+    /// is exit 4 naming `ipamctl mac set`, which changes it.
+    #[arg(long, value_name = "MAC|auto", conflicts_with_all = ["zone", "prefix_length", "prefix"])]
+    pub mac: Option<String>,
+
     /// Explain on stderr why the address is the one chosen (the one claimed, or with
     /// `--dry-run` the one that would be), listing each lower address and why it is skipped
     /// (network or broadcast, subnet-router anycast, outside `--within`, gateway, excluded,
@@ -470,6 +489,43 @@ pub struct AllocateArgs {
     /// pool only.
     #[arg(long, conflicts_with = "zone")]
     pub explain: bool,
+}
+
+/// `ipamctl mac …`.
+#[derive(Debug, Subcommand)]
+pub enum MacCommand {
+    /// Give the NIC holding ADDRESS in POOL a new MAC; it keeps the address.
+    ///
+    /// Guarded like `release POOL ADDRESS`: `--owner` (and `--uid`, if it has one) must be
+    /// the holder's, else exit 4 naming it; an address nobody holds is exit 3. A MAC another
+    /// allocation of the pool holds is exit 4 naming it, and nothing changes. `--mac auto`
+    /// derives it from the pool's `spec.macPrefix` and ADDRESS. Setting the MAC it already
+    /// has is `unchanged`. Prints `ipallocation/<name> configured` (with `-o json|yaml`,
+    /// the allocation with `status.action`).
+    Set(MacSetArgs),
+}
+
+// `ipamctl mac set`.
+#[derive(Debug, Args)]
+pub struct MacSetArgs {
+    /// The pool (in the `-n` scope).
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
+    pub pool: String,
+
+    /// The address the NIC holds.
+    pub address: String,
+
+    /// The holder, as KIND/NAME (`VirtualMachine/<host>/<nic>` or `Node/<subnet>`).
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: String,
+
+    /// The holder's uid, if it has one.
+    #[arg(long, value_name = "UUID")]
+    pub uid: Option<String>,
+
+    /// The new MAC, or `auto` (as `allocate --mac`).
+    #[arg(long, value_name = "MAC|auto")]
+    pub mac: String,
 }
 
 // `ipamctl release`.
@@ -553,6 +609,11 @@ pub struct ListArgs {
     /// prefix.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["pool", "within"], add = ArgValueCompleter::new(complete::subnet_names))]
     pub subnet: Option<String>,
+
+    /// Only the allocation whose NIC has this MAC (`spec.mac`, any spelling `allocate
+    /// --mac` takes): its holder in each pool.
+    #[arg(long, value_name = "MAC")]
+    pub mac: Option<String>,
 
     #[command(flatten)]
     pub select: Selectors,

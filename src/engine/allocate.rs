@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::engine::cooldown;
+use crate::engine::mac::{self, MacChoice};
 use crate::engine::release::release_address;
 use crate::engine::subnet;
 use crate::engine::warning::{Warning, Warnings};
@@ -39,6 +40,8 @@ pub struct Request {
     pub address: Option<IpAddr>,
     /// Decide, but write nothing.
     pub dry_run: bool,
+    /// `--mac`: the MAC of the owner's NIC, stored as `spec.mac` (a NIC's owner only).
+    pub mac: Option<MacChoice>,
 }
 
 /// What `allocate` did.
@@ -176,6 +179,14 @@ fn check_held(
     }
 }
 
+/// [`mac::check_held`] for the MAC `req` asks for at `held`'s address.
+fn check_held_mac(held: &AllocationManifest, req: &Request, spec: &PoolManifest) -> Result<()> {
+    let wanted = req
+        .mac
+        .and_then(|choice| mac::resolve(choice, spec, held.spec.address));
+    mac::check_held(held, wanted, &req.pool)
+}
+
 /// The candidates of this request, before taken addresses are removed. Validates
 /// `--within` and `--address` against the pool (exit 2).
 fn request_candidates(
@@ -288,6 +299,9 @@ fn not_a_candidate(
 /// decision is one transaction ([`crate::store::Units::atomically`]). Broken allocation
 /// files met on the way are added to `warnings`, whatever the result.
 pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Result<Allocated> {
+    if req.mac.is_some() {
+        mac::refuse_without_nic(&req.owner)?;
+    }
     if req.dry_run {
         return decide(store, req, None, warnings);
     }
@@ -319,7 +333,15 @@ pub fn allocate_all(
             if i > 0 {
                 failpoint!("allocate-between-pools");
             }
-            match allocate(store, req, warnings) {
+            // `--mac auto` on a dual-stack NIC: derived from the first pool's address, and
+            // that one MAC on every allocation of the request.
+            let mut req = req.clone();
+            if req.mac == Some(MacChoice::Auto)
+                && let Some(first) = done.first().and_then(|a| a.manifest().spec.mac)
+            {
+                req.mac = Some(MacChoice::Given(first));
+            }
+            match allocate(store, &req, warnings) {
                 Ok(allocated) => done.push(allocated),
                 Err(e) => {
                     undo(store, requests, &done)?;
@@ -379,12 +401,16 @@ fn decide(
     let spec = load_pool(store, &req.pool)?;
     crate::engine::doomed::refuse(&spec, &req.pool)?;
     crate::engine::prefix::refuse_addresses(&spec, &req.pool)?;
+    if let Some(choice) = req.mac {
+        mac::refuse_auto_without_prefix(choice, &spec, &req.pool)?;
+    }
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     let candidates = request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
+        check_held_mac(&held, req, &spec)?;
         return Ok(Allocated::Existing(held));
     }
     refuse_if_broken_names(store, &req.pool, &req.owner, &lookup.broken, warnings)?;
@@ -416,7 +442,15 @@ fn decide(
         && req.address.is_none()
         && cooling.blocked.is_empty()
         && cooling.own.is_none();
-    let mut claimed = claim(store, req, &candidates, &lookup.taken, whole_pool, &cooling)?;
+    let mut claimed = claim(
+        store,
+        req,
+        &spec,
+        &candidates,
+        &lookup.taken,
+        whole_pool,
+        &cooling,
+    )?;
     // Nothing free: a request for the same owner may have taken the last free address while
     // this one looked (on a database nothing serialises one owner's requests; its unique
     // constraint arbitrates). Then that address is the answer, not exhaustion.
@@ -425,6 +459,7 @@ fn decide(
         && let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held
     {
         check_held(&held, req, subnet.as_ref())?;
+        check_held_mac(&held, req, &spec)?;
         claimed = Some(Allocated::Existing(held));
     }
     claimed.ok_or_else(|| exhausted(req, &spec, subnet.as_ref(), &range, cooling_count))
@@ -476,11 +511,15 @@ fn allocate_read_only(
     let spec = load_pool(store, &req.pool)?;
     crate::engine::doomed::refuse(&spec, &req.pool)?;
     crate::engine::prefix::refuse_addresses(&spec, &req.pool)?;
+    if let Some(choice) = req.mac {
+        mac::refuse_auto_without_prefix(choice, &spec, &req.pool)?;
+    }
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     if let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held {
         check_held(&held, req, subnet.as_ref())?;
+        check_held_mac(&held, req, &spec)?;
         return Ok(Allocated::Existing(held));
     }
     // Take the lock again for its error, which names what cannot be written.
@@ -509,6 +548,7 @@ fn allocate_read_only(
 fn claim(
     store: &dyn Store,
     req: &Request,
+    spec: &PoolManifest,
     candidates: &Candidates,
     taken: &[IpAddr],
     whole_pool: bool,
@@ -527,6 +567,7 @@ fn claim(
             },
         };
         let mut manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
+        manifest.spec.mac = req.mac.and_then(|choice| mac::resolve(choice, spec, addr));
         // Written once, by the claim: `reconcile` never releases what a live list taken
         // before it could not have named.
         manifest.metadata.creation_timestamp = Some(Timestamp::now());
@@ -544,8 +585,11 @@ fn claim(
             }
             Claim::OwnerHolds(held) => {
                 check_held(&held, req, None)?;
+                check_held_mac(&held, req, spec)?;
                 return Ok(Some(Allocated::Existing(*held)));
             }
+            // The MAC is the NIC's, whichever address it gets: no other candidate helps.
+            Claim::MacHeld(holder) => return Err(mac::held_by(&holder, pool)),
             Claim::AddressTaken if req.address.is_some() => {
                 return Err(held_by_other(store, req, addr));
             }
@@ -715,8 +759,17 @@ fn allocate_zone_now(
             reserved: Vec::new(),
             address: None,
             dry_run,
+            mac: None,
         };
-        if let Some(allocated) = claim(store, &req, &candidates, entries, whole_pool, &cooling)? {
+        if let Some(allocated) = claim(
+            store,
+            &req,
+            &spec,
+            &candidates,
+            entries,
+            whole_pool,
+            &cooling,
+        )? {
             return Ok(allocated);
         }
     }

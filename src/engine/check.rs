@@ -12,6 +12,7 @@
 
 mod db;
 mod layout;
+mod macs;
 mod prefixes;
 mod ranges;
 mod rules;
@@ -193,8 +194,10 @@ pub fn check(store: &FsStore) -> Report {
     ranges::check_subnets(&subnets, &known, &mut findings);
     ranges::check_off_limits(&allocations, &subnets, &mut findings);
     let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
-    let related = rules::check_allocations(&allocations, &known, &mut findings);
+    let mut related = rules::check_allocations(&allocations, &known, &mut findings);
+    related.extend(macs::check_macs(&allocations, &known));
     findings.extend(confirm(root, related, &allocations));
+    macs::explain_malformed(&mut findings);
 
     findings.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
     Report {
@@ -255,7 +258,15 @@ fn confirm(
     pool_files.sort_by(|a, b| a.rel.cmp(&b.rel));
     let pools = read_all(pool_files, &mut seen_already, yaml::decode_pool, |_| None);
     let known = rules::check_pools(&pools, &mut seen_already);
-    rules::check_allocations(&fresh, &known, &mut seen_already)
+    let mut confirmed = rules::check_allocations(&fresh, &known, &mut seen_already);
+    // A MAC rule relates files beyond the ones read again (an owner's other pools): what it
+    // says of them now is kept only where the first pass said the same.
+    confirmed.extend(
+        macs::check_macs(&fresh, &known)
+            .into_iter()
+            .filter(|f| related.contains(f)),
+    );
+    confirmed
 }
 
 /// Removes the temporary file at `path` (relative to the root of `store`) if it still is one

@@ -27,12 +27,15 @@ pub struct Query {
     pub within: Option<IpNet>,
     /// `-l`.
     pub labels: Option<LabelSelector>,
+    /// `list --mac`: only the allocation holding this MAC (`spec.mac`).
+    pub mac: Option<crate::model::mac::Mac>,
 }
 
 impl Query {
     /// Does `m` pass the selectors the store did not apply?
     fn keeps(&self, m: &AllocationManifest) -> bool {
         self.address.is_none_or(|a| a == m.spec.address)
+            && self.mac.is_none_or(|mac| m.spec.mac == Some(mac))
             && self.within.is_none_or(|w| w.contains(&m.spec.address))
             && self
                 .labels

@@ -57,6 +57,7 @@ pub mod explained;
 pub mod git;
 pub mod history;
 pub mod list;
+pub mod mac;
 pub mod metrics;
 pub mod pool;
 pub mod prefix;

@@ -159,6 +159,12 @@ fn put(
                         held.spec.address
                     )));
                 }
+                Claim::MacHeld(holder) => {
+                    return Err(conflict(&format!(
+                        "its MAC is held in that pool by `{}` ({})",
+                        holder.spec.owner, holder.spec.address
+                    )));
+                }
             }
         }
     }

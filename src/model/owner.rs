@@ -27,6 +27,13 @@ pub enum OwnerKind {
 }
 
 impl OwnerKind {
+    /// Does an owner of this kind have a NIC, and so a MAC (`spec.mac`)? A VM's NIC and a
+    /// node's own interface do; a floating IP and a VPC router's uplink are addresses
+    /// routed to something else.
+    pub fn has_nic(self) -> bool {
+        matches!(self, OwnerKind::VirtualMachine | OwnerKind::Node)
+    }
+
     /// All kinds, in the order help texts list them.
     pub const ALL: [OwnerKind; 4] = [
         OwnerKind::VirtualMachine,

@@ -79,6 +79,21 @@ pub enum Claim {
     /// The owner already holds this allocation in the pool (a concurrent request for the
     /// same owner won): it is the answer, whatever the candidate was.
     OwnerHolds(Box<AllocationManifest>),
+    /// Another allocation of the pool holds the manifest's MAC (`spec.mac`): this one is
+    /// not stored (or was undone); the holder, read just now.
+    MacHeld(Box<AllocationManifest>),
+}
+
+/// What [`Claims::set_mac`] did.
+#[derive(Clone, Debug)]
+pub enum MacChange {
+    /// The allocation now holds the new MAC.
+    Changed,
+    /// The allocation is not the expected one any more (released, claimed again or
+    /// rewritten): nothing was written; read it again.
+    Moved,
+    /// Another allocation of the pool holds the new MAC: nothing changed; the holder.
+    MacHeld(Box<AllocationManifest>),
 }
 
 /// One change of an allocation (or of a prefix claim, `M`), as a store's own audit log
@@ -325,6 +340,17 @@ pub trait Claims {
         expected: &AllocationManifest,
         before_delete: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Release>;
+
+    /// Rewrites the allocation `expected` names as `updated` (the same pool, address and
+    /// owner, another `spec.mac`) if it is still `expected`, the new MAC arbitrated as a
+    /// claim's is: [`MacChange::MacHeld`] (nothing changed) when another allocation of the
+    /// pool holds it. The caller holds the [`ClaimLock`] of the owner in the pool.
+    fn set_mac(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        updated: &AllocationManifest,
+    ) -> Result<MacChange>;
 }
 
 /// Locks, each returned as a guard whose type says what it holds (see [`guard`] for the

@@ -5,6 +5,7 @@ use std::io::Write;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::allocate::{Allocated, Request};
+use crate::engine::mac::MacChoice;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::{Owner, SubnetName};
@@ -139,7 +140,13 @@ fn request(
             .map(|a| super::address("--address", a))
             .transpose()?,
         dry_run: args.dry_run,
+        mac: args.mac.as_deref().map(mac_choice).transpose()?,
     })
+}
+
+/// `--mac`: a MAC or `auto` (exit 2 naming the value otherwise).
+pub(super) fn mac_choice(text: &str) -> Result<MacChoice> {
+    super::flag("--mac", MacChoice::parse(text))
 }
 
 /// `--explain`: why the dry run's address is the one (on stderr). An exhausted pool is

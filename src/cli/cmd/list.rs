@@ -9,6 +9,7 @@ use crate::cli::{GlobalArgs, ListArgs, OutputFormat, Selectors};
 use crate::engine::list::{self, Query};
 use crate::engine::warning::Warnings;
 use crate::error::Result;
+use crate::model::mac::Mac;
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::selector::LabelSelector;
 use crate::model::{AllocationManifest, Metadata, Owner, OwnerKind, PoolName};
@@ -39,6 +40,7 @@ pub fn query(pool: Option<&str>, address: Option<&str>, select: &Selectors) -> R
             .as_deref()
             .map(|l| super::flag("--selector", LabelSelector::parse(l)))
             .transpose()?,
+        mac: None,
     })
 }
 
@@ -63,6 +65,11 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let mut query = query(args.pool.as_deref(), args.address.as_deref(), &args.select)?;
+    query.mac = args
+        .mac
+        .as_deref()
+        .map(|m| super::flag("--mac", Mac::parse(m)))
+        .transpose()?;
     if let Some(name) = &args.subnet {
         // A stored subnet is its pool and its prefix.
         let (pool, cidr) = super::subnet::pool_and_prefix(store, g, name)?;
@@ -71,7 +78,11 @@ pub fn run(
     }
     let found = collect(store, g, &query)?;
     // Prefix claims have no address or labels: only the pool and owner selectors pick them.
-    let prefixes = if query.address.is_none() && query.within.is_none() && query.labels.is_none() {
+    let prefixes = if query.address.is_none()
+        && query.within.is_none()
+        && query.labels.is_none()
+        && query.mac.is_none()
+    {
         super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
     } else {
         Vec::new()
@@ -115,6 +126,7 @@ fn render_with_prefixes(
                 m.spec.pool.as_str(),
                 m.spec.prefix.to_string(),
                 &m.spec.owner,
+                None,
             )
         })
         .collect();
@@ -122,17 +134,18 @@ fn render_with_prefixes(
 }
 
 /// The table of held addresses or prefixes: namespace, pool, `at` (the address or prefix),
-/// owner and uid; `-o wide` adds the object's name and labels.
+/// owner and uid; `-o wide` adds the MAC (of addresses), the object's name and labels.
 fn held_table(
-    rows: Vec<(&Metadata, &str, String, &Owner)>,
+    rows: Vec<(&Metadata, &str, String, &Owner, Option<Mac>)>,
     at: &str,
     g: &GlobalArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
     let wide = g.output == Some(OutputFormat::Wide);
+    let macs = at == "ADDRESS";
     let rows = rows
         .into_iter()
-        .map(|(meta, pool, held, owner)| {
+        .map(|(meta, pool, held, owner, mac)| {
             let mut row = vec![
                 output::or_dash(meta.namespace.as_ref()),
                 pool.to_owned(),
@@ -141,6 +154,9 @@ fn held_table(
                 output::or_dash(owner.uid()),
             ];
             if wide {
+                if macs {
+                    row.push(output::or_dash(mac.as_ref()));
+                }
                 row.push(meta.name.clone());
                 row.push(output::labels(&meta.labels));
             }
@@ -149,6 +165,9 @@ fn held_table(
         .collect();
     let mut headers = vec!["NAMESPACE", "POOL", at, "OWNER", "UID"];
     if wide {
+        if macs {
+            headers.push("MAC");
+        }
         headers.extend(["NAME", "LABELS"]);
     }
     output::write(out, &output::table(&headers, rows, &[], g.no_headers))
@@ -170,6 +189,7 @@ fn render(found: &[AllocationManifest], g: &GlobalArgs, out: &mut dyn Write) -> 
                 m.spec.pool.as_str(),
                 m.spec.address.to_string(),
                 &m.spec.owner,
+                m.spec.mac,
             )
         })
         .collect();

@@ -11,6 +11,7 @@ mod history;
 mod import;
 mod init;
 mod list;
+mod mac;
 mod metrics;
 mod pool;
 mod pool_status;
@@ -71,6 +72,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Subnet(command) => subnet::run(&*open(g)?, g, &command, out),
+        Command::Mac(command) => mac::run(&*open(g)?, g, &command, out),
         Command::Report => report::run(&*open(g)?, g, out),
         Command::Metrics(args) => metrics::run(g, &args, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),

@@ -158,6 +158,8 @@ fn check_in_snapshot(store: &PgStore, root: &Arc<OwnedFd>) -> Result<Report> {
     let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
     let related = rules::check_allocations(&allocations, &known, &mut findings);
     findings.extend(related);
+    findings.extend(super::macs::check_macs(&allocations, &known));
+    super::macs::explain_malformed(&mut findings);
     database_findings(store, &pools, &mut findings)?;
     findings.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
     findings.dedup();

@@ -31,6 +31,9 @@ const ALLOCATIONS_DIR: &str = "ipallocations";
 const SUBNETS_DIR: &str = "subnets";
 const COOLDOWN_DIR: &str = "cooldown";
 const PREFIXES_DIR: &str = "ipprefixclaims";
+/// The file store's MAC records (`store::fs::macs`): derived from the allocations that hold
+/// each MAC, which `check` reads itself, so the records are not checked one by one.
+const MACS_DIR: &str = "macs";
 pub(super) const SYMLINK: &str =
     "is a symlink; ipamctl never follows symlinks inside the state directory";
 const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
@@ -308,6 +311,7 @@ impl Walker {
                 (PREFIXES_DIR, Kind::Dir) => {
                     self.objects(&fd, &item, None, ObjectDir::PrefixClaims);
                 }
+                (MACS_DIR, Kind::Dir) => {}
                 _ => self.foreign(&item, FOREIGN),
             }
         }
@@ -338,6 +342,7 @@ impl Walker {
                 (PREFIXES_DIR, Kind::Dir, Some(ns)) => {
                     self.objects(&fd, &item, Some(ns.clone()), ObjectDir::PrefixClaims);
                 }
+                (MACS_DIR, Kind::Dir, Some(_)) => {}
                 (
                     POOLS_DIR | ALLOCATIONS_DIR | SUBNETS_DIR | COOLDOWN_DIR | PREFIXES_DIR,
                     Kind::Dir,

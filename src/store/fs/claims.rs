@@ -39,7 +39,9 @@ use crate::model::{AllocationManifest, Namespace};
 use crate::store::fs::FsStore;
 use crate::store::fs::lock::{Target, scope_text};
 use crate::store::read::read_allocation;
-use crate::store::{Audit, Claim, Claims, LockMode, ObjectKind, Objects, Release, Units};
+use crate::store::{
+    Audit, Claim, Claims, LockMode, MacChange, ObjectKind, Objects, Release, Units,
+};
 use crate::yaml;
 
 impl Claims for FsStore {
@@ -49,6 +51,9 @@ impl Claims for FsStore {
         if let Claim::Claimed = claim
             && let Some(held) = self.yield_to_returned_owner(ns, manifest)?
         {
+            if let Some(mac) = manifest.spec.mac {
+                self.drop_mac(ns, &manifest.spec.pool, mac, manifest.spec.address)?;
+            }
             return Ok(Claim::OwnerHolds(Box::new(held)));
         }
         if let Claim::Claimed = claim {
@@ -68,11 +73,16 @@ impl Claims for FsStore {
             &manifest.metadata.name,
             yaml::encode(manifest).as_bytes(),
         )?;
-        Ok(if created {
-            Claim::Claimed
-        } else {
-            Claim::AddressTaken
-        })
+        if !created {
+            return Ok(Claim::AddressTaken);
+        }
+        // The file first, its MAC's record after (macs.rs): a record never names a claim
+        // half made.
+        if let Some(holder) = self.take_mac(ns, manifest)? {
+            self.undo_claim(ns, manifest)?;
+            return Ok(Claim::MacHeld(Box::new(holder)));
+        }
+        Ok(Claim::Claimed)
     }
 
     fn release(
@@ -104,17 +114,62 @@ impl Claims for FsStore {
                         .and_then(|text| yaml::decode_allocation(text).ok())
                         .is_some_and(|m| m == *expected)
                 };
-                Ok(
-                    match self.delete_if(ObjectKind::Allocation, ns, name, &mut ours)? {
-                        // Gone since the read: not by this release, so "changed".
-                        Release::Gone => Release::Changed,
-                        other => other,
-                    },
-                )
+                let released = match self.delete_if(ObjectKind::Allocation, ns, name, &mut ours)? {
+                    // Gone since the read: not by this release, so "changed".
+                    Release::Gone => Release::Changed,
+                    other => other,
+                };
+                // The allocation first, its MAC's record after, and only while the record
+                // still names this address (macs.rs).
+                if released == Release::Deleted
+                    && let Some(mac) = expected.spec.mac
+                {
+                    self.drop_mac(ns, &expected.spec.pool, mac, expected.spec.address)?;
+                }
+                Ok(released)
             }
             None => Ok(Release::Gone),
             Some(_) => Ok(Release::Changed),
         }
+    }
+
+    fn set_mac(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        updated: &AllocationManifest,
+    ) -> Result<MacChange> {
+        let name = &expected.metadata.name;
+        // Under the owner's claim lock (the caller's): no ipamctl release or claim of this
+        // owner runs beside it, so the file read here is the one rewritten below, unless an
+        // outside writer changes it in between (then that writer's change is lost, as any
+        // two writers of one file without a lock lose one).
+        match read_allocation(self, ns, name)? {
+            Some(Ok(now)) if now == *expected => {}
+            _ => return Ok(MacChange::Moved),
+        }
+        // The allocation first, then the record, as a claim (macs.rs).
+        self.replace(
+            ObjectKind::Allocation,
+            ns,
+            name,
+            yaml::encode(updated).as_bytes(),
+        )?;
+        if let Some(holder) = self.take_mac(ns, updated)? {
+            self.replace(
+                ObjectKind::Allocation,
+                ns,
+                name,
+                yaml::encode(expected).as_bytes(),
+            )?;
+            return Ok(MacChange::MacHeld(Box::new(holder)));
+        }
+        if let Some(old) = expected.spec.mac
+            && Some(old) != updated.spec.mac
+        {
+            self.drop_mac(ns, &expected.spec.pool, old, expected.spec.address)?;
+        }
+        Ok(MacChange::Changed)
     }
 }
 

@@ -13,6 +13,7 @@
 //! <root>/{cluster,namespaces/<ns segments>}/subnets/<subnet>.yaml    subnets of the scope's pools
 //! <root>/{cluster,namespaces/<ns segments>}/cooldown/<pool>-<a-b-c-d>.yaml   recent releases
 //! <root>/{cluster,namespaces/<ns segments>}/ipprefixclaims/<pool>-<a-b-c-d>-<len>.yaml   child prefixes of supernets
+//! <root>/{cluster,namespaces/<ns segments>}/macs/<pool>-<12 hex digits>   who holds a MAC in a pool (macs.rs)
 //! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (index.rs)
 //! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
 //! <root>/.index/<ipprefixclaims dir>/<pool>.idx  a supernet's owner index, keyed by prefix
@@ -121,6 +122,7 @@ mod derived;
 pub mod index;
 mod kind;
 pub mod lock;
+mod macs;
 mod objects;
 mod prefix_claims;
 mod queries;
@@ -314,7 +316,12 @@ impl FsStore {
         ns: Option<&Namespace>,
         create: bool,
     ) -> Result<Option<Arc<OwnedFd>>> {
-        let rel = FsStore::relative_dir(kind, ns);
+        self.dir_at(FsStore::relative_dir(kind, ns), create)
+    }
+
+    /// The directory `rel` (relative to the root), opened beneath the root as
+    /// [`FsStore::dir`] opens an object directory.
+    fn dir_at(&self, rel: PathBuf, create: bool) -> Result<Option<Arc<OwnedFd>>> {
         let mut dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(fd) = dirs.get(&rel) {
             return Ok(Some(Arc::clone(fd)));

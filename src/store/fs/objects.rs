@@ -192,7 +192,7 @@ impl Objects for FsStore {
 impl FsStore {
     /// Where writes make their temporary files: `.index/` at the root, made again if `git
     /// clean` removed it.
-    fn scratch(&self) -> Option<std::result::Result<OwnedFd, Refused>> {
+    pub(super) fn scratch(&self) -> Option<std::result::Result<OwnedFd, Refused>> {
         Some(beneath::subdir(&self.fd, INDEX_DIR))
     }
 }

@@ -10,7 +10,7 @@ use crate::model::kind::PREFIX_CLAIM_KIND;
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::{AllocationManifest, Namespace};
 use crate::store::read::read_allocation;
-use crate::store::{Audit, Claim, Claims, Event, ObjectKind, Objects, Release};
+use crate::store::{Audit, Claim, Claims, Event, MacChange, ObjectKind, Objects, Release};
 use crate::yaml;
 
 impl Claims for PgStore {
@@ -78,7 +78,14 @@ impl Claims for PgStore {
                 self.locate(ObjectKind::Allocation, ns, &name),
                 why,
             )),
-            None => Ok(Claim::AddressTaken),
+            None => match manifest.spec.mac {
+                // The MAC's unique index may be what refused it (V10 of the schema).
+                Some(mac) => Ok(match self.mac_holder(ns, &manifest.spec.pool, mac)? {
+                    Some(holder) => Claim::MacHeld(Box::new(holder)),
+                    None => Claim::AddressTaken,
+                }),
+                None => Ok(Claim::AddressTaken),
+            },
         }
     }
 
@@ -120,7 +127,101 @@ impl Claims for PgStore {
             Release::Changed
         })
     }
+
+    fn set_mac(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        updated: &AllocationManifest,
+    ) -> Result<MacChange> {
+        let nsk = ns_key(ns);
+        let pool = expected.spec.pool.as_str();
+        let old = yaml::encode(expected).into_bytes();
+        let new = yaml::encode(updated).into_bytes();
+        let id = self.client_id.as_str();
+        let object = expected.metadata.name.as_str();
+        let address = expected.spec.address;
+        // The unique index arbitrates the new MAC; a refusal rolls back to the savepoint
+        // only, so that the holder can be read in the same unit.
+        let changed = self.run(|c| {
+            c.batch_execute("SAVEPOINT mac_set")?;
+            match c.one(
+                SET_MAC,
+                &[
+                    &nsk,
+                    &pool,
+                    &address,
+                    &old,
+                    &new,
+                    &id,
+                    &ALLOCATION_KIND,
+                    &object,
+                ],
+            ) {
+                Ok(row) => {
+                    c.batch_execute("RELEASE SAVEPOINT mac_set")?;
+                    Ok(Some(row.get::<_, i64>(0) > 0))
+                }
+                Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                    c.batch_execute("ROLLBACK TO SAVEPOINT mac_set")?;
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
+        })?;
+        match changed {
+            Some(true) => Ok(MacChange::Changed),
+            Some(false) => Ok(MacChange::Moved),
+            None => {
+                let mac = updated
+                    .spec
+                    .mac
+                    .expect("only a MAC can be refused by its index");
+                match self.mac_holder(ns, &expected.spec.pool, mac)? {
+                    Some(holder) => Ok(MacChange::MacHeld(Box::new(holder))),
+                    // Released since the refusal: the caller may try again.
+                    None => Ok(MacChange::Moved),
+                }
+            }
+        }
+    }
 }
+
+impl PgStore {
+    /// The allocation of `pool` whose manifest spells `mac` as ipamctl writes it (the
+    /// unique index's expression), if any.
+    fn mac_holder(
+        &self,
+        ns: Option<&Namespace>,
+        pool: &crate::model::PoolName,
+        mac: crate::model::mac::Mac,
+    ) -> Result<Option<AllocationManifest>> {
+        let nsk = ns_key(ns);
+        let text = mac.to_string();
+        let row = self.single(|c| {
+            c.opt(
+                "SELECT manifest FROM ipamctl.allocations
+                 WHERE namespace = $1 AND pool = $2 AND ipamctl.allocation_mac(manifest) = $3",
+                &[&nsk, &pool.as_str(), &text.as_str()],
+            )
+        })?;
+        Ok(row.and_then(|r| parse(r.get::<_, &[u8]>(0)).ok()))
+    }
+}
+
+/// A MAC changed in place, and its event, in one statement: `$1` namespace, `$2` pool, `$3`
+/// address, `$4` the manifest expected, `$5` the new one, `$6` client, `$7` kind, `$8`
+/// object name. Counts the rows changed (0: the row is not the expected one any more).
+const SET_MAC: &str = "
+WITH changed AS (
+    UPDATE ipamctl.allocations SET manifest = $5
+    WHERE namespace = $1 AND pool = $2 AND address = $3 AND manifest = $4
+    RETURNING namespace, manifest
+), event AS (
+    INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+    SELECT $6, 'mac changed', namespace, $7, $8, manifest FROM changed
+)
+SELECT count(*) FROM changed";
 
 impl Audit for PgStore {
     fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
@@ -153,7 +254,7 @@ impl PgStore {
                 "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
                         client, action, manifest
                  FROM ipamctl.events
-                 WHERE namespace = $1 AND kind = $2 AND action IN ('claimed', 'released')
+                 WHERE namespace = $1 AND kind = $2 AND action IN ('claimed', 'released', 'mac changed')
                  ORDER BY id",
                 &[&ns, &kind],
             )

@@ -54,6 +54,10 @@ const MARKERS: &[(i32, &str)] = &[
         "SELECT to_regclass('ipamctl.objects_prefix_claim_owners') IS NOT NULL",
     ),
     (9, "SELECT to_regclass('ipamctl.prefix_free') IS NOT NULL"),
+    (
+        10,
+        "SELECT to_regclass('ipamctl.allocations_one_per_mac') IS NOT NULL",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

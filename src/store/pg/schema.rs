@@ -7,7 +7,7 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 9;
+pub const LATEST: i32 = 10;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
@@ -21,6 +21,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (7, V7),
     (8, V8),
     (9, V9),
+    (10, V10),
 ];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
@@ -348,6 +349,28 @@ CREATE TRIGGER objects_prefix_free_stale AFTER INSERT OR UPDATE OR DELETE ON ipa
 CREATE TRIGGER objects_prefix_free_stale_truncate AFTER TRUNCATE ON ipamctl.objects
     FOR EACH STATEMENT EXECUTE FUNCTION ipamctl.prefix_free_stale();
 ";
+
+/// A NIC's MAC (`spec.mac`) is held by at most one allocation of a pool: a unique index on
+/// the MAC as the manifest's canonical line spells it (`  mac: '52:54:00:12:34:56'`,
+/// lowercase, colons), derived from the manifest itself so that no writer can make a column
+/// disagree with it, and the arbiter of every claim's `INSERT … ON CONFLICT DO NOTHING` as
+/// the primary key is of its address. A MAC written by hand in another spelling
+/// (upper case, `-`, quoted otherwise) is NULL here and escapes the index; `check --store`
+/// reads every manifest and reports a MAC held twice whatever its spelling. A MAC changed
+/// in place (`ipamctl mac set`) is logged as a `mac changed` event.
+const V10: &str = r#"
+CREATE FUNCTION ipamctl.allocation_mac(manifest bytea) RETURNS text
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT substring(encode(manifest, 'escape')
+        FROM E'\n  mac: [''"]?([0-9a-f]{2}(?::[0-9a-f]{2}){5})[''"]?\n')
+$$;
+CREATE UNIQUE INDEX allocations_one_per_mac
+    ON ipamctl.allocations (namespace, pool, ipamctl.allocation_mac(manifest))
+    WHERE ipamctl.allocation_mac(manifest) IS NOT NULL;
+ALTER TABLE ipamctl.events DROP CONSTRAINT events_action_check;
+ALTER TABLE ipamctl.events ADD CONSTRAINT events_action_check CHECK (action IN
+    ('claimed', 'released', 'mac changed', 'pool created', 'pool updated', 'pool deleted'));
+"#;
 
 /// Creates the schema's home and version table if missing (idempotent).
 pub const BOOTSTRAP: &str = "

@@ -1,0 +1,114 @@
+//! The rules of `ipamctl check` about NICs' MACs (`spec.mac`), on both stores: a MAC held by
+//! two allocations of one pool (a hand edit, a merge of two clones, or on PostgreSQL a row
+//! written past the unique index: another spelling, or the index dropped), a MAC that does
+//! not parse, and a MAC that `--mac auto` made and that no longer fits its address.
+//!
+//! How an `auto` MAC is known: it carries its pool's `spec.macPrefix` (a hand-picked MAC
+//! rarely does: the prefix is locally administered and the pool's own), so it must be the
+//! one [`Mac::derive`] gives an address its owner holds in the scope (its own, or on a
+//! dual-stack NIC the first pool's). One that is not was edited, or its allocation moved.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use super::rules::{KnownPool, PoolKey};
+use super::{Decoded, Finding, error};
+use crate::model::mac::Mac;
+use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
+
+/// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
+pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set`";
+
+/// Adds the fix to each finding that says an allocation's MAC is malformed (the decoder's
+/// message names the value).
+pub(super) fn explain_malformed(findings: &mut [Finding]) {
+    for f in findings {
+        if f.message.contains("invalid MAC") && !f.message.contains(MALFORMED_FIX) {
+            f.message = format!("{}; {MALFORMED_FIX}", f.message);
+        }
+    }
+}
+
+/// A MAC in one pool of one scope.
+type MacKey<'a> = (&'a Option<Namespace>, &'a PoolName, Mac);
+
+/// The MAC findings that relate allocations to each other and to their pool (returned, for
+/// the caller to confirm with fresh reads, as [`super::rules::check_allocations`]'s).
+pub(super) fn check_macs(
+    allocations: &[Decoded<AllocationManifest>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
+) -> Vec<Finding> {
+    let mut related = Vec::new();
+    let mut holders: HashMap<MacKey<'_>, Vec<(IpAddr, &Owner, &str)>> = HashMap::new();
+    let mut owned: HashMap<(&Option<Namespace>, &Owner), Vec<IpAddr>> = HashMap::new();
+    for Decoded { file, manifest } in allocations {
+        let Some(m) = manifest else { continue };
+        owned
+            .entry((&file.scope, &m.spec.owner))
+            .or_default()
+            .push(m.spec.address);
+        if let Some(mac) = m.spec.mac {
+            holders
+                .entry((&file.scope, &m.spec.pool, mac))
+                .or_default()
+                .push((m.spec.address, &m.spec.owner, &file.rel));
+        }
+    }
+    for ((scope, pool, mac), mut held) in holders {
+        if held.len() > 1 {
+            held.sort();
+            let names: Vec<String> = held
+                .iter()
+                .map(|(a, owner, _)| format!("{a} (`{owner}`)"))
+                .collect();
+            let ns = scope
+                .as_ref()
+                .map(|n| format!(" -n {n}"))
+                .unwrap_or_default();
+            let message = format!(
+                "MAC {mac} is held by {} allocations of pool `{pool}`: {}; a MAC names one NIC per pool: give each other NIC its own with `ipamctl mac set {pool} ADDRESS --owner KIND/NAME --mac NEW{ns}` (or `--mac auto`), or release it",
+                held.len(),
+                names.join(", ")
+            );
+            for (_, _, rel) in &held {
+                related.push(error(rel, message.clone()));
+            }
+        }
+        let Some(prefix) = pools
+            .get(&(scope, pool.as_str()))
+            .and_then(KnownPool::manifest)
+            .and_then(|p| p.spec.mac_prefix)
+        else {
+            continue;
+        };
+        if !mac.has_prefix(prefix) {
+            continue;
+        }
+        for (address, owner, rel) in held {
+            let fits = owned
+                .get(&(scope, owner))
+                .is_some_and(|all| all.iter().any(|&a| Mac::derive(prefix, a) == mac));
+            if fits {
+                continue;
+            }
+            let ns = scope
+                .as_ref()
+                .map(|n| format!(" -n {n}"))
+                .unwrap_or_default();
+            related.push(error(
+                rel,
+                format!(
+                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `ipamctl mac set {pool} {address} --owner {}/{}{}{ns} --mac auto`",
+                    Mac::derive(prefix, address),
+                    owner.kind(),
+                    owner.name(),
+                    owner
+                        .uid()
+                        .map(|u| format!(" --uid {}", u.as_str()))
+                        .unwrap_or_default(),
+                ),
+            ));
+        }
+    }
+    related
+}

@@ -1,0 +1,210 @@
+//! MACs on NICs (`spec.mac`): which MAC a request means (`--mac MAC` or `--mac auto`), the
+//! rules a claim keeps (a NIC's owner only; the same owner asking again with another MAC is
+//! a conflict), and `ipamctl mac set`, the one guarded command that changes a NIC's MAC.
+//!
+//! "A MAC is held at most once per pool" is the store's: the claim's arbiter
+//! ([`crate::store::Claims::claim`] answers [`crate::store::Claim::MacHeld`]), a MAC record
+//! on the file store and a unique index on PostgreSQL; `check` reports what a hand edit or
+//! a merge can still do.
+
+use std::net::IpAddr;
+
+use crate::error::{Error, Result};
+use crate::model::mac::Mac;
+use crate::model::{AllocationManifest, Owner, PoolManifest, PoolRef, allocation_name};
+use crate::store::read::{load_pool, read_allocation};
+use crate::store::{self, MacChange, Store};
+
+/// What `--mac` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MacChoice {
+    /// This MAC.
+    Given(Mac),
+    /// The one [`Mac::derive`] gives the address under the pool's `spec.macPrefix`.
+    Auto,
+}
+
+impl MacChoice {
+    /// `auto`, or a MAC in any spelling [`Mac::parse`] takes.
+    pub fn parse(s: &str) -> std::result::Result<MacChoice, String> {
+        if s == "auto" {
+            Ok(MacChoice::Auto)
+        } else {
+            Mac::parse(s).map(MacChoice::Given)
+        }
+    }
+}
+
+/// Exit 2 unless `owner` has a NIC (`VirtualMachine`, `Node`).
+pub fn refuse_without_nic(owner: &Owner) -> Result<()> {
+    if owner.kind().has_nic() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "--mac",
+        format!(
+            "owner `{owner}` is a {} and has no NIC; a MAC is for `VirtualMachine` and `Node` owners",
+            owner.kind()
+        ),
+    ))
+}
+
+/// Exit 2 when `choice` is `auto` and `spec` has no `macPrefix`.
+pub fn refuse_auto_without_prefix(
+    choice: MacChoice,
+    spec: &PoolManifest,
+    pool: &PoolRef,
+) -> Result<()> {
+    if choice == MacChoice::Auto && spec.spec.mac_prefix.is_none() {
+        return Err(Error::invalid(
+            "--mac",
+            format!(
+                "`--mac auto` derives a MAC from pool `{pool}`'s spec.macPrefix, and it has none; add one (e.g. `macPrefix: '52:54:00'`) with `ipamctl apply`, or give the MAC"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The MAC `choice` means for `address` in the pool `spec` (checked by
+/// [`refuse_auto_without_prefix`]).
+pub fn resolve(choice: MacChoice, spec: &PoolManifest, address: IpAddr) -> Option<Mac> {
+    match choice {
+        MacChoice::Given(mac) => Some(mac),
+        MacChoice::Auto => spec.spec.mac_prefix.map(|p| Mac::derive(p, address)),
+    }
+}
+
+/// The command that changes the MAC of `held`, for hints.
+pub fn set_command(held: &AllocationManifest, pool: &PoolRef, mac: &str) -> String {
+    let owner = &held.spec.owner;
+    format!(
+        "ipamctl mac set {} {} --owner {}/{}{}{} --mac {mac}",
+        pool.name,
+        held.spec.address,
+        owner.kind(),
+        owner.name(),
+        owner
+            .uid()
+            .map(|u| format!(" --uid {}", u.as_str()))
+            .unwrap_or_default(),
+        pool.namespace
+            .as_ref()
+            .map(|n| format!(" -n {n}"))
+            .unwrap_or_default(),
+    )
+}
+
+/// Exit 4 when the owner's allocation `held` does not hold the MAC asked for (`wanted`);
+/// the hint is the command that changes it.
+pub fn check_held(held: &AllocationManifest, wanted: Option<Mac>, pool: &PoolRef) -> Result<()> {
+    let Some(wanted) = wanted else {
+        return Ok(());
+    };
+    if held.spec.mac == Some(wanted) {
+        return Ok(());
+    }
+    let has = held
+        .spec
+        .mac
+        .map_or("no MAC".to_owned(), |m| format!("MAC {m}"));
+    Err(Error::Conflict {
+        message: format!(
+            "owner `{}` already holds {} in pool `{pool}` with {has}, not {wanted}",
+            held.spec.owner, held.spec.address
+        ),
+        hint: Some(format!(
+            "to give its NIC the new MAC (it keeps its address): {}",
+            set_command(held, pool, &wanted.to_string())
+        )),
+    })
+}
+
+/// The exit-4 error of a MAC another allocation of the pool holds.
+pub fn held_by(holder: &AllocationManifest, pool: &PoolRef) -> Error {
+    Error::conflict(format!(
+        "MAC {} is held in pool `{pool}` by `{}` ({}); a MAC names one NIC per pool",
+        holder
+            .spec
+            .mac
+            .map_or_else(|| "?".to_owned(), |m| m.to_string()),
+        holder.spec.owner,
+        holder.spec.address
+    ))
+}
+
+/// `ipamctl mac set`: give the NIC holding `address` in `pool` a new MAC.
+#[derive(Clone, Debug)]
+pub struct SetRequest {
+    /// The pool.
+    pub pool: PoolRef,
+    /// The address the NIC holds (it keeps it).
+    pub address: IpAddr,
+    /// The owner that must hold it (the guard, as `release`'s).
+    pub owner: Owner,
+    /// The new MAC.
+    pub mac: MacChoice,
+}
+
+/// What `mac set` did: the allocation before and after.
+#[derive(Clone, Debug)]
+pub struct MacSet {
+    /// As it was.
+    pub before: AllocationManifest,
+    /// As it is now (equal to `before` when it already held the MAC).
+    pub after: AllocationManifest,
+}
+
+/// Changes the MAC of `req.owner`'s allocation at `req.address`, guarded like a release:
+/// exit 3 when nobody holds the address, exit 4 when another owner does (naming it) or
+/// another allocation of the pool holds the new MAC. Under the owner's claim lock, so no
+/// claim or release of the owner runs beside it; the store arbitrates the new MAC as a
+/// claim's.
+pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
+    refuse_without_nic(&req.owner)?;
+    let ns = req.pool.namespace.as_ref();
+    let pools = std::slice::from_ref(&req.pool.name);
+    store::atomically(store, || {
+        let _locks = store.lock_claim(ns, pools, &req.owner)?;
+        let spec = load_pool(store, &req.pool)?;
+        refuse_auto_without_prefix(req.mac, &spec, &req.pool)?;
+        let mac = resolve(req.mac, &spec, req.address).expect("checked above");
+        let name = allocation_name(&req.pool.name, req.address);
+        let before = match read_allocation(store, ns, &name)? {
+            None => {
+                return Err(Error::NotFound {
+                    message: format!("{} in pool `{}` is not allocated", req.address, req.pool),
+                    hint: None,
+                });
+            }
+            Some(Err(why)) => {
+                return Err(Error::Corrupt {
+                    path: store
+                        .locate(crate::store::ObjectKind::Allocation, ns, &name)
+                        .into(),
+                    message: why,
+                });
+            }
+            Some(Ok(m)) => m,
+        };
+        if before.spec.owner != req.owner {
+            return Err(Error::conflict(format!(
+                "{} in pool `{}` is held by `{}`, not `{}`; its MAC is left as it is",
+                req.address, req.pool, before.spec.owner, req.owner
+            )));
+        }
+        let mut after = before.clone();
+        after.spec.mac = Some(mac);
+        if before.spec.mac == Some(mac) {
+            return Ok(MacSet { before, after });
+        }
+        match store.set_mac(ns, &before, &after)? {
+            MacChange::Changed => Ok(MacSet { before, after }),
+            MacChange::Moved => Err(Error::conflict(format!(
+                "{} in pool `{}` changed while its MAC was being set; nothing was written, try again",
+                req.address, req.pool
+            ))),
+            MacChange::MacHeld(holder) => Err(held_by(&holder, &req.pool)),
+        }
+    })
+}

@@ -865,3 +865,94 @@ fn a_fifo_or_a_symlink_at_the_lock_files_path_is_never_opened() {
     assert_eq!(held(&test, "FloatingIP/link"), [link]);
     assert_consistent(&state);
 }
+
+// ---- G: files that name an owner fail closed, whatever their size and while in flight ----
+
+/// Issue 31, finding 7: fip-big holds .N, and its file is replaced (as `cp` would) by its
+/// own bytes followed by a comment that makes it larger than a manifest may be (1 MiB). A
+/// small file that does not parse and names its owner already fails closed (issue 19); the
+/// large one was passed over, and fip-big was given a second address. Now fip-big's claim
+/// is exit 1 naming the file, and nothing is claimed; another owner still claims.
+#[test]
+fn a_file_over_the_size_limit_that_names_its_owner_fails_the_claim_closed() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let state = test.state();
+    let owner = "FloatingIP/fip-big";
+    let addr = allocate(&test, owner);
+    let file = state.join(allocation_file(&addr));
+    let mut bytes = fs::read(&file).expect("read");
+    bytes.extend_from_slice(b"# ");
+    bytes.extend(std::iter::repeat_n(b'x', 1 << 20));
+    bytes.push(b'\n');
+    fs::write(&file, &bytes).expect("write the large file");
+    let out = ipamctl(&test, &["allocate", POOL, "--owner", owner]);
+    assert_eq!(out.code, Some(code::FAILURE), "{}", out.describe());
+    assert!(
+        out.stderr.contains(&allocation_file(&addr)),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(
+        held_in(&state, owner),
+        vec![addr.clone()],
+        "{owner} was given a second address: {}",
+        out.describe()
+    );
+    let other = allocate(&test, "FloatingIP/fip-other");
+    assert_ne!(other, addr);
+}
+
+/// Issue 31, finding 8: fip-web-01 holds .N; half a second after the claim its file is
+/// rewritten in place in two writes, the first ending inside the owner's name (so the file
+/// parses as `fip-web-0`'s), the second 1.5 s later. A claim for fip-web-01 between the two
+/// took the prefix for a whole file once it had not changed for half a second, and gave
+/// fip-web-01 a second address. A file that is not exactly ipamctl's output is now in
+/// flight for 2 s after its last change: the claim waits for the second write and answers
+/// .N (or fails, exit 1, "try again"; never a second address).
+#[test]
+fn a_file_rewritten_in_place_in_two_writes_is_not_taken_for_its_prefixes_owner() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let state = test.state();
+    let owner = "FloatingIP/fip-web-01";
+    let addr = allocate(&test, owner);
+    let file = state.join(allocation_file(&addr));
+    let bytes = fs::read(&file).expect("read");
+    assert!(bytes.ends_with(b"name: fip-web-01\n"));
+    let first = bytes.len() - 2;
+    let copy = test.root().join("bak.yaml");
+    fs::write(&copy, &bytes).expect("write the copy");
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.5; head -c {first} '{copy}' > '{file}'; sleep 1.5; tail -c 2 '{copy}' >> '{file}'",
+            copy = copy.display(),
+            file = file.display(),
+        ))
+        .spawn()
+        .expect("start sh");
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            fs::metadata(&file).is_ok_and(|m| m.len() == first as u64)
+        }),
+        "the first write never happened"
+    );
+    let out = ipamctl(&test, &["allocate", POOL, "--owner", owner]);
+    writer.wait().expect("sh ran");
+    assert_eq!(
+        fs::read(&file).expect("read"),
+        bytes,
+        "the rewrite is whole"
+    );
+    if out.code != Some(code::FAILURE) {
+        assert_eq!(succeeded(&out), addr, "{owner} was given a second address");
+    }
+    assert_eq!(
+        held_in(&state, owner),
+        vec![addr.clone()],
+        "{}",
+        out.describe()
+    );
+    assert_consistent(&state);
+}

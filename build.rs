@@ -15,6 +15,12 @@ fn tools() -> Vec<(&'static str, bool)> {
     vec![
         ("has_postgres", postgres()),
         ("has_strace", on_path("strace")),
+        ("has_pv", on_path("pv")),
+        ("has_rsync", on_path("rsync")),
+        (
+            "has_pgbouncer",
+            on_path("pgbouncer") || Path::new("/usr/sbin/pgbouncer").is_file(),
+        ),
         ("has_root", root()),
         ("has_chromium", on_path("chromium")),
         ("has_promtool", on_path("promtool")),

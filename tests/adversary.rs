@@ -7,8 +7,8 @@
 //! `ln`, a loop-mounted ext4) and judges the outcome from the files.
 //!
 //! Needs root, `strace` (with `-e inject=`), `git`, `rsync` and `pv`: a test that needs
-//! strace or root is ignored, with the reason, on a machine without them (see `build.rs`);
-//! one that needs rsync or pv fails naming it. The one-second-timestamp test also needs loop devices: without
+//! strace, rsync, pv or root is ignored, with the reason, on a machine without them (see
+//! `build.rs`); one that needs git fails naming it. The one-second-timestamp test also needs loop devices: without
 //! them it prints why and passes, except under `CI=true`. The tests run one at a time (their
 //! windows are timed).
 
@@ -312,19 +312,27 @@ fn slow_rewrite(dir: &Path, file: &Path, rate: u32, shorter_by: u64) -> Child {
     writer
 }
 
+/// The seed state in which `owner` holds an address of the public pool: the test, its state
+/// directory, the address and its allocation file.
+fn seed_holding(owner: &str) -> (Test, PathBuf, String, PathBuf) {
+    let test = Test::new("seed");
+    let state = test.state();
+    let addr = allocate(&test, owner);
+    let file = state.join(allocation_file(&addr));
+    (test, state, addr, file)
+}
+
 /// fip-web-01 holds .N; its file is rewritten in place with the same bytes at 40 bytes a
 /// second. While the file holds a prefix that parses as the owner `fip`, fip-web-01 asks
 /// again: it must get .N back (the file is in flight until it is exactly ipamctl's output
 /// or stable), not a second address. Then, with fip-web-01 live, `reconcile --apply
 /// --min-age 0` during another rewrite must release nothing.
 #[test]
+#[cfg_attr(not(has_pv), ignore = "needs pv (apt-get install pv)")]
 fn a_file_rewritten_in_place_slowly_is_not_taken_for_its_prefixes_owner() {
     let _serial = serial();
-    let test = Test::new("seed");
-    let state = test.state();
     let owner = "FloatingIP/fip-web-01";
-    let addr = allocate(&test, owner);
-    let file = state.join(allocation_file(&addr));
+    let (test, state, addr, file) = seed_holding(owner);
     thread::sleep(Duration::from_millis(700));
     let mut writer = slow_rewrite(test.root(), &file, 40, 8);
     let again = allocate(&test, owner);
@@ -563,9 +571,13 @@ fn a_hard_link_at_an_allocation_path_is_refused_and_never_quoted() {
 /// `IPAMCTL_LOCK_TIMEOUT=1` give up: exit 1, naming the lock and the holder. fip-l ends up
 /// with one address.
 #[test]
-#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
+#[cfg_attr(
+    not(all(has_strace, has_rsync)),
+    ignore = "needs strace and rsync (apt-get install strace rsync)"
+)]
 fn locks_hold_while_another_clone_is_synced_over_the_state_and_waits_are_bounded() {
     let _serial = serial();
+    require("rsync");
     for tool in ["rsync", "cp"] {
         require(tool);
         let test = Test::new("seed");
@@ -695,7 +707,10 @@ fn two_owners_whose_locks_share_a_byte_are_serialised_and_each_gets_its_own_addr
 /// claim (a /28) must still wait for the first and then choose around its /26: the old
 /// design let it in beside the first, and it chose 10.99.0.0/28, inside the /26.
 #[test]
-#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
+#[cfg_attr(
+    not(all(has_strace, has_rsync)),
+    ignore = "needs strace and rsync (apt-get install strace rsync)"
+)]
 fn a_prefix_claim_waits_for_one_holding_its_pool_lock_when_both_lock_files_are_replaced() {
     let _serial = serial();
     require("rsync");
@@ -863,5 +878,90 @@ fn a_fifo_or_a_symlink_at_the_lock_files_path_is_never_opened() {
             .is_symlink()
     );
     assert_eq!(held(&test, "FloatingIP/link"), [link]);
+    assert_consistent(&state);
+}
+
+// ---- G: files that name an owner fail closed, whatever their size and while in flight ----
+
+/// Issue 31, finding 7: fip-big holds .N, and its file is replaced (as `cp` would) by its
+/// own bytes followed by a comment that makes it larger than a manifest may be (1 MiB). A
+/// small file that does not parse and names its owner already fails closed (issue 19); the
+/// large one was passed over, and fip-big was given a second address. Now fip-big's claim
+/// is exit 1 naming the file, and nothing is claimed; another owner still claims.
+#[test]
+fn a_file_over_the_size_limit_that_names_its_owner_fails_the_claim_closed() {
+    let _serial = serial();
+    let owner = "FloatingIP/fip-big";
+    let (test, state, addr, file) = seed_holding(owner);
+    let mut bytes = fs::read(&file).expect("read");
+    bytes.extend_from_slice(b"# ");
+    bytes.extend(std::iter::repeat_n(b'x', 1 << 20));
+    bytes.push(b'\n');
+    fs::write(&file, &bytes).expect("write the large file");
+    let out = ipamctl(&test, &["allocate", POOL, "--owner", owner]);
+    assert_eq!(out.code, Some(code::FAILURE), "{}", out.describe());
+    assert!(
+        out.stderr.contains(&allocation_file(&addr)),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(
+        held_in(&state, owner),
+        vec![addr.clone()],
+        "{owner} was given a second address: {}",
+        out.describe()
+    );
+    let other = allocate(&test, "FloatingIP/fip-other");
+    assert_ne!(other, addr);
+}
+
+/// Issue 31, finding 8: fip-web-01 holds .N; half a second after the claim its file is
+/// rewritten in place in two writes, the first ending inside the owner's name (so the file
+/// parses as `fip-web-0`'s), the second 1.5 s later. A claim for fip-web-01 between the two
+/// took the prefix for a whole file once it had not changed for half a second, and gave
+/// fip-web-01 a second address. A file that is not exactly ipamctl's output is now in
+/// flight for 2 s after its last change: the claim waits for the second write and answers
+/// .N (or fails, exit 1, "try again"; never a second address).
+#[test]
+fn a_file_rewritten_in_place_in_two_writes_is_not_taken_for_its_prefixes_owner() {
+    let _serial = serial();
+    let owner = "FloatingIP/fip-web-01";
+    let (test, state, addr, file) = seed_holding(owner);
+    let bytes = fs::read(&file).expect("read");
+    assert!(bytes.ends_with(b"name: fip-web-01\n"));
+    let first = bytes.len() - 2;
+    let copy = test.root().join("bak.yaml");
+    fs::write(&copy, &bytes).expect("write the copy");
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.5; head -c {first} '{copy}' > '{file}'; sleep 1.5; tail -c 2 '{copy}' >> '{file}'",
+            copy = copy.display(),
+            file = file.display(),
+        ))
+        .spawn()
+        .expect("start sh");
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            fs::metadata(&file).is_ok_and(|m| m.len() == first as u64)
+        }),
+        "the first write never happened"
+    );
+    let out = ipamctl(&test, &["allocate", POOL, "--owner", owner]);
+    writer.wait().expect("sh ran");
+    assert_eq!(
+        fs::read(&file).expect("read"),
+        bytes,
+        "the rewrite is whole"
+    );
+    if out.code != Some(code::FAILURE) {
+        assert_eq!(succeeded(&out), addr, "{owner} was given a second address");
+    }
+    assert_eq!(
+        held_in(&state, owner),
+        vec![addr.clone()],
+        "{}",
+        out.describe()
+    );
     assert_consistent(&state);
 }

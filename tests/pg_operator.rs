@@ -247,8 +247,8 @@ fn with_param(url: &str, kv: &str) -> String {
 /// PgBouncer (which ignores startup `options`).
 #[test]
 #[cfg_attr(
-    not(has_postgres),
-    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+    not(all(has_postgres, has_pgbouncer)),
+    ignore = "needs PostgreSQL and PgBouncer (apt-get install pgbouncer): apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn a_held_pool_row_ends_allocate_and_apply_with_a_lock_timeout() {
     let db = Db::new();
@@ -319,8 +319,8 @@ fn a_held_pool_row_ends_allocate_and_apply_with_a_lock_timeout() {
 /// held.
 #[test]
 #[cfg_attr(
-    not(has_postgres),
-    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+    not(all(has_postgres, has_pgbouncer)),
+    ignore = "needs PostgreSQL and PgBouncer (apt-get install pgbouncer): apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn a_read_behind_a_locked_table_gives_up_with_a_timeout() {
     let db = Db::new();
@@ -409,8 +409,8 @@ fn a_client_frozen_mid_claim_holds_the_pool_row_no_longer_than_its_idle_timeout(
 /// `connect_timeout` and with the default.
 #[test]
 #[cfg_attr(
-    not(has_postgres),
-    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+    not(all(has_postgres, has_pgbouncer)),
+    ignore = "needs PostgreSQL and PgBouncer (apt-get install pgbouncer): apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn a_server_that_accepts_and_never_answers_ends_the_command_at_the_connect_timeout() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

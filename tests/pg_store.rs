@@ -1579,8 +1579,8 @@ fn guarded_release_races_never_delete_the_next_owners_allocation() {
 /// one client's session leaks into another's on a shared server connection.
 #[test]
 #[cfg_attr(
-    not(has_postgres),
-    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+    not(all(has_postgres, has_pgbouncer)),
+    ignore = "needs PostgreSQL and PgBouncer (apt-get install pgbouncer): apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn claims_through_pgbouncer_in_transaction_pooling_stay_exact() {
     let db = Db::new();

@@ -1,5 +1,5 @@
 //! `cargo test` passes on a machine with only Rust and git: every test that needs an optional
-//! tool (PostgreSQL, strace, Chromium, pre-commit, fonts) says so with
+//! tool (PostgreSQL, PgBouncer, strace, pv, rsync, Chromium, pre-commit, fonts) says so with
 //! `#[cfg_attr(not(has_TOOL), ignore = "needs …")]`, which `build.rs` turns into "ignored,
 //! needs TOOL: how to install it" where the tool is missing (and into a run under
 //! `CI=true`). This reads the test sources and fails on a test that uses a tool without the
@@ -8,7 +8,7 @@
 use std::path::Path;
 
 /// What a test's body shows it needs: (a mark in its source, the cfg that must guard it).
-const NEEDS: [(&str, &str); 8] = [
+const NEEDS: [(&str, &str); 11] = [
     ("Db::new(", "has_postgres"),
     ("Db::empty(", "has_postgres"),
     ("pg::server(", "has_postgres"),
@@ -17,6 +17,9 @@ const NEEDS: [(&str, &str); 8] = [
     ("chromium(", "has_chromium"),
     ("(\"pre-commit\", &[", "has_pre_commit"),
     ("load_system_fonts", "has_fonts"),
+    ("require(\"pv\")", "has_pv"),
+    ("require(\"rsync\")", "has_rsync"),
+    ("Bouncer::start()", "has_pgbouncer"),
 ];
 
 /// The test functions of `source`: (name, the attributes above it, its body), in order.
@@ -95,8 +98,9 @@ fn every_test_that_needs_a_tool_is_ignored_without_it() {
                 let mut uses: Vec<String> = marks.collect();
                 uses.extend(helpers_needing(&source, cfg));
                 if uses.iter().any(|m| body.contains(m.as_str())) {
-                    if attrs.contains(&format!("not({cfg})")) || attrs.contains(&format!("{cfg},"))
-                    {
+                    // `not(has_x)`, or `has_x` inside `not(all(has_x, has_y))`.
+                    let guards = [format!("not({cfg})"), format!("{cfg},"), format!(" {cfg})")];
+                    if guards.iter().any(|g| attrs.contains(g.as_str())) {
                         guarded += 1;
                     } else {
                         missing.push(format!(

@@ -101,10 +101,20 @@ fn refuse_if_broken_names(
 ) -> Result<()> {
     let ns = pool.namespace.as_ref();
     for (name, _) in broken {
-        // Released since the look-up, or not readable as a manifest at all (over the size
-        // limit, say): nothing that could name an owner.
-        let Ok(Some(bytes)) = store.get(ObjectKind::Allocation, ns, name) else {
-            continue;
+        // Over the size limit of a manifest, a file may still name the owner (issue 31):
+        // its bytes are searched all the same; one too large to read at all may be anyone's.
+        let bytes = match store.get_to_search(ObjectKind::Allocation, ns, name) {
+            Ok(Some(bytes)) => bytes,
+            // Released since the look-up.
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(Error::Corrupt {
+                    path: store.locate(ObjectKind::Allocation, ns, name).into(),
+                    message: format!(
+                        "does not parse and cannot be read to tell whose it is ({e}); no address is claimed for `{owner}` until it is removed or repaired: run `ipamctl check`"
+                    ),
+                });
+            }
         };
         let text = String::from_utf8_lossy(&bytes);
         let by_uid = owner.uid().is_some_and(|u| text.contains(u.as_str()));

@@ -151,6 +151,20 @@ pub trait Objects {
     /// written object.
     fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Vec<u8>>>;
 
+    /// An object's bytes to search for an owner's name, where [`Objects::get`] refuses them
+    /// as a manifest (larger than a manifest may be): a claim fails closed on a file that
+    /// names its owner, whatever its size. `Some(empty)` for what holds no bytes of its own
+    /// (a FIFO, a symlink); an error where they cannot be read (larger than a store reads at
+    /// all), which the caller must take for a file that may name anyone.
+    fn get_to_search(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        self.get(kind, ns, name)
+    }
+
     /// Creates an object if no object has that name; `false` (and nothing written) if one
     /// has. When it returns `true`, the object is complete and durable.
     fn create(

@@ -16,6 +16,13 @@ use crate::yaml::MAX_MANIFEST_BYTES;
 /// rewrite in progress (see [`FsStore::read_whole`]).
 const TORN_WINDOW_NS: i64 = 500_000_000;
 
+/// How long after its last change a file that parses but is not exactly ipamctl's output
+/// may still be a rewrite in progress: a writer that stops at a prefix which parses as
+/// another owner (`name: fip-web-0` of `name: fip-web-01`) and writes the rest 1.5 s later
+/// was taken for that owner after half a second, and the owner was given a second address
+/// (issue 31). The stall window, as for an empty file.
+const PREFIX_WINDOW_NS: i64 = STALL_WINDOW_NS;
+
 /// The same for an empty file: truncated and not written yet. A writer can be descheduled
 /// for a long time between the two: more than half a second was seen on a loaded two-core
 /// machine (27 runnable processes), and a claim then took the empty file for a broken one.
@@ -50,11 +57,14 @@ impl<M> ReadFile<M> {
     /// `name:` is the last line, and `name: fip-web-0` is a prefix of `name: fip-web-01`. So
     /// a file that parses is trusted as complete only if its bytes are exactly what ipamctl
     /// writes (a prefix of ipamctl's output that parses lacks its last newline, or a line),
-    /// or if it has not changed for [`TORN_WINDOW_NS`] (plus its file system's timestamp
-    /// granularity). Anything else may be a write in flight.
+    /// or if it has not changed for [`PREFIX_WINDOW_NS`] (plus its file system's timestamp
+    /// granularity). A file that does not parse is judged broken once it has not changed
+    /// for [`TORN_WINDOW_NS`] (a claim then fails closed if it names the owner), an empty
+    /// one after [`STALL_WINDOW_NS`]. Anything else may be a write in flight.
     pub(super) fn settled(&self, started: i64) -> bool {
         match &self.parsed {
             Ok(_) if self.exact => true,
+            Ok(_) => !self.stamp.changed_within(started, PREFIX_WINDOW_NS),
             Err(_) if self.stamp.size == 0 => !self.stamp.changed_within(started, STALL_WINDOW_NS),
             _ => !self.stamp.changed_within(started, TORN_WINDOW_NS),
         }

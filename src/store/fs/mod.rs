@@ -78,8 +78,17 @@
 //!   granularity, which whole-second stamps reveal ([`index::Stamp::margin`]);
 //! - *a file in flight*: a file rewritten in place passes through prefixes, and a prefix
 //!   can parse as another owner. Closed by trusting a file that parses only if its bytes
-//!   are exactly ipamctl's output or it has not changed for the torn window (allocation.rs;
-//!   releases apply the same rule to the bytes, in `engine::release`);
+//!   are exactly ipamctl's output or it has not changed for 2 s (the stall window: a
+//!   rewrite in two writes 1.5 s apart whose first stops inside the owner's name gave the
+//!   owner a second address when this was half a second, issue 31); a file that does not
+//!   parse is judged broken after half a second unchanged, an empty one after 2 s
+//!   (allocation.rs). Releases apply the rule to the bytes, with half a second
+//!   (`engine::release`);
+//! - *a file that names the owner but is no manifest*: a claim fails closed (exit 1,
+//!   naming the file) when a file of the pool that does not parse names the owner's uid, or
+//!   its kind and name, whatever its size: a file over a manifest's 1 MiB is searched too
+//!   (up to 64 MiB; a larger one may be anyone's, and fails every claim in its pool closed
+//!   until it is removed) (`engine::allocate`);
 //! - *an owner's file replaced while a claim for it runs* (`git checkout` unlinks, then
 //!   creates): narrowed by a re-check after the claim's create, which undoes the claim when
 //!   the owner's file came back meanwhile (claims.rs). A replacement that straddles the
@@ -105,8 +114,9 @@
 //! - an outside delete is a release: a claim for the owner while its file is gone (a `git
 //!   checkout` replacing it, unlink then create, around the whole claim) takes a second
 //!   address, which `check` reports; while the name is free any claimer may take it;
-//! - a rewrite that stalls, longer than the torn window, at a prefix that is a whole
-//!   manifest of another owner;
+//! - a rewrite that stalls for more than 2 s at a prefix that parses as another owner's
+//!   manifest, or for any time at a prefix that is byte for byte ipamctl's output for
+//!   another owner (such a prefix is trusted at once);
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
 //! - deleting the lock file while it is held and putting it back by an outside copy of

@@ -61,6 +61,24 @@ impl Objects for FsStore {
         }
     }
 
+    fn get_to_search(
+        &self,
+        kind: ObjectKind,
+        ns: Option<&Namespace>,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(dir) = self.dir(kind, ns, false)? else {
+            return Ok(None);
+        };
+        let file = format!("{name}.yaml");
+        match beneath::read(&*dir, &file, beneath::MAX_READ) {
+            Ok(read) => Ok(read.map(|r| r.bytes)),
+            // Never opened: no bytes that could name anyone.
+            Err(beneath::Refused::Symlink | beneath::Refused::NotAFile(_)) => Ok(Some(Vec::new())),
+            Err(e) => Err(refused(self.path(kind, ns, &file), e)),
+        }
+    }
+
     fn create(
         &self,
         kind: ObjectKind,

@@ -89,8 +89,9 @@ pub enum Error {
     /// The database has no ipamctl schema yet: `hint` says how to create it.
     #[error("{message}")]
     NoSchema { message: String, hint: String },
-    /// The connection to the database was lost while its `COMMIT` was under way: the change
-    /// may or may not have been made. `message` says so, naming the server.
+    /// The connection to the database was lost while its `COMMIT` was under way (or the
+    /// `COMMIT` was answered by an error of SQLSTATE class 08 or 57, as a terminated backend
+    /// sends after it committed): the change may or may not have been made. `message` says so, naming the server.
     #[error("{message}")]
     OutcomeUnknown { message: String },
 }

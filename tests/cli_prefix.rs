@@ -678,14 +678,19 @@ fn apply_refuses_a_pool_change_that_would_strand_a_claimed_prefix() {
     ] {
         let file = t.input("changed.yaml", &changed);
         assert_ne!(changed, SUPERNET, "{what}: nothing changed");
+        let why = if what == "a kind" {
+            "break 1 prefix claim it holds by changing its kind from supernet to public (a pool keeps its kind while it holds anything)"
+        } else {
+            "leave 1 prefix claim outside its candidates"
+        };
         t = t
             .args(["apply", "-f", &file])
             .fails(code::CONFLICT)
-            .stderr(
-                "error: updating pool `provider-v6` would leave 1 prefix claim outside its candidates: \
+            .stderr(&format!(
+                "error: updating pool `provider-v6` would {why}: \
                  provider-v6-2001-0db8-0100-0000-0000-0000-0000-0000-60 (2001:db8:100::/60); nothing applied\n\
                  hint: release those prefixes first (`ipamctl release POOL PREFIX`), or keep them in the pool\n",
-            )
+            ))
             .unchanged()
             .run()
             .then();

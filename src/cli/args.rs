@@ -167,9 +167,11 @@ pub enum Command {
     ///
     /// Every document of every file is validated before anything is written; `Subnet`
     /// documents are checked against their pools (which the same input may create) under
-    /// the pools' locks. Prints `ipampool/<name>` or `subnet/<name>` and
-    /// `created|configured|unchanged` per object (with `-o json|yaml`, the objects with
-    /// `status.action`).
+    /// the pools' locks. A pool change that would break what the pool holds is exit 4,
+    /// naming the holders: an allocation, a subnet or a prefix claim left outside, its kind
+    /// changed while it holds any of them, a VPC's pool leaving the range its VPC claimed.
+    /// Prints `ipampool/<name>` or `subnet/<name>` and `created|configured|unchanged` per
+    /// object (with `-o json|yaml`, the objects with `status.action`).
     Apply(ApplyArgs),
     /// Claim an address for an owner and print it.
     ///
@@ -249,8 +251,9 @@ pub enum Command {
     /// Every manifest is validated first (exit 2 if one is broken, as `ipamctl check`
     /// would report). Objects the database holds with the same bytes are left as they are,
     /// so an import can be run again; one that conflicts with what the database holds (other
-    /// contents, an address held by another owner, an owner holding another address) is
-    /// exit 4 and nothing is imported.
+    /// contents, an address held by another owner, an owner holding another address or
+    /// another prefix of a supernet, a pool that would not fit what the database holds
+    /// under its name, as for `apply`) is exit 4 and nothing is imported.
     Import(TransferArgs),
     /// Validate the whole state directory; exit 1 if anything is wrong (a CI gate).
     ///

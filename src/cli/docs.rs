@@ -30,7 +30,7 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
     (exit::EXHAUSTED, "pool exhausted"),
     (
         exit::UNKNOWN,
-        "outcome unknown (PostgreSQL): the connection was lost while the change was being committed, so it may or may not have been made; running the same command again is safe",
+        "outcome unknown (PostgreSQL): the connection was lost (or the server answered with a connection or shutdown error, SQLSTATE class 08 or 57) while the change was being committed, so it may or may not have been made; running the same command again is safe",
     ),
     (
         exit::INTERRUPTED,

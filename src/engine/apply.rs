@@ -7,10 +7,9 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde::Serialize;
 
-use crate::engine::prefix::{overlaps, pool_claim_names};
+use crate::engine::holders;
 use crate::engine::subnet::{self, Put};
 use crate::error::{Error, Result};
-use crate::model::candidates::Candidates;
 use crate::model::subnet::SubnetManifest;
 use crate::model::{Namespace, PoolKind, PoolManifest, PoolName, PoolRef};
 use crate::store::read::load_pool;
@@ -38,8 +37,10 @@ pub enum Applied<'a> {
 
 /// Applies `input` as one unit of work (one transaction on a database): each pool, then
 /// each subnet, with what was (or, in a dry run, would be) done to it. Exit 4 and nothing
-/// applied when a public pool overlaps another, a changed pool would leave an allocation
-/// outside its candidates, or a subnet does not fit. A dry run writes nothing and takes no
+/// applied when a public pool overlaps another, a changed pool would break what it holds
+/// ([`holders::refuse_breaking`]: an allocation, a subnet or a prefix claim left outside,
+/// a kind changed under any of them, a VPC's pool leaving its range claim), or a subnet
+/// does not fit. A dry run writes nothing and takes no
 /// lock, so that it also answers on a read-only state directory.
 pub fn apply<'m>(
     store: &dyn Store,
@@ -86,14 +87,12 @@ fn apply_locked<'m>(
             None => {
                 // Allocations can outlive their pool (its manifest deleted by hand): a pool
                 // created over them must hold them, as an update must.
-                check_allocations(store, pool, true)?;
-                check_prefix_claims(store, pool, true)?;
+                holders::refuse_breaking(store, None, pool)?;
                 Put::Created
             }
             Some(old) if old == *pool => Put::Unchanged,
-            Some(_) => {
-                check_allocations(store, pool, false)?;
-                check_prefix_claims(store, pool, false)?;
+            Some(old) => {
+                holders::refuse_breaking(store, Some(&old), pool)?;
                 Put::Configured
             }
         };
@@ -235,102 +234,4 @@ fn check_overlaps(store: &dyn Store, incoming: &[PoolManifest]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Refuses an update, or a `created` pool, that would strand an allocation (outside the
-/// new prefix, on its network/broadcast address, gateway or an exclude), naming the
-/// allocations.
-fn check_allocations(store: &dyn Store, pool: &PoolManifest, created: bool) -> Result<()> {
-    let pref = pool_ref(pool);
-    let candidates = Candidates::of_pool(&pool.spec);
-    let ns = pref.namespace.as_ref();
-    let held: Vec<std::net::IpAddr> = if created {
-        // A new pool's name is rarely held: one indexed question on a database, not a
-        // listing of the whole scope.
-        store
-            .find_allocations(ns, Some(&pref.name), &crate::model::OwnerFilter::default())?
-            .iter()
-            .filter_map(|f| crate::model::parse_allocation_name(&f.name).map(|(_, a)| a))
-            .collect()
-    } else {
-        let names = store.list(ObjectKind::Allocation, ns)?;
-        crate::model::pool_addresses(&names, &pref.name).collect()
-    };
-    let mut stranded: Vec<_> = held
-        .into_iter()
-        .filter(|addr| !candidates.contains(*addr))
-        .collect();
-    // The listing comes in directory order; name them by address so the message is stable.
-    stranded.sort();
-    let stranded: Vec<String> = stranded
-        .into_iter()
-        .map(|addr| {
-            format!(
-                "{} ({addr})",
-                crate::model::allocation_name(&pref.name, addr)
-            )
-        })
-        .collect();
-    refuse_stranded(
-        &pref,
-        created,
-        &stranded,
-        "allocation",
-        "release those allocations first, or keep their addresses in the pool",
-    )
-}
-
-/// Refuses an update, or a `created` pool, that would strand a prefix claim of the pool:
-/// one outside the new prefix (or the whole of it) or on an exclude, or any claim when the
-/// pool is no longer a supernet. `check` reports such a claim; `apply` does not make one.
-fn check_prefix_claims(store: &dyn Store, pool: &PoolManifest, created: bool) -> Result<()> {
-    let pref = pool_ref(pool);
-    let spec = &pool.spec;
-    let stranded: Vec<String> = pool_claim_names(store, &pref)?
-        .into_iter()
-        .filter(|(_, p)| {
-            spec.kind != PoolKind::Supernet
-                || !spec.cidr.contains(p)
-                || *p == spec.cidr
-                || spec.exclude.iter().any(|e| overlaps(e.net(), *p))
-        })
-        .map(|(name, p)| format!("{name} ({p})"))
-        .collect();
-    refuse_stranded(
-        &pref,
-        created,
-        &stranded,
-        "prefix claim",
-        "release those prefixes first (`ipamctl release POOL PREFIX`), or keep them in the pool",
-    )
-}
-
-/// Exit 4 naming the first ten of `stranded` (`what`s of pool `pref`), if any.
-fn refuse_stranded(
-    pref: &PoolRef,
-    created: bool,
-    stranded: &[String],
-    what: &str,
-    hint: &str,
-) -> Result<()> {
-    if stranded.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<_> = stranded.iter().take(10).cloned().collect();
-    let more = stranded.len().saturating_sub(shown.len());
-    Err(Error::Conflict {
-        message: format!(
-            "{} pool `{pref}` would leave {} {what}{} outside its candidates: {}{}; nothing applied",
-            if created { "creating" } else { "updating" },
-            stranded.len(),
-            if stranded.len() == 1 { "" } else { "s" },
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ),
-        hint: Some(hint.into()),
-    })
 }

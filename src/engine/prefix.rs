@@ -365,6 +365,16 @@ fn checked(
     Ok(lookup)
 }
 
+/// The claim `owner` holds in `pool`, read now, if any: what a writer that adds a claim
+/// outside [`claim`] (`import`) asks so that an owner holds one prefix per supernet.
+pub fn owner_claim(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+) -> Result<Option<PrefixClaimManifest>> {
+    Ok(look_up_holder(store, pool, owner)?.held)
+}
+
 /// [`look_up`] without the pool's claimed prefixes, where the store can leave them out
 /// ([`store::Queries::find_prefix_holder`]): the owner's claim, checked as there.
 fn look_up_holder(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<store::PrefixLookup> {

@@ -13,6 +13,7 @@
 
 use crate::engine::check::{self, Severity};
 use crate::engine::warning::{Warning, Warnings};
+use crate::engine::{holders, prefix};
 use crate::error::{Error, Result};
 use crate::model::{Namespace, PoolName, allocation_name};
 use crate::store::fs::FsStore;
@@ -139,6 +140,36 @@ fn put(
         Some(_) => return Err(conflict("exists with other contents")),
         None => {}
     }
+    let text = std::str::from_utf8(bytes).expect("validated by read_valid");
+    match kind {
+        // What the target holds under the pool's name must fit it (`apply`'s rule).
+        ObjectKind::Pool => holders::refuse_breaking(
+            to,
+            None,
+            &yaml::decode_pool(text).expect("validated by read_valid"),
+        )
+        .map_err(|e| match e {
+            Error::Conflict { message, hint } => Error::Conflict {
+                message: message.replace("nothing applied", "nothing imported"),
+                hint,
+            },
+            e => e,
+        })?,
+        ObjectKind::PrefixClaim => {
+            let claim = yaml::decode_prefix_claim(text).expect("validated by read_valid");
+            let pool = crate::model::PoolRef {
+                namespace: ns.cloned(),
+                name: claim.spec.pool.clone(),
+            };
+            if let Some(held) = prefix::owner_claim(to, &pool, &claim.spec.owner)? {
+                return Err(conflict(&format!(
+                    "its owner already holds {} in that pool (an owner holds one prefix per supernet)",
+                    held.spec.prefix
+                )));
+            }
+        }
+        _ => {}
+    }
     match kind {
         ObjectKind::Pool | ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
             if !to.create(kind, ns, name, bytes)? {
@@ -146,7 +177,6 @@ fn put(
             }
         }
         ObjectKind::Allocation => {
-            let text = std::str::from_utf8(bytes).expect("validated by read_valid");
             let manifest = yaml::decode_allocation(text).expect("validated by read_valid");
             match to.claim_copy(ns, &manifest)? {
                 Claim::Claimed => {}

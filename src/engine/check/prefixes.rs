@@ -11,8 +11,9 @@ use super::ranges::misplaced;
 use super::rules::{KnownPool, PoolKey};
 use super::{Decoded, Finding, error};
 use crate::engine::prefix::overlaps;
-use crate::model::PoolKind;
 use crate::model::prefix_claim::PrefixClaimManifest;
+use crate::model::vpc::vpc_uid;
+use crate::model::{Owner, OwnerKind, PoolKind, Uid};
 
 /// Checks every claim; overlapping claims of one pool are reported on both files.
 pub(super) fn check_prefix_claims(
@@ -21,6 +22,7 @@ pub(super) fn check_prefix_claims(
     findings: &mut Vec<Finding>,
 ) {
     let mut by_pool: HashMap<PoolKey<'_>, Vec<(IpNet, &str)>> = HashMap::new();
+    let mut by_owner: HashMap<(PoolKey<'_>, &Owner), Vec<(IpNet, &str)>> = HashMap::new();
     for Decoded { file, manifest } in claims {
         let Some(c) = manifest else { continue };
         findings.extend(misplaced(
@@ -73,8 +75,84 @@ pub(super) fn check_prefix_claims(
             .entry(key)
             .or_default()
             .push((prefix, file.rel.as_str()));
+        by_owner
+            .entry((key, &c.spec.owner))
+            .or_default()
+            .push((prefix, file.rel.as_str()));
     }
     check_overlaps(by_pool, findings);
+    check_owners(by_owner, findings);
+    check_vpc_ranges(claims, pools, findings);
+}
+
+/// An owner holds one prefix per supernet: a claim copied under another name (what merging
+/// two clones gives, or an `import` before it refused one) is a finding on each file.
+fn check_owners(
+    by_owner: HashMap<(PoolKey<'_>, &Owner), Vec<(IpNet, &str)>>,
+    findings: &mut Vec<Finding>,
+) {
+    for (((_, pool), owner), mut held) in by_owner {
+        if held.len() < 2 {
+            continue;
+        }
+        held.sort();
+        let all: Vec<String> = held.iter().map(|(p, _)| p.to_string()).collect();
+        for (_, rel) in &held {
+            findings.push(error(
+                rel,
+                format!(
+                    "owner `{owner}` holds {} prefixes of pool `{pool}` ({}), where an owner holds one: release all but one",
+                    held.len(),
+                    all.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// A VPC's pool lies inside a range its VPC claimed from a supernet (a claim owned by the
+/// VPC's router, of the pool's family), when the VPC drew any: the rest of the supernet is
+/// other VPCs'. `apply` and `import` refuse to make one that does not
+/// ([`crate::engine::holders`]).
+fn check_vpc_ranges(
+    claims: &[Decoded<PrefixClaimManifest>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
+    findings: &mut Vec<Finding>,
+) {
+    let mut ranges: HashMap<&Uid, Vec<IpNet>> = HashMap::new();
+    for c in claims.iter().filter_map(|d| d.manifest.as_ref()) {
+        if c.spec.owner.kind() == OwnerKind::Vpc
+            && let Some(uid) = c.spec.owner.uid()
+        {
+            ranges.entry(uid).or_default().push(c.spec.prefix);
+        }
+    }
+    let mut found: Vec<Finding> = Vec::new();
+    for known in pools.values() {
+        let Some(pool) = known.manifest() else {
+            continue;
+        };
+        let Some(uid) = vpc_uid(pool) else { continue };
+        let cidr = pool.spec.cidr;
+        let family: Vec<&IpNet> = ranges
+            .get(&uid)
+            .into_iter()
+            .flatten()
+            .filter(|r| r.addr().is_ipv4() == cidr.addr().is_ipv4())
+            .collect();
+        if !family.is_empty() && !family.iter().any(|r| r.contains(&cidr)) {
+            let shown: Vec<String> = family.iter().map(ToString::to_string).collect();
+            found.push(error(
+                known.rel(),
+                format!(
+                    "VPC pool `{}` ({cidr}) is outside the range its VPC claimed ({}): it overlaps what the supernet hands out to others; put it back inside",
+                    pool.metadata.name,
+                    shown.join(", ")
+                ),
+            ));
+        }
+    }
+    findings.extend(found);
 }
 
 /// Two claims of one pool that share an address: a finding on each file.

@@ -6,11 +6,11 @@ use std::time::{Duration, SystemTime};
 
 use super::rules::{KnownPool, PoolKey, scope_mismatch};
 use super::{Decoded, Finding, Severity, error};
-use crate::model::AllocationManifest;
 use crate::model::Metadata;
 use crate::model::PoolRef;
 use crate::model::cooldown::CooldownRecord;
 use crate::model::subnet::{SubnetManifest, off_limits_role};
+use crate::model::{AllocationManifest, PoolKind};
 
 /// How far ahead of the checker's clock a `releasedAt` may be before it is reported: clocks
 /// of machines sharing a repository disagree by moments, not minutes.
@@ -63,6 +63,15 @@ pub(super) fn check_subnets(
             )),
             Some(known) => {
                 if let Some(p) = known.manifest()
+                    && p.spec.kind == PoolKind::Supernet
+                {
+                    findings.push(error(
+                        &file.rel,
+                        format!(
+                            "subnet of pool `{pool}`, a supernet, which has no subnets (a pool keeps its kind while it holds anything)"
+                        ),
+                    ));
+                } else if let Some(p) = known.manifest()
                     && !p.spec.cidr.contains(&m.spec.cidr)
                 {
                     findings.push(error(

@@ -18,6 +18,11 @@ pub(super) struct KnownPool<'a> {
 }
 
 impl<'a> KnownPool<'a> {
+    /// Where the pool's file is, relative to the root.
+    pub(super) fn rel(&self) -> &'a str {
+        self.rel
+    }
+
     /// The pool's manifest, when its file decodes.
     pub(super) fn manifest(&self) -> Option<&'a PoolManifest> {
         self.decoded.as_ref().map(|(m, _)| *m)
@@ -176,7 +181,7 @@ pub(super) fn check_allocations(
             )),
             Some(known) => {
                 if let Some((p, candidates)) = &known.decoded
-                    && !candidates.contains(address)
+                    && (p.spec.kind == PoolKind::Supernet || !candidates.contains(address))
                 {
                     related.push(error(&file.rel, not_candidate(address, p, known.rel)));
                 }
@@ -224,7 +229,11 @@ fn not_candidate(address: IpAddr, pool: &PoolManifest, pool_rel: &str) -> String
     let cidr = spec.cidr;
     let name = &pool.metadata.name;
     let (first, last) = host_span(cidr);
-    let why = if !cidr.contains(&address) {
+    let why = if spec.kind == PoolKind::Supernet {
+        format!(
+            "is in pool `{name}`, a supernet, which hands out prefixes, not addresses (a pool keeps its kind while it holds anything)"
+        )
+    } else if !cidr.contains(&address) {
         format!("is outside pool `{name}`'s prefix {cidr}")
     } else if ordinal(address) < first && cidr.addr().is_ipv6() {
         format!("is the subnet-router anycast address of pool `{name}` ({cidr})")

@@ -438,9 +438,14 @@ impl PgStore {
 
     /// A failed `COMMIT` as an error: the server's refusal (a serialization failure, say)
     /// rolled it back; a connection lost with the `COMMIT` sent leaves the outcome unknown
-    /// ([`Error::OutcomeUnknown`]): the server may have committed before it went.
+    /// ([`Error::OutcomeUnknown`]): the server may have committed before it went. So does
+    /// an error of SQLSTATE class 08 (connection exception: what PgBouncer sends when its
+    /// server connection died) or 57 (operator intervention: `FATAL 57P01` from
+    /// `pg_terminate_backend` or a fast shutdown): the server may send it right after the
+    /// commit, and the client then reads it as `COMMIT`'s answer.
     fn commit_failed(&self, e: &postgres::Error) -> Error {
-        if e.as_db_error().is_some() {
+        let lost = |code: &str| code.starts_with("08") || code.starts_with("57");
+        if e.as_db_error().is_some_and(|db| !lost(db.code().code())) {
             return self.error(e);
         }
         Error::OutcomeUnknown {

@@ -413,6 +413,7 @@ fn decide(
     crate::engine::prefix::refuse_addresses(&spec, &req.pool)?;
     if let Some(choice) = req.mac {
         mac::refuse_auto_without_prefix(choice, &spec, &req.pool)?;
+        mac::refuse_in_auto_block(store, choice, &spec, &req.pool, &req.owner, None)?;
     }
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;

@@ -34,6 +34,9 @@ pub enum ChangeKind {
     OwnerChanged,
     /// An allocation rewritten in place with the same owner.
     Edited,
+    /// An allocation whose NIC's MAC (`spec.mac`) changed in place, and nothing else
+    /// (`ipamctl mac set`).
+    MacChanged,
     /// A new pool.
     PoolCreated,
     /// A pool whose manifest changed.
@@ -71,6 +74,7 @@ impl ChangeKind {
             ChangeKind::Released => "released",
             ChangeKind::OwnerChanged => "owner-changed",
             ChangeKind::Edited => "edited",
+            ChangeKind::MacChanged => "mac-changed",
             ChangeKind::PoolCreated => "pool-created",
             ChangeKind::PoolChanged => "pool-changed",
             ChangeKind::PoolDeleted => "pool-deleted",
@@ -138,6 +142,9 @@ pub struct Change {
     /// What was before: the old owner, or the pool or subnet fields that changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub was: Option<String>,
+    /// The allocation's MAC (`spec.mac`), as it is now (as it was, for a release).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// One conflict.
@@ -458,6 +465,20 @@ impl Tally {
                 change.was = Some(owner_text(&was));
                 self.claims.push(*m);
             }
+            // `ipamctl mac set`: the NIC keeps its address, and nothing but its MAC changed.
+            (Some(Read::Allocation(was)), Some(Read::Allocation(m)))
+                if was.spec.mac != m.spec.mac && only_mac_differs(&was, &m) && canonical(&m) =>
+            {
+                describe(&mut change, &m);
+                change.change = ChangeKind::MacChanged;
+                change.was = Some(format!(
+                    "mac {}",
+                    was.spec
+                        .mac
+                        .map_or_else(|| "-".to_owned(), |m| m.to_string())
+                ));
+                self.claims.push(*m);
+            }
             (Some(Read::Allocation(was)), Some(Read::Allocation(m))) => {
                 describe(&mut change, &m);
                 if was.spec.owner == m.spec.owner {
@@ -498,6 +519,7 @@ impl Change {
             owner: None,
             uid: None,
             was: None,
+            mac: None,
         }
     }
 }
@@ -751,6 +773,14 @@ fn describe(change: &mut Change, m: &AllocationManifest) {
     change.address = Some(m.spec.address);
     change.owner = Some(m.spec.owner.to_string());
     change.uid = m.spec.owner.uid().map(|u| u.to_string());
+    change.mac = m.spec.mac.map(|m| m.to_string());
+}
+
+/// Are `was` and `now` the same allocation but for `spec.mac`?
+fn only_mac_differs(was: &AllocationManifest, now: &AllocationManifest) -> bool {
+    let mut same = was.clone();
+    same.spec.mac = now.spec.mac;
+    same == *now
 }
 
 /// The fields of a pool that changed, as `cidr 10.0.0.0/24 -> 10.0.0.0/23, zone - -> a`.
@@ -762,6 +792,10 @@ fn pool_changes(was: &PoolManifest, now: &PoolManifest) -> String {
             ("cidr", s.cidr.to_string()),
             ("kind", s.kind.to_string()),
             ("gateway", s.gateway.map_or("-".into(), |g| g.to_string())),
+            (
+                "macPrefix",
+                s.mac_prefix.map_or("-".into(), |p| p.to_string()),
+            ),
             ("exclude", format!("[{}]", excludes.join(", "))),
             ("zone", s.zone.clone().unwrap_or_else(|| "-".into())),
         ]

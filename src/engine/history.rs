@@ -25,7 +25,7 @@ pub struct Entry {
     pub commit: Option<String>,
     /// The commit's author, or the database client.
     pub author: String,
-    /// `claimed`, `released` or `edited`.
+    /// `claimed`, `released`, `mac changed` (`ipamctl mac set`) or `edited`.
     pub action: String,
     /// `ipallocation/<name>` or `ipprefixclaim/<name>`.
     pub object: String,
@@ -48,6 +48,9 @@ pub struct Entry {
     /// The commit's subject line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// The allocation's MAC (`spec.mac`) after the event (before it, for a release).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// What the history is of: the allocations and prefix claims that pass every part given.
@@ -73,6 +76,8 @@ struct Held {
     pool: PoolName,
     at: At,
     owner: Owner,
+    /// An allocation's MAC.
+    mac: Option<crate::model::mac::Mac>,
     /// Whether the file is byte for byte what ipamctl writes for it.
     canonical: bool,
 }
@@ -92,6 +97,7 @@ impl Held {
             pool: m.spec.pool.clone(),
             at: At::Address(m.spec.address),
             owner: m.spec.owner.clone(),
+            mac: m.spec.mac,
             canonical: yaml::encode(m) == text,
         }
     }
@@ -103,6 +109,7 @@ impl Held {
             pool: m.spec.pool.clone(),
             at: At::Prefix(m.spec.prefix),
             owner: m.spec.owner.clone(),
+            mac: None,
             canonical: yaml::encode(m) == text,
         }
     }
@@ -138,6 +145,7 @@ fn entry(h: &Held, action: &str, date: &str, author: &str, commit: Option<(&str,
         prefix,
         owner: h.owner.to_string(),
         uid: h.owner.uid().map(|u| u.to_string()),
+        mac: h.mac.map(|m| m.to_string()),
         subject: commit.map(|(_, s)| s.to_owned()),
     }
 }
@@ -287,6 +295,12 @@ fn events<'a>(before: &'a Side, after: &'a Side) -> Vec<(&'a Held, &'static str)
         (Some(Some(was)), Some(Some(h))) if was.owner != h.owner && h.canonical => {
             found.push((h, "claimed"));
             found.push((was, "released"));
+        }
+        // `ipamctl mac set`: the same owner, the same address, another MAC.
+        (Some(Some(was)), Some(Some(h)))
+            if was.owner == h.owner && was.at == h.at && was.mac != h.mac && h.canonical =>
+        {
+            found.push((h, "mac changed"));
         }
         (_, Some(Some(h))) => found.push((h, "edited")),
         _ => {}

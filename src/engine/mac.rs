@@ -66,6 +66,46 @@ pub fn refuse_auto_without_prefix(
     Ok(())
 }
 
+/// Exit 2 when a given MAC (not `auto`) lies in the pool's `spec.macPrefix` and is not the
+/// one `--mac auto` derives for an address `owner` holds in the pool's scope (`at`, or any
+/// it holds already: a dual-stack NIC's first pool's). That block is `--mac auto`'s: a MAC
+/// given from it would take the MAC auto derives for another address, which auto promises
+/// is unique by construction; and `check` tells an auto MAC by its prefix.
+pub fn refuse_in_auto_block(
+    store: &dyn Store,
+    choice: MacChoice,
+    spec: &PoolManifest,
+    pool: &PoolRef,
+    owner: &Owner,
+    at: Option<IpAddr>,
+) -> Result<()> {
+    let (MacChoice::Given(mac), Some(prefix)) = (choice, spec.spec.mac_prefix) else {
+        return Ok(());
+    };
+    if !mac.has_prefix(prefix) || at.is_some_and(|a| Mac::derive(prefix, a) == mac) {
+        return Ok(());
+    }
+    let held = store.find_allocations(
+        pool.namespace.as_ref(),
+        None,
+        &crate::model::OwnerFilter::exactly(owner),
+    )?;
+    let derived = held.iter().any(|f| {
+        f.parsed
+            .as_ref()
+            .is_ok_and(|m| m.spec.owner == *owner && Mac::derive(prefix, m.spec.address) == mac)
+    });
+    if derived {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "--mac",
+        format!(
+            "MAC {mac} lies in pool `{pool}`'s macPrefix {prefix}, which `--mac auto` keeps for the MACs it derives from addresses; use `--mac auto`, or a MAC outside {prefix}"
+        ),
+    ))
+}
+
 /// The MAC `choice` means for `address` in the pool `spec` (checked by
 /// [`refuse_auto_without_prefix`]).
 pub fn resolve(choice: MacChoice, spec: &PoolManifest, address: IpAddr) -> Option<Mac> {
@@ -168,6 +208,14 @@ pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
         let _locks = store.lock_claim(ns, pools, &req.owner)?;
         let spec = load_pool(store, &req.pool)?;
         refuse_auto_without_prefix(req.mac, &spec, &req.pool)?;
+        refuse_in_auto_block(
+            store,
+            req.mac,
+            &spec,
+            &req.pool,
+            &req.owner,
+            Some(req.address),
+        )?;
         let mac = resolve(req.mac, &spec, req.address).expect("checked above");
         let name = allocation_name(&req.pool.name, req.address);
         let before = match read_allocation(store, ns, &name)? {

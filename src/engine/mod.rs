@@ -27,6 +27,13 @@
 //! 6. `allocate` holds the pool's lock shared from before it reads the pool until its claim
 //!    is durable; `apply` and `pool delete` hold it exclusive while they check allocations
 //!    and change the pool. So a claim is always checked against the pool as it stands.
+//! 7. A NIC's MAC (`spec.mac`) is held by at most one allocation of a pool, also when claims
+//!    race: the store's arbiter decides it as it decides an address ([`Claims::claim`](crate::store::Claims::claim)
+//!    answers [`Claim::MacHeld`](crate::store::Claim::MacHeld); `import` and `mac set` pass the same arbiter:
+//!    [`Claims::claim_copy`](crate::store::Claims::claim_copy), [`Claims::set_mac`](crate::store::Claims::set_mac)). On the file store it is a MAC record
+//!    created exclusively (`store/fs/macs.rs`), on PostgreSQL a unique index (migration 10).
+//!    Only a NIC's owner (`VirtualMachine`, `Node`) gets one, and an owner keeps its MAC
+//!    unless `mac set`, guarded by the owner as a release is, changes it ([`mac`]).
 //!
 //! On PostgreSQL ([`crate::store::pg`]) the same code runs each command as one transaction
 //! ([`Units::atomically`](crate::store::Units::atomically)), and the arbiters are the table's: 1 is the primary key

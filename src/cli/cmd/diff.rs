@@ -79,6 +79,7 @@ fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                         ];
                         if wide {
                             row.push(output::or_dash(c.uid.as_ref()));
+                            row.push(output::or_dash(c.mac.as_ref()));
                             row.push(c.path.clone());
                         }
                         row
@@ -86,7 +87,7 @@ fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                     .collect();
                 let mut headers = vec!["CHANGE", "OBJECT", "NAMESPACE", "ADDRESS", "OWNER", "WAS"];
                 if wide {
-                    headers.extend(["UID", "PATH"]);
+                    headers.extend(["UID", "MAC", "PATH"]);
                 }
                 text.push_str(&output::table(&headers, rows, &[], g.no_headers));
             }
@@ -143,10 +144,11 @@ fn markdown(d: &Diff) -> String {
     );
     let count = |k: diff::ChangeKind| d.changes.iter().filter(|c| c.change == k).count();
     md.push_str(&format!(
-        "claimed: {}, released: {}, owner changes: {}, pool changes: {}, subnet changes: {}, cooldown changes: {}, prefix claims: {}, **conflicts: {}**\n\n",
+        "claimed: {}, released: {}, owner changes: {}, MAC changes: {}, pool changes: {}, subnet changes: {}, cooldown changes: {}, prefix claims: {}, **conflicts: {}**\n\n",
         count(diff::ChangeKind::Claimed),
         count(diff::ChangeKind::Released),
         count(diff::ChangeKind::OwnerChanged),
+        count(diff::ChangeKind::MacChanged),
         count(diff::ChangeKind::PoolCreated)
             + count(diff::ChangeKind::PoolChanged)
             + count(diff::ChangeKind::PoolDeleted),

@@ -84,6 +84,7 @@ pub fn run(
                 output::or_dash(e.uid.as_ref()),
             ];
             if wide {
+                row.push(output::or_dash(e.mac.as_ref()));
                 row.push(output::or_dash(e.subject.as_ref()));
             }
             row
@@ -101,7 +102,7 @@ pub fn run(
         "UID",
     ];
     if wide {
-        headers.push("SUBJECT");
+        headers.extend(["MAC", "SUBJECT"]);
     }
     output::write(out, &output::table(&headers, rows, &[], g.no_headers))
 }

@@ -26,7 +26,7 @@
 //!    a record whose allocation holds the MAC is never a claim half made.
 //! 3. The name was taken: read the record. It names an allocation that holds the MAC (read
 //!    now): that allocation is the holder; our file is undone (deleted only if it is still
-//!    our bytes, [`beneath::remove_if`]) and the claim answers [`Claim::MacHeld`]. It names
+//!    our bytes, [`beneath::remove_if`]) and the claim answers [`crate::store::Claim::MacHeld`]. It names
 //!    our own address: it is ours (a claim retried after a crash between steps 1 and 2).
 //! 4. It names an allocation that does not hold the MAC (released with a crash between its
 //!    two deletes, or changed by hand): a stale record. Before taking it over, every
@@ -35,6 +35,12 @@
 //!    stale record is deleted only if it is still the bytes judged stale ([`beneath::remove_if`])
 //!    and step 2 runs again. Two takers of one stale record cannot both win: the second's
 //!    delete finds the first's new record (other bytes) and keeps it, and its create fails.
+//! 5. After taking a stale record over, read the allocation it named once more: a holder
+//!    that was away for an instant while step 4 judged it (a `git checkout` relabelling its
+//!    file: unlink, then create) and is back now is the holder after all: this claim's
+//!    record is deleted (only if still its bytes), the stale one put back, and the claim
+//!    answers [`crate::store::Claim::MacHeld`]. The owner look-up's re-check narrows the same window
+//!    (`claims.rs`); a relabelling that straddles steps 4 and 5 is left (`check` reports).
 //!
 //! A release deletes the allocation first and the record after, only if the record still
 //! names the released address; `mac set` rewrites the allocation first and then takes the
@@ -123,6 +129,8 @@ impl FsStore {
         let name = record_name(&spec.pool, mac);
         let path = || self.record_path(ns, &name);
         let text = format!("{}\n", spec.address);
+        // The stale record this claim took over, if any: (its bytes, the address it named).
+        let mut took: Option<(Vec<u8>, IpAddr)> = None;
         for _ in 0..TAKEOVERS {
             failpoint!("claim-before-mac-record");
             let created = beneath::write(
@@ -135,6 +143,20 @@ impl FsStore {
             )
             .map_err(|e| write_error(path(), e))?;
             if created {
+                // Step 5: the holder the stale record named may have been away for an
+                // instant (a checkout relabelling its file: unlink, then create) while this
+                // claim judged it; back now, it is the holder, and the record names it again.
+                if let Some((stale, address)) = took
+                    && let Some(holder) = self.holding_at(ns, &spec.pool, address, mac)?
+                {
+                    beneath::remove_if(&*dir, &name, true, &mut |t| t.bytes == text.as_bytes())
+                        .map_err(|e| write_error(path(), e))?;
+                    beneath::write(&*dir, &name, &stale, WriteMode::CreateOnly, true, &|| {
+                        self.scratch()
+                    })
+                    .map_err(|e| write_error(path(), e))?;
+                    return Ok(Some(holder));
+                }
                 return Ok(None);
             }
             let Some(read) =
@@ -155,8 +177,13 @@ impl FsStore {
                 return Ok(Some(holder));
             }
             let stale = read.bytes;
-            beneath::remove_if(&*dir, &name, true, &mut |taken| taken.bytes == stale)
+            let removed = beneath::remove_if(&*dir, &name, true, &mut |taken| taken.bytes == stale)
                 .map_err(|e| write_error(path(), e))?;
+            if removed == Removed::Deleted
+                && let Some(address) = named
+            {
+                took = Some((stale, address));
+            }
         }
         Err(Error::conflict(format!(
             "the record of MAC {mac} in pool `{}` ({}) kept changing while it was claimed; try again",
@@ -178,11 +205,10 @@ impl FsStore {
             return Ok(());
         };
         let name = record_name(pool, mac);
-        let removed = beneath::remove_if(&*dir, &name, true, &mut |taken| {
+        beneath::remove_if(&*dir, &name, true, &mut |taken| {
             parse_record(&taken.bytes) == Some(address)
         })
         .map_err(|e| write_error(self.record_path(ns, &name), e))?;
-        let _: Removed = removed;
         Ok(())
     }
 

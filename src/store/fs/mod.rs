@@ -36,7 +36,8 @@
 //! closes, in `objects.rs`; owner look-ups, and why an outside writer cannot fool them, in
 //! `queries.rs` (the scan behind them in `scan.rs`, the derived files it keeps in
 //! `derived.rs`, the format of the owner index in [`index`]); claims and guarded releases
-//! in `claims.rs`; locks in [`lock`].
+//! in `claims.rs`; MACs held once per pool (MAC records, the window each step closes and
+//! what an outside writer can still do) in `macs.rs`; locks in [`lock`].
 //!
 //! # Prefix claims of supernet pools
 //!
@@ -123,7 +124,10 @@
 //!   this very checkout's `.index/` before its holders finish ([`lock`]);
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
-//!   given another); `check` reports the mismatch.
+//!   given another); `check` reports the mismatch;
+//! - a MAC record removed or relabelled (unlink, then create) while another owner claims its
+//!   MAC, or a MAC given to a second allocation by hand or by a merge: the MAC is then on two
+//!   allocations of a pool, which `check` reports (`macs.rs`).
 
 mod allocation;
 pub mod beneath;

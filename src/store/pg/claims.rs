@@ -136,7 +136,6 @@ impl Claims for PgStore {
     ) -> Result<MacChange> {
         let nsk = ns_key(ns);
         let pool = expected.spec.pool.as_str();
-        let old = yaml::encode(expected).into_bytes();
         let new = yaml::encode(updated).into_bytes();
         let id = self.client_id.as_str();
         let object = expected.metadata.name.as_str();
@@ -144,6 +143,20 @@ impl Claims for PgStore {
         // The unique index arbitrates the new MAC; a refusal rolls back to the savepoint
         // only, so that the holder can be read in the same unit.
         let changed = self.run(|c| {
+            // The row as stored (perhaps not in ipamctl's spelling: written by hand), locked,
+            // and judged by what it says; the update is then guarded by those very bytes.
+            let Some(row) = c.opt(
+                "SELECT manifest FROM ipamctl.allocations
+                 WHERE namespace = $1 AND pool = $2 AND address = $3 FOR UPDATE",
+                &[&nsk, &pool, &address],
+            )?
+            else {
+                return Ok(Some(false));
+            };
+            let old: Vec<u8> = row.get(0);
+            if parse(&old).ok().as_ref() != Some(expected) {
+                return Ok(Some(false));
+            }
             c.batch_execute("SAVEPOINT mac_set")?;
             match c.one(
                 SET_MAC,

@@ -1,0 +1,478 @@
+//! MACs on NICs (issue 30): `allocate --mac`, `--mac auto`, `mac set`, `list --mac` and the
+//! MAC column, and `check`'s MAC rules, driving the real binary. Under
+//! `IPAMCTL_TEST_STORE=postgres` every command but the file-store-only ones runs on
+//! PostgreSQL with the same assertions (`.ci/run`).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+
+use common::{BIN, Test, code, list_items};
+
+/// `lan` (10.0.0.0/24, macPrefix 52:54:00), `lan6` (2001:db8:6::/64, no prefix), `plain`
+/// (10.9.0.0/24, no prefix): public pools.
+const POOLS: &str = "\
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: lan
+spec:
+  cidr: 10.0.0.0/24
+  kind: public
+  gateway: 10.0.0.1
+  macPrefix: '52:54:00'
+---
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: lan6
+spec:
+  cidr: 2001:db8:6::/64
+  kind: public
+---
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: plain
+spec:
+  cidr: 10.9.0.0/24
+  kind: public
+";
+
+const WEB1: &str = "VirtualMachine/web-01/0";
+const WEB2: &str = "VirtualMachine/web-02/0";
+
+fn pools() -> Test {
+    Test::new("empty")
+        .args(["apply", "-f", "-"])
+        .stdin(POOLS)
+        .run()
+        .then()
+}
+
+fn allocate<'a>(pool: &'a str, owner: &'a str, mac: &'a str) -> Vec<&'a str> {
+    vec!["allocate", pool, "--owner", owner, "--mac", mac]
+}
+
+#[test]
+fn a_mac_in_any_spelling_is_stored_lowercase_with_colons_and_listed() {
+    let ran = pools()
+        .args(allocate("lan", WEB1, "02-54-00-AB-CD-EF"))
+        .stdout("10.0.0.2\n")
+        .run();
+    let file = ran.read("cluster/ipallocations/lan-10-0-0-2.yaml");
+    assert!(file.ends_with("  mac: 02:54:00:ab:cd:ef\n"), "{file}");
+    let ran = ran.then().args(["list", "-o", "wide"]).run();
+    assert!(
+        ran.stdout.starts_with(
+            "NAMESPACE  POOL  ADDRESS   OWNER                    UID  MAC                NAME"
+        ),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("02:54:00:ab:cd:ef  lan-10-0-0-2"),
+        "{}",
+        ran.stdout
+    );
+    let ran = ran
+        .then()
+        .args(["list", "--mac", "0254.00ab.cdef", "-o", "json"])
+        .run();
+    let items = list_items(&ran.stdout);
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["spec"]["mac"], "02:54:00:ab:cd:ef");
+    assert_eq!(items[0]["spec"]["owner"]["name"], "web-01/0");
+    ran.then()
+        .args(["list", "--mac", "02:54:00:00:00:99"])
+        .stderr("No allocations found.\n")
+        .run();
+}
+
+#[test]
+fn only_a_nic_has_a_mac_and_a_bad_one_is_refused_naming_it() {
+    pools()
+        .args(allocate("lan", "FloatingIP/fip-1", "52:54:00:00:00:01"))
+        .fails(code::INVALID)
+        .stderr("error: --mac: owner `FloatingIP/fip-1` is a FloatingIP and has no NIC; a MAC is for `VirtualMachine` and `Node` owners\n")
+        .run()
+        .then()
+        .args(allocate("lan", "Node/10.0.0.0/24", "02:54:00:00:00:01"))
+        .stdout("10.0.0.2\n")
+        .run()
+        .then()
+        .args(allocate("lan", WEB1, "01:00:5e:00:00:01"))
+        .fails(code::INVALID)
+        .stderr("error: --mac: invalid MAC `01:00:5e:00:00:01`: it is a multicast MAC (the lowest bit of the first octet is set); a NIC's MAC is unicast\n")
+        .run()
+        .then()
+        .args(allocate("lan", WEB1, "ff:ff:ff:ff:ff:ff"))
+        .fails(code::INVALID)
+        .run()
+        .then()
+        .args(allocate("lan", WEB1, "00:00:00:00:00:00"))
+        .fails(code::INVALID)
+        .run()
+        .then()
+        .args(allocate("lan", WEB1, "52:54:00:zz:00:01"))
+        .fails(code::INVALID)
+        .run()
+        .then()
+        // The pool's macPrefix block is `--mac auto`'s.
+        .args(allocate("lan", WEB1, "52:54:00:00:00:09"))
+        .stderr("error: --mac: MAC 52:54:00:00:00:09 lies in pool `lan`'s macPrefix 52:54:00, which `--mac auto` keeps for the MACs it derives from addresses; use `--mac auto`, or a MAC outside 52:54:00\n")
+        .fails(code::INVALID)
+        .run();
+}
+
+#[test]
+fn a_mac_is_held_once_per_pool_and_the_same_owner_gets_its_address_back() {
+    pools()
+        .args(allocate("lan", WEB1, "02:54:00:00:00:aa"))
+        .stdout("10.0.0.2\n")
+        .run()
+        .then()
+        .args(allocate("lan", WEB2, "02:54:00:00:00:AA"))
+        .fails(code::CONFLICT)
+        .stderr("error: MAC 02:54:00:00:00:aa is held in pool `lan` by `VirtualMachine/web-01/0` (10.0.0.2); a MAC names one NIC per pool\n")
+        .run()
+        .then()
+        // Another pool is another segment: the same MAC is free there.
+        .args(allocate("plain", WEB2, "02:54:00:00:00:aa"))
+        .stdout("10.9.0.1\n")
+        .run()
+        .then()
+        .args(allocate("lan", WEB1, "02:54:00:00:00:aa"))
+        .stdout("10.0.0.2\n")
+        .unchanged()
+        .run()
+        .then()
+        // Without --mac the owner's allocation is the answer as before.
+        .args(["allocate", "lan", "--owner", WEB1])
+        .stdout("10.0.0.2\n")
+        .unchanged()
+        .run()
+        .then()
+        .args(allocate("lan", WEB1, "02:54:00:00:00:bb"))
+        .fails(code::CONFLICT)
+        .stderr("error: owner `VirtualMachine/web-01/0` already holds 10.0.0.2 in pool `lan` with MAC 02:54:00:00:00:aa, not 02:54:00:00:00:bb\nhint: to give its NIC the new MAC (it keeps its address): ipamctl mac set lan 10.0.0.2 --owner VirtualMachine/web-01/0 --mac 02:54:00:00:00:bb\n")
+        .run()
+        .then()
+        // A release frees the MAC for another NIC.
+        .args(["release", "lan", "10.0.0.2", "--owner", WEB1])
+        .run()
+        .then()
+        .args(allocate("lan", WEB2, "02:54:00:00:00:aa"))
+        .stdout("10.0.0.2\n")
+        .run();
+}
+
+#[test]
+fn mac_set_changes_a_nics_mac_guarded_by_its_owner() {
+    let ran = pools()
+        .args(allocate("lan", WEB1, "02:54:00:00:00:aa"))
+        .stdout("10.0.0.2\n")
+        .run()
+        .then()
+        .args(allocate("lan", WEB2, "02:54:00:00:00:bb"))
+        .stdout("10.0.0.3\n")
+        .run()
+        .then()
+        .args(["mac", "set", "lan", "10.0.0.2", "--owner", WEB2, "--mac", "02:54:00:00:00:cc"])
+        .fails(code::CONFLICT)
+        .stderr("error: 10.0.0.2 in pool `lan` is held by `VirtualMachine/web-01/0`, not `VirtualMachine/web-02/0`; its MAC is left as it is\n")
+        .run()
+        .then()
+        .args(["mac", "set", "lan", "10.0.0.9", "--owner", WEB1, "--mac", "02:54:00:00:00:cc"])
+        .fails(code::NOT_FOUND)
+        .run()
+        .then()
+        .args(["mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", "02:54:00:00:00:bb"])
+        .fails(code::CONFLICT)
+        .stderr("error: MAC 02:54:00:00:00:bb is held in pool `lan` by `VirtualMachine/web-02/0` (10.0.0.3); a MAC names one NIC per pool\n")
+        .run()
+        .then()
+        .args(["mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", "02:54:00:00:00:cc"])
+        .stdout("ipallocation/lan-10-0-0-2 configured\n")
+        .run()
+        .then()
+        .args(["mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", "02:54:00:00:00:cc"])
+        .stdout("ipallocation/lan-10-0-0-2 unchanged\n")
+        .unchanged()
+        .run()
+        .then()
+        // The old MAC is free again; the new one is the NIC's.
+        .args(allocate("lan", "VirtualMachine/web-03/0", "02:54:00:00:00:aa"))
+        .stdout("10.0.0.4\n")
+        .run()
+        .then()
+        .args(allocate("lan", WEB1, "02:54:00:00:00:cc"))
+        .stdout("10.0.0.2\n")
+        .run();
+    assert!(
+        ran.read("cluster/ipallocations/lan-10-0-0-2.yaml")
+            .ends_with("  mac: 02:54:00:00:00:cc\n")
+    );
+    ran.then()
+        .args([
+            "mac",
+            "set",
+            "lan",
+            "10.0.0.2",
+            "--owner",
+            "FloatingIP/x",
+            "--mac",
+            "auto",
+        ])
+        .fails(code::INVALID)
+        .run();
+}
+
+#[test]
+fn mac_auto_derives_from_the_pools_prefix_and_the_address() {
+    let ran = pools()
+        .args([
+            "allocate", "lan", "--owner", WEB1, "--mac", "auto", "-o", "json",
+        ])
+        .run();
+    let item: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(item["spec"]["address"], "10.0.0.2");
+    assert_eq!(item["spec"]["mac"], "52:54:00:00:00:02");
+    ran.then()
+        .args(allocate("lan", WEB1, "auto"))
+        .stdout("10.0.0.2\n")
+        .unchanged()
+        .run()
+        .then()
+        .args(allocate("plain", WEB1, "auto"))
+        .fails(code::INVALID)
+        .stderr("error: --mac: `--mac auto` derives a MAC from pool `plain`'s spec.macPrefix, and it has none; add one (e.g. `macPrefix: '52:54:00'`) with `ipamctl apply`, or give the MAC\n")
+        .run();
+}
+
+#[test]
+fn a_dual_stack_nic_gets_one_mac_on_each_allocation() {
+    let ran = pools()
+        .args([
+            "allocate", "lan", "lan6", "--owner", WEB1, "--mac", "auto", "-o", "json",
+        ])
+        .run();
+    let items = list_items(&ran.stdout);
+    let macs: Vec<_> = items.iter().map(|i| i["spec"]["mac"].clone()).collect();
+    // Derived from the first pool's address, 10.0.0.2.
+    assert_eq!(macs, ["52:54:00:00:00:02", "52:54:00:00:00:02"]);
+    let ran = ran
+        .then()
+        .args([
+            "allocate",
+            "lan6",
+            "lan",
+            "--owner",
+            WEB2,
+            "--mac",
+            "02:54:00:12:34:56",
+            "-o",
+            "json",
+        ])
+        .run();
+    let items = list_items(&ran.stdout);
+    assert!(
+        items
+            .iter()
+            .all(|i| i["spec"]["mac"] == "02:54:00:12:34:56")
+    );
+    // The second pool's MAC is taken: all or nothing, the first pool's claim is undone.
+    ran.then()
+        .args([
+            "allocate",
+            "plain",
+            "lan",
+            "--owner",
+            "VirtualMachine/web-03/0",
+            "--mac",
+            "02:54:00:12:34:56",
+        ])
+        .fails(code::CONFLICT)
+        .run()
+        .then()
+        .args(["check"])
+        .stdout("")
+        .run();
+}
+
+#[test]
+fn apply_refuses_an_invalid_mac_prefix() {
+    let yaml = POOLS.replace("macPrefix: '52:54:00'", "macPrefix: '00:16:3e'");
+    Test::new("empty")
+        .args(["apply", "-f", "-"])
+        .stdin(&yaml)
+        .fails(code::INVALID)
+        .run();
+    let yaml = POOLS.replace("macPrefix: '52:54:00'", "macPrefix: '52:54'");
+    Test::new("empty")
+        .args(["apply", "-f", "-"])
+        .stdin(&yaml)
+        .fails(code::INVALID)
+        .run();
+}
+
+/// A state with web-01 at 10.0.0.2 (auto MAC) and web-02 at 10.0.0.3 (a given MAC).
+fn two_nics() -> Test {
+    pools()
+        .args(allocate("lan", WEB1, "auto"))
+        .stdout("10.0.0.2\n")
+        .run()
+        .then()
+        .args(allocate("lan", WEB2, "02:00:00:00:00:01"))
+        .stdout("10.0.0.3\n")
+        .run()
+        .then()
+}
+
+fn edit(test: &Test, rel: &str, from: &str, to: &str) {
+    let text = test.read(rel);
+    assert!(text.contains(from), "{text}");
+    test.write(rel, &text.replace(from, to));
+}
+
+#[test]
+fn check_reports_a_mac_held_twice_in_a_pool_with_the_fix() {
+    let test = two_nics().file_store_only();
+    // A hand edit (or a merge) gives web-02 web-01's MAC.
+    edit(
+        &test,
+        "cluster/ipallocations/lan-10-0-0-3.yaml",
+        "mac: 02:00:00:00:00:01",
+        "mac: 52:54:00:00:00:02",
+    );
+    let ran = test.args(["check"]).status(code::FAILURE).run();
+    assert!(
+        ran.stdout.contains("cluster/ipallocations/lan-10-0-0-2.yaml  MAC 52:54:00:00:00:02 is held by 2 allocations of pool `lan`: 10.0.0.2 (`VirtualMachine/web-01/0`), 10.0.0.3 (`VirtualMachine/web-02/0`); a MAC names one NIC per pool: give each other NIC its own with `ipamctl mac set lan ADDRESS --owner KIND/NAME --mac NEW`"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains(
+            "cluster/ipallocations/lan-10-0-0-3.yaml  MAC 52:54:00:00:00:02 is held by 2"
+        )
+    );
+    // The fix it names clears it.
+    ran.then()
+        .args([
+            "mac", "set", "lan", "10.0.0.3", "--owner", WEB2, "--mac", "auto",
+        ])
+        .run()
+        .then()
+        .args(["check"])
+        .run();
+}
+
+#[test]
+fn check_reports_a_malformed_mac_with_the_fix() {
+    let test = two_nics().file_store_only();
+    edit(
+        &test,
+        "cluster/ipallocations/lan-10-0-0-3.yaml",
+        "mac: 02:00:00:00:00:01",
+        "mac: 03:00:00:00:00:01",
+    );
+    let ran = test.args(["check"]).status(code::FAILURE).run();
+    assert!(
+        ran.stdout
+            .contains("invalid MAC `03:00:00:00:00:01`: it is a multicast MAC")
+            && ran
+                .stdout
+                .contains("fix spec.mac to six hex octets of a unicast MAC"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn check_reports_an_auto_mac_that_no_longer_fits_its_address() {
+    let test = two_nics().file_store_only();
+    edit(
+        &test,
+        "cluster/ipallocations/lan-10-0-0-2.yaml",
+        "mac: \"52:54:00:00:00:02\"",
+        "mac: \"52:54:00:00:00:07\"",
+    );
+    let ran = test.args(["check"]).status(code::FAILURE).run();
+    assert!(
+        ran.stdout.contains("MAC 52:54:00:00:00:07 has pool `lan`'s macPrefix 52:54:00 but is not the one `--mac auto` derives for 10.0.0.2 (52:54:00:00:00:02) nor for another address of `VirtualMachine/web-01/0`: an edited auto MAC; fix it with `ipamctl mac set lan 10.0.0.2 --owner VirtualMachine/web-01/0 --mac auto`"),
+        "{}",
+        ran.stdout
+    );
+    ran.then()
+        .args([
+            "mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", "auto",
+        ])
+        .run()
+        .then()
+        .args(["check"])
+        .run();
+}
+
+/// 32 processes at once, four per MAC: each MAC ends on exactly one allocation of the pool,
+/// and every loser was told who holds it.
+#[test]
+fn thirty_two_claims_sharing_eight_macs_leave_each_on_one_allocation() {
+    let test = pools().file_store_only();
+    let state = test.state();
+    let children: Vec<_> = (0..32)
+        .map(|i| {
+            let owner = format!("VirtualMachine/vm-{i:02}/0");
+            let mac = format!("02:00:00:00:01:{:02x}", i % 8);
+            let child = Command::new(BIN)
+                .args(["-d", state.to_str().unwrap(), "allocate", "lan"])
+                .args(["--owner", &owner, "--mac", &mac])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn ipamctl");
+            (owner, mac, child)
+        })
+        .collect();
+    let mut won: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (owner, mac, child) in children {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => won.entry(mac).or_default().push(owner),
+            Some(4) => assert!(
+                stderr.starts_with(&format!(
+                    "error: MAC {mac} is held in pool `lan` by `VirtualMachine/vm-"
+                )),
+                "{owner}: {stderr}"
+            ),
+            other => panic!("{owner}: {other:?} {stderr}"),
+        }
+    }
+    assert_eq!(won.len(), 8, "{won:?}");
+    assert!(won.values().all(|w| w.len() == 1), "{won:?}");
+    let on_disk = common::list_items(&test.clone_list());
+    let macs: Vec<String> = on_disk
+        .iter()
+        .map(|i| i["spec"]["mac"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(macs.len(), 8, "{macs:?}");
+    assert_eq!(macs.iter().collect::<BTreeSet<_>>().len(), 8);
+    test.args(["check"]).run();
+}
+
+trait ListJson {
+    fn clone_list(&self) -> String;
+}
+
+impl ListJson for Test {
+    /// `list -o json` of the state directory, run directly.
+    fn clone_list(&self) -> String {
+        let out = Command::new(BIN)
+            .args(["-d", self.state().to_str().unwrap(), "list", "-o", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    }
+}

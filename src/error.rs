@@ -36,9 +36,9 @@ pub enum Error {
     /// A manifest (from `apply -f` or from the state directory) is invalid.
     #[error("{origin}: {message}")]
     Invalid { origin: String, message: String },
-    /// No state directory was found.
+    /// No state directory was found; `hint` says what to do about the path it looked at.
     #[error("{message}")]
-    NoStateDir { message: String },
+    NoStateDir { message: String, hint: String },
     /// A pool (or another named object) does not exist.
     #[error("{message}")]
     NotFound {
@@ -124,10 +124,9 @@ impl Error {
             Error::Usage { hint, .. }
             | Error::NotFound { hint, .. }
             | Error::Conflict { hint, .. } => hint.as_deref(),
-            Error::NoStateDir { .. } => {
-                Some("run `ipamctl init` to create one, or pass `--state-dir DIR`")
-            }
-            Error::NoSchema { hint, .. } | Error::Interrupted { hint, .. } => Some(hint),
+            Error::NoStateDir { hint, .. }
+            | Error::NoSchema { hint, .. }
+            | Error::Interrupted { hint, .. } => Some(hint),
             Error::OutcomeUnknown { .. } => Some(
                 "running the same command again is safe: a claim for the same owner answers with the address it holds, a release of an address no longer held does nothing, an apply of the same manifests changes nothing more",
             ),

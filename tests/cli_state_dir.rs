@@ -82,6 +82,7 @@ fn missing_state_dir_option_target_exits_3_with_init_hint() {
         .fails(code::NOT_FOUND)
         .run();
     assert!(ran.stderr.contains("ipamctl init"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains("--state-dir"), "{}", ran.stderr);
     insta::assert_snapshot!(ran.stderr);
 }
 
@@ -90,8 +91,15 @@ fn state_dir_option_naming_a_plain_directory_exits_3() {
     let test = Test::without_state();
     std::fs::create_dir(test.state()).expect("create the directory");
     let ran = test.args(["pool", "list"]).fails(code::NOT_FOUND).run();
-    assert!(ran.stderr.contains("`--state-dir DIR`"), "{}", ran.stderr);
-    assert!(ran.stderr.contains("ipamctl init"), "{}", ran.stderr);
+    // It was named: no advice to name a directory, but how to make this one a state
+    // directory, or use a database.
+    assert!(!ran.stderr.contains("--state-dir"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("`ipamctl init state`"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("IPAMCTL_STORE"), "{}", ran.stderr);
 }
 
 #[test]
@@ -101,6 +109,15 @@ fn no_state_dir_found_upward_exits_3_with_init_hint() {
         .args(["list"])
         .fails(code::NOT_FOUND)
         .run();
+    // The three ways to name a store, the database's environment variable included.
+    for way in [
+        "ipamctl init",
+        "-d DIR",
+        "IPAMCTL_STATE_DIR",
+        "IPAMCTL_STORE",
+    ] {
+        assert!(ran.stderr.contains(way), "{way}: {}", ran.stderr);
+    }
     insta::assert_snapshot!(ran.stderr);
 }
 

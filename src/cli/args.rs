@@ -19,7 +19,7 @@ Exit codes:
   2  invalid usage or input
   3  not found (state directory, pool, namespace, prefix)
   4  conflict with the current state
-  5  pool exhausted
+  5  pool exhausted (a supernet: no free block of the length asked for)
   6  outcome unknown: lost connection during COMMIT; running it again is safe
   130  interrupted between two steps (`vpc delete`): run it again to finish
 
@@ -328,13 +328,13 @@ pub enum Command {
     /// every namespace without `-n`. The output is sorted and carries no timestamp: the same
     /// state gives the same bytes.
     Metrics(MetricsArgs),
-    /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
-    /// CooldownRecord).
+    /// Print the JSON Schemas of the five manifests (IPAMPool, IPAllocation, Subnet,
+    /// CooldownRecord, IPPrefixClaim).
     ///
     /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ..., ...}`
     /// keyed by kind; with one, that schema alone, as committed under `schema/`
     /// (`schema/ipampool.json`, `schema/ipallocation.json`, `schema/subnet.json`,
-    /// `schema/cooldownrecord.json`). Point an editor at them to validate manifests as they are
+    /// `schema/cooldownrecord.json`, `schema/ipprefixclaim.json`). Point an editor at them to validate manifests as they are
     /// typed: `# yaml-language-server: $schema=<path or URL of schema/ipampool.json>`.
     Schema(SchemaArgs),
     /// Print a shell completion script.

@@ -27,7 +27,10 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
         exit::CONFLICT,
         "conflict with the current state (an address held by another owner, a pool still in use, overlapping public pools, a guard that does not match, `diff` finding claims that break the invariants)",
     ),
-    (exit::EXHAUSTED, "pool exhausted"),
+    (
+        exit::EXHAUSTED,
+        "pool exhausted (for a supernet: no free block of the length asked for, naming the largest free block)",
+    ),
     (
         exit::UNKNOWN,
         "outcome unknown (PostgreSQL): the connection was lost (or the server answered with a connection or shutdown error, SQLSTATE class 08 or 57) while the change was being committed, so it may or may not have been made; running the same command again is safe",

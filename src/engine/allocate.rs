@@ -66,10 +66,11 @@ impl Allocated {
 
 /// The warning about an allocation that does not parse. Its name stays taken.
 pub fn unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &str) -> Warning {
-    Warning::new(format!(
-        "{}: {why} (its address stays taken; run `ipamctl check`)",
-        store.locate(ObjectKind::Allocation, ns, name)
-    ))
+    crate::engine::warning::unparsable(
+        &store.locate(ObjectKind::Allocation, ns, name),
+        why,
+        "its address stays taken",
+    )
 }
 
 /// Finds the allocation `owner` holds in `pool`, with a warning for each broken file seen

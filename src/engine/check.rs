@@ -11,6 +11,7 @@
 //! nothing planted inside the state directory leads a read or the `--fix` unlink outside it.
 
 mod db;
+mod elsewhere;
 mod layout;
 mod macs;
 mod prefixes;
@@ -35,7 +36,7 @@ use crate::model::PoolRef;
 use crate::store::fs::beneath::{self, Refused};
 use crate::store::fs::{FsStore, TMP_PREFIX};
 use crate::store::parallel::parallel_map;
-use crate::yaml::conflict;
+use crate::yaml::conflict::{self, Elsewhere};
 use crate::yaml::{self, MAX_MANIFEST_BYTES};
 
 use layout::ManifestFile;
@@ -166,7 +167,10 @@ pub fn check(store: &FsStore) -> Report {
             "is an IPAllocation manifest; allocations belong in `ipallocations/`".to_owned()
         })
     });
-    let allocations = read_all(
+    let subnets = read_all(layout.subnets, &mut findings, yaml::decode_subnet, |_| None);
+    // A conflicted allocation's advice names where its other owner can claim again.
+    let free = elsewhere::Pools::new(&pools, &subnets, &layout.allocations);
+    let allocations = read_all_with(
         layout.allocations,
         &mut findings,
         yaml::decode_allocation,
@@ -175,8 +179,8 @@ pub fn check(store: &FsStore) -> Report {
                 .ok()
                 .map(|_| "is an IPAMPool manifest; pools belong in `ipampools/`".to_owned())
         },
+        &|m| free.elsewhere(m),
     );
-    let subnets = read_all(layout.subnets, &mut findings, yaml::decode_subnet, |_| None);
     let cooldown = read_all(
         layout.cooldown,
         &mut findings,
@@ -352,6 +356,18 @@ fn read_all<T: Send>(
     decode: fn(&str) -> std::result::Result<T, String>,
     misplaced: fn(&str) -> Option<String>,
 ) -> Vec<Decoded<T>> {
+    read_all_with(files, findings, decode, misplaced, &|_| Elsewhere::Same)
+}
+
+/// [`read_all`], with `elsewhere` saying where the other owner of a conflicted allocation
+/// can claim again (see [`elsewhere`]).
+fn read_all_with<T: Send>(
+    files: Vec<ManifestFile>,
+    findings: &mut Vec<Finding>,
+    decode: fn(&str) -> std::result::Result<T, String>,
+    misplaced: fn(&str) -> Option<String>,
+    elsewhere: &(dyn Fn(&AllocationManifest) -> Elsewhere + Sync),
+) -> Vec<Decoded<T>> {
     let outcomes = parallel_map(&files, |file| {
         let text = read_manifest(file)?;
         Ok(text.map(|text| {
@@ -359,7 +375,12 @@ fn read_all<T: Send>(
                 // A conflicted allocation: say how to resolve it, with the path.
                 match conflict::sides(&text) {
                     Some(sides) if file.rel.contains("/ipallocations/") => {
-                        conflict::allocation_finding(&file.rel, &sides, yaml::decode_allocation)
+                        conflict::allocation_finding(
+                            &file.rel,
+                            &sides,
+                            yaml::decode_allocation,
+                            elsewhere,
+                        )
                     }
                     _ => misplaced(&text).unwrap_or(why),
                 }

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::engine::warning::{Warning, Warnings};
+use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::selector::LabelSelector;
 use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolName, PoolRef};
@@ -81,10 +81,11 @@ pub fn collect(
     }
     broken.sort();
     for (ns, name, why) in broken {
-        warnings.push(Warning::new(format!(
-            "{}: {why} (skipped; run `ipamctl check`)",
-            store.locate(ObjectKind::Allocation, ns.as_ref(), &name)
-        )));
+        warnings.push(crate::engine::warning::unparsable(
+            &store.locate(ObjectKind::Allocation, ns.as_ref(), &name),
+            &why,
+            "skipped",
+        ));
     }
     if found.is_empty() {
         match scopes {

@@ -15,6 +15,24 @@ impl Warning {
     }
 }
 
+/// `why` a file was not used, then in parentheses what was done about it (`done`) and that
+/// `ipamctl check` says more, each left out when `why` says it already (a merge conflict's
+/// message says that the address stays taken and that `check` says how to resolve it).
+pub fn unparsable(path: &str, why: &str, done: &str) -> Warning {
+    let mut notes = Vec::new();
+    if !why.contains("stays taken") || !done.contains("stays taken") {
+        notes.push(done);
+    }
+    if !why.contains("`ipamctl check`") {
+        notes.push("run `ipamctl check`");
+    }
+    Warning::new(if notes.is_empty() {
+        format!("{path}: {why}")
+    } else {
+        format!("{path}: {why} ({})", notes.join("; "))
+    })
+}
+
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -26,14 +44,19 @@ impl fmt::Display for Warning {
 pub struct Warnings(Vec<Warning>);
 
 impl Warnings {
-    /// Adds one.
+    /// Adds one, unless it is held already: a use case that reads a file twice (a look-up,
+    /// then the same look-up under the lock) warns about it once.
     pub fn push(&mut self, warning: Warning) {
-        self.0.push(warning);
+        if !self.0.contains(&warning) {
+            self.0.push(warning);
+        }
     }
 
-    /// Adds every one of `other`, after those held.
+    /// Adds every one of `other` not held already, after those held.
     pub fn extend(&mut self, other: Warnings) {
-        self.0.extend(other.0);
+        for w in other.0 {
+            self.push(w);
+        }
     }
 
     /// Whether there are none.

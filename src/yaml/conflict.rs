@@ -80,48 +80,85 @@ pub fn allocation_message(
     )
 }
 
-/// `ipamctl allocate` for the owner of `m` with its uid, in its pool: how the owner whose
-/// side was dropped claims again as itself (without `--uid` it would be another owner).
-fn reallocate(m: &AllocationManifest) -> String {
-    let mut command = format!("ipamctl allocate {}", m.spec.pool);
-    if let Some(ns) = &m.metadata.namespace {
+/// Where the owner whose side of a conflict is dropped can claim again, as the caller (who
+/// knows every pool) finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Elsewhere {
+    /// In its own pool, which has a free address.
+    Same,
+    /// From the public pools of this zone (`allocate --zone`): its pool has no free address
+    /// left, another pool of the zone has.
+    Zone(String),
+    /// From this other pool of its scope and family: its pool has no free address left.
+    Pool(String),
+    /// Nowhere: neither its pool nor any other it may use has a free address.
+    Nowhere,
+}
+
+/// `ipamctl allocate` for the owner of `m` with its uid, where `elsewhere` says: how the
+/// owner whose side was dropped claims again as itself (without `--uid` it would be another
+/// owner). `None` when there is nowhere.
+fn reallocate(m: &AllocationManifest, elsewhere: &Elsewhere) -> Option<String> {
+    let mut command = match elsewhere {
+        Elsewhere::Same => format!("ipamctl allocate {}", m.spec.pool),
+        Elsewhere::Pool(pool) => format!("ipamctl allocate {pool}"),
+        Elsewhere::Zone(zone) => format!("ipamctl allocate --zone {zone}"),
+        Elsewhere::Nowhere => return None,
+    };
+    if let (Some(ns), false) = (
+        &m.metadata.namespace,
+        matches!(elsewhere, Elsewhere::Zone(_)),
+    ) {
         command.push_str(&format!(" -n {ns}"));
     }
     command.push_str(&format!(" --owner {}", m.spec.owner));
     if let Some(uid) = m.spec.owner.uid() {
         command.push_str(&format!(" --uid {uid}"));
     }
-    command
+    Some(command)
 }
 
 /// The `check` finding for a conflicted allocation file at `path` (relative to the state
 /// directory): both owners and the exact commands that keep one side and claim again for
-/// the other owner, with its uid.
+/// the other owner, with its uid, where `elsewhere` says it can (its own pool is usually
+/// full: both branches took its last free address); or, when nowhere, that plainly.
 pub fn allocation_finding(
     path: &str,
     sides: &Sides,
     decode: impl Fn(&str) -> Result<AllocationManifest, String>,
+    elsewhere: impl Fn(&AllocationManifest) -> Elsewhere,
 ) -> String {
     let (ours, theirs) = (decode(&sides.ours), decode(&sides.theirs));
-    let keep = |side: &str, other: &Result<AllocationManifest, String>| {
+    let two_owners =
+        ours.as_ref().ok().map(|o| &o.spec.owner) != theirs.as_ref().ok().map(|t| &t.spec.owner);
+    let mut full = None;
+    let mut keep = |side: &str, other: &Result<AllocationManifest, String>| {
         let mut steps = format!("git checkout --{side} -- {path} && git add {path}");
-        match other {
-            Ok(m)
-                if ours.as_ref().ok().map(|o| &o.spec.owner)
-                    != theirs.as_ref().ok().map(|t| &t.spec.owner) =>
-            {
-                steps.push_str(&format!(" && {}", reallocate(m)));
+        if let (Ok(m), true) = (other, two_owners) {
+            let there = elsewhere(m);
+            if there != Elsewhere::Same {
+                full = Some((m.spec.pool.to_string(), there == Elsewhere::Nowhere));
             }
-            _ => {}
+            if let Some(command) = reallocate(m, &there) {
+                steps.push_str(&format!(" && {command}"));
+            }
         }
         format!("`{steps}`")
     };
+    let (keep_ours, keep_theirs) = (keep("ours", &theirs), keep("theirs", &ours));
+    let tail = match full {
+        None => String::new(),
+        Some((pool, false)) => format!(
+            " (pool `{pool}` has no free address left, so the other owner claims elsewhere)"
+        ),
+        Some((pool, true)) => format!(
+            "; pool `{pool}` has no free address left and no other pool the other owner may use has one: it gets an address only after one is released (`ipamctl list --pool {pool}`) or a pool is widened"
+        ),
+    };
     format!(
-        "unresolved merge conflict: ours holds the address for {}, theirs for {}; it stays taken until resolved. Keep ours: {}; or keep theirs: {}",
+        "unresolved merge conflict: ours holds the address for {}, theirs for {}; it stays taken until resolved. Keep ours: {keep_ours}; or keep theirs: {keep_theirs}{tail}",
         holder(&ours),
         holder(&theirs),
-        keep("ours", &theirs),
-        keep("theirs", &ours),
     )
 }
 

@@ -215,6 +215,10 @@ impl FsStore {
                     "`{}` is not an ipamctl state directory (no `{MARKER}` file)",
                     root.display()
                 ),
+                hint: format!(
+                    "`ipamctl init {}` makes it one; a database is `--store URL` (or IPAMCTL_STORE)",
+                    root.display()
+                ),
             }),
             Err(e) => Err(refused(marker, e)),
         }
@@ -237,6 +241,7 @@ impl FsStore {
                 "no ipamctl state directory found in `{}` or any parent directory",
                 cwd.display()
             ),
+            hint: "run `ipamctl init` to create one here, name one with `-d DIR` (or IPAMCTL_STATE_DIR), or use a database with `--store URL` (or IPAMCTL_STORE)".into(),
         })
     }
 
@@ -282,8 +287,14 @@ impl FsStore {
         // The root itself is the user's choice (it may be a symlink); nothing below it is.
         let fd = std::fs::File::open(root)
             .map_err(|e| match e.kind() {
+                // Named by `-d` or IPAMCTL_STATE_DIR: a typo, most likely, so no advice to
+                // name a directory the user just named.
                 std::io::ErrorKind::NotFound => Error::NoStateDir {
                     message: format!("`{}` does not exist", root.display()),
+                    hint: format!(
+                        "check the path given by `-d` or IPAMCTL_STATE_DIR; `ipamctl init {}` creates a state directory there, and `--store URL` (or IPAMCTL_STORE) uses a database instead",
+                        root.display()
+                    ),
                 },
                 _ => Error::io(root, e),
             })?

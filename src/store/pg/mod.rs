@@ -37,6 +37,7 @@ mod claims;
 mod connect;
 pub mod conninfo;
 mod free;
+mod grants;
 pub mod inspect;
 mod locks;
 mod migrate;
@@ -608,10 +609,20 @@ fn database(shown: &str, e: &postgres::Error, timeouts: &Timeouts) -> Error {
     let expired = e
         .as_db_error()
         .and_then(|db| timeouts.expired(db.code().code(), db.message()));
+    // A permission error names the grant that is missing.
+    let denied = e
+        .as_db_error()
+        .filter(|db| db.code().code() == "42501")
+        .and_then(|db| {
+            let role = grants::role_of(shown);
+            grants::missing(db.message(), db.detail(), role)
+                .or_else(|| grants::not_owner(db.message(), role))
+        });
     Error::Database {
-        message: match expired {
-            Some(why) => format!("PostgreSQL ({shown}): {why}"),
-            None => format!("PostgreSQL ({shown}): {}", one_line(e)),
+        message: match (expired, denied) {
+            (Some(why), _) => format!("PostgreSQL ({shown}): {why}"),
+            (None, Some(grant)) => format!("PostgreSQL ({shown}): {}: {grant}", one_line(e)),
+            (None, None) => format!("PostgreSQL ({shown}): {}", one_line(e)),
         },
         sqlstate: e.code().map(|c| c.code().to_owned()),
     }

@@ -818,6 +818,17 @@ fn a_claim_after_the_lock_file_was_removed_under_another_waits_for_it_boundedly(
     assert_consistent(&state);
 }
 
+/// The seed state after one claim made its lock file: the test, its state directory and
+/// the lock file's path.
+fn with_lock_file() -> (Test, PathBuf, PathBuf) {
+    let test = Test::new("seed");
+    let state = test.state();
+    allocate(&test, "FloatingIP/warm");
+    let ino = fs::metadata(&state).expect("the state directory").ino();
+    let lock = state.join(format!(".index/lock-{ino}"));
+    (test, state, lock)
+}
+
 /// Something other than a regular file planted at the lock file's own path (`git` checks out
 /// a symlink there, or someone makes a FIFO): it is looked at, never opened, and never
 /// followed. The claim goes on under the state directory's `flock` held exclusively (the
@@ -828,11 +839,7 @@ fn a_claim_after_the_lock_file_was_removed_under_another_waits_for_it_boundedly(
 #[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
 fn a_fifo_or_a_symlink_at_the_lock_files_path_is_never_opened() {
     let _serial = serial();
-    let test = Test::new("seed");
-    let state = test.state();
-    allocate(&test, "FloatingIP/warm");
-    let ino = fs::metadata(&state).expect("the state directory").ino();
-    let lock = state.join(format!(".index/lock-{ino}"));
+    let (test, state, lock) = with_lock_file();
     // A FIFO with a writer blocked in its open.
     fs::remove_file(&lock).expect("remove the lock file");
     sh("mkfifo", &[lock.to_str().expect("UTF-8")], &state);
@@ -964,4 +971,66 @@ fn a_file_rewritten_in_place_in_two_writes_is_not_taken_for_its_prefixes_owner()
         out.describe()
     );
     assert_consistent(&state);
+}
+
+// ---- H: every lock wait is bounded ---------------------------------------------------------
+
+/// Issue 31, finding 6: the lock file is there but cannot be used (a hard link left by `cp
+/// -al`: two names) while another process holds the root's `flock` shared. The wait for
+/// the lock of everything (the `flock` exclusively) ended at once each time, because a
+/// lock file "was made meanwhile", and the process spun at full CPU past
+/// `IPAMCTL_LOCK_TIMEOUT`. Now it waits (sleeping) and gives up at the deadline: exit 1,
+/// naming what it waited for; nothing claimed. (The 60 s below only ends a hung run.)
+#[test]
+fn a_wait_for_an_unusable_lock_file_under_a_shared_flock_ends_at_the_timeout() {
+    let _serial = serial();
+    let (test, state, lock) = with_lock_file();
+    fs::hard_link(&lock, test.root().join("second-name")).expect("a second name");
+    let mut holder = Command::new("flock")
+        .args(["-s", state.to_str().expect("UTF-8"), "sleep", "120"])
+        .spawn()
+        .expect("start flock (util-linux)");
+    thread::sleep(Duration::from_millis(300));
+    let mut cmd = ipamctl_cmd(&test, &["allocate", POOL, "--owner", "FloatingIP/waiter"]);
+    cmd.env("IPAMCTL_LOCK_TIMEOUT", "1");
+    let mut child = spawn(cmd);
+    let ended = wait_until(Duration::from_secs(60), || {
+        child.try_wait().expect("wait").is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+    }
+    let out = finish(&["allocate"], child);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(ended, "the wait never ended: {}", out.describe());
+    assert_eq!(out.code, Some(code::FAILURE), "{}", out.describe());
+    assert!(
+        out.stderr.contains("timed out after 1 s"),
+        "{}",
+        out.describe()
+    );
+    assert!(held(&test, "FloatingIP/waiter").is_empty());
+}
+
+/// `IPAMCTL_LOCK_TIMEOUT` that is no number of seconds (`abc`, `-5`, `nan`, `inf`) silently
+/// meant 30 s; now it is exit 2 naming the value, and nothing is done.
+#[test]
+fn an_invalid_lock_timeout_is_exit_2_naming_it() {
+    let test = Test::new("seed");
+    for value in ["abc", "-5", "nan", "inf"] {
+        let mut cmd = ipamctl_cmd(&test, &["allocate", POOL, "--owner", "FloatingIP/x"]);
+        cmd.env("IPAMCTL_LOCK_TIMEOUT", value);
+        let out = finish(&["allocate"], spawn(cmd));
+        assert_eq!(out.code, Some(code::INVALID), "{value}: {}", out.describe());
+        assert!(
+            out.stderr.starts_with("error: ")
+                && out
+                    .stderr
+                    .contains(&format!("IPAMCTL_LOCK_TIMEOUT `{value}`")),
+            "{value}: {}",
+            out.describe()
+        );
+        assert!(held(&test, "FloatingIP/x").is_empty());
+    }
 }

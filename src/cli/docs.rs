@@ -42,6 +42,18 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
 ];
 
 /// Examples for the top page.
+/// The top page's `ENVIRONMENT`: (variable, meaning).
+const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "IPAMCTL_STATE_DIR",
+        "the state directory, as `-d` gives it (else the nearest ancestor of the current directory holding `.ipamctl`)",
+    ),
+    (
+        "IPAMCTL_LOCK_TIMEOUT",
+        "how long a lock of the file store is waited for, in seconds (a finite decimal, 0 or more; unset or empty: 30). Any other value (`abc`, `-5`, `nan`, `inf`) is exit 2 naming it. A wait that reaches it is exit 1, naming the lock and its holder",
+    ),
+];
+
 const EXAMPLES: &[&str] = &[
     "ipamctl init state && cd state",
     "ipamctl apply -f pools.yaml",
@@ -130,6 +142,14 @@ fn sections(parent: Option<&str>, children: &[String]) -> String {
         ));
     }
     if parent.is_none() {
+        s.push_str(".SH ENVIRONMENT\n");
+        for (var, meaning) in ENVIRONMENT {
+            s.push_str(&format!(
+                ".TP\n\\fB{}\\fR\n{}\n",
+                escape(var),
+                bold_code(&escape(meaning))
+            ));
+        }
         s.push_str(".SH EXAMPLES\n.nf\n");
         for example in EXAMPLES {
             s.push_str(&escape(example));

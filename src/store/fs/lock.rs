@@ -64,7 +64,11 @@
 //! lock file, for the exclusive one while others finish) is polled, not waited for in the
 //! kernel, for at most [`LOCK_TIMEOUT_VAR`] seconds (default [`DEFAULT_TIMEOUT_SECS`]) in
 //! all; then the command fails (exit 1) naming what it waited for and, from `/proc/locks`,
-//! the process that holds it.
+//! the process that holds it. Each round of each wait looks at the deadline and sleeps
+//! before the next try, including the round in which a lock file that cannot be used sits
+//! at its path while others hold the root shared (the wait for the root exclusively is then
+//! never cut short as if the file had just been made: that spun past the deadline). A value
+//! of the variable that is no finite number of seconds, 0 or more, is exit 2.
 //!
 //! Write locks need the lock file opened for writing: on a read-only state directory
 //! [`Error::ReadOnly`] says so, and commands that only read do without locks.
@@ -88,6 +92,7 @@ use rustix::io::Errno;
 use crate::error::{Error, Result};
 use crate::model::{Namespace, Owner, PoolName};
 use crate::store::fs::beneath;
+use crate::store::fs::lock_holder::holder;
 use crate::store::fs::{FsStore, INDEX_DIR, MARKER};
 use crate::store::{ClaimLock, Hold, LockMode, Locks, PoolLock, ScopeLock};
 
@@ -232,15 +237,30 @@ impl Drop for FileHold {
     }
 }
 
-/// How long a lock is waited for: [`LOCK_TIMEOUT_VAR`], else [`DEFAULT_TIMEOUT_SECS`].
-pub fn timeout() -> Duration {
-    std::env::var(LOCK_TIMEOUT_VAR)
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map_or(Duration::from_secs(DEFAULT_TIMEOUT_SECS), |s| {
-            Duration::from_secs_f64(s.min(1e9))
-        })
+/// How long a lock is waited for: [`LOCK_TIMEOUT_VAR`] (unset or empty: the default,
+/// [`DEFAULT_TIMEOUT_SECS`]). A value that is no finite number of seconds, 0 or more
+/// (`abc`, `-5`, `nan`, `inf`) is exit 2 naming it: a wait it meant to bound must not
+/// silently become another.
+pub fn timeout() -> Result<Duration> {
+    let value = match std::env::var(LOCK_TIMEOUT_VAR) {
+        Ok(v) if !v.trim().is_empty() => v,
+        Ok(_) | Err(std::env::VarError::NotPresent) => {
+            return Ok(Duration::from_secs(DEFAULT_TIMEOUT_SECS));
+        }
+        Err(std::env::VarError::NotUnicode(v)) => v.to_string_lossy().into_owned(),
+    };
+    match value.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s.min(1e9))),
+        _ => Err(Error::Usage {
+            message: format!(
+                "{LOCK_TIMEOUT_VAR} `{}` is not a number of seconds (a finite decimal, 0 or more)",
+                value.escape_debug()
+            ),
+            hint: Some(format!(
+                "e.g. {LOCK_TIMEOUT_VAR}=30, or unset it for the default ({DEFAULT_TIMEOUT_SECS} s)"
+            )),
+        }),
+    }
 }
 
 /// Sets (or clears, with `F_UNLCK`) the open-file-description lock of byte `offset` of
@@ -304,71 +324,9 @@ fn timed_out(path: &Path, what: &str, holder: Option<String>) -> Error {
         std::io::Error::other(format!(
             "timed out after {} s waiting for {what}{holder}; set {LOCK_TIMEOUT_VAR} \
              (seconds) to wait longer",
-            timeout().as_secs_f64(),
+            timeout().unwrap_or_default().as_secs_f64(),
         )),
     )
-}
-
-/// Does a line of `/proc/locks` (or a `lock:` line of a `/proc/PID/fdinfo` file) cover byte
-/// `offset` of inode `ino`? Its pid field, if so (`-1` for open-file-description locks).
-fn lock_line(line: &str, ino: u64, offset: i64) -> Option<i64> {
-    // `1: OFDLCK ADVISORY WRITE -1 08:01:5678 100 100`
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let at = fields.iter().position(|f| f.matches(':').count() == 2)?;
-    let file_ino = fields[at].rsplit(':').next()?.parse::<u64>().ok()?;
-    let start = fields.get(at + 1)?.parse::<i64>().ok()?;
-    let end = fields.get(at + 2)?;
-    let covers = start <= offset && (*end == "EOF" || end.parse::<i64>().ok()? >= offset);
-    (file_ino == ino && covers).then(|| fields.get(at.checked_sub(1)?)?.parse::<i64>().ok())?
-}
-
-/// Who holds byte `offset` of inode `ino`: `process P (`command`)`. `/proc/locks` gives no
-/// pid for open-file-description locks, so the descriptors of every process this user may
-/// look at are searched (`/proc/PID/fdinfo` lists the locks held through each); only on a
-/// timeout, so its cost does not matter.
-fn holder(ino: u64, offset: i64) -> Option<String> {
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    let mut pid = locks
-        .lines()
-        .find_map(|line| lock_line(line, ino, offset))?;
-    if pid <= 0 {
-        let me = i64::from(std::process::id());
-        pid = std::fs::read_dir("/proc")
-            .ok()?
-            .flatten()
-            .filter_map(|p| p.file_name().to_str()?.parse::<i64>().ok())
-            .filter(|&p| p != me)
-            .find(|p| {
-                let Ok(fds) = std::fs::read_dir(format!("/proc/{p}/fdinfo")) else {
-                    return false;
-                };
-                fds.flatten().any(|fd| {
-                    std::fs::read_to_string(fd.path()).is_ok_and(|info| {
-                        info.lines()
-                            .filter_map(|l| l.strip_prefix("lock:"))
-                            .any(|l| lock_line(l, ino, offset).is_some())
-                    })
-                })
-            })
-            .unwrap_or(-1);
-    }
-    if pid <= 0 {
-        return Some("another process".into());
-    }
-    let command = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| {
-            let text: String = String::from_utf8_lossy(&c)
-                .replace('\0', " ")
-                .trim()
-                .to_owned();
-            text.chars().take(80).collect::<String>()
-        })
-        .unwrap_or_default();
-    Some(if command.is_empty() {
-        format!("process {pid}")
-    } else {
-        format!("process {pid} (`{command}`)")
-    })
 }
 
 /// What [`FsStore::open_lock_file`] found at the lock file's path.
@@ -446,7 +404,7 @@ impl FsStore {
             }
             shared.holds += 1;
         } else {
-            let deadline = Instant::now() + timeout();
+            let deadline = Instant::now() + timeout()?;
             let whole = match held.whole.upgrade() {
                 Some(whole) => whole,
                 None => {
@@ -502,26 +460,42 @@ impl FsStore {
                 path: path.clone(),
             }
         };
+        let mut wait = Duration::from_micros(500);
         loop {
             // Shared: no lock file can be made meanwhile, so the one there, if any, is the
             // one every holder locks, even if it is deleted the next instant.
             flock_root(&root, root_path, LockMode::Shared, deadline, || false)?;
-            match self.open_lock_file(&name, &path, false)? {
+            let missing = match self.open_lock_file(&name, &path, false)? {
                 LockFile::Open(fd, ino) => return Ok(whole(root, Some((fd, ino)))),
-                LockFile::Missing | LockFile::Unusable => {}
-            }
+                LockFile::Missing => true,
+                LockFile::Unusable => false,
+            };
             // Exclusively, granted once nobody holds a byte of an earlier lock file. A lock
             // file made meanwhile by another waiter ends this wait: lock that one, shared.
+            // Only where there was none: an unusable one (another user's, a second name, a
+            // FIFO) is there all along, and counting it as made ended every wait at once,
+            // so the process spun past its deadline (issue 31).
             rustix::fs::flock(&root, rustix::fs::FlockOperation::Unlock)
                 .map_err(|e| Error::io(root_path, e.into()))?;
             let made = || {
-                matches!(
-                    beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR))
-                        .map(|index| beneath::look(&index, &name)),
-                    Ok(Ok(Some(_)))
-                )
+                missing
+                    && matches!(
+                        beneath::open_dir(self.root_fd(), Path::new(INDEX_DIR))
+                            .map(|index| beneath::look(&index, &name)),
+                        Ok(Ok(Some(_)))
+                    )
             };
             if !flock_root(&root, root_path, LockMode::Exclusive, deadline, made)? {
+                // Round again, as every other wait does: past the deadline, give up;
+                // else sleep first.
+                if Instant::now() >= deadline {
+                    return Err(timed_out(
+                        root_path,
+                        "the state directory's lock file, made meanwhile by another process",
+                        None,
+                    ));
+                }
+                pause(&mut wait, deadline);
                 continue;
             }
             match self.open_lock_file(&name, &path, true)? {

@@ -136,6 +136,7 @@ mod derived;
 pub mod index;
 mod kind;
 pub mod lock;
+mod lock_holder;
 mod macs;
 mod objects;
 mod prefix_claims;
@@ -201,8 +202,10 @@ fn kind_dir(kind: ObjectKind) -> &'static str {
 }
 
 impl FsStore {
-    /// Opens the state directory at `root`, which must hold the marker.
+    /// Opens the state directory at `root`, which must hold the marker. Exit 2 for an
+    /// invalid [`lock::LOCK_TIMEOUT_VAR`], whether or not the command waits for a lock.
     pub fn open(root: &Path) -> Result<FsStore> {
+        lock::timeout()?;
         let store = FsStore::at(root)?;
         let marker = root.join(MARKER);
         match beneath::read(&store.fd, MARKER, 4096) {

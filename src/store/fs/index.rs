@@ -49,6 +49,7 @@ use ipnet::IpNet;
 use rustix::fs::Stat;
 
 use crate::model::{Owner, OwnerFilter};
+use crate::store::fs::seal::{parse_hex, seal};
 
 /// First word of an index file, with its format version.
 const HEADER: &str = "ipamctl-index 3";
@@ -508,30 +509,6 @@ fn parse_line<K: Key>(line: &[u8], at: usize) -> Option<(K, Option<Entry<K>>)> {
             created,
         }),
     ))
-}
-
-/// A record's seal: FNV-1a (64 bits) of its status fields and its owner, so that a line
-/// whose owner (or status) was edited by hand, without the seal made again, vouches for
-/// nothing: a look-up then reads the file instead of believing the owner the line names.
-fn seal(head: &[u8], owner: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in head.iter().chain(b" ").chain(owner) {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
-
-/// Lowercase hexadecimal digits, byte-wise.
-fn parse_hex(digits: &[u8]) -> Option<u64> {
-    digits.iter().try_fold(0u64, |n, &b| {
-        let d = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            _ => return None,
-        };
-        Some((n << 4) | u64::from(d))
-    })
 }
 
 /// The owner in `text` (as [`owner_text`] writes it), validated as a manifest's would be.

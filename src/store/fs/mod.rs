@@ -127,6 +127,7 @@ mod objects;
 mod prefix_claims;
 mod queries;
 mod scan;
+mod seal;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;

@@ -175,3 +175,73 @@ fn check_reports_holders_a_hand_broke() {
         ran.stdout
     );
 }
+
+/// The prefix claims index (`.index/…/ipprefixclaims/POOL.idx`) of `t`'s pool `space`.
+fn claims_index(t: &Test) -> std::path::PathBuf {
+    let dir = t.path(".index");
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.ends_with("ipprefixclaims/space.idx") {
+                return p;
+            }
+        }
+    }
+    panic!("no prefix claims index of `space`");
+}
+
+/// The prefix index, like the owner index, never vouches for an owner it has not verified
+/// against the file: editing only the owner of a line (owner `a`'s prefix now "b's") makes
+/// neither owner's `allocate` answer the other's prefix, nor give either a second one.
+#[test]
+fn an_edited_prefix_index_line_never_answers_one_owners_prefix_to_another() {
+    let t = Test::new("seed").file_store_only();
+    let file = t.input(
+        "space.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: space\nspec:\n  cidr: 10.64.0.0/14\n  kind: supernet\n",
+    );
+    let mut t = t.args(["apply", "-f", &file]).run().then();
+    let claim = |owner: &str| {
+        vec![
+            "allocate".to_owned(),
+            "space".into(),
+            "--prefix-length".into(),
+            "24".into(),
+            "--owner".into(),
+            format!("FloatingIP/{owner}"),
+        ]
+    };
+    for (owner, prefix) in [("a", "10.64.0.0/24\n"), ("b", "10.64.1.0/24\n")] {
+        t = t.args(claim(owner)).stdout(prefix).run().then();
+    }
+    // Look-ups record both files once they are old enough (a whole-second file system
+    // needs over two seconds).
+    let mut index = String::new();
+    for _ in 0..40 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        t = t.args(claim("c-probe")).run().then();
+        index = std::fs::read_to_string(claims_index(&t)).unwrap_or_default();
+        if index.contains("\n10.64.0.0/24 ") && index.contains("\n10.64.1.0/24 ") {
+            break;
+        }
+    }
+    let line = index
+        .lines()
+        .rfind(|l| l.starts_with("10.64.0.0/24 "))
+        .unwrap_or_else(|| panic!("no record of a's claim:\n{index}"))
+        .to_owned();
+    assert!(line.ends_with(" FloatingIP a -"), "{line}");
+    let edited = index.replace(&line, &line.replace(" FloatingIP a -", " FloatingIP b -"));
+    std::fs::write(claims_index(&t), edited).unwrap();
+    let t = t.args(claim("b")).stdout("10.64.1.0/24\n").run().then();
+    let t = t.args(claim("a")).stdout("10.64.0.0/24\n").run().then();
+    let claims = t
+        .files()
+        .iter()
+        .filter(|f| f.contains("ipprefixclaims/space-"))
+        .count();
+    assert_eq!(claims, 3, "{:?}", t.files());
+}

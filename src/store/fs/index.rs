@@ -25,10 +25,15 @@
 //! than three fields and so vouches for nothing (the file is read).
 //!
 //! ```text
-//! ipamctl-index 2 <device>
-//! <key> <inode> <size> <mtime ns> <ctime ns> <w|w<secs>|-> <owner kind> <owner name> <uid or ->
+//! ipamctl-index 3 <device>
+//! <key> <inode> <size> <mtime ns> <ctime ns> <w|w<secs>|-> <seal> <owner kind> <owner name> <uid or ->
 //! <key> -
 //! ```
+//!
+//! `<seal>` is 16 hexadecimal digits of a hash of the rest of the line: a line whose owner
+//! was edited by hand (to make one owner's file look like another's) no longer matches its
+//! seal and vouches for nothing, so the file is read. An index never vouches for an owner
+//! it did not read from the file; what is left is an edit that also makes the seal again.
 //!
 //! `<key>` is an address (`10.0.0.1`) in an allocations index, a prefix (`2001:db8::/64`)
 //! in a prefix claims index.
@@ -44,9 +49,10 @@ use ipnet::IpNet;
 use rustix::fs::Stat;
 
 use crate::model::{Owner, OwnerFilter};
+use crate::store::fs::seal::{parse_hex, seal};
 
 /// First word of an index file, with its format version.
-const HEADER: &str = "ipamctl-index 2";
+const HEADER: &str = "ipamctl-index 3";
 
 /// What an index keys its records by: what a file's name spells, written as `Display`
 /// writes it and read back byte-wise by [`Key::parse`] (which accepts only that spelling).
@@ -214,11 +220,12 @@ impl RecordRef<'_> {
             (true, None) => String::from("w"),
             (true, Some(secs)) => format!("w{secs}"),
         };
-        let _ = writeln!(
-            out,
-            "{address} {} {} {} {} {whole} {}",
-            s.ino, s.size, s.mtime, s.ctime, self.owner
+        let head = format!(
+            "{address} {} {} {} {} {whole}",
+            s.ino, s.size, s.mtime, s.ctime
         );
+        let seal = seal(head.as_bytes(), self.owner.as_bytes());
+        let _ = writeln!(out, "{head} {seal:016x} {}", self.owner);
     }
 }
 
@@ -476,7 +483,16 @@ fn parse_line<K: Key>(line: &[u8], at: usize) -> Option<(K, Option<Entry<K>>)> {
         [b'w', secs @ ..] => (true, Some(parse_u64(secs)?)),
         _ => return None,
     };
-    if rest.is_empty() {
+    let head_len = line.len() - rest.len() - 1;
+    let (sealed, owner) = rest.split_at(rest.len().min(16));
+    rest = owner.get(1..).unwrap_or_default();
+    if rest.is_empty()
+        || owner.first() != Some(&b' ')
+        || sealed.len() != 16
+        || parse_hex(sealed)? != seal(&line[..head_len], rest)
+    {
+        // An owner (or a status) edited by hand: the line vouches for nothing, and the file
+        // is read.
         return None;
     }
     let start = at + (line.len() - rest.len());
@@ -606,7 +622,7 @@ mod tests {
             Change::Set(a, record(11, "FloatingIP fip-1 -")),
         ];
         let mut text = Index::empty(2049).render_with(&start);
-        assert!(text.starts_with("ipamctl-index 2 2049\n10.0.0.1 11 "));
+        assert!(text.starts_with("ipamctl-index 3 2049\n10.0.0.1 11 "));
         let changes = [
             Change::Forget(a),
             Change::Set(b, record(13, WEB)),
@@ -664,13 +680,35 @@ mod tests {
         // The last is an append cut short and the next append joined to it.
         let joined = "FloatingIP fi10.0.0.3 14 200 1 1 w FloatingIP fip-3 -";
         for owner in ["FloatingIP x", "FloatingIP x - y", "FloatingIP  -", joined] {
+            let head = "10.0.0.2 13 200 1 1 -";
+            let sealed = seal(head.as_bytes(), owner.as_bytes());
             let parsed = Index::<IpAddr>::parse(
-                format!("{text}10.0.0.2 13 200 1 1 - {owner}\n").into_bytes(),
+                format!("{text}{head} {sealed:016x} {owner}\n").into_bytes(),
                 1,
             );
             let r = parsed.get("10.0.0.2".parse().unwrap()).unwrap();
             assert!(text_matches(r.owner, &only), "{owner}");
             assert_eq!(parse_owner(r.owner), None, "{owner}");
+        }
+    }
+
+    /// A line whose owner (or status) was edited by hand, its seal not made again, vouches
+    /// for nothing: the key has no record, so its file is read.
+    #[test]
+    fn an_edited_line_vouches_for_nothing() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let text = Index::empty(1).render_with(&[Change::Set(a, record(11, WEB))]);
+        assert_eq!(
+            Index::<IpAddr>::parse(text.clone().into_bytes(), 1).len(),
+            1
+        );
+        for edited in [
+            text.replace(WEB, "FloatingIP fip-1 -"),
+            text.replace(" 11 ", " 12 "),
+        ] {
+            assert_ne!(edited, text);
+            let parsed = Index::<IpAddr>::parse(edited.into_bytes(), 1);
+            assert!(parsed.get(a).is_none());
         }
     }
 

@@ -120,6 +120,8 @@
 //!   another owner (such a prefix is trusted at once);
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
+//! - an edit of an index line that also makes its seal again (an edit of the owner alone
+//!   voids the line: [`index`]);
 //! - deleting the lock file while it is held and putting it back by an outside copy of
 //!   this very checkout's `.index/` before its holders finish ([`lock`]);
 //! - an allocation written by hand under a name that does not match its address: its name's
@@ -142,6 +144,7 @@ mod objects;
 mod prefix_claims;
 mod queries;
 mod scan;
+mod seal;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;

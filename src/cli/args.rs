@@ -414,8 +414,20 @@ pub struct AllocateArgs {
     /// cannot give one, the addresses this request claimed are released again (what the
     /// owner held before stays) and the exit code is the later pool's. One address per
     /// line, in the order given; `-o json|yaml` a List.
-    #[arg(value_name = "POOL", required_unless_present = "zone", add = ArgValueCompleter::new(complete::pools))]
+    #[arg(value_name = "POOL", required_unless_present_any = ["zone", "file"], add = ArgValueCompleter::new(complete::pools))]
     pub pools: Vec<String>,
+
+    /// Claim every request of FILE (`-` reads stdin), one by one, each as its own `allocate`:
+    /// JSON lines (one object a line) or a YAML list, each request with the fields `pool`
+    /// or `pools`, `namespace`, `owner`, `uid`, `subnet` or `subnets`, `address`, `within`,
+    /// `reserved`, `zone`, `prefixLength`, `prefix` and `dryRun`; `-n` and `--dry-run` apply
+    /// to the requests that do not set them. One result per request, in input order (`-o
+    /// json`: a JSON line each); a request that fails, or a line that is not a valid
+    /// request (named by its line number), does not stop the others. Exit 0 when every
+    /// request succeeded, else, after every result is printed, the exit code the failed
+    /// requests share, or 1 when theirs differ.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "explain"])]
+    pub file: Option<String>,
 
     /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
     /// name order, moving on when one is exhausted (exit 5 only when all are).
@@ -424,8 +436,8 @@ pub struct AllocateArgs {
 
     /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name>, VPC/router
     /// or Node/<subnet>.
-    #[arg(long, value_name = "KIND/NAME")]
-    pub owner: String,
+    #[arg(long, value_name = "KIND/NAME", required_unless_present = "file")]
+    pub owner: Option<String>,
 
     /// The owner's uid: a UUID (any case, kept lowercase), e.g. the VM's `virsh domuuid`;
     /// anything else is exit 2. Part of its identity: omitted means an owner without a uid.
@@ -548,6 +560,15 @@ pub struct ReleaseArgs {
     /// Release `POOL ADDRESS` whoever holds it, without naming the owner.
     #[arg(long, requires = "address")]
     pub force: bool,
+
+    /// Release every request of FILE (`-` reads stdin), one by one, each as its own
+    /// `release`: JSON lines or a YAML list, each request with the fields `pool`, `address`
+    /// (or a prefix in CIDR form), `namespace`, `owner`, `uid`, `kind`, `force`,
+    /// `ignoreNotFound` and `dryRun`, guarded as a single release is; `-n`,
+    /// `--ignore-not-found` and `--dry-run` apply to the requests that do not set them.
+    /// Results and exit codes as `allocate -f`.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels"])]
+    pub file: Option<String>,
 
     /// Selectors that match nothing are a note and exit 0 instead of exit 3 (as kubectl's
     /// flag of that name): for a script whose release may already have happened.

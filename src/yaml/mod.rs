@@ -381,6 +381,38 @@ pub fn encode_stream<T: Serialize>(values: &[T]) -> String {
         .join("---\n")
 }
 
+/// The largest list of requests [`decode_list`] reads (`allocate -f`, `release -f`).
+pub const MAX_LIST_BYTES: u64 = 64 << 20;
+
+/// Parses a YAML list (of requests): each item as a JSON value, with the line it starts on
+/// (from 1) when the list is a block sequence at the left margin. Errors are one line,
+/// `line L column C: message`; a text that is not a list is one too.
+pub fn decode_list(text: &str) -> Result<Vec<(Option<usize>, serde_json::Value)>, String> {
+    let mut budget = Budget::default();
+    budget.max_reader_input_bytes = Some(MAX_LIST_BYTES as usize);
+    let options = serde_saphyr::options! {
+        with_snippet: false,
+        duplicate_keys: DuplicateKeyPolicy::Error,
+        budget: Some(budget),
+    };
+    let items: Vec<serde_json::Value> =
+        serde_saphyr::from_str_with_options(text, options).map_err(one_line)?;
+    // An item of a block sequence at the margin starts with `-` in column 1: each such line
+    // is one item's first, unless the count says the list is written some other way.
+    let starts: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| *l == "-" || l.starts_with("- "))
+        .map(|(i, _)| i + 1)
+        .collect();
+    let lines: Vec<Option<usize>> = if starts.len() == items.len() {
+        starts.into_iter().map(Some).collect()
+    } else {
+        vec![None; items.len()]
+    };
+    Ok(lines.into_iter().zip(items).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use crate::cli::cmd::prefix::Claimed;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::allocate::{Allocated, Request};
@@ -12,17 +13,49 @@ use crate::model::{Owner, SubnetName};
 use crate::store::Store;
 
 pub fn run(
-    store: &dyn Store,
+    store: &(dyn Store + Sync),
     g: &GlobalArgs,
     args: &AllocateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    match decide(store, g, args)? {
+        Got::Addresses(allocated) => render(&allocated, g, out),
+        Got::Prefix(Claimed::Held(manifest, created)) => {
+            if g.output.is_none() {
+                return output::line(out, &manifest.spec.prefix.to_string());
+            }
+            let action = if created {
+                Action::Created
+            } else {
+                Action::Existing
+            };
+            output::write_changes(out, g.output, &[Change::new(*manifest, action)], true)
+        }
+        Got::Prefix(Claimed::Would(prefix)) => output::line(out, &prefix.to_string()),
+    }
+}
+
+/// What one `allocate` request got.
+pub(super) enum Got {
+    /// One allocation per pool, in the order of the pools (one for a pool or a zone).
+    Addresses(Vec<Allocated>),
+    /// A child prefix of a supernet pool.
+    Prefix(Claimed),
+}
+
+/// One `allocate` request, whichever form (a pool, several, a zone, a child prefix): the
+/// single command and each request of `allocate -f` run this, and nothing else, so a
+/// request in a batch meets exactly the rules, locks and arbiters of the command line.
+pub(super) fn decide(store: &dyn Store, g: &GlobalArgs, args: &AllocateArgs) -> Result<Got> {
     let owner = super::flag(
         "--owner",
-        Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
+        Owner::parse(
+            args.owner.as_deref().unwrap_or_default(),
+            super::uid(args.uid.as_deref())?,
+        ),
     )?;
     if args.prefix_length.is_some() || args.prefix.is_some() {
-        return super::prefix::allocate(store, g, args, owner, out);
+        return super::prefix::allocate(store, g, args, owner).map(Got::Prefix);
     }
     let mut warnings = Warnings::default();
     let allocated = match (&args.zone, args.pools.as_slice()) {
@@ -35,9 +68,9 @@ pub fn run(
                 &mut warnings,
             );
             output::warn(&warnings);
-            allocated?
+            vec![allocated?]
         }
-        (None, [_, _, ..]) => return allocate_all(store, g, args, owner, out),
+        (None, [_, _, ..]) => allocate_all(store, g, args, owner)?,
         (None, [pool]) => {
             if args.subnet.len() > 1 {
                 return Err(Error::usage(
@@ -50,11 +83,14 @@ pub fn run(
             if args.explain {
                 explain(store, &req, &allocated)?;
             }
-            allocated?
+            vec![allocated?]
         }
         _ => return Err(Error::usage("allocate takes either POOL or `--zone ZONE`")),
     };
-    render(&allocated, args.dry_run, g, out)
+    for a in &allocated {
+        dry_run_note(a, args.dry_run);
+    }
+    Ok(Got::Addresses(allocated))
 }
 
 /// One address in each of several pools, all or nothing (dual stack).
@@ -63,8 +99,7 @@ fn allocate_all(
     g: &GlobalArgs,
     args: &AllocateArgs,
     owner: Owner,
-    out: &mut dyn Write,
-) -> Result<()> {
+) -> Result<Vec<Allocated>> {
     for (set, flag) in [
         (args.within.is_some(), "--within"),
         (args.address.is_some(), "--address"),
@@ -92,22 +127,7 @@ fn allocate_all(
     let mut warnings = Warnings::default();
     let allocated = crate::engine::allocate::allocate_all(store, &requests, &mut warnings);
     output::warn(&warnings);
-    let allocated = allocated?;
-    for a in &allocated {
-        dry_run_note(a, args.dry_run);
-    }
-    if g.output.is_none() {
-        let text: String = allocated
-            .iter()
-            .map(|a| format!("{}\n", a.manifest().spec.address))
-            .collect();
-        return output::write(out, &text);
-    }
-    let changes: Vec<_> = allocated
-        .iter()
-        .map(|a| Change::new(a.manifest(), action(a)))
-        .collect();
-    output::write_changes(out, g.output, &changes, false)
+    allocated
 }
 
 /// The request for `pool`, with `subnet` (its `--subnet`, if any).
@@ -158,21 +178,24 @@ fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> R
     Ok(())
 }
 
-fn render(allocated: &Allocated, dry_run: bool, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
-    dry_run_note(allocated, dry_run);
-    let manifest = allocated.manifest();
+/// The allocations of one command line: the address alone per line without `-o` (one per
+/// pool), else one object (one pool) or a List (several).
+fn render(allocated: &[Allocated], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     if g.output.is_none() {
-        return output::line(out, &manifest.spec.address.to_string());
+        let text: String = allocated
+            .iter()
+            .map(|a| format!("{}\n", a.manifest().spec.address))
+            .collect();
+        return output::write(out, &text);
     }
-    output::write_changes(
-        out,
-        g.output,
-        &[Change::new(manifest, action(allocated))],
-        true,
-    )
+    let changes: Vec<_> = allocated
+        .iter()
+        .map(|a| Change::new(a.manifest(), action(a)))
+        .collect();
+    output::write_changes(out, g.output, &changes, allocated.len() == 1)
 }
 
-fn action(allocated: &Allocated) -> Action {
+pub(super) fn action(allocated: &Allocated) -> Action {
     match allocated {
         Allocated::Existing(_) => Action::Existing,
         Allocated::Created(_) => Action::Created,

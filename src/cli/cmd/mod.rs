@@ -3,6 +3,7 @@
 
 mod allocate;
 mod apply;
+mod batch;
 mod check;
 mod completions;
 mod diff;
@@ -66,8 +67,14 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Completions(args) => completions::run(&args, g.output, out),
         Command::Schema(args) => schema::run(&args, g.output, out),
         Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
-        Command::Allocate(args) => allocate::run(&*open(g)?, g, &args, out),
-        Command::Release(args) => release::run(&*open(g)?, g, &args, out),
+        Command::Allocate(args) => match &args.file {
+            Some(file) => return batch::allocate(&*open(g)?, g, &args, file, out),
+            None => allocate::run(&*open(g)?, g, &args, out),
+        },
+        Command::Release(args) => match &args.file {
+            Some(file) => return batch::release(&*open(g)?, g, &args, file, out),
+            None => release::run(&*open(g)?, g, &args, out),
+        },
         Command::List(args) => list::run(&*open(g)?, g, &args, out),
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),

@@ -1,9 +1,6 @@
 //! `ipamctl allocate --prefix-length N` / `--prefix PREFIX`: claim a child prefix of a
 //! supernet pool and print it in CIDR form.
 
-use std::io::Write;
-
-use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::prefix::Want;
 use crate::error::{Error, Result};
@@ -11,13 +8,22 @@ use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::{Owner, OwnerFilter, PoolName, PoolRef};
 use crate::store::Store;
 
-pub fn allocate(
+/// What a child-prefix request got.
+pub(super) enum Claimed {
+    /// The owner's prefix, and whether this request claimed it.
+    Held(Box<PrefixClaimManifest>, bool),
+    /// `--dry-run`: the prefix the claim would answer.
+    Would(ipnet::IpNet),
+}
+
+/// The child-prefix form of [`super::allocate::decide`]: `--prefix-length N` or
+/// `--prefix PREFIX` of one supernet pool.
+pub(super) fn allocate(
     store: &dyn Store,
     g: &GlobalArgs,
     args: &AllocateArgs,
     owner: Owner,
-    out: &mut dyn Write,
-) -> Result<()> {
+) -> Result<Claimed> {
     let [pool] = args.pools.as_slice() else {
         return Err(Error::usage(
             "--prefix-length and --prefix claim from one pool; name exactly one",
@@ -37,23 +43,10 @@ pub fn allocate(
         // What the claim would answer now: the owner's prefix, else the best fit.
         let prefix = crate::engine::prefix::predict(store, &pool, &owner, want)?;
         eprintln!("dry run: `{owner}` would hold {prefix} in pool `{pool}`; nothing written");
-        return output::line(out, &prefix.to_string());
+        return Ok(Claimed::Would(prefix));
     }
     let claimed = crate::engine::prefix::claim(store, &pool, &owner, want)?;
-    if g.output.is_none() {
-        return output::line(out, &claimed.manifest.spec.prefix.to_string());
-    }
-    let action = if claimed.created {
-        Action::Created
-    } else {
-        Action::Existing
-    };
-    output::write_changes(
-        out,
-        g.output,
-        &[Change::new(claimed.manifest, action)],
-        true,
-    )
+    Ok(Claimed::Held(Box::new(claimed.manifest), claimed.created))
 }
 
 /// The prefix claims of the scopes `-n` names (every scope without it) whose owner passes

@@ -7,6 +7,7 @@ use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::engine::release::Released;
 use crate::error::{Error, Result};
 use crate::model::PoolRef;
+use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::{AllocationManifest, OwnerFilter};
 use crate::store::Store;
 
@@ -16,8 +17,34 @@ pub fn run(
     args: &ReleaseArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let freed = decide(store, g, args)?;
+    let action = Action::Released.planned(args.dry_run);
+    let changes: Vec<_> = freed
+        .addresses
+        .iter()
+        .map(Held::Address)
+        .chain(freed.prefixes.iter().map(Held::Prefix))
+        .map(|m| Change::new(m, action))
+        .collect();
+    output::write_changes(out, g.output, &changes, false)
+}
+
+/// What one `release` request released (or, in a dry run, would release).
+#[derive(Default)]
+pub(super) struct Freed {
+    pub(super) addresses: Vec<AllocationManifest>,
+    pub(super) prefixes: Vec<PrefixClaimManifest>,
+}
+
+/// One `release` request, whichever form (`POOL ADDRESS`, `POOL PREFIX`, selectors): the
+/// single command and each request of `release -f` run this, and nothing else.
+pub(super) fn decide(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ReleaseArgs,
+) -> Result<Freed> {
     let select = &args.select;
-    let released = match (&args.pool, &args.address) {
+    match (&args.pool, &args.address) {
         (Some(pool), Some(addr)) => {
             if select.within.is_some() || select.labels.is_some() {
                 return Err(Error::usage(
@@ -27,14 +54,29 @@ pub fn run(
             let guard = super::list::query(None, None, select)?.filter;
             let pool = super::pool_ref(g, pool)?;
             if addr.contains('/') {
-                return release_prefix(store, g, args, &pool, &guard, addr, out);
+                let prefix = super::prefix("PREFIX", addr)?;
+                let prefixes = super::prefix::release_one(
+                    store,
+                    &pool,
+                    prefix,
+                    &guard,
+                    args.force,
+                    args.dry_run,
+                )?;
+                return Ok(Freed {
+                    prefixes,
+                    ..Freed::default()
+                });
             }
             let addr = super::address("ADDRESS", addr)?;
             let unguarded = select.owner.is_none() && select.uid.is_none() && select.kind.is_none();
             if unguarded && !args.force {
                 refuse_unguarded(store, &pool, addr)?;
             }
-            release_one(store, &pool, &addr, &guard, args.dry_run)?
+            Ok(Freed {
+                addresses: release_one(store, &pool, &addr, &guard, args.dry_run)?,
+                ..Freed::default()
+            })
         }
         (pool, None) if !select.is_empty() => {
             let query = super::list::query(pool.as_deref(), None, select)?;
@@ -55,49 +97,22 @@ pub fn run(
                 }
                 eprintln!("note: no allocation matches; nothing to release");
             }
-            let released = release_all(store, held, args.dry_run)?;
+            let addresses = release_all(store, held, args.dry_run)?;
             let prefixes = if args.dry_run {
                 prefixes
             } else {
                 crate::engine::prefix::release_each(store, &prefixes)?
             };
-            let action = Action::Released.planned(args.dry_run);
-            let changes: Vec<_> = released
-                .iter()
-                .map(Held::Address)
-                .chain(prefixes.iter().map(Held::Prefix))
-                .map(|m| Change::new(m, action))
-                .collect();
-            return output::write_changes(out, g.output, &changes, false);
+            Ok(Freed {
+                addresses,
+                prefixes,
+            })
         }
-        _ => {
-            return Err(Error::Usage {
-                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
-                hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
-            });
-        }
-    };
-    let action = Action::Released.planned(args.dry_run);
-    let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
-    output::write_changes(out, g.output, &changes, false)
-}
-
-/// `release POOL PREFIX` of a supernet pool.
-fn release_prefix(
-    store: &dyn Store,
-    g: &GlobalArgs,
-    args: &ReleaseArgs,
-    pool: &PoolRef,
-    guard: &OwnerFilter,
-    text: &str,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let prefix = super::prefix("PREFIX", text)?;
-    let released =
-        super::prefix::release_one(store, pool, prefix, guard, args.force, args.dry_run)?;
-    let action = Action::Released.planned(args.dry_run);
-    let changes: Vec<_> = released.iter().map(|m| Change::new(m, action)).collect();
-    output::write_changes(out, g.output, &changes, false)
+        _ => Err(Error::Usage {
+            message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
+            hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
+        }),
+    }
 }
 
 /// `POOL ADDRESS` without `--owner`, `--uid` or `--kind`: exit 2 naming the holder, whose

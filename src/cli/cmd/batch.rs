@@ -1,0 +1,518 @@
+//! `ipamctl allocate -f FILE` and `ipamctl release -f FILE`: many requests in one process.
+//!
+//! Each request is turned into the command line it stands for and parsed by the very clap
+//! types of `allocate` and `release`, then run by their `decide` (the code the single
+//! command runs, and nothing else): every request meets the same validation, locks,
+//! arbiters and unit of work as one `ipamctl allocate` would. What one process saves is
+//! the start, the connection, and what the store keeps between requests.
+//!
+//! A request is a JSON object on a line of its own, or an item of a YAML list. A field maps
+//! to the flag of the same name ([`ALLOCATE`], [`RELEASE`]): a new flag is one line there.
+//! A line that is not a valid request (bad JSON, an unknown field, a value of the wrong
+//! type, a flag value clap refuses) is that request's failure, exit 2, named by its line;
+//! the requests after it still run, as after any other failed request.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+
+use clap::{Args, FromArgMatches};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::output;
+use crate::cli::{AllocateArgs, GlobalArgs, OutputFormat, ReleaseArgs};
+use crate::error::{Error, Result, exit};
+use crate::store::Store;
+use crate::yaml;
+
+/// How a request's field becomes part of a command line.
+#[derive(Clone, Copy)]
+enum Flag {
+    /// A positional argument (several for a list), in the table's order.
+    Positional,
+    /// `--name VALUE`, once per item of a list.
+    Value(&'static str),
+    /// `--name` when the field is `true`.
+    Switch(&'static str),
+}
+
+/// The fields of an `allocate` request and their flags.
+const ALLOCATE: &[(&str, Flag)] = &[
+    ("pool", Flag::Positional),
+    ("pools", Flag::Positional),
+    ("namespace", Flag::Value("--namespace")),
+    ("owner", Flag::Value("--owner")),
+    ("uid", Flag::Value("--uid")),
+    ("subnet", Flag::Value("--subnet")),
+    ("subnets", Flag::Value("--subnet")),
+    ("address", Flag::Value("--address")),
+    ("within", Flag::Value("--within")),
+    ("reserved", Flag::Value("--reserved")),
+    ("zone", Flag::Value("--zone")),
+    ("prefixLength", Flag::Value("--prefix-length")),
+    ("prefix", Flag::Value("--prefix")),
+    ("dryRun", Flag::Switch("--dry-run")),
+];
+
+/// The fields of a `release` request and their flags.
+const RELEASE: &[(&str, Flag)] = &[
+    ("pool", Flag::Positional),
+    ("address", Flag::Positional),
+    ("namespace", Flag::Value("--namespace")),
+    ("owner", Flag::Value("--owner")),
+    ("uid", Flag::Value("--uid")),
+    ("kind", Flag::Value("--kind")),
+    ("force", Flag::Switch("--force")),
+    ("ignoreNotFound", Flag::Switch("--ignore-not-found")),
+    ("dryRun", Flag::Switch("--dry-run")),
+];
+
+/// `allocate -f FILE`: returns the batch's exit code (see [`exit_code`]).
+pub fn allocate(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &AllocateArgs,
+    file: &str,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let command = clap::Command::new("allocate").no_binary_name(true);
+    let mut command = GlobalArgs::augment_args(AllocateArgs::augment_args(command));
+    let inherited = Inherited {
+        namespace: g.namespace.as_deref(),
+        switches: if args.dry_run { &["dryRun"] } else { &[] },
+    };
+    each(g, file, ALLOCATE, &inherited, out, |argv, g| {
+        let parsed = parse::<AllocateArgs>(&mut command, argv)?;
+        let g = GlobalArgs {
+            namespace: parsed.1,
+            ..g.clone()
+        };
+        let got = super::allocate::decide(store, &g, &parsed.0)?;
+        Ok(Done::allocated(got))
+    })
+}
+
+/// `release -f FILE`.
+pub fn release(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ReleaseArgs,
+    file: &str,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let command = clap::Command::new("release").no_binary_name(true);
+    let mut command = GlobalArgs::augment_args(ReleaseArgs::augment_args(command));
+    let mut switches = Vec::new();
+    if args.dry_run {
+        switches.push("dryRun");
+    }
+    if args.ignore_not_found {
+        switches.push("ignoreNotFound");
+    }
+    let inherited = Inherited {
+        namespace: g.namespace.as_deref(),
+        switches: &switches,
+    };
+    each(g, file, RELEASE, &inherited, out, |argv, g| {
+        let (parsed, namespace) = parse::<ReleaseArgs>(&mut command, argv)?;
+        let g = GlobalArgs {
+            namespace,
+            ..g.clone()
+        };
+        let freed = super::release::decide(store, &g, &parsed)?;
+        Ok(Done::released(freed, parsed.dry_run))
+    })
+}
+
+/// What the batch's own command line gives the requests that do not say otherwise.
+struct Inherited<'a> {
+    namespace: Option<&'a str>,
+    /// Switch fields the command line sets: a request that leaves one out gets it.
+    switches: &'a [&'static str],
+}
+
+/// Parses one request's command line with the command's clap types; the namespace apart,
+/// as it is a global option.
+fn parse<T: FromArgMatches>(
+    command: &mut clap::Command,
+    argv: Vec<String>,
+) -> Result<(T, Option<String>)> {
+    let matches = command
+        .try_get_matches_from_mut(argv)
+        .map_err(|e| Error::usage(clap_message(&e)))?;
+    let args = T::from_arg_matches(&matches).map_err(|e| Error::usage(clap_message(&e)))?;
+    let namespace = matches.get_one::<String>("namespace").cloned();
+    Ok((args, namespace))
+}
+
+/// clap's error as one line, without its `error: ` and usage.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_owned()
+}
+
+/// What one request did.
+pub enum Done {
+    /// `allocate`: the addresses (one per pool) or the prefix, and what was done.
+    Held(Vec<String>, &'static str, output::Action),
+    /// `release`: what was released (nothing: `unchanged`).
+    Freed(Vec<String>, &'static str, output::Action),
+}
+
+impl Done {
+    fn allocated(got: super::allocate::Got) -> Done {
+        use super::allocate::Got;
+        use super::prefix::Claimed;
+        use crate::cli::output::Action;
+        match got {
+            Got::Addresses(allocated) => {
+                let actions: Vec<Action> = allocated.iter().map(super::allocate::action).collect();
+                let action = [Action::Created, Action::WouldCreate]
+                    .into_iter()
+                    .find(|a| actions.contains(a))
+                    .unwrap_or(Action::Existing);
+                let key = if allocated.len() == 1 {
+                    "address"
+                } else {
+                    "addresses"
+                };
+                let addresses = allocated
+                    .iter()
+                    .map(|a| a.manifest().spec.address.to_string())
+                    .collect();
+                Done::Held(addresses, key, action)
+            }
+            Got::Prefix(Claimed::Held(m, created)) => {
+                let action = if created {
+                    Action::Created
+                } else {
+                    Action::Existing
+                };
+                Done::Held(vec![m.spec.prefix.to_string()], "prefix", action)
+            }
+            Got::Prefix(Claimed::Would(p)) => {
+                Done::Held(vec![p.to_string()], "prefix", Action::WouldCreate)
+            }
+        }
+    }
+
+    fn released(freed: super::release::Freed, dry_run: bool) -> Done {
+        use crate::cli::output::Action;
+        let mut what: Vec<String> = freed
+            .addresses
+            .iter()
+            .map(|m| m.spec.address.to_string())
+            .collect();
+        what.extend(freed.prefixes.iter().map(|m| m.spec.prefix.to_string()));
+        let key = match (freed.addresses.len(), freed.prefixes.len()) {
+            (1, 0) => "address",
+            (0, 1) => "prefix",
+            _ => "addresses",
+        };
+        let action = if what.is_empty() {
+            Action::Unchanged
+        } else {
+            Action::Released.planned(dry_run)
+        };
+        Done::Freed(what, key, action)
+    }
+}
+
+/// One request's result, in input order.
+pub struct Outcome {
+    /// The request's place in the input, from 0.
+    pub index: usize,
+    /// The line it starts on, from 1 (unknown for a YAML list not written one item a line).
+    pub line: Option<usize>,
+    /// The request's `owner` field as given, if any.
+    pub owner: Option<String>,
+    /// What it did, or why it failed.
+    pub result: Result<Done>,
+}
+
+/// The exit code of a batch: 0 when every request succeeded; else the code the failed
+/// requests share, or 1 ([`exit::FAILURE`]) when theirs differ.
+pub fn exit_code(outcomes: &[Outcome]) -> i32 {
+    let mut codes = outcomes
+        .iter()
+        .filter_map(|o| o.result.as_ref().err().map(Error::exit_code));
+    match codes.next() {
+        None => exit::OK,
+        Some(first) if codes.all(|c| c == first) => first,
+        Some(_) => exit::FAILURE,
+    }
+}
+
+/// Reads the requests of `file` and runs each through `run` (given its command line and
+/// the batch's global options), printing each result as it comes with `-o json` and `-o
+/// name` (the table and YAML once all are done, by [`render`]). SIGINT or SIGTERM stop the
+/// batch between two requests (exit 130, saying how many ran).
+fn each(
+    g: &GlobalArgs,
+    file: &str,
+    fields: &[(&str, Flag)],
+    inherited: &Inherited<'_>,
+    out: &mut dyn Write,
+    mut run: impl FnMut(Vec<String>, &GlobalArgs) -> Result<Done>,
+) -> Result<i32> {
+    let text = super::apply::read_bounded(file, yaml::MAX_LIST_BYTES)?;
+    let requests = requests(file, &text)?;
+    let stop = super::stop_on_signal()?;
+    let mut outcomes = Vec::with_capacity(requests.len());
+    for (index, (line, request)) in requests.into_iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Interrupted {
+                message: format!(
+                    "stopped after {index} of the batch's requests; each of them is whole"
+                ),
+                hint: "run the same batch again: a request that was done answers `existing`".into(),
+            });
+        }
+        let owner = request
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("owner"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let result = request
+            .and_then(|r| argv(&r, fields, inherited))
+            .and_then(|argv| run(argv, g));
+        let outcome = Outcome {
+            index,
+            line,
+            owner,
+            result,
+        };
+        stream(out, g.output, &outcome)?;
+        outcomes.push(outcome);
+    }
+    render(g, &outcomes, out)
+}
+
+/// The requests of `text`: JSON lines when its first line that is not blank or a `#`
+/// comment starts with `{`, else a YAML list. A JSON line that does not parse is that
+/// request's error; a YAML text that does not parse is the whole batch's (exit 2, nothing
+/// run), as no item of it can be told from the next.
+fn requests(file: &str, text: &str) -> Result<Vec<(Option<usize>, Result<Value>)>> {
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
+    let Some(first) = first else {
+        return Ok(Vec::new());
+    };
+    if first.starts_with('{') {
+        return Ok(text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+            .map(|(i, l)| {
+                let parsed = serde_json::from_str::<Value>(l).map_err(|e| {
+                    Error::invalid(file, format!("line {}: not a JSON object: {e}", i + 1))
+                });
+                (Some(i + 1), parsed)
+            })
+            .collect());
+    }
+    let items = yaml::decode_list(text).map_err(|e| {
+        Error::invalid(
+            file,
+            format!("{e} (a batch is JSON lines or a YAML list of requests)"),
+        )
+    })?;
+    Ok(items.into_iter().map(|(line, v)| (line, Ok(v))).collect())
+}
+
+/// The command line `request` stands for: each field as its flag, the batch's namespace and
+/// switches where the request sets none.
+fn argv(
+    request: &Value,
+    fields: &[(&str, Flag)],
+    inherited: &Inherited<'_>,
+) -> Result<Vec<String>> {
+    let Some(object) = request.as_object() else {
+        return Err(Error::usage("a request is an object of fields"));
+    };
+    if let Some(unknown) = object.keys().find(|k| !fields.iter().any(|(f, _)| f == k)) {
+        let known: Vec<&str> = fields.iter().map(|(f, _)| *f).collect();
+        return Err(Error::usage(format!(
+            "unknown field `{unknown}`; a request has {}",
+            known.join(", ")
+        )));
+    }
+    let (mut flags, mut positional) = (Vec::new(), Vec::new());
+    for &(name, flag) in fields {
+        let value = object.get(name);
+        match (flag, value) {
+            (Flag::Switch(s), None) if inherited.switches.contains(&name) => flags.push(s.into()),
+            (Flag::Value("--namespace"), None) => {
+                if let Some(ns) = inherited.namespace {
+                    flags.push(format!("--namespace={ns}"));
+                }
+            }
+            (_, None | Some(Value::Null)) => {}
+            (Flag::Switch(s), Some(Value::Bool(on))) => {
+                if *on {
+                    flags.push(s.into());
+                }
+            }
+            (Flag::Switch(_), Some(_)) => {
+                return Err(Error::usage(format!("`{name}` is true or false")));
+            }
+            (Flag::Positional, Some(v)) => positional.extend(scalars(name, v)?),
+            (Flag::Value(f), Some(v)) => {
+                flags.extend(scalars(name, v)?.into_iter().map(|s| format!("{f}={s}")));
+            }
+        }
+    }
+    // After `--`, a pool named like a flag is still a pool.
+    flags.push("--".into());
+    flags.extend(positional);
+    Ok(flags)
+}
+
+/// A field's value as flag values: a string or number, or a list of them.
+fn scalars(name: &str, value: &Value) -> Result<Vec<String>> {
+    let one = |v: &Value| match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err(Error::usage(format!(
+            "`{name}` is a string or a list of strings"
+        ))),
+    };
+    match value {
+        Value::Array(items) => items.iter().map(one).collect(),
+        v => Ok(vec![one(v)?]),
+    }
+}
+
+/// One result as JSON (and YAML): `{index, line, owner, address|addresses|prefix, action}`
+/// or `{index, line, owner, error: {exit, message, hint}}`.
+#[derive(Serialize)]
+struct Shown<'a> {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
+    #[serde(flatten)]
+    what: serde_json::Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<output::Action>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Failed>,
+}
+
+#[derive(Serialize)]
+struct Failed {
+    exit: i32,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<String>,
+}
+
+fn shown(o: &Outcome) -> Shown<'_> {
+    let mut what = serde_json::Map::new();
+    let (action, error) = match &o.result {
+        Ok(Done::Held(values, key, action) | Done::Freed(values, key, action)) => {
+            let value = match (*key, values.as_slice()) {
+                ("addresses", _) => Value::from(values.clone()),
+                (_, [one]) => Value::from(one.clone()),
+                _ => Value::from(values.clone()),
+            };
+            what.insert((*key).to_owned(), value);
+            (Some(*action), None)
+        }
+        Err(e) => (
+            None,
+            Some(Failed {
+                exit: e.exit_code(),
+                message: e.to_string(),
+                hint: e.hint().map(str::to_owned),
+            }),
+        ),
+    };
+    Shown {
+        index: o.index,
+        line: o.line,
+        owner: o.owner.as_deref(),
+        what,
+        action,
+        error,
+    }
+}
+
+/// Prints one result as soon as it is known: a JSON line (`-o json`), or the result's
+/// `kind/name`-like words (`-o name`: the addresses or prefix, one a line; a failure on
+/// stderr as an `error:` line naming the request).
+fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Result<()> {
+    match format {
+        Some(OutputFormat::Json) => {
+            let line = serde_json::to_string(&shown(o)).expect("results serialize to JSON");
+            output::line(out, &line)?;
+            out.flush().map_err(|e| Error::io(output::STDOUT, e))
+        }
+        Some(OutputFormat::Name) => match &o.result {
+            Ok(Done::Held(values, ..) | Done::Freed(values, ..)) => {
+                let text: String = values.iter().map(|v| format!("{v}\n")).collect();
+                output::write(out, &text)
+            }
+            Err(e) => {
+                let at = o.line.map(|l| format!(" (line {l})")).unwrap_or_default();
+                eprintln!("error: request {}{at}: {e}", o.index);
+                Ok(())
+            }
+        },
+        _ => Ok(()),
+    }
+}
+
+/// The whole batch's output once it is done: a table (the default), or one YAML list; then
+/// a summary of the failures on stderr. Returns the batch's exit code.
+fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i32> {
+    match g.output {
+        Some(OutputFormat::Json | OutputFormat::Name) => {}
+        Some(OutputFormat::Yaml) => {
+            let shown: Vec<Shown<'_>> = outcomes.iter().map(shown).collect();
+            output::write(out, &yaml::encode(&shown))?;
+        }
+        None | Some(OutputFormat::Table | OutputFormat::Wide) => {
+            let rows = outcomes.iter().map(row).collect();
+            let headers = ["LINE", "OWNER", "ADDRESS", "RESULT"];
+            output::write(out, &output::table(&headers, rows, &[0], g.no_headers))?;
+        }
+    }
+    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+    let code = exit_code(outcomes);
+    if failed > 0 {
+        eprintln!(
+            "error: {failed} of {} requests failed (exit {code})",
+            outcomes.len()
+        );
+    }
+    Ok(code)
+}
+
+fn row(o: &Outcome) -> Vec<String> {
+    let place = o
+        .line
+        .map_or_else(|| format!("#{}", o.index), |l| l.to_string());
+    let owner = o.owner.clone().unwrap_or_else(|| "-".into());
+    match &o.result {
+        Ok(Done::Held(values, _, action) | Done::Freed(values, _, action)) => {
+            let what = if values.is_empty() {
+                "-".to_owned()
+            } else {
+                values.join(",")
+            };
+            vec![place, owner, what, action.to_string()]
+        }
+        Err(e) => vec![
+            place,
+            owner,
+            "-".into(),
+            format!("error (exit {}): {e}", e.exit_code()),
+        ],
+    }
+}

@@ -1,0 +1,354 @@
+//! `allocate -f` and `release -f`: batches through the real binary, on the file store and
+//! (with `IPAMCTL_TEST_STORE=postgres` for the builder's tests, always for the `pg_` ones)
+//! on PostgreSQL: one result per request in input order, the documented exit, re-runs,
+//! concurrent batches, a SIGKILLed batch and the outside world alongside.
+
+mod common;
+mod torture;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+use common::{Test, code};
+use serde_json::Value;
+use torture::outside::{self, Slots, World};
+use torture::{State, pool_yaml};
+
+/// The JSON lines of a batch's stdout.
+fn results(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// Lines for the `dual-stack` fixture: successes, an exhausted subnet, a taken `--address`,
+/// a bad owner, a malformed line and an unknown field, in that order.
+const MIXED: &str = r#"{"pool":"vpc-main","namespace":"acme/prod","owner":"VirtualMachine/web-01/0"}
+{"pools":["vpc-main","vpc-main-v6"],"namespace":"acme/prod","owner":"VirtualMachine/web-02/0"}
+{"pool":"tiny","owner":"VirtualMachine/a/0"}
+{"pool":"tiny","owner":"VirtualMachine/b/0"}
+{"pool":"tiny","owner":"VirtualMachine/c/0"}
+{"pool":"vpc-main","namespace":"acme/prod","owner":"VirtualMachine/x/0","address":"10.42.0.2"}
+{"pool":"vpc-main","namespace":"acme/prod","owner":"web-03"}
+{"pool": "vpc-main", owner
+{"pool":"vpc-main","namespace":"acme/prod","owner":"VirtualMachine/web-04/0","colour":"red"}
+{"zone":"zone-a","owner":"FloatingIP/f1","namespace":null}
+"#;
+
+#[test]
+fn a_mixed_batch_gives_one_result_per_line_in_order_and_the_documented_exit() {
+    let t = Test::new("dual-stack");
+    let file = t.input("mixed.jsonl", MIXED);
+    // `-n` applies to the lines that set no namespace (the `tiny` ones).
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod", "-o", "json"])
+        .status(code::FAILURE)
+        .run();
+    let got = results(&ran.stdout);
+    assert_eq!(got.len(), 10, "{}", ran.stdout);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r["index"], i, "{r}");
+        assert_eq!(r["line"], i + 1, "{r}");
+    }
+    let exits: Vec<Option<i64>> = got.iter().map(|r| r["error"]["exit"].as_i64()).collect();
+    assert_eq!(
+        exits,
+        [
+            None,
+            None,
+            None,
+            None,
+            Some(5),
+            Some(4),
+            Some(2),
+            Some(2),
+            Some(2),
+            None
+        ]
+    );
+    assert_eq!(got[0]["address"], "10.42.0.1");
+    assert_eq!(got[0]["action"], "created");
+    assert_eq!(
+        got[1]["addresses"],
+        serde_json::json!(["10.42.0.2", "fd00:42::1"])
+    );
+    assert_eq!(got[4]["owner"], "VirtualMachine/c/0");
+    assert!(
+        got[7]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("line 8")
+    );
+    // `"namespace": null` is the cluster scope, whatever `-n` says.
+    assert_eq!(got[9]["action"], "created", "{}", got[9]);
+    assert!(
+        ran.stderr
+            .contains("error: 5 of 10 requests failed (exit 1)"),
+        "{}",
+        ran.stderr
+    );
+
+    // The same file again: every line that succeeded is `existing`, with the same answer.
+    let again = ran
+        .then()
+        .args(["allocate", "-f", &file, "-n", "acme/prod", "-o", "json"])
+        .status(code::FAILURE)
+        .run();
+    let second = results(&again.stdout);
+    for i in [0, 1, 2, 3, 9] {
+        assert_eq!(second[i]["action"], "existing", "{}", second[i]);
+        assert_eq!(
+            (&second[i]["address"], &second[i]["addresses"]),
+            (&got[i]["address"], &got[i]["addresses"])
+        );
+    }
+}
+
+#[test]
+fn failures_that_share_an_exit_code_exit_with_it_and_the_table_shows_each_line() {
+    let t = Test::new("dual-stack");
+    let file = t.input(
+        "tiny.yaml",
+        "- pool: tiny\n  owner: VirtualMachine/a/0\n- pool: tiny\n  owner: VirtualMachine/b/0\n- pool: tiny\n  owner: VirtualMachine/c/0\n",
+    );
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod"])
+        .status(code::EXHAUSTED)
+        .run();
+    let rows: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(rows.len(), 4, "{}", ran.stdout);
+    assert!(rows[1].contains("VirtualMachine/a/0") && rows[1].contains("created"));
+    assert!(rows[3].starts_with("   5") && rows[3].contains("error (exit 5)"));
+    // Released again from a batch, and a batch of nothing but successes exits 0.
+    let release = ran.input(
+        "release.jsonl",
+        "{\"pool\":\"tiny\",\"address\":\"10.9.0.1\",\"owner\":\"VirtualMachine/a/0\"}\n{\"pool\":\"tiny\",\"address\":\"10.9.0.2\",\"owner\":\"VirtualMachine/b/0\"}\n",
+    );
+    let released = ran
+        .then()
+        .args(["release", "-f", &release, "-n", "acme/prod", "-o", "json"])
+        .status(code::OK)
+        .run();
+    let got = results(&released.stdout);
+    assert_eq!(got[0]["address"], "10.9.0.1");
+    assert_eq!(got[1]["action"], "released");
+}
+
+/// `n` owners, each asking for one address in `v4` and one in `v6` (dual stack), as JSON
+/// lines, in an order that starts at `start`.
+fn dual_stack_lines(n: usize, start: usize) -> String {
+    (0..n)
+        .map(|i| {
+            let i = (i + start) % n;
+            format!("{{\"pools\":[\"v4\",\"v6\"],\"owner\":\"VirtualMachine/vm-{i}/0\"}}\n")
+        })
+        .collect()
+}
+
+const DUAL_POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v4\nspec:\n  cidr: 10.70.0.0/24\n  kind: public\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v6\nspec:\n  cidr: fd00:70::/120\n  kind: public\n";
+
+/// Each batch's answer per owner, and every batch exited 0 with one line per request.
+fn answers(outs: &[(Option<i32>, String, String)], n: usize) -> BTreeMap<String, Value> {
+    let mut seen: BTreeMap<String, Value> = BTreeMap::new();
+    for (code, stdout, stderr) in outs {
+        assert_eq!(*code, Some(code::OK), "{stderr}");
+        let got = results(stdout);
+        assert_eq!(got.len(), n);
+        for r in got {
+            let owner = r["owner"].as_str().unwrap().to_owned();
+            if let Some(before) = seen.insert(owner.clone(), r["addresses"].clone()) {
+                assert_eq!(before, r["addresses"], "{owner} got two answers");
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn eight_concurrent_batches_over_the_same_owners_leave_each_one_address_per_pool() {
+    let state = State::new();
+    assert_eq!(state.apply(DUAL_POOLS).code, Some(code::OK));
+    let n = 40;
+    let dir = state.outside.clone();
+    let argvs: Vec<Vec<String>> = (0..8)
+        .map(|b| {
+            let file = dir.join(format!("batch-{b}.jsonl"));
+            std::fs::write(&file, dual_stack_lines(n, b * 5)).unwrap();
+            vec![
+                "allocate".into(),
+                "-f".into(),
+                file.to_str().unwrap().into(),
+                "-o".into(),
+                "json".into(),
+            ]
+        })
+        .collect();
+    let outs: Vec<_> = state
+        .run_all(&argvs)
+        .into_iter()
+        .map(|o| (o.code, o.stdout, o.stderr))
+        .collect();
+    let seen = answers(&outs, n);
+    assert_eq!(seen.len(), n);
+    let scan = state.scan();
+    assert_eq!(scan.violations(), Vec::<String>::new());
+    let holdings = scan.holdings();
+    assert_eq!(holdings.len(), 2 * n, "{holdings:?}");
+    assert!(holdings.values().all(|a| a.len() == 1), "{holdings:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn pg_eight_concurrent_batches_over_the_same_owners_leave_each_one_address_per_pool() {
+    let db = common::pg::Db::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let pools = tmp.path().join("pools.yaml");
+    std::fs::write(&pools, DUAL_POOLS).unwrap();
+    assert!(
+        db.run(["apply", "-f", pools.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let n = 40;
+    let children: Vec<_> = (0..8)
+        .map(|b| {
+            let file = tmp.path().join(format!("batch-{b}.jsonl"));
+            std::fs::write(&file, dual_stack_lines(n, b * 5)).unwrap();
+            common::spawn_piped(db.cmd(["allocate", "-f", file.to_str().unwrap(), "-o", "json"]))
+        })
+        .collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(answers(&outs, n).len(), n);
+    for pool in ["v4", "v6"] {
+        let q = format!("SELECT count(*) FROM ipamctl.allocations WHERE pool = '{pool}'");
+        assert_eq!(db.count(&q), n as i64, "{pool}");
+        let owners = format!(
+            "SELECT count(DISTINCT owner_name) FROM ipamctl.allocations WHERE pool = '{pool}'"
+        );
+        assert_eq!(db.count(&owners), n as i64, "{pool}");
+    }
+}
+
+#[test]
+fn a_sigkilled_batch_run_again_completes_with_no_owner_holding_two_and_no_orphan() {
+    let state = State::new();
+    assert_eq!(
+        state.apply(&pool_yaml("k", None, "10.80.0.0/22", &[])).code,
+        Some(code::OK)
+    );
+    let n = 300;
+    let lines: String = (0..n)
+        .map(|i| format!("{{\"pool\":\"k\",\"owner\":\"VirtualMachine/k-{i}/0\"}}\n"))
+        .collect();
+    let file = state.outside.join("k.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    let argv = ["allocate", "-f", file.to_str().unwrap(), "-o", "json"];
+    for kill_after in [1usize, 40, 120] {
+        let mut child = state.spawn(&argv);
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        for _ in 0..kill_after {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+        }
+        // Mid-claim or between two: wherever the next request is.
+        std::thread::sleep(Duration::from_millis(3));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(state.scan().violations(), Vec::<String>::new());
+    }
+    let out = state.run(&argv);
+    assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+    let got = results(&out.stdout);
+    assert_eq!(got.len(), n);
+    let reported: BTreeSet<String> = got
+        .iter()
+        .map(|r| r["address"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(reported.len(), n, "two owners share an address");
+    let scan = state.scan();
+    assert_eq!(scan.violations(), Vec::<String>::new());
+    let held: BTreeSet<String> = scan
+        .holdings()
+        .values()
+        .map(|a| {
+            assert_eq!(a.len(), 1, "an owner holds {a:?}");
+            a[0].to_string()
+        })
+        .collect();
+    // No orphan: every allocation on disk is one the batch reported.
+    assert_eq!(held, reported);
+}
+
+#[test]
+fn a_batch_with_git_clean_and_cp_alongside_finds_no_violation() {
+    let state = State::new();
+    let pools = format!(
+        "{}---\n{}",
+        pool_yaml("edge", None, "10.30.0.0/24", &[]),
+        pool_yaml("vpc", Some("batch/tenant"), "10.31.0.0/24", &[])
+    );
+    assert_eq!(state.apply(&pools).code, Some(code::OK));
+    let mut world = World::start(
+        &state,
+        outside::Config {
+            slots: vec![
+                Slots::range(None, "edge", "10.30.0.160", "10.30.0.200"),
+                Slots::range(Some("batch/tenant"), "vpc", "10.31.0.160", "10.31.0.200"),
+            ],
+            stable: |m| m.spec.owner.name().starts_with("sticky-"),
+        },
+    );
+    let lines: String = (0..60)
+        .map(|i| {
+            let (pool, ns) = if i % 2 == 0 {
+                ("edge", "null")
+            } else {
+                ("vpc", "\"batch/tenant\"")
+            };
+            format!(
+                "{{\"pool\":\"{pool}\",\"namespace\":{ns},\"owner\":\"VirtualMachine/b-{i}/0\"}}\n"
+            )
+        })
+        .collect();
+    let file = state.outside.join("world.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    let argv: Vec<String> = ["allocate", "-f", file.to_str().unwrap(), "-o", "json"]
+        .map(String::from)
+        .to_vec();
+    let mut ok = 0;
+    for _ in 0..3 {
+        let out = state.run(&argv);
+        for r in results(&out.stdout) {
+            match r["error"]["exit"].as_i64() {
+                None => ok += 1,
+                // A file `git clean` or `cp` took from under a read: the request may be
+                // asked again, as a single claim's would.
+                Some(1) => {}
+                Some(c) => panic!("exit {c}: {r}"),
+            }
+        }
+    }
+    assert!(ok > 0, "no request succeeded");
+    let (mut violations, summary) = world.finish(&state);
+    eprintln!("{summary}");
+    violations.extend(state.scan().violations());
+    assert_eq!(violations, Vec::<String>::new());
+}

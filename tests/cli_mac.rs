@@ -476,3 +476,41 @@ impl ListJson for Test {
         String::from_utf8(out.stdout).unwrap()
     }
 }
+
+/// A claim killed between its allocation's file and its MAC record leaves the MAC without a
+/// record: the owner asking again makes it, and another owner is then refused the MAC.
+/// Needs `cargo test --features failpoints --test cli_mac` (CI runs it).
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_claim_killed_before_its_mac_record_is_repaired_by_the_owner_asking_again() {
+    let test = pools().file_store_only();
+    let state = test.state();
+    let run = |args: &[&str], failpoint: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["-d", state.to_str().unwrap()]).args(args);
+        match failpoint {
+            Some(p) => cmd.env("FAILPOINTS", format!("{p}=return")),
+            None => cmd.env_remove("FAILPOINTS"),
+        };
+        cmd.output().unwrap()
+    };
+    let killed = run(
+        &allocate("lan", WEB1, "02:00:00:00:00:01"),
+        Some("claim-before-mac-record"),
+    );
+    assert!(!killed.status.success());
+    assert!(
+        state
+            .join("cluster/ipallocations/lan-10-0-0-2.yaml")
+            .is_file()
+    );
+    assert!(!state.join("cluster/macs/lan-020000000001").exists());
+    let again = run(&allocate("lan", WEB1, "02:00:00:00:00:01"), None);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), "10.0.0.2\n");
+    assert_eq!(
+        std::fs::read_to_string(state.join("cluster/macs/lan-020000000001")).unwrap(),
+        "10.0.0.2\n"
+    );
+    let other = run(&allocate("lan", WEB2, "02:00:00:00:00:01"), None);
+    assert_eq!(other.status.code(), Some(code::CONFLICT));
+}

@@ -405,7 +405,7 @@ fn decide(
     let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
-        mac::check_held(&held, req.mac, &req.pool)?;
+        mac::check_held(store, &held, req.mac, &req.pool, !req.dry_run)?;
         return Ok(Allocated::Existing(held));
     }
     refuse_if_broken_names(store, &req.pool, &req.owner, &lookup.broken, warnings)?;
@@ -446,7 +446,7 @@ fn decide(
         && let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held
     {
         check_held(&held, req, subnet.as_ref())?;
-        mac::check_held(&held, req.mac, &req.pool)?;
+        mac::check_held(store, &held, req.mac, &req.pool, true)?;
         claimed = Some(Allocated::Existing(held));
     }
     claimed.ok_or_else(|| exhausted(req, &spec, subnet.as_ref(), &range, cooling_count))
@@ -504,7 +504,7 @@ fn allocate_read_only(
     request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     if let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held {
         check_held(&held, req, subnet.as_ref())?;
-        mac::check_held(&held, req.mac, &req.pool)?;
+        mac::check_held(store, &held, req.mac, &req.pool, false)?;
         return Ok(Allocated::Existing(held));
     }
     // Take the lock again for its error, which names what cannot be written.
@@ -569,7 +569,7 @@ fn claim(
             }
             Claim::OwnerHolds(held) => {
                 check_held(&held, req, None)?;
-                mac::check_held(&held, req.mac, &req.pool)?;
+                mac::check_held(store, &held, req.mac, &req.pool, true)?;
                 return Ok(Some(Allocated::Existing(*held)));
             }
             // The MAC is the NIC's, whichever address it gets: no other candidate helps.

@@ -153,12 +153,22 @@ pub fn set_command(held: &AllocationManifest, pool: &PoolRef, mac: &str) -> Stri
 }
 
 /// Exit 4 when the owner's allocation `held` does not hold the MAC asked for (`choice`, at
-/// its address); the hint is the command that changes it.
+/// its address); the hint is the command that changes it. With `repair` (the claim's locks
+/// held), the store's arbiter is made to hold `held`'s MAC for it
+/// ([`crate::store::Claims::claim_mac`]): exit 4 naming the other holder if it cannot.
 pub fn check_held(
+    store: &dyn Store,
     held: &AllocationManifest,
     choice: Option<MacChoice>,
     pool: &PoolRef,
+    repair: bool,
 ) -> Result<()> {
+    if repair
+        && held.spec.mac.is_some()
+        && let Some(other) = store.claim_mac(pool.namespace.as_ref(), held)?
+    {
+        return Err(held_by(&other, pool));
+    }
     let Some(wanted) = choice.and_then(|c| resolve(c, held.spec.address)) else {
         return Ok(());
     };

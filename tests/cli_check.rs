@@ -323,12 +323,12 @@ fn unknown_fields_are_errors() {
         (
             "error",
             "cluster/ipampools/typo.yaml",
-            "line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter",
+            "line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter, macPrefix",
         ),
         (
             "error",
             "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-22.yaml",
-            "line 11 column 3: unknown field `comment`, expected one of pool, address, owner",
+            "line 11 column 3: unknown field `comment`, expected one of pool, address, owner, mac",
         ),
     ]);
 }

@@ -476,3 +476,109 @@ impl ListJson for Test {
         String::from_utf8(out.stdout).unwrap()
     }
 }
+
+/// A claim killed between its allocation's file and its MAC record leaves the MAC without a
+/// record: the owner asking again makes it, and another owner is then refused the MAC.
+/// Needs `cargo test --features failpoints --test cli_mac` (CI runs it).
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_claim_killed_before_its_mac_record_is_repaired_by_the_owner_asking_again() {
+    let test = pools().file_store_only();
+    let state = test.state();
+    let run = |args: &[&str], failpoint: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["-d", state.to_str().unwrap()]).args(args);
+        match failpoint {
+            Some(p) => cmd.env("FAILPOINTS", format!("{p}=return")),
+            None => cmd.env_remove("FAILPOINTS"),
+        };
+        cmd.output().unwrap()
+    };
+    let killed = run(
+        &allocate("lan", WEB1, "02:00:00:00:00:01"),
+        Some("claim-before-mac-record"),
+    );
+    assert!(!killed.status.success());
+    assert!(
+        state
+            .join("cluster/ipallocations/lan-10-0-0-2.yaml")
+            .is_file()
+    );
+    assert!(!state.join("cluster/macs/lan-020000000001").exists());
+    let again = run(&allocate("lan", WEB1, "02:00:00:00:00:01"), None);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), "10.0.0.2\n");
+    assert_eq!(
+        std::fs::read_to_string(state.join("cluster/macs/lan-020000000001")).unwrap(),
+        "10.0.0.2\n"
+    );
+    let other = run(&allocate("lan", WEB2, "02:00:00:00:00:01"), None);
+    assert_eq!(other.status.code(), Some(code::CONFLICT));
+}
+
+/// `diff` shows a MAC changed in place as `mac-changed` (not a conflict), and `history` as
+/// `mac changed`, with the MAC.
+#[test]
+fn diff_and_history_show_a_mac_change() {
+    let test = two_nics().file_store_only();
+    let root = test.state();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(&root)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "claims"]);
+    let ran = test
+        .args([
+            "mac",
+            "set",
+            "lan",
+            "10.0.0.3",
+            "--owner",
+            WEB2,
+            "--mac",
+            "02:00:00:00:00:02",
+        ])
+        .run()
+        .then()
+        .args(["diff", "HEAD", "-o", "json"])
+        .status(code::FAILURE)
+        .run();
+    let diff: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff}");
+    assert_eq!(changes[0]["change"], "mac-changed");
+    assert_eq!(changes[0]["mac"], "02:00:00:00:00:02");
+    assert_eq!(changes[0]["was"], "mac 02:00:00:00:00:01");
+    assert!(diff["conflicts"].as_array().unwrap().is_empty(), "{diff}");
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "new NIC"]);
+    let ran = ran.then().args(["history", "10.0.0.3", "-o", "json"]).run();
+    let entries: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    let seen: Vec<(&str, &str)> = entries["items"]
+        .as_array()
+        .or(entries.as_array())
+        .unwrap()
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["mac"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("mac changed", "02:00:00:00:00:02"),
+            ("claimed", "02:00:00:00:00:01")
+        ]
+    );
+}

@@ -98,6 +98,23 @@ fn cases() -> Vec<Case> {
             Shape::Changes(false),
         ),
         case("list", populated, &["list"], Shape::List),
+        case(
+            "mac set",
+            populated,
+            &[
+                "mac",
+                "set",
+                "vpc-main",
+                "10.42.1.7",
+                "-n",
+                "acme/prod",
+                "--owner",
+                "Node/10.42.1.0/24",
+                "--mac",
+                "02:00:00:00:00:01",
+            ],
+            Shape::Changes(true),
+        ),
         case("pool list", populated, &["pool", "list"], Shape::List),
         case(
             "pool show",

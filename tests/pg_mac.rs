@@ -252,3 +252,41 @@ fn import_refuses_an_invalid_mac_prefix() {
     );
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.pools"), 0);
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn check_store_reports_a_malformed_mac_and_an_edited_auto_mac() {
+    let db = Db::new();
+    apply(&db, POOL);
+    assert_code(&allocate(&db, "VirtualMachine/a/0", "auto"), 0);
+    assert_code(&allocate(&db, "VirtualMachine/b/0", "02:00:00:00:00:0b"), 0);
+    assert_code(&db.run(["check"]), 0);
+    let edit = |from: &str, to: &str, at: &str| {
+        db.sql()
+            .batch_execute(&format!(
+                "UPDATE ipamctl.allocations SET manifest = convert_to(replace(convert_from(manifest, 'UTF8'),
+                     '{from}', '{to}'), 'UTF8') WHERE host(address) = '{at}'"
+            ))
+            .unwrap();
+    };
+    // An auto MAC edited by hand: it carries the prefix, but is not 10.0.0.1's.
+    edit("52:54:00:00:00:01", "52:54:00:00:00:07", "10.0.0.1");
+    // A MAC that does not parse.
+    edit("02:00:00:00:00:0b", "03:00:00:00:00:0b", "10.0.0.2");
+    let out = db.run(["check"]);
+    assert_code(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("MAC 52:54:00:00:00:07 has pool `lan`'s macPrefix 52:54:00 but is not the one `--mac auto` derives for 10.0.0.1 (52:54:00:00:00:01)")
+            && text.contains("fix it with `ipamctl mac set lan 10.0.0.1 --owner VirtualMachine/a/0 --mac auto`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("invalid MAC `03:00:00:00:00:0b`")
+            && text.contains("fix spec.mac to six hex octets"),
+        "{text}"
+    );
+}

@@ -263,7 +263,10 @@ pub enum Command {
     /// `<pool>-<a-b-c-d>` of its own address, whose pool does not exist, or whose address
     /// is not a candidate of its pool (outside the prefix, the network or broadcast
     /// address, the gateway, an exclude: a pool edited after the fact); an owner holding
-    /// two addresses in one pool; overlapping public pools; a private pool outside
+    /// two addresses in one pool; a NIC's MAC (`spec.mac`) held by two allocations of one
+    /// pool, one that does not parse, and one that carries its pool's `macPrefix` but is not
+    /// what `--mac auto` derives (each with its fix, `ipamctl mac set`); overlapping public
+    /// pools; a private pool outside
     /// `namespaces/` or a public one inside; symlinks. As warnings: files and directories
     /// the layout does not have, dot-files in `ipampools/` and `ipallocations/` other than
     /// ipamctl's own lock and index files, leftover temporary files (`.tmp-*`), cooldown
@@ -284,7 +287,7 @@ pub enum Command {
     /// Compares the fork point of HEAD and BASE (as `git diff BASE...HEAD` does) with HEAD,
     /// or without HEAD with the working tree as it is, files git does not track yet included
     /// (a fresh claim is an untracked file). BASE defaults to the current branch's upstream,
-    /// else HEAD. Lists claims, releases, owner changes, pool and subnet changes (created,
+    /// else HEAD. Lists claims, releases, owner changes, MAC changes, pool and subnet changes (created,
     /// changed, deleted) and cooldown records (started, changed, ended), and the conflicts
     /// with the invariants: an address claimed on both sides by different owners, an owner
     /// claiming in one pool on both sides, an allocation edited in place instead of created

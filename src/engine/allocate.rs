@@ -190,12 +190,15 @@ fn check_held(
     }
 }
 
-/// [`mac::check_held`] for the MAC `req` asks for at `held`'s address.
-fn check_held_mac(held: &AllocationManifest, req: &Request, spec: &PoolManifest) -> Result<()> {
-    let wanted = req
-        .mac
-        .and_then(|choice| mac::resolve(choice, spec, held.spec.address));
-    mac::check_held(held, wanted, &req.pool)
+/// `req` with its `--mac` made concrete for the pool `spec` ([`mac::for_pool`]).
+fn with_pool_mac(store: &dyn Store, req: &Request, spec: &PoolManifest) -> Result<Request> {
+    let mut req = req.clone();
+    if let Some(choice) = req.mac {
+        req.mac = Some(mac::for_pool(
+            store, choice, spec, &req.pool, &req.owner, None,
+        )?);
+    }
+    Ok(req)
 }
 
 /// The candidates of this request, before taken addresses are removed. Validates
@@ -344,14 +347,8 @@ pub fn allocate_all(
             if i > 0 {
                 failpoint!("allocate-between-pools");
             }
-            // `--mac auto` on a dual-stack NIC: derived from the first pool's address, and
-            // that one MAC on every allocation of the request.
             let mut req = req.clone();
-            if req.mac == Some(MacChoice::Auto)
-                && let Some(first) = done.first().and_then(|a| a.manifest().spec.mac)
-            {
-                req.mac = Some(MacChoice::Given(first));
-            }
+            req.mac = mac::carried(req.mac, done.first().and_then(|a| a.manifest().spec.mac));
             match allocate(store, &req, warnings) {
                 Ok(allocated) => done.push(allocated),
                 Err(e) => {
@@ -412,17 +409,14 @@ fn decide(
     let spec = load_pool(store, &req.pool)?;
     crate::engine::doomed::refuse(&spec, &req.pool)?;
     crate::engine::prefix::refuse_addresses(&spec, &req.pool)?;
-    if let Some(choice) = req.mac {
-        mac::refuse_auto_without_prefix(choice, &spec, &req.pool)?;
-        mac::refuse_in_auto_block(store, choice, &spec, &req.pool, &req.owner, None)?;
-    }
+    let req = &with_pool_mac(store, req, &spec)?;
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     let candidates = request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
-        check_held_mac(&held, req, &spec)?;
+        mac::check_held(store, &held, req.mac, &req.pool, !req.dry_run)?;
         return Ok(Allocated::Existing(held));
     }
     refuse_if_broken_names(store, &req.pool, &req.owner, &lookup.broken, warnings)?;
@@ -454,15 +448,7 @@ fn decide(
         && req.address.is_none()
         && cooling.blocked.is_empty()
         && cooling.own.is_none();
-    let mut claimed = claim(
-        store,
-        req,
-        &spec,
-        &candidates,
-        &lookup.taken,
-        whole_pool,
-        &cooling,
-    )?;
+    let mut claimed = claim(store, req, &candidates, &lookup.taken, whole_pool, &cooling)?;
     // Nothing free: a request for the same owner may have taken the last free address while
     // this one looked (on a database nothing serialises one owner's requests; its unique
     // constraint arbitrates). Then that address is the answer, not exhaustion.
@@ -471,7 +457,7 @@ fn decide(
         && let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held
     {
         check_held(&held, req, subnet.as_ref())?;
-        check_held_mac(&held, req, &spec)?;
+        mac::check_held(store, &held, req.mac, &req.pool, true)?;
         claimed = Some(Allocated::Existing(held));
     }
     claimed.ok_or_else(|| exhausted(req, &spec, subnet.as_ref(), &range, cooling_count))
@@ -523,15 +509,13 @@ fn allocate_read_only(
     let spec = load_pool(store, &req.pool)?;
     crate::engine::doomed::refuse(&spec, &req.pool)?;
     crate::engine::prefix::refuse_addresses(&spec, &req.pool)?;
-    if let Some(choice) = req.mac {
-        mac::refuse_auto_without_prefix(choice, &spec, &req.pool)?;
-    }
+    let req = &with_pool_mac(store, req, &spec)?;
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     request_candidates(&spec, &subnets, req, subnet.as_ref())?;
     if let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held {
         check_held(&held, req, subnet.as_ref())?;
-        check_held_mac(&held, req, &spec)?;
+        mac::check_held(store, &held, req.mac, &req.pool, false)?;
         return Ok(Allocated::Existing(held));
     }
     // Take the lock again for its error, which names what cannot be written.
@@ -560,7 +544,6 @@ fn allocate_read_only(
 fn claim(
     store: &dyn Store,
     req: &Request,
-    spec: &PoolManifest,
     candidates: &Candidates,
     taken: &[IpAddr],
     whole_pool: bool,
@@ -579,7 +562,7 @@ fn claim(
             },
         };
         let mut manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
-        manifest.spec.mac = req.mac.and_then(|choice| mac::resolve(choice, spec, addr));
+        manifest.spec.mac = req.mac.and_then(|choice| mac::resolve(choice, addr));
         // Written once, by the claim: `reconcile` never releases what a live list taken
         // before it could not have named.
         manifest.metadata.creation_timestamp = Some(Timestamp::now());
@@ -597,7 +580,7 @@ fn claim(
             }
             Claim::OwnerHolds(held) => {
                 check_held(&held, req, None)?;
-                check_held_mac(&held, req, spec)?;
+                mac::check_held(store, &held, req.mac, &req.pool, true)?;
                 return Ok(Some(Allocated::Existing(*held)));
             }
             // The MAC is the NIC's, whichever address it gets: no other candidate helps.
@@ -773,15 +756,7 @@ fn allocate_zone_now(
             dry_run,
             mac: None,
         };
-        if let Some(allocated) = claim(
-            store,
-            &req,
-            &spec,
-            &candidates,
-            entries,
-            whole_pool,
-            &cooling,
-        )? {
+        if let Some(allocated) = claim(store, &req, &candidates, entries, whole_pool, &cooling)? {
             return Ok(allocated);
         }
     }

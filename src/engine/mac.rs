@@ -10,7 +10,7 @@
 use std::net::IpAddr;
 
 use crate::error::{Error, Result};
-use crate::model::mac::Mac;
+use crate::model::mac::{Mac, MacPrefix};
 use crate::model::{AllocationManifest, Owner, PoolManifest, PoolRef, allocation_name};
 use crate::store::read::{load_pool, read_allocation};
 use crate::store::{self, MacChange, Store};
@@ -22,6 +22,8 @@ pub enum MacChoice {
     Given(Mac),
     /// The one [`Mac::derive`] gives the address under the pool's `spec.macPrefix`.
     Auto,
+    /// `Auto` in a pool with this `spec.macPrefix` ([`for_pool`]).
+    Derived(MacPrefix),
 }
 
 impl MacChoice {
@@ -50,7 +52,7 @@ pub fn refuse_without_nic(owner: &Owner) -> Result<()> {
 }
 
 /// Exit 2 when `choice` is `auto` and `spec` has no `macPrefix`.
-pub fn refuse_auto_without_prefix(
+fn refuse_auto_without_prefix(
     choice: MacChoice,
     spec: &PoolManifest,
     pool: &PoolRef,
@@ -66,24 +68,38 @@ pub fn refuse_auto_without_prefix(
     Ok(())
 }
 
-/// Exit 2 when a given MAC (not `auto`) lies in the pool's `spec.macPrefix` and is not the
-/// one `--mac auto` derives for an address `owner` holds in the pool's scope (`at`, or any
-/// it holds already: a dual-stack NIC's first pool's). That block is `--mac auto`'s: a MAC
-/// given from it would take the MAC auto derives for another address, which auto promises
-/// is unique by construction; and `check` tells an auto MAC by its prefix.
-pub fn refuse_in_auto_block(
+/// The MAC a later pool of a dual-stack request asks for, once the first pool's allocation
+/// holds `first`: `--mac auto` is derived from the first pool's address, and that one MAC
+/// goes on every allocation of the request (a given MAC is the same everywhere anyway).
+pub fn carried(choice: Option<MacChoice>, first: Option<Mac>) -> Option<MacChoice> {
+    match (choice, first) {
+        (Some(MacChoice::Auto), Some(first)) => Some(MacChoice::Given(first)),
+        (choice, _) => choice,
+    }
+}
+
+/// `choice` for the pool `spec`: `auto` as [`MacChoice::Derived`] from its `macPrefix`
+/// (exit 2 without one). A given MAC is exit 2 when it lies in the pool's `macPrefix` and
+/// is not the one `auto` derives for an address `owner` holds in the pool's scope (`at`, or
+/// any it holds already: a dual-stack NIC's first pool's): that block is `auto`'s, since a
+/// MAC given from it would take the MAC auto derives for another address (unique by
+/// construction, auto promises), and `check` tells an auto MAC by its prefix.
+pub fn for_pool(
     store: &dyn Store,
     choice: MacChoice,
     spec: &PoolManifest,
     pool: &PoolRef,
     owner: &Owner,
     at: Option<IpAddr>,
-) -> Result<()> {
-    let (MacChoice::Given(mac), Some(prefix)) = (choice, spec.spec.mac_prefix) else {
-        return Ok(());
+) -> Result<MacChoice> {
+    refuse_auto_without_prefix(choice, spec, pool)?;
+    let (mac, prefix) = match (choice, spec.spec.mac_prefix) {
+        (MacChoice::Auto, Some(prefix)) => return Ok(MacChoice::Derived(prefix)),
+        (MacChoice::Given(mac), Some(prefix)) => (mac, prefix),
+        (other, _) => return Ok(other),
     };
     if !mac.has_prefix(prefix) || at.is_some_and(|a| Mac::derive(prefix, a) == mac) {
-        return Ok(());
+        return Ok(choice);
     }
     let held = store.find_allocations(
         pool.namespace.as_ref(),
@@ -96,7 +112,7 @@ pub fn refuse_in_auto_block(
             .is_ok_and(|m| m.spec.owner == *owner && Mac::derive(prefix, m.spec.address) == mac)
     });
     if derived {
-        return Ok(());
+        return Ok(choice);
     }
     Err(Error::invalid(
         "--mac",
@@ -106,12 +122,13 @@ pub fn refuse_in_auto_block(
     ))
 }
 
-/// The MAC `choice` means for `address` in the pool `spec` (checked by
-/// [`refuse_auto_without_prefix`]).
-pub fn resolve(choice: MacChoice, spec: &PoolManifest, address: IpAddr) -> Option<Mac> {
+/// The MAC `choice` means for `address`; `None` for an `Auto` not yet made concrete by
+/// [`for_pool`].
+pub fn resolve(choice: MacChoice, address: IpAddr) -> Option<Mac> {
     match choice {
         MacChoice::Given(mac) => Some(mac),
-        MacChoice::Auto => spec.spec.mac_prefix.map(|p| Mac::derive(p, address)),
+        MacChoice::Derived(prefix) => Some(Mac::derive(prefix, address)),
+        MacChoice::Auto => None,
     }
 }
 
@@ -135,10 +152,24 @@ pub fn set_command(held: &AllocationManifest, pool: &PoolRef, mac: &str) -> Stri
     )
 }
 
-/// Exit 4 when the owner's allocation `held` does not hold the MAC asked for (`wanted`);
-/// the hint is the command that changes it.
-pub fn check_held(held: &AllocationManifest, wanted: Option<Mac>, pool: &PoolRef) -> Result<()> {
-    let Some(wanted) = wanted else {
+/// Exit 4 when the owner's allocation `held` does not hold the MAC asked for (`choice`, at
+/// its address); the hint is the command that changes it. With `repair` (the claim's locks
+/// held), the store's arbiter is made to hold `held`'s MAC for it
+/// ([`crate::store::Claims::claim_mac`]): exit 4 naming the other holder if it cannot.
+pub fn check_held(
+    store: &dyn Store,
+    held: &AllocationManifest,
+    choice: Option<MacChoice>,
+    pool: &PoolRef,
+    repair: bool,
+) -> Result<()> {
+    if repair
+        && held.spec.mac.is_some()
+        && let Some(other) = store.claim_mac(pool.namespace.as_ref(), held)?
+    {
+        return Err(held_by(&other, pool));
+    }
+    let Some(wanted) = choice.and_then(|c| resolve(c, held.spec.address)) else {
         return Ok(());
     };
     if held.spec.mac == Some(wanted) {
@@ -207,8 +238,7 @@ pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
     store::atomically(store, || {
         let _locks = store.lock_claim(ns, pools, &req.owner)?;
         let spec = load_pool(store, &req.pool)?;
-        refuse_auto_without_prefix(req.mac, &spec, &req.pool)?;
-        refuse_in_auto_block(
+        let choice = for_pool(
             store,
             req.mac,
             &spec,
@@ -216,7 +246,7 @@ pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
             &req.owner,
             Some(req.address),
         )?;
-        let mac = resolve(req.mac, &spec, req.address).expect("checked above");
+        let mac = resolve(choice, req.address).expect("made concrete for the pool");
         let name = allocation_name(&req.pool.name, req.address);
         let before = match read_allocation(store, ns, &name)? {
             None => {

@@ -355,6 +355,21 @@ pub trait Claims {
         before_delete: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Release>;
 
+    /// Makes sure the store's arbiter holds `held`'s MAC for it: `held` is an allocation the
+    /// owner holds already, found by a look-up, and on the file store a claim killed between
+    /// its allocation's file and its MAC record left the MAC without a record, which this
+    /// makes. `Some`: another allocation of the pool holds the MAC. The caller holds the
+    /// owner's [`ClaimLock`]. By default nothing: a store whose claim writes both in one
+    /// transaction (a database) has nothing to repair.
+    fn claim_mac(
+        &self,
+        ns: Option<&Namespace>,
+        held: &AllocationManifest,
+    ) -> Result<Option<AllocationManifest>> {
+        let _ = (ns, held);
+        Ok(None)
+    }
+
     /// Rewrites the allocation `expected` names as `updated` (the same pool, address and
     /// owner, another `spec.mac`) if it is still `expected`, the new MAC arbitrated as a
     /// claim's is: [`MacChange::MacHeld`] (nothing changed) when another allocation of the

@@ -133,6 +133,14 @@ impl Claims for FsStore {
         }
     }
 
+    fn claim_mac(
+        &self,
+        ns: Option<&Namespace>,
+        held: &AllocationManifest,
+    ) -> Result<Option<AllocationManifest>> {
+        self.take_mac(ns, held)
+    }
+
     fn set_mac(
         &self,
         ns: Option<&Namespace>,

@@ -20,11 +20,12 @@
 //! other owners' claims of the same MAC run beside it.
 //! 1. Create the allocation's file exclusively (`claims.rs`): the address is ours, and the
 //!    file already says which MAC it holds. Closes the address race, as without a MAC.
-//! 2. Create the MAC record exclusively, naming that address ([`beneath::write`],
-//!    create-only, durable). Of all claimers of one MAC at once, exactly one creates it:
+//! 2. Read the MAC's record; where there is none, create it exclusively, naming that
+//!    address ([`beneath::write`], create-only, durable; refused, the record made meanwhile
+//!    is read). Of all claimers of one MAC at once, exactly one creates it:
 //!    this is the arbiter. Because every writer makes the allocation *before* the record,
 //!    a record whose allocation holds the MAC is never a claim half made.
-//! 3. The name was taken: read the record. It names an allocation that holds the MAC (read
+//! 3. There is a record. It names an allocation that holds the MAC (read
 //!    now): that allocation is the holder; our file is undone (deleted only if it is still
 //!    our bytes, [`beneath::remove_if`]) and the claim answers [`crate::store::Claim::MacHeld`]. It names
 //!    our own address: it is ours (a claim retried after a crash between steps 1 and 2).
@@ -46,8 +47,12 @@
 //! names the released address; `mac set` rewrites the allocation first and then takes the
 //! new record as a claim does (rewriting the allocation back if another holds it), then
 //! drops the old one. A kill between any two steps leaves at worst a record that names a
-//! file without its MAC, which step 4 takes over, or an allocation with a MAC and no
-//! record, which step 4's read of the pool finds.
+//! file without its MAC, which step 4 takes over, or an allocation with a MAC and no record
+//! (killed between steps 1 and 2). The owner asking again makes that record
+//! ([`crate::store::Claims::claim_mac`], on every answer that the owner holds its address
+//! already: one read when the record is there); until then another owner's claim of the
+//! MAC finds no record and wins it, which `check` reports (`tests/cli_mac.rs` kills a claim
+//! there).
 //!
 //! # What an outside writer can still do
 //!
@@ -132,17 +137,23 @@ impl FsStore {
         // The stale record this claim took over, if any: (its bytes, the address it named).
         let mut took: Option<(Vec<u8>, IpAddr)> = None;
         for _ in 0..TAKEOVERS {
-            failpoint!("claim-before-mac-record");
-            let created = beneath::write(
-                &*dir,
-                &name,
-                text.as_bytes(),
-                WriteMode::CreateOnly,
-                true,
-                &|| self.scratch(),
-            )
-            .map_err(|e| write_error(path(), e))?;
-            if created {
+            // Read first: a record that names this address already (a retried claim, an
+            // owner asking again) costs one read, not a durable write.
+            let read = beneath::read(&*dir, &name, 4096).map_err(|e| write_error(path(), e))?;
+            let Some(read) = read else {
+                failpoint!("claim-before-mac-record");
+                let created = beneath::write(
+                    &*dir,
+                    &name,
+                    text.as_bytes(),
+                    WriteMode::CreateOnly,
+                    true,
+                    &|| self.scratch(),
+                )
+                .map_err(|e| write_error(path(), e))?;
+                if !created {
+                    continue; // another claimer's, just made: judge it
+                }
                 // Step 5: the holder the stale record named may have been away for an
                 // instant (a checkout relabelling its file: unlink, then create) while this
                 // claim judged it; back now, it is the holder, and the record names it again.
@@ -158,11 +169,6 @@ impl FsStore {
                     return Ok(Some(holder));
                 }
                 return Ok(None);
-            }
-            let Some(read) =
-                beneath::read(&*dir, &name, 4096).map_err(|e| write_error(path(), e))?
-            else {
-                continue; // released meanwhile: create it again
             };
             let named = parse_record(&read.bytes);
             if named == Some(spec.address) {

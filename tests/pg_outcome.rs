@@ -141,8 +141,8 @@ fn backends_terminated_around_commit_never_make_a_committed_claim_exit_1() {
 
 #[test]
 #[cfg_attr(
-    not(has_postgres),
-    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+    not(all(has_postgres, has_pgbouncer)),
+    ignore = "needs PostgreSQL and PgBouncer: apt-get install postgresql pgbouncer (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn backends_terminated_around_commit_through_pgbouncer_never_make_a_committed_claim_exit_1() {
     let db = Db::new();

@@ -491,3 +491,64 @@ fn apply_without_a_file_is_a_usage_error() {
         .run();
     assert!(ran.stderr.starts_with("error: "), "{}", ran.stderr);
 }
+
+/// Issue 31, finding 9: a pool whose `metadata.name` differs from its file name was still
+/// used by `allocate` (here a copy of `public-zone-a` under `other.yaml`: two files, one
+/// range, each handing out 203.0.113.4). Now it is exit 2 naming the file and what to do;
+/// `check` reports it.
+#[test]
+fn a_pool_named_unlike_its_file_is_not_used() {
+    let t = Test::new("seed");
+    let text = t.read("cluster/ipampools/public-zone-a.yaml");
+    t.write("cluster/ipampools/other.yaml", &text);
+    let ran = t
+        .args(["allocate", "other", "--owner", "FloatingIP/x"])
+        .fails(code::INVALID)
+        .run();
+    assert!(
+        ran.stderr.contains("cluster/ipampools/other.yaml")
+            && ran.stderr.contains("metadata.name is `public-zone-a`"),
+        "{}",
+        ran.stderr
+    );
+    let ran = ran.then().args(["check"]).status(code::FAILURE).run();
+    assert!(
+        ran.stdout.contains("other.yaml") && ran.stdout.contains("metadata.name"),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// Issue 31, finding 9: an IPv4-mapped IPv6 pool (`::ffff:192.0.2.0/120`) is the IPv4 range
+/// 192.0.2.0/24 by another spelling; beside a pool of that range both handed out
+/// 192.0.2.5. `apply` refuses it (exit 2, naming the IPv4 range); one made by hand is
+/// reported by `check` and not used by `allocate`.
+#[test]
+fn an_ipv4_mapped_ipv6_pool_is_refused_and_reported() {
+    let t = Test::new("empty");
+    let v4 = t.input(
+        "v4.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: v4}\nspec: {cidr: 192.0.2.0/24, kind: public}\n",
+    );
+    let mapped = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: mapped}\nspec: {cidr: \"::ffff:192.0.2.0/120\", kind: public}\n";
+    let input = t.input("mapped.yaml", mapped);
+    let ran = t.args(["apply", "-f", &v4]).run();
+    let ran = ran
+        .then()
+        .args(["apply", "-f", &input])
+        .fails(code::INVALID)
+        .run();
+    assert!(ran.stderr.contains("192.0.2.0/24"), "{}", ran.stderr);
+    ran.write("cluster/ipampools/mapped.yaml", mapped);
+    let ran = ran
+        .then()
+        .args(["allocate", "mapped", "--owner", "FloatingIP/x"])
+        .fails(code::INVALID)
+        .run();
+    let ran = ran.then().args(["check"]).status(code::FAILURE).run();
+    assert!(
+        ran.stdout.contains("mapped.yaml") && ran.stdout.contains("192.0.2.0/24"),
+        "{}",
+        ran.stdout
+    );
+}

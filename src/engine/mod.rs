@@ -52,6 +52,31 @@
 //!
 //! The order every use case takes its locks in, and why it cannot deadlock, is
 //! [`crate::store::guard`]'s.
+//!
+//! # Who keeps what: command × lock × invariant
+//!
+//! Every command that writes, the engine function it calls, the locks it takes (in the
+//! order of [`crate::store::guard`]; on PostgreSQL the same calls lock rows of the unit's
+//! transaction) and what those locks let it keep. `tests/lock_table.rs` reads this table:
+//! each entry must reach every lock its row names (in backticks), and an engine function a
+//! command calls that writes must have a row (`none` says why it needs no lock).
+//!
+//! | command | engine entry | locks | invariants kept |
+//! |---|---|---|---|
+//! | `allocate POOL…` | `allocate::allocate`, `allocate::allocate_all` | `claim`: each pool shared, then the owner in each | 1, 2, 6; a pool being deleted takes no claim; the cooldown window |
+//! | `allocate --zone` | `allocate::allocate_zone` | `claim`: every pool of the zone, in name order | 1, 2, 6 |
+//! | `allocate SUPERNET` (a prefix) | `prefix::claim` | `prefix-claim`: the supernet's pool, exclusive | one prefix per owner per supernet; no overlap; the cooldown window |
+//! | `release POOL ADDRESS`, `release` by selector | `release::release_address`, `release::release_each` | `pool`, exclusive (the owner's lock inside the store's release) | 5; a cooldown record before the delete |
+//! | `release SUPERNET PREFIX` | `prefix::release_prefix`, `prefix::release_each` | `pool`, exclusive | 5 for prefixes; the cooldown record |
+//! | `apply` | `apply::apply` | `scope` (each written), then `pool` (each written, exclusive) | 6; a changed pool still holds its allocations, subnets and prefix claims; public pools do not overlap |
+//! | `pool delete` | `pool::delete` | `scope`, then `pool`, exclusive | 6; nothing held is orphaned; serial with `vpc create`/`vpc delete` |
+//! | `subnet create` | `subnet::put`, `subnet::carve` | `pool`, exclusive | subnets of a pool do not overlap and stay inside it |
+//! | `subnet delete` | `subnet::delete` | `pool`, exclusive | no claim runs against a half-deleted subnet |
+//! | `vpc create` | `vpc::create` | `scope`; `prefix-claim` in the supernet | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete` |
+//! | `vpc delete` | `vpc::delete` | `scope`; `pool`, exclusive, for each of its pools (then as `release`) | only objects of the VPC's uid are touched; pools marked before they are emptied |
+//! | `check --fix` (cooldown) | `cooldown::prune` | `pool`, exclusive | a record a release wrote since `check` looked is kept |
+//! | `import` | `transfer::import_dir` | `scope` (every scope), then `pool` (every pool, exclusive) | serial with every writer of those scopes and pools |
+//! | `export DIR` | `transfer::export` | `none`: it writes a new, empty state directory made by the same command, which no other process works in | — |
 
 pub mod allocate;
 pub mod apply;

@@ -173,6 +173,7 @@ impl PoolManifest {
             _ => {}
         }
         spec.validate_supernet()?;
+        refuse_mapped(spec.cidr)?;
         let family = family_name(spec.cidr.addr());
         if let Some(gw) = spec.gateway {
             if family_name(gw) != family {
@@ -211,6 +212,30 @@ impl PoolManifest {
         }
         Ok(())
     }
+}
+
+/// Refuses an IPv6 `cidr` that overlaps the IPv4-mapped range `::ffff:0:0/96`: its
+/// addresses are IPv4 addresses by another spelling, so a pool of it beside the IPv4 pool
+/// of that range would hand out one address twice (`::ffff:192.0.2.5` and 192.0.2.5), and
+/// no overlap check that compares families could see it. The error names the IPv4 range.
+fn refuse_mapped(cidr: IpNet) -> Result<(), String> {
+    let IpNet::V6(v6) = cidr else {
+        return Ok(());
+    };
+    let mapped: ipnet::Ipv6Net = "::ffff:0:0/96".parse().expect("a valid prefix");
+    if mapped.contains(&v6) {
+        let v4 = v6.network().to_ipv4_mapped().expect("inside ::ffff:0:0/96");
+        let v4 = ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).expect("a length of at most 32");
+        return Err(format!(
+            "spec.cidr: `{cidr}` is IPv4-mapped: its addresses are the IPv4 range {v4}, which a pool must name as such (give `cidr: {v4}`)"
+        ));
+    }
+    if v6.contains(&mapped) {
+        return Err(format!(
+            "spec.cidr: `{cidr}` holds the IPv4-mapped range ::ffff:0:0/96, whose addresses are IPv4 addresses; give a range outside it"
+        ));
+    }
+    Ok(())
 }
 
 /// Which pool, in which scope (`None` = cluster-scoped).

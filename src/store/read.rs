@@ -48,7 +48,19 @@ pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
     let location = store.locate(ObjectKind::Pool, ns, pool.name.as_str());
     let text =
         std::str::from_utf8(&bytes).map_err(|_| Error::invalid(&location, "is not UTF-8 text"))?;
-    yaml::decode_pool(text).map_err(|e| Error::invalid(location, e))
+    let manifest = yaml::decode_pool(text).map_err(|e| Error::invalid(&location, e))?;
+    // The file's name is the pool's identity (its allocations, locks and index go by it): a
+    // manifest that says another name (a copy under a new name) is not used (issue 31).
+    if manifest.metadata.name != pool.name.as_str() {
+        return Err(Error::invalid(
+            location,
+            format!(
+                "metadata.name is `{}`, but the file is named `{}`: the pool is not used until they agree; rename the file or fix metadata.name (`ipamctl check` lists every such pool)",
+                manifest.metadata.name, pool.name
+            ),
+        ));
+    }
+    Ok(manifest)
 }
 
 /// The pool's manifest and the addresses its allocations hold, from one directory listing

@@ -54,6 +54,10 @@ const MARKERS: &[(i32, &str)] = &[
         "SELECT to_regclass('ipamctl.objects_prefix_claim_owners') IS NOT NULL",
     ),
     (9, "SELECT to_regclass('ipamctl.prefix_free') IS NOT NULL"),
+    (
+        10,
+        "SELECT EXISTS (SELECT FROM pg_trigger WHERE tgname = 'objects_prefix_claims_agree')",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

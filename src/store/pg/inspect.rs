@@ -78,22 +78,7 @@ impl PgStore {
                 .iter()
                 .map(|r| (key(r), r.get(3), r.get(4)))
                 .collect();
-            let claims_disagreeing = c
-                .all(
-                    "SELECT o.namespace, o.name,
-                            format('pool %s, prefix %s', o.pool, o.prefix),
-                            format('namespace %s, name %s, pool %s, prefix %s',
-                                   nullif(m.namespace, ''), m.name, m.pool, m.prefix)
-                     FROM ipamctl.objects o, ipamctl.claim_columns(o.manifest) m
-                     WHERE o.kind = 'IPPrefixClaim'
-                       AND ipamctl.claim_row_disagrees(o.namespace, o.name, o.pool, o.prefix,
-                                                       o.manifest)
-                     ORDER BY 1, 2",
-                    &[],
-                )?
-                .iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-                .collect();
+            let claims_disagreeing = claims_disagreeing(c)?;
             let ledger_drift = c
                 .all(
                     "SELECT namespace, pool, coalesce(ledger.n, 0)::bigint,
@@ -127,4 +112,26 @@ impl PgStore {
             })
         })
     }
+}
+
+/// Prefix claim rows whose columns disagree with their manifest; see
+/// [`Inspected::claims_disagreeing`].
+fn claims_disagreeing(
+    c: &mut postgres::Client,
+) -> Result<Vec<(String, String, String, String)>, postgres::Error> {
+    Ok(c.all(
+        "SELECT o.namespace, o.name,
+                    format('pool %s, prefix %s', o.pool, o.prefix),
+                    format('namespace %s, name %s, pool %s, prefix %s',
+                           nullif(m.namespace, ''), m.name, m.pool, m.prefix)
+             FROM ipamctl.objects o, ipamctl.claim_columns(o.manifest) m
+             WHERE o.kind = 'IPPrefixClaim'
+               AND ipamctl.claim_row_disagrees(o.namespace, o.name, o.pool, o.prefix,
+                                               o.manifest)
+             ORDER BY 1, 2",
+        &[],
+    )?
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect())
 }

@@ -211,3 +211,124 @@ fn a_non_owner_role_cannot_leave_the_free_blocks_stale() {
     assert_code(&out, 0);
     assert_eq!(stdout(&out), "10.64.0.0/24\n");
 }
+
+/// A public pool `p` (10.30.0.0/24) with subnet `s` (10.30.0.0/29, gateway .1).
+fn pool_with_subnet(db: &Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: p\nspec:\n  cidr: 10.30.0.0/24\n  kind: public\n",
+    )
+    .unwrap();
+    assert_code(&db.run(["apply", "-f", file.to_str().unwrap()]), 0);
+    let out = db.run([
+        "subnet",
+        "create",
+        "s",
+        "--pool",
+        "p",
+        "--cidr",
+        "10.30.0.0/29",
+    ]);
+    assert_code(&out, 0);
+}
+
+/// `subnet delete` frees the subnet's gateway (10.30.0.1), below the pool's low-water
+/// hint: the next claim gets it, as on the file store.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn subnet_delete_lowers_the_low_water_hint() {
+    let db = Db::new();
+    pool_with_subnet(&db);
+    let first = db.run(["allocate", "p", "--owner", "FloatingIP/a"]);
+    assert_eq!(stdout(&first), "10.30.0.2\n");
+    assert_code(&db.run(["release", "p", "--owner", "FloatingIP/a"]), 0);
+    assert_code(&db.run(["subnet", "delete", "s"]), 0);
+    let next = db.run(["allocate", "p", "--owner", "FloatingIP/b"]);
+    assert_code(&next, 0);
+    assert_eq!(stdout(&next), "10.30.0.1\n");
+}
+
+/// `ipamctl --store URL ARGS` for another connection string of the test database.
+fn at(url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(pg::BIN)
+        .arg("--store")
+        .arg(url)
+        .args(args)
+        .env_remove("IPAMCTL_STATE_DIR")
+        .env_remove("IPAMCTL_STORE")
+        .env_remove("PGOPTIONS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ipamctl")
+}
+
+/// A zero timeout is PostgreSQL's (and libpq's) "no timeout": refused, exit 2, naming it.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_zero_timeout_is_refused() {
+    let db = Db::new();
+    let sep = if db.url.contains('?') { '&' } else { '?' };
+    for (param, named) in [
+        ("options=-c%20statement_timeout%3D0", "statement_timeout"),
+        ("options=-c%20lock_timeout%3D0s", "lock_timeout"),
+        ("connect_timeout=0", "connect_timeout"),
+    ] {
+        let out = at(&format!("{}{sep}{param}", db.url), &["pool", "list"]);
+        assert_code(&out, 2);
+        assert_one_error(&out);
+        assert!(
+            stderr(&out).contains(named) && stderr(&out).contains("no timeout"),
+            "{param}: {}",
+            stderr(&out)
+        );
+    }
+    // A short one is fine.
+    let out = at(
+        &format!("{}{sep}options=-c%20lock_timeout%3D10ms", db.url),
+        &["pool", "list"],
+    );
+    assert_code(&out, 0);
+}
+
+/// A database at an older schema (8, before the kept free blocks) is named as such, with
+/// the command that upgrades it, also where a claim's first round trip uses what only a
+/// later version has.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn an_older_schema_is_named_with_the_command_that_upgrades_it() {
+    let db = Db::new();
+    supernet(&db, 22);
+    db.sql()
+        .batch_execute(
+            "DROP FUNCTION IF EXISTS ipamctl.refuse_claim_row() CASCADE;
+             DROP FUNCTION IF EXISTS ipamctl.claim_row_disagrees(text, text, text, inet, bytea);
+             DROP FUNCTION IF EXISTS ipamctl.claim_columns(bytea);
+             DROP FUNCTION IF EXISTS ipamctl.own_write() CASCADE;
+             DROP FUNCTION ipamctl.prefix_free_stale() CASCADE;
+             DROP TABLE ipamctl.prefix_free, ipamctl.prefix_free_pools, ipamctl.prefix_free_epoch;
+             DELETE FROM ipamctl.schema_version WHERE version > 8",
+        )
+        .unwrap();
+    for out in [claim(&db, "a"), db.run(["pool", "list"])] {
+        assert_code(&out, 3);
+        assert!(
+            stderr(&out).contains("is version 8; this ipamctl needs version")
+                && stderr(&out).contains("init`"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_code(&db.run(["init"]), 0);
+    assert_eq!(stdout(&claim(&db, "a")), "10.64.0.0/24\n");
+}

@@ -1361,7 +1361,11 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
     // Back to schema 1, as a database made by the previous ipamctl is.
     db.sql()
         .batch_execute(
-            "ALTER TABLE ipamctl.allocations DROP CONSTRAINT allocations_host_address;
+            "DROP FUNCTION ipamctl.refuse_claim_row() CASCADE;
+             DROP FUNCTION ipamctl.claim_row_disagrees(text, text, text, inet, bytea);
+             DROP FUNCTION ipamctl.claim_columns(bytea);
+             DROP FUNCTION ipamctl.own_write() CASCADE;
+             ALTER TABLE ipamctl.allocations DROP CONSTRAINT allocations_host_address;
              DROP FUNCTION ipamctl.check_allocation_row() CASCADE;
              DROP FUNCTION ipamctl.count_moved_allocations() CASCADE;
              DROP FUNCTION ipamctl.manifest_columns(bytea);

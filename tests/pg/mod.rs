@@ -72,6 +72,11 @@ pub fn with_dbname(url: &str, db: &str) -> String {
 
 /// A client of the server's maintenance database (or of `db`).
 fn client(db: Option<&str>) -> Client {
+    client_as(db, None)
+}
+
+/// A client of the server's maintenance database (or of `db`), as role `user` if given.
+fn client_as(db: Option<&str>, user: Option<&str>) -> Client {
     let url = server();
     let url = match db {
         Some(db) => with_dbname(url, db),
@@ -87,7 +92,7 @@ fn client(db: Option<&str>) -> Client {
         config.host(host);
     }
     config.port(info.get("port").unwrap_or("5432").parse().expect("port"));
-    config.user(info.get("user").unwrap_or("postgres"));
+    config.user(user.unwrap_or(info.get("user").unwrap_or("postgres")));
     config.dbname(info.get("dbname").unwrap_or("postgres"));
     if let Some(p) = info.password(
         std::env::var_os("HOME")
@@ -168,6 +173,12 @@ impl Db {
     /// A client of this database, for checking what ipamctl stored.
     pub fn sql(&self) -> Client {
         client(Some(&self.name))
+    }
+
+    /// A client of this database as role `user` (made by the test: the server trusts its
+    /// local connections).
+    pub fn sql_as(&self, user: &str) -> Client {
+        client_as(Some(&self.name), Some(user))
     }
 
     /// One `bigint` the query returns.

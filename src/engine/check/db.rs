@@ -215,6 +215,15 @@ fn database_findings(
             ),
         ));
     }
+    for (ns, name, columns, manifest) in &inspected.claims_disagreeing {
+        let Some(scope) = scope_of(ns) else { continue };
+        findings.push(error(
+            &path_of(ObjectKind::PrefixClaim, scope.as_ref(), name),
+            format!(
+                "the prefix claim row's columns ({columns}) disagree with its manifest ({manifest}): the database arbitrates claims by the columns; release it and claim again"
+            ),
+        ));
+    }
     for (ns, pool, ledger, rows) in &inspected.ledger_drift {
         let scope = scope_of(ns).flatten();
         findings.push(error(

@@ -169,6 +169,13 @@ fn session_settings(config: &mut postgres::Config, info: &ConnInfo) -> Result<()
                     t.escape_debug()
                 )
             })?;
+            if secs == 0 {
+                // libpq's 0 is "wait forever".
+                return Err(
+                    "`connect_timeout` 0 means no timeout at all to libpq: connecting would be unbounded; give a number of seconds (at least 2)"
+                        .into(),
+                );
+            }
             Duration::from_secs(secs.max(2))
         }
         None => DEFAULT_CONNECT_TIMEOUT,

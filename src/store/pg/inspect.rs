@@ -1,6 +1,7 @@
 //! What only the database can say about itself, for `ipamctl check --store`: rows whose
-//! address is no host address, rows whose columns disagree with their manifest (both
-//! possible only by hand, and only before migration 6 or with its triggers disabled),
+//! address is no host address, allocation and prefix claim rows whose columns disagree with
+//! their manifest (possible only by hand, and only before migrations 6 and 10 or with their
+//! triggers disabled),
 //! pools whose count ledger disagrees with their rows, and each pool's low-water hint. The
 //! rules over manifests are the engine's, the same as on a state directory.
 
@@ -28,6 +29,9 @@ pub struct Inspected {
     /// Rows whose namespace, pool, address or owner columns are not what their manifest
     /// says, with the columns and the manifest's values, as text.
     pub disagreeing: Vec<(RowKey, String, String)>,
+    /// Prefix claim rows whose namespace, name, pool or prefix columns are not what their
+    /// manifest says: (namespace, name, the columns, the manifest's values), as text.
+    pub claims_disagreeing: Vec<(String, String, String, String)>,
     /// (namespace, pool, the ledger's count, the rows' count) where the two differ.
     pub ledger_drift: Vec<(String, String, i64, i64)>,
     /// (namespace, pool, low-water hint) of every pool with one.
@@ -74,6 +78,7 @@ impl PgStore {
                 .iter()
                 .map(|r| (key(r), r.get(3), r.get(4)))
                 .collect();
+            let claims_disagreeing = claims_disagreeing(c)?;
             let ledger_drift = c
                 .all(
                     "SELECT namespace, pool, coalesce(ledger.n, 0)::bigint,
@@ -101,9 +106,32 @@ impl PgStore {
             Ok(Inspected {
                 not_host,
                 disagreeing,
+                claims_disagreeing,
                 ledger_drift,
                 hints,
             })
         })
     }
+}
+
+/// Prefix claim rows whose columns disagree with their manifest; see
+/// [`Inspected::claims_disagreeing`].
+fn claims_disagreeing(
+    c: &mut postgres::Client,
+) -> Result<Vec<(String, String, String, String)>, postgres::Error> {
+    Ok(c.all(
+        "SELECT o.namespace, o.name,
+                    format('pool %s, prefix %s', o.pool, o.prefix),
+                    format('namespace %s, name %s, pool %s, prefix %s',
+                           nullif(m.namespace, ''), m.name, m.pool, m.prefix)
+             FROM ipamctl.objects o, ipamctl.claim_columns(o.manifest) m
+             WHERE o.kind = 'IPPrefixClaim'
+               AND ipamctl.claim_row_disagrees(o.namespace, o.name, o.pool, o.prefix,
+                                               o.manifest)
+             ORDER BY 1, 2",
+        &[],
+    )?
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect())
 }

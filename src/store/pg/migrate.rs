@@ -58,6 +58,10 @@ const MARKERS: &[(i32, &str)] = &[
         10,
         "SELECT to_regclass('ipamctl.allocations_one_per_mac') IS NOT NULL",
     ),
+    (
+        11,
+        "SELECT EXISTS (SELECT FROM pg_trigger WHERE tgname = 'objects_prefix_claims_agree')",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

@@ -303,6 +303,33 @@ impl PgStore {
         }
     }
 
+    /// The failure of a batch that checked the version *and* used the schema's objects (a
+    /// claim's first round trip): an object missing (an undefined schema, table, function
+    /// or column) may be an older schema's doing, so the version is asked on its own, and
+    /// an older one is named with the command that upgrades it.
+    pub(super) fn version_failed_with_objects(&self, e: &postgres::Error) -> Result<()> {
+        if !matches!(
+            e.code().map(|c| c.code()),
+            Some("3F000" | "42P01" | "42883" | "42703")
+        ) {
+            return Err(self.error(e));
+        }
+        let asked = {
+            let mut session = self.session();
+            session.open = false;
+            session
+                .client
+                .simple_query(&format!("ROLLBACK; {}", schema::VERSION_QUERY))
+        };
+        match asked {
+            Ok(messages) => self.version_is(messages.iter().find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+                _ => None,
+            })),
+            Err(again) => self.version_failed(&again),
+        }
+    }
+
     /// The session, ready for a statement: the schema version checked (once per
     /// connection) and a transaction open, each in the statement's round trip where it can
     /// be: in a unit, the unit's `BEGIN` sent if still pending; outside one, the reading

@@ -15,6 +15,20 @@ use crate::store::{Claim, Claims, ObjectKind, Objects};
 use crate::yaml;
 
 /// The `kind` column of `ipamctl.objects` for the kinds kept there.
+/// A subnet's or cooldown record's delete (`$1` kind, `$2` namespace, `$3` name). A
+/// subnet's frees its gateway, reserved, network and broadcast addresses, perhaps below the
+/// pool's low-water hint: the hint is dropped, as an `apply` of the pool drops it.
+const DELETE_OBJECT: &str = "
+WITH gone AS (
+    DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3
+    RETURNING namespace, pool
+), hint AS (
+    UPDATE ipamctl.pool_hints h SET low_water = NULL, epoch = h.epoch + 1
+    FROM gone
+    WHERE $1 = 'Subnet' AND h.namespace = gone.namespace AND h.pool = gone.pool
+)
+SELECT count(*) FROM gone";
+
 fn object_kind(kind: ObjectKind) -> &'static str {
     match kind {
         ObjectKind::Subnet => crate::model::subnet::SUBNET_KIND,
@@ -363,11 +377,8 @@ impl Objects for PgStore {
                 self.run(|c| {
                     // A prefix claim's release is an event of the audit log (above); other
                     // kinds' deletes are not (the log records claims and pools).
-                    let deleted = c.exec(
-                        "DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3",
-                        &[&k, &ns, &name],
-                    )?;
-                    Ok(deleted > 0)
+                    let row = c.one(DELETE_OBJECT, &[&k, &ns, &name])?;
+                    Ok(row.get::<_, i64>(0) > 0)
                 })
             }
         }

@@ -233,7 +233,7 @@ impl PgStore {
             Ok(answer) => answer,
             Err(e) if version => {
                 drop(session);
-                self.version_failed(&e)?;
+                self.version_failed_with_objects(&e)?;
                 return Err(self.error(&e));
             }
             Err(e) => return Err(self.error(&e)),

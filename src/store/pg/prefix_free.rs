@@ -17,10 +17,12 @@
 //!   drops the pool's row (the blocks were wrong: computed again next time);
 //! - every other write of a claim (an `import`, which holds no pool lock: ipamctl's own
 //!   statement; psql, `COPY`, other tools: a statement trigger) bumps the epoch, which makes
-//!   every pool's blocks stale.
+//!   every pool's blocks stale. The trigger stays out of a statement's way only when its
+//!   transaction says `ipamctl.counting = 'self'` *and* its role owns `ipamctl.objects`
+//!   (migration 10): a role with write rights alone cannot switch it off.
 //!
-//! A writer that bypasses the triggers (`session_replication_role = replica`) can leave
-//! the blocks wrong: a block that holds a claim is refused by the exclusion constraint,
+//! A writer that bypasses the triggers (`session_replication_role = replica`, which needs a
+//! superuser, or a table owner's `DISABLE TRIGGER`) can leave the blocks wrong: a block that holds a claim is refused by the exclusion constraint,
 //! which drops the blocks; a claim deleted that way stays taken for best fit until the
 //! pool's blocks are next computed (any claim the constraint refuses, `apply` of another
 //! prefix or excludes, or any write by another tool).

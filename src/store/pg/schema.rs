@@ -22,6 +22,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (8, V8),
     (9, V9),
     (10, V10),
+    (11, V11),
 ];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
@@ -370,6 +371,90 @@ CREATE UNIQUE INDEX allocations_one_per_mac
 ALTER TABLE ipamctl.events DROP CONSTRAINT events_action_check;
 ALTER TABLE ipamctl.events ADD CONSTRAINT events_action_check CHECK (action IN
     ('claimed', 'released', 'mac changed', 'pool created', 'pool updated', 'pool deleted'));
+"#;
+
+/// Prefix claims get the defences allocations have (migration 6), and the kept free blocks
+/// an epoch no other role can switch off:
+///
+/// - a claim row's namespace, name, pool and prefix agree with its manifest (the manifest's
+///   canonical lines), checked on every insert and update of another writer by a row
+///   trigger whose `WHEN` does the comparison in SQL, so that only a disagreeing row loads
+///   PL/pgSQL (to refuse it); `ipamctl check --store` reports rows made before this
+///   version (or with the trigger disabled);
+/// - ipamctl's own writes skip the stale-blocks trigger only when the transaction says so
+///   *and* its role is (a member of) the owner of `ipamctl.objects`: a role with DML rights
+///   alone that sets `ipamctl.counting = 'self'` still bumps the epoch, so every pool's
+///   blocks are computed again. (`session_replication_role = replica` needs a superuser.)
+///   An ipamctl that runs as such a role makes the blocks stale with each of its own claims
+///   too: correct, at the cost of computing them again per claim.
+const V11: &str = r#"
+CREATE FUNCTION ipamctl.claim_columns(manifest bytea,
+    OUT namespace text, OUT name text, OUT pool text, OUT prefix text)
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(ipamctl.manifest_line(manifest, E'
+metadata:
+(?:  [^
+]*
+|    [^
+]*
+)*?  namespace: ([^
+]*)
+'), ''),
+           ipamctl.manifest_line(manifest, E'
+metadata:
+  name: ([^
+]*)
+'),
+           ipamctl.manifest_line(manifest, E'
+spec:
+  pool: ([^
+]*)
+'),
+           ipamctl.manifest_line(manifest, E'
+spec:
+  pool: [^
+]*
+  prefix: ([^
+]*)
+')
+$$;
+
+CREATE FUNCTION ipamctl.claim_row_disagrees(namespace text, name text, pool text, prefix inet,
+    manifest bytea) RETURNS boolean
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT m.namespace IS DISTINCT FROM $1 OR m.name IS DISTINCT FROM $2
+        OR m.pool IS DISTINCT FROM $3 OR m.prefix IS DISTINCT FROM host($4) || '/' || masklen($4)
+    FROM ipamctl.claim_columns($5) m
+$$;
+
+CREATE FUNCTION ipamctl.refuse_claim_row() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    m record := ipamctl.claim_columns(NEW.manifest);
+BEGIN
+    RAISE EXCEPTION 'ipamctl.objects: the prefix claim row (namespace %, name %, pool %, prefix %) disagrees with its manifest (namespace %, name %, pool %, prefix %)',
+        NEW.namespace, NEW.name, NEW.pool, NEW.prefix, m.namespace, m.name, m.pool, m.prefix
+        USING ERRCODE = 'check_violation',
+              HINT = 'a prefix claim''s columns are its manifest''s: release it and claim again';
+END $$;
+
+CREATE TRIGGER objects_prefix_claims_agree BEFORE INSERT OR UPDATE ON ipamctl.objects
+    FOR EACH ROW
+    WHEN (NEW.kind = 'IPPrefixClaim'
+          AND ipamctl.claim_row_disagrees(NEW.namespace, NEW.name, NEW.pool, NEW.prefix, NEW.manifest))
+    EXECUTE FUNCTION ipamctl.refuse_claim_row();
+
+CREATE FUNCTION ipamctl.own_write() RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT current_setting('ipamctl.counting', true) IS NOT DISTINCT FROM 'self'
+       AND pg_has_role(current_user,
+                       (SELECT relowner FROM pg_class WHERE oid = 'ipamctl.objects'::regclass),
+                       'USAGE')
+$$;
+
+DROP TRIGGER objects_prefix_free_stale ON ipamctl.objects;
+CREATE TRIGGER objects_prefix_free_stale AFTER INSERT OR UPDATE OR DELETE ON ipamctl.objects
+    FOR EACH STATEMENT
+    WHEN (NOT ipamctl.own_write())
+    EXECUTE FUNCTION ipamctl.prefix_free_stale();
 "#;
 
 /// Creates the schema's home and version table if missing (idempotent).

@@ -8,7 +8,8 @@
 //!
 //! Each is settable as libpq would take it, in the connection string's `options` (or
 //! `PGOPTIONS`): `options='-c lock_timeout=5s -c statement_timeout=1min'`. Those settings are
-//! taken out of `options` before it goes to the server; the rest goes as given.
+//! taken out of `options` before it goes to the server; the rest goes as given. A zero
+//! (PostgreSQL's "no timeout") is refused: every wait stays bounded.
 
 /// The settings and their defaults: a few tens of seconds, longer than any claim, release or
 /// `apply` takes on a healthy server, short enough that a stuck command says so.
@@ -54,6 +55,17 @@ impl Timeouts {
                     if !is_duration(&value) {
                         return Err(format!(
                             "`{}` in `options` is not a duration (like 500ms, 20s, 2min)",
+                            slot.0
+                        ));
+                    }
+                    if value
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .all(|c| c == '0')
+                    {
+                        // PostgreSQL's 0 turns the timeout off: a wait with no end.
+                        return Err(format!(
+                            "`{}` in `options` is {value}, which PostgreSQL takes as no timeout at all: every wait would be unbounded; give a duration (like 500ms, 20s, 2min)",
                             slot.0
                         ));
                     }
@@ -134,5 +146,11 @@ mod tests {
         let (_, rest) = Timeouts::from_options(Some("-clock_timeout=1s")).unwrap();
         assert_eq!(rest, None);
         assert!(Timeouts::from_options(Some("-c lock_timeout=5s';DROP")).is_err());
+        for zero in ["0", "00", "0ms", "0s", "0min"] {
+            let options = format!("-c statement_timeout={zero}");
+            let refused = Timeouts::from_options(Some(&options)).unwrap_err();
+            assert!(refused.contains("no timeout at all"), "{zero}: {refused}");
+        }
+        assert!(Timeouts::from_options(Some("-c lock_timeout=10ms")).is_ok());
     }
 }

@@ -438,6 +438,12 @@ pub trait Units {
     /// the outer unit. The file store runs `work` as it is: each of its writes is durable on
     /// its own, and the locks `work` takes keep its steps apart from other processes'.
     fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()>;
+
+    /// Says that many requests follow in this process (`allocate -f`, `release -f`): the
+    /// store may keep what it learns from one for the next, as long as what it keeps stays
+    /// as true as what it would read again (the file store's watch: `fs/watch.rs`). Each
+    /// request is still its own unit of work.
+    fn batch(&self) {}
 }
 
 /// What a store without an audit log of its own answers for one: exit 2.

@@ -16,13 +16,8 @@ use crate::yaml;
 /// Reads one `-f` argument (`-` = stdin), bounded like any manifest. Anything but a regular
 /// file (a directory, FIFO, socket or device) is refused unread.
 fn read_input(file: &str) -> Result<String> {
-    read_bounded(file, 16 * yaml::MAX_MANIFEST_BYTES)
-}
-
-/// Reads `file` (`-` = stdin) as UTF-8 text of at most `limit` bytes (exit 2 beyond), a
-/// regular file only.
-pub(super) fn read_bounded(file: &str, limit: u64) -> Result<String> {
     let mut bytes = Vec::new();
+    let limit = 16 * yaml::MAX_MANIFEST_BYTES;
     let read = if file == "-" {
         std::io::stdin().take(limit + 1).read_to_end(&mut bytes)
     } else {
@@ -40,7 +35,7 @@ pub(super) fn read_bounded(file: &str, limit: u64) -> Result<String> {
 
 /// Opens `file` for reading if it is a regular file (symlinks followed: the path is the
 /// user's own, not one inside the state directory).
-fn open_regular(file: &str) -> Result<std::fs::File> {
+pub(super) fn open_regular(file: &str) -> Result<std::fs::File> {
     // O_NONBLOCK: opening a FIFO without a writer would otherwise wait for one. O_NOCTTY: a
     // terminal device must not become the controlling terminal just by being opened. Neither
     // changes how a regular file reads.

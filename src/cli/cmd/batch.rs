@@ -12,7 +12,7 @@
 //! type, a flag value clap refuses) is that request's failure, exit 2, named by its line;
 //! the requests after it still run, as after any other failed request.
 
-use std::io::Write;
+use std::io::{BufRead, Read as _, Write};
 use std::sync::atomic::Ordering;
 
 use clap::{Args, FromArgMatches};
@@ -81,7 +81,7 @@ pub fn allocate(
         namespace: g.namespace.as_deref(),
         switches: if args.dry_run { &["dryRun"] } else { &[] },
     };
-    each(g, file, ALLOCATE, &inherited, out, |argv, g| {
+    each(store, g, file, ALLOCATE, &inherited, out, |argv, g| {
         let parsed = parse::<AllocateArgs>(&mut command, argv)?;
         let g = GlobalArgs {
             namespace: parsed.1,
@@ -113,7 +113,7 @@ pub fn release(
         namespace: g.namespace.as_deref(),
         switches: &switches,
     };
-    each(g, file, RELEASE, &inherited, out, |argv, g| {
+    each(store, g, file, RELEASE, &inherited, out, |argv, g| {
         let (parsed, namespace) = parse::<ReleaseArgs>(&mut command, argv)?;
         let g = GlobalArgs {
             namespace,
@@ -249,6 +249,7 @@ pub fn exit_code(outcomes: &[Outcome]) -> i32 {
 /// name` (the table and YAML once all are done, by [`render`]). SIGINT or SIGTERM stop the
 /// batch between two requests (exit 130, saying how many ran).
 fn each(
+    store: &dyn Store,
     g: &GlobalArgs,
     file: &str,
     fields: &[(&str, Flag)],
@@ -256,11 +257,11 @@ fn each(
     out: &mut dyn Write,
     mut run: impl FnMut(Vec<String>, &GlobalArgs) -> Result<Done>,
 ) -> Result<i32> {
-    let text = super::apply::read_bounded(file, yaml::MAX_LIST_BYTES)?;
-    let requests = requests(file, &text)?;
+    let requests = requests(file)?;
+    store.batch();
     let stop = super::stop_on_signal()?;
-    let mut outcomes = Vec::with_capacity(requests.len());
-    for (index, (line, request)) in requests.into_iter().enumerate() {
+    let mut outcomes = Vec::new();
+    for (index, (line, request)) in requests.enumerate() {
         if stop.load(Ordering::Relaxed) {
             return Err(Error::Interrupted {
                 message: format!(
@@ -290,38 +291,110 @@ fn each(
     render(g, &outcomes, out)
 }
 
-/// The requests of `text`: JSON lines when its first line that is not blank or a `#`
-/// comment starts with `{`, else a YAML list. A JSON line that does not parse is that
-/// request's error; a YAML text that does not parse is the whole batch's (exit 2, nothing
-/// run), as no item of it can be told from the next.
-fn requests(file: &str, text: &str) -> Result<Vec<(Option<usize>, Result<Value>)>> {
-    let first = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('#'));
-    let Some(first) = first else {
-        return Ok(Vec::new());
+/// One request as read: the line it starts on, and its fields (or why it is not one).
+type Read = (Option<usize>, Result<Value>);
+
+/// The requests of `file` (`-`: stdin), in order: JSON lines when its first line that is
+/// not blank or a `#` comment starts with `{`, read and run one line at a time (a pipe
+/// may feed a batch as it goes); else a YAML list, read whole (at most
+/// [`yaml::MAX_LIST_BYTES`]). A JSON line that does not parse is that request's error; a
+/// YAML text that does not parse is the whole batch's (exit 2, nothing run), as no item of
+/// it can be told from the next.
+fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
+    let mut input: Box<dyn BufRead> = if file == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(super::apply::open_regular(file)?))
     };
-    if first.starts_with('{') {
-        return Ok(text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-            .map(|(i, l)| {
-                let parsed = serde_json::from_str::<Value>(l).map_err(|e| {
-                    Error::invalid(file, format!("line {}: not a JSON object: {e}", i + 1))
+    let mut head = String::new();
+    let mut number = 0;
+    let first = loop {
+        let mut line = String::new();
+        let n = read_line(&mut input, file, &mut line)?;
+        if n == 0 {
+            break None;
+        }
+        number += 1;
+        head.push_str(&line);
+        let trimmed = line.trim();
+        if !trimmed.is_empty() && !trimmed.starts_with('#') {
+            break Some(line);
+        }
+    };
+    let Some(first) = first else {
+        return Ok(Box::new(std::iter::empty()));
+    };
+    if first.trim_start().starts_with('{') {
+        let file = file.to_owned();
+        let mut next = Some(first);
+        let lines = std::iter::from_fn(move || {
+            loop {
+                let line = match next.take() {
+                    Some(line) => line,
+                    None => {
+                        let mut line = String::new();
+                        match read_line(&mut input, &file, &mut line) {
+                            Ok(0) => return None,
+                            Ok(_) => number += 1,
+                            Err(e) => return Some((Some(number + 1), Err(e))),
+                        }
+                        line
+                    }
+                };
+                let trimmed = line.trim();
+                if trimmed.is_empty() || trimmed.starts_with('#') {
+                    continue;
+                }
+                let parsed = serde_json::from_str::<Value>(trimmed).map_err(|e| {
+                    Error::invalid(&file, format!("line {number}: not a JSON object: {e}"))
                 });
-                (Some(i + 1), parsed)
-            })
-            .collect());
+                return Some((Some(number), parsed));
+            }
+        });
+        return Ok(Box::new(lines));
     }
-    let items = yaml::decode_list(text).map_err(|e| {
+    let limit = yaml::MAX_LIST_BYTES;
+    let mut rest = Vec::new();
+    input
+        .take(limit + 1)
+        .read_to_end(&mut rest)
+        .map_err(|e| Error::io(file, e))?;
+    if (head.len() + rest.len()) as u64 > limit {
+        return Err(Error::invalid(
+            file,
+            format!("is larger than {limit} bytes"),
+        ));
+    }
+    head.push_str(
+        std::str::from_utf8(&rest).map_err(|_| Error::invalid(file, "is not UTF-8 text"))?,
+    );
+    let items = yaml::decode_list(&head).map_err(|e| {
         Error::invalid(
             file,
             format!("{e} (a batch is JSON lines or a YAML list of requests)"),
         )
     })?;
-    Ok(items.into_iter().map(|(line, v)| (line, Ok(v))).collect())
+    Ok(Box::new(items.into_iter().map(|(line, v)| (line, Ok(v)))))
+}
+
+/// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] (exit 2 beyond) into `line`;
+/// returns its length, 0 at the end.
+fn read_line(input: &mut dyn BufRead, file: &str, line: &mut String) -> Result<usize> {
+    let limit = yaml::MAX_MANIFEST_BYTES;
+    let n = input
+        .take(limit + 1)
+        .read_line(line)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => Error::invalid(file, "is not UTF-8 text"),
+            _ => Error::io(file, e),
+        })?;
+    if n as u64 > limit {
+        return Err(Error::invalid(
+            file,
+            format!("has a line longer than {limit} bytes"),
+        ));
+    }
+    Ok(n)
 }
 
 /// The command line `request` stands for: each field as its flag, the batch's namespace and

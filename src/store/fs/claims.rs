@@ -278,6 +278,11 @@ impl Units for FsStore {
     fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         work()
     }
+
+    /// Watches the allocation directories the batch scans (`watch.rs`).
+    fn batch(&self) {
+        *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = super::watch::Watch::new();
+    }
 }
 
 /// A state directory's history is git's: the default answer says so.

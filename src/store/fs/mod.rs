@@ -104,6 +104,21 @@
 //!   tool replaces the root directory ([`lock`]). A lock wait is bounded, and a process
 //!   never waits for a byte it holds.
 //!
+//! # In a batch
+//!
+//! `allocate -f` and `release -f` run many requests in one process, each as its own claim
+//! or release, with every lock and re-check above. What one process keeps between them is
+//! the status of each allocation file and the names of each allocation directory it has
+//! listed (`watch.rs`): read once per batch and directory, then kept true by an inotify
+//! watch added before the first listing, so that a request lists and `stat`s only what
+//! changed since the last. An outside write during a batch (`git pull`, `git checkout`,
+//! `git clean`, `cp` over a file, `rsync`, `rm`, `touch`, an editor) raises an event before
+//! it returns, and the next request reads what it named: it can do no more than between
+//! two single commands. What a batch cannot see that a single command would: a write
+//! through a second hard link made from another directory, or through a shared `mmap`,
+//! during the batch; a directory on a file system that is not local (NFS, CIFS, FUSE,
+//! overlay) is never remembered, and an overflowing event queue drops the memory.
+//!
 //! # What an outside writer can still do
 //!
 //! `git pull`, `checkout`, `clean -fdX`, `cp` over a file, `cp -a` or `rsync -a` from another
@@ -145,6 +160,7 @@ mod prefix_claims;
 mod queries;
 mod scan;
 mod seal;
+mod watch;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -192,6 +208,9 @@ pub struct FsStore {
     looked: Mutex<HashMap<(String, String, u64), Vec<std::net::IpAddr>>>,
     /// The locks this process holds through this store ([`lock`]).
     locks: Arc<lock::Registry>,
+    /// In a batch, what the scans saw of each allocation directory, kept true by inotify
+    /// (`watch.rs`); `None` outside a batch.
+    watch: Mutex<Option<watch::Watch>>,
 }
 
 fn kind_dir(kind: ObjectKind) -> &'static str {
@@ -311,6 +330,7 @@ impl FsStore {
             dirs: Mutex::new(HashMap::new()),
             looked: Mutex::new(HashMap::new()),
             locks: Arc::default(),
+            watch: Mutex::new(None),
         })
     }
 

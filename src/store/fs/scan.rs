@@ -16,6 +16,7 @@ use crate::store::fs::allocation::now_ns;
 use crate::store::fs::beneath::{self, refused};
 use crate::store::fs::index::{self, Change, Index, Record, RecordRef, Stamp};
 use crate::store::fs::kind::{Allocations, Kind};
+use crate::store::fs::watch::DirId;
 use crate::store::parallel::parallel_map;
 
 /// One file as a scan's first pass saw it.
@@ -87,8 +88,9 @@ impl FsStore {
         let read_start = now_ns();
         let (records, unlisted) = index.join(&keys);
         let listed: Vec<_> = keys.iter().copied().zip(records).collect();
+        let watched = self.watched(dir);
         let looked = parallel_map(&listed, |&(key, record)| {
-            self.look(kind, dir, ns, (key, record), wanted)
+            self.look(kind, (dir, watched), ns, (key, record), wanted)
         });
         let mut scanned = Scanned {
             taken: Vec::new(),
@@ -145,7 +147,7 @@ impl FsStore {
     fn look<T: Kind>(
         &self,
         kind: &T,
-        dir: &OwnedFd,
+        (dir, watched): (&OwnedFd, Option<DirId>),
         ns: Option<&Namespace>,
         (key, record): (T::Key, Option<RecordRef<'_>>),
         wanted: &(dyn Fn(&str) -> bool + Sync),
@@ -153,8 +155,8 @@ impl FsStore {
         let mut file = kind.name(key);
         file.push_str(".yaml");
         if let Some(record) = record {
-            match beneath::stat(dir, &file) {
-                Ok(Some(stat)) if Stamp::of(&stat) == record.stamp => {
+            match self.status(dir, watched, &file) {
+                Ok(Some(stamp)) if stamp == record.stamp => {
                     if !wanted(record.owner) {
                         return Ok(Look::Known);
                     }
@@ -211,7 +213,7 @@ impl FsStore {
         pool: Option<&str>,
     ) -> Result<BTreeMap<String, Vec<IpAddr>>> {
         let mut by_pool: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
-        beneath::each_name(kind_dir, |file, _| {
+        self.each_listed(kind_dir, |file| {
             let Some(name) = file.strip_suffix(b".yaml").and_then(beneath::utf8) else {
                 return;
             };
@@ -266,4 +268,69 @@ fn learn<T: Kind>(kind: &T, m: &T::Manifest, stamp: Stamp) -> Record {
 /// An object name from its file name (`<name>.yaml`).
 fn stem(file: &str) -> &str {
     file.strip_suffix(".yaml").unwrap_or(file)
+}
+
+impl FsStore {
+    /// `dir`'s id when the batch watches it (`watch.rs`), after reading the watch's queue.
+    fn watched(&self, dir: &OwnedFd) -> Option<DirId> {
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        watch.as_mut()?.watched(dir)
+    }
+
+    /// The status of `file` in `dir`: remembered by the batch's watch of `dir` while no
+    /// event named the file since it was read, else read now (and remembered).
+    fn status(
+        &self,
+        dir: &OwnedFd,
+        watched: Option<DirId>,
+        file: &str,
+    ) -> beneath::Confined<Option<Stamp>> {
+        let name = file.as_bytes();
+        let generation = match watched {
+            Some(id) => {
+                let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+                match watch.as_ref().map(|w| w.status(id, name)) {
+                    Some((Some(known), _)) => return Ok(known),
+                    Some((None, generation)) => Some((id, generation)),
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        let stamp = beneath::stat(dir, file)?.map(|s| Stamp::of(&s));
+        if let Some((id, generation)) = generation {
+            let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(w) = watch.as_mut() {
+                w.remember(id, name, stamp, generation);
+            }
+        }
+        Ok(stamp)
+    }
+
+    /// Calls `each` with every name in `dir`: from the batch's memory when it watches
+    /// `dir` (`watch.rs`), else listed now.
+    pub(super) fn each_listed(
+        &self,
+        dir: &OwnedFd,
+        mut each: impl FnMut(&[u8]),
+    ) -> beneath::Confined<()> {
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = watch.as_mut()
+            && let Some(id) = w.watched(dir)
+        {
+            let names = w.names(id, || {
+                let mut names = std::collections::BTreeSet::new();
+                beneath::each_name(dir, |name, _| {
+                    names.insert(name.into());
+                })?;
+                Ok::<_, beneath::Refused>(names)
+            })?;
+            for name in names {
+                each(name);
+            }
+            return Ok(());
+        }
+        drop(watch);
+        beneath::each_name(dir, |name, _| each(name))
+    }
 }

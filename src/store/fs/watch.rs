@@ -1,0 +1,224 @@
+//! A batch's memory of the allocation directories it scanned, kept true by inotify
+//! ([`crate::store::Units::batch`]): each look-up after the first in a directory lists and
+//! `stat`s only the names the kernel reported changed since, instead of every file.
+//!
+//! # Why a remembered status is the status now
+//!
+//! A scan ([`super::scan`]) trusts a file's index record only while the file's status
+//! (inode, size, mtime, ctime) equals the recorded one. In a batch, the status of each file
+//! is remembered from the last real `stat`, and used as the status now while no inotify
+//! event has named the file since. The watch is added before the directory is first listed
+//! or any file in it is looked at, and every change made through the directory reaches its
+//! queue before the call that made it returns: a create, `unlink`, `rename` in or out
+//! (`git pull`, `git checkout`, `git clean`, `cp`, `rsync`, `rm`), a write or truncate
+//! (`cp` over a file, an editor), a `chmod`, `touch` or `utimes`. Each look-up first reads
+//! the whole queue and forgets what each event names (a listing is updated event by event,
+//! in the queue's order, which ends in the state the last event left). A status read with
+//! a real `stat` is remembered only if no queue read ran meanwhile, so an event that
+//! raced the `stat` is never lost. When the queue overflows, every memory is dropped; when
+//! the directory itself is removed or moved, its memory is dropped and it is no longer
+//! watched, and the batch goes on with real listings and `stat`s.
+//!
+//! # What inotify does not report, and so a batch does not see
+//!
+//! Only on a local file system (ext2/3/4, XFS, Btrfs, tmpfs, ZFS, F2FS) is the memory
+//! used; on any other (NFS, CIFS, FUSE, overlay, 9p), where another host's or layer's change
+//! raises no event, every look-up is a real one. Even locally, three changes raise no event
+//! on the directory: a write through a second hard link made from another directory, a
+//! write through a shared `mmap`, and a change to the block device underneath. A file
+//! changed that way during a batch is taken for what it was when last seen, until an event
+//! names it: a claim for its new owner may then take a second address (which `ipamctl
+//! check` reports), as after an outside change that straddles a single claim (README's
+//! Guarantees). No tool that works on a state directory (git, cp, rsync, editors) writes
+//! that way, and a file with a second name is refused by every read anyway.
+
+use std::collections::{BTreeSet, HashMap};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+
+use crate::store::fs::index::Stamp;
+
+/// `statfs` magic numbers of the file systems whose every change inotify reports.
+const LOCAL: &[u64] = &[
+    0xEF53,      // ext2, ext3, ext4
+    0x5846_5342, // XFS
+    0x9123_683E, // Btrfs
+    0x0102_1994, // tmpfs
+    0x2FC1_2FC1, // ZFS
+    0xF2F5_2010, // F2FS
+];
+
+/// A directory, by device and inode.
+pub(super) type DirId = (u64, u64);
+
+/// What the batch remembers of one watched directory.
+#[derive(Debug, Default)]
+struct Seen {
+    wd: i32,
+    /// The directory's names, once listed.
+    names: Option<BTreeSet<Box<[u8]>>>,
+    /// The last real status of each file looked at (`None`: it did not exist).
+    stats: HashMap<Box<[u8]>, Option<Stamp>>,
+}
+
+/// The watches of one batch.
+#[derive(Debug)]
+pub(super) struct Watch {
+    inotify: OwnedFd,
+    dirs: HashMap<DirId, Seen>,
+    /// Directories that cannot be watched (not local, limits, removed): real look-ups.
+    refused: BTreeSet<DirId>,
+    /// How many times the queue was read: a `stat` remembered only if none ran meanwhile.
+    generation: u64,
+}
+
+impl Watch {
+    /// A new set of watches; `None` when inotify is not available.
+    pub(super) fn new() -> Option<Watch> {
+        let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
+        Some(Watch {
+            inotify,
+            dirs: HashMap::new(),
+            refused: BTreeSet::new(),
+            generation: 0,
+        })
+    }
+
+    /// Reads the queue, then returns `dir`'s id if it is watched (adding the watch if it is
+    /// the first look), `None` if its look-ups must be real.
+    pub(super) fn watched(&mut self, dir: &OwnedFd) -> Option<DirId> {
+        self.drain();
+        let stat = rustix::fs::fstat(dir).ok()?;
+        let id = (stat.st_dev, stat.st_ino);
+        if self.dirs.contains_key(&id) {
+            return Some(id);
+        }
+        if self.refused.contains(&id) {
+            return None;
+        }
+        let local = rustix::fs::fstatfs(dir).is_ok_and(|fs| LOCAL.contains(&(fs.f_type as u64)));
+        let mask = WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::MODIFY
+            | WatchFlags::ATTRIB
+            | WatchFlags::CLOSE_WRITE
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::ONLYDIR;
+        // The handle's own directory, whatever has become of its path since it was opened.
+        let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        match local.then(|| inotify::add_watch(&self.inotify, path.as_str(), mask)) {
+            Some(Ok(wd)) => {
+                let seen = Seen {
+                    wd,
+                    ..Seen::default()
+                };
+                self.dirs.insert(id, seen);
+                Some(id)
+            }
+            _ => {
+                self.refused.insert(id);
+                None
+            }
+        }
+    }
+
+    /// The names of `id`, listing the directory with `list` the first time.
+    pub(super) fn names<E>(
+        &mut self,
+        id: DirId,
+        list: impl FnOnce() -> Result<BTreeSet<Box<[u8]>>, E>,
+    ) -> Result<&BTreeSet<Box<[u8]>>, E> {
+        let seen = self.dirs.get_mut(&id).expect("a watched directory");
+        if seen.names.is_none() {
+            // Listed after the watch was added: whatever changes during the listing is in
+            // the queue, and the next read of it applies it.
+            seen.names = Some(list()?);
+        }
+        Ok(seen.names.as_ref().expect("listed just now"))
+    }
+
+    /// The remembered status of `name` in `id`, if there is one; and the generation to give
+    /// [`Watch::remember`] with a status read now.
+    pub(super) fn status(&self, id: DirId, name: &[u8]) -> (Option<Option<Stamp>>, u64) {
+        let known = self
+            .dirs
+            .get(&id)
+            .and_then(|seen| seen.stats.get(name).copied());
+        (known, self.generation)
+    }
+
+    /// Remembers the status of `name`, read with a real `stat` when the generation was
+    /// `generation`: only if the queue was not read since (an event it held may have
+    /// raced that `stat`).
+    pub(super) fn remember(
+        &mut self,
+        id: DirId,
+        name: &[u8],
+        status: Option<Stamp>,
+        generation: u64,
+    ) {
+        if generation != self.generation {
+            return;
+        }
+        if let Some(seen) = self.dirs.get_mut(&id) {
+            seen.stats.insert(name.into(), status);
+        }
+    }
+
+    /// Reads every queued event and forgets what each names.
+    fn drain(&mut self) {
+        self.generation += 1;
+        let mut buf = [MaybeUninit::<u8>::uninit(); 64 * 1024];
+        let mut reader = inotify::Reader::new(&self.inotify, &mut buf);
+        loop {
+            let event = match reader.next() {
+                Ok(event) => event,
+                // Empty (EAGAIN), or anything else: nothing more to read now. An error that
+                // is not emptiness drops every memory, as an overflow does.
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(_) => {
+                    self.dirs.clear();
+                    break;
+                }
+            };
+            let flags = event.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                for seen in self.dirs.values_mut() {
+                    seen.names = None;
+                    seen.stats.clear();
+                }
+                continue;
+            }
+            let wd = event.wd();
+            let Some((&id, seen)) = self.dirs.iter_mut().find(|(_, s)| s.wd == wd) else {
+                continue;
+            };
+            if flags.intersects(
+                ReadFlags::DELETE_SELF
+                    | ReadFlags::MOVE_SELF
+                    | ReadFlags::IGNORED
+                    | ReadFlags::UNMOUNT,
+            ) {
+                self.dirs.remove(&id);
+                self.refused.insert(id);
+                continue;
+            }
+            let Some(name) = event.file_name().map(|n| n.to_bytes()) else {
+                continue;
+            };
+            seen.stats.remove(name);
+            if let Some(names) = &mut seen.names {
+                if flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+                    names.insert(name.into());
+                } else if flags.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
+                    names.remove(name);
+                }
+            }
+        }
+    }
+}

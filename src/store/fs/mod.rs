@@ -126,7 +126,7 @@ mod derived;
 pub mod index;
 mod kind;
 pub mod lock;
-mod macs;
+pub mod macs;
 mod objects;
 mod prefix_claims;
 mod queries;

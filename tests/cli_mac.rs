@@ -582,3 +582,26 @@ fn diff_and_history_show_a_mac_change() {
         ]
     );
 }
+
+/// File store: an allocation whose MAC has no record (a claim killed before it, a MAC
+/// written by hand) is a warning naming the command that makes it.
+#[test]
+fn check_warns_of_a_mac_without_its_record() {
+    let test = two_nics().file_store_only();
+    test.remove("cluster/macs/lan-020000000001");
+    let ran = test.args(["check"]).run();
+    assert!(
+        ran.stdout.contains("warning   cluster/ipallocations/lan-10-0-0-3.yaml  MAC 02:00:00:00:00:01 has no record `cluster/macs/lan-020000000001` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate lan --owner VirtualMachine/web-02/0 --mac 02:00:00:00:00:01"),
+        "{}",
+        ran.stdout
+    );
+    let ran = ran
+        .then()
+        .args(allocate("lan", WEB2, "02:00:00:00:00:01"))
+        .stdout("10.0.0.3\n")
+        .run()
+        .then()
+        .args(["check"])
+        .run();
+    assert_eq!(ran.stdout, "");
+}

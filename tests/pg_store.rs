@@ -1376,6 +1376,8 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
              DROP TABLE ipamctl.prefix_free, ipamctl.prefix_free_pools, ipamctl.prefix_free_epoch;
              DROP TABLE ipamctl.objects;
              DROP FUNCTION ipamctl.claim_owner_name(bytea);
+             DROP INDEX ipamctl.allocations_one_per_mac;
+             DROP FUNCTION ipamctl.allocation_mac(bytea);
              ALTER TABLE ipamctl.allocations DROP COLUMN creation_timestamp;
              DELETE FROM ipamctl.schema_version WHERE version >= 2",
         )

@@ -271,7 +271,9 @@ pub enum Command {
     /// the layout does not have, dot-files in `ipampools/` and `ipallocations/` other than
     /// ipamctl's own lock and index files, leftover temporary files (`.tmp-*`), cooldown
     /// records that hold nothing back (past their pool's reuseAfter, of a pool without one,
-    /// or of no pool) and cooldown records dated ahead of this machine's clock. Outside
+    /// or of no pool), cooldown records dated ahead of this machine's clock, and an
+    /// allocation whose MAC has no record in `<scope>/macs/` or a record naming another
+    /// address (a claim killed before its record, a MAC written by hand). Outside
     /// `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore` are looked
     /// at, so the state directory can be a repository's root.
     ///

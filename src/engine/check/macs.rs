@@ -11,10 +11,15 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
 use super::rules::{KnownPool, PoolKey};
-use super::{Decoded, Finding, error};
+use super::{Decoded, Finding, Severity, error};
 use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
+use crate::store::fs::beneath;
+use crate::store::fs::macs::{MACS_DIR, parse_record, record_name};
 
 /// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
 pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set`";
@@ -111,4 +116,52 @@ pub(super) fn check_macs(
         }
     }
     related
+}
+
+/// The file store's MAC records (`store::fs::macs`), as warnings: an allocation whose MAC has
+/// no record (a claim killed between its file and its record, or a MAC written by hand:
+/// until its owner asks again, another owner's claim of the MAC finds nothing to refuse it),
+/// or whose record names another address (the MAC is held twice, or the record is stale and
+/// the next claim of the MAC takes it over). A record is read beneath `root` like a manifest.
+pub(super) fn check_records(
+    root: &OwnedFd,
+    allocations: &[Decoded<AllocationManifest>],
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for Decoded { file, manifest } in allocations {
+        let Some(m) = manifest else { continue };
+        let Some(mac) = m.spec.mac else { continue };
+        let scope = match &file.scope {
+            None => "cluster".to_owned(),
+            Some(ns) => format!("namespaces/{ns}"),
+        };
+        let rel = format!("{scope}/{MACS_DIR}/{}", record_name(&m.spec.pool, mac));
+        let read = beneath::open_parent(root, Path::new(&rel))
+            .and_then(|(dir, name)| beneath::read(&dir, name, 4096));
+        let owner = &m.spec.owner;
+        let message = match read {
+            Ok(Some(r)) if parse_record(&r.bytes) == Some(m.spec.address) => continue,
+            Ok(Some(r)) => format!(
+                "MAC {mac}'s record `{rel}` names {}, not this allocation ({}); if the MAC is not held twice (an error of its own), the record is stale and the next claim of the MAC takes it over",
+                String::from_utf8_lossy(&r.bytes).trim_end(),
+                m.spec.address
+            ),
+            Ok(None) | Err(_) => format!(
+                "MAC {mac} has no record `{rel}` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate {} --owner {}/{} --mac {mac}{}",
+                m.spec.pool,
+                owner.kind(),
+                owner.name(),
+                file.scope
+                    .as_ref()
+                    .map(|n| format!(" -n {n}"))
+                    .unwrap_or_default()
+            ),
+        };
+        findings.push(Finding {
+            severity: Severity::Warning,
+            path: file.rel.clone(),
+            message,
+        });
+    }
+    findings
 }

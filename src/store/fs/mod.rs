@@ -154,7 +154,7 @@ pub mod index;
 mod kind;
 pub mod lock;
 mod lock_holder;
-mod macs;
+pub mod macs;
 mod objects;
 mod prefix_claims;
 mod queries;

@@ -303,6 +303,12 @@ pub enum Command {
     /// reserved, network and broadcast addresses are never counted as free. The other
     /// formats give the same data.
     Report,
+    /// DHCP reservations for Kea and dnsmasq, from the allocations' MACs.
+    #[command(subcommand)]
+    Dhcp(crate::cli::DhcpCommand),
+    /// DNS zones of the NICs' host names and their addresses' reverse names.
+    #[command(subcommand)]
+    Dns(crate::cli::DnsCommand),
     /// Print the JSON Schemas of the manifests (IPAMPool, IPAllocation, Subnet,
     /// CooldownRecord).
     ///

@@ -5,7 +5,9 @@ mod allocate;
 mod apply;
 mod check;
 mod completions;
+mod dhcp;
 mod diff;
+mod dns;
 mod export;
 mod history;
 mod import;
@@ -71,6 +73,8 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Subnet(command) => subnet::run(&*open(g)?, g, &command, out),
         Command::Report => report::run(&*open(g)?, g, out),
+        Command::Dhcp(command) => dhcp::run(&*open(g)?, g, &command, out),
+        Command::Dns(command) => dns::run(&*open(g)?, g, &command, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
         Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
     };

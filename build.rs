@@ -26,6 +26,10 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_promtool", on_path("promtool")),
         ("has_pre_commit", on_path("pre-commit")),
         ("has_fonts", Path::new("/usr/share/fonts").is_dir()),
+        ("has_kea", on_path("kea-dhcp4") && on_path("kea-dhcp6")),
+        ("has_dnsmasq", on_path("dnsmasq")),
+        ("has_named_checkzone", on_path("named-checkzone")),
+        ("has_udhcpc", on_path("busybox")),
     ]
 }
 

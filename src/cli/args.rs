@@ -333,6 +333,12 @@ pub enum Command {
     /// every namespace without `-n`. The output is sorted and carries no timestamp: the same
     /// state gives the same bytes.
     Metrics(MetricsArgs),
+    /// DHCP reservations for Kea and dnsmasq, from the allocations' MACs.
+    #[command(subcommand)]
+    Dhcp(crate::cli::DhcpCommand),
+    /// DNS zones of the NICs' host names and their addresses' reverse names.
+    #[command(subcommand)]
+    Dns(crate::cli::DnsCommand),
     /// Print the JSON Schemas of the five manifests (IPAMPool, IPAllocation, Subnet,
     /// CooldownRecord, IPPrefixClaim).
     ///

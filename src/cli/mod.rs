@@ -7,12 +7,14 @@ pub mod args;
 pub mod cmd;
 pub mod complete;
 pub mod docs;
+pub mod host_args;
 pub mod map;
 pub mod output;
 pub mod report;
 pub mod schema;
 
 pub use args::*;
+pub use host_args::*;
 
 impl Cli {
     /// Parses the process's arguments (exit 2 with clap's message on bad usage). The command

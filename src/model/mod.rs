@@ -9,6 +9,7 @@ pub mod address;
 pub mod allocation;
 pub mod candidates;
 pub mod cooldown;
+pub mod host_name;
 pub mod kind;
 pub mod mac;
 pub mod manifest;

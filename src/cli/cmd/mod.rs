@@ -6,7 +6,9 @@ mod apply;
 mod batch;
 mod check;
 mod completions;
+mod dhcp;
 mod diff;
+mod dns;
 mod export;
 mod history;
 mod import;
@@ -82,6 +84,8 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Mac(command) => mac::run(&*open(g)?, g, &command, out),
         Command::Report => report::run(&*open(g)?, g, out),
         Command::Metrics(args) => metrics::run(g, &args, out),
+        Command::Dhcp(command) => dhcp::run(&*open(g)?, g, &command, out),
+        Command::Dns(command) => dns::run(&*open(g)?, g, &command, out),
         Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
         Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
     };

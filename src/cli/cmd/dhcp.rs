@@ -1,0 +1,214 @@
+//! `ipamctl dhcp export`: the reservations [`crate::engine::dhcp`] computes, rendered as a
+//! Kea `Dhcp4` or `Dhcp6` configuration or a dnsmasq file, on stdout. Deterministic: every
+//! list comes sorted from the engine, JSON objects are written with sorted keys, and nothing
+//! depends on the time or the machine.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde_json::{Value, json};
+
+use crate::cli::output;
+use crate::cli::{DhcpCommand, DhcpExportArgs, DhcpFormat, ExportSelect, GlobalArgs};
+use crate::engine::dhcp::{self, DhcpSubnet, Family, Host};
+use crate::engine::segments::{Scope, Segment};
+use crate::engine::warning::Warnings;
+use crate::error::{Error, Result};
+use crate::model::{PoolName, SubnetName};
+use crate::store::Store;
+
+pub fn run(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    command: &DhcpCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let DhcpCommand::Export(args) = command;
+    export(store, g, args, out)
+}
+
+/// `-n`/`-A`, `--pool` and `--subnet`, validated as the engine's [`Scope`].
+pub(super) fn scope(store: &dyn Store, g: &GlobalArgs, select: &ExportSelect) -> Result<Scope> {
+    Ok(Scope {
+        scopes: super::named_scopes(store, g)?,
+        pools: select
+            .pools
+            .iter()
+            .map(|p| super::flag("--pool", PoolName::new(p)))
+            .collect::<Result<_>>()?,
+        subnets: select
+            .subnets
+            .iter()
+            .map(|s| super::flag("--subnet", SubnetName::new(s)))
+            .collect::<Result<_>>()?,
+    })
+}
+
+fn export(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &DhcpExportArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let scope = scope(store, g, &args.select)?;
+    for i in &args.interfaces {
+        if i.is_empty() || i.contains(['"', '\\', '\n']) {
+            return Err(Error::invalid(
+                "--interface",
+                format!("`{}` is not an interface name", i.escape_debug()),
+            ));
+        }
+    }
+    let mut warnings = Warnings::default();
+    let text = match args.format {
+        DhcpFormat::Kea4 | DhcpFormat::Kea6 => {
+            let v4 = args.format == DhcpFormat::Kea4;
+            let family = if v4 { Family::V4 } else { Family::V6 };
+            let subnets = dhcp::reservations(store, &scope, family, &mut warnings);
+            output::warn(&warnings);
+            kea(&subnets?, v4, &args.interfaces)
+        }
+        DhcpFormat::Dnsmasq => {
+            let found = dhcp::hosts_by_mac(store, &scope, &mut warnings);
+            output::warn(&warnings);
+            let (subnets, hosts) = found?;
+            dnsmasq(&subnets, &hosts)
+        }
+    };
+    output::write(out, &text)
+}
+
+/// Where a subnet came from, for the people reading the configuration.
+fn context(s: &Segment) -> Value {
+    let mut c = serde_json::Map::new();
+    if let Some(ns) = &s.namespace {
+        c.insert("namespace".into(), json!(ns.as_str()));
+    }
+    c.insert("pool".into(), json!(s.pool.as_str()));
+    if let Some(subnet) = &s.subnet {
+        c.insert("subnet".into(), json!(subnet.as_str()));
+    }
+    json!({ "ipamctl": c })
+}
+
+/// A Kea `Dhcp4` (`v4`) or `Dhcp6` configuration: reservations only, no dynamic pools.
+fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String]) -> String {
+    let interfaces: Vec<&str> = match interfaces {
+        [] => vec!["*"],
+        given => given.iter().map(String::as_str).collect(),
+    };
+    let subnets: Vec<Value> = subnets
+        .iter()
+        .map(|s| {
+            let reservations: Vec<Value> = s
+                .reservations
+                .iter()
+                .map(|r| {
+                    let address = if v4 {
+                        ("ip-address", json!(r.address.to_string()))
+                    } else {
+                        ("ip-addresses", json!([r.address.to_string()]))
+                    };
+                    let mut m = serde_json::Map::new();
+                    m.insert("hw-address".into(), json!(r.mac.to_string()));
+                    m.insert(address.0.into(), address.1);
+                    m.insert("hostname".into(), json!(r.host));
+                    Value::Object(m)
+                })
+                .collect();
+            let mut m = serde_json::Map::new();
+            m.insert("id".into(), json!(s.segment.id));
+            m.insert("subnet".into(), json!(s.segment.cidr.to_string()));
+            // DHCPv6 has no router option: routers announce themselves (RAs).
+            if v4 && let Some(gw) = s.segment.gateway {
+                m.insert(
+                    "option-data".into(),
+                    json!([{ "name": "routers", "data": gw.to_string() }]),
+                );
+            }
+            m.insert("reservations".into(), Value::Array(reservations));
+            m.insert("user-context".into(), context(&s.segment));
+            Value::Object(m)
+        })
+        .collect();
+    let config = if v4 {
+        json!({ "Dhcp4": {
+            "interfaces-config": { "interfaces": interfaces },
+            "host-reservation-identifiers": ["hw-address"],
+            "subnet4": subnets,
+        }})
+    } else {
+        json!({ "Dhcp6": {
+            "interfaces-config": { "interfaces": interfaces },
+            "host-reservation-identifiers": ["hw-address", "duid"],
+            "subnet6": subnets,
+        }})
+    };
+    let mut text = serde_json::to_string_pretty(&config).expect("a JSON value serialises");
+    text.push('\n');
+    text
+}
+
+/// A dnsmasq configuration: per subnet a static `dhcp-range` (so only the hosts listed get
+/// an address) tagged `ipamctl-<id>` and its router, then one `dhcp-host` per MAC.
+fn dnsmasq(subnets: &[DhcpSubnet], hosts: &[Host]) -> String {
+    let mut text = String::from(
+        "# Written by `ipamctl dhcp export --format dnsmasq`: reservations only; a client\n\
+         # without a dhcp-host line below gets no address.\n",
+    );
+    for s in subnets {
+        let tag = format!("ipamctl-{}", s.segment.id);
+        let _ = writeln!(text, "\n# {} {}", s.segment.label(), s.segment.cidr);
+        for range in ranges(s) {
+            let _ = match range {
+                IpNet::V4(n) => writeln!(
+                    text,
+                    "dhcp-range=set:{tag},{},static,{}",
+                    n.network(),
+                    n.netmask()
+                ),
+                IpNet::V6(n) => writeln!(
+                    text,
+                    "dhcp-range=set:{tag},{},static,{}",
+                    n.network(),
+                    n.prefix_len()
+                ),
+            };
+        }
+        if let Some(gw @ IpAddr::V4(_)) = s.segment.gateway {
+            let _ = writeln!(text, "dhcp-option=tag:{tag},option:router,{gw}");
+        }
+    }
+    if !hosts.is_empty() {
+        text.push('\n');
+    }
+    for h in hosts {
+        let _ = write!(text, "dhcp-host={}", h.mac);
+        if let Some(v4) = h.v4 {
+            let _ = write!(text, ",{v4}");
+        }
+        if let Some(v6) = h.v6 {
+            let _ = write!(text, ",[{v6}]");
+        }
+        let _ = writeln!(text, ",{}", h.host);
+    }
+    text
+}
+
+/// The `dhcp-range`s of a subnet. dnsmasq's IPv6 ranges are /64 or longer: an IPv6 subnet
+/// shorter than that gets one /64 range for each /64 that holds a reservation.
+fn ranges(s: &DhcpSubnet) -> Vec<IpNet> {
+    match s.segment.cidr {
+        IpNet::V6(n) if n.prefix_len() < 64 => s
+            .reservations
+            .iter()
+            .filter_map(|r| IpNet::new(r.address, 64).ok().map(|n| n.trunc()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        cidr => vec![cidr],
+    }
+}

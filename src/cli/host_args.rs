@@ -1,0 +1,148 @@
+//! The command line of the host tier: `dhcp export` and `dns export`, which render what a
+//! host deploys so that a guest learns the address it was given.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use clap_complete::ArgValueCompleter;
+
+use crate::cli::complete;
+
+/// `ipamctl dhcp ...`.
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum DhcpCommand {
+    /// Print DHCP reservations for Kea or dnsmasq: one per allocation that has a MAC.
+    ///
+    /// `kea4` is a complete `{"Dhcp4": ...}` configuration (`kea-dhcp4 -t FILE` accepts it):
+    /// one `subnet4` per stored subnet (per pool for a pool without subnets) with an
+    /// explicit `id`, the gateway as its `routers` option, no dynamic pools, and
+    /// `reservations` of `hw-address`, `ip-address` and `hostname`. `kea6` is the same as
+    /// `{"Dhcp6": ...}` (`subnet6`, `ip-addresses`, reservations found by `hw-address`).
+    /// `dnsmasq` is a configuration file: a `dhcp-range=...,static` and the router per
+    /// subnet (tagged by the subnet's id), and one `dhcp-host=MAC,ADDRESS[,[V6]],HOSTNAME`
+    /// per NIC. The id of a subnet is a hash of its namespace, pool and name, the same on
+    /// every run and untouched by changes to other subnets.
+    ///
+    /// A host name comes from the owner: `VirtualMachine web-01/0` is `web-01`, its NIC 1
+    /// `web-01-1`; a `Node` is its name. An owner whose name cannot be one RFC 1123 label
+    /// is exit 2, naming it; two owners with one host name, or one MAC held twice (within a
+    /// subnet; for dnsmasq, anywhere), are exit 4 naming both. Same state, same bytes:
+    /// sorted, no timestamp.
+    Export(DhcpExportArgs),
+}
+
+/// The formats of `dhcp export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DhcpFormat {
+    /// Kea's DHCPv4 server (`kea-dhcp4 -c FILE`).
+    Kea4,
+    /// Kea's DHCPv6 server (`kea-dhcp6 -c FILE`).
+    Kea6,
+    /// dnsmasq (`dnsmasq -C FILE`, or a file in `/etc/dnsmasq.d/`), IPv4 and IPv6.
+    Dnsmasq,
+}
+
+/// Which subnets an export covers (each flag repeatable; all must hold).
+#[derive(Debug, Args, Default)]
+pub struct ExportSelect {
+    /// Only this pool (repeatable).
+    #[arg(long = "pool", value_name = "POOL", add = ArgValueCompleter::new(complete::pools))]
+    pub pools: Vec<String>,
+
+    /// Only this stored subnet (repeatable).
+    #[arg(long = "subnet", value_name = "SUBNET", add = ArgValueCompleter::new(complete::subnet_names))]
+    pub subnets: Vec<String>,
+}
+
+// `ipamctl dhcp export`.
+#[derive(Debug, Args)]
+pub struct DhcpExportArgs {
+    /// The server the configuration is for.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: DhcpFormat,
+
+    #[command(flatten)]
+    pub select: ExportSelect,
+
+    /// The interfaces Kea listens on (repeatable) [default: `*`, every interface].
+    #[arg(long = "interface", value_name = "IF")]
+    pub interfaces: Vec<String>,
+}
+
+/// `ipamctl dns ...`.
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum DnsCommand {
+    /// Write DNS zone files: a forward zone of the NICs' host names and the reverse zones of
+    /// their addresses, with a `named.conf` fragment listing them.
+    ///
+    /// Every allocation of a `VirtualMachine` or `Node` is one A or AAAA record of its host
+    /// name (as `dhcp export` names it) in ZONE, and one PTR record in the reverse zone that
+    /// covers it: `in-addr.arpa` zones on octet boundaries and `ip6.arpa` zones on nibble
+    /// boundaries (RFC 3596), each inside the subnet (a /20 gives the /24 zones that hold
+    /// addresses). An IPv4 subnet longer than a /24 is exit 2 unless `--reverse-enclosing`
+    /// says you serve its whole /24 (RFC 2317 delegation is not written). Files are
+    /// `DIR/ZONE.zone`, `DIR/<reverse zone>.zone` and `DIR/named.conf`, each written
+    /// atomically (a temporary file renamed over it); `named-checkzone` accepts them.
+    ///
+    /// The SOA serial counts changes: a zone file already in DIR whose records are the ones
+    /// now exported is left as it is (serial and all); one whose records differ is written
+    /// with its serial plus one; a new zone starts at 1 (`--serial` sets it). Stdout lists
+    /// each file with `created`, `configured` or `unchanged`.
+    Export(DnsExportArgs),
+}
+
+// `ipamctl dns export`.
+#[derive(Debug, Args)]
+pub struct DnsExportArgs {
+    /// The forward zone, e.g. `lab.example.com`.
+    #[arg(long, value_name = "ZONE")]
+    pub zone: String,
+
+    /// The directory the files go to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    #[command(flatten)]
+    pub select: ExportSelect,
+
+    /// The name servers of every zone (repeatable) [default: `ns.ZONE`]. One inside ZONE
+    /// must be an exported host name (its address records are the glue).
+    #[arg(long = "ns", value_name = "NAME")]
+    pub ns: Vec<String>,
+
+    /// The SOA's responsible mailbox, as a name [default: `hostmaster.ZONE`].
+    #[arg(long, value_name = "NAME")]
+    pub mailbox: Option<String>,
+
+    /// The zones' default TTL, in seconds.
+    #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
+    pub ttl: u32,
+
+    /// The SOA's refresh, in seconds.
+    #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
+    pub refresh: u32,
+
+    /// The SOA's retry, in seconds.
+    #[arg(long, default_value_t = 900, value_name = "SECONDS")]
+    pub retry: u32,
+
+    /// The SOA's expire, in seconds.
+    #[arg(long, default_value_t = 1_209_600, value_name = "SECONDS")]
+    pub expire: u32,
+
+    /// The SOA's minimum (the negative-caching TTL), in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub minimum: u32,
+
+    /// The serial of a zone whose records changed or that is new [default: the file's
+    /// serial plus one, or 1].
+    #[arg(long, value_name = "N")]
+    pub serial: Option<u32>,
+
+    /// Write an IPv4 subnet longer than a /24 into its whole /24 reverse zone (you serve
+    /// all of it) instead of refusing it.
+    #[arg(long)]
+    pub reverse_enclosing: bool,
+}

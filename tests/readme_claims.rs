@@ -60,3 +60,18 @@ fn schema_help_names_every_schema_ipamctl_prints() {
     assert!(help.contains(&format!("the {count} manifests")), "{help}");
     assert!(readme().contains(&format!("all {count} manifests")));
 }
+
+#[test]
+fn the_release_profile_installs_a_binary_without_debug_info() {
+    // `cargo install` builds the release profile: line tables made that binary 43 MB.
+    let toml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("read Cargo.toml");
+    let release = toml
+        .split("[profile.release]\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a [profile.release] table");
+    let settings: Vec<&str> = release.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(settings.contains(&"debug = false"), "{release}");
+    assert!(settings.contains(&"strip = true"), "{release}");
+}

@@ -55,10 +55,12 @@ pub fn belongs_to(manifest: &PoolManifest, vpc: &str, v6: bool) -> Option<Uid> {
         .flatten()
 }
 
-/// What is wrong with the name of pool `pool`, owned by a VPC: the VPC it is recorded for (or
-/// named after) has a name ending in `-v6` (made before [`check_name`]), or the pool is not
-/// named as that VPC's pool of its family. `None` for a pool no VPC owns, or one named right.
-pub fn name_problem(pool: &str, manifest: &PoolManifest) -> Option<String> {
+/// What is wrong with the name of pool `pool`, owned by a VPC, and whether it is an error:
+/// the pool is not named as its VPC's pool of its family (an error: VPC commands do not
+/// find it), or the VPC it is recorded for has a name ending in `-v6`, made before
+/// [`check_name`] (a warning: it still works, by its owner reference). `None` for a pool no
+/// VPC owns, or one named right.
+pub fn name_problem(pool: &str, manifest: &PoolManifest) -> Option<(bool, String)> {
     let owner = manifest
         .metadata
         .owner_refs
@@ -68,13 +70,16 @@ pub fn name_problem(pool: &str, manifest: &PoolManifest) -> Option<String> {
     let vpc = owner.name.as_deref().or_else(|| name_of(pool, v6))?;
     let family = if v6 { "IPv6" } else { "IPv4" };
     if pool != pool_name(vpc, v6) {
-        return Some(format!(
-            "pool `{pool}` is owned by VPC `{vpc}`, whose {family} pool is named `{}`: VPC commands do not find it by this name; rename it",
-            pool_name(vpc, v6)
+        return Some((
+            true,
+            format!(
+                "pool `{pool}` is owned by VPC `{vpc}`, whose {family} pool is named `{}`: VPC commands do not find it by this name; rename it",
+                pool_name(vpc, v6)
+            ),
         ));
     }
     check_name(vpc).err().map(|why| {
-        format!("pool `{pool}` belongs to VPC `{vpc}`, made before its name was refused: {why} (`vpc get`/`vpc delete {vpc}` still find it by its owner reference)")
+        (false, format!("pool `{pool}` belongs to VPC `{vpc}`, made before its name was refused: {why} (`vpc get`/`vpc delete {vpc}` still find it by its owner reference)"))
     })
 }
 

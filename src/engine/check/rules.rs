@@ -51,8 +51,14 @@ pub(super) fn check_pools<'a>(
                     ),
                 ));
             }
-            if let Some(message) = crate::model::vpc::name_problem(&file.stem, m) {
-                findings.push(error(&file.rel, message));
+            match crate::model::vpc::name_problem(&file.stem, m) {
+                Some((true, message)) => findings.push(error(&file.rel, message)),
+                Some((false, message)) => findings.push(Finding {
+                    severity: Severity::Warning,
+                    path: file.rel.clone(),
+                    message,
+                }),
+                None => {}
             }
             if let Some(at) = &m.metadata.deletion_timestamp {
                 findings.push(Finding {

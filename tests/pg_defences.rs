@@ -80,7 +80,7 @@ fn a_prefix_claim_row_that_disagrees_with_its_manifest_is_refused_and_reported()
         &[],
     );
     assert!(moved.is_err(), "{moved:?}");
-    // One made with the trigger off (as before migration 10) is what `check` reports.
+    // One made with the trigger off (as before migration 11) is what `check` reports.
     let mut owner = db.sql();
     owner
         .batch_execute("ALTER TABLE ipamctl.objects DISABLE TRIGGER objects_prefix_claims_agree")

@@ -1,6 +1,6 @@
 //! What only the database can say about itself, for `ipamctl check --store`: rows whose
 //! address is no host address, allocation and prefix claim rows whose columns disagree with
-//! their manifest (possible only by hand, and only before migrations 6 and 10 or with their
+//! their manifest (possible only by hand, and only before migrations 6 and 11 or with their
 //! triggers disabled),
 //! pools whose count ledger disagrees with their rows, and each pool's low-water hint. The
 //! rules over manifests are the engine's, the same as on a state directory.

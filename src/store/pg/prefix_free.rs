@@ -19,7 +19,7 @@
 //!   statement; psql, `COPY`, other tools: a statement trigger) bumps the epoch, which makes
 //!   every pool's blocks stale. The trigger stays out of a statement's way only when its
 //!   transaction says `ipamctl.counting = 'self'` *and* its role owns `ipamctl.objects`
-//!   (migration 10): a role with write rights alone cannot switch it off.
+//!   (migration 11): a role with write rights alone cannot switch it off.
 //!
 //! A writer that bypasses the triggers (`session_replication_role = replica`, which needs a
 //! superuser, or a table owner's `DISABLE TRIGGER`) can leave the blocks wrong: a block that holds a claim is refused by the exclusion constraint,

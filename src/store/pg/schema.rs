@@ -7,7 +7,7 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 10;
+pub const LATEST: i32 = 11;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.

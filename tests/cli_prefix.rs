@@ -490,13 +490,18 @@ fn the_database_refuses_an_overlapping_claim_row_whoever_writes_it() {
     let Target::Database(db) = &target else {
         unreachable!()
     };
-    // A writer that bypasses ipamctl: a /64 inside the claimed /60, of another name.
+    // A writer that bypasses ipamctl: a /64 inside the claimed /60, of another name (its
+    // manifest agrees with its columns, else the row trigger of migration 10 refuses it
+    // first).
+    let manifest = "apiVersion: pivirt.hu/v1\nkind: IPPrefixClaim\nmetadata:\n  name: x\nspec:\n  \
+                    pool: provider-v6\n  prefix: 2001:db8:100:1::/64\n  owner:\n    kind: FloatingIP\n    \
+                    name: x\n";
     let err = db
         .sql()
         .execute(
             "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
-             VALUES ('IPPrefixClaim', '', 'x', 'provider-v6', '\\x00', '2001:db8:100:1::/64')",
-            &[],
+             VALUES ('IPPrefixClaim', '', 'x', 'provider-v6', $1, '2001:db8:100:1::/64')",
+            &[&manifest.as_bytes()],
         )
         .unwrap_err();
     assert_eq!(err.code().map(|c| c.code()), Some("23P01"), "{err}");
@@ -526,13 +531,24 @@ fn a_hand_written_claim_row_is_its_owners_claim_on_the_database() {
              name: \"{owner}\"\n"
         );
         let prefix = column.then(|| prefix.to_owned());
-        db.sql()
-            .execute(
-                "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
-                 VALUES ('IPPrefixClaim', '', $1, 'provider-v6', $2, $3::text::inet)",
-                &[&name, &manifest.as_bytes(), &prefix],
-            )
+        // A row without its prefix column disagrees with its manifest: one made before
+        // migration 10, whose trigger now refuses it (switched off here, as then).
+        let trigger = if column { "ENABLE" } else { "DISABLE" };
+        let mut sql = db.sql();
+        let mut tx = sql.transaction().unwrap();
+        tx.batch_execute(&format!(
+            "ALTER TABLE ipamctl.objects {trigger} TRIGGER objects_prefix_claims_agree"
+        ))
+        .unwrap();
+        tx.execute(
+            "INSERT INTO ipamctl.objects (kind, namespace, name, pool, manifest, prefix)
+             VALUES ('IPPrefixClaim', '', $1, 'provider-v6', $2, $3::text::inet)",
+            &[&name, &manifest.as_bytes(), &prefix],
+        )
+        .unwrap();
+        tx.batch_execute("ALTER TABLE ipamctl.objects ENABLE TRIGGER objects_prefix_claims_agree")
             .unwrap();
+        tx.commit().unwrap();
     };
     row("2001:db8:100::/64", "quoted", true);
     row("2001:db8:100:1::/64", "bare", false);

@@ -314,6 +314,7 @@ fn an_older_schema_is_named_with_the_command_that_upgrades_it() {
             "DROP FUNCTION IF EXISTS ipamctl.refuse_claim_row() CASCADE;
              DROP FUNCTION IF EXISTS ipamctl.claim_row_disagrees(text, text, text, inet, bytea);
              DROP FUNCTION IF EXISTS ipamctl.claim_columns(bytea);
+             DROP FUNCTION IF EXISTS ipamctl.claim_line(bytea, text);
              DROP FUNCTION IF EXISTS ipamctl.own_write() CASCADE;
              DROP FUNCTION ipamctl.prefix_free_stale() CASCADE;
              DROP TABLE ipamctl.prefix_free, ipamctl.prefix_free_pools, ipamctl.prefix_free_epoch;

@@ -1365,6 +1365,7 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
             "DROP FUNCTION ipamctl.refuse_claim_row() CASCADE;
              DROP FUNCTION ipamctl.claim_row_disagrees(text, text, text, inet, bytea);
              DROP FUNCTION ipamctl.claim_columns(bytea);
+             DROP FUNCTION ipamctl.claim_line(bytea, text);
              DROP FUNCTION ipamctl.own_write() CASCADE;
              ALTER TABLE ipamctl.allocations DROP CONSTRAINT allocations_host_address;
              DROP FUNCTION ipamctl.check_allocation_row() CASCADE;

@@ -388,35 +388,20 @@ ALTER TABLE ipamctl.events ADD CONSTRAINT events_action_check CHECK (action IN
 ///   An ipamctl that runs as such a role makes the blocks stale with each of its own claims
 ///   too: correct, at the cost of computing them again per claim.
 const V11: &str = r#"
+-- The manifest read as `encode(..., 'escape')` (as `claim_owner_name` does), so that a row
+-- whose bytes are not UTF-8 disagrees (its lines are not found) instead of failing.
+CREATE FUNCTION ipamctl.claim_line(manifest bytea, pattern text) RETURNS text
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT btrim(substring(encode(manifest, 'escape') FROM pattern), '"''')
+$$;
+
 CREATE FUNCTION ipamctl.claim_columns(manifest bytea,
     OUT namespace text, OUT name text, OUT pool text, OUT prefix text)
     LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(ipamctl.manifest_line(manifest, E'
-metadata:
-(?:  [^
-]*
-|    [^
-]*
-)*?  namespace: ([^
-]*)
-'), ''),
-           ipamctl.manifest_line(manifest, E'
-metadata:
-  name: ([^
-]*)
-'),
-           ipamctl.manifest_line(manifest, E'
-spec:
-  pool: ([^
-]*)
-'),
-           ipamctl.manifest_line(manifest, E'
-spec:
-  pool: [^
-]*
-  prefix: ([^
-]*)
-')
+    SELECT coalesce(ipamctl.claim_line(manifest, E'\nmetadata:\n(?:  [^\n]*\n|    [^\n]*\n)*?  namespace: ([^\n]*)\n'), ''),
+           ipamctl.claim_line(manifest, E'\nmetadata:\n  name: ([^\n]*)\n'),
+           ipamctl.claim_line(manifest, E'\nspec:\n  pool: ([^\n]*)\n'),
+           ipamctl.claim_line(manifest, E'\nspec:\n  pool: [^\n]*\n  prefix: ([^\n]*)\n')
 $$;
 
 CREATE FUNCTION ipamctl.claim_row_disagrees(namespace text, name text, pool text, prefix inet,

@@ -368,7 +368,7 @@ fn ask(
 }
 
 #[test]
-fn a_file_rewritten_in_place_during_a_batch_is_seen_by_the_next_request() {
+fn a_file_rewritten_or_copied_in_during_a_batch_is_seen_by_the_next_request() {
     let state = State::new();
     assert_eq!(
         state.apply(&pool_yaml("w", None, "10.90.0.0/24", &[])).code,
@@ -408,6 +408,19 @@ fn a_file_rewritten_in_place_during_a_batch_is_seen_by_the_next_request() {
     );
     assert_eq!(second["address"], "10.90.0.2", "{second}");
     assert_eq!(second["action"], "existing", "{second}");
+    // As `cp` from another clone does: a new file, for an owner the batch has not seen.
+    let copied = text
+        .replace("name: bee/0", "name: moth/0")
+        .replace("w-10-90-0-2", "w-10-90-0-50")
+        .replace("10.90.0.2", "10.90.0.50");
+    std::fs::write(path.with_file_name("w-10-90-0-50.yaml"), copied).unwrap();
+    let third = ask(
+        &mut stdin,
+        &mut stdout,
+        r#"{"pool":"w","owner":"VirtualMachine/moth/0"}"#,
+    );
+    assert_eq!(third["address"], "10.90.0.50", "{third}");
+    assert_eq!(third["action"], "existing", "{third}");
     drop(stdin);
     assert!(child.wait().unwrap().success());
     assert_eq!(state.scan().violations(), Vec::<String>::new());

@@ -72,6 +72,25 @@ first=$(grep '^VirtualMachine/vm-7/1 ' claims.txt | cut -d' ' -f2-)
 again=$(claim 7 1 | cut -d' ' -f2-)
 [ "$again" = "$first" ] || fail "a retry got $again, not $first"
 
+# The whole bring-up again as one batch (`allocate -f`, one JSON line per NIC): one process,
+# every NIC `existing` with the two addresses it was given above.
+for i in $(seq 1 150); do for nic in 0 1; do
+    if (( i <= 100 )); then
+        s=web; (( nic == 1 )) && s=db; vpc=red; ns=acme/prod
+    else
+        s=app; vpc=blue; ns=acme/dev
+    fi
+    printf '{"pools":["vpc-%s","vpc-%s-v6"],"namespace":"%s","subnets":["%s","%s6"],"owner":"VirtualMachine/vm-%d/%d","uid":"%s"}\n' \
+        "$vpc" "$vpc" "$ns" "$s" "$s" "$i" "$nic" "$(vm_uid "$i")"
+done; done > nics.jsonl
+ipamctl allocate -f nics.jsonl -o json > batch.json
+python3 - batch.json claims.txt <<'PY' || fail "the batch did not give every NIC its addresses back"
+import json, sys
+got = {r["owner"]: (r["action"], r["addresses"]) for r in map(json.loads, open(sys.argv[1]))}
+want = {o: ("existing", [v4, v6]) for o, v4, v6 in (l.split() for l in open(sys.argv[2]))}
+sys.exit(0 if got == want else 1)
+PY
+
 # --- The hosts' own addresses on each segment, floating IPs --------------------------------
 for s in web db; do
     ipamctl allocate vpc-red vpc-red-v6 -n acme/prod --subnet $s --subnet ${s}6 \
@@ -85,7 +104,9 @@ for i in $(seq 1 20); do ipamctl allocate --zone zone-a --owner "FloatingIP/fip-
 ipamctl check >/dev/null 2>&1 || { ipamctl check; fail "check after the claims"; }
 
 # --- Ten VMs deleted: every address they held, both families, by uid ----------------------
-for i in $(seq 91 100); do ipamctl release --uid "$(vm_uid "$i")" -A >/dev/null; done
+for i in $(seq 91 100); do printf '{"uid":"%s"}\n' "$(vm_uid "$i")"; done |
+    ipamctl release -f - -o json > released.json   # one batch, each request a `release --uid`
+[ "$(grep -c '"released"' released.json)" -eq 10 ] || fail "ten VMs' releases, $(grep -c '"released"' released.json) done"
 [ "$(count)" -eq 588 ] || fail "expected 588 allocations after the deletions, found $(count)"
 # A retry of a teardown that already happened needs --ignore-not-found.
 ipamctl release --uid "$(vm_uid 91)" -A 2>/dev/null && fail "a release matching nothing exited 0"

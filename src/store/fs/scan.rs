@@ -192,6 +192,20 @@ impl FsStore {
         ns: Option<&Namespace>,
         pool: &str,
     ) -> Result<(Vec<IpAddr>, Index)> {
+        {
+            let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(w) = watch.as_mut()
+                && let Some(id) = w.watched(dir)
+            {
+                let addresses = w
+                    .pool_addresses(id, pool, || list_names(dir))
+                    .map_err(|e| refused(self.root.clone(), e))?;
+                let index = w.index(id, pool, addresses.len(), || {
+                    self.load_index(ObjectKind::Allocation, dir, ns, pool)
+                });
+                return Ok((addresses, index));
+            }
+        }
         std::thread::scope(|s| {
             let index = s.spawn(|| self.load_index(ObjectKind::Allocation, dir, ns, pool));
             let addresses = self
@@ -213,6 +227,18 @@ impl FsStore {
         pool: Option<&str>,
     ) -> Result<BTreeMap<String, Vec<IpAddr>>> {
         let mut by_pool: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+        if let Some(pool) = pool {
+            let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(w) = watch.as_mut()
+                && let Some(id) = w.watched(kind_dir)
+            {
+                let addresses = w
+                    .pool_addresses(id, pool, || list_names(kind_dir))
+                    .map_err(|e| refused(self.root.clone(), e))?;
+                by_pool.insert(pool.to_owned(), addresses);
+                return Ok(by_pool);
+            }
+        }
         self.each_listed(kind_dir, |file| {
             let Some(name) = file.strip_suffix(b".yaml").and_then(beneath::utf8) else {
                 return;
@@ -318,13 +344,7 @@ impl FsStore {
         if let Some(w) = watch.as_mut()
             && let Some(id) = w.watched(dir)
         {
-            let names = w.names(id, || {
-                let mut names = std::collections::BTreeSet::new();
-                beneath::each_name(dir, |name, _| {
-                    names.insert(name.into());
-                })?;
-                Ok::<_, beneath::Refused>(names)
-            })?;
+            let names = w.names(id, || list_names(dir))?;
             for name in names {
                 each(name);
             }
@@ -333,4 +353,13 @@ impl FsStore {
         drop(watch);
         beneath::each_name(dir, |name, _| each(name))
     }
+}
+
+/// Every name in `dir`, listed now.
+fn list_names(dir: &OwnedFd) -> beneath::Confined<std::collections::BTreeSet<Box<[u8]>>> {
+    let mut names = std::collections::BTreeSet::new();
+    beneath::each_name(dir, |name, _| {
+        names.insert(name.into());
+    })?;
+    Ok(names)
 }

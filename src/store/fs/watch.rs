@@ -34,11 +34,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::mem::MaybeUninit;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-use crate::store::fs::index::Stamp;
+use crate::model::parse_allocation_name;
+use crate::store::fs::beneath;
+use crate::store::fs::index::{Index, Stamp};
 
 /// `statfs` magic numbers of the file systems whose every change inotify reports.
 const LOCAL: &[u64] = &[
@@ -61,7 +64,22 @@ struct Seen {
     names: Option<BTreeSet<Box<[u8]>>>,
     /// The last real status of each file looked at (`None`: it did not exist).
     stats: HashMap<Box<[u8]>, Option<Stamp>>,
+    /// The allocations among `names`, by pool: kept with `names`, once asked for.
+    pools: Option<HashMap<String, BTreeSet<IpAddr>>>,
+    /// The owner index of each pool as last read. Any index is sound (a record is trusted
+    /// only while its file's status is the recorded one), so a batch reads it again only
+    /// when it lacks many of the pool's files, rather than once per request.
+    indexes: HashMap<String, Index>,
 }
+
+/// The pool and address an allocation's file name stands for.
+fn allocation(name: &[u8]) -> Option<(&str, IpAddr)> {
+    let stem = name.strip_suffix(b".yaml").and_then(beneath::utf8)?;
+    parse_allocation_name(stem)
+}
+
+/// How many of a pool's files its index may lack before a batch reads the index again.
+const INDEX_SLACK: usize = 64;
 
 /// The watches of one batch.
 #[derive(Debug)]
@@ -142,6 +160,51 @@ impl Watch {
         Ok(seen.names.as_ref().expect("listed just now"))
     }
 
+    /// The addresses of `pool`'s allocations in `id`, ascending (the names listed with
+    /// `list` the first time).
+    pub(super) fn pool_addresses<E>(
+        &mut self,
+        id: DirId,
+        pool: &str,
+        list: impl FnOnce() -> Result<BTreeSet<Box<[u8]>>, E>,
+    ) -> Result<Vec<IpAddr>, E> {
+        self.names(id, list)?;
+        let seen = self.dirs.get_mut(&id).expect("a watched directory");
+        let pools = seen.pools.get_or_insert_with(|| {
+            let mut pools: HashMap<String, BTreeSet<IpAddr>> = HashMap::new();
+            for name in seen.names.iter().flatten() {
+                if let Some((p, address)) = allocation(name) {
+                    pools.entry(p.to_owned()).or_default().insert(address);
+                }
+            }
+            pools
+        });
+        Ok(pools
+            .get(pool)
+            .map(|a| a.iter().copied().collect())
+            .unwrap_or_default())
+    }
+
+    /// `pool`'s index as last read, unless it lacks more than [`INDEX_SLACK`] of the
+    /// `listed` files; else `load`'s, kept for the next request.
+    pub(super) fn index(
+        &mut self,
+        id: DirId,
+        pool: &str,
+        listed: usize,
+        load: impl FnOnce() -> Index,
+    ) -> Index {
+        let seen = self.dirs.get_mut(&id).expect("a watched directory");
+        if let Some(index) = seen.indexes.get(pool)
+            && listed <= index.len() + INDEX_SLACK
+        {
+            return index.clone();
+        }
+        let index = load();
+        seen.indexes.insert(pool.to_owned(), index.clone());
+        index
+    }
+
     /// The remembered status of `name` in `id`, if there is one; and the generation to give
     /// [`Watch::remember`] with a status read now.
     pub(super) fn status(&self, id: DirId, name: &[u8]) -> (Option<Option<Stamp>>, u64) {
@@ -190,6 +253,7 @@ impl Watch {
             if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
                 for seen in self.dirs.values_mut() {
                     seen.names = None;
+                    seen.pools = None;
                     seen.stats.clear();
                 }
                 continue;
@@ -212,11 +276,22 @@ impl Watch {
                 continue;
             };
             seen.stats.remove(name);
+            let added = flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO);
+            let removed = flags.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM);
             if let Some(names) = &mut seen.names {
-                if flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+                if added {
                     names.insert(name.into());
-                } else if flags.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
+                } else if removed {
                     names.remove(name);
+                }
+            }
+            if let Some(pools) = &mut seen.pools
+                && let Some((pool, address)) = allocation(name)
+            {
+                if added {
+                    pools.entry(pool.to_owned()).or_default().insert(address);
+                } else if removed && let Some(addresses) = pools.get_mut(pool) {
+                    addresses.remove(&address);
                 }
             }
         }

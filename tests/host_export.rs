@@ -407,3 +407,21 @@ fn dns_export_on_postgres_writes_the_file_stores_zones() {
         strip(zone_files(&files), &files)
     );
 }
+
+#[test]
+fn a_reservation_of_a_multicast_address_is_refused() {
+    let lab = Lab::new();
+    lab.apply(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: top}\nspec: {cidr: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126', kind: public}\n",
+    );
+    let address = lab.nic("top", "Node/top", Some("52:54:00:00:00:0a"));
+    let out = lab.run(&["dhcp", "export", "--format", "kea6"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{address} is a multicast address")),
+        "{err}"
+    );
+    // Without that pool the rest exports.
+    lab.ok(&["dhcp", "export", "--format", "kea6", "--pool", "lab-v6"]);
+}

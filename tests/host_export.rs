@@ -425,3 +425,27 @@ fn a_reservation_of_a_multicast_address_is_refused() {
     // Without that pool the rest exports.
     lab.ok(&["dhcp", "export", "--format", "kea6", "--pool", "lab-v6"]);
 }
+
+#[test]
+fn the_dnsmasq_file_reads_as_documented() {
+    let lab = Lab::new();
+    insta::assert_snapshot!(lab.stdout(&["dhcp", "export", "--format", "dnsmasq"]), @r"
+# Written by `ipamctl dhcp export --format dnsmasq`: reservations only; a client
+# without a dhcp-host line below gets no address.
+
+# subnet `web` of pool `edge` 203.0.113.0/25
+dhcp-range=set:ipamctl-2468896008,203.0.113.0,static,255.255.255.128
+dhcp-option=tag:ipamctl-2468896008,option:router,203.0.113.1
+
+# pool `lab` 192.0.2.0/24
+dhcp-range=set:ipamctl-3297135722,192.0.2.0,static,255.255.255.0
+dhcp-option=tag:ipamctl-3297135722,option:router,192.0.2.1
+
+# pool `lab-v6` 2001:db8:1::/64
+dhcp-range=set:ipamctl-3532260195,2001:db8:1::,static,64
+
+dhcp-host=52:54:00:00:00:01,192.0.2.2,[2001:db8:1::1],web-01
+dhcp-host=52:54:00:00:00:02,192.0.2.3,web-01-1
+dhcp-host=52:54:00:00:00:03,203.0.113.2,hv-1
+    ");
+}

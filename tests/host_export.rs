@@ -449,3 +449,41 @@ dhcp-host=52:54:00:00:00:02,192.0.2.3,web-01-1
 dhcp-host=52:54:00:00:00:03,203.0.113.2,hv-1
     ");
 }
+
+#[test]
+fn a_node_named_by_its_prefix_gets_no_record_and_with_a_mac_is_refused() {
+    let lab = Lab::new();
+    let address = lab.nic("lab", "Node/192.0.2.0/24", None);
+    let out = lab.tmp.path().join("zones");
+    let o = out.to_str().unwrap();
+    let args = [
+        "dns",
+        "export",
+        "--zone",
+        "lab.example.com",
+        "--out",
+        o,
+        "--ns",
+        "ns1.example.net",
+        "--pool",
+        "lab",
+    ];
+    lab.ok(&args);
+    let reverse = std::fs::read_to_string(out.join("2.0.192.in-addr.arpa.zone")).unwrap();
+    let last = address.rsplit('.').next().unwrap();
+    assert!(!reverse.contains(&format!("\n{last} IN PTR")), "{reverse}");
+    assert!(
+        reverse.contains("\n2 IN PTR web-01.lab.example.com.\n"),
+        "{reverse}"
+    );
+    // With a MAC it needs a host name for its reservation, and has none.
+    let lab = Lab::new();
+    lab.nic("lab", "Node/192.0.2.0/24", Some("52:54:00:00:00:0b"));
+    let out = lab.run(&["dhcp", "export", "--format", "kea4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`Node/192.0.2.0/24` is named by its prefix"),
+        "{err}"
+    );
+}

@@ -26,6 +26,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use ipamctl::model::candidates::Candidates;
+use ipamctl::model::mac::Mac;
 use ipamctl::model::{
     API_VERSION, AllocationManifest, Metadata, Namespace, Owner, OwnerRef, POOL_KIND, PoolKind,
     PoolManifest, PoolName, PoolSpec, Timestamp, Uid, parse_net,
@@ -50,6 +51,10 @@ struct Args {
     /// The pool's prefix.
     #[arg(long, default_value = "10.42.0.0/16")]
     cidr: String,
+    /// Give every allocation a MAC, `52:54:00` and the allocation's index (as `allocate
+    /// --mac` would store it), for the DHCP export's benchmark.
+    #[arg(long)]
+    macs: bool,
     /// Write the allocations as `COPY` rows to this file (`-`: stdout) instead of into DIR.
     #[arg(long)]
     copy: Option<PathBuf>,
@@ -145,6 +150,10 @@ fn run(args: &Args) -> Result<(), String> {
         let mut m = AllocationManifest::new(&pool, Some(&ns), address, owner);
         // As a claim writes it; fixed, so that fixtures are reproducible.
         m.metadata.creation_timestamp = Some(Timestamp::from_secs(CLAIMED_AT));
+        if args.macs {
+            let [_, _, _, _, _, a, b, c] = i.to_be_bytes();
+            m.spec.mac = Some(Mac::parse(&format!("52:54:00:{a:02x}:{b:02x}:{c:02x}"))?);
+        }
         Ok::<_, String>(m)
     });
     let dir = match &args.copy {

@@ -136,6 +136,61 @@ fn failures_that_share_an_exit_code_exit_with_it_and_the_table_shows_each_line()
     assert_eq!(got[1]["action"], "released");
 }
 
+/// A request's `mac` is `--mac`: the same arbiter holds a MAC once per pool, dual stack puts
+/// it on both allocations, and a re-run gets each NIC its address back.
+#[test]
+fn a_batch_carries_macs_through_the_same_arbiter() {
+    let t = Test::new("dual-stack");
+    let file = t.input(
+        "macs.jsonl",
+        concat!(
+            r#"{"pools":["vpc-main","vpc-main-v6"],"owner":"VirtualMachine/web-01/0","mac":"52:54:00:AA:00:01"}"#,
+            "\n",
+            r#"{"pool":"vpc-main","owner":"VirtualMachine/web-02/0","mac":"52-54-00-aa-00-01"}"#,
+            "\n",
+            r#"{"pool":"vpc-main","owner":"FloatingIP/fip-a","mac":"52:54:00:aa:00:02"}"#,
+            "\n",
+        ),
+    );
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod", "-o", "json"])
+        // Failures of different exits (4 and 2): exit 1.
+        .status(code::FAILURE)
+        .run();
+    let got = results(&ran.stdout);
+    assert_eq!(got.len(), 3, "{}", ran.stdout);
+    assert_eq!(got[0]["action"], "created", "{}", got[0]);
+    assert_eq!(
+        got[1]["error"]["exit"], 4,
+        "a second owner of one MAC: {}",
+        got[1]
+    );
+    assert_eq!(
+        got[2]["error"]["exit"], 2,
+        "a floating IP has no NIC: {}",
+        got[2]
+    );
+    let listed = ran
+        .then()
+        .args([
+            "list",
+            "-n",
+            "acme/prod",
+            "--mac",
+            "52:54:00:aa:00:01",
+            "-o",
+            "json",
+        ])
+        .status(code::OK)
+        .run();
+    assert_eq!(
+        listed.stdout.matches("\"52:54:00:aa:00:01\"").count(),
+        2,
+        "the MAC on both allocations of the dual-stack NIC: {}",
+        listed.stdout
+    );
+}
+
 /// `n` owners, each asking for one address in `v4` and one in `v6` (dual stack), as JSON
 /// lines, in an order that starts at `start`.
 fn dual_stack_lines(n: usize, start: usize) -> String {

@@ -407,3 +407,83 @@ fn dns_export_on_postgres_writes_the_file_stores_zones() {
         strip(zone_files(&files), &files)
     );
 }
+
+#[test]
+fn a_reservation_of_a_multicast_address_is_refused() {
+    let lab = Lab::new();
+    lab.apply(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata: {name: top}\nspec: {cidr: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126', kind: public}\n",
+    );
+    let address = lab.nic("top", "Node/top", Some("52:54:00:00:00:0a"));
+    let out = lab.run(&["dhcp", "export", "--format", "kea6"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{address} is a multicast address")),
+        "{err}"
+    );
+    // Without that pool the rest exports.
+    lab.ok(&["dhcp", "export", "--format", "kea6", "--pool", "lab-v6"]);
+}
+
+#[test]
+fn the_dnsmasq_file_reads_as_documented() {
+    let lab = Lab::new();
+    insta::assert_snapshot!(lab.stdout(&["dhcp", "export", "--format", "dnsmasq"]), @r"
+# Written by `ipamctl dhcp export --format dnsmasq`: reservations only; a client
+# without a dhcp-host line below gets no address.
+
+# subnet `web` of pool `edge` 203.0.113.0/25
+dhcp-range=set:ipamctl-2468896008,203.0.113.0,static,255.255.255.128
+dhcp-option=tag:ipamctl-2468896008,option:router,203.0.113.1
+
+# pool `lab` 192.0.2.0/24
+dhcp-range=set:ipamctl-3297135722,192.0.2.0,static,255.255.255.0
+dhcp-option=tag:ipamctl-3297135722,option:router,192.0.2.1
+
+# pool `lab-v6` 2001:db8:1::/64
+dhcp-range=set:ipamctl-3532260195,2001:db8:1::,static,64
+
+dhcp-host=52:54:00:00:00:01,192.0.2.2,[2001:db8:1::1],web-01
+dhcp-host=52:54:00:00:00:02,192.0.2.3,web-01-1
+dhcp-host=52:54:00:00:00:03,203.0.113.2,hv-1
+    ");
+}
+
+#[test]
+fn a_node_named_by_its_prefix_gets_no_record_and_with_a_mac_is_refused() {
+    let lab = Lab::new();
+    let address = lab.nic("lab", "Node/192.0.2.0/24", None);
+    let out = lab.tmp.path().join("zones");
+    let o = out.to_str().unwrap();
+    let args = [
+        "dns",
+        "export",
+        "--zone",
+        "lab.example.com",
+        "--out",
+        o,
+        "--ns",
+        "ns1.example.net",
+        "--pool",
+        "lab",
+    ];
+    lab.ok(&args);
+    let reverse = std::fs::read_to_string(out.join("2.0.192.in-addr.arpa.zone")).unwrap();
+    let last = address.rsplit('.').next().unwrap();
+    assert!(!reverse.contains(&format!("\n{last} IN PTR")), "{reverse}");
+    assert!(
+        reverse.contains("\n2 IN PTR web-01.lab.example.com.\n"),
+        "{reverse}"
+    );
+    // With a MAC it needs a host name for its reservation, and has none.
+    let lab = Lab::new();
+    lab.nic("lab", "Node/192.0.2.0/24", Some("52:54:00:00:00:0b"));
+    let out = lab.run(&["dhcp", "export", "--format", "kea4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`Node/192.0.2.0/24` is named by its prefix"),
+        "{err}"
+    );
+}

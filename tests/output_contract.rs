@@ -31,8 +31,9 @@ enum Shape {
     /// What a changing command did: objects with `status.action`, one alone (`true`) or a
     /// `List` (`false`).
     Changes(bool),
-    /// A text format of its own (a shell script, Prometheus' exposition): only the table
-    /// form (the text itself).
+    /// A text format of its own (a shell script, Prometheus' exposition) or a file for
+    /// another program (`dhcp export`, `dns export`): only the table form (the text itself,
+    /// or the list of files written).
     Script,
     /// `diff`: one object whose `changes` name the objects.
     Diff,
@@ -253,6 +254,28 @@ fn cases() -> Vec<Case> {
             "completions",
             Store::Dir(None),
             &["completions", "bash"],
+            Shape::Script,
+        ),
+        // Files for other programs (a Kea or dnsmasq configuration, zone files): one form.
+        case(
+            "dhcp export",
+            populated,
+            &["dhcp", "export", "--format", "dnsmasq"],
+            Shape::Script,
+        ),
+        case(
+            "dns export",
+            populated,
+            &[
+                "dns",
+                "export",
+                "--zone",
+                "lab.example.com",
+                "--out",
+                "zones",
+                "--ns",
+                "ns1.example.net",
+            ],
             Shape::Script,
         ),
     ]

@@ -19,6 +19,8 @@ mod code {
     pub const NOT_FOUND: i32 = 3;
     pub const CONFLICT: i32 = 4;
     pub const EXHAUSTED: i32 = 5;
+    /// The connection was lost at COMMIT: the change may or may not be made.
+    pub const UNKNOWN: i32 = 6;
 }
 
 /// A public pool manifest.

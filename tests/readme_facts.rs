@@ -47,6 +47,8 @@ fn the_readme_says_what_each_optional_tool_enables_and_how_to_install_it() {
         "pre-commit",
         "strace",
         "loop devices",
+        "Kea, dnsmasq, named-checkzone",
+        "busybox `udhcpc`",
     ] {
         let row = tools
             .lines()

@@ -77,8 +77,9 @@ pub enum DnsCommand {
     /// Write DNS zone files: a forward zone of the NICs' host names and the reverse zones of
     /// their addresses, with a `named.conf` fragment listing them.
     ///
-    /// Every allocation of a `VirtualMachine` or `Node` is one A or AAAA record of its host
-    /// name (as `dhcp export` names it) in ZONE, and one PTR record in the reverse zone that
+    /// Every allocation of a `VirtualMachine` or `Node` (but a Node named by its prefix,
+    /// which has no name) is one A or AAAA record of its host name (as `dhcp export` names
+    /// it) in ZONE, and one PTR record in the reverse zone that
     /// covers it: `in-addr.arpa` zones on octet boundaries and `ip6.arpa` zones on nibble
     /// boundaries (RFC 3596), each inside the subnet (a /20 gives the /24 zones that hold
     /// addresses). An IPv4 subnet longer than a /24 is exit 2 unless `--reverse-enclosing`

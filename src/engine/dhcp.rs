@@ -60,7 +60,8 @@ pub struct DhcpSubnet {
 /// The reservations of `scope` for `family`: every segment of that family (also one without
 /// reservations, so that a NIC added later only adds a line), in namespace, pool and prefix
 /// order. A MAC held twice on one segment (a hand edit; the allocator refuses it) is exit 4
-/// naming both holders: no DHCP server can honour both.
+/// naming both holders: no DHCP server can honour both. A MAC on a multicast address is
+/// exit 2.
 pub fn reservations(
     store: &(dyn Store + Sync),
     scope: &Scope,
@@ -85,6 +86,17 @@ pub fn reservations(
             .collect();
         let mut seen: BTreeMap<Mac, &Reservation> = BTreeMap::new();
         for r in &reservations {
+            // A pool may reach into ff00::/8 (the tests' top-of-space pools do); no DHCP
+            // server leases a multicast address, and Kea refuses the reservation.
+            if r.address.is_multicast() {
+                return Err(Error::invalid(
+                    format!("allocation `{}`", r.allocation),
+                    format!(
+                        "{} is a multicast address, which no DHCP server hands out; remove its MAC or export without `--pool {}`",
+                        r.address, segment.pool
+                    ),
+                ));
+            }
             if let Some(first) = seen.insert(r.mac, r) {
                 return Err(twice(first, r));
             }

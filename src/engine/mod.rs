@@ -1,5 +1,6 @@
 //! The use cases: allocate, release, apply, delete, VPCs, subnets, cooldown, reconcile, check,
-//! diff, history, export/import. Each takes its own locks and unit of work, written against
+//! diff, history, export/import, and the host tier's DHCP and DNS exports (read-only, no
+//! locks). Each takes its own locks and unit of work, written against
 //! [`Store`](crate::store::Store); nothing outside `engine` and `store` takes a lock. Warnings come back as values.
 //!
 //! # Invariants

@@ -74,8 +74,6 @@ pub mod code {
     pub const NOT_FOUND: i32 = 3;
     pub const CONFLICT: i32 = 4;
     pub const EXHAUSTED: i32 = 5;
-    /// PostgreSQL: the connection was lost at COMMIT; the change may or may not be made.
-    pub const UNKNOWN: i32 = 6;
 }
 
 /// Owner uids used by the `populated` fixture.

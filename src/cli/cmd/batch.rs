@@ -49,6 +49,7 @@ const ALLOCATE: &[(&str, Flag)] = &[
     ("within", Flag::Value("--within")),
     ("reserved", Flag::Value("--reserved")),
     ("zone", Flag::Value("--zone")),
+    ("mac", Flag::Value("--mac")),
     ("prefixLength", Flag::Value("--prefix-length")),
     ("prefix", Flag::Value("--prefix")),
     ("dryRun", Flag::Switch("--dry-run")),

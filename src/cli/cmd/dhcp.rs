@@ -12,7 +12,9 @@ use ipnet::IpNet;
 use serde_json::{Value, json};
 
 use crate::cli::output;
-use crate::cli::{DhcpCommand, DhcpExportArgs, DhcpFormat, ExportSelect, GlobalArgs};
+use clap::ValueEnum;
+
+use crate::cli::{DhcpCommand, DhcpExportArgs, DhcpFormat, ExportSelect, GlobalArgs, OutputFormat};
 use crate::engine::dhcp::{self, DhcpSubnet, Family, Host};
 use crate::engine::segments::{Scope, Segment};
 use crate::engine::warning::Warnings;
@@ -27,7 +29,26 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let DhcpCommand::Export(args) = command;
+    no_data_form("dhcp export", "a server's configuration, in `--format`", g)?;
     export(store, g, args, out)
+}
+
+/// Exit 2 for `-o json|yaml|name` on a command whose output is a file for another program,
+/// which has one form only (`-o table` and `-o wide` print it as it is).
+pub(super) fn no_data_form(command: &str, what: &str, g: &GlobalArgs) -> Result<()> {
+    match g.output {
+        Some(f @ (OutputFormat::Json | OutputFormat::Yaml | OutputFormat::Name)) => {
+            Err(Error::Usage {
+                message: format!(
+                    "`{command}` writes {what}, which has no `-o {}` form",
+                    f.to_possible_value()
+                        .map_or_else(String::new, |v| v.get_name().to_owned())
+                ),
+                hint: Some("drop `-o`".into()),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `-n`/`-A`, `--pool` and `--subnet`, validated as the engine's [`Scope`].

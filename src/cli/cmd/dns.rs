@@ -25,6 +25,7 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let DnsCommand::Export(args) = command;
+    super::dhcp::no_data_form("dns export", "zone files and lists them", g)?;
     let zone = domain("--zone", &args.zone)?;
     let ns: Vec<String> = match args.ns.as_slice() {
         [] => vec![format!("ns.{zone}")],

@@ -9,6 +9,9 @@ use super::kind::{EMPTY_OUTLINE, Kind};
 use super::{GROUP, Layout, Map, SECTION};
 use crate::model::candidates::address;
 
+/// The outline of a block that holds a stored subnet: dark red, apart from the blue ramp.
+const SUBNET_OUTLINE: &str = "#b31d28";
+
 /// The pitch of a cell of the SVG map, in pixels.
 const CELL: usize = 12;
 /// The side of a cell's square.
@@ -76,17 +79,26 @@ impl Map {
         let legend = self.legend();
         let legend_top = grid.y_of(rows.len()) + LINE;
         let usage_top = legend_top + legend.len() * LINE;
-        let height = usage_top + self.usage.len() * LINE + MARGIN;
+        // Under the usage: what the shades measure and the stored subnets, plain lines.
+        let notes: Vec<String> = self
+            .scale_line()
+            .map(str::to_owned)
+            .into_iter()
+            .chain(self.subnet_lines.iter().cloned())
+            .collect();
+        let notes_top = usage_top + self.usage.len() * LINE;
+        let height = notes_top + notes.len() * LINE + MARGIN;
         // Wide enough for the grid and for the longest line of text (title, legend, usage,
         // regions), at a monospace advance of 0.6 em rounded up to 8 px a character at 12 px.
-        let usage = self.usage_lines();
+        let mut usage = self.usage_lines();
         let legend_lines: Vec<String> = legend
             .iter()
             .map(|(kind, n)| {
                 let style = kind.style();
-                format!("{} {} ({n})", style.glyph, style.label)
+                format!("{} {} ({n})", style.glyph, kind.label(self.scale))
             })
             .collect();
+        usage.extend(notes);
         let longest = std::iter::once(self.title.chars().count())
             .chain(usage.iter().map(|l| l.chars().count()))
             .chain(legend_lines.iter().map(|l| l.chars().count() + 3))
@@ -118,6 +130,7 @@ impl Map {
                 escape(line)
             );
         }
+        // The usage, then the notes, a line each.
         for (i, line) in usage.iter().enumerate() {
             let _ = writeln!(
                 svg,
@@ -152,6 +165,10 @@ impl Map {
             };
             let _ = writeln!(svg, ".{} {{ fill: {};{outline} }}", style.class, style.fill);
         }
+        let _ = writeln!(
+            svg,
+            ".in-subnet {{ stroke: {SUBNET_OUTLINE}; stroke-width: 2; }}"
+        );
         svg.push_str("</style>\n");
         let _ = writeln!(
             svg,
@@ -184,9 +201,17 @@ impl Map {
             );
             for (i, cell) in cells.iter().enumerate() {
                 let tip = self.tooltip(cell, &label);
+                // A block that holds a stored subnet is outlined (its name in the tooltip
+                // and under the grid).
+                let outlined = if cell.fill.is_some() && cell.net.is_none() && cell.subnet.is_some()
+                {
+                    " in-subnet"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     svg,
-                    r#"<rect class="cell {}" {}><title>{}</title></rect>"#,
+                    r#"<rect class="cell {}{outlined}" {}><title>{}</title></rect>"#,
                     cell.kind.class(),
                     square(cell.kind, grid.x_of(i), y),
                     escape(&tip)

@@ -545,7 +545,8 @@ fn a_supernet_map_shows_its_claimed_prefixes_and_free_blocks() {
         lines[..6],
         [
             "sn 10.80.0.0/16: supernet, 2 claimed prefixes, one cell per /22",
-            &format!("####:{}", ".".repeat(59)),
+            // The /24 is a quarter of the fifth /22: the step of 20% to under 80%.
+            &format!("####*{}", ".".repeat(59)),
             "",
             "10.80.0.0/20    claimed   FloatingIP/a",
             "10.80.16.0/24   claimed   FloatingIP/b",

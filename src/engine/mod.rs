@@ -56,6 +56,7 @@ pub mod explain;
 pub mod explained;
 pub mod git;
 pub mod history;
+pub mod holder;
 pub mod list;
 pub mod pool;
 pub mod prefix;

@@ -164,15 +164,7 @@ impl Map {
             ));
             title.push_str(&format!(", within {w}"));
         }
-        title.push_str(match (layout, v6) {
-            (Layout::Addresses, true) if zoomed => {
-                ": one cell per address of each /120 that holds an allocation"
-            }
-            (Layout::Addresses, _) => ": one cell per address",
-            (Layout::Blocks, true) => ": one cell per /120 that holds an allocation",
-            (Layout::Blocks, false) => ": one cell per /24",
-            (Layout::Regions, _) => ": one cell per subnet, and per /64 in use outside the subnets",
-        });
+        title.push_str(what_a_cell_is(layout, v6, zoomed));
         Map {
             title,
             layout,
@@ -284,6 +276,20 @@ impl Map {
                 line
             })
             .collect()
+    }
+}
+
+/// What one cell of a map of `layout` is, as its title ends (`zoomed`: the few /120s in
+/// use of an IPv6 view, address by address).
+fn what_a_cell_is(layout: Layout, v6: bool, zoomed: bool) -> &'static str {
+    match (layout, v6) {
+        (Layout::Addresses, true) if zoomed => {
+            ": one cell per address of each /120 that holds an allocation"
+        }
+        (Layout::Addresses, _) => ": one cell per address",
+        (Layout::Blocks, true) => ": one cell per /120 that holds an allocation",
+        (Layout::Blocks, false) => ": one cell per /24",
+        (Layout::Regions, _) => ": one cell per subnet, and per /64 in use outside the subnets",
     }
 }
 

@@ -232,11 +232,15 @@ fn map_of_a_slash_16_has_one_cell_per_slash_24() {
     assert_eq!(lines[9], "");
     assert_eq!(
         lines[10],
-        ". empty (254)  : up to 25% used (2)  + up to 50% used (0)  * up to 75% used (0)  \
-         % over 75% used (0)  # full (0)  x no candidates (0)"
+        ". empty (254)  : under 5% used (2)  + 5% to under 20% used (0)  \
+         * 20% to under 80% used (0)  % 80% or more used (0)  # full (0)  x no candidates (0)"
     );
     assert_eq!(
         lines[11],
+        "shade: share of a cell's candidates allocated (steps at 5%, 20%, 80%)"
+    );
+    assert_eq!(
+        lines[12],
         "pool 10.42.0.0/16: 65533 candidates, 4 allocated, 65529 free (0.0% used)"
     );
 }
@@ -350,7 +354,7 @@ fn svg_of_a_slash_16_shades_slash_24s_and_within_narrows_it() {
     let svg = state.ok(&base);
     assert_eq!(
         cells_by_class(&svg),
-        counts(&[("empty", 254), ("quarter", 2)])
+        counts(&[("empty", 254), ("shade-1", 2)])
     );
     let mut narrow = base.to_vec();
     narrow.extend(["--within", "10.42.1.0/24"]);
@@ -435,6 +439,7 @@ fn a_subnets_gateway_and_reserved_addresses_are_drawn_as_such_in_the_text_map() 
     10.42.2.0  -Gr..... .......- ........ .......-
 
     # allocated (0)  . free (27)  G gateway (1)  r reserved by a subnet (1)  x excluded (0)  - network/broadcast (3)
+    subnet web 10.42.2.0/28: 0 of 12 candidates allocated
     pool 10.42.0.0/16: 65529 candidates, 4 allocated, 65525 free (0.0% used)
     within 10.42.2.0/27: 27 candidates, 0 allocated, 27 free (0.0% used)
     ");
@@ -491,7 +496,8 @@ fn an_ipv6_map_has_a_line_per_subnet_and_per_slash_64_in_use_with_its_count() {
     fd00:103:0:1::/64  :  subnet web6: 2 of 2^64 - 2 candidates allocated
     fd00:103:0:7::/64  :  1 of 2^64 candidates allocated
 
-    . empty (0)  : up to 25% used (2)  + up to 50% used (0)  * up to 75% used (0)  % over 75% used (0)  # full (0)  x no candidates (0)
+    . empty (0)  : 1 to 9 allocated (2)  + 10 to 99 allocated (0)  * 100 to 999 allocated (0)  % 1,000 or more allocated (0)  # full (0)  x no candidates (0)
+    shade: allocations a cell holds, log scale (steps at 1, 10, 100, 1,000), not its share
     pool fd00:103::/48: 2^80 - 3 candidates, 3 allocated, 2^80 - 6 free (0.0% used)
     ");
 }
@@ -539,7 +545,8 @@ fn a_supernet_map_shows_its_claimed_prefixes_and_free_blocks() {
         lines[..6],
         [
             "sn 10.80.0.0/16: supernet, 2 claimed prefixes, one cell per /22",
-            &format!("####:{}", ".".repeat(59)),
+            // The /24 is a quarter of the fifth /22: the step of 20% to under 80%.
+            &format!("####*{}", ".".repeat(59)),
             "",
             "10.80.0.0/20    claimed   FloatingIP/a",
             "10.80.16.0/24   claimed   FloatingIP/b",

@@ -202,10 +202,11 @@ fn a_tiny_pool_with_a_long_name_is_not_clipped() {
 )]
 fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
     // A /20: sixteen /24s. Block 0 stays empty; blocks 1 to 5 keep 16 candidates each
-    // (.240 to .255) and get 4, 8, 12, 15 and 16 of them allocated; block 6 has none.
+    // (.192 to .255) and get 1, 8, 32, 60 and 64 of them allocated (a step each: under 5%,
+    // 5% to 20%, 20% to 80%, 80% or more, full); block 6 has none.
     let mut exclude = Vec::new();
     for b in 1..=5 {
-        for tail in ["0/25", "128/26", "192/27", "224/28"] {
+        for tail in ["0/25", "128/26"] {
             exclude.push(format!("10.0.{b}.{tail}"));
         }
     }
@@ -217,10 +218,10 @@ fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
     );
     let test = with_pool(&manifest);
     let name = ipamctl::model::PoolName::new("big").expect("valid");
-    for (block, held) in [(1u32, 4u32), (2, 8), (3, 12), (4, 15), (5, 16)] {
+    for (block, held) in [(1u32, 1u32), (2, 8), (3, 32), (4, 60), (5, 64)] {
         for i in 0..held {
             let address =
-                std::net::IpAddr::from(std::net::Ipv4Addr::from(0x0a00_00f0 + (block << 8) + i));
+                std::net::IpAddr::from(std::net::Ipv4Addr::from(0x0a00_00c0 + (block << 8) + i));
             let owner = ipamctl::model::Owner::parse(&format!("FloatingIP/f-{block}-{i}"), None)
                 .expect("valid");
             let m = ipamctl::model::AllocationManifest::new(&name, None, address, owner);
@@ -235,14 +236,7 @@ fn the_shades_of_a_large_pool_darken_in_distinct_steps() {
     let pixmap = render(&svg, "a /20 of /24s");
     let colours = swatches(&svg, &pixmap);
     distinct(&colours, "shades");
-    let ramp = [
-        "empty",
-        "quarter",
-        "half",
-        "three-quarters",
-        "almost-full",
-        "full",
-    ];
+    let ramp = ["empty", "shade-1", "shade-2", "shade-3", "shade-4", "full"];
     for pair in ramp.windows(2) {
         let (a, b) = (luminance(colours[pair[0]]), luminance(colours[pair[1]]));
         assert!(a > b, "{pair:?} do not darken");
@@ -361,7 +355,13 @@ fn a_subnets_gateway_and_reserved_addresses_are_drawn_as_such_never_free() {
         "{svg}"
     );
     let (svg, _) = draw(test, &["lab"]);
-    assert!(svg.contains("<title>10.42.1.0/24: 0 of 252 candidates allocated</title>"));
+    // The /24 that holds the subnet is outlined and names it.
+    assert!(
+        svg.contains(
+            r#"class="cell empty in-subnet" x="132.5" y="28.5" width="9" height="9"><title>10.42.1.0/24: 0 of 252 candidates allocated; holds subnet web</title>"#
+        ),
+        "{svg}"
+    );
 }
 
 #[test]

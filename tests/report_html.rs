@@ -6,10 +6,10 @@
 //! and writes it into the DOM Chromium dumps, so no screenshot is compared). Without
 //! Chromium these tests fail, saying how to install it.
 
+mod chromium;
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{Test, uid};
 
@@ -21,31 +21,7 @@ fn chromium(page: &Path, profile: &Path, action: &str) -> String {
 
 /// [`chromium`] in a window of `size` (`WIDTH,HEIGHT`).
 fn chromium_at(page: &Path, profile: &Path, action: &str, size: &str) -> String {
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--no-first-run",
-            "--disable-sync",
-            "--disable-component-update",
-        ])
-        .arg(format!("--window-size={size}"))
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(action)
-        .arg(format!("file://{}", page.display()))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("chromium cannot be run ({e}): apt-get install chromium (.ci/run does)")
-        });
-    assert!(
-        out.status.success(),
-        "chromium {action}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 DOM")
+    chromium::run(page, profile, action, size)
 }
 
 #[test]

@@ -668,12 +668,20 @@ pub enum PoolCommand {
     /// free, `G` gateway (the pool's or a stored subnet's), `r` reserved by a subnet, `x`
     /// excluded, `-` network or broadcast (of the pool, of `--within` or of a subnet). A
     /// prefix larger than a /22 is drawn one cell per /24 (a blank line between /16s),
-    /// shaded by the share of its candidates allocated: `.` none, `:` up to 25%, `+` up to
-    /// 50%, `*` up to 75%, `%` more, `#` full, `x` no candidates. An IPv6 prefix larger than
-    /// a /120 is drawn one cell per /120 in use (up to a /64), or one line per stored subnet
-    /// and per /64 in use with its counts (larger). Views up to a /12 are drawn. A legend
-    /// with counts and the usage figures follow. `-o svg` writes the same map as an SVG
-    /// document, each cell of class `cell KIND`.
+    /// shaded by the share of its candidates allocated, a step taken once its lower bound is
+    /// reached: `.` none, `:` under 5%, `+` 5% to under 20%, `*` 20% to under 80%, `%` 80% or
+    /// more, `#` full, `x` no candidates; each stored subnet in the view gets a line with its
+    /// counts (and the cell that holds it). An IPv6 prefix larger than a /120 is drawn one
+    /// cell per /120 in use (up to a /64; when at most four are, those /120s address by
+    /// address), or one line per stored subnet and per /64 in use with its counts (larger),
+    /// shaded by how many allocations it holds on a log scale (1 to 9, 10 to 99, 100 to
+    /// 999, 1,000 or more). Views up to a /12 are drawn. A legend with counts, what the
+    /// shades measure and the usage figures follow. A supernet is drawn by its prefixes,
+    /// each claim with its holder (a VPC's range as `VPC NAMESPACE/NAME`). `-o svg` writes
+    /// the same map as an SVG document, each cell of class `cell KIND`.
+    ///
+    /// Without `--map`, a supernet lists each claimed prefix with its holder, and an address
+    /// pool its stored subnets with their usage.
     Show(PoolShowArgs),
     /// Delete a pool; refused (exit 4) while it has allocations.
     Delete(PoolDeleteArgs),
@@ -914,7 +922,9 @@ pub struct PoolShowArgs {
     /// Draw the pool as an address map (text, or an image with `-o svg`): one cell per
     /// address up to an IPv4 /22 or an IPv6 /120; else one cell per /24 (IPv4, up to a /12),
     /// per /120 that holds an allocation (IPv6, up to a /64) or per stored subnet and /64 in
-    /// use (a larger IPv6 prefix), shaded by how full it is.
+    /// use (a larger IPv6 prefix), shaded by the share allocated (blocks) or the count of
+    /// allocations on a log scale (IPv6 subnets and /64s); a supernet by its prefixes and
+    /// their holders.
     #[arg(long)]
     pub map: bool,
 

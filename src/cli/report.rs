@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::cli::map::{Map, drawable};
 use crate::cli::output::Named;
+use crate::engine::holder::Holder as ClaimHolder;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::model::candidates::{Usage, readable_count};
 use crate::model::prefix_claim::PrefixClaimManifest;
@@ -133,6 +134,11 @@ pub struct ClaimedPrefix {
     /// The owner's uid, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+    /// Who holds it by name: `VPC tenant-1/prod/a1` for a VPC's range, else the owner.
+    pub holder: String,
+    /// The VPC whose range it is (namespace, name, uid), if it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vpc: Option<crate::engine::holder::VpcHolder>,
 }
 
 /// How many free blocks of one length a supernet has.
@@ -145,11 +151,12 @@ pub struct FreeBlocks {
 }
 
 impl PrefixesReport {
-    /// The entry of a supernet `pool` whose claims are `claims`.
-    fn of(pool: &PoolManifest, claims: &[PrefixClaimManifest]) -> PrefixesReport {
-        let usage = crate::engine::prefix::usage(pool, claims);
-        let mut claimed: Vec<&PrefixClaimManifest> = claims.iter().collect();
-        claimed.sort_by_key(|c| c.spec.prefix);
+    /// The entry of a supernet `pool` whose claims are `claims`, each with its holder.
+    fn of(pool: &PoolManifest, claims: &[(PrefixClaimManifest, ClaimHolder)]) -> PrefixesReport {
+        let manifests: Vec<PrefixClaimManifest> = claims.iter().map(|(c, _)| c.clone()).collect();
+        let usage = crate::engine::prefix::usage(pool, &manifests);
+        let mut claimed: Vec<&(PrefixClaimManifest, ClaimHolder)> = claims.iter().collect();
+        claimed.sort_by_key(|(c, _)| c.spec.prefix);
         let bits = u32::from(pool.spec.cidr.max_prefix_len());
         let size = |len: u8| 2f64.powi(i32::try_from(bits - u32::from(len)).unwrap_or(0));
         let inside: f64 = usage.claimed.iter().map(|p| size(p.prefix_len())).sum();
@@ -157,10 +164,12 @@ impl PrefixesReport {
         PrefixesReport {
             claimed: claimed
                 .iter()
-                .map(|c| ClaimedPrefix {
+                .map(|(c, h)| ClaimedPrefix {
                     prefix: c.spec.prefix.to_string(),
                     owner: c.spec.owner.to_string(),
                     uid: c.spec.owner.uid().map(ToString::to_string),
+                    holder: h.display(),
+                    vpc: h.vpc.clone(),
                 })
                 .collect(),
             percent_claimed: (percent * 10.0).round() / 10.0,
@@ -202,12 +211,13 @@ impl Named for PoolReport {
 }
 
 /// The entry of `pool`, whose allocations are `held`, whose stored subnets are `subnets`
-/// (with their usage) and, for a supernet, whose prefix claims are `claims`.
+/// (with their usage) and, for a supernet, whose prefix claims are `claims` (each with its
+/// holder by name).
 pub fn pool_report(
     pool: PoolManifest,
     held: &[AllocationManifest],
     subnets: Vec<(SubnetManifest, SubnetStatus)>,
-    claims: &[PrefixClaimManifest],
+    claims: &[(PrefixClaimManifest, ClaimHolder)],
 ) -> PoolReport {
     let supernet = pool.spec.kind == PoolKind::Supernet;
     let taken: Vec<IpAddr> = held.iter().map(|m| m.spec.address).collect();
@@ -508,7 +518,7 @@ fn prefixes_section(h: &mut String, m: &PoolManifest, p: &PrefixesReport) {
     let claims: Vec<(ipnet::IpNet, String)> = p
         .claimed
         .iter()
-        .filter_map(|c| Some((c.prefix.parse().ok()?, c.owner.clone())))
+        .filter_map(|c| Some((c.prefix.parse().ok()?, c.holder.clone())))
         .collect();
     let excluded: Vec<ipnet::IpNet> = m.spec.exclude.iter().map(|e| e.net()).collect();
     let map = crate::cli::map::supernet::text(&m.metadata.name, m.spec.cidr, &claims, &excluded);
@@ -518,7 +528,7 @@ fn prefixes_section(h: &mut String, m: &PoolManifest, p: &PrefixesReport) {
         h.push_str("<p class=\"prefixes note\">No prefixes claimed.</p>\n");
         return;
     }
-    h.push_str("<table class=\"prefixes\">\n<thead><tr><th>Prefix</th><th>Owner</th></tr></thead>\n<tbody>\n");
+    h.push_str("<table class=\"prefixes\">\n<thead><tr><th>Prefix</th><th>Holder</th></tr></thead>\n<tbody>\n");
     for c in &p.claimed {
         let _ = writeln!(
             h,
@@ -528,7 +538,7 @@ fn prefixes_section(h: &mut String, m: &PoolManifest, p: &PrefixesReport) {
                 .map(|u| format!(r#" title="uid {}""#, escape(u)))
                 .unwrap_or_default(),
             c.prefix,
-            name(&c.owner)
+            name(&c.holder)
         );
     }
     h.push_str("</tbody>\n</table>\n");

@@ -91,6 +91,7 @@ pub mod explain;
 pub mod explained;
 pub mod git;
 pub mod history;
+pub mod holder;
 pub mod holders;
 pub mod list;
 pub mod mac;

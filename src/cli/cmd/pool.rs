@@ -37,6 +37,20 @@ struct ShowStatus {
     #[serde(flatten)]
     usage: Usage,
     free_ranges: Vec<String>,
+    /// The pool's stored subnets with their usage, by name (absent when it has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    subnets: Vec<ShownSubnet>,
+}
+
+/// A stored subnet in `pool show -o json|yaml`: its name and prefix, then its usage as
+/// `subnet show` counts it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShownSubnet {
+    name: String,
+    cidr: String,
+    #[serde(flatten)]
+    status: crate::engine::subnet_usage::SubnetStatus,
 }
 
 /// A pool's `status` in `pool list -o json|yaml`: an address pool's usage, or a supernet's.
@@ -157,11 +171,24 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
     }
     let within = within(args, &pool, manifest)?;
     let (usage, free) = shown.usage(within);
+    let subnets: Vec<ShownSubnet> = crate::engine::subnet_usage::list(
+        store,
+        std::slice::from_ref(&pool.namespace),
+        Some(&pool.name),
+    )?
+    .into_iter()
+    .map(|(s, status)| ShownSubnet {
+        name: s.metadata.name.clone(),
+        cidr: s.spec.cidr.to_string(),
+        status,
+    })
+    .collect();
     match g.output {
         Some(OutputFormat::Json) => {
             let status = ShowStatus {
                 usage,
                 free_ranges: free,
+                subnets,
             };
             output::write(out, &output::json(&with_status(manifest, status)))
         }
@@ -169,6 +196,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
             let status = ShowStatus {
                 usage,
                 free_ranges: free,
+                subnets,
             };
             output::write(out, &yaml::encode(&with_status(manifest, status)))
         }
@@ -176,6 +204,27 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             for (key, value) in fields(manifest, &usage, &free, within) {
                 output::line(out, &format!("{:<12} {value}", format!("{key}:")))?;
+            }
+            // Shown only when it has some, so a pool without subnets reads as it did.
+            if !subnets.is_empty() {
+                output::line(out, "Subnets:")?;
+                let width = subnets.iter().map(|s| s.name.len()).max().unwrap_or(0);
+                let cidrs = subnets.iter().map(|s| s.cidr.len()).max().unwrap_or(0);
+                for s in &subnets {
+                    let u = &s.status.usage;
+                    output::line(
+                        out,
+                        &format!(
+                            "  {:<width$}  {:<cidrs$}  {} of {} candidates allocated, {} free ({:.1}% used)",
+                            s.name,
+                            s.cidr,
+                            u.allocated,
+                            readable_count(u.candidates),
+                            readable_count(u.free),
+                            u.percent_used
+                        ),
+                    )?;
+                }
             }
             Ok(())
         }
@@ -332,7 +381,8 @@ fn draw(
     output::write(out, &map.text(colour))
 }
 
-/// `pool show --map` of a supernet: drawn by its claimed prefixes ([`map::supernet`]).
+/// `pool show --map` of a supernet: drawn by its claimed prefixes ([`map::supernet`]), each
+/// with its holder by name, as text or (`-o svg`) an SVG document.
 fn draw_supernet(
     store: &dyn Store,
     g: &GlobalArgs,
@@ -340,20 +390,18 @@ fn draw_supernet(
     manifest: &PoolManifest,
     out: &mut dyn Write,
 ) -> Result<()> {
-    if g.format == Some(FormatArg::Svg) {
-        return Err(Error::usage(format!(
-            "pool `{pool}` is a supernet: its map is text (its claimed prefixes and free blocks), not `-o svg`"
-        )));
-    }
-    let claims: Vec<(ipnet::IpNet, String)> = crate::engine::prefix::pool_claims(store, pool)?
+    let claims: Vec<(ipnet::IpNet, String)> = super::supernet::holders(store, pool)?
         .into_iter()
-        .map(|c| (c.spec.prefix, c.spec.owner.to_string()))
+        .map(|(prefix, h)| (prefix, h.display()))
         .collect();
     let excluded: Vec<ipnet::IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
-    output::write(
-        out,
-        &map::supernet::text(&pool.to_string(), manifest.spec.cidr, &claims, &excluded),
-    )
+    let (title, cidr) = (pool.to_string(), manifest.spec.cidr);
+    let drawn = if g.format == Some(FormatArg::Svg) {
+        map::supernet::svg(&title, cidr, &claims, &excluded)
+    } else {
+        map::supernet::text(&title, cidr, &claims, &excluded)
+    };
+    output::write(out, &drawn)
 }
 
 fn delete(

@@ -46,7 +46,13 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
                     namespace: manifest.metadata.namespace.clone(),
                     name: super::flag("pool", PoolName::new(&manifest.metadata.name))?,
                 };
-                crate::engine::prefix::pool_claims(store, &pool)?
+                let mut resolver = crate::engine::holder::Holders::new(store);
+                let mut claims = Vec::new();
+                for c in crate::engine::prefix::pool_claims(store, &pool)? {
+                    let holder = resolver.of(&c)?;
+                    claims.push((c, holder));
+                }
+                claims
             } else {
                 Vec::new()
             };

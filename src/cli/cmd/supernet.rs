@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::cli::output;
 use crate::cli::report::{FreeBlocks, free_blocks};
 use crate::cli::{GlobalArgs, OutputFormat};
+use crate::engine::holder::{Holder, Holders, VpcHolder};
 use crate::engine::prefix::Usage;
 use crate::error::Result;
 use crate::model::{PoolManifest, PoolRef};
@@ -26,6 +27,37 @@ pub struct SupernetStatus {
     /// Free blocks of each handed-out length (exact, as a decimal string: it may exceed
     /// 64 bits).
     free_blocks: Vec<FreeBlocks>,
+    /// `pool show` only: each claim with its holder, lowest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claims: Option<Vec<ClaimHolder>>,
+}
+
+/// A claimed prefix and who holds it, in `pool show -o json|yaml` of a supernet.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimHolder {
+    prefix: String,
+    /// The owner as stored (`VPC/router`).
+    owner: String,
+    /// The owner's uid, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<String>,
+    /// The holder by name: `VPC tenant-1/prod/a1` for a VPC's range, else the owner.
+    holder: String,
+    /// The VPC whose range it is: namespace, name and uid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vpc: Option<VpcHolder>,
+}
+
+/// Each claim of supernet `pool` with its holder by name, lowest prefix first.
+pub fn holders(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(ipnet::IpNet, Holder)>> {
+    let mut resolver = Holders::new(store);
+    let mut claims = Vec::new();
+    for c in crate::engine::prefix::pool_claims(store, pool)? {
+        claims.push((c.spec.prefix, resolver.of(&c)?));
+    }
+    claims.sort_by_key(|(p, _)| (p.network(), p.prefix_len()));
+    Ok(claims)
 }
 
 /// The free space of the supernet `pool`, read now.
@@ -50,6 +82,7 @@ pub fn status(usage: &Usage) -> SupernetStatus {
         claimed: usage.claimed.iter().map(|p| p.to_string()).collect(),
         largest_free: usage.largest.map(|b| b.to_string()),
         free_blocks: free_blocks(usage),
+        claims: None,
     }
 }
 
@@ -62,7 +95,19 @@ pub fn show(
     out: &mut dyn Write,
 ) -> Result<()> {
     let usage = usage(store, pool, manifest)?;
-    let status = status(&usage);
+    let held = holders(store, pool)?;
+    let mut status = status(&usage);
+    status.claims = Some(
+        held.iter()
+            .map(|(prefix, h)| ClaimHolder {
+                prefix: prefix.to_string(),
+                owner: h.owner.to_string(),
+                uid: h.owner.uid().map(|u| u.to_string()),
+                holder: h.display(),
+                vpc: h.vpc.clone(),
+            })
+            .collect(),
+    );
     match g.output {
         Some(OutputFormat::Json) => output::write(
             out,
@@ -100,6 +145,16 @@ pub fn show(
             ];
             for (key, value) in fields {
                 output::line(out, &format!("{:<13} {value}", format!("{key}:")))?;
+            }
+            // Each claim under the fields, with its holder by name.
+            let width = held
+                .iter()
+                .map(|(p, _)| p.to_string().len())
+                .max()
+                .unwrap_or(0);
+            for (prefix, h) in &held {
+                let prefix = prefix.to_string();
+                output::line(out, &format!("  {prefix:<width$}  {}", h.display()))?;
             }
             Ok(())
         }

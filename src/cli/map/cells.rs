@@ -6,11 +6,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::kind::Kind;
+use super::kind::{Kind, Scale};
 use crate::model::PoolSpec;
-use crate::model::candidates::{
-    Candidates, Span, address, host_span, readable_count, span_len, span_of,
-};
+pub(super) use crate::model::candidates::span_of;
+use crate::model::candidates::{Candidates, Span, address, host_span, readable_count, span_len};
 use crate::model::subnet::{SubnetManifest, off_limits_role};
 
 /// At most this many cells are drawn for an IPv6 view of blocks or regions.
@@ -27,7 +26,8 @@ pub(super) struct Cell {
     pub fill: Option<(u128, u128)>,
     /// The prefix of a region.
     pub net: Option<IpNet>,
-    /// The stored subnet it is (a region) or belongs to (an address it keeps out).
+    /// The stored subnet it is (a region), belongs to (an address it keeps out) or holds (a
+    /// block: the subnets inside or over it, by name).
     pub subnet: Option<String>,
 }
 
@@ -55,27 +55,32 @@ impl Cell {
                     .unwrap_or_default(),
                 readable_count(count)
             ),
-            (Some((held, count)), None, _) => format!(
-                "{start}/{block_len}: {held} of {} candidates allocated",
-                readable_count(count)
+            (Some((held, count)), None, subnet) => format!(
+                "{start}/{block_len}: {held} of {} candidates allocated{}",
+                readable_count(count),
+                subnet
+                    .as_ref()
+                    .map(|s| format!("; holds subnet {s}"))
+                    .unwrap_or_default()
             ),
         }
     }
 }
 
-/// The cells of `view` (inside pool `spec`) one per address. An address is allocated if an
-/// allocation holds it (the sorted `taken` ordinals), whatever else it is; else the pool's
-/// gateway; the network or broadcast address of the pool or of the view; what one of the
-/// stored `subnets` keeps from every claim (its gateway, reserved, network or broadcast
-/// addresses: [`off_limits_role`]); excluded by the pool; or free.
+/// The cells of the addresses `first..=last` of `view` (inside pool `spec`) one per
+/// address. An address is allocated if an allocation holds it (the sorted `taken`
+/// ordinals), whatever else it is; else the pool's gateway; the network or broadcast address
+/// of the pool or of the view; what one of the stored `subnets` keeps from every claim (its
+/// gateway, reserved, network or broadcast addresses: [`off_limits_role`]); excluded by the
+/// pool; or free.
 pub(super) fn address_cells(
     spec: &PoolSpec,
     subnets: &[SubnetManifest],
     view: IpNet,
+    (first, last): Span,
     taken: &[u128],
 ) -> Vec<Cell> {
     let v6 = view.addr().is_ipv6();
-    let (first, last) = span_of(view);
     let in_hosts = |a: u128, (lo, hi): Span| lo <= a && a <= hi;
     (first..=last)
         .map(|a| {
@@ -111,37 +116,105 @@ pub(super) fn address_cells(
         .collect()
 }
 
-/// The cells of `view` one per block of 256 addresses (a /24, or an IPv6 /120), shaded by
-/// how many of their `candidates` the sorted `taken` ordinals hold. An IPv6 view is sparse:
-/// only the /120s in use, in order (the first one when none is), at most
-/// [`MOST_V6_CELLS`].
-pub(super) fn block_cells(candidates: &Candidates, view: IpNet, taken: &[u128]) -> Vec<Cell> {
-    let v6 = view.addr().is_ipv6();
+/// The first ordinals of the blocks of 256 addresses of `view` that the sorted `taken`
+/// ordinals fall in, ascending.
+pub(super) fn blocks_in_use(view: IpNet, taken: &[u128]) -> Vec<u128> {
     let (first, last) = span_of(view);
-    let spans = candidates.spans();
-    let block = |lo: u128| {
-        let (held, count) = fill(candidates, &spans, taken, lo, lo + 255);
-        Cell {
-            start: lo,
-            kind: Kind::of_block(held, count),
-            fill: Some((held, count)),
-            net: None,
-            subnet: None,
-        }
-    };
-    if !v6 {
-        return (first..=last).step_by(256).map(block).collect();
-    }
     let mut starts: Vec<u128> = taken
         .iter()
         .filter(|&&a| first <= a && a <= last)
         .map(|&a| a & !0xff)
         .collect();
     starts.dedup();
+    starts
+}
+
+/// The names of the stored `subnets` (of the family of `lo..=hi`) that overlap it, joined
+/// with `, `.
+fn subnets_over(subnets: &[SubnetManifest], lo: u128, hi: u128) -> Option<String> {
+    let names: Vec<&str> = subnets
+        .iter()
+        .filter(|s| {
+            let (slo, shi) = span_of(s.spec.cidr);
+            slo <= hi && lo <= shi
+        })
+        .map(|s| s.metadata.name.as_str())
+        .collect();
+    (!names.is_empty()).then(|| names.join(", "))
+}
+
+/// The cells of `view` one per block of 256 addresses (a /24, or an IPv6 /120), shaded by
+/// the share of their `candidates` the sorted `taken` ordinals hold, each naming the stored
+/// `subnets` over it. An IPv6 view is sparse: only the /120s in use, in order (the first one
+/// when none is), at most [`MOST_V6_CELLS`].
+pub(super) fn block_cells(
+    candidates: &Candidates,
+    subnets: &[SubnetManifest],
+    view: IpNet,
+    taken: &[u128],
+) -> Vec<Cell> {
+    let v6 = view.addr().is_ipv6();
+    let (first, last) = span_of(view);
+    let spans = candidates.spans();
+    let family: Vec<SubnetManifest> = subnets
+        .iter()
+        .filter(|s| s.spec.cidr.addr().is_ipv6() == v6)
+        .cloned()
+        .collect();
+    let block = |lo: u128| {
+        let (held, count) = fill(candidates, &spans, taken, lo, lo + 255);
+        Cell {
+            start: lo,
+            kind: Kind::of_block(held, count, Scale::Share),
+            fill: Some((held, count)),
+            net: None,
+            subnet: subnets_over(&family, lo, lo + 255),
+        }
+    };
+    if !v6 {
+        return (first..=last).step_by(256).map(block).collect();
+    }
+    let mut starts = blocks_in_use(view, taken);
     if starts.is_empty() {
         starts.push(first);
     }
     starts.into_iter().take(MOST_V6_CELLS).map(block).collect()
+}
+
+/// A line for each stored subnet of `subnets` in `view`: its name, prefix and counts of
+/// its `candidates` (those of the view) held by the sorted `taken` ordinals, and on a map of
+/// blocks of `block_len`, the cell that holds a smaller subnet.
+pub(super) fn subnet_lines(
+    candidates: &Candidates,
+    subnets: &[SubnetManifest],
+    view: IpNet,
+    taken: &[u128],
+    block_len: Option<u8>,
+) -> Vec<String> {
+    let spans = candidates.spans();
+    subnets
+        .iter()
+        .filter(|s| view.contains(&s.spec.cidr))
+        .map(|s| {
+            let (lo, hi) = span_of(s.spec.cidr);
+            let (held, count) = fill(candidates, &spans, taken, lo, hi);
+            let at = match block_len {
+                Some(len) if s.spec.cidr.prefix_len() > len => format!(
+                    " (in the cell {})",
+                    IpNet::new(s.spec.cidr.network(), len)
+                        .expect("a shorter length is valid")
+                        .trunc()
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "subnet {} {}{at}: {held} of {} candidates allocated",
+                s.metadata.name,
+                s.spec.cidr,
+                readable_count(count)
+            )
+        })
+        .collect()
 }
 
 /// The cells of a large IPv6 `view`, one per region: each stored subnet inside it (in use or
@@ -163,7 +236,7 @@ pub(super) fn region_cells(
         .collect();
     let region = |net: IpNet, subnet: Option<String>, (held, count): (u128, u128)| Cell {
         start: span_of(net).0,
-        kind: Kind::of_block(held, count),
+        kind: Kind::of_block(held, count, Scale::Count),
         fill: Some((held, count)),
         net: Some(net),
         subnet,

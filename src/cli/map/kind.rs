@@ -21,16 +21,40 @@ pub enum Kind {
     NoCandidates,
     /// A block with candidates, none allocated.
     Empty,
-    /// A block up to a quarter full.
-    Quarter,
-    /// A block up to half full.
-    Half,
-    /// A block up to three quarters full.
-    ThreeQuarters,
-    /// A block more than three quarters full, with a candidate left.
-    AlmostFull,
+    /// The first step of the ramp: under 5% used, or 1 to 9 allocations ([`Scale`]).
+    Shade1,
+    /// The second: 5% to under 20% used, or 10 to 99 allocations.
+    Shade2,
+    /// The third: 20% to under 80% used, or 100 to 999 allocations.
+    Shade3,
+    /// The fourth: 80% used or more, or 1,000 allocations or more; a candidate left.
+    Shade4,
     /// A block with every candidate allocated.
     Full,
+}
+
+/// What the shade of a block or region measures. Each step's lower bound is at most the
+/// true figure and its upper bound above it, so no cell looks fuller than it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// The share of its candidates that are allocated: for blocks of 256 addresses (an IPv4
+    /// /24, an IPv6 /120), where a share is a count an operator can picture.
+    Share,
+    /// How many allocations it holds, by powers of ten (a log scale): for IPv6 subnets and
+    /// /64s, where 30 of 2^64 is a share of 10^-18 and only the count means anything.
+    Count,
+}
+
+impl Scale {
+    /// What the legend says the shade measures.
+    pub fn legend(self) -> &'static str {
+        match self {
+            Scale::Share => "shade: share of a cell's candidates allocated (steps at 5%, 20%, 80%)",
+            Scale::Count => {
+                "shade: allocations a cell holds, log scale (steps at 1, 10, 100, 1,000), not its share"
+            }
+        }
+    }
 }
 
 /// The legend of a map of addresses, in order.
@@ -46,10 +70,10 @@ pub(super) const ADDRESS_KINDS: [Kind; 6] = [
 /// The legend of a map of blocks, in order.
 pub(super) const BLOCK_KINDS: [Kind; 7] = [
     Kind::Empty,
-    Kind::Quarter,
-    Kind::Half,
-    Kind::ThreeQuarters,
-    Kind::AlmostFull,
+    Kind::Shade1,
+    Kind::Shade2,
+    Kind::Shade3,
+    Kind::Shade4,
     Kind::Full,
     Kind::NoCandidates,
 ];
@@ -96,10 +120,10 @@ impl Kind {
             // grey off the ramp.
             Kind::NoCandidates => ('x', "no-candidates", "no candidates", "35", "#d9d9d9"),
             Kind::Empty => ('.', "empty", "empty", "32", "#edf8b1"),
-            Kind::Quarter => (':', "quarter", "up to 25% used", "1;32", "#7fcdbb"),
-            Kind::Half => ('+', "half", "up to 50% used", "33", "#1d91c0"),
-            Kind::ThreeQuarters => ('*', "three-quarters", "up to 75% used", "1;33", "#225ea8"),
-            Kind::AlmostFull => ('%', "almost-full", "over 75% used", "31", "#253494"),
+            Kind::Shade1 => (':', "shade-1", "under 5% used", "1;32", "#7fcdbb"),
+            Kind::Shade2 => ('+', "shade-2", "5% to under 20% used", "33", "#1d91c0"),
+            Kind::Shade3 => ('*', "shade-3", "20% to under 80% used", "1;33", "#225ea8"),
+            Kind::Shade4 => ('%', "shade-4", "80% or more used", "31", "#253494"),
             Kind::Full => ('#', "full", "full", "1;31", "#081d58"),
         };
         Style {
@@ -116,17 +140,49 @@ impl Kind {
         self.style().class
     }
 
-    /// The shade of a block that has `candidates` candidates, `held` of them allocated.
-    pub(super) fn of_block(held: u128, candidates: u128) -> Kind {
+    /// The legend's words for this kind on a map shaded by `scale`.
+    pub(super) fn label(self, scale: Scale) -> &'static str {
+        match (scale, self) {
+            (Scale::Count, Kind::Shade1) => "1 to 9 allocated",
+            (Scale::Count, Kind::Shade2) => "10 to 99 allocated",
+            (Scale::Count, Kind::Shade3) => "100 to 999 allocated",
+            (Scale::Count, Kind::Shade4) => "1,000 or more allocated",
+            _ => self.style().label,
+        }
+    }
+
+    /// The shade, on `scale`, of a block that has `candidates` candidates, `held` of them
+    /// allocated. A step is taken only once its lower bound is reached: 19.9% is the second
+    /// step, never the third.
+    pub(super) fn of_block(held: u128, candidates: u128, scale: Scale) -> Kind {
         match (held, candidates) {
             (_, 0) => Kind::NoCandidates,
             (0, _) => Kind::Empty,
             (h, c) if h >= c => Kind::Full,
-            // Compared as quotients, so nothing overflows at 2^64 candidates and more.
-            (h, c) if h <= c / 4 => Kind::Quarter,
-            (h, c) if h <= c / 2 => Kind::Half,
-            (h, c) if h <= c / 4 * 3 + (c % 4) * 3 / 4 => Kind::ThreeQuarters,
-            _ => Kind::AlmostFull,
+            (h, _) if scale == Scale::Count => match h {
+                1..=9 => Kind::Shade1,
+                10..=99 => Kind::Shade2,
+                100..=999 => Kind::Shade3,
+                _ => Kind::Shade4,
+            },
+            // h/c against 5%, 20% and 80% as h * den >= c * num; where that overflows (c
+            // above 2^123) as quotients, h / num >= c / den, off by less than 2^-120.
+            (h, c) => {
+                let at_least = |num: u128, den: u128| match (h.checked_mul(den), c.checked_mul(num))
+                {
+                    (Some(scaled), Some(bound)) => scaled >= bound,
+                    _ => h / num >= c / den,
+                };
+                if at_least(4, 5) {
+                    Kind::Shade4
+                } else if at_least(1, 5) {
+                    Kind::Shade3
+                } else if at_least(1, 20) {
+                    Kind::Shade2
+                } else {
+                    Kind::Shade1
+                }
+            }
         }
     }
 }
@@ -137,15 +193,27 @@ mod tests {
 
     #[test]
     fn block_shades_split_at_quarters() {
-        assert_eq!(Kind::of_block(0, 0), Kind::NoCandidates);
-        assert_eq!(Kind::of_block(0, 8), Kind::Empty);
-        assert_eq!(Kind::of_block(2, 8), Kind::Quarter);
-        assert_eq!(Kind::of_block(3, 8), Kind::Half);
-        assert_eq!(Kind::of_block(6, 8), Kind::ThreeQuarters);
-        assert_eq!(Kind::of_block(7, 8), Kind::AlmostFull);
-        assert_eq!(Kind::of_block(8, 8), Kind::Full);
-        assert_eq!(Kind::of_block(6, u128::MAX), Kind::Quarter);
-        assert_eq!(Kind::of_block(u128::MAX, u128::MAX), Kind::Full);
+        let share = |h, c| Kind::of_block(h, c, Scale::Share);
+        assert_eq!(share(0, 0), Kind::NoCandidates);
+        assert_eq!(share(0, 8), Kind::Empty);
+        assert_eq!(share(12, 253), Kind::Shade1);
+        assert_eq!(share(13, 253), Kind::Shade2);
+        // 30 of 253 (11.9%) is not shaded as 24% would be.
+        assert_eq!(share(30, 253), Kind::Shade2);
+        assert_eq!(share(61, 253), Kind::Shade3);
+        assert_eq!(share(202, 253), Kind::Shade3);
+        assert_eq!(share(203, 253), Kind::Shade4);
+        assert_eq!(share(253, 253), Kind::Full);
+        assert_eq!(share(30, (1 << 64) - 2), Kind::Shade1);
+        assert_eq!(share(u128::MAX / 2, u128::MAX), Kind::Shade3);
+        assert_eq!(share(u128::MAX - 1, u128::MAX), Kind::Shade4);
+        assert_eq!(share(u128::MAX, u128::MAX), Kind::Full);
+        let count = |h| Kind::of_block(h, (1 << 64) - 2, Scale::Count);
+        assert_eq!(count(0), Kind::Empty);
+        assert_eq!(count(9), Kind::Shade1);
+        assert_eq!(count(30), Kind::Shade2);
+        assert_eq!(count(999), Kind::Shade3);
+        assert_eq!(count(1000), Kind::Shade4);
     }
 
     #[test]
@@ -182,10 +250,10 @@ mod tests {
     fn neighbouring_shades_differ_in_lightness() {
         let ramp = [
             Kind::Empty,
-            Kind::Quarter,
-            Kind::Half,
-            Kind::ThreeQuarters,
-            Kind::AlmostFull,
+            Kind::Shade1,
+            Kind::Shade2,
+            Kind::Shade3,
+            Kind::Shade4,
             Kind::Full,
         ];
         for pair in ramp.windows(2) {

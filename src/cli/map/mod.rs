@@ -3,10 +3,14 @@
 //! stored subnets and its taken addresses and returns strings; deciding whether to colour is
 //! the caller's business.
 //!
-//! A small view is drawn one cell per address; a larger IPv4 view one cell per /24; an IPv6
-//! view up to a /64 one cell per /120 in use; a larger IPv6 view one cell per region: each
-//! stored subnet and each /64 in use outside them, with its counts (a /48 has 2^16 /64s and
-//! 2^72 /120s: only what holds something, or is a subnet, is drawn).
+//! A small view is drawn one cell per address; a larger IPv4 view one cell per /24 (a /24
+//! that holds a stored subnet outlined, the subnet named under the grid); an IPv6 view up to
+//! a /64 one cell per /120 in use, or, when at most [`ZOOM_BLOCKS`] are, each of those
+//! /120s address by address; a larger IPv6 view one cell per region: each stored subnet and
+//! each /64 in use outside them, with its counts (a /48 has 2^16 /64s and 2^72 /120s: only
+//! what holds something, or is a subnet, is drawn). Blocks are shaded by the share of their
+//! candidates allocated, regions by how many allocations they hold on a log scale
+//! ([`Scale`]): a share of 2^64 means nothing.
 
 mod cells;
 mod kind;
@@ -18,8 +22,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-pub use self::kind::Kind;
 use self::kind::{ADDRESS_KINDS, BLOCK_KINDS};
+pub use self::kind::{Kind, Scale};
 use cells::Cell;
 
 use crate::model::PoolManifest;
@@ -36,6 +40,10 @@ const ADDRESS_CELLS_FROM_V6: u8 = 120;
 /// IPv6 views of at least this prefix length (up to a /64) get one cell per /120 in use;
 /// larger ones one cell per region.
 const BLOCK_CELLS_FROM_V6: u8 = 64;
+
+/// An IPv6 view of /120 blocks with at most this many in use is drawn address by address,
+/// those blocks alone: where its allocations sit, zoomed in.
+const ZOOM_BLOCKS: usize = 4;
 
 /// The largest IPv4 view drawn at all: a /12 is 4096 cells of one /24 each.
 pub const LARGEST_VIEW: u8 = 12;
@@ -73,6 +81,11 @@ pub struct Map {
     cells: Vec<Cell>,
     /// `(what, usage)` lines under the legend: the pool's, then the view's.
     usage: Vec<(String, Usage)>,
+    /// What the shade of a block or region measures.
+    scale: Scale,
+    /// The stored subnets in the view, a line each under the grid (not for regions, which
+    /// are the subnets): where each sits and its counts.
+    subnet_lines: Vec<String>,
     /// Who holds each allocated address, for the SVG's tooltips (see [`Map::with_owners`]).
     owners: std::collections::HashMap<IpAddr, String>,
 }
@@ -97,7 +110,7 @@ impl Map {
         let view = within.unwrap_or(spec.cidr);
         let v6 = view.addr().is_ipv6();
         let sorted = cells::ordinals(taken, v6);
-        let layout = match (v6, view.prefix_len()) {
+        let mut layout = match (v6, view.prefix_len()) {
             (false, p) if p >= ADDRESS_CELLS_FROM => Layout::Addresses,
             (false, _) => Layout::Blocks,
             (true, p) if p >= ADDRESS_CELLS_FROM_V6 => Layout::Addresses,
@@ -109,10 +122,34 @@ impl Map {
             Some(w) => all.clone().within(w),
             None => all.clone(),
         };
+        let in_use = cells::blocks_in_use(view, &sorted);
+        let zoomed = layout == Layout::Blocks && v6 && in_use.len() <= ZOOM_BLOCKS;
+        let scale = if layout == Layout::Regions {
+            Scale::Count
+        } else {
+            Scale::Share
+        };
         let cells = match layout {
-            Layout::Addresses => cells::address_cells(spec, subnets, view, &sorted),
-            Layout::Blocks => cells::block_cells(&candidates, view, &sorted),
+            Layout::Addresses => {
+                cells::address_cells(spec, subnets, view, cells::span_of(view), &sorted)
+            }
+            Layout::Blocks if zoomed => {
+                layout = Layout::Addresses;
+                in_use
+                    .iter()
+                    .flat_map(|&lo| {
+                        cells::address_cells(spec, subnets, view, (lo, lo + 255), &sorted)
+                    })
+                    .collect()
+            }
+            Layout::Blocks => cells::block_cells(&candidates, subnets, view, &sorted),
             Layout::Regions => cells::region_cells(&candidates, subnets, view, &sorted),
+        };
+        let subnet_lines = if layout == Layout::Regions {
+            Vec::new()
+        } else {
+            let block_len = (layout == Layout::Blocks).then_some(if v6 { 120 } else { 24 });
+            cells::subnet_lines(&candidates, subnets, view, &sorted, block_len)
         };
         let mut usage = vec![(
             format!("pool {}", spec.cidr),
@@ -127,18 +164,15 @@ impl Map {
             ));
             title.push_str(&format!(", within {w}"));
         }
-        title.push_str(match (layout, v6) {
-            (Layout::Addresses, _) => ": one cell per address",
-            (Layout::Blocks, true) => ": one cell per /120 that holds an allocation",
-            (Layout::Blocks, false) => ": one cell per /24",
-            (Layout::Regions, _) => ": one cell per subnet, and per /64 in use outside the subnets",
-        });
+        title.push_str(what_a_cell_is(layout, v6, zoomed));
         Map {
             title,
             layout,
             v6,
             cells,
             usage,
+            scale,
+            subnet_lines,
             owners: Default::default(),
         }
     }
@@ -162,6 +196,11 @@ impl Map {
         } else {
             &BLOCK_KINDS
         }
+    }
+
+    /// What the legend says the shades measure; `None` for a map of addresses.
+    fn scale_line(&self) -> Option<&'static str> {
+        (!self.per_address()).then(|| self.scale.legend())
     }
 
     /// The kinds of the legend, with how many cells of each the map has.
@@ -237,6 +276,20 @@ impl Map {
                 line
             })
             .collect()
+    }
+}
+
+/// What one cell of a map of `layout` is, as its title ends (`zoomed`: the few /120s in
+/// use of an IPv6 view, address by address).
+fn what_a_cell_is(layout: Layout, v6: bool, zoomed: bool) -> &'static str {
+    match (layout, v6) {
+        (Layout::Addresses, true) if zoomed => {
+            ": one cell per address of each /120 that holds an allocation"
+        }
+        (Layout::Addresses, _) => ": one cell per address",
+        (Layout::Blocks, true) => ": one cell per /120 that holds an allocation",
+        (Layout::Blocks, false) => ": one cell per /24",
+        (Layout::Regions, _) => ": one cell per subnet, and per /64 in use outside the subnets",
     }
 }
 

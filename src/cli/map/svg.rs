@@ -9,24 +9,27 @@ use super::kind::{EMPTY_OUTLINE, Kind};
 use super::{GROUP, Layout, Map, SECTION};
 use crate::model::candidates::address;
 
+/// The outline of a block that holds a stored subnet: dark red, apart from the blue ramp.
+const SUBNET_OUTLINE: &str = "#b31d28";
+
 /// The pitch of a cell of the SVG map, in pixels.
-const CELL: usize = 12;
+pub(super) const CELL: usize = 12;
 /// The side of a cell's square.
-const SIZE: usize = 10;
+pub(super) const SIZE: usize = 10;
 /// The small gap every [`GROUP`] cells.
 const GROUP_GAP: usize = 6;
 /// The larger gap every [`SECTION`] cells.
 const SECTION_GAP: usize = 10;
 /// The margin around everything.
-const MARGIN: usize = 10;
+pub(super) const MARGIN: usize = 10;
 /// The height of a line of text.
-const LINE: usize = 18;
+pub(super) const LINE: usize = 18;
 /// The narrowest width of the row labels.
 const LABEL: usize = 110;
 /// The space between a region's cell and its words.
 const REGION_GAP: usize = 4;
 /// The advance of a character of 12 px monospace text (0.6 em), rounded up.
-const CHAR: usize = 8;
+pub(super) const CHAR: usize = 8;
 
 /// Where the SVG map's cells go, for rows of `per_row` cells labelled in `label` pixels,
 /// `pitch` pixels apart.
@@ -76,17 +79,26 @@ impl Map {
         let legend = self.legend();
         let legend_top = grid.y_of(rows.len()) + LINE;
         let usage_top = legend_top + legend.len() * LINE;
-        let height = usage_top + self.usage.len() * LINE + MARGIN;
+        // Under the usage: what the shades measure and the stored subnets, plain lines.
+        let notes: Vec<String> = self
+            .scale_line()
+            .map(str::to_owned)
+            .into_iter()
+            .chain(self.subnet_lines.iter().cloned())
+            .collect();
+        let notes_top = usage_top + self.usage.len() * LINE;
+        let height = notes_top + notes.len() * LINE + MARGIN;
         // Wide enough for the grid and for the longest line of text (title, legend, usage,
         // regions), at a monospace advance of 0.6 em rounded up to 8 px a character at 12 px.
-        let usage = self.usage_lines();
+        let mut usage = self.usage_lines();
         let legend_lines: Vec<String> = legend
             .iter()
             .map(|(kind, n)| {
                 let style = kind.style();
-                format!("{} {} ({n})", style.glyph, style.label)
+                format!("{} {} ({n})", style.glyph, kind.label(self.scale))
             })
             .collect();
+        usage.extend(notes);
         let longest = std::iter::once(self.title.chars().count())
             .chain(usage.iter().map(|l| l.chars().count()))
             .chain(legend_lines.iter().map(|l| l.chars().count() + 3))
@@ -101,23 +113,13 @@ impl Map {
         let width = (grid_right.max(regions_right) + MARGIN).max(MARGIN + longest * CHAR + MARGIN);
         let mut svg = self.svg_head(width, height);
         self.svg_cells(&mut svg, &grid, rows, &regions);
-        for (i, ((kind, _), line)) in legend.iter().zip(&legend_lines).enumerate() {
-            let y = legend_top + i * LINE;
-            let style = kind.style();
-            let _ = writeln!(
-                svg,
-                r#"<rect class="swatch {}" {}/>"#,
-                style.class,
-                square(*kind, MARGIN, y)
-            );
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{}">{}</text>"#,
-                MARGIN + 2 * CELL,
-                y + SIZE / 2,
-                escape(line)
-            );
-        }
+        let items: Vec<(&str, Kind, String)> = legend
+            .iter()
+            .zip(legend_lines)
+            .map(|((kind, _), line)| (kind.class(), *kind, line))
+            .collect();
+        swatch_lines(&mut svg, legend_top, &items);
+        // The usage, then the notes, a line each.
         for (i, line) in usage.iter().enumerate() {
             let _ = writeln!(
                 svg,
@@ -130,40 +132,11 @@ impl Map {
         svg
     }
 
-    /// The SVG document up to its grid: the XML declaration, the `<svg>` element of
-    /// `width` by `height` pixels, its title, the style of each kind, the background and the
-    /// title line.
+    /// The SVG document up to its grid ([`document_head`]), with the outline of a block that
+    /// holds a stored subnet.
     fn svg_head(&self, width: usize, height: usize) -> String {
-        let mut svg = String::new();
-        let _ = writeln!(svg, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
-        let _ = writeln!(
-            svg,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">"#
-        );
-        let _ = writeln!(svg, "<title>{}</title>", escape(&self.title));
-        svg.push_str("<style>\n");
-        svg.push_str("text { fill: #24292e; dominant-baseline: middle; }\n");
-        for kind in self.kinds() {
-            let style = kind.style();
-            let outline = if *kind == Kind::Empty {
-                format!(" stroke: {EMPTY_OUTLINE}; stroke-width: 1;")
-            } else {
-                String::new()
-            };
-            let _ = writeln!(svg, ".{} {{ fill: {};{outline} }}", style.class, style.fill);
-        }
-        svg.push_str("</style>\n");
-        let _ = writeln!(
-            svg,
-            r#"<rect width="{width}" height="{height}" fill="white"/>"#
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{MARGIN}" y="{}" font-weight="bold">{}</text>"#,
-            MARGIN + LINE / 2,
-            escape(&self.title)
-        );
-        svg
+        let subnet = format!(".in-subnet {{ stroke: {SUBNET_OUTLINE}; stroke-width: 2; }}\n");
+        document_head(&self.title, width, height, self.kinds(), &subnet)
     }
 
     /// Appends the grid to `svg`: each row's label, then its cells with their tooltips, and
@@ -184,9 +157,17 @@ impl Map {
             );
             for (i, cell) in cells.iter().enumerate() {
                 let tip = self.tooltip(cell, &label);
+                // A block that holds a stored subnet is outlined (its name in the tooltip
+                // and under the grid).
+                let outlined = if cell.fill.is_some() && cell.net.is_none() && cell.subnet.is_some()
+                {
+                    " in-subnet"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     svg,
-                    r#"<rect class="cell {}" {}><title>{}</title></rect>"#,
+                    r#"<rect class="cell {}{outlined}" {}><title>{}</title></rect>"#,
                     cell.kind.class(),
                     square(cell.kind, grid.x_of(i), y),
                     escape(&tip)
@@ -220,6 +201,71 @@ impl Map {
     }
 }
 
+/// An SVG document of `width` by `height` pixels up to its drawing: the XML declaration,
+/// the `<svg>` element, its title, the style of each of `kinds` (an empty block outlined)
+/// and the `css` rules given, the white background and the bold `title` line. Text keeps its
+/// spaces, so columns line up.
+pub(super) fn document_head(
+    title: &str,
+    width: usize,
+    height: usize,
+    kinds: &[Kind],
+    css: &str,
+) -> String {
+    let mut svg = String::new();
+    let _ = writeln!(svg, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="12" xml:space="preserve">"#
+    );
+    let _ = writeln!(svg, "<title>{}</title>", escape(title));
+    svg.push_str("<style>\n");
+    svg.push_str("text { fill: #24292e; dominant-baseline: middle; white-space: pre; }\n");
+    for kind in kinds {
+        let style = kind.style();
+        let outline = if *kind == Kind::Empty {
+            format!(" stroke: {EMPTY_OUTLINE}; stroke-width: 1;")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(svg, ".{} {{ fill: {};{outline} }}", style.class, style.fill);
+    }
+    svg.push_str(css);
+    svg.push_str("</style>\n");
+    let _ = writeln!(
+        svg,
+        r#"<rect width="{width}" height="{height}" fill="white"/>"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{MARGIN}" y="{}" font-weight="bold">{}</text>"#,
+        MARGIN + LINE / 2,
+        escape(title)
+    );
+    svg
+}
+
+/// Appends lines to `svg` from `top` down, each `(class, kind, words)`: a swatch of that
+/// class (shaped as a cell of that kind is: an empty one inset for its outline), then the
+/// words. A legend, or a supernet's prefixes.
+pub(super) fn swatch_lines(svg: &mut String, top: usize, items: &[(&str, Kind, String)]) {
+    for (i, (class, kind, line)) in items.iter().enumerate() {
+        let y = top + i * LINE;
+        let _ = writeln!(
+            svg,
+            r#"<rect class="swatch {class}" {}/>"#,
+            square(*kind, MARGIN, y)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}">{}</text>"#,
+            MARGIN + 2 * CELL,
+            y + SIZE / 2,
+            escape(line)
+        );
+    }
+}
+
 /// The geometry of a cell's square at `x`, `y`: an outlined one (empty) is inset by half a
 /// pixel, so its 1-pixel outline covers whole pixels inside the square, as sharp as a fill.
 fn square(kind: Kind, x: usize, y: usize) -> String {
@@ -235,7 +281,7 @@ fn square(kind: Kind, x: usize, y: usize) -> String {
 }
 
 /// Escapes text for XML character data and attribute values.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -8,8 +8,9 @@ use super::{GROUP, Layout, Map, SECTION};
 impl Map {
     /// The map as terminal text: a title, rows of glyphs labelled with their first address
     /// (a space every 8 cells, a blank line between /24s of addresses, /16s of /24s or IPv6
-    /// /120s; a region's row says what it is and its counts), the legend with counts, and the
-    /// usage figures. With `colour`, glyphs are wrapped in ANSI colour codes; without, the
+    /// /120s; a region's row says what it is and its counts), the legend with counts, what
+    /// the shades measure, the stored subnets in the view with their counts, and the usage
+    /// figures. With `colour`, glyphs are wrapped in ANSI colour codes; without, the
     /// glyphs alone tell the kinds apart.
     pub fn text(&self, colour: bool) -> String {
         let paint = |kind: Kind, text: &str| {
@@ -54,12 +55,20 @@ impl Map {
                 format!(
                     "{} {} ({n})",
                     paint(kind, &style.glyph.to_string()),
-                    style.label
+                    kind.label(self.scale)
                 )
             })
             .collect();
         text.push_str(&legend.join("  "));
         text.push('\n');
+        if let Some(scale) = self.scale_line() {
+            text.push_str(scale);
+            text.push('\n');
+        }
+        for line in &self.subnet_lines {
+            text.push_str(line);
+            text.push('\n');
+        }
         for line in self.usage_lines() {
             text.push_str(&line);
             text.push('\n');

@@ -354,6 +354,21 @@ fn a_vpcs_range_is_held_by_that_vpc_by_name_in_every_view() {
         "{texts:?}"
     );
 
+    // The VPC's own pool names its VPC, in `pool show` and on its map.
+    let (text, test) = out(test, &["pool", "show", "vpc-a1", "-n", "tenant-1/prod"]);
+    assert!(
+        text.contains(&format!("VPC:         tenant-1/prod/a1 (uid {uid})")),
+        "{text}"
+    );
+    let (map, test) = out(
+        test,
+        &["pool", "show", "vpc-a1", "-n", "tenant-1/prod", "--map"],
+    );
+    assert!(
+        map.starts_with("tenant-1/prod/vpc-a1 (VPC tenant-1/prod/a1) 10.0.0.0/16"),
+        "{map}"
+    );
+
     let (json, test) = out(test, &["report", "-o", "json"]);
     assert!(
         json.contains("\"holder\": \"VPC tenant-1/prod/a1\""),

@@ -369,6 +369,24 @@ fn a_vpcs_range_is_held_by_that_vpc_by_name_in_every_view() {
         "{map}"
     );
 
+    // The VPC router's uplink in a public pool: named as its VPC on the address map.
+    let test = test
+        .args(["apply", "-f", "-"])
+        .stdin(&pool("pub", "203.0.113.0/28", "public"))
+        .run()
+        .then();
+    let test = step(
+        test,
+        &["allocate", "pub", "--owner", "VPC/router", "--uid", &uid],
+    );
+    let (svg, test) = out(test, &["pool", "show", "pub", "--map", "-o", "svg"]);
+    assert!(
+        svg.contains(&format!(
+            "<title>203.0.113.1 allocated to VPC tenant-1/prod/a1 (uid {uid})</title>"
+        )),
+        "{svg}"
+    );
+
     let (json, test) = out(test, &["report", "-o", "json"]);
     assert!(
         json.contains("\"holder\": \"VPC tenant-1/prod/a1\""),

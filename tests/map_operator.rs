@@ -387,6 +387,14 @@ fn a_vpcs_range_is_held_by_that_vpc_by_name_in_every_view() {
         "{svg}"
     );
 
+    // The report names the uplink's holder as the VPC too.
+    let (text, test) = out(test, &["report"]);
+    let row = text
+        .lines()
+        .find(|l| l.contains("203.0.113.0/28"))
+        .expect("the public pool's row");
+    assert!(row.ends_with("VPC tenant-1/prod/a1 (1)"), "{row}");
+
     let (json, test) = out(test, &["report", "-o", "json"]);
     assert!(
         json.contains("\"holder\": \"VPC tenant-1/prod/a1\""),

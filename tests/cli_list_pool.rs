@@ -435,6 +435,7 @@ fn pool_show_prints_usage_and_free_ranges() {
     insta::assert_snapshot!(ran.stdout, @r"
     Name:        vpc-main
     Namespace:   acme/prod
+    VPC:         acme/prod/main (uid 7d1c0a8e-5b7f-4a1e-9a39-2f0c1f7e9b10)
     Kind:        private
     CIDR:        10.42.0.0/16
     Gateway:     -

@@ -492,7 +492,7 @@ fn an_ipv6_map_has_a_line_per_subnet_and_per_slash_64_in_use_with_its_count() {
     ]);
     let text = state.ok(&["pool", "show", "vpc-six-v6", "-n", "acme/v6", "--map"]);
     insta::assert_snapshot!(text, @r"
-    acme/v6/vpc-six-v6 fd00:103::/48: one cell per subnet, and per /64 in use outside the subnets
+    acme/v6/vpc-six-v6 (VPC acme/v6/six) fd00:103::/48: one cell per subnet, and per /64 in use outside the subnets
     fd00:103:0:1::/64  :  subnet web6: 2 of 2^64 - 2 candidates allocated
     fd00:103:0:7::/64  :  1 of 2^64 candidates allocated
 

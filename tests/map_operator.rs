@@ -354,6 +354,47 @@ fn a_vpcs_range_is_held_by_that_vpc_by_name_in_every_view() {
         "{texts:?}"
     );
 
+    // The VPC's own pool names its VPC, in `pool show` and on its map.
+    let (text, test) = out(test, &["pool", "show", "vpc-a1", "-n", "tenant-1/prod"]);
+    assert!(
+        text.contains(&format!("VPC:         tenant-1/prod/a1 (uid {uid})")),
+        "{text}"
+    );
+    let (map, test) = out(
+        test,
+        &["pool", "show", "vpc-a1", "-n", "tenant-1/prod", "--map"],
+    );
+    assert!(
+        map.starts_with("tenant-1/prod/vpc-a1 (VPC tenant-1/prod/a1) 10.0.0.0/16"),
+        "{map}"
+    );
+
+    // The VPC router's uplink in a public pool: named as its VPC on the address map.
+    let test = test
+        .args(["apply", "-f", "-"])
+        .stdin(&pool("pub", "203.0.113.0/28", "public"))
+        .run()
+        .then();
+    let test = step(
+        test,
+        &["allocate", "pub", "--owner", "VPC/router", "--uid", &uid],
+    );
+    let (svg, test) = out(test, &["pool", "show", "pub", "--map", "-o", "svg"]);
+    assert!(
+        svg.contains(&format!(
+            "<title>203.0.113.1 allocated to VPC tenant-1/prod/a1 (uid {uid})</title>"
+        )),
+        "{svg}"
+    );
+
+    // The report names the uplink's holder as the VPC too.
+    let (text, test) = out(test, &["report"]);
+    let row = text
+        .lines()
+        .find(|l| l.contains("203.0.113.0/28"))
+        .expect("the public pool's row");
+    assert!(row.ends_with("VPC tenant-1/prod/a1 (1)"), "{row}");
+
     let (json, test) = out(test, &["report", "-o", "json"]);
     assert!(
         json.contains("\"holder\": \"VPC tenant-1/prod/a1\""),

@@ -45,6 +45,15 @@ impl Holder {
             None => self.owner.to_string(),
         }
     }
+
+    /// [`Holder::display`] with the owner's uid after it, if it has one (`VPC
+    /// tenant-1/prod/a1 (uid …)`, `FloatingIP/fip-1 (uid …)`), as a tooltip names a holder.
+    pub fn display_with_uid(&self) -> String {
+        match self.owner.uid() {
+            Some(uid) => format!("{} (uid {uid})", self.display()),
+            None => self.display(),
+        }
+    }
 }
 
 /// Resolves the holders of claims, remembering each VPC uid it has looked up.
@@ -66,13 +75,22 @@ impl<'a> Holders<'a> {
     /// The holder of `claim`: for a claim of a VPC router, the VPC whose pools carry its
     /// uid (in the namespace its annotation names, else in any scope); else its owner.
     pub fn of(&mut self, claim: &PrefixClaimManifest) -> Result<Holder> {
-        let owner = claim.spec.owner.clone();
+        self.of_owner(&claim.spec.owner, Some(claim))
+    }
+
+    /// The holder of whatever `owner` holds (an address: a VPC router's uplink), found as
+    /// [`Holders::of`] finds a claim's, the annotation of `claim` (if any) naming where to
+    /// look first.
+    pub fn of_owner(
+        &mut self,
+        owner: &Owner,
+        claim: Option<&PrefixClaimManifest>,
+    ) -> Result<Holder> {
+        let owner = owner.clone();
         let vpc = match (owner.kind(), owner.uid()) {
             (OwnerKind::Vpc, Some(uid)) => {
                 let hint = claim
-                    .metadata
-                    .annotations
-                    .get(RANGE_ANNOTATION)
+                    .and_then(|c| c.metadata.annotations.get(RANGE_ANNOTATION))
                     .and_then(|a| a.rsplit_once('/'))
                     .and_then(|(ns, name)| Some((Namespace::new(ns).ok()?, name.to_owned())));
                 self.vpc(uid, hint)?

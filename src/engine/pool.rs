@@ -131,7 +131,8 @@ pub fn show(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
     })
 }
 
-/// Who holds each address of `pool`, as `KIND/NAME (uid U)`: the tooltips of the SVG map.
+/// Who holds each address of `pool`, as `KIND/NAME (uid U)` (a VPC router's uplink as
+/// `VPC NAMESPACE/NAME (uid U)`): the tooltips of the SVG map.
 pub fn owners(
     store: &dyn Store,
     pool: &PoolRef,
@@ -144,10 +145,14 @@ pub fn owners(
         &OwnerFilter::default(),
         warnings,
     )?;
-    Ok(held
-        .into_iter()
-        .map(|m| (m.spec.address, m.spec.owner.with_uid()))
-        .collect())
+    // A VPC router's uplink is named as its VPC (crate::engine::holder).
+    let mut holders = crate::engine::holder::Holders::new(store);
+    held.into_iter()
+        .map(|m| {
+            let holder = holders.of_owner(&m.spec.owner, None)?;
+            Ok((m.spec.address, holder.display_with_uid()))
+        })
+        .collect()
 }
 
 /// `pool delete`: deletes `pool` with its subnets and cooldown records, as one unit of

@@ -202,7 +202,14 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         }
         Some(OutputFormat::Name) => output::line(out, &manifest.resource()),
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
-            for (key, value) in fields(manifest, &usage, &free, within) {
+            let mut fields = fields(manifest, &usage, &free, within);
+            if let (Some(vpc), Some(uid)) = (
+                vpc_of(&pool, manifest),
+                crate::model::vpc::vpc_uid(manifest),
+            ) {
+                fields.insert(2, ("VPC", format!("{vpc} (uid {uid})")));
+            }
+            for (key, value) in fields {
                 output::line(out, &format!("{:<12} {value}", format!("{key}:")))?;
             }
             // Shown only when it has some, so a pool without subnets reads as it did.
@@ -360,7 +367,11 @@ fn draw(
         });
     }
     let subnets = crate::engine::subnet::of_pool(store, pool)?;
-    let map = Map::new(&pool.to_string(), manifest, &subnets, within, taken);
+    let title = match vpc_of(pool, manifest) {
+        Some(vpc) => format!("{pool} (VPC {vpc})"),
+        None => pool.to_string(),
+    };
+    let map = Map::new(&title, manifest, &subnets, within, taken);
     if g.format == Some(FormatArg::Svg) {
         let map = if map.per_address() {
             let mut warnings = Warnings::default();
@@ -379,6 +390,16 @@ fn draw(
         no_color.as_deref(),
     );
     output::write(out, &map.text(colour))
+}
+
+/// The VPC that owns `pool` by its `ownerRefs`, as `NAMESPACE/NAME`; `None` for a pool no
+/// VPC owns.
+fn vpc_of(pool: &PoolRef, manifest: &PoolManifest) -> Option<String> {
+    let name = crate::model::vpc::owning_vpc(&pool.name, manifest)?;
+    Some(match &pool.namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    })
 }
 
 /// `pool show --map` of a supernet: drawn by its claimed prefixes ([`map::supernet`]), each

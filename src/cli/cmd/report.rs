@@ -8,8 +8,31 @@ use crate::cli::report::{self, PoolReport};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat};
 use crate::error::Result;
 use crate::model::candidates::readable_count;
-use crate::model::{AllocationManifest, OwnerFilter, PoolKind, PoolName, PoolRef};
+use crate::model::{AllocationManifest, Owner, OwnerFilter, PoolKind, PoolName, PoolRef, Uid};
 use crate::store::Store;
+
+/// Names a VPC router among `entry`'s largest holders (its uplinks: `VPC/router` with the
+/// VPC's uid) as its VPC, `VPC NAMESPACE/NAME` ([`crate::engine::holder`]).
+fn name_vpc_routers(store: &dyn Store, entry: &mut PoolReport) -> Result<()> {
+    let mut resolver = crate::engine::holder::Holders::new(store);
+    for h in &mut entry.status.largest_holders {
+        let Some(uid) = h.uid.as_deref().and_then(|u| Uid::new(u).ok()) else {
+            continue;
+        };
+        if h.owners != ["VPC/router"] {
+            continue;
+        }
+        let Ok(owner) = Owner::parse("VPC/router", Some(uid)) else {
+            continue;
+        };
+        let named = resolver.of_owner(&owner, None)?;
+        if named.vpc.is_some() {
+            h.holder = named.display();
+            h.owners = vec![named.display()];
+        }
+    }
+    Ok(())
+}
 
 pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let mut pools = Vec::new();
@@ -56,7 +79,9 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
             } else {
                 Vec::new()
             };
-            pools.push(report::pool_report(manifest, &mine, theirs, &claims));
+            let mut entry = report::pool_report(manifest, &mine, theirs, &claims);
+            name_vpc_routers(store, &mut entry)?;
+            pools.push(entry);
         }
     }
     if g.format == Some(FormatArg::Html) {

@@ -165,8 +165,9 @@ impl Kind {
                 100..=999 => Kind::Shade3,
                 _ => Kind::Shade4,
             },
-            // h/c against 5%, 20% and 80% as h * den >= c * num; where that overflows (c
-            // above 2^123) as quotients, h / num >= c / den, off by less than 2^-120.
+            // h/c against 5%, 20% and 80% as h * den >= c * num, exactly; where that
+            // overflows (c above 2^123) as integer quotients, h / num >= c / den, which
+            // differ from the exact test only within a few addresses of a bound.
             (h, c) => {
                 let at_least = |num: u128, den: u128| match (h.checked_mul(den), c.checked_mul(num))
                 {

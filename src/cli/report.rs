@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::cli::map::{Map, drawable};
 use crate::cli::output::Named;
-use crate::engine::holder::Holder as ClaimHolder;
+use crate::engine::range_holder::Holder as ClaimHolder;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::model::candidates::{Usage, readable_count};
 use crate::model::prefix_claim::PrefixClaimManifest;
@@ -138,7 +138,7 @@ pub struct ClaimedPrefix {
     pub holder: String,
     /// The VPC whose range it is (namespace, name, uid), if it is one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vpc: Option<crate::engine::holder::VpcHolder>,
+    pub vpc: Option<crate::engine::range_holder::VpcHolder>,
 }
 
 /// How many free blocks of one length a supernet has.

@@ -145,8 +145,8 @@ pub fn owners(
         &OwnerFilter::default(),
         warnings,
     )?;
-    // A VPC router's uplink is named as its VPC (crate::engine::holder).
-    let mut holders = crate::engine::holder::Holders::new(store);
+    // A VPC router's uplink is named as its VPC (crate::engine::range_holder).
+    let mut holders = crate::engine::range_holder::Holders::new(store);
     held.into_iter()
         .map(|m| {
             let holder = holders.of_owner(&m.spec.owner, None)?;

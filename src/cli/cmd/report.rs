@@ -12,9 +12,9 @@ use crate::model::{AllocationManifest, Owner, OwnerFilter, PoolKind, PoolName, P
 use crate::store::Store;
 
 /// Names a VPC router among `entry`'s largest holders (its uplinks: `VPC/router` with the
-/// VPC's uid) as its VPC, `VPC NAMESPACE/NAME` ([`crate::engine::holder`]).
+/// VPC's uid) as its VPC, `VPC NAMESPACE/NAME` ([`crate::engine::range_holder`]).
 fn name_vpc_routers(store: &dyn Store, entry: &mut PoolReport) -> Result<()> {
-    let mut resolver = crate::engine::holder::Holders::new(store);
+    let mut resolver = crate::engine::range_holder::Holders::new(store);
     for h in &mut entry.status.largest_holders {
         let Some(uid) = h.uid.as_deref().and_then(|u| Uid::new(u).ok()) else {
             continue;
@@ -69,7 +69,7 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
                     namespace: manifest.metadata.namespace.clone(),
                     name: super::flag("pool", PoolName::new(&manifest.metadata.name))?,
                 };
-                let mut resolver = crate::engine::holder::Holders::new(store);
+                let mut resolver = crate::engine::range_holder::Holders::new(store);
                 let mut claims = Vec::new();
                 for c in crate::engine::prefix::pool_claims(store, &pool)? {
                     let holder = resolver.of(&c)?;

@@ -163,6 +163,7 @@ fn no_mac_is_ever_on_two_allocations_while_the_world_runs() {
     }
     let mut refused = 0;
     let mut claimed = 0;
+    let mut taken_in_a_gap = 0;
     for round in 0..ROUNDS {
         // Sixteen at once: eight ask for holders' MACs, eight for two MACs of their own.
         let argvs: Vec<Vec<String>> = (0..16)
@@ -183,11 +184,22 @@ fn no_mac_is_ever_on_two_allocations_while_the_world_runs() {
             let mac = &argv[5];
             match out.code {
                 Some(code::OK) => {
-                    assert!(
-                        !mac.starts_with("02:00:00:00:0a:"),
-                        "a holder's MAC was given to another NIC: {}",
-                        out.describe()
-                    );
+                    // A holder's MAC goes to another NIC only with the holder's own address:
+                    // a relabelling (unlink, then create) left that address free for an
+                    // instant and this claim's exclusive create took it, and the MAC's record
+                    // names that address. The address was free when it was claimed (the
+                    // file store's documented relabelling window, `store/fs/mod.rs`); the
+                    // MAC is still on one allocation, which the quiet check below verifies.
+                    if let Some(i) = mac.strip_prefix("02:00:00:00:0a:") {
+                        let i = usize::from_str_radix(i, 16).expect("a holder's MAC");
+                        assert_eq!(
+                            out.stdout.trim(),
+                            format!("10.0.0.{}", i + 1),
+                            "a holder's MAC was given to another NIC at another address: {}",
+                            out.describe()
+                        );
+                        taken_in_a_gap += 1;
+                    }
                     claimed += 1;
                 }
                 Some(code::CONFLICT) => {
@@ -237,7 +249,7 @@ fn no_mac_is_ever_on_two_allocations_while_the_world_runs() {
     let check = state.run(&["check"]);
     assert_eq!(check.code, Some(code::OK), "{}", check.describe());
     eprintln!(
-        "seed {seed}: {claimed} claimed, {refused} refused; {} cleans, {} cps, {} relabels",
+        "seed {seed}: {claimed} claimed ({taken_in_a_gap} at a holder's address in a relabelling gap), {refused} refused; {} cleans, {} cps, {} relabels",
         counts[0].load(Ordering::Relaxed),
         counts[1].load(Ordering::Relaxed),
         counts[2].load(Ordering::Relaxed)

@@ -1,5 +1,6 @@
 //! `cargo test` passes on a machine with only Rust and git: every test that needs an optional
-//! tool (PostgreSQL, PgBouncer, strace, pv, rsync, Chromium, pre-commit, fonts) says so with
+//! tool (PostgreSQL, PgBouncer, strace, pv, rsync, Chromium, pre-commit, fonts, Kea, dnsmasq,
+//! named-checkzone, busybox's udhcpc, promtool) says so with
 //! `#[cfg_attr(not(has_TOOL), ignore = "needs …")]`, which `build.rs` turns into "ignored,
 //! needs TOOL: how to install it" where the tool is missing (and into a run under
 //! `CI=true`). This reads the test sources and fails on a test that uses a tool without the
@@ -8,7 +9,7 @@
 use std::path::Path;
 
 /// What a test's body shows it needs: (a mark in its source, the cfg that must guard it).
-const NEEDS: [(&str, &str); 11] = [
+const NEEDS: [(&str, &str); 18] = [
     ("Db::new(", "has_postgres"),
     ("Db::empty(", "has_postgres"),
     ("pg::server(", "has_postgres"),
@@ -20,6 +21,13 @@ const NEEDS: [(&str, &str); 11] = [
     ("require(\"pv\")", "has_pv"),
     ("require(\"rsync\")", "has_rsync"),
     ("Bouncer::start()", "has_pgbouncer"),
+    ("validates(\"kea-dhcp4\"", "has_kea"),
+    ("\"kea-dhcp4\", \"-c\"", "has_kea"),
+    ("Path::new(\"--test\")", "has_dnsmasq"),
+    ("\"--keep-in-foreground\"", "has_dnsmasq"),
+    ("\"named-checkzone\",", "has_named_checkzone"),
+    ("\"busybox\", \"udhcpc\"", "has_udhcpc"),
+    ("Command::new(\"promtool\")", "has_promtool"),
 ];
 
 /// The test functions of `source`: (name, the attributes above it, its body), in order.

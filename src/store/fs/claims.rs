@@ -222,14 +222,7 @@ impl FsStore {
             return Ok(None);
         };
         failpoint!("claim-before-undo");
-        let bytes = yaml::encode(manifest);
-        let mut ours = |now: &[u8]| now == bytes.as_bytes();
-        self.delete_if(
-            ObjectKind::Allocation,
-            ns,
-            &manifest.metadata.name,
-            &mut ours,
-        )?;
+        self.undo_claim(ns, manifest)?;
         Ok(Some(other))
     }
 

@@ -605,3 +605,35 @@ fn check_warns_of_a_mac_without_its_record() {
         .run();
     assert_eq!(ran.stdout, "");
 }
+
+/// A symlink (to a file outside the state) or a FIFO planted at a MAC's record path fails the
+/// claim with one `error:` line, writes nothing outside the root, never blocks on the FIFO,
+/// and leaves no allocation behind (before the fix, the claim's file stayed: exit 1 with an
+/// address held).
+#[test]
+fn a_symlink_or_fifo_at_a_mac_record_fails_the_claim_and_leaves_nothing() {
+    let test = pools().file_store_only();
+    let outside = tempfile::tempdir().expect("a directory outside the state");
+    let victim = outside.path().join("victim");
+    std::fs::create_dir_all(test.path("cluster/macs")).expect("the records' directory");
+    std::os::unix::fs::symlink(&victim, test.path("cluster/macs/lan-020000aa0001"))
+        .expect("plant a symlink");
+    let status = Command::new("mkfifo")
+        .arg(test.path("cluster/macs/plain-020000aa0002"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let ran = test
+        .args(allocate("lan", WEB1, "02:00:00:aa:00:01"))
+        .status(code::FAILURE)
+        .run();
+    assert!(ran.stderr.contains("is a symlink"), "{}", ran.stderr);
+    let ran = ran
+        .then()
+        .args(allocate("plain", WEB2, "02:00:00:aa:00:02"))
+        .status(code::FAILURE)
+        .run();
+    assert!(ran.stderr.contains("is a FIFO"), "{}", ran.stderr);
+    assert!(!victim.exists(), "nothing written outside the state");
+    ran.then().args(["list", "-o", "name"]).stdout("").run();
+}

@@ -78,11 +78,19 @@ impl Claims for FsStore {
         }
         // The file first, its MAC's record after (macs.rs): a record never names a claim
         // half made.
-        if let Some(holder) = self.take_mac(ns, manifest)? {
-            self.undo_claim(ns, manifest)?;
-            return Ok(Claim::MacHeld(Box::new(holder)));
+        match self.take_mac(ns, manifest) {
+            Ok(None) => Ok(Claim::Claimed),
+            Ok(Some(holder)) => {
+                self.undo_claim(ns, manifest)?;
+                Ok(Claim::MacHeld(Box::new(holder)))
+            }
+            // The record could not be read or made (a symlink or a FIFO planted at it, a
+            // full disk): the claim failed, so its file goes too, and the error says why.
+            Err(e) => {
+                self.undo_claim(ns, manifest)?;
+                Err(e)
+            }
         }
-        Ok(Claim::Claimed)
     }
 
     fn release(

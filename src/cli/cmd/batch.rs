@@ -248,7 +248,9 @@ pub fn exit_code(outcomes: &[Outcome]) -> i32 {
 /// Reads the requests of `file` and runs each through `run` (given its command line and
 /// the batch's global options), printing each result as it comes with `-o json` and `-o
 /// name` (the table and YAML once all are done, by [`render`]). SIGINT or SIGTERM stop the
-/// batch between two requests (exit 130, saying how many ran).
+/// batch between two requests (exit 130, saying how many ran), also while it waits for its
+/// next line. A stdout closed by its reader stops it too (exit 1): a result nobody reads
+/// must not be followed by requests run unseen, nor by exit 0.
 fn each(
     store: &dyn Store,
     g: &GlobalArgs,
@@ -261,8 +263,20 @@ fn each(
     let requests = requests(file)?;
     store.batch();
     let stop = super::stop_on_signal()?;
+    // The requests are read on a thread of their own, so that a signal is seen while a pipe
+    // keeps the batch waiting for its next line (a read is restarted after the handler).
+    // One read ahead at most: a pipe still feeds the batch as it goes.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        for request in requests {
+            if tx.send(request).is_err() {
+                return;
+            }
+        }
+    });
     let mut outcomes = Vec::new();
-    for (index, (line, request)) in requests.enumerate() {
+    loop {
+        let index = outcomes.len();
         if stop.load(Ordering::Relaxed) {
             return Err(Error::Interrupted {
                 message: format!(
@@ -271,6 +285,11 @@ fn each(
                 hint: "run the same batch again: a request that was done answers `existing`".into(),
             });
         }
+        let (line, request) = match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(read) => read,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let owner = request
             .as_ref()
             .ok()
@@ -286,10 +305,25 @@ fn each(
             owner,
             result,
         };
-        stream(out, g.output, &outcome)?;
+        stream(out, g.output, &outcome).map_err(|e| unread(e, index + 1))?;
         outcomes.push(outcome);
     }
     render(g, &outcomes, out)
+}
+
+/// A result that could not be printed because the reader closed stdout (`| head -1`): the
+/// batch stops there, and says so, instead of the exit 0 a closed pipe is for a listing.
+fn unread(e: Error, done: usize) -> Error {
+    match e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => Error::Io {
+            path: output::STDOUT.into(),
+            source: std::io::Error::other(format!(
+                "closed by its reader: stopped after {done} of the batch's requests, \
+                 each of them whole; run the same batch again to see every result"
+            )),
+        },
+        e => e,
+    }
 }
 
 /// One request as read: the line it starts on, and its fields (or why it is not one).
@@ -301,9 +335,9 @@ type Read = (Option<usize>, Result<Value>);
 /// [`yaml::MAX_LIST_BYTES`]). A JSON line that does not parse is that request's error; a
 /// YAML text that does not parse is the whole batch's (exit 2, nothing run), as no item of
 /// it can be told from the next.
-fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
-    let mut input: Box<dyn BufRead> = if file == "-" {
-        Box::new(std::io::stdin().lock())
+fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
+    let mut input: Box<dyn BufRead + Send> = if file == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
         Box::new(std::io::BufReader::new(super::apply::open_regular(file)?))
     };
@@ -328,16 +362,24 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
     if first.trim_start().starts_with('{') {
         let file = file.to_owned();
         let mut next = Some(first);
+        let mut ended = false;
         let lines = std::iter::from_fn(move || {
             loop {
                 let line = match next.take() {
                     Some(line) => line,
+                    None if ended => return None,
                     None => {
                         let mut line = String::new();
                         match read_line(&mut input, &file, &mut line) {
                             Ok(0) => return None,
                             Ok(_) => number += 1,
-                            Err(e) => return Some((Some(number + 1), Err(e))),
+                            Err(e) => {
+                                number += 1;
+                                // A read that failed (not a line refused) ends the input:
+                                // the next read would fail the same way, for ever.
+                                ended = matches!(e, Error::Io { .. });
+                                return Some((Some(number), Err(e)));
+                            }
                         }
                         line
                     }
@@ -378,24 +420,51 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
     Ok(Box::new(items.into_iter().map(|(line, v)| (line, Ok(v)))))
 }
 
-/// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] (exit 2 beyond) into `line`;
-/// returns its length, 0 at the end.
+/// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] into `line`; returns its length,
+/// 0 at the end. A line too long (exit 2) or not UTF-8 is still consumed whole, up to its
+/// newline: a failed line is one failed request, and the next line is the next request.
 fn read_line(input: &mut dyn BufRead, file: &str, line: &mut String) -> Result<usize> {
     let limit = yaml::MAX_MANIFEST_BYTES;
+    let mut bytes = Vec::new();
     let n = input
         .take(limit + 1)
-        .read_line(line)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::InvalidData => Error::invalid(file, "is not UTF-8 text"),
-            _ => Error::io(file, e),
-        })?;
+        .read_until(b'\n', &mut bytes)
+        .map_err(|e| Error::io(file, e))?;
     if n as u64 > limit {
+        skip_line(input).map_err(|e| Error::io(file, e))?;
         return Err(Error::invalid(
             file,
             format!("has a line longer than {limit} bytes"),
         ));
     }
+    line.push_str(
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(file, "is not UTF-8 text"))?,
+    );
     Ok(n)
+}
+
+/// Consumes what is left of the current line, its newline included, holding none of it.
+fn skip_line(input: &mut dyn BufRead) -> std::io::Result<()> {
+    loop {
+        let buffer = match input.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                input.consume(at + 1);
+                return Ok(());
+            }
+            None => {
+                let all = buffer.len();
+                input.consume(all);
+            }
+        }
+    }
 }
 
 /// The command line `request` stands for: each field as its flag, the batch's namespace and
@@ -545,17 +614,23 @@ fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Res
 /// The whole batch's output once it is done: a table (the default), or one YAML list; then
 /// a summary of the failures on stderr. Returns the batch's exit code.
 fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i32> {
-    match g.output {
-        Some(OutputFormat::Json | OutputFormat::Name) => {}
+    let written = match g.output {
+        Some(OutputFormat::Json | OutputFormat::Name) => Ok(()),
         Some(OutputFormat::Yaml) => {
             let shown: Vec<Shown<'_>> = outcomes.iter().map(shown).collect();
-            output::write(out, &yaml::encode(&shown))?;
+            output::write(out, &yaml::encode(&shown))
         }
         None | Some(OutputFormat::Table | OutputFormat::Wide) => {
             let rows = outcomes.iter().map(row).collect();
             let headers = ["LINE", "OWNER", "ADDRESS", "RESULT"];
-            output::write(out, &output::table(&headers, rows, &[0], g.no_headers))?;
+            output::write(out, &output::table(&headers, rows, &[0], g.no_headers))
         }
+    };
+    // Every request ran: a reader that stopped reading the table early (`| head -1`) does
+    // not turn the batch's exit code into 0.
+    match written {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written?,
     }
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     let code = exit_code(outcomes);

@@ -1,0 +1,170 @@
+//! `allocate -f` at the edges of its input and output: a reader that closes stdout early, a
+//! signal while the batch waits for its next line, a line over the limit, requests whose
+//! fields contradict each other. Each through the real binary on the file store.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Test, code};
+use serde_json::Value;
+
+/// The JSON lines of a batch's stdout.
+fn results(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// A batch reading stdin, its three streams piped.
+fn spawn_batch(t: &Test) -> Child {
+    let mut cmd: Command = t.command(["allocate", "-f", "-", "-n", "acme/prod", "-o", "json"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ipamctl")
+}
+
+/// A batch on stdin that has claimed web-01's address and printed its result; its stdin and
+/// stdout for what comes next.
+fn one_claim_made(t: &Test) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    let mut child = spawn_batch(t);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        r#"{{"pool":"vpc-main","owner":"VirtualMachine/web-01/0"}}"#
+    )
+    .unwrap();
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.contains(r#""action":"created""#), "{first}");
+    (child, stdin, stdout)
+}
+
+/// Waits for `child` at most a minute (a batch that waits for ever fails the test instead
+/// of hanging it); returns its exit code and stderr.
+fn wait_bounded(mut child: Child) -> (Option<i32>, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for ipamctl") {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            return (status.code(), err);
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the batch did not end within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every allocation of the state directory, one a line with its owner.
+fn holders(t: &Test) -> String {
+    let out = t
+        .command(["list", "-A", "-o", "wide"])
+        .output()
+        .expect("run list");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn a_batch_whose_stdout_is_closed_stops_there_with_exit_1_not_0() {
+    let t = Test::new("dual-stack");
+    let (child, mut stdin, stdout) = one_claim_made(&t);
+    // The reader goes away (`| head -1`); the next request fails (its address is held),
+    // and the one after it must not run unseen.
+    drop(stdout);
+    writeln!(
+        stdin,
+        r#"{{"pool":"vpc-main","owner":"VirtualMachine/x/0","address":"10.42.0.1"}}"#
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"pool":"vpc-main","owner":"VirtualMachine/web-03/0"}}"#
+    )
+    .unwrap();
+    drop(stdin);
+    let (status, stderr) = wait_bounded(child);
+    // Exit 0 would say every request succeeded: one failed, one never ran.
+    assert_eq!(status, Some(code::FAILURE), "{stderr}");
+    common::assert_one_error(&stderr);
+    assert!(
+        stderr.contains("after 2 of the batch's requests"),
+        "{stderr}"
+    );
+    let held = holders(&t);
+    assert!(held.contains("VirtualMachine/web-01/0"), "{held}");
+    assert!(!held.contains("VirtualMachine/web-03/0"), "{held}");
+}
+
+#[test]
+fn sigterm_while_a_batch_waits_for_its_next_line_stops_it_with_exit_130() {
+    let t = Test::new("dual-stack");
+    let (child, stdin, _stdout) = one_claim_made(&t);
+    // The writer keeps the pipe open and sends nothing more: the signal alone must end it.
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let (status, stderr) = wait_bounded(child);
+    drop(stdin);
+    assert_eq!(status, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("stopped after 1 of the batch's requests"),
+        "{stderr}"
+    );
+    assert!(holders(&t).contains("VirtualMachine/web-01/0"));
+}
+
+#[test]
+fn a_line_over_the_limit_is_one_failed_request_and_the_lines_after_it_keep_their_numbers() {
+    let t = Test::new("dual-stack");
+    // Line 2 is a valid request padded past 1 MiB; line 4 is not UTF-8.
+    let padded = format!(
+        r#"{{"pool":"vpc-main","owner":"VirtualMachine/long/0"{}}}"#,
+        " ".repeat(3 << 20)
+    );
+    let mut text = Vec::new();
+    text.extend_from_slice(b"{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/a/0\"}\n");
+    text.extend_from_slice(padded.as_bytes());
+    text.extend_from_slice(b"\n{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/b/0\"}\n");
+    text.extend_from_slice(b"{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/\xff/0\"}\n");
+    text.extend_from_slice(b"{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/c/0\"}\n");
+    let file = t.path("requests.jsonl");
+    std::fs::write(&file, text).unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod", "-o", "json"])
+        .status(code::INVALID)
+        .run();
+    let got = results(&ran.stdout);
+    // One result per line, each named by its own index and line.
+    assert_eq!(got.len(), 5, "{}", ran.stdout);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r["index"], i, "{r}");
+        assert_eq!(r["line"], i + 1, "{r}");
+    }
+    let failed: Vec<bool> = got.iter().map(|r| r.get("error").is_some()).collect();
+    assert_eq!(failed, [false, true, false, true, false], "{}", ran.stdout);
+    assert!(
+        got[1]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("longer than")),
+        "{}",
+        got[1]
+    );
+    assert_eq!(got[4]["owner"], "VirtualMachine/c/0");
+}

@@ -168,3 +168,74 @@ fn a_line_over_the_limit_is_one_failed_request_and_the_lines_after_it_keep_their
     );
     assert_eq!(got[4]["owner"], "VirtualMachine/c/0");
 }
+
+#[test]
+fn requests_whose_fields_contradict_or_are_empty_fail_alone_and_claim_nothing() {
+    let t = Test::new("dual-stack");
+    let before = t.snapshot();
+    let lines = [
+        // Which is it: one pool, or two (dual stack)?
+        r#"{"pool":"vpc-main","pools":["vpc-main-v6"],"owner":"VirtualMachine/a/0"}"#,
+        r#"{"pool":"vpc-main","subnet":"web","subnets":["app"],"owner":"VirtualMachine/b/0"}"#,
+        // An empty list is no value: not "any address".
+        r#"{"pool":"vpc-main","address":[],"owner":"VirtualMachine/c/0"}"#,
+        r#"{"pool":"vpc-main","mac":[],"owner":"VirtualMachine/d/0"}"#,
+        // A required flag left out: the message names it.
+        r#"{"pool":"vpc-main"}"#,
+    ];
+    let file = t.input("contradict.jsonl", &(lines.join("\n") + "\n"));
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod", "-o", "json"])
+        .status(code::INVALID)
+        .run();
+    let got = results(&ran.stdout);
+    assert_eq!(got.len(), lines.len(), "{}", ran.stdout);
+    for r in &got {
+        assert_eq!(r["error"]["exit"], 2, "{r}");
+    }
+    let message = |i: usize| got[i]["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message(0).contains("`pool` and `pools`"), "{}", message(0));
+    assert!(
+        message(1).contains("`subnet` and `subnets`"),
+        "{}",
+        message(1)
+    );
+    assert!(
+        message(2).contains("`address` is an empty list"),
+        "{}",
+        message(2)
+    );
+    assert!(
+        message(3).contains("`mac` is an empty list"),
+        "{}",
+        message(3)
+    );
+    assert!(message(4).contains("--owner"), "{}", message(4));
+    assert_eq!(
+        ran.snapshot(),
+        before,
+        "a refused request changed the state"
+    );
+}
+
+#[test]
+fn a_mac_on_the_batchs_command_line_is_refused_not_dropped() {
+    // `--mac` names one NIC: a batch's requests carry their own (`"mac"`), and a flag the
+    // batch would not use must not leave every NIC without one, exit 0.
+    let t = Test::new("dual-stack");
+    let file = t.input(
+        "nics.jsonl",
+        "{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/web-01/0\"}\n",
+    );
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod"])
+        .args(["--mac", "02:16:3e:00:00:01"])
+        .status(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.contains("cannot be used with '--mac"),
+        "{}",
+        ran.stderr
+    );
+}

@@ -146,11 +146,18 @@ fn parse<T: FromArgMatches>(
     Ok((args, namespace))
 }
 
-/// clap's error as one line, without its `error: ` and usage.
+/// clap's error as one line, without its `error: ` and usage: its first paragraph, the
+/// lines that name what is missing (`the following required arguments were not provided:`
+/// and the next line) joined by spaces.
 fn clap_message(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or_default();
-    first.strip_prefix("error: ").unwrap_or(first).to_owned()
+    let paragraph: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let joined = paragraph.join(" ");
+    joined.strip_prefix("error: ").unwrap_or(&joined).to_owned()
 }
 
 /// What one request did.
@@ -484,6 +491,16 @@ fn argv(
             known.join(", ")
         )));
     }
+    // Two fields for one flag, a single value and a list: a request gives one of them, or
+    // what it asks for is a guess (`pool` and `pools` together would claim in both).
+    let given = |f: &str| object.get(f).is_some_and(|v| !v.is_null());
+    for (one, many) in [("pool", "pools"), ("subnet", "subnets")] {
+        if given(one) && given(many) {
+            return Err(Error::usage(format!(
+                "`{one}` and `{many}` are one field: give `{one}` (a name) or `{many}` (a list)"
+            )));
+        }
+    }
     let (mut flags, mut positional) = (Vec::new(), Vec::new());
     for &(name, flag) in fields {
         let value = object.get(name);
@@ -525,6 +542,11 @@ fn scalars(name: &str, value: &Value) -> Result<Vec<String>> {
         ))),
     };
     match value {
+        // No value at all: never the same as leaving the field out (`"address": []` is not
+        // "any address").
+        Value::Array(items) if items.is_empty() => Err(Error::usage(format!(
+            "`{name}` is an empty list; leave the field out, or give it a value"
+        ))),
         Value::Array(items) => items.iter().map(one).collect(),
         v => Ok(vec![one(v)?]),
     }

@@ -239,3 +239,49 @@ fn a_mac_on_the_batchs_command_line_is_refused_not_dropped() {
         ran.stderr
     );
 }
+
+#[test]
+fn dry_run_on_the_command_line_makes_every_request_a_dry_run_whatever_it_says() {
+    let t = Test::new("dual-stack");
+    let mut t = t
+        .args(["allocate", "vpc-main", "-n", "acme/prod"])
+        .args(["--owner", "VirtualMachine/web-01/0"])
+        .run()
+        .then();
+    let before = t.snapshot();
+    // A preview must change nothing, even where a request says `"dryRun": false` (the
+    // release with `force`: whoever holds it).
+    for (command, request, action) in [
+        (
+            "allocate",
+            r#"{"pool":"vpc-main","owner":"VirtualMachine/web-02/0","dryRun":false}"#,
+            "would-create",
+        ),
+        (
+            "release",
+            r#"{"pool":"vpc-main","address":"10.42.0.1","force":true,"dryRun":false}"#,
+            "would-release",
+        ),
+    ] {
+        let file = t.input("requests.jsonl", &format!("{request}\n"));
+        let ran = t
+            .args([
+                command,
+                "-f",
+                &file,
+                "-n",
+                "acme/prod",
+                "--dry-run",
+                "-o",
+                "json",
+            ])
+            .run();
+        assert_eq!(results(&ran.stdout)[0]["action"], action, "{}", ran.stdout);
+        assert_eq!(
+            ran.snapshot(),
+            before,
+            "a dry run of {command} changed the state"
+        );
+        t = ran.then();
+    }
+}

@@ -80,7 +80,8 @@ pub fn allocate(
     let mut command = GlobalArgs::augment_args(AllocateArgs::augment_args(command));
     let inherited = Inherited {
         namespace: g.namespace.as_deref(),
-        switches: if args.dry_run { &["dryRun"] } else { &[] },
+        switches: &[],
+        dry_run: args.dry_run,
     };
     each(store, g, file, ALLOCATE, &inherited, out, |argv, g| {
         let parsed = parse::<AllocateArgs>(&mut command, argv)?;
@@ -103,16 +104,15 @@ pub fn release(
 ) -> Result<i32> {
     let command = clap::Command::new("release").no_binary_name(true);
     let mut command = GlobalArgs::augment_args(ReleaseArgs::augment_args(command));
-    let mut switches = Vec::new();
-    if args.dry_run {
-        switches.push("dryRun");
-    }
-    if args.ignore_not_found {
-        switches.push("ignoreNotFound");
-    }
+    let switches: &[&str] = if args.ignore_not_found {
+        &["ignoreNotFound"]
+    } else {
+        &[]
+    };
     let inherited = Inherited {
         namespace: g.namespace.as_deref(),
-        switches: &switches,
+        switches,
+        dry_run: args.dry_run,
     };
     each(store, g, file, RELEASE, &inherited, out, |argv, g| {
         let (parsed, namespace) = parse::<ReleaseArgs>(&mut command, argv)?;
@@ -130,6 +130,10 @@ struct Inherited<'a> {
     namespace: Option<&'a str>,
     /// Switch fields the command line sets: a request that leaves one out gets it.
     switches: &'a [&'static str],
+    /// `--dry-run` on the command line: every request is a dry run, whatever it says (a
+    /// preview that a request's `"dryRun": false` turned into a real release would lose
+    /// addresses).
+    dry_run: bool,
 }
 
 /// Parses one request's command line with the command's clap types; the namespace apart,
@@ -505,6 +509,11 @@ fn argv(
     for &(name, flag) in fields {
         let value = object.get(name);
         match (flag, value) {
+            (Flag::Switch(s), None | Some(Value::Null | Value::Bool(_)))
+                if name == "dryRun" && inherited.dry_run =>
+            {
+                flags.push(s.into());
+            }
             (Flag::Switch(s), None) if inherited.switches.contains(&name) => flags.push(s.into()),
             (Flag::Value("--namespace"), None) => {
                 if let Some(ns) = inherited.namespace {

@@ -19,9 +19,15 @@ fn results(stdout: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A batch reading stdin, its three streams piped.
+/// A batch reading stdin, printing JSON lines, its three streams piped.
 fn spawn_batch(t: &Test) -> Child {
-    let mut cmd: Command = t.command(["allocate", "-f", "-", "-n", "acme/prod", "-o", "json"]);
+    spawn_batch_with(t, &["-o", "json"])
+}
+
+/// A batch reading stdin with `extra` arguments, its three streams piped.
+fn spawn_batch_with(t: &Test, extra: &[&str]) -> Child {
+    let mut cmd: Command = t.command(["allocate", "-f", "-", "-n", "acme/prod"]);
+    cmd.args(extra);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -52,9 +58,7 @@ fn wait_bounded(mut child: Child) -> (Option<i32>, String) {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().expect("wait for ipamctl") {
-            let mut err = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-            return (status.code(), err);
+            return (status.code(), read_all(child.stderr.take()));
         }
         if start.elapsed() > Duration::from_secs(60) {
             let _ = child.kill();
@@ -62,6 +66,26 @@ fn wait_bounded(mut child: Child) -> (Option<i32>, String) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// What is left to read of a child's stream.
+fn read_all(stream: Option<impl std::io::Read>) -> String {
+    let mut text = String::new();
+    if let Some(mut stream) = stream {
+        stream
+            .read_to_string(&mut text)
+            .expect("read a child's output");
+    }
+    text
+}
+
+/// Sends SIGTERM to `child`.
+fn terminate(child: &Child) {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
 }
 
 /// Every allocation of the state directory, one a line with its owner.
@@ -114,11 +138,7 @@ fn sigterm_while_a_batch_waits_for_its_next_line_stops_it_with_exit_130() {
     let t = Test::new("dual-stack");
     let (child, stdin, _stdout) = one_claim_made(&t);
     // The writer keeps the pipe open and sends nothing more: the signal alone must end it.
-    let sent = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(sent.success());
+    terminate(&child);
     let (status, stderr) = wait_bounded(child);
     drop(stdin);
     assert_eq!(status, Some(130), "{stderr}");
@@ -284,4 +304,37 @@ fn dry_run_on_the_command_line_makes_every_request_a_dry_run_whatever_it_says() 
         );
         t = ran.then();
     }
+}
+
+#[test]
+fn an_interrupted_batch_prints_the_table_of_the_requests_that_ran() {
+    let t = Test::new("dual-stack");
+    let mut child = spawn_batch_with(&t, &[]);
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"pool":"vpc-main","owner":"VirtualMachine/web-01/0"}}"#
+    )
+    .unwrap();
+    // The table comes at the end: wait for the claim itself.
+    let start = Instant::now();
+    while !holders(&t).contains("VirtualMachine/web-01/0") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no claim was made"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    terminate(&child);
+    let stdout = child.stdout.take();
+    let (status, stderr) = wait_bounded(child);
+    drop(stdin);
+    assert_eq!(status, Some(130), "{stderr}");
+    common::assert_one_error(&stderr);
+    // What the request that ran got is on stdout, not lost with the interruption.
+    let table = read_all(stdout);
+    assert!(
+        table.contains("VirtualMachine/web-01/0") && table.contains("created"),
+        "{table}"
+    );
 }

@@ -289,9 +289,12 @@ fn each(
     loop {
         let index = outcomes.len();
         if stop.load(Ordering::Relaxed) {
+            // The table (or YAML) of the requests that ran: what they got is not lost.
+            show(g, &outcomes, out)?;
+            let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
             return Err(Error::Interrupted {
                 message: format!(
-                    "stopped after {index} of the batch's requests; each of them is whole"
+                    "stopped after {index} of the batch's requests ({failed} failed); each of them is whole"
                 ),
                 hint: "run the same batch again: a request that was done answers `existing`".into(),
             });
@@ -642,9 +645,24 @@ fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Res
     }
 }
 
-/// The whole batch's output once it is done: a table (the default), or one YAML list; then
-/// a summary of the failures on stderr. Returns the batch's exit code.
+/// The whole batch's output once it is done: a table (the default), or one YAML list (by
+/// [`show`]); then a summary of the failures on stderr. Returns the batch's exit code.
 fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i32> {
+    show(g, outcomes, out)?;
+    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+    let code = exit_code(outcomes);
+    if failed > 0 {
+        eprintln!(
+            "error: {failed} of {} requests failed (exit {code})",
+            outcomes.len()
+        );
+    }
+    Ok(code)
+}
+
+/// The table or YAML list of `outcomes` (nothing for `-o json` and `-o name`, which
+/// printed each as it came).
+fn show(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<()> {
     let written = match g.output {
         Some(OutputFormat::Json | OutputFormat::Name) => Ok(()),
         Some(OutputFormat::Yaml) => {
@@ -660,18 +678,9 @@ fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i
     // Every request ran: a reader that stopped reading the table early (`| head -1`) does
     // not turn the batch's exit code into 0.
     match written {
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {}
-        written => written?,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
     }
-    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
-    let code = exit_code(outcomes);
-    if failed > 0 {
-        eprintln!(
-            "error: {failed} of {} requests failed (exit {code})",
-            outcomes.len()
-        );
-    }
-    Ok(code)
 }
 
 fn row(o: &Outcome) -> Vec<String> {

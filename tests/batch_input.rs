@@ -338,3 +338,42 @@ fn an_interrupted_batch_prints_the_table_of_the_requests_that_ran() {
         "{table}"
     );
 }
+
+#[test]
+fn a_closed_stderr_leaves_the_exit_code_as_documented_not_a_panic() {
+    let t = Test::new("dual-stack");
+    let file = t.input(
+        "bad.jsonl",
+        "{\"pool\":\"vpc-main\",\"owner\":\"web-03\"}\n{\"pool\":\"vpc-main\",\"owner\":\"web-04\"}\n",
+    );
+    for args in [
+        // Each failure is an `error:` line on stderr as it comes, then the summary.
+        &[
+            "allocate",
+            "-f",
+            file.as_str(),
+            "-n",
+            "acme/prod",
+            "-o",
+            "name",
+        ][..],
+        &["allocate", "no-such-pool", "--owner", "FloatingIP/f"][..],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        // Whoever reads stderr has gone (`2>&1 | head -0`).
+        drop(reader);
+        let out = t
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(writer)
+            .status()
+            .expect("run ipamctl");
+        let want = if args[1] == "-f" {
+            code::INVALID
+        } else {
+            code::NOT_FOUND
+        };
+        assert_eq!(out.code(), Some(want), "{args:?}");
+    }
+}

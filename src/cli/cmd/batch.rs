@@ -637,7 +637,7 @@ fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Res
             }
             Err(e) => {
                 let at = o.line.map(|l| format!(" (line {l})")).unwrap_or_default();
-                eprintln!("error: request {}{at}: {e}", o.index);
+                output::diagnostic(&format!("error: request {}{at}: {e}", o.index));
                 Ok(())
             }
         },
@@ -652,10 +652,10 @@ fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     let code = exit_code(outcomes);
     if failed > 0 {
-        eprintln!(
+        output::diagnostic(&format!(
             "error: {failed} of {} requests failed (exit {code})",
             outcomes.len()
-        );
+        ));
     }
     Ok(code)
 }

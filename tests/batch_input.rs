@@ -202,6 +202,8 @@ fn requests_whose_fields_contradict_or_are_empty_fail_alone_and_claim_nothing() 
         r#"{"pool":"vpc-main","mac":[],"owner":"VirtualMachine/d/0"}"#,
         // A required flag left out: the message names it.
         r#"{"pool":"vpc-main"}"#,
+        // Whose is it? (JSON parsers keep the last; the YAML form refuses it.)
+        r#"{"pool":"vpc-main","owner":"VirtualMachine/e/0","owner":"VirtualMachine/f/0"}"#,
     ];
     let file = t.input("contradict.jsonl", &(lines.join("\n") + "\n"));
     let ran = t
@@ -231,6 +233,11 @@ fn requests_whose_fields_contradict_or_are_empty_fail_alone_and_claim_nothing() 
         message(3)
     );
     assert!(message(4).contains("--owner"), "{}", message(4));
+    assert!(
+        message(5).contains("`owner` is given twice"),
+        "{}",
+        message(5)
+    );
     assert_eq!(
         ran.snapshot(),
         before,

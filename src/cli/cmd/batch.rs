@@ -402,9 +402,11 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
                 if trimmed.is_empty() || trimmed.starts_with('#') {
                     continue;
                 }
-                let parsed = serde_json::from_str::<Value>(trimmed).map_err(|e| {
-                    Error::invalid(&file, format!("line {number}: not a JSON object: {e}"))
-                });
+                let parsed = serde_json::from_str::<Fields>(trimmed)
+                    .map(|f| Value::Object(f.0))
+                    .map_err(|e| {
+                        Error::invalid(&file, format!("line {number}: not a JSON object: {e}"))
+                    });
                 return Some((Some(number), parsed));
             }
         });
@@ -432,6 +434,40 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
         )
     })?;
     Ok(Box::new(items.into_iter().map(|(line, v)| (line, Ok(v)))))
+}
+
+/// A JSON request's fields. A field given twice is refused, as the YAML form refuses it: a
+/// JSON parser keeps the last silently, and `{"owner": A, …, "owner": B}` is no request to
+/// guess at.
+struct Fields(serde_json::Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of fields")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Fields, A::Error> {
+                let mut fields = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: Value = map.next_value()?;
+                    if fields.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!(
+                            "field `{key}` is given twice"
+                        )));
+                    }
+                    fields.insert(key, value);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(Object)
+    }
 }
 
 /// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] into `line`; returns its length,

@@ -384,3 +384,31 @@ fn a_closed_stderr_leaves_the_exit_code_as_documented_not_a_panic() {
         assert_eq!(out.code(), Some(want), "{args:?}");
     }
 }
+
+#[test]
+fn a_line_without_end_ends_the_batch_with_exit_2_instead_of_reading_for_ever() {
+    let t = Test::new("dual-stack");
+    let mut child = spawn_batch(&t);
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take();
+    // One request, then zeros without a newline for as long as the batch reads them.
+    let writer = std::thread::spawn(move || {
+        let _ = writeln!(
+            stdin,
+            r#"{{"pool":"vpc-main","owner":"VirtualMachine/web-01/0"}}"#
+        );
+        let zeros = vec![0u8; 1 << 16];
+        while stdin.write_all(&zeros).is_ok() {}
+    });
+    let (status, stderr) = wait_bounded(child);
+    writer.join().unwrap();
+    assert_eq!(status, Some(code::INVALID), "{stderr}");
+    let got = results(&read_all(stdout));
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0]["action"], "created", "{}", got[0]);
+    let message = got[1]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the rest of the input is not read"),
+        "{message}"
+    );
+}

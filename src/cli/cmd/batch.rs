@@ -359,7 +359,7 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
     let mut number = 0;
     let first = loop {
         let mut line = String::new();
-        let n = read_line(&mut input, file, &mut line)?;
+        let n = read_line(&mut input, file, &mut line, &mut false)?;
         if n == 0 {
             break None;
         }
@@ -384,14 +384,11 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
                     None if ended => return None,
                     None => {
                         let mut line = String::new();
-                        match read_line(&mut input, &file, &mut line) {
+                        match read_line(&mut input, &file, &mut line, &mut ended) {
                             Ok(0) => return None,
                             Ok(_) => number += 1,
                             Err(e) => {
                                 number += 1;
-                                // A read that failed (not a line refused) ends the input:
-                                // the next read would fail the same way, for ever.
-                                ended = matches!(e, Error::Io { .. });
                                 return Some((Some(number), Err(e)));
                             }
                         }
@@ -473,18 +470,35 @@ impl<'de> serde::Deserialize<'de> for Fields {
 /// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] into `line`; returns its length,
 /// 0 at the end. A line too long (exit 2) or not UTF-8 is still consumed whole, up to its
 /// newline: a failed line is one failed request, and the next line is the next request.
-fn read_line(input: &mut dyn BufRead, file: &str, line: &mut String) -> Result<usize> {
+/// Sets `ended` where nothing after the failure can be read: an I/O error, or a line whose
+/// end is not within [`yaml::MAX_LIST_BYTES`] (`/dev/zero`), which is not read to its end.
+fn read_line(
+    input: &mut dyn BufRead,
+    file: &str,
+    line: &mut String,
+    ended: &mut bool,
+) -> Result<usize> {
     let limit = yaml::MAX_MANIFEST_BYTES;
     let mut bytes = Vec::new();
     let n = input
         .take(limit + 1)
         .read_until(b'\n', &mut bytes)
+        .inspect_err(|_| *ended = true)
         .map_err(|e| Error::io(file, e))?;
     if n as u64 > limit {
-        skip_line(input).map_err(|e| Error::io(file, e))?;
+        let skip = yaml::MAX_LIST_BYTES;
+        let found = skip_line(input, skip)
+            .inspect_err(|_| *ended = true)
+            .map_err(|e| Error::io(file, e))?;
+        *ended = !found;
+        let rest = if found {
+            String::new()
+        } else {
+            format!(" (nor ends within {skip} more; the rest of the input is not read)")
+        };
         return Err(Error::invalid(
             file,
-            format!("has a line longer than {limit} bytes"),
+            format!("has a line longer than {limit} bytes{rest}"),
         ));
     }
     line.push_str(
@@ -493,28 +507,29 @@ fn read_line(input: &mut dyn BufRead, file: &str, line: &mut String) -> Result<u
     Ok(n)
 }
 
-/// Consumes what is left of the current line, its newline included, holding none of it.
-fn skip_line(input: &mut dyn BufRead) -> std::io::Result<()> {
-    loop {
+/// Consumes what is left of the current line, its newline included, holding none of it;
+/// at most `limit` bytes. Returns whether the line ended (at a newline or the input's end)
+/// within them.
+fn skip_line(input: &mut dyn BufRead, limit: u64) -> std::io::Result<bool> {
+    let mut skipped = 0u64;
+    while skipped <= limit {
         let buffer = match input.fill_buf() {
             Ok(buffer) => buffer,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
         if buffer.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
-        match buffer.iter().position(|&b| b == b'\n') {
-            Some(at) => {
-                input.consume(at + 1);
-                return Ok(());
-            }
-            None => {
-                let all = buffer.len();
-                input.consume(all);
-            }
+        if let Some(at) = buffer.iter().position(|&b| b == b'\n') {
+            input.consume(at + 1);
+            return Ok(true);
         }
+        let all = buffer.len();
+        input.consume(all);
+        skipped += all as u64;
     }
+    Ok(false)
 }
 
 /// The command line `request` stands for: each field as its flag, the batch's namespace and

@@ -3,6 +3,7 @@
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
+use ipamctl::cli::output::diagnostic;
 use ipamctl::error::exit;
 use ipamctl::{Error, cli::Cli};
 
@@ -20,9 +21,9 @@ fn main() -> ExitCode {
         // `ipamctl list | head` closing the pipe early is not an error.
         Err(Error::Io { source, .. }) if source.kind() == ErrorKind::BrokenPipe => exit::OK,
         Err(err) => {
-            eprintln!("error: {err}");
+            diagnostic(&format!("error: {err}"));
             if let Some(hint) = err.hint() {
-                eprintln!("hint: {hint}");
+                diagnostic(&format!("hint: {hint}"));
             }
             err.exit_code()
         }

@@ -772,6 +772,17 @@ fn copy_dir(from: &Path, to: &Path) {
 /// there if `to_empty`), then runs each command `line` (split at spaces) as
 /// [`assert_confined`] does.
 fn plant_and_confine(state: &State, rel: &str, to_empty: bool, lines: &[&str]) {
+    plant_link(state, rel, to_empty);
+    let commands: Vec<_> = lines
+        .iter()
+        .map(|line| (argv(&line.split(' ').collect::<Vec<_>>()), None))
+        .collect();
+    assert_confined(state, rel, &commands);
+}
+
+/// Replaces the directory or file `rel` by a symlink to a copy of it outside the root, or
+/// (`to_empty`) to an empty directory there.
+fn plant_link(state: &State, rel: &str, to_empty: bool) {
     if to_empty {
         let empty = state.outside.join("empty");
         fs::create_dir_all(&empty).unwrap();
@@ -780,11 +791,25 @@ fn plant_and_confine(state: &State, rel: &str, to_empty: bool, lines: &[&str]) {
     } else {
         symlink_out(state, rel, None);
     }
-    let commands: Vec<_> = lines
-        .iter()
-        .map(|line| (argv(&line.split(' ').collect::<Vec<_>>()), None))
-        .collect();
-    assert_confined(state, rel, &commands);
+}
+
+/// Runs `args` on `state` (something planted at `rel`): it must not crash, nor change
+/// anything outside the root (`outside`: its snapshot before).
+fn run_confined(
+    state: &State,
+    rel: &str,
+    outside: &BTreeMap<PathBuf, Vec<u8>>,
+    args: &[&str],
+) -> Outcome {
+    let out = state.run(args);
+    assert!(!out.crashed(), "{rel}: {}", out.describe());
+    assert_eq!(
+        &snapshot(&state.outside, true),
+        outside,
+        "{rel}: written outside the root by {}",
+        out.describe()
+    );
+    out
 }
 
 /// Runs each command on `state`, whose layout has a symlink planted at `rel`: none may
@@ -1107,15 +1132,7 @@ fn symlinks_in_the_prefix_owner_index_lead_no_write_outside_the_root() {
             let scope = ns.map_or_else(Vec::new, |n| vec!["-n", n]);
             let run = |extra: &[&str]| {
                 let args: Vec<&str> = scope.iter().copied().chain(extra.iter().copied()).collect();
-                let out = state.run(&args);
-                assert!(!out.crashed(), "{rel}: {}", out.describe());
-                assert_eq!(
-                    snapshot(&state.outside, true),
-                    outside,
-                    "{rel}: written outside the root by {}",
-                    out.describe()
-                );
-                out
+                run_confined(&state, rel, &outside, &args)
             };
             for o in ["a", "b", "c"] {
                 let owner = format!("FloatingIP/{o}");
@@ -1154,5 +1171,107 @@ fn symlinks_in_the_prefix_owner_index_lead_no_write_outside_the_root() {
             outside,
             "{rel}: written outside"
         );
+    }
+}
+
+/// MAC records live in `macs/` of their scope (`<pool>-<12 hex digits>`, naming the
+/// holder's address). A symlink planted at that directory (to a copy outside the root, or to
+/// an empty directory there) or at a record, or a FIFO at a record, leads no read or write
+/// out of the root and blocks nothing; every command either succeeds correctly or fails
+/// in one `error:` line; a failed claim leaves its owner holding nothing; and no MAC ends up
+/// on two allocations of a pool.
+#[test]
+fn symlinks_and_fifos_at_the_macs_directory_and_records_lead_nothing_outside_the_root() {
+    let pools = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: m\nspec:\n  cidr: 10.8.0.0/24\n  kind: public\n  macPrefix: '52:54:00'\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: m\n  namespace: t/ns\nspec:\n  cidr: 10.9.0.0/24\n  kind: private\n  macPrefix: '52:54:00'\n";
+    // Each a command line, split at spaces: claims that make, find and change records.
+    let commands = [
+        "allocate m --owner VirtualMachine/new/0 --mac 02:00:00:00:00:0b",
+        "allocate m --owner VirtualMachine/keep/0 --mac 02:00:00:00:00:0a",
+        "allocate m --owner VirtualMachine/thief/0 --mac 02:00:00:00:00:0a",
+        "allocate m --owner VirtualMachine/auto/0 --mac auto",
+        "-n t/ns allocate m --owner VirtualMachine/new/0 --mac 02:00:00:00:00:0b",
+        "mac set m 10.8.0.1 --owner VirtualMachine/keep/0 --mac 02:00:00:00:00:0c",
+        "list -A --mac 02:00:00:00:00:0a",
+        "list -A -o wide",
+        "release m --owner VirtualMachine/keep/0",
+        "check",
+    ];
+    let record = "cluster/macs/m-02000000000a";
+    let planted = [
+        ("cluster/macs", Some(false)),
+        ("cluster/macs", Some(true)),
+        ("namespaces/t/ns/macs", Some(false)),
+        (record, Some(false)),
+        (record, None),
+        ("cluster/macs/m-02000000000b", None),
+    ];
+    for (rel, link) in planted {
+        let state = populated();
+        let applied = state.apply(pools);
+        assert_eq!(applied.code, Some(code::OK), "{}", applied.describe());
+        for line in [
+            "allocate m --owner VirtualMachine/keep/0 --mac 02:00:00:00:00:0a",
+            "-n t/ns allocate m --owner VirtualMachine/keep/0 --mac 02:00:00:00:00:0a",
+        ] {
+            let out = state.run(&line.split(' ').collect::<Vec<_>>());
+            assert_eq!(out.code, Some(code::OK), "{}", out.describe());
+        }
+        assert!(state.root.join(record).is_file(), "no record at {record}");
+        match link {
+            Some(to_empty) => plant_link(&state, rel, to_empty),
+            None => {
+                let _ = fs::remove_file(state.root.join(rel));
+                let made = std::process::Command::new("mkfifo")
+                    .arg(state.root.join(rel))
+                    .status()
+                    .expect("run mkfifo");
+                assert!(made.success());
+            }
+        }
+        let outside = snapshot(&state.outside, true);
+        let mut failures = 0;
+        for line in commands {
+            let args: Vec<&str> = line.split(' ').collect();
+            let out = run_confined(&state, rel, &outside, &args);
+            if out.code == Some(code::OK) {
+                continue;
+            }
+            failures += 1;
+            let errors = out.stderr.lines().filter(|l| l.starts_with("error:"));
+            assert_eq!(errors.count(), 1, "{rel}: {}", out.describe());
+            // A claim that failed holds nothing for a new owner.
+            if args.contains(&"allocate") && !line.contains("keep") {
+                let owner = args[args.iter().position(|a| *a == "--owner").unwrap() + 1];
+                let scope: &[&str] = if args[0] == "-n" {
+                    &["-n", "t/ns"]
+                } else {
+                    &[]
+                };
+                let list = state.run(&[scope, &["list", "--owner", owner, "-o", "name"]].concat());
+                assert_eq!(list.stdout, "", "{rel}: `{line}` failed yet {owner} holds");
+            }
+        }
+        assert!(failures > 0, "{rel}: nothing noticed what was planted");
+        // Whatever succeeded: no MAC is on two allocations of a pool.
+        let list = state.run(&["list", "-A", "-o", "json"]);
+        let items: serde_json::Value = serde_json::from_str(&list.stdout).expect("JSON");
+        let mut seen = BTreeMap::new();
+        for item in items["items"].as_array().unwrap() {
+            let Some(mac) = item["spec"]["mac"].as_str() else {
+                continue;
+            };
+            let key = (
+                item["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                item["spec"]["poolName"].to_string(),
+                mac.to_owned(),
+            );
+            let name = item["metadata"]["name"].to_string();
+            if let Some(other) = seen.insert(key, name.clone()) {
+                panic!("{rel}: MAC {mac} on {other} and {name}");
+            }
+        }
     }
 }

@@ -2,7 +2,9 @@
 //! at a time, after a random delay that spans a whole run of the process. Afterwards the files must
 //! satisfy invariants 1–3 (and 6), and asking again for every owner must converge: each owner
 //! ends with exactly one allocation, and an owner whose claim had completed gets that same
-//! address back (invariant 4).
+//! address back (invariant 4). `VirtualMachine` owners claim with their NIC's MAC: no MAC
+//! may end on two allocations of a pool, and once every owner has asked again each MAC's
+//! record names its holder's address.
 //!
 //! The second test does the same while the outside world works the state directory
 //! (`torture/outside.rs`: `git clean`, `git pull` of another clone's commits, `cp` and
@@ -104,8 +106,21 @@ fn args(pool: Pool, rest: &[&str], owner: (&str, Option<&str>)) -> Vec<String> {
     v
 }
 
+/// The MAC of an owner's NIC: every `VirtualMachine` owner claims with its own, always the
+/// same (its claims and retries then run the MAC's record protocol, `store/fs/macs.rs`).
+fn mac_of(owner: &str) -> Option<String> {
+    let nics = ["vm-0/0", "vm-0/1", "vm-1/0", "sticky-0/0"];
+    let name = owner.strip_prefix("VirtualMachine/")?;
+    let i = nics.iter().position(|n| *n == name)?;
+    Some(format!("02:00:00:00:0c:{i:02x}"))
+}
+
 fn allocate(pool: Pool, owner: (&str, Option<&str>)) -> Vec<String> {
-    args(pool, &["allocate", pool.name], owner)
+    let mut argv = args(pool, &["allocate", pool.name], owner);
+    if let Some(mac) = mac_of(owner.0) {
+        argv.extend(["--mac".to_owned(), mac]);
+    }
+    argv
 }
 
 /// What one owner holds in one pool, from the files (read with the world's `cp` paused, the
@@ -400,6 +415,14 @@ fn sigkill_storm(outside: bool) {
         );
     }
     violations.extend(check_state(&state, has_check, "after the retries").0);
+    // Every owner has asked again: each MAC's record names its holder's address.
+    let scan = state.scan();
+    violations.extend(scan.mac_records_astray(&state.root));
+    let with_mac = scan
+        .allocations
+        .iter()
+        .filter(|f| f.manifest.spec.mac.is_some())
+        .count();
     if let Some(world) = &world
         && !violations.is_empty()
     {
@@ -408,7 +431,7 @@ fn sigkill_storm(outside: bool) {
 
     eprintln!(
         "kill: {kills} kills, {} violations ({finished} processes finished before their kill, \
-         {temp_files} temporary files left, {returned} of {} owners got their completed claim back, check {}){summary}",
+         {temp_files} temporary files left, {returned} of {} owners got their completed claim back, {with_mac} hold a MAC, check {}){summary}",
         violations.len(),
         POOLS.len() * owners.len(),
         if has_check {

@@ -431,13 +431,16 @@ pub struct AllocateArgs {
     /// Claim every request of FILE (`-` reads stdin), one by one, each as its own `allocate`:
     /// JSON lines (one object a line) or a YAML list, each request with the fields `pool`
     /// or `pools`, `namespace`, `owner`, `uid`, `subnet` or `subnets`, `address`, `within`,
-    /// `reserved`, `zone`, `prefixLength`, `prefix` and `dryRun`; `-n` and `--dry-run` apply
-    /// to the requests that do not set them. One result per request, in input order (`-o
+    /// `reserved`, `zone`, `mac`, `prefixLength`, `prefix` and `dryRun` (a list, as `pools`,
+    /// where the flag is given several times; `pool` and `pools` together are refused), e.g.
+    /// `{"pools": ["vpc-a", "vpc-a-v6"], "owner": "VirtualMachine/db-01/0", "mac": "auto"}`;
+    /// `-n` applies to the requests that do not set it, `--dry-run` to every request
+    /// (whatever it says). One result per request, in input order (`-o
     /// json`: a JSON line each); a request that fails, or a line that is not a valid
     /// request (named by its line number), does not stop the others. Exit 0 when every
     /// request succeeded, else, after every result is printed, the exit code the failed
     /// requests share, or 1 when theirs differ.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "explain"])]
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "mac", "explain"])]
     pub file: Option<String>,
 
     /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
@@ -575,8 +578,9 @@ pub struct ReleaseArgs {
     /// Release every request of FILE (`-` reads stdin), one by one, each as its own
     /// `release`: JSON lines or a YAML list, each request with the fields `pool`, `address`
     /// (or a prefix in CIDR form), `namespace`, `owner`, `uid`, `kind`, `force`,
-    /// `ignoreNotFound` and `dryRun`, guarded as a single release is; `-n`,
-    /// `--ignore-not-found` and `--dry-run` apply to the requests that do not set them.
+    /// `ignoreNotFound` and `dryRun`, guarded as a single release is; `-n` and
+    /// `--ignore-not-found` apply to the requests that do not set them, `--dry-run` to every
+    /// request (whatever it says: a preview never releases).
     /// Results and exit codes as `allocate -f`.
     #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels"])]
     pub file: Option<String>,

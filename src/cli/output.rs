@@ -448,8 +448,14 @@ pub fn or_dash(value: Option<impl ToString>) -> String {
 /// Prints each of `warnings` as one `warning:` line on stderr, where diagnostics go.
 pub fn warn(warnings: &crate::engine::warning::Warnings) {
     for w in warnings.iter() {
-        eprintln!("warning: {w}");
+        diagnostic(&format!("warning: {w}"));
     }
+}
+
+/// Prints `line` on stderr. Unlike `eprintln!`, a stderr nobody reads any more (`2>&1 |
+/// head -1`) is no panic: the line is lost, and the exit code still says how it went.
+pub fn diagnostic(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 #[cfg(test)]

@@ -344,6 +344,42 @@ impl Scan {
         }
     }
 
+    /// Every allocation with a MAC whose record (`<scope>/macs/<pool>-<12 hex digits>`,
+    /// under `root`) is missing or names another address: none once every owner has asked
+    /// again after a crash (the retry makes the record a kill left unmade).
+    pub fn mac_records_astray(&self, root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for found in &self.allocations {
+            let spec = &found.manifest.spec;
+            let Some(mac) = spec.mac.as_ref() else {
+                continue;
+            };
+            let hex: String = mac.to_string().split(':').collect();
+            let scope_dir = found
+                .path
+                .parent()
+                .and_then(Path::parent)
+                .expect("<scope>/ipallocations/<file>");
+            let record = scope_dir.join("macs").join(format!("{}-{hex}", spec.pool));
+            match std::fs::read_to_string(root.join(&record)) {
+                Ok(text) if text.trim() == spec.address.to_string() => {}
+                Ok(text) => out.push(format!(
+                    "{} holds MAC {mac} at {}, but {} names {}",
+                    found.path.display(),
+                    spec.address,
+                    record.display(),
+                    text.trim()
+                )),
+                Err(e) => out.push(format!(
+                    "{} holds MAC {mac}, but {}: {e}",
+                    found.path.display(),
+                    record.display()
+                )),
+            }
+        }
+        out
+    }
+
     /// Every broken invariant (1, 2, 3, 6), one message each.
     pub fn violations(&self) -> Vec<String> {
         let mut out = self.problems.clone();
@@ -375,6 +411,22 @@ impl Scan {
                         pool.spec.exclude
                     )),
                 Some(_) => {}
+            }
+        }
+        // A MAC names one NIC per pool (`store/fs/macs.rs`).
+        let mut by_mac: HashMap<(Scope, String, String), &Found> = HashMap::new();
+        for found in &self.allocations {
+            let spec = &found.manifest.spec;
+            let Some(mac) = spec.mac.as_ref() else {
+                continue;
+            };
+            let key = (found.scope.clone(), spec.pool.to_string(), mac.to_string());
+            if let Some(first) = by_mac.insert(key, found) {
+                out.push(format!(
+                    "MAC {mac}: {} and {} both hold it",
+                    first.path.display(),
+                    found.path.display()
+                ));
             }
         }
         for ((scope, pool, owner), addrs) in self.holdings() {

@@ -80,7 +80,8 @@ pub fn allocate(
     let mut command = GlobalArgs::augment_args(AllocateArgs::augment_args(command));
     let inherited = Inherited {
         namespace: g.namespace.as_deref(),
-        switches: if args.dry_run { &["dryRun"] } else { &[] },
+        switches: &[],
+        dry_run: args.dry_run,
     };
     each(store, g, file, ALLOCATE, &inherited, out, |argv, g| {
         let parsed = parse::<AllocateArgs>(&mut command, argv)?;
@@ -103,16 +104,15 @@ pub fn release(
 ) -> Result<i32> {
     let command = clap::Command::new("release").no_binary_name(true);
     let mut command = GlobalArgs::augment_args(ReleaseArgs::augment_args(command));
-    let mut switches = Vec::new();
-    if args.dry_run {
-        switches.push("dryRun");
-    }
-    if args.ignore_not_found {
-        switches.push("ignoreNotFound");
-    }
+    let switches: &[&str] = if args.ignore_not_found {
+        &["ignoreNotFound"]
+    } else {
+        &[]
+    };
     let inherited = Inherited {
         namespace: g.namespace.as_deref(),
-        switches: &switches,
+        switches,
+        dry_run: args.dry_run,
     };
     each(store, g, file, RELEASE, &inherited, out, |argv, g| {
         let (parsed, namespace) = parse::<ReleaseArgs>(&mut command, argv)?;
@@ -130,6 +130,10 @@ struct Inherited<'a> {
     namespace: Option<&'a str>,
     /// Switch fields the command line sets: a request that leaves one out gets it.
     switches: &'a [&'static str],
+    /// `--dry-run` on the command line: every request is a dry run, whatever it says (a
+    /// preview that a request's `"dryRun": false` turned into a real release would lose
+    /// addresses).
+    dry_run: bool,
 }
 
 /// Parses one request's command line with the command's clap types; the namespace apart,
@@ -146,11 +150,18 @@ fn parse<T: FromArgMatches>(
     Ok((args, namespace))
 }
 
-/// clap's error as one line, without its `error: ` and usage.
+/// clap's error as one line, without its `error: ` and usage: its first paragraph, the
+/// lines that name what is missing (`the following required arguments were not provided:`
+/// and the next line) joined by spaces.
 fn clap_message(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or_default();
-    first.strip_prefix("error: ").unwrap_or(first).to_owned()
+    let paragraph: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let joined = paragraph.join(" ");
+    joined.strip_prefix("error: ").unwrap_or(&joined).to_owned()
 }
 
 /// What one request did.
@@ -248,7 +259,9 @@ pub fn exit_code(outcomes: &[Outcome]) -> i32 {
 /// Reads the requests of `file` and runs each through `run` (given its command line and
 /// the batch's global options), printing each result as it comes with `-o json` and `-o
 /// name` (the table and YAML once all are done, by [`render`]). SIGINT or SIGTERM stop the
-/// batch between two requests (exit 130, saying how many ran).
+/// batch between two requests (exit 130, saying how many ran), also while it waits for its
+/// next line. A stdout closed by its reader stops it too (exit 1): a result nobody reads
+/// must not be followed by requests run unseen, nor by exit 0.
 fn each(
     store: &dyn Store,
     g: &GlobalArgs,
@@ -261,16 +274,36 @@ fn each(
     let requests = requests(file)?;
     store.batch();
     let stop = super::stop_on_signal()?;
+    // The requests are read on a thread of their own, so that a signal is seen while a pipe
+    // keeps the batch waiting for its next line (a read is restarted after the handler).
+    // One read ahead at most: a pipe still feeds the batch as it goes.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        for request in requests {
+            if tx.send(request).is_err() {
+                return;
+            }
+        }
+    });
     let mut outcomes = Vec::new();
-    for (index, (line, request)) in requests.enumerate() {
+    loop {
+        let index = outcomes.len();
         if stop.load(Ordering::Relaxed) {
+            // The table (or YAML) of the requests that ran: what they got is not lost.
+            show(g, &outcomes, out)?;
+            let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
             return Err(Error::Interrupted {
                 message: format!(
-                    "stopped after {index} of the batch's requests; each of them is whole"
+                    "stopped after {index} of the batch's requests ({failed} failed); each of them is whole"
                 ),
                 hint: "run the same batch again: a request that was done answers `existing`".into(),
             });
         }
+        let (line, request) = match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(read) => read,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let owner = request
             .as_ref()
             .ok()
@@ -286,10 +319,25 @@ fn each(
             owner,
             result,
         };
-        stream(out, g.output, &outcome)?;
+        stream(out, g.output, &outcome).map_err(|e| unread(e, index + 1))?;
         outcomes.push(outcome);
     }
     render(g, &outcomes, out)
+}
+
+/// A result that could not be printed because the reader closed stdout (`| head -1`): the
+/// batch stops there, and says so, instead of the exit 0 a closed pipe is for a listing.
+fn unread(e: Error, done: usize) -> Error {
+    match e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => Error::Io {
+            path: output::STDOUT.into(),
+            source: std::io::Error::other(format!(
+                "closed by its reader: stopped after {done} of the batch's requests, \
+                 each of them whole; run the same batch again to see every result"
+            )),
+        },
+        e => e,
+    }
 }
 
 /// One request as read: the line it starts on, and its fields (or why it is not one).
@@ -301,9 +349,9 @@ type Read = (Option<usize>, Result<Value>);
 /// [`yaml::MAX_LIST_BYTES`]). A JSON line that does not parse is that request's error; a
 /// YAML text that does not parse is the whole batch's (exit 2, nothing run), as no item of
 /// it can be told from the next.
-fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
-    let mut input: Box<dyn BufRead> = if file == "-" {
-        Box::new(std::io::stdin().lock())
+fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
+    let mut input: Box<dyn BufRead + Send> = if file == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
         Box::new(std::io::BufReader::new(super::apply::open_regular(file)?))
     };
@@ -311,7 +359,7 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
     let mut number = 0;
     let first = loop {
         let mut line = String::new();
-        let n = read_line(&mut input, file, &mut line)?;
+        let n = read_line(&mut input, file, &mut line, &mut false)?;
         if n == 0 {
             break None;
         }
@@ -328,16 +376,21 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
     if first.trim_start().starts_with('{') {
         let file = file.to_owned();
         let mut next = Some(first);
+        let mut ended = false;
         let lines = std::iter::from_fn(move || {
             loop {
                 let line = match next.take() {
                     Some(line) => line,
+                    None if ended => return None,
                     None => {
                         let mut line = String::new();
-                        match read_line(&mut input, &file, &mut line) {
+                        match read_line(&mut input, &file, &mut line, &mut ended) {
                             Ok(0) => return None,
                             Ok(_) => number += 1,
-                            Err(e) => return Some((Some(number + 1), Err(e))),
+                            Err(e) => {
+                                number += 1;
+                                return Some((Some(number), Err(e)));
+                            }
                         }
                         line
                     }
@@ -346,9 +399,11 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
                 if trimmed.is_empty() || trimmed.starts_with('#') {
                     continue;
                 }
-                let parsed = serde_json::from_str::<Value>(trimmed).map_err(|e| {
-                    Error::invalid(&file, format!("line {number}: not a JSON object: {e}"))
-                });
+                let parsed = serde_json::from_str::<Fields>(trimmed)
+                    .map(|f| Value::Object(f.0))
+                    .map_err(|e| {
+                        Error::invalid(&file, format!("line {number}: not a JSON object: {e}"))
+                    });
                 return Some((Some(number), parsed));
             }
         });
@@ -378,24 +433,103 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read>>> {
     Ok(Box::new(items.into_iter().map(|(line, v)| (line, Ok(v)))))
 }
 
-/// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] (exit 2 beyond) into `line`;
-/// returns its length, 0 at the end.
-fn read_line(input: &mut dyn BufRead, file: &str, line: &mut String) -> Result<usize> {
+/// A JSON request's fields. A field given twice is refused, as the YAML form refuses it: a
+/// JSON parser keeps the last silently, and `{"owner": A, …, "owner": B}` is no request to
+/// guess at.
+struct Fields(serde_json::Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of fields")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Fields, A::Error> {
+                let mut fields = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: Value = map.next_value()?;
+                    if fields.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!(
+                            "field `{key}` is given twice"
+                        )));
+                    }
+                    fields.insert(key, value);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(Object)
+    }
+}
+
+/// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] into `line`; returns its length,
+/// 0 at the end. A line too long (exit 2) or not UTF-8 is still consumed whole, up to its
+/// newline: a failed line is one failed request, and the next line is the next request.
+/// Sets `ended` where nothing after the failure can be read: an I/O error, or a line whose
+/// end is not within [`yaml::MAX_LIST_BYTES`] (`/dev/zero`), which is not read to its end.
+fn read_line(
+    input: &mut dyn BufRead,
+    file: &str,
+    line: &mut String,
+    ended: &mut bool,
+) -> Result<usize> {
     let limit = yaml::MAX_MANIFEST_BYTES;
+    let mut bytes = Vec::new();
     let n = input
         .take(limit + 1)
-        .read_line(line)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::InvalidData => Error::invalid(file, "is not UTF-8 text"),
-            _ => Error::io(file, e),
-        })?;
+        .read_until(b'\n', &mut bytes)
+        .inspect_err(|_| *ended = true)
+        .map_err(|e| Error::io(file, e))?;
     if n as u64 > limit {
+        let skip = yaml::MAX_LIST_BYTES;
+        let found = skip_line(input, skip)
+            .inspect_err(|_| *ended = true)
+            .map_err(|e| Error::io(file, e))?;
+        *ended = !found;
+        let rest = if found {
+            String::new()
+        } else {
+            format!(" (nor ends within {skip} more; the rest of the input is not read)")
+        };
         return Err(Error::invalid(
             file,
-            format!("has a line longer than {limit} bytes"),
+            format!("has a line longer than {limit} bytes{rest}"),
         ));
     }
+    line.push_str(
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(file, "is not UTF-8 text"))?,
+    );
     Ok(n)
+}
+
+/// Consumes what is left of the current line, its newline included, holding none of it;
+/// at most `limit` bytes. Returns whether the line ended (at a newline or the input's end)
+/// within them.
+fn skip_line(input: &mut dyn BufRead, limit: u64) -> std::io::Result<bool> {
+    let mut skipped = 0u64;
+    while skipped <= limit {
+        let buffer = match input.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buffer.is_empty() {
+            return Ok(true);
+        }
+        if let Some(at) = buffer.iter().position(|&b| b == b'\n') {
+            input.consume(at + 1);
+            return Ok(true);
+        }
+        let all = buffer.len();
+        input.consume(all);
+        skipped += all as u64;
+    }
+    Ok(false)
 }
 
 /// The command line `request` stands for: each field as its flag, the batch's namespace and
@@ -415,10 +549,25 @@ fn argv(
             known.join(", ")
         )));
     }
+    // Two fields for one flag, a single value and a list: a request gives one of them, or
+    // what it asks for is a guess (`pool` and `pools` together would claim in both).
+    let given = |f: &str| object.get(f).is_some_and(|v| !v.is_null());
+    for (one, many) in [("pool", "pools"), ("subnet", "subnets")] {
+        if given(one) && given(many) {
+            return Err(Error::usage(format!(
+                "`{one}` and `{many}` are one field: give `{one}` (a name) or `{many}` (a list)"
+            )));
+        }
+    }
     let (mut flags, mut positional) = (Vec::new(), Vec::new());
     for &(name, flag) in fields {
         let value = object.get(name);
         match (flag, value) {
+            (Flag::Switch(s), None | Some(Value::Null | Value::Bool(_)))
+                if name == "dryRun" && inherited.dry_run =>
+            {
+                flags.push(s.into());
+            }
             (Flag::Switch(s), None) if inherited.switches.contains(&name) => flags.push(s.into()),
             (Flag::Value("--namespace"), None) => {
                 if let Some(ns) = inherited.namespace {
@@ -456,6 +605,11 @@ fn scalars(name: &str, value: &Value) -> Result<Vec<String>> {
         ))),
     };
     match value {
+        // No value at all: never the same as leaving the field out (`"address": []` is not
+        // "any address").
+        Value::Array(items) if items.is_empty() => Err(Error::usage(format!(
+            "`{name}` is an empty list; leave the field out, or give it a value"
+        ))),
         Value::Array(items) => items.iter().map(one).collect(),
         v => Ok(vec![one(v)?]),
     }
@@ -534,7 +688,7 @@ fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Res
             }
             Err(e) => {
                 let at = o.line.map(|l| format!(" (line {l})")).unwrap_or_default();
-                eprintln!("error: request {}{at}: {e}", o.index);
+                output::diagnostic(&format!("error: request {}{at}: {e}", o.index));
                 Ok(())
             }
         },
@@ -542,30 +696,42 @@ fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Res
     }
 }
 
-/// The whole batch's output once it is done: a table (the default), or one YAML list; then
-/// a summary of the failures on stderr. Returns the batch's exit code.
+/// The whole batch's output once it is done: a table (the default), or one YAML list (by
+/// [`show`]); then a summary of the failures on stderr. Returns the batch's exit code.
 fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i32> {
-    match g.output {
-        Some(OutputFormat::Json | OutputFormat::Name) => {}
+    show(g, outcomes, out)?;
+    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+    let code = exit_code(outcomes);
+    if failed > 0 {
+        output::diagnostic(&format!(
+            "error: {failed} of {} requests failed (exit {code})",
+            outcomes.len()
+        ));
+    }
+    Ok(code)
+}
+
+/// The table or YAML list of `outcomes` (nothing for `-o json` and `-o name`, which
+/// printed each as it came).
+fn show(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<()> {
+    let written = match g.output {
+        Some(OutputFormat::Json | OutputFormat::Name) => Ok(()),
         Some(OutputFormat::Yaml) => {
             let shown: Vec<Shown<'_>> = outcomes.iter().map(shown).collect();
-            output::write(out, &yaml::encode(&shown))?;
+            output::write(out, &yaml::encode(&shown))
         }
         None | Some(OutputFormat::Table | OutputFormat::Wide) => {
             let rows = outcomes.iter().map(row).collect();
             let headers = ["LINE", "OWNER", "ADDRESS", "RESULT"];
-            output::write(out, &output::table(&headers, rows, &[0], g.no_headers))?;
+            output::write(out, &output::table(&headers, rows, &[0], g.no_headers))
         }
+    };
+    // Every request ran: a reader that stopped reading the table early (`| head -1`) does
+    // not turn the batch's exit code into 0.
+    match written {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
     }
-    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
-    let code = exit_code(outcomes);
-    if failed > 0 {
-        eprintln!(
-            "error: {failed} of {} requests failed (exit {code})",
-            outcomes.len()
-        );
-    }
-    Ok(code)
 }
 
 fn row(o: &Outcome) -> Vec<String> {

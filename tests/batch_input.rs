@@ -412,3 +412,23 @@ fn a_line_without_end_ends_the_batch_with_exit_2_instead_of_reading_for_ever() {
         "{message}"
     );
 }
+
+#[test]
+fn comments_without_end_before_the_first_request_end_the_batch_with_exit_2() {
+    let t = Test::new("dual-stack");
+    let before = t.snapshot();
+    let mut child = spawn_batch(&t);
+    let mut stdin = child.stdin.take().unwrap();
+    // Comment lines for as long as the batch reads them: what it keeps of them (for the
+    // YAML form) must stay bounded.
+    let writer = std::thread::spawn(move || {
+        let comments = format!("#{}\n", "x".repeat(4095)).repeat(16);
+        while stdin.write_all(comments.as_bytes()).is_ok() {}
+    });
+    let (status, stderr) = wait_bounded(child);
+    writer.join().unwrap();
+    assert_eq!(status, Some(code::INVALID), "{stderr}");
+    common::assert_one_error(&stderr);
+    assert!(stderr.contains("has no request in its first"), "{stderr}");
+    assert_eq!(t.snapshot(), before);
+}

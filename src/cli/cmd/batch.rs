@@ -369,6 +369,14 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
         if !trimmed.is_empty() && !trimmed.starts_with('#') {
             break Some(line);
         }
+        // What is kept for the YAML form is bounded as the YAML form is (`yes '#'`).
+        let limit = yaml::MAX_LIST_BYTES;
+        if head.len() as u64 > limit {
+            return Err(Error::invalid(
+                file,
+                format!("has no request in its first {limit} bytes"),
+            ));
+        }
     };
     let Some(first) = first else {
         return Ok(Box::new(std::iter::empty()));

@@ -432,3 +432,40 @@ fn comments_without_end_before_the_first_request_end_the_batch_with_exit_2() {
     assert!(stderr.contains("has no request in its first"), "{stderr}");
     assert_eq!(t.snapshot(), before);
 }
+
+#[test]
+fn control_characters_in_a_requests_owner_reach_no_terminal() {
+    let t = Test::new("dual-stack");
+    // An escape sequence and a newline in the hostname, then in the NIC index.
+    let file = t.input(
+        "hostile.jsonl",
+        concat!(
+            r#"{"pool":"vpc-main","owner":"VirtualMachine/a\u001b[31m\n/0"}"#,
+            "\n",
+            r#"{"pool":"vpc-main","owner":"VirtualMachine/a/\u001b[2J"}"#,
+            "\n"
+        ),
+    );
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod"])
+        .status(code::INVALID)
+        .unchanged()
+        .run();
+    for (name, text) in [("stdout", &ran.stdout), ("stderr", &ran.stderr)] {
+        assert!(
+            !text.contains('\u{1b}'),
+            "{name} carries an escape:\n{text}"
+        );
+    }
+    // One row per request, one line each: no newline of the input splits one.
+    assert_eq!(ran.stdout.lines().count(), 3, "{}", ran.stdout);
+    let t = ran.then();
+    // The single command says it in one line too.
+    let ran = t
+        .args(["allocate", "vpc-main", "-n", "acme/prod"])
+        .args(["--owner", "VirtualMachine/a\u{1b}[31m\n/0"])
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(!ran.stderr.contains('\u{1b}'), "{}", ran.stderr);
+}

@@ -684,3 +684,25 @@ fn a_claim_or_mac_set_of_a_held_mac_killed_midway_leaves_it_on_one_allocation() 
         assert_eq!(holders(), "ipallocation/lan-10-0-0-3\n", "{args:?}");
     }
 }
+
+/// `mac set` guarded by the holder's name with another uid is refused, and the message
+/// says the uids differ (it read "held by `X`, not `X`").
+#[test]
+fn mac_set_with_the_holders_name_but_another_uid_names_the_uids() {
+    let test = two_nics().file_store_only();
+    let ran = test
+        .args(["mac", "set", "lan", "10.0.0.3", "--owner", WEB2])
+        .args(["--uid", "00000000-0000-4000-8000-000000000001"])
+        .args(["--mac", "02:00:00:00:00:09"])
+        .fails(code::CONFLICT)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.contains("(no uid)")
+            && ran
+                .stderr
+                .contains("(uid 00000000-0000-4000-8000-000000000001)"),
+        "{}",
+        ran.stderr
+    );
+}

@@ -469,3 +469,30 @@ fn control_characters_in_a_requests_owner_reach_no_terminal() {
         .run();
     assert!(!ran.stderr.contains('\u{1b}'), "{}", ran.stderr);
 }
+
+#[test]
+fn a_fifo_as_the_batch_file_is_refused_at_once_with_the_way_to_read_a_pipe() {
+    let t = Test::new("dual-stack");
+    let fifo = t.root().join("requests.fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    // No writer ever comes: the batch must neither wait for one nor take the silence for an
+    // empty batch.
+    let mut child = t
+        .command(["allocate", "-f", fifo.to_str().unwrap(), "-n", "acme/prod"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ipamctl");
+    child.stdin.take();
+    let (status, stderr) = wait_bounded(child);
+    assert_eq!(status, Some(code::INVALID), "{stderr}");
+    common::assert_one_error(&stderr);
+    assert!(
+        stderr.contains("hint:") && stderr.contains("-f -"),
+        "{stderr}"
+    );
+}

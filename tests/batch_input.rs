@@ -412,3 +412,87 @@ fn a_line_without_end_ends_the_batch_with_exit_2_instead_of_reading_for_ever() {
         "{message}"
     );
 }
+
+#[test]
+fn comments_without_end_before_the_first_request_end_the_batch_with_exit_2() {
+    let t = Test::new("dual-stack");
+    let before = t.snapshot();
+    let mut child = spawn_batch(&t);
+    let mut stdin = child.stdin.take().unwrap();
+    // Comment lines for as long as the batch reads them: what it keeps of them (for the
+    // YAML form) must stay bounded.
+    let writer = std::thread::spawn(move || {
+        let comments = format!("#{}\n", "x".repeat(4095)).repeat(16);
+        while stdin.write_all(comments.as_bytes()).is_ok() {}
+    });
+    let (status, stderr) = wait_bounded(child);
+    writer.join().unwrap();
+    assert_eq!(status, Some(code::INVALID), "{stderr}");
+    common::assert_one_error(&stderr);
+    assert!(stderr.contains("has no request in its first"), "{stderr}");
+    assert_eq!(t.snapshot(), before);
+}
+
+#[test]
+fn control_characters_in_a_requests_owner_reach_no_terminal() {
+    let t = Test::new("dual-stack");
+    // An escape sequence and a newline in the hostname, then in the NIC index.
+    let file = t.input(
+        "hostile.jsonl",
+        concat!(
+            r#"{"pool":"vpc-main","owner":"VirtualMachine/a\u001b[31m\n/0"}"#,
+            "\n",
+            r#"{"pool":"vpc-main","owner":"VirtualMachine/a/\u001b[2J"}"#,
+            "\n"
+        ),
+    );
+    let ran = t
+        .args(["allocate", "-f", &file, "-n", "acme/prod"])
+        .status(code::INVALID)
+        .unchanged()
+        .run();
+    for (name, text) in [("stdout", &ran.stdout), ("stderr", &ran.stderr)] {
+        assert!(
+            !text.contains('\u{1b}'),
+            "{name} carries an escape:\n{text}"
+        );
+    }
+    // One row per request, one line each: no newline of the input splits one.
+    assert_eq!(ran.stdout.lines().count(), 3, "{}", ran.stdout);
+    let t = ran.then();
+    // The single command says it in one line too.
+    let ran = t
+        .args(["allocate", "vpc-main", "-n", "acme/prod"])
+        .args(["--owner", "VirtualMachine/a\u{1b}[31m\n/0"])
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(!ran.stderr.contains('\u{1b}'), "{}", ran.stderr);
+}
+
+#[test]
+fn a_fifo_as_the_batch_file_is_refused_at_once_with_the_way_to_read_a_pipe() {
+    let t = Test::new("dual-stack");
+    let fifo = t.root().join("requests.fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    // No writer ever comes: the batch must neither wait for one nor take the silence for an
+    // empty batch.
+    let mut child = t
+        .command(["allocate", "-f", fifo.to_str().unwrap(), "-n", "acme/prod"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ipamctl");
+    child.stdin.take();
+    let (status, stderr) = wait_bounded(child);
+    assert_eq!(status, Some(code::INVALID), "{stderr}");
+    common::assert_one_error(&stderr);
+    assert!(
+        stderr.contains("hint:") && stderr.contains("-f -"),
+        "{stderr}"
+    );
+}

@@ -82,6 +82,10 @@ fn assert_apply_refuses(test: &Test, input: &Path, message: &str) {
 
 // --- `apply -f` of something that is not a regular file ----------------------------
 
+/// What a FIFO given to `-f` is told, after its error line.
+const FIFO_HINT: &str =
+    "hint: to read from a pipe, give `-f -` and the pipe on stdin (`cmd | ipamctl … -f -`)";
+
 #[test]
 fn apply_of_a_directory_is_invalid_naming_it() {
     let test = Test::new("seed");
@@ -105,7 +109,7 @@ fn apply_of_a_fifo_without_a_writer_is_refused_without_blocking() {
     assert_apply_refuses(
         &test,
         Path::new("pools.fifo"),
-        "pools.fifo: is a FIFO, not a regular file",
+        &format!("pools.fifo: is a FIFO, not a regular file\n{FIFO_HINT}"),
     );
 }
 
@@ -154,7 +158,7 @@ fn apply_of_a_symlink_to_a_fifo_is_refused() {
     assert_apply_refuses(
         &test,
         Path::new("link.yaml"),
-        "link.yaml: is a FIFO, not a regular file",
+        &format!("link.yaml: is a FIFO, not a regular file\n{FIFO_HINT}"),
     );
 }
 

@@ -266,9 +266,19 @@ pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
             Some(Ok(m)) => m,
         };
         if before.spec.owner != req.owner {
+            // The same name with another uid: say so, or the message reads "`X`, not `X`".
+            let same_name = before.spec.owner.to_string() == req.owner.to_string();
+            let named = |o: &crate::model::Owner| match (same_name, o.uid()) {
+                (false, _) => format!("`{o}`"),
+                (true, Some(uid)) => format!("`{o}` (uid {uid})"),
+                (true, None) => format!("`{o}` (no uid)"),
+            };
             return Err(Error::conflict(format!(
-                "{} in pool `{}` is held by `{}`, not `{}`; its MAC is left as it is",
-                req.address, req.pool, before.spec.owner, req.owner
+                "{} in pool `{}` is held by {}, not {}; its MAC is left as it is",
+                req.address,
+                req.pool,
+                named(&before.spec.owner),
+                named(&req.owner)
             )));
         }
         let mut after = before.clone();

@@ -60,7 +60,8 @@ impl OwnerKind {
                     .rsplit_once('/')
                     .ok_or("must be `<hostname>/<nic index>`, e.g. `web-01/0`")?;
                 for label in host.split('.') {
-                    check_label(label).map_err(|why| format!("hostname `{host}` {why}"))?;
+                    check_label(label)
+                        .map_err(|why| format!("hostname `{}` {why}", host.escape_debug()))?;
                 }
                 let digits_ok = !nic.is_empty()
                     && nic.len() <= 4
@@ -68,7 +69,8 @@ impl OwnerKind {
                     && (nic == "0" || !nic.starts_with('0'));
                 if !digits_ok {
                     return Err(format!(
-                        "NIC index `{nic}` must be a number like `0` or `12`"
+                        "NIC index `{}` must be a number like `0` or `12`",
+                        nic.escape_debug()
                     ));
                 }
                 Ok(())

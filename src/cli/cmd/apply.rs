@@ -72,7 +72,15 @@ fn not_regular(file: &str, kind: std::fs::FileType) -> Error {
     let what = if kind.is_dir() {
         "a directory"
     } else if kind.is_fifo() {
-        "a FIFO"
+        // Read as a file, a pipe without its writer yet would be an empty input, and waiting
+        // for one a wait without end: stdin is where a pipe goes.
+        return Error::Usage {
+            message: format!("{file}: is a FIFO, not a regular file"),
+            hint: Some(
+                "to read from a pipe, give `-f -` and the pipe on stdin (`cmd | ipamctl … -f -`)"
+                    .into(),
+            ),
+        };
     } else if kind.is_socket() {
         "a socket"
     } else if kind.is_char_device() {

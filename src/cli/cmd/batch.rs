@@ -369,6 +369,14 @@ fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
         if !trimmed.is_empty() && !trimmed.starts_with('#') {
             break Some(line);
         }
+        // What is kept for the YAML form is bounded as the YAML form is (`yes '#'`).
+        let limit = yaml::MAX_LIST_BYTES;
+        if head.len() as u64 > limit {
+            return Err(Error::invalid(
+                file,
+                format!("has no request in its first {limit} bytes"),
+            ));
+        }
     };
     let Some(first) = first else {
         return Ok(Box::new(std::iter::empty()));
@@ -738,7 +746,12 @@ fn row(o: &Outcome) -> Vec<String> {
     let place = o
         .line
         .map_or_else(|| format!("#{}", o.index), |l| l.to_string());
-    let owner = o.owner.clone().unwrap_or_else(|| "-".into());
+    // As given, which may be no valid owner: escaped, so that no control character of the
+    // input reaches the terminal or splits the row.
+    let owner = o
+        .owner
+        .as_deref()
+        .map_or_else(|| "-".into(), |s| s.escape_debug().to_string());
     match &o.result {
         Ok(Done::Held(values, _, action) | Done::Freed(values, _, action)) => {
             let what = if values.is_empty() {

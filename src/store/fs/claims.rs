@@ -67,6 +67,9 @@ impl Claims for FsStore {
     }
 
     fn claim_copy(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
+        if let Some(holder) = self.held_elsewhere(ns, manifest)? {
+            return Ok(Claim::MacHeld(Box::new(holder)));
+        }
         let created = self.create(
             ObjectKind::Allocation,
             ns,
@@ -163,6 +166,9 @@ impl Claims for FsStore {
         match read_allocation(self, ns, name)? {
             Some(Ok(now)) if now == *expected => {}
             _ => return Ok(MacChange::Moved),
+        }
+        if let Some(holder) = self.held_elsewhere(ns, updated)? {
+            return Ok(MacChange::MacHeld(Box::new(holder)));
         }
         // The allocation first, then the record, as a claim (macs.rs).
         self.replace(

@@ -18,6 +18,8 @@
 //!
 //! The claim's caller holds the owner's claim lock ([`crate::store::Locks::lock_claim`]);
 //! other owners' claims of the same MAC run beside it.
+//! 0. Read the MAC's record: if it names another allocation that holds the MAC, refuse now,
+//!    having written nothing ([`FsStore::held_elsewhere`]; `mac set` does the same).
 //! 1. Create the allocation's file exclusively (`claims.rs`): the address is ours, and the
 //!    file already says which MAC it holds. Closes the address race, as without a MAC.
 //! 2. Read the MAC's record; where there is none, create it exclusively, naming that
@@ -136,6 +138,40 @@ impl FsStore {
         self.root.join(rel).join(name)
     }
 
+    /// Step 0, before step 1 writes anything: the allocation that holds `manifest`'s MAC
+    /// by its record now, if one other than `manifest`'s address does (one read of the
+    /// record and one of the file it names). A claim or `mac set` of a MAC held elsewhere
+    /// is then refused without writing its file first: a kill between that write and its
+    /// undo would leave the MAC on two allocations. Anything else (no record, a stale one,
+    /// one that cannot be read) is for [`FsStore::take_mac`] to decide.
+    pub(super) fn held_elsewhere(
+        &self,
+        ns: Option<&Namespace>,
+        manifest: &AllocationManifest,
+    ) -> Result<Option<AllocationManifest>> {
+        let spec = &manifest.spec;
+        let dir = match spec.mac {
+            Some(_) => self.macs_dir(ns, false)?,
+            None => None,
+        };
+        let (Some(mac), Some(dir)) = (spec.mac, dir) else {
+            return Ok(None);
+        };
+        let read = beneath::read(&*dir, record_name(&spec.pool, mac), 4096);
+        let named = match read {
+            Ok(Some(read)) => parse_record(&read.bytes),
+            _ => None,
+        };
+        let Some(address) = named.filter(|a| *a != spec.address) else {
+            return Ok(None);
+        };
+        let holder = crate::model::allocation_name(&spec.pool, address);
+        let found = crate::store::read::read_allocation(self, ns, &holder)?;
+        Ok(found
+            .and_then(|m| m.ok())
+            .filter(|m| m.spec.mac == Some(mac) && m.spec.address == address))
+    }
+
     /// Steps 2 to 4 of the module docs for `manifest` (whose file step 1 created): `None`
     /// when the MAC's record names `manifest`'s address now (or it has no MAC), else the
     /// allocation that holds the MAC.
@@ -148,6 +184,7 @@ impl FsStore {
         let Some(mac) = spec.mac else {
             return Ok(None);
         };
+        failpoint!("before-mac-take");
         let dir = self.macs_dir(ns, true)?.expect("created");
         let name = record_name(&spec.pool, mac);
         let path = || self.record_path(ns, &name);

@@ -202,6 +202,32 @@ fn dual_stack_lines(n: usize, start: usize) -> String {
         .collect()
 }
 
+/// A fresh database holding the pools of [`DUAL_POOLS`], and a scratch directory.
+fn pg_with_dual_pools() -> (common::pg::Db, tempfile::TempDir) {
+    let db = common::pg::Db::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let pools = tmp.path().join("pools.yaml");
+    std::fs::write(&pools, DUAL_POOLS).unwrap();
+    assert!(
+        db.run(["apply", "-f", pools.to_str().unwrap()])
+            .status
+            .success()
+    );
+    (db, tmp)
+}
+
+/// Pools v4 and v6 each hold `n` allocations of `n` owners.
+fn assert_one_address_per_owner_and_pool(db: &common::pg::Db, n: i64) {
+    for pool in ["v4", "v6"] {
+        let q = format!("SELECT count(*) FROM ipamctl.allocations WHERE pool = '{pool}'");
+        assert_eq!(db.count(&q), n, "{pool}");
+        let owners = format!(
+            "SELECT count(DISTINCT owner_name) FROM ipamctl.allocations WHERE pool = '{pool}'"
+        );
+        assert_eq!(db.count(&owners), n, "{pool}");
+    }
+}
+
 const DUAL_POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v4\nspec:\n  cidr: 10.70.0.0/24\n  kind: public\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v6\nspec:\n  cidr: fd00:70::/120\n  kind: public\n";
 
 /// Each batch's answer per owner, and every batch exited 0 with one line per request.
@@ -260,15 +286,7 @@ fn eight_concurrent_batches_over_the_same_owners_leave_each_one_address_per_pool
     ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn pg_eight_concurrent_batches_over_the_same_owners_leave_each_one_address_per_pool() {
-    let db = common::pg::Db::new();
-    let tmp = tempfile::tempdir().unwrap();
-    let pools = tmp.path().join("pools.yaml");
-    std::fs::write(&pools, DUAL_POOLS).unwrap();
-    assert!(
-        db.run(["apply", "-f", pools.to_str().unwrap()])
-            .status
-            .success()
-    );
+    let (db, tmp) = pg_with_dual_pools();
     let n = 40;
     let children: Vec<_> = (0..8)
         .map(|b| {
@@ -289,14 +307,7 @@ fn pg_eight_concurrent_batches_over_the_same_owners_leave_each_one_address_per_p
         })
         .collect();
     assert_eq!(answers(&outs, n).len(), n);
-    for pool in ["v4", "v6"] {
-        let q = format!("SELECT count(*) FROM ipamctl.allocations WHERE pool = '{pool}'");
-        assert_eq!(db.count(&q), n as i64, "{pool}");
-        let owners = format!(
-            "SELECT count(DISTINCT owner_name) FROM ipamctl.allocations WHERE pool = '{pool}'"
-        );
-        assert_eq!(db.count(&owners), n as i64, "{pool}");
-    }
+    assert_one_address_per_owner_and_pool(&db, n as i64);
 }
 
 #[test]
@@ -479,4 +490,116 @@ fn a_file_rewritten_or_copied_in_during_a_batch_is_seen_by_the_next_request() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
     assert_eq!(state.scan().violations(), Vec::<String>::new());
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn pg_a_batch_on_eight_connections_gives_each_owner_one_address_per_pool_in_input_order() {
+    let (db, tmp) = pg_with_dual_pools();
+    // Every owner four times, so that the eight workers race for the same owners.
+    let n = 40;
+    let lines: String = (0..4).map(|b| dual_stack_lines(n, b * 7)).collect();
+    let file = tmp.path().join("batch.jsonl");
+    std::fs::write(&file, &lines).unwrap();
+    let argv = [
+        "allocate",
+        "-f",
+        file.to_str().unwrap(),
+        "--jobs",
+        "8",
+        "-o",
+        "json",
+    ];
+    let out = db.run(argv);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let got = results(&stdout);
+    assert_eq!(got.len(), 4 * n, "{stderr}");
+    for (i, (r, line)) in got.iter().zip(lines.lines()).enumerate() {
+        assert_eq!(r["index"], i, "{r}");
+        let asked: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["owner"], asked["owner"], "{r}");
+    }
+    assert_eq!(
+        answers(&[(out.status.code(), stdout, stderr)], 4 * n).len(),
+        n
+    );
+    assert_one_address_per_owner_and_pool(&db, n as i64);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn pg_a_sigkilled_batch_on_four_connections_run_again_completes_with_no_owner_holding_two() {
+    let (db, tmp) = pg_with_dual_pools();
+    let n = 200;
+    let lines: String = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"pools\":[\"v4\",\"v6\"],\"owner\":\"VirtualMachine/k-{}/0\"}}\n",
+                i % 120
+            )
+        })
+        .collect();
+    let file = tmp.path().join("k.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    let argv = [
+        "allocate",
+        "-f",
+        file.to_str().unwrap(),
+        "--jobs",
+        "4",
+        "-o",
+        "json",
+    ];
+    for kill_after in [1usize, 30, 90] {
+        let mut child = common::spawn_piped(db.cmd(argv));
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        for _ in 0..kill_after {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Whatever was in flight is whole or absent: never one pool of a dual-stack pair
+        // without the other, never an owner twice.
+        let q = "SELECT count(*) FROM (SELECT owner_name FROM ipamctl.allocations \
+                 GROUP BY owner_name HAVING count(*) <> 2) AS torn";
+        assert_eq!(db.count(q), 0, "after a kill at {kill_after}");
+    }
+    let out = db.run(argv);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(results(&String::from_utf8_lossy(&out.stdout)).len(), n);
+    assert_one_address_per_owner_and_pool(&db, 120);
+}
+
+#[test]
+fn jobs_without_a_batch_file_is_exit_2_and_claims_nothing() {
+    let t = Test::new("dual-stack");
+    t.args([
+        "allocate",
+        "vpc-main",
+        "-n",
+        "acme/prod",
+        "--owner",
+        "VirtualMachine/web-09/0",
+        "--jobs",
+        "2",
+    ])
+    .fails(code::INVALID)
+    .unchanged()
+    .stderr("error: --jobs runs a batch on several connections: it needs `-f FILE`\nhint: ipamctl --store URL allocate -f requests.jsonl --jobs 2\n")
+    .run();
 }

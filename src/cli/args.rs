@@ -443,6 +443,15 @@ pub struct AllocateArgs {
     #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "mac", "explain"])]
     pub file: Option<String>,
 
+    /// With `-f` on a database (`--store`): run the batch on N connections at once, each
+    /// request its own transaction on one of them, so that their commits group. Results
+    /// still come in input order, but the requests run concurrently: one that depends on
+    /// an earlier one (an `address` another request may take) races with it as two
+    /// processes would. Default 1: one request after another, in input order, as a state
+    /// directory's batch always runs.
+    #[arg(long, value_name = "N", requires = "file", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: Option<u16>,
+
     /// Claim a floating IP from the public pools of this zone instead of one pool: tried in
     /// name order, moving on when one is exhausted (exit 5 only when all are).
     #[arg(long, value_name = "ZONE", conflicts_with_all = ["pools", "namespace", "within", "address"])]
@@ -584,6 +593,15 @@ pub struct ReleaseArgs {
     /// Results and exit codes as `allocate -f`.
     #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels"])]
     pub file: Option<String>,
+
+    /// With `-f` on a database (`--store`): run the batch on N connections at once, each
+    /// request its own transaction on one of them, so that their commits group. Results
+    /// still come in input order, but the requests run concurrently: one that depends on
+    /// an earlier one (an `address` another request may take) races with it as two
+    /// processes would. Default 1: one request after another, in input order, as a state
+    /// directory's batch always runs.
+    #[arg(long, value_name = "N", requires = "file", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: Option<u16>,
 
     /// Selectors that match nothing are a note and exit 0 instead of exit 3 (as kubectl's
     /// flag of that name): for a script whose release may already have happened.

@@ -12,13 +12,18 @@
 //! type, a flag value clap refuses) is that request's failure, exit 2, named by its line;
 //! the requests after it still run, as after any other failed request.
 
-use std::io::{BufRead, Read as _, Write};
-use std::sync::atomic::Ordering;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
 
 use clap::{Args, FromArgMatches};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::batch_read::{Read, requests};
 use crate::cli::output;
 use crate::cli::{AllocateArgs, GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::error::{Error, Result, exit};
@@ -68,42 +73,44 @@ const RELEASE: &[(&str, Flag)] = &[
     ("dryRun", Flag::Switch("--dry-run")),
 ];
 
-/// `allocate -f FILE`: returns the batch's exit code (see [`exit_code`]).
+/// `allocate -f FILE` on `stores` (one per connection the batch uses; one for a state
+/// directory): returns the batch's exit code (see [`exit_code`]).
 pub fn allocate(
-    store: &(dyn Store + Sync),
+    stores: &[Box<dyn Store + Sync>],
     g: &GlobalArgs,
     args: &AllocateArgs,
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let command = clap::Command::new("allocate").no_binary_name(true);
-    let mut command = GlobalArgs::augment_args(AllocateArgs::augment_args(command));
     let inherited = Inherited {
         namespace: g.namespace.as_deref(),
         switches: &[],
         dry_run: args.dry_run,
     };
-    each(store, g, file, ALLOCATE, &inherited, out, |argv, g| {
-        let parsed = parse::<AllocateArgs>(&mut command, argv)?;
+    let command = || {
+        let command = clap::Command::new("allocate").no_binary_name(true);
+        GlobalArgs::augment_args(AllocateArgs::augment_args(command))
+    };
+    let run = |store: &(dyn Store + Sync), command: &mut clap::Command, argv, g: &GlobalArgs| {
+        let parsed = parse::<AllocateArgs>(command, argv)?;
         let g = GlobalArgs {
             namespace: parsed.1,
             ..g.clone()
         };
         let got = super::allocate::decide(store, &g, &parsed.0)?;
         Ok(Done::allocated(got))
-    })
+    };
+    each(stores, g, file, ALLOCATE, &inherited, &command, &run, out)
 }
 
 /// `release -f FILE`.
 pub fn release(
-    store: &(dyn Store + Sync),
+    stores: &[Box<dyn Store + Sync>],
     g: &GlobalArgs,
     args: &ReleaseArgs,
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let command = clap::Command::new("release").no_binary_name(true);
-    let mut command = GlobalArgs::augment_args(ReleaseArgs::augment_args(command));
     let switches: &[&str] = if args.ignore_not_found {
         &["ignoreNotFound"]
     } else {
@@ -114,16 +121,27 @@ pub fn release(
         switches,
         dry_run: args.dry_run,
     };
-    each(store, g, file, RELEASE, &inherited, out, |argv, g| {
-        let (parsed, namespace) = parse::<ReleaseArgs>(&mut command, argv)?;
+    let command = || {
+        let command = clap::Command::new("release").no_binary_name(true);
+        GlobalArgs::augment_args(ReleaseArgs::augment_args(command))
+    };
+    let run = |store: &(dyn Store + Sync), command: &mut clap::Command, argv, g: &GlobalArgs| {
+        let (parsed, namespace) = parse::<ReleaseArgs>(command, argv)?;
         let g = GlobalArgs {
             namespace,
             ..g.clone()
         };
         let freed = super::release::decide(store, &g, &parsed)?;
         Ok(Done::released(freed, parsed.dry_run))
-    })
+    };
+    each(stores, g, file, RELEASE, &inherited, &command, &run, out)
 }
+
+/// How one request runs: on a store, with the command's clap types (one per worker), given
+/// its command line and the batch's global options.
+type Run<'a> = dyn Fn(&(dyn Store + Sync), &mut clap::Command, Vec<String>, &GlobalArgs) -> Result<Done>
+    + Sync
+    + 'a;
 
 /// What the batch's own command line gives the requests that do not say otherwise.
 struct Inherited<'a> {
@@ -256,23 +274,35 @@ pub fn exit_code(outcomes: &[Outcome]) -> i32 {
     }
 }
 
-/// Reads the requests of `file` and runs each through `run` (given its command line and
-/// the batch's global options), printing each result as it comes with `-o json` and `-o
-/// name` (the table and YAML once all are done, by [`render`]). SIGINT or SIGTERM stop the
-/// batch between two requests (exit 130, saying how many ran), also while it waits for its
-/// next line. A stdout closed by its reader stops it too (exit 1): a result nobody reads
-/// must not be followed by requests run unseen, nor by exit 0.
+/// Reads the requests of `file` and runs each through `run`, printing each result as it
+/// comes with `-o json` and `-o name` (the table and YAML once all are done, by
+/// [`render`]). SIGINT or SIGTERM stop the batch between two requests (exit 130, saying how
+/// many ran), also while it waits for its next line. A stdout closed by its reader stops it
+/// too (exit 1): a result nobody reads must not be followed by requests run unseen, nor by
+/// exit 0.
+///
+/// One worker thread per store runs the requests: a state directory's batch has one, so its
+/// requests run one after another in input order; a database's has one per connection
+/// (`--jobs`), each request still its own unit of work on its worker's connection, so that
+/// the commits of requests in flight group. Requests are handed out in input order, at most
+/// one in flight per worker, and the results are printed in input order as the ones before
+/// them are done. Two requests of one batch race exactly as two processes do: the store's
+/// arbiter decides, as for any claims.
+#[allow(clippy::too_many_arguments)]
 fn each(
-    store: &dyn Store,
+    stores: &[Box<dyn Store + Sync>],
     g: &GlobalArgs,
     file: &str,
     fields: &[(&str, Flag)],
     inherited: &Inherited<'_>,
+    command: &(dyn Fn() -> clap::Command + Sync),
+    run: &Run<'_>,
     out: &mut dyn Write,
-    mut run: impl FnMut(Vec<String>, &GlobalArgs) -> Result<Done>,
 ) -> Result<i32> {
     let requests = requests(file)?;
-    store.batch();
+    for store in stores {
+        store.batch();
+    }
     let stop = super::stop_on_signal()?;
     // The requests are read on a thread of their own, so that a signal is seen while a pipe
     // keeps the batch waiting for its next line (a read is restarted after the handler).
@@ -285,24 +315,130 @@ fn each(
             }
         }
     });
-    let mut outcomes = Vec::new();
-    loop {
+    let (outcomes, failed_to_print) =
+        dispatch(stores, g, fields, inherited, command, run, out, &rx, &stop);
+    if let Some(e) = failed_to_print {
+        return Err(e);
+    }
+    if stop.load(Ordering::Relaxed) {
+        // The table (or YAML) of the requests that ran: what they got is not lost.
+        show(g, &outcomes, out)?;
+        let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
         let index = outcomes.len();
-        if stop.load(Ordering::Relaxed) {
-            // The table (or YAML) of the requests that ran: what they got is not lost.
-            show(g, &outcomes, out)?;
-            let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
-            return Err(Error::Interrupted {
-                message: format!(
-                    "stopped after {index} of the batch's requests ({failed} failed); each of them is whole"
-                ),
-                hint: "run the same batch again: a request that was done answers `existing`".into(),
+        return Err(Error::Interrupted {
+            message: format!(
+                "stopped after {index} of the batch's requests ({failed} failed); each of them is whole"
+            ),
+            hint: "run the same batch again: a request that was done answers `existing`".into(),
+        });
+    }
+    render(g, &outcomes, out)
+}
+
+/// Hands the requests `rx` reads to one worker per store, in input order and at most one in
+/// flight per worker, and prints their results in input order as the ones before them are
+/// done. Stops reading at a signal or at a result it could not print (returned), once the
+/// requests in flight are done: each of them is whole.
+#[allow(clippy::too_many_arguments)]
+fn dispatch(
+    stores: &[Box<dyn Store + Sync>],
+    g: &GlobalArgs,
+    fields: &[(&str, Flag)],
+    inherited: &Inherited<'_>,
+    command: &(dyn Fn() -> clap::Command + Sync),
+    run: &Run<'_>,
+    out: &mut dyn Write,
+    rx: &Receiver<Read>,
+    stop: &AtomicBool,
+) -> (Vec<Outcome>, Option<Error>) {
+    let tick = Duration::from_millis(100);
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut failed_to_print = None;
+    let (work_tx, work_rx) = std::sync::mpsc::channel::<(usize, Read)>();
+    let work_rx = Mutex::new(work_rx);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Outcome>();
+    std::thread::scope(|scope| {
+        for store in stores {
+            let (work_rx, done_tx) = (&work_rx, done_tx.clone());
+            let mut command = command();
+            scope.spawn(move || {
+                work(
+                    &**store,
+                    &mut command,
+                    g,
+                    fields,
+                    inherited,
+                    run,
+                    work_rx,
+                    &done_tx,
+                )
             });
         }
-        let (line, request) = match rx.recv_timeout(std::time::Duration::from_millis(100)) {
-            Ok(read) => read,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        drop(done_tx);
+        let mut pending = BTreeMap::new();
+        let mut sent = 0;
+        let mut reading = true;
+        loop {
+            // Print what is done, in input order.
+            while let Some(o) = pending.remove(&outcomes.len()) {
+                if failed_to_print.is_none() {
+                    failed_to_print = stream(out, g.output, &o)
+                        .map_err(|e| unread(e, outcomes.len() + 1))
+                        .err();
+                }
+                outcomes.push(o);
+            }
+            if failed_to_print.is_some() || stop.load(Ordering::Relaxed) {
+                reading = false;
+            }
+            let in_flight = sent - outcomes.len() - pending.len();
+            if !reading && in_flight == 0 {
+                break;
+            }
+            if !reading || in_flight >= stores.len() {
+                if let Ok(o) = done_rx.recv_timeout(tick) {
+                    pending.insert(o.index, o);
+                }
+                continue;
+            }
+            match rx.recv_timeout(tick) {
+                Ok(read) => {
+                    if work_tx.send((sent, read)).is_ok() {
+                        sent += 1;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => reading = false,
+            }
+            while let Ok(o) = done_rx.try_recv() {
+                pending.insert(o.index, o);
+            }
+        }
+        drop(work_tx);
+    });
+    (outcomes, failed_to_print)
+}
+
+/// One worker: runs the requests it is handed on its store until the queue closes.
+#[allow(clippy::too_many_arguments)]
+fn work(
+    store: &(dyn Store + Sync),
+    command: &mut clap::Command,
+    g: &GlobalArgs,
+    fields: &[(&str, Flag)],
+    inherited: &Inherited<'_>,
+    run: &Run<'_>,
+    queue: &Mutex<Receiver<(usize, Read)>>,
+    done: &Sender<Outcome>,
+) {
+    loop {
+        // A worker that panicked holding the lock leaves the queue as it was.
+        let next = queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .recv();
+        let Ok((index, (line, request))) = next else {
+            return;
         };
         let owner = request
             .as_ref()
@@ -312,17 +448,17 @@ fn each(
             .map(str::to_owned);
         let result = request
             .and_then(|r| argv(&r, fields, inherited))
-            .and_then(|argv| run(argv, g));
+            .and_then(|argv| run(store, command, argv, g));
         let outcome = Outcome {
             index,
             line,
             owner,
             result,
         };
-        stream(out, g.output, &outcome).map_err(|e| unread(e, index + 1))?;
-        outcomes.push(outcome);
+        if done.send(outcome).is_err() {
+            return;
+        }
     }
-    render(g, &outcomes, out)
 }
 
 /// A result that could not be printed because the reader closed stdout (`| head -1`): the
@@ -338,206 +474,6 @@ fn unread(e: Error, done: usize) -> Error {
         },
         e => e,
     }
-}
-
-/// One request as read: the line it starts on, and its fields (or why it is not one).
-type Read = (Option<usize>, Result<Value>);
-
-/// The requests of `file` (`-`: stdin), in order: JSON lines when its first line that is
-/// not blank or a `#` comment starts with `{`, read and run one line at a time (a pipe
-/// may feed a batch as it goes); else a YAML list, read whole (at most
-/// [`yaml::MAX_LIST_BYTES`]). A JSON line that does not parse is that request's error; a
-/// YAML text that does not parse is the whole batch's (exit 2, nothing run), as no item of
-/// it can be told from the next.
-fn requests(file: &str) -> Result<Box<dyn Iterator<Item = Read> + Send>> {
-    let mut input: Box<dyn BufRead + Send> = if file == "-" {
-        Box::new(std::io::BufReader::new(std::io::stdin()))
-    } else {
-        Box::new(std::io::BufReader::new(super::apply::open_regular(file)?))
-    };
-    let mut head = String::new();
-    let mut number = 0;
-    let first = loop {
-        let mut line = String::new();
-        let n = read_line(&mut input, file, &mut line, &mut false)?;
-        if n == 0 {
-            break None;
-        }
-        number += 1;
-        head.push_str(&line);
-        let trimmed = line.trim();
-        if !trimmed.is_empty() && !trimmed.starts_with('#') {
-            break Some(line);
-        }
-        // What is kept for the YAML form is bounded as the YAML form is (`yes '#'`).
-        let limit = yaml::MAX_LIST_BYTES;
-        if head.len() as u64 > limit {
-            return Err(Error::invalid(
-                file,
-                format!("has no request in its first {limit} bytes"),
-            ));
-        }
-    };
-    let Some(first) = first else {
-        return Ok(Box::new(std::iter::empty()));
-    };
-    if first.trim_start().starts_with('{') {
-        let file = file.to_owned();
-        let mut next = Some(first);
-        let mut ended = false;
-        let lines = std::iter::from_fn(move || {
-            loop {
-                let line = match next.take() {
-                    Some(line) => line,
-                    None if ended => return None,
-                    None => {
-                        let mut line = String::new();
-                        match read_line(&mut input, &file, &mut line, &mut ended) {
-                            Ok(0) => return None,
-                            Ok(_) => number += 1,
-                            Err(e) => {
-                                number += 1;
-                                return Some((Some(number), Err(e)));
-                            }
-                        }
-                        line
-                    }
-                };
-                let trimmed = line.trim();
-                if trimmed.is_empty() || trimmed.starts_with('#') {
-                    continue;
-                }
-                let parsed = serde_json::from_str::<Fields>(trimmed)
-                    .map(|f| Value::Object(f.0))
-                    .map_err(|e| {
-                        Error::invalid(&file, format!("line {number}: not a JSON object: {e}"))
-                    });
-                return Some((Some(number), parsed));
-            }
-        });
-        return Ok(Box::new(lines));
-    }
-    let limit = yaml::MAX_LIST_BYTES;
-    let mut rest = Vec::new();
-    input
-        .take(limit + 1)
-        .read_to_end(&mut rest)
-        .map_err(|e| Error::io(file, e))?;
-    if (head.len() + rest.len()) as u64 > limit {
-        return Err(Error::invalid(
-            file,
-            format!("is larger than {limit} bytes"),
-        ));
-    }
-    head.push_str(
-        std::str::from_utf8(&rest).map_err(|_| Error::invalid(file, "is not UTF-8 text"))?,
-    );
-    let items = yaml::decode_list(&head).map_err(|e| {
-        Error::invalid(
-            file,
-            format!("{e} (a batch is JSON lines or a YAML list of requests)"),
-        )
-    })?;
-    Ok(Box::new(items.into_iter().map(|(line, v)| (line, Ok(v)))))
-}
-
-/// A JSON request's fields. A field given twice is refused, as the YAML form refuses it: a
-/// JSON parser keeps the last silently, and `{"owner": A, …, "owner": B}` is no request to
-/// guess at.
-struct Fields(serde_json::Map<String, Value>);
-
-impl<'de> serde::Deserialize<'de> for Fields {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct Object;
-        impl<'de> serde::de::Visitor<'de> for Object {
-            type Value = Fields;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object of fields")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<Fields, A::Error> {
-                let mut fields = serde_json::Map::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    let value: Value = map.next_value()?;
-                    if fields.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format!(
-                            "field `{key}` is given twice"
-                        )));
-                    }
-                    fields.insert(key, value);
-                }
-                Ok(Fields(fields))
-            }
-        }
-        d.deserialize_map(Object)
-    }
-}
-
-/// Reads one line of at most [`yaml::MAX_MANIFEST_BYTES`] into `line`; returns its length,
-/// 0 at the end. A line too long (exit 2) or not UTF-8 is still consumed whole, up to its
-/// newline: a failed line is one failed request, and the next line is the next request.
-/// Sets `ended` where nothing after the failure can be read: an I/O error, or a line whose
-/// end is not within [`yaml::MAX_LIST_BYTES`] (`/dev/zero`), which is not read to its end.
-fn read_line(
-    input: &mut dyn BufRead,
-    file: &str,
-    line: &mut String,
-    ended: &mut bool,
-) -> Result<usize> {
-    let limit = yaml::MAX_MANIFEST_BYTES;
-    let mut bytes = Vec::new();
-    let n = input
-        .take(limit + 1)
-        .read_until(b'\n', &mut bytes)
-        .inspect_err(|_| *ended = true)
-        .map_err(|e| Error::io(file, e))?;
-    if n as u64 > limit {
-        let skip = yaml::MAX_LIST_BYTES;
-        let found = skip_line(input, skip)
-            .inspect_err(|_| *ended = true)
-            .map_err(|e| Error::io(file, e))?;
-        *ended = !found;
-        let rest = if found {
-            String::new()
-        } else {
-            format!(" (nor ends within {skip} more; the rest of the input is not read)")
-        };
-        return Err(Error::invalid(
-            file,
-            format!("has a line longer than {limit} bytes{rest}"),
-        ));
-    }
-    line.push_str(
-        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(file, "is not UTF-8 text"))?,
-    );
-    Ok(n)
-}
-
-/// Consumes what is left of the current line, its newline included, holding none of it;
-/// at most `limit` bytes. Returns whether the line ended (at a newline or the input's end)
-/// within them.
-fn skip_line(input: &mut dyn BufRead, limit: u64) -> std::io::Result<bool> {
-    let mut skipped = 0u64;
-    while skipped <= limit {
-        let buffer = match input.fill_buf() {
-            Ok(buffer) => buffer,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buffer.is_empty() {
-            return Ok(true);
-        }
-        if let Some(at) = buffer.iter().position(|&b| b == b'\n') {
-            input.consume(at + 1);
-            return Ok(true);
-        }
-        let all = buffer.len();
-        input.consume(all);
-        skipped += all as u64;
-    }
-    Ok(false)
 }
 
 /// The command line `request` stands for: each field as its flag, the batch's namespace and

@@ -4,6 +4,7 @@
 mod allocate;
 mod apply;
 mod batch;
+mod batch_read;
 mod check;
 mod completions;
 mod dhcp;
@@ -70,12 +71,18 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Schema(args) => schema::run(&args, g.output, out),
         Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
         Command::Allocate(args) => match &args.file {
-            Some(file) => return batch::allocate(&*open(g)?, g, &args, file, out),
-            None => allocate::run(&*open(g)?, g, &args, out),
+            Some(file) => return batch::allocate(&open_batch(g, args.jobs)?, g, &args, file, out),
+            None => {
+                no_jobs_without_file(args.jobs)?;
+                allocate::run(&*open(g)?, g, &args, out)
+            }
         },
         Command::Release(args) => match &args.file {
-            Some(file) => return batch::release(&*open(g)?, g, &args, file, out),
-            None => release::run(&*open(g)?, g, &args, out),
+            Some(file) => return batch::release(&open_batch(g, args.jobs)?, g, &args, file, out),
+            None => {
+                no_jobs_without_file(args.jobs)?;
+                release::run(&*open(g)?, g, &args, out)
+            }
         },
         Command::List(args) => list::run(&*open(g)?, g, &args, out),
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
@@ -142,6 +149,38 @@ fn open(g: &GlobalArgs) -> Result<Box<dyn Store + Sync>> {
         None => Box::new(FsStore::discover(g.state_dir.as_deref())?),
     })
 }
+
+/// The stores a batch (`-f`) runs on: `jobs` connections to a database (default
+/// [`BATCH_JOBS`]), or the one state directory, whose batch runs one request at a time.
+fn open_batch(g: &GlobalArgs, jobs: Option<u16>) -> Result<Vec<Box<dyn Store + Sync>>> {
+    Ok(match database(g)? {
+        Some(url) => {
+            let target = target(url)?;
+            let mut stores: Vec<Box<dyn Store + Sync>> = Vec::new();
+            for _ in 0..jobs.unwrap_or(BATCH_JOBS) {
+                stores.push(Box::new(PgStore::open(&target)?));
+            }
+            stores
+        }
+        None => vec![Box::new(FsStore::discover(g.state_dir.as_deref())?)],
+    })
+}
+
+/// `--jobs` is for a batch: clap's `requires = "file"` is not checked when an argument
+/// that conflicts with `-f` (a pool, `--owner`) is given, which is always.
+fn no_jobs_without_file(jobs: Option<u16>) -> Result<()> {
+    match jobs {
+        Some(_) => Err(Error::Usage {
+            message: "--jobs runs a batch on several connections: it needs `-f FILE`".into(),
+            hint: Some("ipamctl --store URL allocate -f requests.jsonl --jobs 2".into()),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// How many connections a database's batch uses unless `--jobs` says: one, so that the
+/// requests run in input order, each seeing what the ones before it did.
+const BATCH_JOBS: u16 = 1;
 
 /// The database `url` names, ready to connect, once what getting ready noticed (a password
 /// file others may read) is printed.

@@ -15,9 +15,10 @@ fn list_table_sorts_by_namespace_then_pool_then_numeric_address() {
     // Numerically, not as strings: 10.42.0.9 before 10.42.0.10, and so on.
     assert!(at(" 10.42.0.9 ") < at(" 10.42.0.10 "));
     assert!(at(" 203.0.113.4 ") < at(" 203.0.113.10 "));
-    // Cluster scope (`-`) first.
-    assert!(at("public-zone-a") < at("acme/dev"));
-    assert!(at("acme/dev") < at("acme/prod"));
+    // Cluster scope (`-`) first (namespaces at the start of a row: the uplink's owner is
+    // named `VPC acme/prod/main`).
+    assert!(at("public-zone-a") < at("\nacme/dev "));
+    assert!(at("\nacme/dev ") < at("\nacme/prod "));
 }
 
 #[test]

@@ -465,3 +465,63 @@ fn check_reports_a_vpc_named_like_another_vpcs_ipv6_pool() {
     let ran = ran.then().args(["vpc", "delete", "b-v6", "-n", "t"]).run();
     assert!(!ran.exists("namespaces/t/ipampools/vpc-b-v6.yaml"));
 }
+
+/// `list` names a VPC's range and its router's uplink by the VPC (`VPC acme/dev/blue`) in its
+/// table; another owner stays itself; JSON stays the manifests as stored (issue 33).
+#[test]
+fn list_names_a_vpcs_range_and_uplink_by_the_vpc() {
+    let ran = with_provider().args(from_provider("blue", &[])).run();
+    let uid = ran.stdout.trim().to_owned();
+    let t = ran
+        .then()
+        .args([
+            "allocate",
+            "public-zone-a",
+            "--owner",
+            "VPC/router",
+            "--uid",
+            &uid,
+        ])
+        .run()
+        .then()
+        .args(["allocate", "public-zone-a", "--owner", "FloatingIP/fip-9"])
+        .run()
+        .then();
+    let table = t.args(["list", "-A"]).run();
+    let rows: Vec<&str> = table.stdout.lines().collect();
+    let uplink = rows
+        .iter()
+        .find(|r| r.contains("public-zone-a") && r.contains(&uid))
+        .unwrap_or_else(|| panic!("no uplink row:\n{}", table.stdout));
+    assert!(uplink.contains("VPC acme/dev/blue"), "{uplink}");
+    let range = rows
+        .iter()
+        .find(|r| r.contains("2001:db8::/56"))
+        .unwrap_or_else(|| panic!("no range row:\n{}", table.stdout));
+    assert!(
+        range.contains("VPC acme/dev/blue") && range.contains(&uid),
+        "{range}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("FloatingIP/fip-9") && !r.contains("VPC ")),
+        "{}",
+        table.stdout
+    );
+    // JSON and YAML stay the manifests as stored: the range's annotation names the VPC, and
+    // both carry its uid.
+    let t = table.then();
+    let listed = t.command(["list", "-A", "-o", "json"]).output().unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let range = items
+        .iter()
+        .find(|i| i["kind"] == "IPPrefixClaim")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(
+        range["metadata"]["annotations"]["ipamctl.pivirt.hu/vpc"],
+        "acme/dev/blue"
+    );
+    assert_eq!(range["spec"]["owner"]["uid"], uid.as_str());
+    assert!(items.iter().all(|i| i.get("status").is_none()), "{list}");
+}

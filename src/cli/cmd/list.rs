@@ -7,6 +7,7 @@ use std::io::Write;
 use crate::cli::output::{self, Held};
 use crate::cli::{GlobalArgs, ListArgs, OutputFormat, Selectors};
 use crate::engine::list::{self, Query};
+use crate::engine::range_holder::{Holders, VpcHolder};
 use crate::engine::warning::Warnings;
 use crate::error::Result;
 use crate::model::mac::Mac;
@@ -88,9 +89,9 @@ pub fn run(
         Vec::new()
     };
     if !prefixes.is_empty() {
-        return render_with_prefixes(&found, &prefixes, g, out);
+        return render_with_prefixes(store, &found, &prefixes, g, out);
     }
-    let rendered = render(&found, g, out);
+    let rendered = render(store, &found, g, out);
     // The process ends right after this command: freeing tens of thousands of manifests one
     // allocation at a time would only delay its exit (15-20 ms of `list -o json` at 50,000
     // allocations, timed phase by phase). An in-process caller leaks this one listing.
@@ -99,13 +100,20 @@ pub fn run(
 }
 
 /// Allocations and then prefix claims (a table of their own, with a `PREFIX` column); in
-/// JSON and YAML one List of both kinds.
+/// JSON and YAML one List of both kinds, the manifests as stored (a range's annotation names
+/// its VPC, its owner's uid is the VPC's). In the table a VPC's range is shown as the VPC.
 fn render_with_prefixes(
+    store: &dyn Store,
     found: &[AllocationManifest],
     prefixes: &[PrefixClaimManifest],
     g: &GlobalArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let mut resolver = Holders::new(store);
+    let vpcs = prefixes
+        .iter()
+        .map(|m| vpc_of(&mut resolver, &m.spec.owner, Some(m)))
+        .collect::<Result<Vec<_>>>()?;
     let items: Vec<Held> = found
         .iter()
         .map(Held::Address)
@@ -115,42 +123,57 @@ fn render_with_prefixes(
         return Ok(());
     }
     if !found.is_empty() {
-        render(found, g, out)?;
+        render(store, found, g, out)?;
         output::write(out, "\n")?;
     }
     let rows = prefixes
         .iter()
-        .map(|m| {
+        .zip(vpcs)
+        .map(|(m, vpc)| {
             (
                 &m.metadata,
                 m.spec.pool.as_str(),
                 m.spec.prefix.to_string(),
                 &m.spec.owner,
                 None,
+                vpc,
             )
         })
         .collect();
     held_table(rows, "PREFIX", g, out)
 }
 
+/// The VPC `owner` stands for, when it is a VPC router whose uid a VPC's pools carry
+/// (crate::engine::range_holder); `None` for any other owner, shown as itself.
+fn vpc_of(
+    resolver: &mut Holders<'_>,
+    owner: &Owner,
+    claim: Option<&PrefixClaimManifest>,
+) -> Result<Option<VpcHolder>> {
+    if owner.kind() != OwnerKind::Vpc {
+        return Ok(None);
+    }
+    Ok(resolver.of_owner(owner, claim)?.vpc)
+}
+
 /// The table of held addresses or prefixes: namespace, pool, `at` (the address or prefix),
-/// owner and uid; `-o wide` adds the MAC (of addresses), the object's name and labels.
-fn held_table(
-    rows: Vec<(&Metadata, &str, String, &Owner, Option<Mac>)>,
-    at: &str,
-    g: &GlobalArgs,
-    out: &mut dyn Write,
-) -> Result<()> {
+/// owner (a VPC router's as its VPC, `VPC tenant-1/prod/a1`) and uid; `-o wide` adds the
+/// MAC (of addresses), the object's name and labels.
+fn held_table(rows: Vec<HeldRow<'_>>, at: &str, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let wide = g.output == Some(OutputFormat::Wide);
     let macs = at == "ADDRESS";
     let rows = rows
         .into_iter()
-        .map(|(meta, pool, held, owner, mac)| {
+        .map(|(meta, pool, held, owner, mac, vpc)| {
+            let holder = match vpc {
+                Some(v) => format!("VPC {}/{}", v.namespace, v.name),
+                None => owner.to_string(),
+            };
             let mut row = vec![
                 output::or_dash(meta.namespace.as_ref()),
                 pool.to_owned(),
                 held,
-                owner.to_string(),
+                holder,
                 output::or_dash(owner.uid()),
             ];
             if wide {
@@ -173,7 +196,25 @@ fn held_table(
     output::write(out, &output::table(&headers, rows, &[], g.no_headers))
 }
 
-fn render(found: &[AllocationManifest], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+/// One row of [`held_table`]: metadata, pool, address or prefix, owner, MAC, VPC.
+type HeldRow<'a> = (
+    &'a Metadata,
+    &'a str,
+    String,
+    &'a Owner,
+    Option<Mac>,
+    Option<VpcHolder>,
+);
+
+/// Allocations alone. In the table an address held by a VPC router (its uplink) is shown as
+/// the VPC; the look-up is made only for such owners, so a listing of VMs' addresses costs
+/// nothing more. JSON and YAML are the manifests as stored (the owner's uid is the VPC's).
+fn render(
+    store: &dyn Store,
+    found: &[AllocationManifest],
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     if output::write_list(out, g.output, found)? {
         return Ok(());
     }
@@ -181,15 +222,22 @@ fn render(found: &[AllocationManifest], g: &GlobalArgs, out: &mut dyn Write) -> 
         eprintln!("No allocations found.");
         return Ok(());
     }
+    let mut resolver = Holders::new(store);
+    let vpcs = found
+        .iter()
+        .map(|m| vpc_of(&mut resolver, &m.spec.owner, None))
+        .collect::<Result<Vec<_>>>()?;
     let rows = found
         .iter()
-        .map(|m| {
+        .zip(vpcs)
+        .map(|(m, vpc)| {
             (
                 &m.metadata,
                 m.spec.pool.as_str(),
                 m.spec.address.to_string(),
                 &m.spec.owner,
                 m.spec.mac,
+                vpc,
             )
         })
         .collect();

@@ -685,3 +685,62 @@ fn diff_shows_prefix_claims_and_a_branch_claim_overlapping_the_base_branch() {
         "{of_owner}"
     );
 }
+
+/// `diff` and `history` name a VPC's range and its router's uplink by the VPC (`VPC
+/// acme/dev/blue`) while the VPC's pools carry its uid; a claim of any other owner reads as
+/// itself (issue 33).
+#[test]
+fn diff_and_history_name_a_vpcs_range_and_uplink_by_the_vpc() {
+    let repo = Repo::new();
+    let pool = repo.dir.join("supernet.yaml");
+    std::fs::write(&pool, SUPERNET).expect("write the pool");
+    repo.ok(&["apply", "-f", pool.to_str().expect("UTF-8")]);
+    repo.commit_all("A supernet");
+    repo.git(&["checkout", "-q", "-b", "topic", "--track", "main"]);
+    let uid = repo.ok(&[
+        "vpc",
+        "create",
+        "blue",
+        "-n",
+        "acme/dev",
+        "--from-pool",
+        "provider-v6",
+        "--prefix-length",
+        "56",
+    ]);
+    let uid = uid.trim();
+    let uplink = repo.ok(&[
+        "allocate",
+        "public-zone-a",
+        "--owner",
+        "VPC/router",
+        "--uid",
+        uid,
+    ]);
+    let uplink = uplink.trim();
+    repo.ok(&["allocate", "public-zone-a", "--owner", "FloatingIP/fip-7"]);
+    let (_, table, _) = repo.diff(&[]);
+    let row = |needle: &str| -> String {
+        table
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no row with {needle}:\n{table}"))
+            .to_owned()
+    };
+    assert!(
+        row("prefix-claimed").contains("VPC acme/dev/blue"),
+        "{table}"
+    );
+    assert!(
+        row(&format!(" {uplink} ")).contains("VPC acme/dev/blue"),
+        "{table}"
+    );
+    assert!(row("FloatingIP/fip-7").contains("claimed"), "{table}");
+    assert!(!table.contains("VPC/router"), "{table}");
+    repo.commit_all("topic: VPC blue, its uplink and a floating IP");
+    let history = repo.ok(&["history", uplink]);
+    assert!(
+        history.contains("VPC acme/dev/blue") && !history.contains("VPC/router"),
+        "{history}"
+    );
+}

@@ -100,6 +100,21 @@ impl<'a> Holders<'a> {
         Ok(Holder { owner, vpc })
     }
 
+    /// How a view shows an owner carried as text (`KIND/NAME` and its uid, as `diff` and
+    /// `history` carry it): a VPC router whose uid a VPC's pools carry now reads as that VPC
+    /// (`VPC tenant-1/prod/a1`); any other owner, or one no VPC's pools carry any more, as
+    /// given.
+    pub fn display_text(&mut self, owner: &str, uid: Option<&str>) -> Result<String> {
+        let parsed = uid
+            .filter(|_| owner.starts_with("VPC/"))
+            .and_then(|u| Uid::new(u).ok())
+            .and_then(|u| Owner::parse(owner, Some(u)).ok());
+        Ok(match parsed {
+            Some(o) => self.of_owner(&o, None)?.display(),
+            None => owner.to_owned(),
+        })
+    }
+
     /// The VPC of `uid`, looked up once: in the namespace `hint` names first (its name
     /// taken from the hint), then in every scope (named after its pool).
     fn vpc(&mut self, uid: &Uid, hint: Option<(Namespace, String)>) -> Result<Option<VpcHolder>> {

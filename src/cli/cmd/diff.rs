@@ -6,6 +6,7 @@ use crate::cli::output;
 use crate::cli::{DiffArgs, FormatArg, GlobalArgs, OutputFormat};
 use crate::engine::diff::{self, Diff, short};
 use crate::engine::git::Repo;
+use crate::engine::range_holder::Holders;
 use crate::error::{Result, exit};
 use crate::store::fs::FsStore;
 use crate::yaml;
@@ -29,7 +30,7 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &DiffArgs, out: &mut dyn Write
     let fork = repo.merge_base(&base, &tip).unwrap_or_else(|| base.clone());
     let other = (fork != base).then_some(base.as_str());
     let found = diff::diff(&repo, store, &fork, head.as_deref(), other)?;
-    render(&found, g, out)?;
+    render(store, &found, g, out)?;
     if !found.conflicts.is_empty() {
         let n = found.conflicts.len();
         eprintln!(
@@ -46,7 +47,7 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &DiffArgs, out: &mut dyn Write
     })
 }
 
-fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+fn render(store: &FsStore, d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     if g.format == Some(FormatArg::Markdown) {
         return output::write(out, &markdown(d));
     }
@@ -64,17 +65,23 @@ fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let wide = g.output == Some(OutputFormat::Wide);
             let mut text = String::new();
+            // A VPC's range or uplink reads as the VPC, while a VPC's pools carry its uid.
+            let mut holders = Holders::new(store);
             if !d.changes.is_empty() {
                 let rows = d
                     .changes
                     .iter()
                     .map(|c| {
+                        let owner = match &c.owner {
+                            Some(o) => holders.display_text(o, c.uid.as_deref())?,
+                            None => "-".to_owned(),
+                        };
                         let mut row = vec![
                             c.change.as_str().to_owned(),
                             c.object.clone(),
                             output::or_dash(c.namespace.as_ref()),
                             at(c),
-                            output::or_dash(c.owner.as_ref()),
+                            owner,
                             output::or_dash(c.was.as_ref()),
                         ];
                         if wide {
@@ -82,9 +89,9 @@ fn render(d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                             row.push(output::or_dash(c.mac.as_ref()));
                             row.push(c.path.clone());
                         }
-                        row
+                        Ok(row)
                     })
-                    .collect();
+                    .collect::<Result<Vec<_>>>()?;
                 let mut headers = vec!["CHANGE", "OBJECT", "NAMESPACE", "ADDRESS", "OWNER", "WAS"];
                 if wide {
                     headers.extend(["UID", "MAC", "PATH"]);

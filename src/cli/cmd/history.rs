@@ -7,6 +7,7 @@ use std::io::Write;
 use crate::cli::output::{self, Named};
 use crate::cli::{GlobalArgs, HistoryArgs, OutputFormat};
 use crate::engine::history::{self, Entry};
+use crate::engine::range_holder::Holders;
 use crate::error::Result;
 use crate::model::PoolName;
 use crate::store::Store;
@@ -68,10 +69,18 @@ pub fn run(
     if output::write_list(out, g.output, &entries)? || entries.is_empty() {
         return Ok(());
     }
+    table(store, &entries, g, out)
+}
+
+/// The entries as a table, oldest first.
+fn table(store: &dyn Store, entries: &[Entry], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let wide = g.output == Some(OutputFormat::Wide);
+    // A VPC's range or uplink reads as the VPC, while a VPC's pools carry its uid.
+    let mut holders = Holders::new(store);
     let rows = entries
         .iter()
         .map(|e| {
+            let owner = holders.display_text(&e.owner, e.uid.as_deref())?;
             let mut row = vec![
                 e.date.clone(),
                 output::or_dash(e.commit.as_ref()),
@@ -80,16 +89,16 @@ pub fn run(
                 output::or_dash(e.namespace.as_ref()),
                 e.pool.clone(),
                 at(e),
-                e.owner.clone(),
+                owner,
                 output::or_dash(e.uid.as_ref()),
             ];
             if wide {
                 row.push(output::or_dash(e.mac.as_ref()));
                 row.push(output::or_dash(e.subject.as_ref()));
             }
-            row
+            Ok(row)
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let mut headers = vec![
         "DATE",
         "COMMIT",

@@ -513,7 +513,8 @@ pub struct AllocateArgs {
     /// (`VirtualMachine`, `Node`; others are exit 2). `auto` derives it from the pool's
     /// `spec.macPrefix` and the address (exit 2 if the pool has none): unique in the pool
     /// and the same on every ask. With several pools (dual stack) every allocation gets the
-    /// same MAC; `auto` derives it from the first pool's address. A MAC another allocation
+    /// same MAC; `auto` derives it from the first pool's address, so it is unique only there
+    /// (give the families different `macPrefix`es, or a later `auto` may be exit 4). A MAC another allocation
     /// of the pool holds is exit 4 naming it; the same owner asking again with another MAC
     /// is exit 4 naming `ipamctl mac set`, which changes it.
     #[arg(long, value_name = "MAC|auto", conflicts_with_all = ["zone", "prefix_length", "prefix"])]

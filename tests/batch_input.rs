@@ -496,3 +496,64 @@ fn a_fifo_as_the_batch_file_is_refused_at_once_with_the_way_to_read_a_pipe() {
         "{stderr}"
     );
 }
+
+/// Every command's notes and summaries on stderr (`No changes.`, `note: … nothing to
+/// release`, `check`'s summary, a subnet's `created`) are dropped when nobody reads stderr,
+/// never a panic (exit 101): the documented exit code stands.
+#[test]
+fn commands_whose_stderr_is_closed_keep_their_documented_exit_codes() {
+    let t = Test::new("dual-stack");
+    let cases: &[(&[&str], i32)] = &[
+        (&["list", "--owner", "VirtualMachine/nobody/0"], code::OK),
+        (&["check"], code::OK),
+        (
+            &[
+                "release",
+                "-n",
+                "acme/prod",
+                "--owner",
+                "VirtualMachine/nobody/0",
+                "--ignore-not-found",
+            ],
+            code::OK,
+        ),
+        (
+            &[
+                "subnet",
+                "create",
+                "s9",
+                "-n",
+                "acme/prod",
+                "--pool",
+                "vpc-main",
+                "--prefix-length",
+                "28",
+            ],
+            code::OK,
+        ),
+        (
+            &[
+                "allocate",
+                "vpc-main",
+                "-n",
+                "acme/prod",
+                "--owner",
+                "VirtualMachine/w/0",
+                "--dry-run",
+            ],
+            code::OK,
+        ),
+    ];
+    for (args, want) in cases {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = t
+            .command(*args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(writer)
+            .status()
+            .expect("run ipamctl");
+        assert_eq!(out.code(), Some(*want), "{args:?}");
+    }
+}

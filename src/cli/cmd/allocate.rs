@@ -173,7 +173,7 @@ pub(super) fn mac_choice(text: &str) -> Result<MacChoice> {
 /// explained too, before its error is reported.
 fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> Result<()> {
     for line in crate::engine::explained::explain_request(store, req, allocated)? {
-        eprintln!("{line}");
+        output::diagnostic(&line.to_string());
     }
     Ok(())
 }
@@ -213,9 +213,9 @@ fn dry_run_note(allocated: &Allocated, dry_run: bool) {
         } else {
             "would claim"
         };
-        eprintln!(
+        output::diagnostic(&format!(
             "dry run: `{}` {verb} {}; nothing written",
             m.spec.owner, m.spec.address
-        );
+        ));
     }
 }

@@ -23,7 +23,7 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
         let now = SystemTime::now();
         for path in report.fixable(now) {
             if check::remove_leftover(store, &path, now)? {
-                eprintln!("removed {path}");
+                output::diagnostic(&format!("removed {path}"));
                 report.resolved(&path);
             }
         }
@@ -31,13 +31,13 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
             let ns = pool.namespace.as_ref();
             for name in crate::engine::cooldown::prune(store, &pool, now)? {
                 let path = store.locate(ObjectKind::Cooldown, ns, &name);
-                eprintln!("removed {path}");
+                output::diagnostic(&format!("removed {path}"));
                 report.resolved(&path);
             }
         }
     }
     render(out, g, &report.findings)?;
-    eprintln!("{}", summary(&report, &store.root().display().to_string()));
+    output::diagnostic(&summary(&report, &store.root().display().to_string()).to_string());
     Ok(if report.count(Severity::Error) > 0 {
         exit::FAILURE
     } else {
@@ -66,7 +66,7 @@ pub fn run_database(
     }
     let report = check::check_database(store)?;
     render(out, g, &report.findings)?;
-    eprintln!("{}", summary(&report, store.describe()));
+    output::diagnostic(&summary(&report, store.describe()).to_string());
     Ok(if report.count(Severity::Error) > 0 {
         exit::FAILURE
     } else {

@@ -33,14 +33,14 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &DiffArgs, out: &mut dyn Write
     render(store, &found, g, out)?;
     if !found.conflicts.is_empty() {
         let n = found.conflicts.len();
-        eprintln!(
+        output::diagnostic(&format!(
             "error: {n} conflict{} with the invariants (see above)",
             if n == 1 { "" } else { "s" }
-        );
+        ));
         return Ok(exit::CONFLICT);
     }
     Ok(if found.changes.is_empty() {
-        eprintln!("No changes.");
+        output::diagnostic("No changes.");
         exit::OK
     } else {
         exit::FAILURE

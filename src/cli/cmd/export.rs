@@ -43,7 +43,7 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
     })?;
     let copied = copied.expect("the snapshot ran the copy");
     output::warn(&warnings);
-    eprintln!("exported {copied} from {}", db.describe());
+    output::diagnostic(&format!("exported {copied} from {}", db.describe()));
     if matches!(
         g.output,
         None | Some(OutputFormat::Table | OutputFormat::Wide)

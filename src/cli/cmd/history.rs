@@ -64,7 +64,7 @@ pub fn run(
         )?,
     };
     if entries.is_empty() {
-        eprintln!("No history found.");
+        output::diagnostic("No history found.");
     }
     if output::write_list(out, g.output, &entries)? || entries.is_empty() {
         return Ok(());

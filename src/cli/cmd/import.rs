@@ -19,12 +19,12 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
     let copied = transfer::import_dir(&source, db)?;
     // A diagnostic, as `check`'s summary is: every kind, so that it adds up with what was
     // already there.
-    eprintln!(
+    output::diagnostic(&format!(
         "imported {copied} from {} into {} ({} already there)",
         args.dir.display(),
         db.describe(),
         copied.unchanged
-    );
+    ));
     let action = if copied.written() == 0 {
         Action::Unchanged
     } else {

@@ -30,7 +30,7 @@ pub fn run(g: &GlobalArgs, args: &InitArgs, out: &mut dyn Write) -> Result<()> {
                 format!("created the ipamctl schema, version {now}, in {shown}"),
             ),
         };
-        eprintln!("{note}");
+        output::diagnostic(&note);
         let made = Whole {
             kind: "Schema",
             name: "ipamctl".into(),

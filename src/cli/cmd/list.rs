@@ -219,7 +219,7 @@ fn render(
         return Ok(());
     }
     if found.is_empty() {
-        eprintln!("No allocations found.");
+        output::diagnostic("No allocations found.");
         return Ok(());
     }
     let mut resolver = Holders::new(store);

@@ -101,7 +101,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
         }
     }
     if pools.is_empty() {
-        eprintln!("No pools found.");
+        output::diagnostic("No pools found.");
         return Ok(());
     }
     let wide = g.output == Some(OutputFormat::Wide);

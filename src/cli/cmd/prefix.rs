@@ -42,7 +42,9 @@ pub(super) fn allocate(
     if args.dry_run {
         // What the claim would answer now: the owner's prefix, else the best fit.
         let prefix = crate::engine::prefix::predict(store, &pool, &owner, want)?;
-        eprintln!("dry run: `{owner}` would hold {prefix} in pool `{pool}`; nothing written");
+        crate::cli::output::diagnostic(&format!(
+            "dry run: `{owner}` would hold {prefix} in pool `{pool}`; nothing written"
+        ));
         return Ok(Claimed::Would(prefix));
     }
     let claimed = crate::engine::prefix::claim(store, &pool, &owner, want)?;
@@ -105,7 +107,9 @@ pub fn release_one(
         Some(m) => Ok(vec![m]),
         None => {
             crate::store::read::load_pool(store, pool)?;
-            eprintln!("note: {prefix} in pool `{pool}` is not claimed; nothing to release");
+            crate::cli::output::diagnostic(&format!(
+                "note: {prefix} in pool `{pool}` is not claimed; nothing to release"
+            ));
             Ok(Vec::new())
         }
     }

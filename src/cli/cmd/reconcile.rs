@@ -109,7 +109,7 @@ pub fn run(
     output::warn(&warnings);
     let done = done?;
     // A diagnostic, as `check`'s summary is: stdout keeps the data alone.
-    eprintln!("{}", summary(&done, args, req.live.len()));
+    output::diagnostic(&summary(&done, args, req.live.len()).to_string());
     // Report mode is a CI gate, as `check` is: leaks found exit 1.
     let code = if !args.apply && !done.leaked.is_empty() {
         exit::FAILURE

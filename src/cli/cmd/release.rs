@@ -95,7 +95,7 @@ pub(super) fn decide(
                         hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
                     });
                 }
-                eprintln!("note: no allocation matches; nothing to release");
+                output::diagnostic("note: no allocation matches; nothing to release");
             }
             let addresses = release_all(store, held, args.dry_run)?;
             let prefixes = if args.dry_run {
@@ -174,7 +174,9 @@ fn release_one(
         Released::Deleted(m) => Ok(vec![*m]),
         Released::NotHeld if spec.is_none() => Err(crate::store::read::pool_not_found(store, pool)),
         Released::NotHeld => {
-            eprintln!("note: {addr} in pool `{pool}` is not allocated; nothing to release");
+            output::diagnostic(&format!(
+                "note: {addr} in pool `{pool}` is not allocated; nothing to release"
+            ));
             Ok(Vec::new())
         }
     }

@@ -95,7 +95,7 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
 
 fn table(pools: &[PoolReport], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     if pools.is_empty() {
-        eprintln!("No pools found.");
+        output::diagnostic("No pools found.");
         return Ok(());
     }
     let wide = g.output == Some(OutputFormat::Wide);

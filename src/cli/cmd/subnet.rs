@@ -52,7 +52,7 @@ fn create(
         if g.output.is_some() {
             return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
         }
-        eprintln!("{} {action}", manifest.resource());
+        output::diagnostic(&format!("{} {action}", manifest.resource()));
         return output::line(out, &manifest.spec.cidr.to_string());
     };
     let cidr = super::prefix("--cidr", cidr)?;
@@ -75,7 +75,7 @@ fn create(
     if g.output.is_some() {
         return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
     }
-    eprintln!("{} {action}", manifest.resource());
+    output::diagnostic(&format!("{} {action}", manifest.resource()));
     output::line(out, &manifest.gateway().to_string())
 }
 
@@ -123,7 +123,7 @@ fn list(
         return Ok(());
     }
     if rows.is_empty() {
-        eprintln!("No subnets found.");
+        output::diagnostic("No subnets found.");
         return Ok(());
     }
     let table = rows
@@ -218,7 +218,7 @@ fn delete(
     let name = name(&args.name)?;
     let deleted = match crate::engine::subnet::delete(store, ns.as_ref(), &name, args.dry_run) {
         Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
-            eprintln!("note: {message}; nothing to delete");
+            output::diagnostic(&format!("note: {message}; nothing to delete"));
             return Ok(());
         }
         other => other?,

@@ -91,13 +91,13 @@ fn create(
             Made::Existing => Action::Existing,
             Made::Created => Action::Created,
         };
-        eprintln!(
+        output::diagnostic(&format!(
             "ipprefixclaim/{} {action} ({} of pool `{}`)",
             claim.metadata.name, claim.spec.prefix, claim.spec.pool
-        );
+        ));
     }
     for (m, action) in &done {
-        eprintln!("ipampool/{} {action}", m.metadata.name);
+        output::diagnostic(&format!("ipampool/{} {action}", m.metadata.name));
     }
     output::line(out, created.uid.as_str())
 }
@@ -251,7 +251,7 @@ fn delete(
     let deleted = match deleted {
         // Already deleted (a retry): nothing to do, and a retry loop sees success.
         Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
-            eprintln!("note: {message}; nothing to delete");
+            output::diagnostic(&format!("note: {message}; nothing to delete"));
             crate::engine::vpc::Deleted {
                 removed: Vec::new(),
                 kept: None,

@@ -102,7 +102,7 @@ fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str)) -> String {
         ));
         sql.push_str(&format!(
             ";\nSELECT host(address), encode(manifest, 'hex') FROM ipamctl.allocations
-             WHERE namespace = {n} AND pool = {p} AND owner_kind = {} AND owner_name = {} AND owner_uid = {}",
+             WHERE namespace = {n} AND pool = {p} AND owner_kind = {} AND owner_name = {} AND owner_uid || '' = {}",
             lit(kind),
             lit(name),
             lit(uid)

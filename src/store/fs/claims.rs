@@ -259,8 +259,13 @@ impl FsStore {
             .pool_names(&dir, Some(pool))?
             .remove(pool)
             .unwrap_or_default();
+        // Both ascending (a scan's `taken` is in listing order): one merge, not a search of
+        // `taken` per listed file (which was a tenth of a batch's time at 50,000). Were
+        // `taken` out of order, a name would only be read needlessly, never skipped.
+        let mut seen = taken.iter().peekable();
         for address in listed {
-            if address == spec.address || taken.binary_search(&address).is_ok() {
+            while seen.next_if(|&&t| t < address).is_some() {}
+            if address == spec.address || seen.next_if_eq(&&address).is_some() {
                 continue;
             }
             let file = format!(

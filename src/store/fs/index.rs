@@ -44,6 +44,7 @@
 
 use std::fmt::{Display, Write as _};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use rustix::fs::Stat;
@@ -248,10 +249,12 @@ struct Entry<K> {
 pub struct Index<K = IpAddr> {
     /// The device the recorded inode numbers belong to.
     pub dev: u64,
-    /// The index file as read; records' owners point into it.
-    text: Vec<u8>,
+    /// The index file as read; records' owners point into it. Shared, as are the entries,
+    /// so that a batch hands each request its pool's index for two reference counts
+    /// instead of a copy of the file (5 MB at 50,000 allocations).
+    text: Arc<[u8]>,
     /// At most one record per key, in key order.
-    entries: Vec<Entry<K>>,
+    entries: Arc<[Entry<K>]>,
     /// Lines in the file, the header aside (records, overridden records and tombstones):
     /// when it outgrows the records, the file is rewritten.
     pub lines: usize,
@@ -279,8 +282,8 @@ impl<K: Key> Index<K> {
     pub fn empty(dev: u64) -> Index<K> {
         Index {
             dev,
-            text: Vec::new(),
-            entries: Vec::new(),
+            text: Arc::from(Vec::new()),
+            entries: Arc::from(Vec::new()),
             lines: 0,
         }
     }
@@ -331,8 +334,8 @@ impl<K: Key> Index<K> {
             }
             i = last + 1;
         }
-        index.entries = entries;
-        index.text = text;
+        index.entries = entries.into();
+        index.text = text.into();
         index
     }
 

@@ -89,9 +89,24 @@ impl FsStore {
         let (records, unlisted) = index.join(&keys);
         let listed: Vec<_> = keys.iter().copied().zip(records).collect();
         let watched = self.watched(dir);
-        let looked = parallel_map(&listed, |&(key, record)| {
-            self.look(kind, (dir, watched), ns, (key, record), wanted)
+        // In a batch, the files whose remembered status matches their record, and whose
+        // owner is not wanted, are ruled out here, in one pass under the watch's lock: most
+        // of a pool, which then costs no thread, no lock and no `stat` per file.
+        let mut looked: Vec<Option<Result<Look<T::Manifest>>>> = match watched {
+            Some(id) => self.ruled_out(kind, id, &listed, wanted),
+            None => Vec::new(),
+        };
+        looked.resize_with(listed.len(), || None);
+        let rest: Vec<usize> = (0..listed.len()).filter(|&i| looked[i].is_none()).collect();
+        let read = parallel_map(&rest, |&i| {
+            self.look(kind, (dir, watched), ns, listed[i], wanted)
         });
+        for (i, look) in rest.into_iter().zip(read) {
+            looked[i] = Some(look);
+        }
+        let looked = looked
+            .into_iter()
+            .map(|look| look.expect("every listed file looked at"));
         let mut scanned = Scanned {
             taken: Vec::new(),
             hits: Vec::new(),
@@ -140,6 +155,39 @@ impl FsStore {
             let _ = self.save_index(T::OBJECTS, ns, pool, &index, &changes);
         }
         Ok(scanned)
+    }
+
+    /// The listed files of a watched directory `id` that need no look at all: their
+    /// remembered status ([`FsStore::status`]) equals their record, whose owner `wanted`
+    /// refuses ([`Look::Known`]); `None` for every other file. One lock of the watch for
+    /// the whole listing.
+    fn ruled_out<T: Kind, M>(
+        &self,
+        kind: &T,
+        id: DirId,
+        listed: &[(T::Key, Option<RecordRef<'_>>)],
+        wanted: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Vec<Option<Result<Look<M>>>> {
+        let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(stats) = watch.as_ref().and_then(|w| w.statuses(id)) else {
+            return Vec::new();
+        };
+        let mut file = String::new();
+        listed
+            .iter()
+            .map(|&(key, record)| {
+                let record = record?;
+                file.clear();
+                file.push_str(&kind.name(key));
+                file.push_str(".yaml");
+                match stats.get(file.as_bytes()) {
+                    Some(Some(stamp)) if *stamp == record.stamp && !wanted(record.owner) => {
+                        Some(Ok(Look::Known))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     /// A scan's first pass over one listed file: ruled out or rebuilt by its record when

@@ -208,11 +208,13 @@ impl Watch {
     /// The remembered status of `name` in `id`, if there is one; and the generation to give
     /// [`Watch::remember`] with a status read now.
     pub(super) fn status(&self, id: DirId, name: &[u8]) -> (Option<Option<Stamp>>, u64) {
-        let known = self
-            .dirs
-            .get(&id)
-            .and_then(|seen| seen.stats.get(name).copied());
+        let known = self.statuses(id).and_then(|stats| stats.get(name).copied());
         (known, self.generation)
+    }
+
+    /// Every remembered status of `id`'s files (see [`Watch::status`]), for a look at many.
+    pub(super) fn statuses(&self, id: DirId) -> Option<&HashMap<Box<[u8]>, Option<Stamp>>> {
+        self.dirs.get(&id).map(|seen| &seen.stats)
     }
 
     /// Remembers the status of `name`, read with a real `stat` when the generation was

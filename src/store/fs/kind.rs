@@ -20,6 +20,12 @@ pub(super) trait Kind: Sync {
     const OBJECTS: ObjectKind;
     /// The object name of `key`'s file in the pool (the file is `<name>.yaml`).
     fn name(&self, key: Self::Key) -> String;
+
+    /// The address `key` stands for, for a kind keyed by address (allocations): a batch's
+    /// watch remembers those files' statuses in address order too (`watch.rs`).
+    fn address(_key: Self::Key) -> Option<IpAddr> {
+        None
+    }
     /// Decodes a file's text: the manifest (or why it is none), and whether the text is
     /// exactly what ipamctl writes for it.
     fn decode(text: &str) -> (std::result::Result<Self::Manifest, String>, bool);
@@ -56,6 +62,10 @@ impl Kind for Allocations<'_> {
         let mut name = String::with_capacity(self.pool.len() + 21);
         crate::model::push_allocation_name(&mut name, self.pool, key);
         name
+    }
+
+    fn address(key: IpAddr) -> Option<IpAddr> {
+        Some(key)
     }
 
     fn decode(text: &str) -> (std::result::Result<AllocationManifest, String>, bool) {

@@ -93,7 +93,7 @@ impl FsStore {
         // owner is not wanted, are ruled out here, in one pass under the watch's lock: most
         // of a pool, which then costs no thread, no lock and no `stat` per file.
         let mut looked: Vec<Option<Result<Look<T::Manifest>>>> = match watched {
-            Some(id) => self.ruled_out(kind, id, &listed, wanted),
+            Some(id) => self.ruled_out(kind, (id, pool), &listed, wanted),
             None => Vec::new(),
         };
         looked.resize_with(listed.len(), || None);
@@ -164,12 +164,36 @@ impl FsStore {
     fn ruled_out<T: Kind, M>(
         &self,
         kind: &T,
-        id: DirId,
+        (id, pool): (DirId, &str),
         listed: &[(T::Key, Option<RecordRef<'_>>)],
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Vec<Option<Result<Look<M>>>> {
         let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(stats) = watch.as_ref().and_then(|w| w.statuses(id)) else {
+        let Some(w) = watch.as_ref() else {
+            return Vec::new();
+        };
+        let rule = |stamp: Option<&Option<Stamp>>, record: RecordRef<'_>| match stamp {
+            Some(Some(stamp)) if *stamp == record.stamp && !wanted(record.owner) => {
+                Some(Ok(Look::Known))
+            }
+            _ => None,
+        };
+        // Allocations: one walk of the pool's statuses in address order, beside the listing.
+        if let Some(statuses) = w.pool_statuses(id, pool)
+            && listed.iter().all(|&(key, _)| T::address(key).is_some())
+        {
+            let mut known = statuses.iter().peekable();
+            return listed
+                .iter()
+                .map(|&(key, record)| {
+                    let address = T::address(key)?;
+                    while known.next_if(|&(&a, _)| a < address).is_some() {}
+                    let stamp = known.next_if(|&(&a, _)| a == address).map(|(_, s)| s);
+                    rule(stamp, record?)
+                })
+                .collect();
+        }
+        let Some(stats) = w.statuses(id) else {
             return Vec::new();
         };
         let mut file = String::new();
@@ -180,12 +204,7 @@ impl FsStore {
                 file.clear();
                 file.push_str(&kind.name(key));
                 file.push_str(".yaml");
-                match stats.get(file.as_bytes()) {
-                    Some(Some(stamp)) if *stamp == record.stamp && !wanted(record.owner) => {
-                        Some(Ok(Look::Known))
-                    }
-                    _ => None,
-                }
+                rule(stats.get(file.as_bytes()), record)
             })
             .collect()
     }

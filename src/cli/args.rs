@@ -448,7 +448,8 @@ pub struct AllocateArgs {
     /// still come in input order, but the requests run concurrently: one that depends on
     /// an earlier one (an `address` another request may take) races with it as two
     /// processes would. Default 1: one request after another, in input order, as a state
-    /// directory's batch always runs.
+    /// directory's batch always runs, up to 32 of them in one transaction (each undone alone
+    /// if it fails; their results printed once it committed).
     #[arg(long, value_name = "N", requires = "file", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: Option<u16>,
 
@@ -600,7 +601,8 @@ pub struct ReleaseArgs {
     /// still come in input order, but the requests run concurrently: one that depends on
     /// an earlier one (an `address` another request may take) races with it as two
     /// processes would. Default 1: one request after another, in input order, as a state
-    /// directory's batch always runs.
+    /// directory's batch always runs, up to 32 of them in one transaction (each undone alone
+    /// if it fails; their results printed once it committed).
     #[arg(long, value_name = "N", requires = "file", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: Option<u16>,
 

@@ -439,11 +439,30 @@ pub trait Units {
     /// its own, and the locks `work` takes keep its steps apart from other processes'.
     fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()>;
 
-    /// Says that many requests follow in this process (`allocate -f`, `release -f`): the
-    /// store may keep what it learns from one for the next, as long as what it keeps stays
-    /// as true as what it would read again (the file store's watch: `fs/watch.rs`). Each
-    /// request is still its own unit of work.
-    fn batch(&self) {}
+    /// Says that many requests follow in this process (`allocate -f`, `release -f`), run by
+    /// `workers` stores at once (this one among them): the store may keep what it learns
+    /// from one for the next, as long as what it keeps stays as true as what it would read
+    /// again (the file store's watch: `fs/watch.rs`), and may group them
+    /// ([`Units::grouped`]). Each request is still its own unit of work.
+    fn batch(&self, workers: usize) {
+        let _ = workers;
+    }
+
+    /// How many of a batch's requests this store runs in one group ([`Units::grouped`]): 1
+    /// (each on its own) unless [`Units::batch`] chose more.
+    fn group_size(&self) -> usize {
+        1
+    }
+
+    /// Runs `work`, which runs units of work one after another, as one group: on a
+    /// database, one transaction, each unit in it undone alone when it fails and the whole
+    /// committed when `work` returns (`pg/group.rs`). An `Err` is the group's own failure:
+    /// none of its units stands (or, for [`crate::error::Error::OutcomeUnknown`], whether
+    /// they stand is unknown), whatever each returned, and the caller runs each again on its
+    /// own. A store that does not group runs `work` as it is.
+    fn grouped(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        work()
+    }
 }
 
 /// What a store without an audit log of its own answers for one: exit 2.

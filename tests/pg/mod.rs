@@ -374,6 +374,10 @@ fn pump_connection(
     use std::io::{Read, Write};
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
+    // Messages are passed on one by one: without TCP_NODELAY, Nagle's algorithm holds each
+    // small write until the last is acknowledged, 40 ms a round trip behind a delayed ACK.
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
     // Set before the matching message goes on, so that no answer to it slips back.
     let silent = Arc::new(AtomicBool::new(false));
     let mut to_server = server.try_clone().unwrap();

@@ -284,9 +284,10 @@ pub fn exit_code(outcomes: &[Outcome]) -> i32 {
 /// One worker thread per store runs the requests: a state directory's batch has one, so its
 /// requests run one after another in input order; a database's has one per connection
 /// (`--jobs`), each request still its own unit of work on its worker's connection, so that
-/// the commits of requests in flight group. Requests are handed out in input order, at most
-/// one in flight per worker, and the results are printed in input order as the ones before
-/// them are done. Two requests of one batch race exactly as two processes do: the store's
+/// the commits of requests in flight group; on one connection, the requests run in groups of
+/// one transaction ([`crate::store::Units::grouped`]). Requests are handed out in input
+/// order, at most a group's worth in flight per worker, and the results are printed in
+/// input order as the ones before them are done (a group's once it committed). Two requests of one batch race exactly as two processes do: the store's
 /// arbiter decides, as for any claims.
 #[allow(clippy::too_many_arguments)]
 fn each(
@@ -301,7 +302,7 @@ fn each(
 ) -> Result<i32> {
     let requests = requests(file)?;
     for store in stores {
-        store.batch();
+        store.batch(stores.len());
     }
     let stop = super::stop_on_signal()?;
     // The requests are read on a thread of their own, so that a signal is seen while a pipe
@@ -352,6 +353,8 @@ fn dispatch(
     stop: &AtomicBool,
 ) -> (Vec<Outcome>, Option<Error>) {
     let tick = Duration::from_millis(100);
+    // A worker's group is made of the requests already handed out when it is ready for more.
+    let most: usize = stores.iter().map(|s| s.group_size().max(1)).sum();
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut failed_to_print = None;
     let (work_tx, work_rx) = std::sync::mpsc::channel::<(usize, Read)>();
@@ -395,7 +398,7 @@ fn dispatch(
             if !reading && in_flight == 0 {
                 break;
             }
-            if !reading || in_flight >= stores.len() {
+            if !reading || in_flight >= most {
                 if let Ok(o) = done_rx.recv_timeout(tick) {
                     pending.insert(o.index, o);
                 }
@@ -419,7 +422,19 @@ fn dispatch(
     (outcomes, failed_to_print)
 }
 
-/// One worker: runs the requests it is handed on its store until the queue closes.
+/// A request as a worker holds it: its place, and the command line it stands for (or why
+/// it stands for none: that is its result, and it never reaches the store).
+struct Job {
+    index: usize,
+    line: Option<usize>,
+    owner: Option<String>,
+    argv: Result<Vec<String>>,
+}
+
+/// One worker: runs the requests it is handed on its store until the queue closes, a group
+/// of them at a time where the store groups ([`crate::store::Units::grouped`]): the
+/// requests already waiting when one is done join its group, and the group's results are
+/// sent once it committed.
 #[allow(clippy::too_many_arguments)]
 fn work(
     store: &(dyn Store + Sync),
@@ -431,34 +446,89 @@ fn work(
     queue: &Mutex<Receiver<(usize, Read)>>,
     done: &Sender<Outcome>,
 ) {
-    loop {
-        // A worker that panicked holding the lock leaves the queue as it was.
-        let next = queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .recv();
-        let Ok((index, (line, request))) = next else {
-            return;
+    let size = store.group_size();
+    let next = |wait: bool| take(queue, wait, fields, inherited);
+    let mut one = |job: &Job| match &job.argv {
+        Ok(argv) => Some(run(store, command, argv.clone(), g)),
+        Err(_) => None,
+    };
+    while let Some(first) = next(true) {
+        let mut jobs = vec![first];
+        let mut results = Vec::new();
+        let grouped = store.grouped(&mut || {
+            while let Some(job) = jobs.get(results.len()) {
+                results.push(one(job));
+                if jobs.len() < size
+                    && let Some(job) = next(false)
+                {
+                    jobs.push(job);
+                }
+            }
+            Ok(())
+        });
+        let results: Vec<Option<Result<Done>>> = match grouped {
+            Ok(()) => results,
+            // Each request that succeeded in the group may or may not stand now.
+            Err(Error::OutcomeUnknown { message }) => results
+                .into_iter()
+                .map(|r| match r {
+                    Some(Ok(_)) => Some(Err(Error::OutcomeUnknown {
+                        message: message.clone(),
+                    })),
+                    r => r,
+                })
+                .collect(),
+            // Nothing of the group stands: each request runs again on its own.
+            Err(_) => jobs.iter().map(&mut one).collect(),
         };
-        let owner = request
-            .as_ref()
-            .ok()
-            .and_then(|r| r.get("owner"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let result = request
-            .and_then(|r| argv(&r, fields, inherited))
-            .and_then(|argv| run(store, command, argv, g));
-        let outcome = Outcome {
-            index,
-            line,
-            owner,
-            result,
-        };
-        if done.send(outcome).is_err() {
-            return;
+        for (job, result) in jobs.into_iter().zip(results) {
+            let outcome = Outcome {
+                index: job.index,
+                line: job.line,
+                owner: job.owner,
+                result: match (job.argv, result) {
+                    (Ok(_), Some(result)) => result,
+                    (Err(e), _) => Err(e),
+                    (Ok(_), None) => unreachable!("a request with a command line ran"),
+                },
+            };
+            if done.send(outcome).is_err() {
+                return;
+            }
         }
     }
+}
+
+/// The next request of `queue` as a [`Job`]: waiting for it, or only if one is there.
+fn take(
+    queue: &Mutex<Receiver<(usize, Read)>>,
+    wait: bool,
+    fields: &[(&str, Flag)],
+    inherited: &Inherited<'_>,
+) -> Option<Job> {
+    // A worker that panicked holding the lock leaves the queue as it was.
+    let queue = queue
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (index, (line, request)) = if wait {
+        queue.recv().ok()?
+    } else {
+        queue.try_recv().ok()?
+    };
+    drop(queue);
+    let owner = request
+        .as_ref()
+        .ok()
+        .and_then(|r| r.get("owner"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let argv = request.and_then(|r| argv(&r, fields, inherited));
+    Some(Job {
+        index,
+        line,
+        owner,
+        argv,
+    })
 }
 
 /// A result that could not be printed because the reader closed stdout (`| head -1`): the

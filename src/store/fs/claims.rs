@@ -292,7 +292,7 @@ impl Units for FsStore {
     }
 
     /// Watches the allocation directories the batch scans (`watch.rs`).
-    fn batch(&self) {
+    fn batch(&self, _workers: usize) {
         *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = super::watch::Watch::new();
     }
 }

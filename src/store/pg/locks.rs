@@ -103,4 +103,20 @@ impl Units for PgStore {
     fn atomically(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         self.unit(work)
     }
+
+    fn batch(&self, workers: usize) {
+        // Alone, a batch's requests run one after another in input order: grouped. Workers
+        // of one batch would wait for each other's groups (`group.rs`).
+        if workers == 1 {
+            self.session().group_size = super::group::GROUP;
+        }
+    }
+
+    fn group_size(&self) -> usize {
+        self.session().group_size
+    }
+
+    fn grouped(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.group(work)
+    }
 }

@@ -27,6 +27,8 @@
 //!   trips (that batch, the claim, `COMMIT`), one for an owner that holds an address one
 //!   (the batch wrote nothing, so its transaction is left to end with the next `BEGIN` or
 //!   the connection: [`Session::open`]).
+//! - A batch on one connection (`allocate -f`) runs its requests in groups, up to 32 units in
+//!   one transaction, each under a savepoint of its own (`group.rs`).
 //! - A connection that breaks mid-command is one `error:` line: exit 1 before the `COMMIT`
 //!   was sent (the transaction never committed, so nothing is half-done), exit 6
 //!   ([`crate::error::exit::UNKNOWN`]) once it was, when the server may have committed:
@@ -38,6 +40,7 @@ mod connect;
 pub mod conninfo;
 mod free;
 mod grants;
+mod group;
 pub mod inspect;
 mod locks;
 mod migrate;
@@ -128,6 +131,35 @@ struct Session {
     /// at the latest. (A `ROLLBACK` with no transaction open is a warning, so a failure that
     /// leaves it unclear whether one is open sets it too.)
     open: bool,
+    /// A batch's group of units under way in one transaction (`group.rs`).
+    group: Option<group::Group>,
+    /// How many units a group holds: 1 (no groups) unless a batch chose more.
+    group_size: usize,
+}
+
+impl Session {
+    /// Statements join a transaction begun (or to be begun) for them: a unit's or a group's.
+    fn joined(&self) -> bool {
+        self.in_txn || self.group.is_some()
+    }
+
+    /// What a unit of work starts with: nothing it read or locked before.
+    fn start_unit(&mut self) {
+        self.in_txn = true;
+        self.hints_read.clear();
+        self.prefetched = prefetch::Prefetched::default();
+        self.prefix_ahead = None;
+        self.only_prefetch = false;
+    }
+
+    /// What a unit of work leaves: its locks go with its transaction (or savepoint).
+    fn end_unit(&mut self) {
+        self.in_txn = false;
+        self.locked_pools.clear();
+        self.kept_pools.clear();
+        self.prefetched = prefetch::Prefetched::default();
+        self.prefix_ahead = None;
+    }
 }
 
 /// A PostgreSQL database holding ipamctl's schema.
@@ -342,7 +374,7 @@ impl PgStore {
         session.only_prefetch = false;
         if let Some(begin) = session.begin_pending.take() {
             self.begin_in(&mut session, &begin)?;
-        } else if !session.in_txn && !session.open {
+        } else if !session.joined() && !session.open {
             self.begin_in(&mut session, &self.begin)?;
             session.open = true;
         }
@@ -439,6 +471,8 @@ impl PgStore {
                 prefix_ahead: None,
                 only_prefetch: false,
                 open: false,
+                group: None,
+                group_size: 1,
             }),
             init_hint,
             shown,
@@ -493,7 +527,7 @@ impl PgStore {
         f: impl FnOnce(&mut Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
         let mut session = self.session();
-        if session.in_txn {
+        if session.joined() {
             drop(session);
             let mut session = self.conn()?;
             return f(&mut session.client).map_err(|e| self.error(&e));
@@ -557,8 +591,16 @@ impl PgStore {
 
     /// A unit of work opened by `begin`.
     fn unit_as(&self, begin: &str, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        if self.session().in_txn {
-            return work();
+        {
+            let session = self.session();
+            if session.in_txn {
+                drop(session);
+                return work();
+            }
+            if session.group.is_some() {
+                drop(session);
+                return self.grouped_unit(work);
+            }
         }
         retrying(
             || {
@@ -566,19 +608,11 @@ impl PgStore {
                     // Sent with the unit's first statement, or never if it sends none.
                     let mut session = self.session();
                     session.begin_pending = Some(begin.to_owned());
-                    session.in_txn = true;
-                    session.hints_read.clear();
-                    session.prefetched = prefetch::Prefetched::default();
-                    session.prefix_ahead = None;
-                    session.only_prefetch = false;
+                    session.start_unit();
                 }
                 let done = work();
                 let mut session = self.session();
-                session.in_txn = false;
-                session.locked_pools.clear();
-                session.kept_pools.clear();
-                session.prefetched = prefetch::Prefetched::default();
-                session.prefix_ahead = None;
+                session.end_unit();
                 if session.begin_pending.take().is_some() {
                     // Nothing was sent: there is no transaction to end.
                     return done;

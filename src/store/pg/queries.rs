@@ -284,7 +284,7 @@ impl PgStore {
         work: impl FnOnce(&mut Client) -> std::result::Result<(), postgres::Error>,
     ) {
         let mut session = self.session();
-        if session.in_txn || session.version_pending {
+        if session.joined() || session.version_pending {
             return;
         }
         // A transaction left open (the reading one) ends first; the reads after this run

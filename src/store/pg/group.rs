@@ -1,0 +1,134 @@
+//! A batch's units grouped in one transaction ([`crate::store::Units::grouped`]): what a
+//! one-connection batch saves of every request's `BEGIN` and `COMMIT`.
+//!
+//! # Protocol
+//!
+//! - The group's `BEGIN` (with its `SET LOCAL`s) is sent with the first statement of its
+//!   first unit, as a single unit's is ([`super::Session::begin_pending`]); each unit then
+//!   begins with `SAVEPOINT unit`, sent the same way, so a unit costs no round trip a single
+//!   unit does not. Savepoints are never released (that would be a round trip of its own):
+//!   they nest, one a unit, and the `COMMIT` ends them all. A group holds at most
+//!   [`GROUP`] units, so their subtransactions stay within the server's cache of 64 per
+//!   backend.
+//! - A unit that fails is undone alone (`ROLLBACK TO SAVEPOINT unit`), its row locks with
+//!   it, and its error is its request's; the group goes on. One that fails with a
+//!   serialization failure or a deadlock (which a single unit would run again), or whose
+//!   undoing fails (a lost connection), breaks the group: the rest of its units fail at
+//!   once, the group rolls back, and the caller runs each of its requests again on its own.
+//! - Nothing of the group is seen by anyone (not even as printed results: the caller holds
+//!   them) before its `COMMIT`: a kill, a lost connection before the `COMMIT`, or a refused
+//!   one leaves nothing of it. A connection lost *during* the `COMMIT` leaves every unit's
+//!   outcome unknown ([`crate::error::Error::OutcomeUnknown`]), as it would a single one's.
+//! - What a group costs others: its rows and row locks (the pools' rows `FOR SHARE`, the
+//!   hint row its claims moved) last until its `COMMIT`, a group's length of time instead of
+//!   a unit's. A claim of another transaction that picks an address the group holds
+//!   uncommitted waits for that `COMMIT`, then moves on; two groups that each wait for the
+//!   other are a deadlock, which the server breaks (after its `deadlock_timeout`) and the
+//!   broken group runs again unit by unit. So a batch groups only on one connection (the
+//!   default): its own workers (`--jobs`) would pick each other's uncommitted addresses all
+//!   the time.
+
+use super::{PgStore, retryable};
+use crate::error::{Error, Result};
+
+/// The most units a group holds.
+pub const GROUP: usize = 32;
+
+/// A group under way on a session.
+#[derive(Default)]
+pub(super) struct Group {
+    /// What broke the group, if something did: its units fail at once, and its end rolls it
+    /// back.
+    broken: Option<String>,
+}
+
+/// The savepoint each unit of a group begins with.
+const SAVEPOINT: &str = "SAVEPOINT unit";
+
+impl PgStore {
+    /// [`crate::store::Units::grouped`]: `work`'s units in one transaction.
+    pub(super) fn group(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        {
+            let mut session = self.session();
+            if session.in_txn || session.group.is_some() {
+                drop(session);
+                return work();
+            }
+            session.group = Some(Group::default());
+            session.begin_pending = Some(self.begin.clone());
+        }
+        let done = work();
+        let mut session = self.session();
+        let broken = session.group.take().and_then(|g| g.broken);
+        if session.begin_pending.take().is_some() {
+            // Nothing was sent: there is no transaction to end.
+            return done;
+        }
+        let failed = match (done, broken) {
+            (Ok(()), None) => {
+                return session
+                    .client
+                    .batch_execute("COMMIT")
+                    .map_err(|e| self.commit_failed(&e));
+            }
+            (Err(e), _) => e,
+            (Ok(()), Some(why)) => Error::Database {
+                message: why,
+                sqlstate: None,
+            },
+        };
+        // A failed rollback only means the connection is gone, and the server rolls back.
+        let _ = session.client.batch_execute("ROLLBACK");
+        Err(failed)
+    }
+
+    /// One unit of a group: `work` after its savepoint, undone alone if it fails.
+    pub(super) fn grouped_unit(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let begun = {
+            let mut session = self.session();
+            if let Some(why) = session.group.as_ref().and_then(|g| g.broken.clone()) {
+                return Err(Error::Database {
+                    message: why,
+                    sqlstate: None,
+                });
+            }
+            let pending = session.begin_pending.take();
+            let begun = pending.is_none();
+            session.begin_pending = Some(match pending {
+                Some(begin) => format!("{begin}; {SAVEPOINT}"),
+                None => SAVEPOINT.to_owned(),
+            });
+            session.start_unit();
+            begun
+        };
+        let done = work();
+        let mut session = self.session();
+        session.end_unit();
+        if session.begin_pending.take().is_some() {
+            // Nothing was sent: the group's `BEGIN`, if it was waiting, still is.
+            if !begun {
+                session.begin_pending = Some(self.begin.clone());
+            }
+            return done;
+        }
+        let Err(e) = done else {
+            return Ok(());
+        };
+        let breaks = matches!(&e, Error::Database { sqlstate: Some(code), .. } if retryable(code));
+        let undone = if breaks {
+            Ok(())
+        } else {
+            session
+                .client
+                .batch_execute(&format!("ROLLBACK TO {SAVEPOINT}"))
+                .map_err(|r| self.error(&r).to_string())
+        };
+        if let (true, _) | (_, Err(_)) = (breaks, &undone) {
+            let why = undone.err().unwrap_or_else(|| e.to_string());
+            if let Some(group) = session.group.as_mut() {
+                group.broken = Some(why);
+            }
+        }
+        Err(e)
+    }
+}

@@ -1,0 +1,210 @@
+//! A one-connection batch on PostgreSQL runs its requests in groups, one transaction each
+//! (`src/store/pg/group.rs`), through the real binary against a real server: the groups
+//! happen, a result is printed only for what committed, and a group that the server breaks
+//! (a serialization failure, a refused `COMMIT`, a lost answer) costs no request its claim.
+
+mod pg;
+
+use std::collections::BTreeMap;
+use std::process::Output;
+
+use pg::{Db, stderr, stdout};
+use serde_json::Value;
+
+const POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v4\nspec:\n  cidr: 10.71.0.0/24\n  kind: public\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v6\nspec:\n  cidr: fd00:71::/120\n  kind: public\n";
+
+/// A database holding pools `v4` and `v6`, a file of `n` dual-stack requests, and the
+/// directory holding it.
+fn setup(n: usize) -> (Db, tempfile::TempDir, String) {
+    let db = Db::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let pools = tmp.path().join("pools.yaml");
+    std::fs::write(&pools, POOLS).unwrap();
+    let out = db.run(["apply", "-f", pools.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: String = (0..n)
+        .map(|i| format!("{{\"pools\":[\"v4\",\"v6\"],\"owner\":\"VirtualMachine/vm-{i}/0\"}}\n"))
+        .collect();
+    let file = tmp.path().join("requests.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    (db, tmp, file)
+}
+
+/// The batch's JSON lines, one per request.
+fn results(out: &Output) -> Vec<Value> {
+    stdout(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// What the database holds: each owner's addresses (v4 then v6), and that no owner holds
+/// two in a pool.
+fn held(db: &Db) -> BTreeMap<String, Vec<String>> {
+    for pool in ["v4", "v6"] {
+        let q = format!(
+            "SELECT count(*) FROM (SELECT owner_name FROM ipamctl.allocations WHERE pool = '{pool}'
+             GROUP BY owner_name HAVING count(*) > 1) AS twice"
+        );
+        assert_eq!(db.count(&q), 0, "an owner holds two addresses in {pool}");
+    }
+    let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let rows = db
+        .sql()
+        .query(
+            "SELECT owner_kind || '/' || owner_name, host(address) FROM ipamctl.allocations
+             ORDER BY pool, address",
+            &[],
+        )
+        .unwrap();
+    for row in rows {
+        held.entry(row.get(0)).or_default().push(row.get(1));
+    }
+    held
+}
+
+/// Each owner's answer in `got` that says `created` or `existing`.
+fn answered(got: &[Value]) -> BTreeMap<String, Vec<String>> {
+    got.iter()
+        .filter(|r| r["error"].is_null())
+        .map(|r| {
+            let addresses = r["addresses"].as_array().unwrap();
+            let addresses = addresses.iter().map(|a| a.as_str().unwrap().to_owned());
+            (r["owner"].as_str().unwrap().to_owned(), addresses.collect())
+        })
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_batch_on_one_connection_commits_its_claims_in_groups() {
+    let (db, _tmp, file) = setup(200);
+    let out = db.run(["allocate", "-f", &file, "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got = results(&out);
+    assert_eq!(got.len(), 200);
+    assert!(got.iter().all(|r| r["action"] == "created"), "{got:?}");
+    assert_eq!(answered(&got), held(&db));
+    // An event's time is its transaction's start (`now()`): one per transaction.
+    let transactions = db.count(
+        "SELECT count(DISTINCT at) FROM ipamctl.events WHERE action = 'claimed'
+         AND kind = 'IPAllocation'",
+    );
+    assert!(
+        (7..=40).contains(&transactions),
+        "200 claims in {transactions} transactions, not in groups of up to 32"
+    );
+    // The same batch again: every request answers `existing`, with the same addresses.
+    let again = db.run(["allocate", "-f", &file, "-o", "json"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let second = results(&again);
+    assert!(
+        second.iter().all(|r| r["action"] == "existing"),
+        "{second:?}"
+    );
+    assert_eq!(answered(&second), answered(&got));
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_group_the_server_breaks_runs_its_requests_again_one_by_one() {
+    let (db, _tmp, file) = setup(100);
+    // vm-2's first claim fails with a serialization failure as it is made, and the first
+    // `COMMIT` of vm-40's claims is refused (in a later group: one holds at most 32): each
+    // once, as a sequence is not rolled back.
+    db.sql()
+        .batch_execute(
+            "CREATE SEQUENCE public.made;
+             CREATE SEQUENCE public.committed;
+             CREATE FUNCTION public.fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.owner_name = 'vm-2/0' THEN
+                     IF nextval('public.made') = 1 THEN
+                         RAISE EXCEPTION 'made to fail' USING ERRCODE = 'serialization_failure';
+                     END IF;
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE FUNCTION public.refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.owner_name = 'vm-40/0' THEN
+                     IF nextval('public.committed') = 1 THEN
+                         RAISE EXCEPTION 'refused at commit';
+                     END IF;
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER fail_once AFTER INSERT ON ipamctl.allocations
+                 FOR EACH ROW EXECUTE FUNCTION public.fail_once();
+             CREATE CONSTRAINT TRIGGER refuse_once AFTER INSERT ON ipamctl.allocations
+                 DEFERRABLE INITIALLY DEFERRED
+                 FOR EACH ROW EXECUTE FUNCTION public.refuse_once();",
+        )
+        .unwrap();
+    let out = db.run(["allocate", "-f", &file, "-o", "json"]);
+    assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+    let got = results(&out);
+    assert_eq!(got.len(), 100);
+    assert!(got.iter().all(|r| r["action"] == "created"), "{got:?}");
+    assert_eq!(answered(&got), held(&db));
+    // Both fired, and the claims they failed were made again.
+    assert!(db.count("SELECT last_value FROM public.made") >= 2);
+    assert!(db.count("SELECT last_value FROM public.committed") >= 3);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_group_whose_commit_answer_is_lost_reports_each_claim_unknown_and_a_rerun_finishes() {
+    let (db, _tmp, file) = setup(150);
+    // The third `COMMIT` reaches the server; its answer never comes back.
+    let proxy = pg::Proxy::start("COMMIT", 3, pg::Cut::AfterSending);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipamctl"))
+        .args(["--store", &proxy.url(db.name()), "allocate", "-f", &file])
+        .args(["-o", "json"])
+        .env_remove("IPAMCTL_STATE_DIR")
+        .env_remove("IPAMCTL_STORE")
+        .output()
+        .unwrap();
+    assert!(proxy.fired());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let got = results(&out);
+    assert_eq!(got.len(), 150);
+    let exits: Vec<Option<i64>> = got.iter().map(|r| r["error"]["exit"].as_i64()).collect();
+    // Results come in input order: the groups that committed, the one whose answer was
+    // lost (unknown, exit 6), then the requests the lost connection failed (exit 1).
+    let created = exits.iter().take_while(|e| e.is_none()).count();
+    let unknown = exits[created..]
+        .iter()
+        .take_while(|e| **e == Some(6))
+        .count();
+    assert!(created >= 2 && unknown >= 1, "{exits:?}");
+    assert!(
+        exits[created + unknown..].iter().all(|e| *e == Some(1)),
+        "{exits:?}"
+    );
+    // Every `created` printed is held, and nothing is held but what committed: the
+    // printed claims and the unknown group's.
+    let printed = answered(&got);
+    let stored = held(&db);
+    for (owner, addresses) in &printed {
+        assert_eq!(stored.get(owner), Some(addresses), "{owner}");
+    }
+    assert_eq!(stored.len(), created + unknown);
+    // The same batch again finishes it: the unknown group had committed (`existing`).
+    let again = db.run(["allocate", "-f", &file, "-o", "json"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let second = results(&again);
+    let existing = second.iter().filter(|r| r["action"] == "existing").count();
+    assert_eq!(existing, created + unknown);
+    assert_eq!(answered(&second), held(&db));
+}

@@ -208,3 +208,46 @@ fn a_group_whose_commit_answer_is_lost_reports_each_claim_unknown_and_a_rerun_fi
     assert_eq!(existing, created + unknown);
     assert_eq!(answered(&second), held(&db));
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn batches_through_pgbouncer_transaction_pooling_leave_no_statement_behind() {
+    let (db, tmp, _) = setup(0);
+    // Eight batches at once through four server connections: each group's transaction runs
+    // on one of them, and the next on any; a statement a group prepared and left behind would
+    // clash with the next group's of the same name (the client names them `s0`, `s1`, …).
+    let bouncer = pg::Bouncer::start();
+    let children: Vec<_> = (0..8)
+        .map(|b| {
+            let lines: String = (0..30)
+                .map(|i| format!("{{\"pool\":\"v4\",\"owner\":\"VirtualMachine/b{b}-{i}/0\"}}\n"))
+                .collect();
+            let file = tmp.path().join(format!("batch-{b}.jsonl"));
+            std::fs::write(&file, lines).unwrap();
+            bouncer
+                .cmd(
+                    &db,
+                    &["allocate", "-f", file.to_str().unwrap(), "-o", "json"],
+                )
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = pg::wait_or_kill(child, 120, "a batch through PgBouncer");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let got = results(&out);
+        assert_eq!(got.len(), 30);
+        assert!(got.iter().all(|r| r["action"] == "created"), "{got:?}");
+    }
+    assert_eq!(
+        db.count("SELECT count(DISTINCT owner_name) FROM ipamctl.allocations WHERE pool = 'v4'"),
+        240
+    );
+    held(&db);
+}

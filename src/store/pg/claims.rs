@@ -3,7 +3,7 @@
 //! write ([`Audit`]).
 
 use super::rows::{ALLOCATION_KIND, delete_allocation, owner_columns, parse};
-use super::typed::Typed;
+use super::typed::{Param, Typed};
 use super::{PgStore, ns_key};
 use crate::error::{Error, Result};
 use crate::model::kind::PREFIX_CLAIM_KIND;
@@ -45,28 +45,27 @@ impl Claims for PgStore {
             Some((epoch, low_water)) => (next, epoch, low_water),
             None => (None, 0, None),
         };
-        let claimed = self.run(|c| {
-            let row = c.one(
-                CLAIM,
-                &[
-                    &nsk,
-                    &pool,
-                    &address,
-                    &kind,
-                    &name,
-                    &uid,
-                    &bytes,
-                    &id,
-                    &ALLOCATION_KIND,
-                    &object,
-                    &created,
-                    &to,
-                    &epoch,
-                    &low_water,
-                ],
-            )?;
-            Ok(row.get::<_, i64>(0) > 0)
-        })?;
+        let params: [&dyn Param; 14] = [
+            &nsk,
+            &pool,
+            &address,
+            &kind,
+            &name,
+            &uid,
+            &bytes,
+            &id,
+            &ALLOCATION_KIND,
+            &object,
+            &created,
+            &to,
+            &epoch,
+            &low_water,
+        ];
+        let row = match self.prepared_one(CLAIM, &params)? {
+            Some(row) => row,
+            None => self.run(|c| c.one(CLAIM, &params))?,
+        };
+        let claimed = row.get::<_, i64>(0) > 0;
         if claimed {
             return Ok(Claim::Claimed);
         }

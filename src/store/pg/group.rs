@@ -28,6 +28,11 @@
 //!   default): its own workers (`--jobs`) would pick each other's uncommitted addresses all
 //!   the time.
 
+use std::collections::HashMap;
+
+use postgres::{Row, Statement};
+
+use super::typed::{Param, typed};
 use super::{PgStore, retryable};
 use crate::error::{Error, Result};
 
@@ -40,7 +45,17 @@ pub(super) struct Group {
     /// What broke the group, if something did: its units fail at once, and its end rolls it
     /// back.
     broken: Option<String>,
+    /// Statements prepared for the group by their text, and how many times each was asked
+    /// for. Dropped with the group, before its `COMMIT` or `ROLLBACK`: the client then
+    /// closes them on the server in the same transaction, so none outlives it (under
+    /// PgBouncer's transaction pooling the next transaction may be another server
+    /// connection's, where a name left behind would clash).
+    prepared: HashMap<&'static str, (usize, Option<Statement>)>,
 }
+
+/// How many times a statement is run in a group before it is prepared: preparing is a round
+/// trip of its own, and saves the parse and most of the planning of each run after.
+const PREPARE_AT: usize = 2;
 
 /// The savepoint each unit of a group begins with.
 const SAVEPOINT: &str = "SAVEPOINT unit";
@@ -130,5 +145,50 @@ impl PgStore {
             }
         }
         Err(e)
+    }
+
+    /// Runs `sql`, which returns one row, as a statement prepared for the group from its
+    /// second run on; `None` outside a group or before then (the caller runs it as usual).
+    pub(super) fn prepared_one(
+        &self,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Option<Row>> {
+        let statement = {
+            let mut session = self.session();
+            let Some(group) = session.group.as_mut() else {
+                return Ok(None);
+            };
+            let (runs, statement) = group.prepared.entry(sql).or_default();
+            *runs += 1;
+            if *runs < PREPARE_AT {
+                return Ok(None);
+            }
+            statement.clone()
+        };
+        let mut session = self.conn()?;
+        let typed = typed(params);
+        let statement = match statement {
+            Some(statement) => statement,
+            None => {
+                let types: Vec<_> = typed.iter().map(|(_, t)| t.clone()).collect();
+                let statement = session
+                    .client
+                    .prepare_typed(sql, &types)
+                    .map_err(|e| self.error(&e))?;
+                if let Some(group) = session.group.as_mut() {
+                    group
+                        .prepared
+                        .insert(sql, (PREPARE_AT, Some(statement.clone())));
+                }
+                statement
+            }
+        };
+        let values: Vec<_> = typed.iter().map(|(v, _)| *v).collect();
+        session
+            .client
+            .query_one(&statement, &values)
+            .map(Some)
+            .map_err(|e| self.error(&e))
     }
 }

@@ -44,7 +44,7 @@ params! {
 }
 
 /// The parameters with their types, as `query_typed` takes them.
-fn typed<'a>(params: &'a [&'a dyn Param]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+pub(super) fn typed<'a>(params: &'a [&'a dyn Param]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
     params
         .iter()
         .map(|&p| (p as &(dyn ToSql + Sync), p.sql_type()))

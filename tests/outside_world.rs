@@ -294,6 +294,22 @@ fn two_claims_of_one_owner_whose_lock_anchors_were_both_replaced_print_the_addre
     assert_consistent(&state);
 }
 
+/// fip-r holds an address above a free low one, and its file is gone (saved): the low
+/// address, fip-r's, the file's path and its bytes.
+#[cfg(feature = "failpoints")]
+fn fip_r_file_gone(test: &Test) -> (String, String, String, String) {
+    let low = allocate(test, "FloatingIP/fip-low");
+    let addr = allocate(test, "FloatingIP/fip-r");
+    succeeded(&ipamctl(
+        test,
+        &["release", POOL, &low, "--owner", "FloatingIP/fip-low"],
+    ));
+    let rel = allocation_file(&addr);
+    let saved = test.read(&rel);
+    test.remove(&rel);
+    (low, addr, rel, saved)
+}
+
 /// The marker alone replaced (`rsync -a` from another clone) while a claim runs changes
 /// nothing: the lock file still excludes every other claim of the owner, so a file of the
 /// owner that comes back meanwhile (a relabelling `git checkout`: unlink, then create) is
@@ -307,15 +323,7 @@ fn a_returned_file_is_given_way_to_when_only_the_marker_was_replaced() {
     let _serial = serial();
     let test = Test::new("seed");
     let state = test.state();
-    let low = allocate(&test, "FloatingIP/fip-low");
-    let addr = allocate(&test, "FloatingIP/fip-r");
-    succeeded(&ipamctl(
-        &test,
-        &["release", POOL, &low, "--owner", "FloatingIP/fip-low"],
-    ));
-    let rel = allocation_file(&addr);
-    let saved = test.read(&rel);
-    test.remove(&rel);
+    let (low, addr, rel, saved) = fip_r_file_gone(&test);
     let args = ["allocate", POOL, "--owner", "FloatingIP/fip-r"];
     let mut claim = ipamctl_cmd(&test, &args);
     claim.env("FAILPOINTS", "claim-before-recheck=sleep(2000)");
@@ -335,6 +343,50 @@ fn a_returned_file_is_given_way_to_when_only_the_marker_was_replaced() {
     assert_eq!(succeeded(&out), addr, "{}", out.describe());
     assert_eq!(held(&test, "FloatingIP/fip-r"), [addr]);
     assert_consistent(&state);
+}
+
+/// The same return of the owner's file, to a batch: there a claim's re-check reads the files
+/// its view of the pool saw change since its look-up (`src/store/fs/view.rs`), not a new
+/// listing. The first request is a dry run for another owner (its whole scan starts the
+/// view); the second, fip-r's, creates the low address and waits before its re-check, while
+/// fip-r's file comes back. The claim undoes the low address and answers fip-r's.
+#[cfg(feature = "failpoints")]
+#[test]
+fn in_a_batch_a_returned_file_is_given_way_to() {
+    let _serial = serial();
+    let test = Test::new("seed");
+    let (low, addr, rel, saved) = fip_r_file_gone(&test);
+    let dir = tempfile::tempdir().unwrap();
+    let requests = dir.path().join("requests.jsonl");
+    fs::write(
+        &requests,
+        format!(
+            "{{\"pool\":\"{POOL}\",\"owner\":\"FloatingIP/fip-new\",\"dryRun\":true}}\n\
+             {{\"pool\":\"{POOL}\",\"owner\":\"FloatingIP/fip-r\"}}\n"
+        ),
+    )
+    .unwrap();
+    let args = ["allocate", "-f", requests.to_str().unwrap(), "-o", "json"];
+    let mut batch = ipamctl_cmd(&test, &args);
+    batch.env("FAILPOINTS", "claim-before-recheck=sleep(2000)");
+    let batch = spawn(batch);
+    assert!(
+        wait_until(Duration::from_secs(10), || test
+            .exists(&allocation_file(&low))),
+        "the batch never created {low}"
+    );
+    test.write(&rel, &saved);
+    let out = finish(&args, batch);
+    let printed = succeeded(&out);
+    let answer = printed.lines().nth(1).unwrap_or_default();
+    assert!(
+        answer.contains(&format!("\"address\":\"{addr}\"")) && answer.contains("existing"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(held(&test, "FloatingIP/fip-r"), [addr]);
+    assert!(!test.exists(&allocation_file(&low)));
+    assert_consistent(&test.state());
 }
 
 /// Finding 1 without fail points: strace holds the claimer for 2 s right after the system

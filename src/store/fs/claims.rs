@@ -255,6 +255,17 @@ impl FsStore {
             return Ok(None);
         };
         let pool = spec.pool.as_str();
+        // In a batch, the files that changed since the look-up are the view's unknown ones.
+        if let Some(changed) = self.changed_in_view(&dir, pool) {
+            for address in changed {
+                if address != spec.address
+                    && let Some(m) = self.owners_file(&dir, ns, manifest, address)?
+                {
+                    return Ok(Some(m));
+                }
+            }
+            return Ok(None);
+        }
         let listed = self
             .pool_names(&dir, Some(pool))?
             .remove(pool)
@@ -268,19 +279,38 @@ impl FsStore {
             if address == spec.address || seen.next_if_eq(&&address).is_some() {
                 continue;
             }
-            let file = format!(
-                "{}.yaml",
-                crate::model::allocation_name(&spec.pool, address)
-            );
-            if let Some(read) = self.read_whole(&dir, ns, &file)?
-                && let Ok(m) = read.parsed
-                && m.spec.owner == spec.owner
-                && m.spec.address == address
-            {
+            if let Some(m) = self.owners_file(&dir, ns, manifest, address)? {
                 return Ok(Some(m));
             }
         }
         Ok(None)
+    }
+
+    /// The allocation at `address` of `manifest`'s pool, read whole, if it is of the same
+    /// owner.
+    fn owners_file(
+        &self,
+        dir: &std::os::fd::OwnedFd,
+        ns: Option<&Namespace>,
+        manifest: &AllocationManifest,
+        address: IpAddr,
+    ) -> Result<Option<AllocationManifest>> {
+        let spec = &manifest.spec;
+        let file = format!(
+            "{}.yaml",
+            crate::model::allocation_name(&spec.pool, address)
+        );
+        Ok(match self.read_whole(dir, ns, &file)? {
+            Some(read)
+                if read
+                    .parsed
+                    .as_ref()
+                    .is_ok_and(|m| m.spec.owner == spec.owner && m.spec.address == address) =>
+            {
+                read.parsed.ok()
+            }
+            _ => None,
+        })
     }
 }
 

@@ -111,7 +111,10 @@
 //! the status of each allocation file and the names of each allocation directory it has
 //! listed (`watch.rs`): read once per batch and directory, then kept true by an inotify
 //! watch added before the first listing, so that a request lists and `stat`s only what
-//! changed since the last. An outside write during a batch (`git pull`, `git checkout`,
+//! changed since the last. After a pool's first whole scan it also keeps the owner of each
+//! of the pool's files that no event named since (`view.rs`): an owner look-up then reads
+//! only the files that changed and the owner's own, and a claim's re-check after its create
+//! reads the files that changed since its look-up, instead of a new listing. An outside write during a batch (`git pull`, `git checkout`,
 //! `git clean`, `cp` over a file, `rsync`, `rm`, `touch`, an editor) raises an event before
 //! it returns, and the next request reads what it named: it can do no more than between
 //! two single commands. What a batch cannot see that a single command would: a write
@@ -160,6 +163,8 @@ mod prefix_claims;
 mod queries;
 mod scan;
 mod seal;
+mod view;
+mod view_scan;
 mod watch;
 
 use std::collections::HashMap;

@@ -50,9 +50,14 @@ impl Queries for FsStore {
                 return Ok(lookup);
             }
         }
-        let listed = self.names_and_index(&dir, ns, pool.as_str())?;
-        let text = index::owner_text(owner);
-        let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
+        let scanned = match self.scan_view(&dir, ns, pool, owner)? {
+            Some(scanned) => scanned,
+            None => {
+                let listed = self.names_and_index(&dir, ns, pool.as_str())?;
+                let text = index::owner_text(owner);
+                self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?
+            }
+        };
         lookup.taken = scanned.taken;
         for (address, name, mut parsed, in_flight) in scanned.hits {
             if parsed.is_err() || in_flight {

@@ -88,7 +88,14 @@ impl FsStore {
         let read_start = now_ns();
         let (records, unlisted) = index.join(&keys);
         let listed: Vec<_> = keys.iter().copied().zip(records).collect();
-        let watched = self.watched(dir);
+        let (watched, generation) = match self.watched_at(dir) {
+            Some((id, generation)) => (Some(id), generation),
+            None => (None, 0),
+        };
+        // A batch's first whole scan of a pool's allocations seeds its view (`view.rs`).
+        let mut seed = watched
+            .filter(|&id| self.needs_view::<T>(id, pool, &keys))
+            .map(|_| Vec::with_capacity(keys.len()));
         // In a batch, the files whose remembered status matches their record, and whose
         // owner is not wanted, are ruled out here, in one pass under the watch's lock: most
         // of a pool, which then costs no thread, no lock and no `stat` per file.
@@ -117,28 +124,18 @@ impl FsStore {
             if !matches!(look, Look::Gone) {
                 scanned.taken.push(key);
             }
+            if let Some(seed) = &mut seed
+                && let Some(address) = T::address(key)
+                && !matches!(look, Look::Gone)
+            {
+                seed.push((address, seen_owner::<T>(key, record, &look)));
+            }
             match look {
                 Look::Gone | Look::Known => {}
                 Look::Rebuilt(name, m) => scanned.hits.push((key, name, Ok(m), false)),
                 Look::Read(parsed, stamp, in_flight) => {
-                    let learnt = match &parsed {
-                        Ok(m)
-                            if T::key_and_owner(m).0 == key
-                                && !in_flight
-                                && stamp.settled(read_start) =>
-                        {
-                            Some(learn(kind, m, stamp))
-                        }
-                        _ => None,
-                    };
-                    match learnt {
-                        Some(r) if !index::same(record, &r) => {
-                            changes.push(Change::Set(key, r));
-                        }
-                        Some(_) => {}
-                        None if record.is_some() => changes.push(Change::Forget(key)),
-                        None => {}
-                    }
+                    let settled = !in_flight && stamp.settled(read_start);
+                    changes.extend(change(kind, (key, record), &parsed, stamp, settled));
                     // A file in flight may be anyone's once whole: the caller reads it again.
                     let hit = match &parsed {
                         Ok(m) => in_flight || wanted(&index::owner_text(T::key_and_owner(m).1)),
@@ -149,6 +146,9 @@ impl FsStore {
                     }
                 }
             }
+        }
+        if let (Some(id), Some(seed)) = (watched, seed) {
+            self.seed_view(id, pool, generation, seed);
         }
         if !changes.is_empty() {
             // Best effort: a lost index only costs reads (and a read-only directory has none).
@@ -358,16 +358,82 @@ fn learn<T: Kind>(kind: &T, m: &T::Manifest, stamp: Stamp) -> Record {
     }
 }
 
+/// The change to the index that a read of the file of `key` (with index record `record`)
+/// makes: its record, if the file was `settled` (not in flight, and older than the racy
+/// margin) and is not recorded so already; else forgetting the record, if there is one.
+fn change<T: Kind>(
+    kind: &T,
+    (key, record): (T::Key, Option<RecordRef<'_>>),
+    parsed: &Boxed<T::Manifest>,
+    stamp: Stamp,
+    settled: bool,
+) -> Option<Change<T::Key>> {
+    let learnt = match parsed {
+        Ok(m) if T::key_and_owner(m).0 == key && settled => Some(learn(kind, m, stamp)),
+        _ => None,
+    };
+    match learnt {
+        Some(r) if !index::same(record, &r) => Some(Change::Set(key, r)),
+        Some(_) => None,
+        None => record.map(|_| Change::Forget(key)),
+    }
+}
+
+/// The owner a scan's look at the file of `key` (with index record `record`) vouches for,
+/// for the batch's view (`view.rs`): the record's, when the file's status matched it; the
+/// file's, when it was read whole and settled; else none (unknown).
+fn seen_owner<T: Kind>(
+    key: T::Key,
+    record: Option<RecordRef<'_>>,
+    look: &Look<T::Manifest>,
+) -> Option<Box<str>> {
+    match look {
+        Look::Known | Look::Rebuilt(..) => record.map(|r| r.owner.into()),
+        Look::Read(Ok(m), _, false) if T::key_and_owner(m).0 == key => {
+            Some(index::owner_text(T::key_and_owner(m).1).into())
+        }
+        Look::Read(..) | Look::Gone => None,
+    }
+}
+
 /// An object name from its file name (`<name>.yaml`).
 fn stem(file: &str) -> &str {
     file.strip_suffix(".yaml").unwrap_or(file)
 }
 
 impl FsStore {
-    /// `dir`'s id when the batch watches it (`watch.rs`), after reading the watch's queue.
-    fn watched(&self, dir: &OwnedFd) -> Option<DirId> {
+    /// `dir`'s id when the batch watches it (`watch.rs`), after reading the watch's queue,
+    /// and the watch's generation then.
+    fn watched_at(&self, dir: &OwnedFd) -> Option<(DirId, u64)> {
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
-        watch.as_mut()?.watched(dir)
+        let w = watch.as_mut()?;
+        Some((w.watched(dir)?, w.generation()))
+    }
+
+    /// Starts the batch's view of `pool` in `id` from a whole scan begun at `generation`.
+    fn seed_view(
+        &self,
+        id: DirId,
+        pool: &str,
+        generation: u64,
+        seed: Vec<(IpAddr, Option<Box<str>>)>,
+    ) {
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = watch.as_mut() {
+            w.seed(
+                id,
+                pool,
+                generation,
+                crate::store::fs::view::View::seeded(seed),
+            );
+        }
+    }
+
+    /// The batch watches `id`, has no view of `pool` there yet, and `keys` are allocations'.
+    fn needs_view<T: Kind>(&self, id: DirId, pool: &str, keys: &[T::Key]) -> bool {
+        let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        watch.as_ref().is_some_and(|w| w.view(id, pool).is_none())
+            && keys.iter().all(|&k| T::address(k).is_some())
     }
 
     /// The status of `file` in `dir`: remembered by the batch's watch of `dir` while no
@@ -423,7 +489,9 @@ impl FsStore {
 }
 
 /// Every name in `dir`, listed now.
-fn list_names(dir: &OwnedFd) -> beneath::Confined<std::collections::BTreeSet<Box<[u8]>>> {
+pub(super) fn list_names(
+    dir: &OwnedFd,
+) -> beneath::Confined<std::collections::BTreeSet<Box<[u8]>>> {
     let mut names = std::collections::BTreeSet::new();
     beneath::each_name(dir, |name, _| {
         names.insert(name.into());

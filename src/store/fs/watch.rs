@@ -42,6 +42,7 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use crate::model::parse_allocation_name;
 use crate::store::fs::beneath;
 use crate::store::fs::index::{Index, Stamp};
+use crate::store::fs::view::View;
 
 /// `statfs` magic numbers of the file systems whose every change inotify reports.
 const LOCAL: &[u64] = &[
@@ -69,8 +70,11 @@ struct Seen {
     /// of looking each file up in `stats` (a cache miss a file: most of a request's time at
     /// 50,000 files).
     by_address: HashMap<String, BTreeMap<IpAddr, Option<Stamp>>>,
-    /// The allocations among `names`, by pool: kept with `names`, once asked for.
-    pools: Option<HashMap<String, BTreeSet<IpAddr>>>,
+    /// The allocations among `names`, by pool, ascending: kept with `names`, once asked
+    /// for (a sorted vector, which a request copies at the cost of a `memcpy`).
+    pools: Option<HashMap<String, Vec<IpAddr>>>,
+    /// What the batch knows of each pool's files' owners (see [`View`]).
+    views: HashMap<String, View>,
     /// The owner index of each pool as last read. Any index is sound (a record is trusted
     /// only while its file's status is the recorded one), so a batch reads it again only
     /// when it lacks many of the pool's files, rather than once per request.
@@ -176,18 +180,19 @@ impl Watch {
         self.names(id, list)?;
         let seen = self.dirs.get_mut(&id).expect("a watched directory");
         let pools = seen.pools.get_or_insert_with(|| {
-            let mut pools: HashMap<String, BTreeSet<IpAddr>> = HashMap::new();
+            let mut pools: HashMap<String, Vec<IpAddr>> = HashMap::new();
             for name in seen.names.iter().flatten() {
                 if let Some((p, address)) = allocation(name) {
-                    pools.entry(p.to_owned()).or_default().insert(address);
+                    pools.entry(p.to_owned()).or_default().push(address);
                 }
+            }
+            for addresses in pools.values_mut() {
+                addresses.sort_unstable();
+                addresses.dedup();
             }
             pools
         });
-        Ok(pools
-            .get(pool)
-            .map(|a| a.iter().copied().collect())
-            .unwrap_or_default())
+        Ok(pools.get(pool).cloned().unwrap_or_default())
     }
 
     /// `pool`'s index as last read, unless it lacks more than [`INDEX_SLACK`] of the
@@ -208,6 +213,42 @@ impl Watch {
         let index = load();
         seen.indexes.insert(pool.to_owned(), index.clone());
         index
+    }
+
+    /// How many times the queue was read: what is learnt by a look that began at this
+    /// generation is kept only if it is still the generation.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The batch's view of `pool`'s owners in `id` (`view.rs`), if it has one.
+    pub(super) fn view(&self, id: DirId, pool: &str) -> Option<&View> {
+        self.dirs.get(&id)?.views.get(pool)
+    }
+
+    /// The view of `pool` in `id`, to keep what a look begun at `generation` learnt: only if
+    /// the queue was not read since.
+    pub(super) fn view_since(
+        &mut self,
+        id: DirId,
+        pool: &str,
+        generation: u64,
+    ) -> Option<&mut View> {
+        if generation != self.generation {
+            return None;
+        }
+        self.dirs.get_mut(&id)?.views.get_mut(pool)
+    }
+
+    /// Starts the view of `pool` in `id` from a whole scan begun at `generation` (see
+    /// [`Watch::view_since`]).
+    pub(super) fn seed(&mut self, id: DirId, pool: &str, generation: u64, view: View) {
+        if generation != self.generation {
+            return;
+        }
+        if let Some(seen) = self.dirs.get_mut(&id) {
+            seen.views.insert(pool.to_owned(), view);
+        }
     }
 
     /// The remembered status of `name` in `id`, if there is one; and the generation to give
@@ -284,6 +325,7 @@ impl Watch {
                     seen.pools = None;
                     seen.stats.clear();
                     seen.by_address.clear();
+                    seen.views.clear();
                 }
                 continue;
             }
@@ -305,10 +347,13 @@ impl Watch {
                 continue;
             };
             seen.stats.remove(name);
-            if let Some((pool, address)) = allocation(name)
-                && let Some(statuses) = seen.by_address.get_mut(pool)
-            {
-                statuses.remove(&address);
+            if let Some((pool, address)) = allocation(name) {
+                if let Some(statuses) = seen.by_address.get_mut(pool) {
+                    statuses.remove(&address);
+                }
+                if let Some(view) = seen.views.get_mut(pool) {
+                    view.forget(address);
+                }
             }
             let added = flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO);
             let removed = flags.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM);
@@ -322,10 +367,14 @@ impl Watch {
             if let Some(pools) = &mut seen.pools
                 && let Some((pool, address)) = allocation(name)
             {
-                if added {
-                    pools.entry(pool.to_owned()).or_default().insert(address);
-                } else if removed && let Some(addresses) = pools.get_mut(pool) {
-                    addresses.remove(&address);
+                let addresses = pools.entry(pool.to_owned()).or_default();
+                let at = addresses.binary_search(&address);
+                match at {
+                    Err(i) if added => addresses.insert(i, address),
+                    Ok(i) if removed => {
+                        addresses.remove(i);
+                    }
+                    _ => {}
                 }
             }
         }

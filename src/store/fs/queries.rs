@@ -50,12 +50,13 @@ impl Queries for FsStore {
                 return Ok(lookup);
             }
         }
-        let scanned = match self.scan_view(&dir, ns, pool, owner)? {
-            Some(scanned) => scanned,
+        let (scanned, viewed) = match self.scan_view(&dir, ns, pool, owner)? {
+            Some(scanned) => (scanned, true),
             None => {
                 let listed = self.names_and_index(&dir, ns, pool.as_str())?;
                 let text = index::owner_text(owner);
-                self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?
+                let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
+                (scanned, false)
             }
         };
         lookup.taken = scanned.taken;
@@ -78,7 +79,11 @@ impl Queries for FsStore {
         if let Some(held) = &lookup.held {
             self.write_hint(ns, pool, key, held.spec.address);
         } else {
-            self.remember_looked(ns, pool, key, &lookup.taken);
+            // A batch's re-check reads what its view saw change since (`view.rs`), not a
+            // listing against what this saw taken: nothing to copy. (Were the view dropped
+            // meanwhile, the re-check would read every file: slow, never wrong.)
+            let taken: &[std::net::IpAddr] = if viewed { &[] } else { &lookup.taken };
+            self.remember_looked(ns, pool, key, taken);
         }
         Ok(lookup)
     }

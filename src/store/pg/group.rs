@@ -5,12 +5,12 @@
 //!
 //! - The group's `BEGIN` (with its `SET LOCAL`s) is sent with the first statement of its
 //!   first unit, as a single unit's is ([`super::Session::begin_pending`]); each unit then
-//!   begins with `SAVEPOINT unit`, sent the same way, so a unit costs no round trip a single
+//!   begins with a savepoint of its own (`SAVEPOINT u1`, `u2`, …), sent the same way, so a unit costs no round trip a single
 //!   unit does not. Savepoints are never released (that would be a round trip of its own):
 //!   they nest, one a unit, and the `COMMIT` ends them all. A group holds at most
 //!   [`GROUP`] units, so their subtransactions stay within the server's cache of 64 per
 //!   backend.
-//! - A unit that fails is undone alone (`ROLLBACK TO SAVEPOINT unit`), its row locks with
+//! - A unit that fails is undone alone (`ROLLBACK TO SAVEPOINT u7`), its row locks with
 //!   it, and its error is its request's; the group goes on. One that fails with a
 //!   serialization failure or a deadlock (which a single unit would run again), or whose
 //!   undoing fails (a lost connection), breaks the group: the rest of its units fail at
@@ -51,14 +51,15 @@ pub(super) struct Group {
     /// PgBouncer's transaction pooling the next transaction may be another server
     /// connection's, where a name left behind would clash).
     prepared: HashMap<&'static str, (usize, Option<Statement>)>,
+    /// How many units began: each unit's savepoint is named by its number, so that undoing
+    /// a unit whose savepoint was never made fails (and breaks the group) instead of undoing
+    /// the unit before it.
+    units: usize,
 }
 
 /// How many times a statement is run in a group before it is prepared: preparing is a round
 /// trip of its own, and saves the parse and most of the planning of each run after.
 const PREPARE_AT: usize = 2;
-
-/// The savepoint each unit of a group begins with.
-const SAVEPOINT: &str = "SAVEPOINT unit";
 
 impl PgStore {
     /// [`crate::store::Units::grouped`]: `work`'s units in one transaction.
@@ -81,10 +82,13 @@ impl PgStore {
         }
         let failed = match (done, broken) {
             (Ok(()), None) => {
-                return session
-                    .client
-                    .batch_execute("COMMIT")
-                    .map_err(|e| self.commit_failed(&e));
+                let committed = session.client.batch_execute(super::COMMIT);
+                if committed.is_err() {
+                    // Refused before its `COMMIT` ran (see [`super::COMMIT`]), the
+                    // transaction is still open: the next `BEGIN` ends it first.
+                    session.open = true;
+                }
+                return committed.map_err(|e| self.commit_failed(&e));
             }
             (Err(e), _) => e,
             (Ok(()), Some(why)) => Error::Database {
@@ -107,15 +111,24 @@ impl PgStore {
                     sqlstate: None,
                 });
             }
+            let Some(group) = session.group.as_mut() else {
+                return Err(Error::Database {
+                    message: "internal error: a grouped unit outside a group".into(),
+                    sqlstate: None,
+                });
+            };
+            group.units += 1;
+            let savepoint = format!("u{}", group.units);
             let pending = session.begin_pending.take();
             let begun = pending.is_none();
             session.begin_pending = Some(match pending {
-                Some(begin) => format!("{begin}; {SAVEPOINT}"),
-                None => SAVEPOINT.to_owned(),
+                Some(begin) => format!("{begin}; SAVEPOINT {savepoint}"),
+                None => format!("SAVEPOINT {savepoint}"),
             });
             session.start_unit();
-            begun
+            (begun, savepoint)
         };
+        let (begun, savepoint) = begun;
         let done = work();
         let mut session = self.session();
         session.end_unit();
@@ -135,7 +148,7 @@ impl PgStore {
         } else {
             session
                 .client
-                .batch_execute(&format!("ROLLBACK TO {SAVEPOINT}"))
+                .batch_execute(&format!("ROLLBACK TO SAVEPOINT {savepoint}"))
                 .map_err(|r| self.error(&r).to_string())
         };
         if let (true, _) | (_, Err(_)) = (breaks, &undone) {

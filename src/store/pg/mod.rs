@@ -82,6 +82,12 @@ pub const MAX_ATTEMPTS: u32 = 16;
 /// claim. Writers that do not set it (psql, `COPY`, other tools) are still counted.
 const BEGIN: &str = "BEGIN; SET LOCAL ipamctl.counting TO 'self'";
 
+/// How a unit of work (or a group of them) commits. `COMMIT` of a transaction that a failed
+/// statement aborted is answered `ROLLBACK`, not an error, and the client cannot tell the
+/// two answers apart: the `SELECT` before it fails in an aborted transaction, so a unit
+/// that returned success over a statement that failed is never taken for committed.
+const COMMIT: &str = "SELECT 1; COMMIT";
+
 /// A pool's low-water hint as a claim read it: the address, and the release epoch then;
 /// and what the gap queries from it handed out since.
 #[derive(Clone, Debug)]
@@ -536,9 +542,11 @@ impl PgStore {
         let client = &mut session.client;
         match f(client) {
             Ok(value) => {
-                client
-                    .batch_execute("COMMIT")
-                    .map_err(|e| self.commit_failed(&e))?;
+                if let Err(e) = client.batch_execute(COMMIT) {
+                    // Refused before its `COMMIT` ran, the transaction is still open.
+                    session.open = true;
+                    return Err(self.commit_failed(&e));
+                }
                 Ok(value)
             }
             Err(e) => {
@@ -624,10 +632,14 @@ impl PgStore {
                     session.open = true;
                     return done;
                 }
-                let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                let end = if done.is_ok() { COMMIT } else { "ROLLBACK" };
                 match (done, session.client.batch_execute(end)) {
                     (Ok(()), Ok(())) => Ok(()),
-                    (Ok(()), Err(e)) => Err(self.commit_failed(&e)),
+                    (Ok(()), Err(e)) => {
+                        // Refused before its `COMMIT` ran, the transaction is still open.
+                        session.open = true;
+                        Err(self.commit_failed(&e))
+                    }
                     // The work's own error is the one to report; a failed rollback only
                     // means the connection is gone, and the server rolls back then.
                     (Err(e), _) => Err(e),

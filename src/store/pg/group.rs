@@ -32,8 +32,9 @@ use std::collections::HashMap;
 
 use postgres::{Row, Statement};
 
+use super::prefetch::{Answered, LOOKUPS, Spelling};
 use super::typed::{Param, typed};
-use super::{PgStore, retryable};
+use super::{PgStore, Session, retryable};
 use crate::error::{Error, Result};
 
 /// The most units a group holds.
@@ -51,10 +52,32 @@ pub(super) struct Group {
     /// PgBouncer's transaction pooling the next transaction may be another server
     /// connection's, where a name left behind would clash).
     prepared: HashMap<&'static str, (usize, Option<Statement>)>,
+    /// How the units' look-ups are spelled (`prefetch.rs`).
+    lookups: Lookups,
     /// How many units began: each unit's savepoint is named by its number, so that undoing
     /// a unit whose savepoint was never made fails (and breaks the group) instead of undoing
     /// the unit before it.
     units: usize,
+}
+
+/// Where a group's look-ups stand (`prefetch.rs`'s [`LOOKUPS`]).
+enum Lookups {
+    /// Spelled with literals, by this many units so far.
+    Literal(usize),
+    /// Prepared under this id, once the round trip that prepared them was answered.
+    Prepared(u32),
+    /// Being prepared by the unit's first round trip now under way.
+    Preparing,
+    /// The round trip that prepared them failed: whether they exist is not known, so they
+    /// are neither used nor deallocated (their names are the group's own: nothing else can
+    /// meet them), and the group spells its look-ups with literals.
+    Abandoned,
+}
+
+impl Default for Lookups {
+    fn default() -> Lookups {
+        Lookups::Literal(0)
+    }
 }
 
 /// How many times a statement is run in a group before it is prepared: preparing is a round
@@ -75,14 +98,18 @@ impl PgStore {
         }
         let done = work();
         let mut session = self.session();
-        let broken = session.group.take().and_then(|g| g.broken);
+        let (broken, prepared) = match session.group.take() {
+            Some(group) => (group.broken, group.lookups),
+            None => (None, Lookups::default()),
+        };
         if session.begin_pending.take().is_some() {
             // Nothing was sent: there is no transaction to end.
             return done;
         }
         let failed = match (done, broken) {
             (Ok(()), None) => {
-                let committed = session.client.batch_execute(super::COMMIT);
+                let commit = format!("{}{}", deallocate(prepared), super::COMMIT);
+                let committed = session.client.batch_execute(&commit);
                 if committed.is_err() {
                     // Refused before its `COMMIT` ran (see [`super::COMMIT`]), the
                     // transaction is still open: the next `BEGIN` ends it first.
@@ -97,8 +124,68 @@ impl PgStore {
             },
         };
         // A failed rollback only means the connection is gone, and the server rolls back.
-        let _ = session.client.batch_execute("ROLLBACK");
+        let _ = session
+            .client
+            .batch_execute(&format!("ROLLBACK; {}", deallocate(prepared)));
         Err(failed)
+    }
+
+    /// How this unit's look-ups are spelled, and the id they are being prepared under when
+    /// this unit prepares them: then their `PREPARE`s join the unit's pending `BEGIN` (a
+    /// `SAVEPOINT`), which its first round trip sends ([`PgStore::lookups_sent`]).
+    pub(super) fn lookup_spelling(&self) -> (Spelling, Option<u32>) {
+        let mut session = self.session();
+        let session = &mut *session;
+        let (Some(group), Some(begin)) = (session.group.as_mut(), session.begin_pending.as_mut())
+        else {
+            return (Spelling::Literal, None);
+        };
+        match group.lookups {
+            Lookups::Prepared(id) => (Spelling::Execute(id), None),
+            Lookups::Literal(n) if n + 1 >= PREPARE_AT => {
+                let id = u32::from_be_bytes(
+                    uuid::Uuid::new_v4().as_bytes()[..4]
+                        .try_into()
+                        .unwrap_or_default(),
+                );
+                for (name, sql) in LOOKUPS {
+                    begin.push_str(&format!("; PREPARE ipamctl_{id:08x}_{name} AS {sql}"));
+                }
+                group.lookups = Lookups::Preparing;
+                (Spelling::Execute(id), Some(id))
+            }
+            Lookups::Literal(n) => {
+                group.lookups = Lookups::Literal(n + 1);
+                (Spelling::Literal, None)
+            }
+            Lookups::Preparing | Lookups::Abandoned => (Spelling::Literal, None),
+        }
+    }
+
+    /// What the round trip that sent a unit's look-ups (`sent`) says of the statements it
+    /// was to prepare under `preparing`: prepared if it was answered, else abandoned.
+    pub(super) fn lookups_sent<'a>(
+        &'a self,
+        preparing: Option<u32>,
+        sent: Result<Option<Answered<'a>>>,
+    ) -> Result<Option<Answered<'a>>> {
+        let Some(id) = preparing else {
+            return sent;
+        };
+        let now = match &sent {
+            Ok(Some(_)) => Lookups::Prepared(id),
+            _ => Lookups::Abandoned,
+        };
+        match sent {
+            Ok(Some((mut session, statements))) => {
+                set_lookups(&mut session, now);
+                Ok(Some((session, statements)))
+            }
+            other => {
+                set_lookups(&mut self.session(), now);
+                other
+            }
+        }
     }
 
     /// One unit of a group: `work` after its savepoint, undone alone if it fails.
@@ -203,5 +290,24 @@ impl PgStore {
             .query_one(&statement, &values)
             .map(Some)
             .map_err(|e| self.error(&e))
+    }
+}
+
+/// Sets where the group's look-ups stand, if a group is under way.
+fn set_lookups(session: &mut Session, now: Lookups) {
+    if let Some(group) = session.group.as_mut() {
+        group.lookups = now;
+    }
+}
+
+/// The `DEALLOCATE`s of a group's prepared look-ups, each followed by `; `: none unless
+/// they were prepared for sure.
+fn deallocate(lookups: Lookups) -> String {
+    match lookups {
+        Lookups::Prepared(id) => LOOKUPS
+            .iter()
+            .map(|(name, _)| format!("DEALLOCATE ipamctl_{id:08x}_{name}; "))
+            .collect(),
+        _ => String::new(),
     }
 }

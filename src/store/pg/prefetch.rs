@@ -89,38 +89,85 @@ pub(super) fn hex(text: &str) -> Vec<u8> {
         .collect()
 }
 
+/// The look-ups of a claim's first round trip, by name: each pool's row `FOR SHARE`, the
+/// owner's row in it, its hint row (with whether the hint's address is free); the scope's
+/// stored subnets. `$n` are the arguments ([`lookups`] spells them).
+pub(super) const LOOKUPS: [(&str, &str); 4] = [
+    (
+        "lock",
+        "SELECT encode(manifest, 'hex') FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR SHARE",
+    ),
+    (
+        "owner",
+        "SELECT host(address), encode(manifest, 'hex') FROM ipamctl.allocations
+         WHERE namespace = $1 AND pool = $2 AND owner_kind = $3 AND owner_name = $4 AND owner_uid || '' = $5",
+    ),
+    (
+        "hint",
+        "SELECT host(h.low_water), h.epoch,
+                NOT EXISTS (SELECT 1 FROM ipamctl.allocations a
+                            WHERE a.namespace = h.namespace AND a.pool = h.pool
+                              AND a.address = h.low_water)
+         FROM ipamctl.pool_hints h WHERE h.namespace = $1 AND h.pool = $2",
+    ),
+    (
+        "subnets",
+        "SELECT name, encode(manifest, 'hex') FROM ipamctl.objects WHERE kind = $1 AND namespace = $2",
+    ),
+];
+
+/// How a unit's look-ups are spelled: as statements with quoted literals, or as `EXECUTE`s
+/// of the statements its group prepared (`group.rs`), named `ipamctl_<id>_<look-up>`.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Spelling {
+    Literal,
+    Execute(u32),
+}
+
+/// One look-up of [`LOOKUPS`] with `args`, spelled so.
+fn spell(spelling: Spelling, which: usize, args: &[&str]) -> String {
+    let (name, sql) = LOOKUPS[which];
+    match spelling {
+        Spelling::Execute(id) => {
+            let args: Vec<String> = args.iter().map(|a| lit(a)).collect();
+            format!(";\nEXECUTE ipamctl_{id:08x}_{name}({})", args.join(", "))
+        }
+        Spelling::Literal => {
+            // `$n` replaced in one pass: an argument's own text is never read again.
+            let mut out = String::from(";\n");
+            let mut rest = sql;
+            while let Some(at) = rest.find('$') {
+                out.push_str(&rest[..at]);
+                let digits = rest[at + 1..]
+                    .bytes()
+                    .take_while(u8::is_ascii_digit)
+                    .count();
+                let n: usize = rest[at + 1..at + 1 + digits].parse().unwrap_or(0);
+                match n.checked_sub(1).and_then(|i| args.get(i)) {
+                    Some(arg) => out.push_str(&lit(arg)),
+                    None => out.push_str(&rest[at..=at + digits]),
+                }
+                rest = &rest[at + 1 + digits..];
+            }
+            out.push_str(rest);
+            out
+        }
+    }
+}
+
 /// The batch's statements for `pools`, after its `BEGIN`: for each pool, its row `FOR
 /// SHARE`, the owner's row, the hint row; then the scope's stored subnets (after the
 /// locks, so that what it reads of the pools' subnets holds until the unit ends).
-fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str)) -> String {
+fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str), spelling: Spelling) -> String {
     let (kind, name, uid) = owner;
     let mut sql = String::new();
     for pool in pools {
-        let (n, p) = (lit(nsk), lit(pool.as_str()));
-        sql.push_str(&format!(
-            ";\nSELECT encode(manifest, 'hex') FROM ipamctl.pools WHERE namespace = {n} AND name = {p} FOR SHARE"
-        ));
-        sql.push_str(&format!(
-            ";\nSELECT host(address), encode(manifest, 'hex') FROM ipamctl.allocations
-             WHERE namespace = {n} AND pool = {p} AND owner_kind = {} AND owner_name = {} AND owner_uid || '' = {}",
-            lit(kind),
-            lit(name),
-            lit(uid)
-        ));
-        sql.push_str(&format!(
-            ";\nSELECT host(h.low_water), h.epoch,
-                    NOT EXISTS (SELECT 1 FROM ipamctl.allocations a
-                                WHERE a.namespace = h.namespace AND a.pool = h.pool
-                                  AND a.address = h.low_water)
-             FROM ipamctl.pool_hints h WHERE h.namespace = {n} AND h.pool = {p}"
-        ));
+        let p = pool.as_str();
+        sql.push_str(&spell(spelling, 0, &[nsk, p]));
+        sql.push_str(&spell(spelling, 1, &[nsk, p, kind, name, uid]));
+        sql.push_str(&spell(spelling, 2, &[nsk, p]));
     }
-    sql.push_str(&format!(
-        ";\nSELECT name, encode(manifest, 'hex') FROM ipamctl.objects
-         WHERE kind = {} AND namespace = {}",
-        lit(SUBNET_KIND),
-        lit(nsk)
-    ));
+    sql.push_str(&spell(spelling, 3, &[SUBNET_KIND, nsk]));
     sql
 }
 
@@ -181,9 +228,9 @@ impl PgStore {
     ) -> Result<bool> {
         let nsk = ns_key(ns);
         let (kind, name, uid) = owner_columns(owner);
-        let Some((mut session, statements)) =
-            self.send_ahead(&lookups(nsk, pools, (kind, name, uid)))?
-        else {
+        let (spelling, preparing) = self.lookup_spelling();
+        let sent = self.send_ahead(&lookups(nsk, pools, (kind, name, uid), spelling));
+        let Some((mut session, statements)) = self.lookups_sent(preparing, sent)? else {
             return Ok(false);
         };
         if keep(
@@ -319,5 +366,25 @@ impl PgStore {
     /// Forgets the subnets the batch read: this unit is about to change one.
     pub(super) fn forget_prefetched_subnets(&self) {
         self.session().prefetched.subnets = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_literal_look_up_quotes_each_argument_once_and_leaves_no_placeholder() {
+        let sql = spell(Spelling::Literal, 1, &["ns", "p", "K", "o'$1x", "u"]);
+        assert!(sql.contains("namespace = 'ns' AND pool = 'p'"), "{sql}");
+        assert!(sql.contains("owner_name = 'o''$1x'"), "{sql}");
+        assert!(sql.contains("owner_uid || '' = 'u'"), "{sql}");
+        assert_eq!(sql.matches('$').count(), 1, "{sql}");
+    }
+
+    #[test]
+    fn a_prepared_look_up_is_an_execute_of_the_groups_statement() {
+        let sql = spell(Spelling::Execute(0xab), 0, &["ns", "p'q"]);
+        assert_eq!(sql, ";\nEXECUTE ipamctl_000000ab_lock('ns', 'p''q')");
     }
 }

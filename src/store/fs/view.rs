@@ -38,8 +38,9 @@ use std::net::IpAddr;
 pub(super) struct View {
     /// The owner each known file names.
     owner_of: HashMap<IpAddr, Box<str>>,
-    /// The known files by owner.
-    owners: HashMap<Box<str>, BTreeSet<IpAddr>>,
+    /// The known files by owner (almost always one: a vector, not a tree, a few bytes
+    /// instead of a node of a few hundred for each of a pool's tens of thousands of owners).
+    owners: HashMap<Box<str>, Vec<IpAddr>>,
     /// Files whose owner is not known: named by an event since they were looked at, or
     /// never settled when they were.
     unknown: BTreeSet<IpAddr>,
@@ -70,10 +71,7 @@ impl View {
     fn know(&mut self, address: IpAddr, owner: Box<str>) {
         self.unlearn(address);
         self.unknown.remove(&address);
-        self.owners
-            .entry(owner.clone())
-            .or_default()
-            .insert(address);
+        self.owners.entry(owner.clone()).or_default().push(address);
         self.owner_of.insert(address, owner);
     }
 
@@ -87,7 +85,7 @@ impl View {
         if let Some(owner) = self.owner_of.remove(&address)
             && let Some(addresses) = self.owners.get_mut(&owner)
         {
-            addresses.remove(&address);
+            addresses.retain(|&a| a != address);
             if addresses.is_empty() {
                 self.owners.remove(&owner);
             }

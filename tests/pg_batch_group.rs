@@ -211,8 +211,8 @@ fn a_group_whose_commit_answer_is_lost_reports_each_claim_unknown_and_a_rerun_fi
 
 #[test]
 #[cfg_attr(
-    not(has_postgres),
-    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+    not(all(has_postgres, has_pgbouncer)),
+    ignore = "needs PostgreSQL and PgBouncer (apt-get install pgbouncer): apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn batches_through_pgbouncer_transaction_pooling_leave_no_statement_behind() {
     let (db, tmp, _) = setup(0);

@@ -251,3 +251,56 @@ fn batches_through_pgbouncer_transaction_pooling_leave_no_statement_behind() {
     );
     held(&db);
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_batch_killed_mid_group_printed_only_what_committed_and_a_rerun_finishes() {
+    use std::io::{BufRead, BufReader};
+    let (db, _tmp, file) = setup(200);
+    let mut printed: Vec<Value> = Vec::new();
+    // Killed after reading 1, 40 and 100 result lines, and once after a pause alone: each
+    // time in the middle of some group, whose claims are neither held nor printed.
+    for (kill_after, pause_ms) in [(1usize, 0u64), (40, 0), (100, 0), (0, 150)] {
+        let mut child = db
+            .cmd(["allocate", "-f", &file, "-o", "json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        for _ in 0..kill_after {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            printed.push(serde_json::from_str(&line).unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Every claim printed is held, as printed (committed before it was printed), and
+        // nothing is torn: an owner holds both pools' addresses or neither.
+        let stored = held(&db);
+        for (owner, addresses) in answered(&printed) {
+            assert_eq!(
+                stored.get(&owner),
+                Some(&addresses),
+                "{owner}, after {kill_after}"
+            );
+        }
+        assert!(stored.values().all(|a| a.len() == 2), "{stored:?}");
+    }
+    let again = db.run(["allocate", "-f", &file, "-o", "json"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let last = results(&again);
+    assert_eq!(last.len(), 200);
+    let finished = answered(&last);
+    assert_eq!(finished, held(&db));
+    for (owner, addresses) in answered(&printed) {
+        assert_eq!(finished.get(&owner), Some(&addresses), "{owner}");
+    }
+}

@@ -304,3 +304,63 @@ fn a_batch_killed_mid_group_printed_only_what_committed_and_a_rerun_finishes() {
         assert_eq!(finished.get(&owner), Some(&addresses), "{owner}");
     }
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_batch_on_four_connections_groups_its_claims_and_fills_the_pools_without_a_false_exhaustion() {
+    let (db, tmp, file) = setup(200);
+    let out = db.run(["allocate", "-f", &file, "--jobs", "4", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got = results(&out);
+    assert_eq!(got.len(), 200);
+    assert!(got.iter().all(|r| r["action"] == "created"), "{got:?}");
+    assert_eq!(answered(&got), held(&db));
+    let transactions = db.count(
+        "SELECT count(DISTINCT at) FROM ipamctl.events WHERE action = 'claimed'
+         AND kind = 'IPAllocation'",
+    );
+    assert!(
+        transactions < 100,
+        "200 claims on 4 connections in {transactions} transactions, not in groups"
+    );
+    // More requests than the pools have room for: every address is handed out, the rest
+    // are exit 5, and nothing is left that a single claim could still get.
+    let lines: String = (0..80)
+        .map(|i| format!("{{\"pools\":[\"v4\",\"v6\"],\"owner\":\"VirtualMachine/late-{i}/0\"}}\n"))
+        .collect();
+    let late = tmp.path().join("late.jsonl");
+    std::fs::write(&late, lines).unwrap();
+    let out = db.run([
+        "allocate",
+        "-f",
+        late.to_str().unwrap(),
+        "--jobs",
+        "4",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let got = results(&out);
+    assert_eq!(got.len(), 80);
+    for r in got.iter().filter(|r| !r["error"].is_null()) {
+        assert_eq!(r["error"]["exit"], 5, "{r}");
+    }
+    let holders = held(&db);
+    let mut seen = std::collections::BTreeSet::new();
+    for address in holders.values().flatten() {
+        assert!(seen.insert(address.clone()), "{address} handed out twice");
+    }
+    let v4 = db.count("SELECT count(*) FROM ipamctl.allocations WHERE pool = 'v4'");
+    let v6 = db.count("SELECT count(*) FROM ipamctl.allocations WHERE pool = 'v6'");
+    assert_eq!(v4, v6, "a dual-stack claim is whole or nothing");
+    let single = db.run(["allocate", "v4", "v6", "--owner", "VirtualMachine/after/0"]);
+    assert_eq!(
+        single.status.code(),
+        Some(5),
+        "{v4} pairs held, and room left for one more: {}",
+        stdout(&single)
+    );
+}

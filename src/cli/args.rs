@@ -444,12 +444,13 @@ pub struct AllocateArgs {
     pub file: Option<String>,
 
     /// With `-f` on a database (`--store`): run the batch on N connections at once, each
-    /// request its own transaction on one of them, so that their commits group. Results
+    /// request its own unit of work on one of them. Results
     /// still come in input order, but the requests run concurrently: one that depends on
     /// an earlier one (an `address` another request may take) races with it as two
-    /// processes would. Default 1: one request after another, in input order, as a state
-    /// directory's batch always runs, up to 32 of them in one transaction (each undone alone
-    /// if it fails; their results printed once it committed).
+    /// processes would. Each connection runs up to 32 requests in one transaction (each
+    /// undone alone if it fails; their results printed once it committed), and the
+    /// connections hand out addresses apart, each the next none of them has. Default 1: one
+    /// request after another, in input order, as a state directory's batch always runs.
     #[arg(long, value_name = "N", requires = "file", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: Option<u16>,
 
@@ -597,12 +598,13 @@ pub struct ReleaseArgs {
     pub file: Option<String>,
 
     /// With `-f` on a database (`--store`): run the batch on N connections at once, each
-    /// request its own transaction on one of them, so that their commits group. Results
+    /// request its own unit of work on one of them. Results
     /// still come in input order, but the requests run concurrently: one that depends on
     /// an earlier one (an `address` another request may take) races with it as two
-    /// processes would. Default 1: one request after another, in input order, as a state
-    /// directory's batch always runs, up to 32 of them in one transaction (each undone alone
-    /// if it fails; their results printed once it committed).
+    /// processes would. Each connection runs up to 32 requests in one transaction (each
+    /// undone alone if it fails; their results printed once it committed), and the
+    /// connections hand out addresses apart, each the next none of them has. Default 1: one
+    /// request after another, in input order, as a state directory's batch always runs.
     #[arg(long, value_name = "N", requires = "file", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: Option<u16>,
 

@@ -506,16 +506,23 @@ fn take(
     fields: &[(&str, Flag)],
     inherited: &Inherited<'_>,
 ) -> Option<Job> {
-    // A worker that panicked holding the lock leaves the queue as it was.
-    let queue = queue
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // A worker that panicked holding the lock leaves the queue as it was. Without `wait`,
+    // a lock held is a worker waiting in `recv` for a request: none is queued, and blocking
+    // on the lock here (mid-group) would wait for the end of the input, which the
+    // dispatcher sends only once this group's results came.
     let (index, (line, request)) = if wait {
+        let queue = queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         queue.recv().ok()?
     } else {
+        let queue = match queue.try_lock() {
+            Ok(queue) => queue,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
         queue.try_recv().ok()?
     };
-    drop(queue);
     let owner = request
         .as_ref()
         .ok()

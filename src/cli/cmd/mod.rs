@@ -155,12 +155,11 @@ fn open(g: &GlobalArgs) -> Result<Box<dyn Store + Sync>> {
 fn open_batch(g: &GlobalArgs, jobs: Option<u16>) -> Result<Vec<Box<dyn Store + Sync>>> {
     Ok(match database(g)? {
         Some(url) => {
-            let target = target(url)?;
-            let mut stores: Vec<Box<dyn Store + Sync>> = Vec::new();
-            for _ in 0..jobs.unwrap_or(BATCH_JOBS) {
-                stores.push(Box::new(PgStore::open(&target)?));
-            }
+            let stores = PgStore::open_batch(&target(url)?, jobs.unwrap_or(BATCH_JOBS).into())?;
             stores
+                .into_iter()
+                .map(|s| Box::new(s) as Box<dyn Store + Sync>)
+                .collect()
         }
         None => vec![Box::new(FsStore::discover(g.state_dir.as_deref())?)],
     })

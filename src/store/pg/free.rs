@@ -19,6 +19,7 @@
 
 use std::net::IpAddr;
 
+use super::siblings::Siblings;
 use super::typed::Typed;
 use super::{HintRead, PgStore};
 use crate::error::Result;
@@ -77,6 +78,12 @@ pub struct Free<'a> {
     /// The current pass started at the hint, above the first candidate: when it finds
     /// nothing, look again from the bottom.
     from_hint: bool,
+    /// With siblings (`siblings.rs`): the first try, the lowest address none of them
+    /// handed out, is made.
+    guessed: bool,
+    /// With siblings: free addresses found that a sibling had handed out, tried once
+    /// nothing else is left.
+    skipped: std::collections::BTreeSet<u128>,
 }
 
 impl<'a> Free<'a> {
@@ -99,6 +106,8 @@ impl<'a> Free<'a> {
             fresh: true,
             hint_free: None,
             from_hint: false,
+            guessed: false,
+            skipped: Default::default(),
         }
     }
 
@@ -147,8 +156,60 @@ impl<'a> Free<'a> {
         let mut session = self.store.session();
         let key = (self.namespace.clone(), self.pool.clone());
         if let Some(read) = session.hints_read.get_mut(&key) {
-            read.passed_over |= read.untried.is_some();
+            // A sibling's address below this one may not be committed (`siblings.rs`).
+            read.passed_over |= read.untried.is_some() || self.store.siblings.is_some();
             read.untried = Some(free);
+        }
+    }
+
+    /// Hands out `free` (an ordinal): the cursor moves past it, and the hint record notes it.
+    fn hand_out(&mut self, free: u128) -> IpAddr {
+        self.cursor = free.checked_add(1);
+        let free = address(self.v6, free);
+        self.handed_out(free);
+        free
+    }
+
+    /// The next candidate of a worker with siblings (`siblings.rs`): first the lowest
+    /// address none of them handed out, unasked (the claim's insert checks it); then the
+    /// free ones the queries find, each only if no sibling has it; last, those a sibling
+    /// had, which the database then arbitrates.
+    fn beside(&mut self, siblings: &Siblings) -> Option<Result<IpAddr>> {
+        let (ns, pool) = (self.namespace.clone(), self.pool.clone());
+        if !self.guessed {
+            self.guessed = true;
+            if let Some(from) = self.cursor
+                && let Some(first) = siblings.next_unhanded(&ns, &pool, &self.spans, from)
+            {
+                return Some(Ok(self.hand_out(first)));
+            }
+        }
+        loop {
+            let from = self.cursor;
+            match self.scan() {
+                Err(e) => return Some(Err(e)),
+                Ok(Some(free)) => match siblings.note(&ns, &pool, free) {
+                    Ok(()) => {
+                        // What the queries passed over is taken: no sibling asks again.
+                        if let Some(from) = from.filter(|&f| f < free) {
+                            siblings.taken(&ns, &pool, from, free - 1);
+                        }
+                        return Some(Ok(self.hand_out(free)));
+                    }
+                    Err(above) => {
+                        self.skipped.insert(free);
+                        self.cursor = above;
+                    }
+                },
+                Ok(None) if self.from_hint => {
+                    self.from_hint = false;
+                    self.cursor = self.spans.first().map(|s| s.0);
+                }
+                Ok(None) => {
+                    let last = self.skipped.pop_first()?;
+                    return Some(Ok(address(self.v6, last)));
+                }
+            }
         }
     }
 
@@ -196,15 +257,13 @@ impl Iterator for Free<'_> {
                 return Some(Err(e));
             }
         }
+        if let Some(siblings) = self.store.siblings.clone() {
+            return self.beside(&siblings);
+        }
         loop {
             match self.scan() {
                 Err(e) => return Some(Err(e)),
-                Ok(Some(free)) => {
-                    self.cursor = free.checked_add(1);
-                    let free = address(self.v6, free);
-                    self.handed_out(free);
-                    return Some(Ok(free));
-                }
+                Ok(Some(free)) => return Some(Ok(self.hand_out(free))),
                 Ok(None) if self.from_hint => {
                     // Nothing above the hint: make sure nothing below it was freed unseen.
                     self.from_hint = false;

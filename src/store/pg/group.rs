@@ -24,9 +24,9 @@
 //!   a unit's. A claim of another transaction that picks an address the group holds
 //!   uncommitted waits for that `COMMIT`, then moves on; two groups that each wait for the
 //!   other are a deadlock, which the server breaks (after its `deadlock_timeout`) and the
-//!   broken group runs again unit by unit. So a batch groups only on one connection (the
-//!   default): its own workers (`--jobs`) would pick each other's uncommitted addresses all
-//!   the time.
+//!   broken group runs again unit by unit. A batch's own workers (`--jobs`) each group
+//!   too: they hand out addresses apart (`siblings.rs`), so they do not pick each other's
+//!   uncommitted ones.
 
 use std::collections::HashMap;
 

@@ -105,11 +105,10 @@ impl Units for PgStore {
     }
 
     fn batch(&self, workers: usize) {
-        // Alone, a batch's requests run one after another in input order: grouped. Workers
-        // of one batch would wait for each other's groups (`group.rs`).
-        if workers == 1 {
-            self.session().group_size = super::group::GROUP;
-        }
+        // Each worker runs its requests in groups (`group.rs`); workers of one batch hand
+        // out addresses apart (`siblings.rs`), so that none waits for another's group.
+        let _ = workers;
+        self.session().group_size = super::group::GROUP;
     }
 
     fn group_size(&self) -> usize {

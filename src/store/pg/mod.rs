@@ -50,12 +50,13 @@ mod prefix_free;
 mod queries;
 mod rows;
 pub mod schema;
+mod siblings;
 mod timeouts;
 mod typed;
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use postgres::Client;
@@ -182,6 +183,9 @@ pub struct PgStore {
     timeouts: Timeouts,
     /// The `hint:` of a database without this ipamctl's schema.
     init_hint: String,
+    /// The addresses the other workers of this store's batch handed out, when it has
+    /// siblings ([`PgStore::open_batch`]).
+    siblings: Option<Arc<siblings::Siblings>>,
 }
 
 /// A connection string made ready to connect: parsed, completed from the environment and
@@ -304,6 +308,20 @@ impl PgStore {
             init_hint,
             client_id(target),
         ))
+    }
+
+    /// `n` connections to the database `target` names, for the `n` workers of one batch
+    /// (`allocate -f --jobs N`): with more than one, they share what each handed out
+    /// (`siblings.rs`), so that none picks an address another has not committed yet.
+    pub fn open_batch(target: &Target, n: usize) -> Result<Vec<PgStore>> {
+        let shared = (n > 1).then(|| Arc::new(siblings::Siblings::default()));
+        (0..n)
+            .map(|_| {
+                let mut store = PgStore::open(target)?;
+                store.siblings.clone_from(&shared);
+                Ok(store)
+            })
+            .collect()
     }
 
     /// Checks the schema version now, if no statement has yet (`examples/pg_floor.rs`
@@ -485,6 +503,7 @@ impl PgStore {
             client_id,
             begin: format!("{BEGIN}{}", timeouts.set_local()),
             timeouts,
+            siblings: None,
         }
     }
 

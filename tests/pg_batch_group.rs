@@ -76,6 +76,25 @@ fn answered(got: &[Value]) -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
+/// Runs the 200 requests of `file` (with `args`), checks that each was `created` and that
+/// the database holds what was answered; the results, and how many transactions made the
+/// claims (an event's time is its transaction's start, `now()`: one per transaction).
+fn created_in_transactions(db: &Db, file: &str, args: &[&str]) -> (Vec<Value>, i64) {
+    let mut argv = vec!["allocate", "-f", file, "-o", "json"];
+    argv.extend_from_slice(args);
+    let out = db.run(argv);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got = results(&out);
+    assert_eq!(got.len(), 200);
+    assert!(got.iter().all(|r| r["action"] == "created"), "{got:?}");
+    assert_eq!(answered(&got), held(db));
+    let transactions = db.count(
+        "SELECT count(DISTINCT at) FROM ipamctl.events WHERE action = 'claimed'
+         AND kind = 'IPAllocation'",
+    );
+    (got, transactions)
+}
+
 #[test]
 #[cfg_attr(
     not(has_postgres),
@@ -83,17 +102,7 @@ fn answered(got: &[Value]) -> BTreeMap<String, Vec<String>> {
 )]
 fn a_batch_on_one_connection_commits_its_claims_in_groups() {
     let (db, _tmp, file) = setup(200);
-    let out = db.run(["allocate", "-f", &file, "-o", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let got = results(&out);
-    assert_eq!(got.len(), 200);
-    assert!(got.iter().all(|r| r["action"] == "created"), "{got:?}");
-    assert_eq!(answered(&got), held(&db));
-    // An event's time is its transaction's start (`now()`): one per transaction.
-    let transactions = db.count(
-        "SELECT count(DISTINCT at) FROM ipamctl.events WHERE action = 'claimed'
-         AND kind = 'IPAllocation'",
-    );
+    let (got, transactions) = created_in_transactions(&db, &file, &[]);
     assert!(
         (7..=40).contains(&transactions),
         "200 claims in {transactions} transactions, not in groups of up to 32"
@@ -312,16 +321,7 @@ fn a_batch_killed_mid_group_printed_only_what_committed_and_a_rerun_finishes() {
 )]
 fn a_batch_on_four_connections_groups_its_claims_and_fills_the_pools_without_a_false_exhaustion() {
     let (db, tmp, file) = setup(200);
-    let out = db.run(["allocate", "-f", &file, "--jobs", "4", "-o", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let got = results(&out);
-    assert_eq!(got.len(), 200);
-    assert!(got.iter().all(|r| r["action"] == "created"), "{got:?}");
-    assert_eq!(answered(&got), held(&db));
-    let transactions = db.count(
-        "SELECT count(DISTINCT at) FROM ipamctl.events WHERE action = 'claimed'
-         AND kind = 'IPAllocation'",
-    );
+    let (_, transactions) = created_in_transactions(&db, &file, &["--jobs", "4"]);
     assert!(
         transactions < 100,
         "200 claims on 4 connections in {transactions} transactions, not in groups"

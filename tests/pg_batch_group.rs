@@ -326,6 +326,25 @@ fn a_batch_on_four_connections_groups_its_claims_and_fills_the_pools_without_a_f
         transactions < 100,
         "200 claims on 4 connections in {transactions} transactions, not in groups"
     );
+    // No claim of the workers moved a pool's hint; the batch's end did, past all 200
+    // (`siblings.rs`), so that the next batch's workers do not walk them again.
+    let hints = db
+        .sql()
+        .query(
+            "SELECT pool, host(low_water) FROM ipamctl.pool_hints ORDER BY pool",
+            &[],
+        )
+        .unwrap();
+    let hints: Vec<(String, Option<String>)> =
+        hints.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        hints,
+        [
+            ("v4".to_owned(), Some("10.71.0.201".to_owned())),
+            ("v6".to_owned(), Some("fd00:71::c9".to_owned())),
+        ],
+        "the hints after 200 claims into empty pools"
+    );
     // More requests than the pools have room for: every address is handed out, the rest
     // are exit 5, and nothing is left that a single claim could still get.
     let lines: String = (0..80)

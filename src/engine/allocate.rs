@@ -345,7 +345,17 @@ pub fn allocate_all(
 ) -> Result<Vec<Allocated>> {
     let dry_run = requests.iter().any(|r| r.dry_run);
     let mut work = || {
+        // The claim's locks in every pool at once, held until the last pool's claim: a
+        // release of the owner cannot come between two pools (it would leave the owner
+        // holding one address, and the earlier pool's `existing` answer false). Each
+        // pool's claim then takes its own again, which a store grants to the holder.
+        let locks = if dry_run {
+            None
+        } else {
+            all_claim_locks(store, requests)?
+        };
         let mut done: Vec<Allocated> = Vec::new();
+        let mut failed = None;
         for (i, req) in requests.iter().enumerate() {
             if i > 0 {
                 failpoint!("allocate-between-pools");
@@ -355,10 +365,16 @@ pub fn allocate_all(
             match allocate(store, &req, warnings) {
                 Ok(allocated) => done.push(allocated),
                 Err(e) => {
-                    undo(store, requests, &done)?;
-                    return Err(e);
+                    failed = Some(e);
+                    break;
                 }
             }
+        }
+        // Released before the undo, which may lock a pool exclusively (its cooldown).
+        drop(locks);
+        if let Some(e) = failed {
+            undo(store, requests, &done)?;
+            return Err(e);
         }
         Ok(done)
     };
@@ -366,6 +382,23 @@ pub fn allocate_all(
         return work();
     }
     store::atomically(store, work)
+}
+
+/// The claim locks of `requests` (one owner, several pools of one scope) in all their
+/// pools, taken in the order [`crate::store::guard`] sets (pools ascending by name); `None`
+/// on a read-only store (each pool's claim then only looks up) or for a single pool.
+fn all_claim_locks(store: &dyn Store, requests: &[Request]) -> Result<Option<ClaimLock>> {
+    let Some(first) = requests.first() else {
+        return Ok(None);
+    };
+    let ns = first.pool.namespace.as_ref();
+    if requests.len() < 2 || requests.iter().any(|r| r.pool.namespace.as_ref() != ns) {
+        return Ok(None);
+    }
+    let mut pools: Vec<PoolName> = requests.iter().map(|r| r.pool.name.clone()).collect();
+    pools.sort();
+    pools.dedup();
+    claim_locks(store, ns, &pools, &first.owner)
 }
 
 /// Releases what [`allocate_all`] claimed (`Created`) before a later pool failed.

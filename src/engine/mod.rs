@@ -64,10 +64,11 @@
 //!
 //! | command | engine entry | locks | invariants kept |
 //! |---|---|---|---|
-//! | `allocate POOL…` | `allocate::allocate`, `allocate::allocate_all` | `claim`: each pool shared, then the owner in each | 1, 2, 6; a pool being deleted takes no claim; the cooldown window |
+//! | `allocate POOL…` | `allocate::allocate`, `allocate::allocate_all` | `claim`: each pool shared, then the owner in each; in several pools (dual stack) all of them first, held until the last pool's claim | 1, 2, 6; a pool being deleted takes no claim; the cooldown window; a release of the owner comes wholly before or after a claim in several pools |
 //! | `allocate --zone` | `allocate::allocate_zone` | `claim`: every pool of the zone, in name order | 1, 2, 6 |
 //! | `allocate SUPERNET` (a prefix) | `prefix::claim` | `prefix-claim`: the supernet's pool, exclusive | one prefix per owner per supernet; no overlap; the cooldown window |
-//! | `release POOL ADDRESS`, `release` by selector | `release::release_address`, `release::release_each` | `pool`, exclusive (the owner's lock inside the store's release) | 5; a cooldown record before the delete |
+//! | `release POOL ADDRESS` | `release::release_address` | `pool`, exclusive (the owner's lock inside the store's release) | 5; a cooldown record before the delete |
+//! | `release` by selector | `release::release_each` | as `release POOL ADDRESS` for each address; an owner's addresses in several pools: first each `pool` (exclusive with a cooldown, else shared), then `claim` in all of them, held for all its releases | 5; a cooldown record before the delete; a claim of the owner in several pools comes wholly before or after |
 //! | `release SUPERNET PREFIX` | `prefix::release_prefix`, `prefix::release_each` | `pool`, exclusive | 5 for prefixes; the cooldown record |
 //! | `apply` | `apply::apply` | `scope` (each written), then `pool` (each written, exclusive) | 6; a changed pool still holds its allocations, subnets and prefix claims; public pools do not overlap |
 //! | `pool delete` | `pool::delete` | `scope`, then `pool`, exclusive | 6; nothing held is orphaned; serial with `vpc create`/`vpc delete` |

@@ -105,27 +105,93 @@ fn release_attempt(
 /// Releases each of `held` guarded by its exact owner (an address released and claimed by
 /// someone else meanwhile is left alone), as one unit of work: on a database one
 /// transaction, so a connection lost halfway releases none of them; on the file store each
-/// release stands on its own, as every write there does. Returns what was released.
+/// release stands on its own, as every write there does. Returns what was released, in
+/// the order of `held`.
+///
+/// An owner's addresses in several pools (a dual-stack NIC) are released under its claim
+/// locks in all of them at once ([`owner_locks`]), so that a claim of the same owner in
+/// those pools ([`crate::engine::allocate::allocate_all`], which holds the same locks)
+/// comes wholly before or wholly after: never between two pools, where it would find the
+/// first released and claim it anew, find the second still held, and leave the owner with
+/// one address once the release goes on.
 pub fn release_each(
     store: &dyn Store,
     held: &[AllocationManifest],
 ) -> Result<Vec<AllocationManifest>> {
+    // Each owner's allocations, owners in the order they first appear.
+    let mut owners: Vec<(&Owner, Vec<usize>)> = Vec::new();
+    for (i, m) in held.iter().enumerate() {
+        match owners.iter_mut().find(|(o, _)| **o == m.spec.owner) {
+            Some((_, each)) => each.push(i),
+            None => owners.push((&m.spec.owner, vec![i])),
+        }
+    }
     store::atomically(store, || {
         let mut released = Vec::new();
-        for m in held {
-            let pool = PoolRef {
-                namespace: m.metadata.namespace.clone(),
-                name: m.spec.pool.clone(),
-            };
-            let guard = OwnerFilter::exactly(&m.spec.owner);
-            match release_address(store, &pool, m.spec.address, &guard) {
-                Ok(Released::Deleted(m)) => released.push(*m),
-                Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
-                Err(e) => return Err(e),
+        for (owner, each) in &owners {
+            let _locks = owner_locks(store, owner, each.iter().map(|&i| &held[i]))?;
+            for (n, &i) in each.iter().enumerate() {
+                if n > 0 {
+                    failpoint!("release-between-addresses");
+                }
+                let m = &held[i];
+                let pool = PoolRef {
+                    namespace: m.metadata.namespace.clone(),
+                    name: m.spec.pool.clone(),
+                };
+                let guard = OwnerFilter::exactly(&m.spec.owner);
+                match release_address(store, &pool, m.spec.address, &guard) {
+                    Ok(Released::Deleted(m)) => released.push((i, *m)),
+                    Ok(Released::NotHeld) | Err(Error::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
-        Ok(released)
+        released.sort_by_key(|(i, _)| *i);
+        Ok(released.into_iter().map(|(_, m)| m).collect())
     })
+}
+
+/// The locks under which `owner`'s allocations `held` are released together: when they lie
+/// in two pools or more of one scope, each pool's lock (exclusive where the pool has a
+/// cooldown, as each release then takes it anyway; else shared), pools ascending by name,
+/// then the owner's claim locks in all of them: the order every claim takes them in
+/// ([`crate::store::guard`]). Each release then takes its own again, which the store grants
+/// to the holder. `None` for allocations in one pool (a release of one address is whole on
+/// its own) or in several scopes.
+fn owner_locks<'a>(
+    store: &dyn Store,
+    owner: &Owner,
+    held: impl Iterator<Item = &'a AllocationManifest>,
+) -> Result<Option<(Vec<store::PoolLock>, store::ClaimLock)>> {
+    let mut pools: Vec<PoolRef> = held
+        .map(|m| PoolRef {
+            namespace: m.metadata.namespace.clone(),
+            name: m.spec.pool.clone(),
+        })
+        .collect();
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
+    pools.dedup_by(|a, b| a.name == b.name && a.namespace == b.namespace);
+    let Some(ns) = pools.first().map(|p| p.namespace.clone()) else {
+        return Ok(None);
+    };
+    let ns = ns.as_ref();
+    if pools.len() < 2 || pools.iter().any(|p| p.namespace.as_ref() != ns) {
+        return Ok(None);
+    }
+    let mut locks = Vec::with_capacity(pools.len());
+    for pool in &pools {
+        let cooldown = load_pool(store, pool).is_ok_and(|p| p.spec.reuse_after.is_some());
+        let mode = if cooldown {
+            LockMode::Exclusive
+        } else {
+            LockMode::Shared
+        };
+        locks.push(store.lock_pool(ns, &pool.name, mode)?);
+    }
+    let names: Vec<_> = pools.into_iter().map(|p| p.name).collect();
+    let claim = store.lock_claim(ns, &names, owner)?;
+    Ok(Some((locks, claim)))
 }
 
 /// What [`release_address`] would do, without locking or writing anything (`--dry-run`):

@@ -448,6 +448,11 @@ pub trait Units {
         let _ = workers;
     }
 
+    /// Says a batch's requests are all done (every worker's last group committed): the
+    /// store may bring up to date what its workers left behind for the next command (the
+    /// pools' hints, on a database: `pg/siblings.rs`). Advice only: a failure is ignored.
+    fn batch_done(&self) {}
+
     /// How many of a batch's requests this store runs in one group ([`Units::grouped`]): 1
     /// (each on its own) unless [`Units::batch`] chose more.
     fn group_size(&self) -> usize {

@@ -318,6 +318,9 @@ fn each(
     });
     let (outcomes, failed_to_print) =
         dispatch(stores, g, fields, inherited, command, run, out, &rx, &stop);
+    if let Some(store) = stores.first() {
+        store.batch_done();
+    }
     if let Some(e) = failed_to_print {
         return Err(e);
     }

@@ -67,6 +67,9 @@ impl Claims for PgStore {
         };
         let claimed = row.get::<_, i64>(0) > 0;
         if claimed {
+            if let Some(siblings) = &self.siblings {
+                siblings.claimed(nsk, pool);
+            }
             return Ok(Claim::Claimed);
         }
         // Nothing inserted: the address is taken, or the owner holds one. This statement

@@ -19,7 +19,7 @@
 
 use std::net::IpAddr;
 
-use super::siblings::Siblings;
+use super::siblings::{Searched, Siblings};
 use super::typed::Typed;
 use super::{HintRead, PgStore};
 use crate::error::Result;
@@ -58,6 +58,52 @@ SELECT h.low_water, h.epoch,
                      AND a.address = h.low_water)
 FROM ipamctl.pool_hints h
 WHERE h.namespace = $1 AND h.pool = $2";
+
+/// Moves the hint up to the first address from it on that no row holds, if no release
+/// bumped its epoch in between: what a claim that passed none over does in its own
+/// statement.
+const SETTLE_QUERY: &str = "
+UPDATE ipamctl.pool_hints SET low_water = $3
+WHERE namespace = $1 AND pool = $2 AND epoch = $4 AND low_water IS NOT DISTINCT FROM $5
+  AND (low_water IS NULL OR low_water < $3)";
+
+/// Moves the hint of pool (`ns`, `pool`), whose candidates run from `searched.first` to
+/// `searched.last`, past the rows above it: a batch with siblings does it once every worker
+/// is done (`siblings.rs`), since none of its claims moved it. One gap query from the hint
+/// over the whole range (cooling addresses and others' holes count as free, so the hint
+/// never passes an address a claim might get), and the update only if the epoch read with
+/// the hint is unchanged: a release in between leaves the hint as it put it. The reads
+/// share the reading transaction; the update commits on its own. The hint is advice, so a failure only leaves it where it
+/// was.
+pub(super) fn settle_hint(store: &PgStore, ns: &str, pool: &str, searched: Searched) -> Result<()> {
+    let Some(row) = store.single(|c| c.opt(HINT_QUERY, &[&ns, &pool]))? else {
+        return Ok(());
+    };
+    let (low_water, epoch, free): (Option<IpAddr>, i64, bool) =
+        (row.get(0), row.get(1), row.get(2));
+    // (A hint of no address is "free" to the query: there is no row at NULL.)
+    if free && low_water.is_some() {
+        return Ok(());
+    }
+    let from = match low_water {
+        Some(h) if h.is_ipv6() != searched.v6 => return Ok(()),
+        Some(h) => ordinal(h).max(searched.first),
+        None => searched.first,
+    };
+    if from > searched.last {
+        return Ok(());
+    }
+    let (start, end) = (
+        address(searched.v6, from),
+        address(searched.v6, searched.last),
+    );
+    let row = store.single(|c| c.one(GAP_QUERY, &[&ns, &pool, &start, &end]))?;
+    let Some(to) = row.get::<_, Option<IpAddr>>(0) else {
+        return Ok(());
+    };
+    store.run(|c| c.exec(SETTLE_QUERY, &[&ns, &pool, &to, &epoch, &low_water]))?;
+    Ok(())
+}
 
 /// Free candidates of one pool, lowest first, each found by a query when asked for.
 pub struct Free<'a> {
@@ -115,6 +161,9 @@ impl<'a> Free<'a> {
     /// the claim that follows.
     fn start_at_hint(&mut self) -> Result<()> {
         let (ns, pool) = (self.namespace.as_str(), self.pool.as_str());
+        if let Some(siblings) = &self.store.siblings {
+            siblings.searching(ns, pool, &self.spans, self.v6);
+        }
         let row = match self.store.prefetched_hint(ns, pool) {
             Some(row) => row,
             None => self

@@ -45,7 +45,13 @@ impl Locks for PgStore {
         // next (`prefetch.rs`); later in a unit, one statement per pool.
         if !self.lock_claim_ahead(ns, pools, owner)? {
             for pool in pools {
-                self.lock_pool_row(ns, pool, LockMode::Shared)?;
+                // A pool this unit locked already (a claim in several pools locks them all
+                // first, then claims in each) stays locked until the unit ends.
+                let locked = (self.session().locked_pools)
+                    .contains_key(&(ns_key(ns).to_owned(), pool.to_string()));
+                if !locked {
+                    self.lock_pool_row(ns, pool, LockMode::Shared)?;
+                }
             }
         }
         let held = pools.iter().map(|_| Hold::Transaction).collect();
@@ -109,6 +115,17 @@ impl Units for PgStore {
         // out addresses apart (`siblings.rs`), so that none waits for another's group.
         let _ = workers;
         self.session().group_size = super::group::GROUP;
+    }
+
+    fn batch_done(&self) {
+        // The workers' claims moved no hint (`siblings.rs`): move each pool's past them.
+        let Some(siblings) = &self.siblings else {
+            return;
+        };
+        for ((ns, pool), searched) in siblings.take_claimed() {
+            // Advice: a hint left where it was costs the next claim a longer walk.
+            let _ = super::free::settle_hint(self, &ns, &pool, searched);
+        }
     }
 
     fn group_size(&self) -> usize {

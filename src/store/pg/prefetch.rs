@@ -91,8 +91,9 @@ pub(super) fn hex(text: &str) -> Vec<u8> {
 
 /// The look-ups of a claim's first round trip, by name: each pool's row `FOR SHARE`, the
 /// owner's row in it, its hint row (with whether the hint's address is free); the scope's
-/// stored subnets. `$n` are the arguments ([`lookups`] spells them).
-pub(super) const LOOKUPS: [(&str, &str); 4] = [
+/// stored subnets; and the owner's row locked `FOR KEY SHARE`, which a claim in several
+/// pools reads instead (see [`lookups`]). `$n` are the arguments ([`lookups`] spells them).
+pub(super) const LOOKUPS: [(&str, &str); 5] = [
     (
         "lock",
         "SELECT encode(manifest, 'hex') FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR SHARE",
@@ -113,6 +114,12 @@ pub(super) const LOOKUPS: [(&str, &str); 4] = [
     (
         "subnets",
         "SELECT name, encode(manifest, 'hex') FROM ipamctl.objects WHERE kind = $1 AND namespace = $2",
+    ),
+    (
+        "owner_kept",
+        "SELECT host(address), encode(manifest, 'hex') FROM ipamctl.allocations
+         WHERE namespace = $1 AND pool = $2 AND owner_kind = $3 AND owner_name = $4 AND owner_uid || '' = $5
+         FOR KEY SHARE",
     ),
 ];
 
@@ -158,13 +165,24 @@ fn spell(spelling: Spelling, which: usize, args: &[&str]) -> String {
 /// The batch's statements for `pools`, after its `BEGIN`: for each pool, its row `FOR
 /// SHARE`, the owner's row, the hint row; then the scope's stored subnets (after the
 /// locks, so that what it reads of the pools' subnets holds until the unit ends).
+///
+/// A claim in several pools (dual stack) locks the owner's row in each `FOR KEY SHARE`:
+/// each statement reads as of its own start (`READ COMMITTED`), so without the lock a
+/// release of the owner that commits between two pools' look-ups would leave the claim
+/// answering `existing` with a row already gone in the first pool and claiming anew in the
+/// second (an owner holding one of its two addresses, and an address told to two owners).
+/// Locked, a held row stays until the unit ends: a release waits for it (or, holding the
+/// other pool's row, deadlocks with it, and the server breaks one, which runs again). A
+/// claim in one pool reads one row, and its answer is the row as it stood, so it takes no
+/// lock: its unit may then end without a `COMMIT`.
 fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str), spelling: Spelling) -> String {
     let (kind, name, uid) = owner;
+    let owner_lookup = if pools.len() > 1 { 4 } else { 1 };
     let mut sql = String::new();
     for pool in pools {
         let p = pool.as_str();
         sql.push_str(&spell(spelling, 0, &[nsk, p]));
-        sql.push_str(&spell(spelling, 1, &[nsk, p, kind, name, uid]));
+        sql.push_str(&spell(spelling, owner_lookup, &[nsk, p, kind, name, uid]));
         sql.push_str(&spell(spelling, 2, &[nsk, p]));
     }
     sql.push_str(&spell(spelling, 3, &[SUBNET_KIND, nsk]));

@@ -25,7 +25,12 @@
 //!   does the search read the pool again ([`super::free::Free`]).
 //! - Claims of a batch with siblings never move the pool's hint: an address a sibling has
 //!   not committed may lie below theirs, so a claim proves nothing about the addresses
-//!   below it. The first claim after the batch moves it past the batch's addresses.
+//!   below it. Once every worker is done, the batch moves it itself
+//!   ([`super::free::settle_hint`]): one gap query from the hint, over rows that are all
+//!   committed by then, for each pool the batch claimed from. Without that, a pool filled
+//!   only by `--jobs` batches would keep its hint where it was, and every later batch's
+//!   workers would each walk every row above it (a stale hint under 100,000 rows cost each
+//!   worker's first claim 45-70 ms).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -36,6 +41,19 @@ use crate::model::candidates::Span;
 #[derive(Debug, Default)]
 pub struct Siblings {
     pools: Mutex<HashMap<(String, String), Handed>>,
+    /// The pools the workers searched whole, with the first and last candidate (ordinals)
+    /// and the family (IPv6 or not), and whether a worker claimed from each since the
+    /// batch's end last looked: those hints move at the batch's end.
+    searched: Mutex<HashMap<(String, String), Searched>>,
+}
+
+/// A pool the workers searched whole ([`Siblings::searched`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Searched {
+    pub first: u128,
+    pub last: u128,
+    pub v6: bool,
+    pub claimed: bool,
 }
 
 impl Siblings {
@@ -78,11 +96,42 @@ impl Siblings {
     pub(super) fn taken(&self, ns: &str, pool: &str, first: u128, last: u128) {
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
         let handed = pools.entry((ns.to_owned(), pool.to_owned())).or_default();
-        let mut at = Some(first);
-        while let Some(a) = at.and_then(|a| handed.first_gap(a)).filter(|&a| a <= last) {
-            handed.note(a);
-            at = a.checked_add(1);
+        handed.cover(first, last);
+    }
+
+    /// Notes that a worker searches pool (`ns`, `pool`) whole, whose candidates run from
+    /// `spans`' first to its last.
+    pub(super) fn searching(&self, ns: &str, pool: &str, spans: &[Span], v6: bool) {
+        let (Some(&(first, _)), Some(&(_, last))) = (spans.first(), spans.last()) else {
+            return;
+        };
+        let mut searched = self.searched.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (ns.to_owned(), pool.to_owned());
+        searched.entry(key).or_insert(Searched {
+            first,
+            last,
+            v6,
+            claimed: false,
+        });
+    }
+
+    /// Notes that a worker claimed an address of pool (`ns`, `pool`).
+    pub(super) fn claimed(&self, ns: &str, pool: &str) {
+        let mut searched = self.searched.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = searched.get_mut(&(ns.to_owned(), pool.to_owned())) {
+            s.claimed = true;
         }
+    }
+
+    /// The pools searched whole and claimed from since the last call, by (namespace, pool).
+    pub(super) fn take_claimed(&self) -> Vec<((String, String), Searched)> {
+        let mut searched = self.searched.lock().unwrap_or_else(|e| e.into_inner());
+        let mut claimed = Vec::new();
+        for (key, s) in searched.iter_mut().filter(|(_, s)| s.claimed) {
+            claimed.push((key.clone(), *s));
+            s.claimed = false;
+        }
+        claimed
     }
 }
 
@@ -108,6 +157,29 @@ impl Handed {
         let after = a.checked_add(1).and_then(|n| self.0.remove(&n));
         let first = before.unwrap_or(a);
         self.0.insert(first, after.unwrap_or(a));
+    }
+
+    /// Adds `first..=last` whole, joining every run it overlaps or touches: one change of
+    /// the map, however long the range (a gap query may pass over 100,000 rows).
+    fn cover(&mut self, first: u128, last: u128) {
+        let mut lo = first;
+        let mut hi = last;
+        // The run that starts at or below `first` and reaches it (or the address before it).
+        if let Some((&f, &l)) = self.0.range(..=first).next_back()
+            && l.checked_add(1).is_none_or(|n| n >= first)
+        {
+            lo = f;
+            hi = hi.max(l);
+        }
+        // Every run that starts inside the range or right after it.
+        let end = last.saturating_add(1);
+        let inside: Vec<u128> = self.0.range(lo..=end).map(|(&f, _)| f).collect();
+        for f in inside {
+            if let Some(l) = self.0.remove(&f) {
+                hi = hi.max(l);
+            }
+        }
+        self.0.insert(lo, hi);
     }
 }
 
@@ -143,6 +215,41 @@ mod tests {
         assert_eq!(s.next_unhanded("", "p", &[(0, 100)], 4), Some(8));
         assert_eq!(s.note("", "p", u128::MAX), Ok(()));
         assert_eq!(s.note("", "p", u128::MAX), Err(None));
+    }
+
+    #[test]
+    fn a_covered_range_joins_the_runs_it_overlaps_or_touches_and_no_others() {
+        let mut h = Handed::default();
+        for a in [1, 2, 5, 9, 10, 20] {
+            h.note(a);
+        }
+        h.cover(3, 8);
+        assert_eq!(
+            h.0.iter().map(|(&f, &l)| (f, l)).collect::<Vec<_>>(),
+            [(1, 10), (20, 20)]
+        );
+        h.cover(12, 13);
+        h.cover(30, 40);
+        h.cover(35, 50);
+        assert_eq!(
+            h.0.iter().map(|(&f, &l)| (f, l)).collect::<Vec<_>>(),
+            [(1, 10), (12, 13), (20, 20), (30, 50)]
+        );
+        h.cover(0, u128::MAX);
+        assert_eq!(h.0.into_iter().collect::<Vec<_>>(), [(0, u128::MAX)]);
+        // What a covered range holds is what noting each address would hold.
+        let (mut one, mut each) = (Handed::default(), Handed::default());
+        for a in [4, 6, 15] {
+            one.note(a);
+            each.note(a);
+        }
+        one.cover(5, 14);
+        for a in 5..=14 {
+            if each.first_gap(a) == Some(a) {
+                each.note(a);
+            }
+        }
+        assert_eq!(one.0, each.0);
     }
 
     #[test]

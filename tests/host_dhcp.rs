@@ -167,17 +167,10 @@ const WEB01: &str = "ip=192.0.2.2 mask=24 router=192.0.2.1 hostname=web-01";
 const WEB01_1: &str = "ip=192.0.2.3 mask=24 router=192.0.2.1 hostname=web-01-1";
 
 #[test]
+// One `ignore` naming every missing tool (a second `cfg_attr(ignore)` would be unused).
 #[cfg_attr(
-    not(has_root),
-    ignore = "needs root: network namespaces (run as root, or in CI)"
-)]
-#[cfg_attr(
-    not(has_dnsmasq),
-    ignore = "needs dnsmasq: apt-get install dnsmasq-base"
-)]
-#[cfg_attr(
-    not(has_udhcpc),
-    ignore = "needs busybox's udhcpc: apt-get install busybox"
+    any(not(has_root), not(has_dnsmasq), not(has_udhcpc)),
+    ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn dnsmasq_serving_the_export_gives_a_guest_its_address_router_and_name() {
     let (lab, conf) = lab_with_export("dnsmasq");
@@ -223,16 +216,8 @@ fn dnsmasq_serving_the_export_gives_a_guest_its_address_router_and_name() {
 
 #[test]
 #[cfg_attr(
-    not(has_root),
-    ignore = "needs root: network namespaces (run as root, or in CI)"
-)]
-#[cfg_attr(
-    not(has_kea),
-    ignore = "needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server"
-)]
-#[cfg_attr(
-    not(has_udhcpc),
-    ignore = "needs busybox's udhcpc: apt-get install busybox"
+    any(not(has_root), not(has_kea), not(has_udhcpc)),
+    ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn kea_serving_the_export_gives_a_guest_its_address_router_and_name() {
     let (lab, conf) = lab_with_export("kea4");

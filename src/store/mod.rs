@@ -453,6 +453,13 @@ pub trait Units {
     /// pools' hints, on a database: `pg/siblings.rs`). Advice only: a failure is ignored.
     fn batch_done(&self) {}
 
+    /// This store can run nothing more (a database connection that closed: every unit on it
+    /// would fail at once). A batch's worker on it then stops taking requests while another
+    /// worker can run them (`cli/cmd/batch.rs`).
+    fn lost(&self) -> bool {
+        false
+    }
+
     /// How many of a batch's requests this store runs in one group ([`Units::grouped`]): 1
     /// (each on its own) unless [`Units::batch`] chose more.
     fn group_size(&self) -> usize {

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
@@ -361,11 +361,11 @@ fn dispatch(
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut failed_to_print = None;
     let (work_tx, work_rx) = std::sync::mpsc::channel::<(usize, Read)>();
-    let work_rx = Mutex::new(work_rx);
+    let queue = (Mutex::new(work_rx), AtomicUsize::new(stores.len()));
     let (done_tx, done_rx) = std::sync::mpsc::channel::<Outcome>();
     std::thread::scope(|scope| {
         for store in stores {
-            let (work_rx, done_tx) = (&work_rx, done_tx.clone());
+            let (queue, done_tx) = (&queue, done_tx.clone());
             let mut command = command();
             scope.spawn(move || {
                 work(
@@ -375,7 +375,7 @@ fn dispatch(
                     fields,
                     inherited,
                     run,
-                    work_rx,
+                    queue,
                     &done_tx,
                 )
             });
@@ -437,7 +437,11 @@ struct Job {
 /// One worker: runs the requests it is handed on its store until the queue closes, a group
 /// of them at a time where the store groups ([`crate::store::Units::grouped`]): the
 /// requests already waiting when one is done join its group, and the group's results are
-/// sent once it committed.
+/// sent once it committed. A worker whose store is lost ([`crate::store::Units::lost`]: its
+/// connection closed, say by `pg_terminate_backend`) stops taking requests, unless it is
+/// the last one `working` counts: the others run the rest, instead of this one failing
+/// each at once (one connection of four lost used to fail 1,390 of 3,000 requests). The
+/// last one goes on, so that every request still gets its result.
 #[allow(clippy::too_many_arguments)]
 fn work(
     store: &(dyn Store + Sync),
@@ -446,7 +450,7 @@ fn work(
     fields: &[(&str, Flag)],
     inherited: &Inherited<'_>,
     run: &Run<'_>,
-    queue: &Mutex<Receiver<(usize, Read)>>,
+    (queue, working): &(Mutex<Receiver<(usize, Read)>>, AtomicUsize),
     done: &Sender<Outcome>,
 ) {
     let size = store.group_size();
@@ -498,6 +502,14 @@ fn work(
             if done.send(outcome).is_err() {
                 return;
             }
+        }
+        let others = |n: usize| (n > 1).then(|| n - 1);
+        if store.lost()
+            && working
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, others)
+                .is_ok()
+        {
+            return;
         }
     }
 }

@@ -128,6 +128,10 @@ impl Units for PgStore {
         }
     }
 
+    fn lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Relaxed) || self.session().client.is_closed()
+    }
+
     fn group_size(&self) -> usize {
         self.session().group_size
     }

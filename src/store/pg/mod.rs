@@ -186,6 +186,10 @@ pub struct PgStore {
     /// The addresses the other workers of this store's batch handed out, when it has
     /// siblings ([`PgStore::open_batch`]).
     siblings: Option<Arc<siblings::Siblings>>,
+    /// An error said the connection is gone (closed, or ended by the server: SQLSTATE
+    /// class 08 or 57P): nothing more can run on it ([`crate::store::Units::lost`]). A flag
+    /// of its own, since the synchronous client notices a closed connection only in a call.
+    lost: std::sync::atomic::AtomicBool,
 }
 
 /// A connection string made ready to connect: parsed, completed from the environment and
@@ -504,6 +508,7 @@ impl PgStore {
             begin: format!("{BEGIN}{}", timeouts.set_local()),
             timeouts,
             siblings: None,
+            lost: Default::default(),
         }
     }
 
@@ -520,7 +525,16 @@ impl PgStore {
 
     /// A client error as an [`Error::Database`] naming this store.
     fn error(&self, e: &postgres::Error) -> Error {
+        self.note_if_lost(e);
         database(&self.shown, e, &self.timeouts)
+    }
+
+    /// Notes that the connection is gone if `e` says so.
+    fn note_if_lost(&self, e: &postgres::Error) {
+        let gone = |code: &str| code.starts_with("08") || code.starts_with("57P");
+        if e.is_closed() || e.as_db_error().is_some_and(|db| gone(db.code().code())) {
+            self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// A failed `COMMIT` as an error: the server's refusal (a serialization failure, say)
@@ -531,6 +545,7 @@ impl PgStore {
     /// `pg_terminate_backend` or a fast shutdown): the server may send it right after the
     /// commit, and the client then reads it as `COMMIT`'s answer.
     fn commit_failed(&self, e: &postgres::Error) -> Error {
+        self.note_if_lost(e);
         let lost = |code: &str| code.starts_with("08") || code.starts_with("57");
         if e.as_db_error().is_some_and(|db| !lost(db.code().code())) {
             return self.error(e);

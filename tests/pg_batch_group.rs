@@ -8,7 +8,7 @@ mod pg;
 use std::collections::BTreeMap;
 use std::process::Output;
 
-use pg::{Db, stderr, stdout};
+use pg::{Db, answered, stderr, stdout};
 use serde_json::Value;
 
 const POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v4\nspec:\n  cidr: 10.71.0.0/24\n  kind: public\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v6\nspec:\n  cidr: fd00:71::/120\n  kind: public\n";
@@ -62,18 +62,6 @@ fn held(db: &Db) -> BTreeMap<String, Vec<String>> {
         held.entry(row.get(0)).or_default().push(row.get(1));
     }
     held
-}
-
-/// Each owner's answer in `got` that says `created` or `existing`.
-fn answered(got: &[Value]) -> BTreeMap<String, Vec<String>> {
-    got.iter()
-        .filter(|r| r["error"].is_null())
-        .map(|r| {
-            let addresses = r["addresses"].as_array().unwrap();
-            let addresses = addresses.iter().map(|a| a.as_str().unwrap().to_owned());
-            (r["owner"].as_str().unwrap().to_owned(), addresses.collect())
-        })
-        .collect()
 }
 
 /// Runs the 200 requests of `file` (with `args`), checks that each was `created` and that

@@ -614,3 +614,16 @@ pub fn wait_or_kill(mut child: Child, secs: u64, what: &str) -> Output {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Each owner's answer in a batch's `-o json` results that says `created` or `existing`:
+/// its addresses.
+pub fn answered(got: &[serde_json::Value]) -> std::collections::BTreeMap<String, Vec<String>> {
+    got.iter()
+        .filter(|r| r["error"].is_null())
+        .map(|r| {
+            let addresses = r["addresses"].as_array().unwrap();
+            let addresses = addresses.iter().map(|a| a.as_str().unwrap().to_owned());
+            (r["owner"].as_str().unwrap().to_owned(), addresses.collect())
+        })
+        .collect()
+}

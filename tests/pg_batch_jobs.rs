@@ -24,10 +24,7 @@ const POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name
 fn setup() -> (Db, tempfile::TempDir) {
     let db = Db::new();
     let tmp = tempfile::tempdir().unwrap();
-    let pools = tmp.path().join("pools.yaml");
-    std::fs::write(&pools, POOLS).unwrap();
-    let out = db.run(["apply", "-f", pools.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    db.apply(tmp.path(), POOLS);
     (db, tmp)
 }
 
@@ -317,13 +314,7 @@ fn read_until(rx: &Receiver<String>, got: &mut Vec<Value>, n: usize, what: &str)
 /// `check` passes; then the batch of `file` again on four connections exits 0, answering
 /// `existing` for each owner `stored` holds and `created` for the others: its results.
 fn check_then_again(db: &Db, file: &str, stored: &BTreeMap<String, Vec<String>>) -> Vec<Value> {
-    let check = db.run(["check"]);
-    assert!(
-        check.status.success(),
-        "{}{}",
-        stdout(&check),
-        stderr(&check)
-    );
+    db.assert_check_clean();
     let again = db.run(["allocate", "-f", file, "--jobs", "4", "-o", "json"]);
     assert!(again.status.success(), "{}", stderr(&again));
     let second = results(&stdout(&again));

@@ -181,6 +181,26 @@ impl Db {
         client_as(Some(&self.name), Some(user))
     }
 
+    /// `apply -f` of `manifests`, written to `dir`; asserts that it succeeded.
+    pub fn apply(&self, dir: &std::path::Path, manifests: &str) {
+        let file = dir.join("manifests.yaml");
+        std::fs::write(&file, manifests).unwrap();
+        let out = self.run(["apply", "-f", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+
+    /// Asserts that `check` finds nothing wrong.
+    #[track_caller]
+    pub fn assert_check_clean(&self) {
+        let check = self.run(["check"]);
+        assert!(
+            check.status.success(),
+            "{}{}",
+            stdout(&check),
+            stderr(&check)
+        );
+    }
+
     /// One `bigint` the query returns.
     pub fn count(&self, query: &str) -> i64 {
         self.sql()

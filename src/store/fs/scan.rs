@@ -33,13 +33,10 @@ enum Look<M, K> {
     /// Read now, settled, and its owner not wanted: only what the index and the view keep
     /// of it (its record's change, its owner), so that the first scan of a pool without an
     /// index holds no parsed manifest per file (43 MB at 50,000 files).
-    Learnt(Option<Change<K>>, Option<Box<str>>),
+    Learnt(Option<Box<Change<K>>>, Option<Box<str>>),
     /// Removed since the listing.
     Gone,
 }
-
-/// A listed file's look, once taken.
-type Looked<M, K> = Option<Result<Look<M, K>>>;
 
 /// A file read by a scan that may be a write in flight (see
 /// [`crate::store::fs::allocation::ReadFile::settled`]): whatever it parsed as, it is a
@@ -115,26 +112,27 @@ impl FsStore {
         // In a batch, the files whose remembered status matches their record, and whose
         // owner is not wanted, are ruled out here, in one pass under the watch's lock: most
         // of a pool, which then costs no thread, no lock and no `stat` per file.
-        let mut looked: Vec<Looked<T::Manifest, T::Key>> = match watched {
+        // (A flag a file, not a `Look`: a pool's worth of those per request was a tenth of a
+        // batch's time in copies.)
+        let known = match watched {
             Some(id) => self.ruled_out(kind, (id, pool), &listed, wanted),
             None => Vec::new(),
         };
-        looked.resize_with(listed.len(), || None);
-        let rest: Vec<usize> = (0..listed.len()).filter(|&i| looked[i].is_none()).collect();
-        let read = parallel_map(&rest, |&i| {
+        let is_known = |i: usize| known.get(i).copied().unwrap_or(false);
+        let rest: Vec<usize> = (0..listed.len()).filter(|&i| !is_known(i)).collect();
+        let mut read = parallel_map(&rest, |&i| {
             let look = self.look(kind, (dir, watched), ns, listed[i], wanted);
             look.map(|look| learnt(kind, listed[i], look, read_start, wanted))
-        });
-        for (i, look) in rest.into_iter().zip(read) {
-            looked[i] = Some(look);
-        }
-        let looked = looked
-            .into_iter()
-            .map(|look| look.expect("every listed file looked at"));
+        })
+        .into_iter();
         let mut scanned = Scanned::default();
         let mut changes: Vec<Change<T::Key>> = unlisted.into_iter().map(Change::Forget).collect();
-        for (&(key, record), look) in listed.iter().zip(looked) {
-            let look = look?;
+        for (i, &(key, record)) in listed.iter().enumerate() {
+            let look = if is_known(i) {
+                Look::Known
+            } else {
+                read.next().expect("every listed file looked at")?
+            };
             if !matches!(look, Look::Gone) {
                 scanned.taken.push(key);
             }
@@ -146,7 +144,7 @@ impl FsStore {
             }
             match look {
                 Look::Gone | Look::Known => {}
-                Look::Learnt(change, _) => changes.extend(change),
+                Look::Learnt(change, _) => changes.extend(change.map(|c| *c)),
                 Look::Rebuilt(name, m) => scanned.hits.push((key, name, Ok(m), false)),
                 Look::Read(parsed, stamp, in_flight) => {
                     let settled = !in_flight && stamp.settled(read_start);
@@ -172,26 +170,24 @@ impl FsStore {
         Ok(scanned)
     }
 
-    /// The listed files of a watched directory `id` that need no look at all: their
+    /// Which listed files of a watched directory `id` need no look at all (`true`): their
     /// remembered status ([`FsStore::status`]) equals their record, whose owner `wanted`
-    /// refuses ([`Look::Known`]); `None` for every other file. One lock of the watch for
-    /// the whole listing.
-    fn ruled_out<T: Kind, M>(
+    /// refuses ([`Look::Known`]); empty when none can be. One lock of the watch for the
+    /// whole listing.
+    fn ruled_out<T: Kind>(
         &self,
         kind: &T,
         (id, pool): (DirId, &str),
         listed: &[(T::Key, Option<RecordRef<'_>>)],
         wanted: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Vec<Looked<M, T::Key>> {
+    ) -> Vec<bool> {
         let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         let Some(w) = watch.as_ref() else {
             return Vec::new();
         };
-        let rule = |stamp: Option<&Option<Stamp>>, record: RecordRef<'_>| match stamp {
-            Some(Some(stamp)) if *stamp == record.stamp && !wanted(record.owner) => {
-                Some(Ok(Look::Known))
-            }
-            _ => None,
+        let rule = |stamp: Option<&Option<Stamp>>, record: Option<RecordRef<'_>>| {
+            matches!((stamp, record), (Some(Some(stamp)), Some(record))
+                if *stamp == record.stamp && !wanted(record.owner))
         };
         // Allocations: one walk of the pool's statuses in address order, beside the listing.
         if let Some(statuses) = w.pool_statuses(id, pool)
@@ -201,10 +197,12 @@ impl FsStore {
             return listed
                 .iter()
                 .map(|&(key, record)| {
-                    let address = T::address(key)?;
+                    let Some(address) = T::address(key) else {
+                        return false;
+                    };
                     while known.next_if(|&(&a, _)| a < address).is_some() {}
                     let stamp = known.next_if(|&(&a, _)| a == address).map(|(_, s)| s);
-                    rule(stamp, record?)
+                    rule(stamp, record)
                 })
                 .collect();
         }
@@ -215,7 +213,9 @@ impl FsStore {
         listed
             .iter()
             .map(|&(key, record)| {
-                let record = record?;
+                if record.is_none() {
+                    return false;
+                }
                 file.clear();
                 file.push_str(&kind.name(key));
                 file.push_str(".yaml");
@@ -412,7 +412,8 @@ fn learnt<T: Kind>(
             }
             let seen = (at == key).then(|| owner.into());
             let settled = stamp.settled(read_start);
-            Look::Learnt(change(kind, (key, record), &Ok(m), stamp, settled), seen)
+            let change = change(kind, (key, record), &Ok(m), stamp, settled);
+            Look::Learnt(change.map(Box::new), seen)
         }
         look => look,
     }

@@ -112,8 +112,8 @@ impl FsStore {
         // In a batch, the files whose remembered status matches their record, and whose
         // owner is not wanted, are ruled out here, in one pass under the watch's lock: most
         // of a pool, which then costs no thread, no lock and no `stat` per file.
-        // (A flag a file, not a `Look`: a pool's worth of those per request was a tenth of a
-        // batch's time in copies.)
+        // (A flag a file, not a `Look`: no pool's worth of enum values to fill and drop per
+        // request.)
         let known = match watched {
             Some(id) => self.ruled_out(kind, (id, pool), &listed, wanted),
             None => Vec::new(),

@@ -8,7 +8,7 @@ mod pg;
 use std::collections::BTreeMap;
 use std::process::Output;
 
-use pg::{Db, answered, stderr, stdout};
+use pg::{Db, answered, json_lines, stderr, stdout};
 use serde_json::Value;
 
 const POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v4\nspec:\n  cidr: 10.71.0.0/24\n  kind: public\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v6\nspec:\n  cidr: fd00:71::/120\n  kind: public\n";
@@ -33,10 +33,7 @@ fn setup(n: usize) -> (Db, tempfile::TempDir, String) {
 
 /// The batch's JSON lines, one per request.
 fn results(out: &Output) -> Vec<Value> {
-    stdout(out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
+    json_lines(&stdout(out))
 }
 
 /// What the database holds: each owner's addresses (v4 then v6), and that no owner holds

@@ -15,7 +15,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use pg::{Db, answered, stderr, stdout, wait_or_kill};
+use pg::{Db, answered, json_lines, stderr, stdout, wait_or_kill};
 use serde_json::Value;
 
 const POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v4\nspec:\n  cidr: 10.72.0.0/22\n  kind: public\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v6\nspec:\n  cidr: fd00:72::/118\n  kind: public\n";
@@ -43,13 +43,6 @@ fn write(dir: &Path, name: &str, lines: &[String]) -> String {
     let file = dir.join(name);
     std::fs::write(&file, lines.concat()).unwrap();
     file.to_str().unwrap().to_owned()
-}
-
-/// A batch's JSON lines, one per request.
-fn results(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 /// The addresses in a single command's `-o json` List, in its order.
@@ -156,7 +149,7 @@ fn single_claims_and_releases_beside_a_four_connection_batch_leave_every_answer_
     let file = write(tmp.path(), "before.jsonl", &before);
     let out = db.run(["allocate", "-f", &file, "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let pre = answered(&results(&stdout(&out)));
+    let pre = answered(&json_lines(&stdout(&out)));
     let lines: Vec<String> = (0..BATCH)
         .map(|i| request(&vm(&format!("vm-{i}"))))
         .collect();
@@ -205,7 +198,7 @@ fn single_claims_and_releases_beside_a_four_connection_batch_leave_every_answer_
     drop(stdin);
     let out = wait_or_kill(batch, 60, "the batch");
     assert!(out.status.success(), "{}", stderr(&out));
-    let got = results(
+    let got = json_lines(
         &[first]
             .into_iter()
             .chain(rx.iter())
@@ -307,7 +300,7 @@ fn read_until(rx: &Receiver<String>, got: &mut Vec<Value>, n: usize, what: &str)
         let line = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{what}: result {} of {n}: {e}", got.len() + 1));
-        got.extend(results(&line));
+        got.extend(json_lines(&line));
     }
 }
 
@@ -317,7 +310,7 @@ fn check_then_again(db: &Db, file: &str, stored: &BTreeMap<String, Vec<String>>)
     db.assert_check_clean();
     let again = db.run(["allocate", "-f", file, "--jobs", "4", "-o", "json"]);
     assert!(again.status.success(), "{}", stderr(&again));
-    let second = results(&stdout(&again));
+    let second = json_lines(&stdout(&again));
     for r in &second {
         let owner = r["owner"].as_str().unwrap();
         let want = if stored.contains_key(owner) {
@@ -379,7 +372,7 @@ fn a_four_connection_batch_killed_mid_run_printed_only_what_it_committed_and_the
         read_until(&rx, &mut printed, after, "the batch");
         batch.kill().unwrap();
         batch.wait().unwrap();
-        printed.extend(rx.iter().flat_map(|l| results(&l)));
+        printed.extend(rx.iter().flat_map(|l| json_lines(&l)));
         assert!(
             printed.len() < KILLED,
             "killed after {after}: the batch had finished"
@@ -497,7 +490,7 @@ fn a_four_connection_batch_whose_backends_are_terminated_answers_every_request_o
     assert_eq!(terminate_mid_group(&mut sql, true), 3);
     drop(stdin);
     let out = wait_or_kill(batch, 60, "the batch");
-    got.extend(rx.iter().flat_map(|l| results(&l)));
+    got.extend(rx.iter().flat_map(|l| json_lines(&l)));
     assert_eq!(got.len(), TERMINATED);
     in_input_order(&got);
     for r in &got {

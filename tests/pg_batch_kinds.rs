@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use pg::{Db, stderr, stdout};
+use pg::{Db, json_lines, stderr, stdout};
 use serde_json::Value;
 
 const NS: &str = "acme/prod";
@@ -62,12 +62,6 @@ fn request(i: usize) -> String {
         2 => format!(r#"{{"pool":"sup","prefixLength":26,"owner":"FloatingIP/p-{i}"}}"#),
         _ => format!(r#"{{"pool":"v4","owner":"VirtualMachine/v-{i}/0"}}"#),
     }
-}
-
-fn results(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 /// What result `r` holds: its addresses, or its prefix.
@@ -164,7 +158,7 @@ fn subnets_dual_stack_and_prefixes_on_four_connections_keep_every_rule_and_relea
     let out = db.run(batch);
     // Only `small`'s exhaustions failed: exit 5.
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
-    let got = results(&stdout(&out));
+    let got = json_lines(&stdout(&out));
     assert_eq!(got.len(), 4 * EACH);
     let answered = assert_each_kind_kept_its_rules(&got);
     let stored: BTreeSet<String> = db
@@ -184,7 +178,7 @@ fn subnets_dual_stack_and_prefixes_on_four_connections_keep_every_rule_and_relea
     // Again: `existing` with the same answers, and `small` still full.
     let again = db.run(batch);
     assert_eq!(again.status.code(), Some(5), "{}", stderr(&again));
-    for (r, first) in results(&stdout(&again)).iter().zip(&got) {
+    for (r, first) in json_lines(&stdout(&again)).iter().zip(&got) {
         if first["error"].is_null() {
             assert_eq!(r["action"], "existing", "{r}");
             assert_eq!(held_by(r), held_by(first), "{r}");
@@ -216,7 +210,7 @@ fn subnets_dual_stack_and_prefixes_on_four_connections_keep_every_rule_and_relea
     ];
     let out = db.run(release);
     assert!(out.status.success(), "{}", stderr(&out));
-    let released = results(&stdout(&out));
+    let released = json_lines(&stdout(&out));
     assert_eq!(released.len(), 4 * EACH);
     for (r, claimed) in released.iter().zip(&got) {
         let want = if claimed["error"].is_null() {
@@ -235,7 +229,7 @@ fn subnets_dual_stack_and_prefixes_on_four_connections_keep_every_rule_and_relea
     let out = db.run(release);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        results(&stdout(&out))
+        json_lines(&stdout(&out))
             .iter()
             .all(|r| r["action"] == "unchanged"),
         "{}",

@@ -647,3 +647,10 @@ pub fn answered(got: &[serde_json::Value]) -> std::collections::BTreeMap<String,
         })
         .collect()
 }
+
+/// A batch's `-o json` output: one JSON value a line.
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}

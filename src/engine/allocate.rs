@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::cooldown::Cooling;
 use crate::model::subnet::{SubnetManifest, off_limits_role, pool_candidates};
+use crate::model::taken::Taken;
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, PoolRef, SubnetName,
     Timestamp, allocation_name,
@@ -581,7 +582,7 @@ fn claim(
     store: &dyn Store,
     req: &Request,
     candidates: &Candidates,
-    taken: &[IpAddr],
+    taken: &Taken,
     whole_pool: bool,
     cooling: &Cooling,
 ) -> Result<Option<Allocated>> {
@@ -651,27 +652,29 @@ fn free_for<'a>(
     store: &'a dyn Store,
     req: &Request,
     candidates: &Candidates,
-    taken: &[IpAddr],
+    taken: &Taken,
     whole_pool: bool,
     cooling: &Cooling,
 ) -> Result<FreeIter<'a>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
     let own = cooling.own.filter(|a| {
-        candidates.contains(*a) && !taken.contains(a) && req.address.is_none_or(|r| r == *a)
+        candidates.contains(*a) && !taken.contains(*a) && req.address.is_none_or(|r| r == *a)
     });
     let free: FreeIter<'a> = match req.address {
         // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
         Some(addr) => {
             let name = allocation_name(&pool.name, addr);
-            if taken.contains(&addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
+            if taken.contains(addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
                 return Err(held_by_other(store, req, addr));
             }
             Box::new(std::iter::once(Ok(addr)))
         }
         None => {
             // What the look-up saw taken is cut out here; the store finds the rest itself.
-            let untaken = candidates.clone().without(taken.iter().copied());
+            let untaken = candidates
+                .clone()
+                .without_spans(taken.runs(candidates.is_v6()));
             store.free_candidates(ns, &pool.name, &untaken, whole_pool)?
         }
     };

@@ -150,6 +150,15 @@ impl Candidates {
         self
     }
 
+    /// Removes spans of this range's family (the runs of a pool's taken addresses): a step
+    /// per span, not per address.
+    pub fn without_spans(mut self, spans: impl IntoIterator<Item = Span>) -> Candidates {
+        let mut blocked = std::mem::take(&mut self.blocked);
+        blocked.extend(spans);
+        self.blocked = merge(blocked);
+        self
+    }
+
     /// Removes whole prefixes (a subnet's reserved entries).
     pub fn without_nets(mut self, nets: impl IntoIterator<Item = IpNet>) -> Candidates {
         let mut blocked = std::mem::take(&mut self.blocked);

@@ -22,6 +22,7 @@ pub mod schema;
 pub mod selector;
 pub mod subnet;
 pub mod suggest;
+pub mod taken;
 pub mod time;
 pub mod vpc;
 

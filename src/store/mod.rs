@@ -21,6 +21,7 @@ use std::net::IpAddr;
 use crate::error::Result;
 use crate::model::candidates::Candidates;
 use crate::model::prefix_claim::PrefixClaimManifest;
+use crate::model::taken::Taken;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
 
 pub use crate::model::ObjectKind;
@@ -46,7 +47,7 @@ pub struct OwnerLookup {
     /// When it holds none: the addresses the pool's allocations hold, the broken ones too,
     /// as far as the look-up saw them (a store whose look-up is one indexed row, the
     /// database, leaves it empty: its [`Queries::free_candidates`] finds them itself).
-    pub taken: Vec<IpAddr>,
+    pub taken: Taken,
     /// Allocations of the pool that do not parse: (object name, why).
     pub broken: Vec<(String, String)>,
 }

@@ -202,11 +202,11 @@ impl FsStore {
         ns: Option<&Namespace>,
         pool: &crate::model::PoolName,
         key: u64,
-        taken: &[IpAddr],
+        taken: Vec<IpAddr>,
     ) {
         let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
         let at = (scope_text(ns).to_owned(), pool.as_str().to_owned(), key);
-        looked.insert(at, taken.to_vec());
+        looked.insert(at, taken);
     }
 
     /// After a claim's create (the claim's owner lock held): if the owner's file came back

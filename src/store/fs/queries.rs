@@ -50,17 +50,23 @@ impl Queries for FsStore {
                 return Ok(lookup);
             }
         }
-        let (scanned, viewed) = match self.scan_view(&dir, ns, pool, owner)? {
-            Some(scanned) => (scanned, true),
+        // A batch's re-check reads what its view saw change since (`view.rs`), not a listing
+        // against what this saw taken: nothing to remember. (Were the view dropped
+        // meanwhile, the re-check would read every file: slow, never wrong.)
+        let (hits, listed_taken) = match self.scan_view(&dir, ns, pool, owner)? {
+            Some((taken, hits)) => {
+                lookup.taken = taken;
+                (hits, Vec::new())
+            }
             None => {
                 let listed = self.names_and_index(&dir, ns, pool.as_str())?;
                 let text = index::owner_text(owner);
                 let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
-                (scanned, false)
+                lookup.taken = scanned.taken.iter().copied().collect();
+                (scanned.hits, scanned.taken)
             }
         };
-        lookup.taken = scanned.taken;
-        for (address, name, mut parsed, in_flight) in scanned.hits {
+        for (address, name, mut parsed, in_flight) in hits {
             if parsed.is_err() || in_flight {
                 match self.read_whole(&dir, ns, &format!("{name}.yaml"))? {
                     Some(again) => parsed = again.parsed.map(Box::new),
@@ -79,11 +85,7 @@ impl Queries for FsStore {
         if let Some(held) = &lookup.held {
             self.write_hint(ns, pool, key, held.spec.address);
         } else {
-            // A batch's re-check reads what its view saw change since (`view.rs`), not a
-            // listing against what this saw taken: nothing to copy. (Were the view dropped
-            // meanwhile, the re-check would read every file: slow, never wrong.)
-            let taken: &[std::net::IpAddr] = if viewed { &[] } else { &lookup.taken };
-            self.remember_looked(ns, pool, key, taken);
+            self.remember_looked(ns, pool, key, listed_taken);
         }
         Ok(lookup)
     }

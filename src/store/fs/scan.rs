@@ -53,8 +53,12 @@ pub(super) struct Scanned<K = IpAddr, M = AllocationManifest> {
     pub(super) taken: Vec<K>,
     /// The files whose owner may be wanted, every file that does not parse, and every file
     /// that may be in flight, read now (the flag: in flight).
-    pub(super) hits: Vec<(K, String, Boxed<M>, InFlight)>,
+    pub(super) hits: Vec<Hit<K, M>>,
 }
+
+/// A file a scan read ([`Scanned::hits`]): its key, its object name, what it parsed as, and
+/// whether it may be in flight.
+pub(super) type Hit<K = IpAddr, M = AllocationManifest> = (K, String, Boxed<M>, InFlight);
 
 impl<K, M> Default for Scanned<K, M> {
     fn default() -> Self {
@@ -279,9 +283,11 @@ impl FsStore {
             if let Some(w) = watch.as_mut()
                 && let Some(id) = w.watched(dir)
             {
-                let addresses = w
+                let addresses: Vec<IpAddr> = w
                     .pool_addresses(id, pool, || list_names(dir))
-                    .map_err(|e| refused(self.root.clone(), e))?;
+                    .map_err(|e| refused(self.root.clone(), e))?
+                    .iter()
+                    .collect();
                 let index = w.index(id, pool, addresses.len(), || {
                     self.load_index(ObjectKind::Allocation, dir, ns, pool)
                 });
@@ -317,7 +323,7 @@ impl FsStore {
                 let addresses = w
                     .pool_addresses(id, pool, || list_names(kind_dir))
                     .map_err(|e| refused(self.root.clone(), e))?;
-                by_pool.insert(pool.to_owned(), addresses);
+                by_pool.insert(pool.to_owned(), addresses.iter().collect());
                 return Ok(by_pool);
             }
         }

@@ -5,28 +5,29 @@ use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 
 use crate::error::Result;
+use crate::model::taken::Taken;
 use crate::model::{Namespace, Owner};
 use crate::store::fs::FsStore;
 use crate::store::fs::allocation::now_ns;
 use crate::store::fs::beneath::refused;
 use crate::store::fs::index::owner_text;
 use crate::store::fs::kind::Allocations;
-use crate::store::fs::scan::Scanned;
+use crate::store::fs::scan::Hit;
 use crate::store::fs::watch::DirId;
 
 impl FsStore {
     /// An owner look-up's scan of `pool` in the batch's watched `dir`, from the pool's view:
-    /// the pool's listing as `taken`, and as hits the files among the unknown ones and the
-    /// owner's that may be `owner`'s (read now, as a scan's hits are). `None` when the batch
-    /// has no view of the pool (not in a batch, not watched, or not scanned yet): the
-    /// caller scans.
+    /// the addresses the pool's listing holds, and as hits the files among the unknown ones
+    /// and the owner's that may be `owner`'s (read now, as a scan's hits are). `None` when
+    /// the batch has no view of the pool (not in a batch, not watched, or not scanned yet):
+    /// the caller scans.
     pub(super) fn scan_view(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &crate::model::PoolName,
         owner: &Owner,
-    ) -> Result<Option<Scanned>> {
+    ) -> Result<Option<(Taken, Vec<Hit>)>> {
         let wanted = owner_text(owner);
         let (id, generation, files, taken) = {
             let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
@@ -46,10 +47,7 @@ impl FsStore {
                 .map_err(|e| refused(self.root.clone(), e))?;
             (id, generation, files, taken)
         };
-        let mut scanned = Scanned {
-            taken,
-            hits: Vec::new(),
-        };
+        let (mut taken, mut hits) = (taken, Vec::new());
         let mut learnt = Vec::with_capacity(files.len());
         for address in files {
             let name = crate::model::allocation_name(pool, address);
@@ -57,9 +55,7 @@ impl FsStore {
             let Some(read) = self.read_file::<Allocations<'_>>(dir, ns, &format!("{name}.yaml"))?
             else {
                 learnt.push((address, None));
-                if let Ok(i) = scanned.taken.binary_search(&address) {
-                    scanned.taken.remove(i);
-                }
+                taken.remove(address);
                 continue;
             };
             let in_flight = !read.settled(started);
@@ -75,13 +71,11 @@ impl FsStore {
                 Err(_) => true,
             };
             if hit {
-                scanned
-                    .hits
-                    .push((address, name, read.parsed.map(Box::new), in_flight));
+                hits.push((address, name, read.parsed.map(Box::new), in_flight));
             }
         }
         self.learn(id, pool.as_str(), generation, learnt);
-        Ok(Some(scanned))
+        Ok(Some((taken, hits)))
     }
 
     /// Keeps what a look-up begun at `generation` learnt of `pool`'s files, unless the

@@ -40,6 +40,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
 use crate::model::parse_allocation_name;
+use crate::model::taken::Taken;
 use crate::store::fs::beneath;
 use crate::store::fs::index::{Index, Stamp};
 use crate::store::fs::view::View;
@@ -70,9 +71,9 @@ struct Seen {
     /// of looking each file up in `stats` (a cache miss a file: most of a request's time at
     /// 50,000 files).
     by_address: HashMap<String, BTreeMap<IpAddr, Option<Stamp>>>,
-    /// The allocations among `names`, by pool, ascending: kept with `names`, once asked
-    /// for (a sorted vector, which a request copies at the cost of a `memcpy`).
-    pools: Option<HashMap<String, Vec<IpAddr>>>,
+    /// The allocations among `names`, by pool: kept with `names`, once asked for (as runs,
+    /// which a request copies at the cost of a few).
+    pools: Option<HashMap<String, Taken>>,
     /// What the batch knows of each pool's files' owners (see [`View`]).
     views: HashMap<String, View>,
     /// The owner index of each pool as last read. Any index is sound (a record is trusted
@@ -176,7 +177,7 @@ impl Watch {
         id: DirId,
         pool: &str,
         list: impl FnOnce() -> Result<BTreeSet<Box<[u8]>>, E>,
-    ) -> Result<Vec<IpAddr>, E> {
+    ) -> Result<Taken, E> {
         self.names(id, list)?;
         let seen = self.dirs.get_mut(&id).expect("a watched directory");
         let pools = seen.pools.get_or_insert_with(|| {
@@ -186,11 +187,10 @@ impl Watch {
                     pools.entry(p.to_owned()).or_default().push(address);
                 }
             }
-            for addresses in pools.values_mut() {
-                addresses.sort_unstable();
-                addresses.dedup();
-            }
             pools
+                .into_iter()
+                .map(|(pool, addresses)| (pool, addresses.into_iter().collect()))
+                .collect()
         });
         Ok(pools.get(pool).cloned().unwrap_or_default())
     }
@@ -368,13 +368,10 @@ impl Watch {
                 && let Some((pool, address)) = allocation(name)
             {
                 let addresses = pools.entry(pool.to_owned()).or_default();
-                let at = addresses.binary_search(&address);
-                match at {
-                    Err(i) if added => addresses.insert(i, address),
-                    Ok(i) if removed => {
-                        addresses.remove(i);
-                    }
-                    _ => {}
+                if added {
+                    addresses.insert(address);
+                } else if removed {
+                    addresses.remove(address);
                 }
             }
         }

@@ -8,8 +8,6 @@
 
 use std::net::IpAddr;
 
-#[cfg(test)]
-use crate::model::candidates::Candidates;
 use crate::model::candidates::{Span, address, ordinal};
 
 /// Addresses, as ascending runs of consecutive ones.
@@ -185,7 +183,7 @@ mod tests {
                 let r = next(&mut state);
                 // Both families, and IPv6 at the top of the space: nothing overflows.
                 let a = addr(r & 1 == 1, (r >> 1) % 40);
-                if (r >> 8) % 3 == 0 {
+                if (r >> 8).is_multiple_of(3) {
                     taken.remove(a);
                     set.remove(&a);
                 } else {

@@ -439,7 +439,10 @@ pub struct AllocateArgs {
     /// json`: a JSON line each); a request that fails, or a line that is not a valid
     /// request (named by its line number), does not stop the others. Exit 0 when every
     /// request succeeded, else, after every result is printed, the exit code the failed
-    /// requests share, or 1 when theirs differ.
+    /// requests share, or 1 when theirs differ. Nothing is printed that a crash could take
+    /// back: on a state directory results come in groups of up to 16, once every claim made
+    /// in the group is durable (its directory synced behind the next request); on a
+    /// database once the group's transaction committed.
     #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "mac", "explain"])]
     pub file: Option<String>,
 

@@ -458,6 +458,22 @@ pub fn diagnostic(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
+/// Has the reader of this process's stdout gone (a pipe or socket closed at its other end,
+/// as `| head -1` does once it has its line)? A file or a terminal never has.
+pub fn reader_gone() -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(&stdout, PollFlags::OUT)];
+    let polled = poll(&mut fds, Some(&Timespec::default()));
+    matches!(polled, Ok(n) if n > 0) && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
+}
+
+/// The error of a write to a stdout whose reader has gone.
+pub fn closed() -> crate::error::Error {
+    let source = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+    crate::error::Error::io(STDOUT, source)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -367,18 +367,8 @@ fn dispatch(
         for store in stores {
             let (queue, done_tx) = (&queue, done_tx.clone());
             let mut command = command();
-            scope.spawn(move || {
-                work(
-                    &**store,
-                    &mut command,
-                    g,
-                    fields,
-                    inherited,
-                    run,
-                    queue,
-                    &done_tx,
-                )
-            });
+            let context = (g, fields, inherited, run);
+            scope.spawn(move || work(&**store, &mut command, context, queue, &done_tx));
         }
         drop(done_tx);
         let mut pending = BTreeMap::new();
@@ -408,6 +398,11 @@ fn dispatch(
                 continue;
             }
             match rx.recv_timeout(tick) {
+                // No request starts once stdout's reader is gone (one in flight finishes).
+                Ok(_) if output::reader_gone() => {
+                    failed_to_print.get_or_insert(unread(output::closed(), sent));
+                    reading = false;
+                }
                 Ok(read) => {
                     if work_tx.send((sent, read)).is_ok() {
                         sent += 1;
@@ -446,10 +441,7 @@ struct Job {
 fn work(
     store: &(dyn Store + Sync),
     command: &mut clap::Command,
-    g: &GlobalArgs,
-    fields: &[(&str, Flag)],
-    inherited: &Inherited<'_>,
-    run: &Run<'_>,
+    (g, fields, inherited, run): (&GlobalArgs, &[(&str, Flag)], &Inherited<'_>, &Run<'_>),
     (queue, working): &(Mutex<Receiver<(usize, Read)>>, AtomicUsize),
     done: &Sender<Outcome>,
 ) {
@@ -525,6 +517,10 @@ fn take(
     // a lock held is a worker waiting in `recv` for a request: none is queued, and blocking
     // on the lock here (mid-group) would wait for the end of the input, which the
     // dispatcher sends only once this group's results came.
+    // A group takes no more once stdout's reader is gone (see `dispatch`).
+    if !wait && output::reader_gone() {
+        return None;
+    }
     let (index, (line, request)) = if wait {
         let queue = queue
             .lock()

@@ -361,7 +361,66 @@ pub fn write(
     durable: bool,
     scratch: &dyn Fn() -> Option<Confined<OwnedFd>>,
 ) -> Confined<bool> {
-    let dir = dir.as_fd();
+    let content = &|w: &mut dyn Write| w.write_all(bytes);
+    write_with(
+        dir.as_fd(),
+        name,
+        content,
+        mode,
+        (durable, durable),
+        scratch,
+    )
+}
+
+/// [`write`] of what `content` writes, a piece at a time, instead of bytes held whole in
+/// memory (a large index). `content` may be called again if an attempt has to start over.
+pub fn write_streamed(
+    dir: impl AsFd,
+    name: &str,
+    content: &dyn Fn(&mut dyn Write) -> io::Result<()>,
+    mode: WriteMode,
+    durable: bool,
+    scratch: &dyn Fn() -> Option<Confined<OwnedFd>>,
+) -> Confined<bool> {
+    let buffered = |file: &mut dyn Write| {
+        let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+        content(&mut out)?;
+        out.flush()
+    };
+    write_with(
+        dir.as_fd(),
+        name,
+        &buffered,
+        mode,
+        (durable, durable),
+        scratch,
+    )
+}
+
+/// [`write`] of a new name whose bytes are durable before the name is made, as there, but
+/// whose directory is not `fsync`ed: the caller makes the name durable (`flush.rs`), and
+/// says nothing of it until then.
+pub fn create_unsynced(
+    dir: impl AsFd,
+    name: &str,
+    bytes: &[u8],
+    scratch: &dyn Fn() -> Option<Confined<OwnedFd>>,
+) -> Confined<bool> {
+    let (mode, content) = (WriteMode::CreateOnly, &|w: &mut dyn Write| {
+        w.write_all(bytes)
+    });
+    write_with(dir.as_fd(), name, content, mode, (true, false), scratch)
+}
+
+/// [`write`], with the bytes made durable (`durable.0`) and the name (`durable.1`) or not.
+fn write_with(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    content: &dyn Fn(&mut dyn Write) -> io::Result<()>,
+    mode: WriteMode,
+    durable: (bool, bool),
+    scratch: &dyn Fn() -> Option<Confined<OwnedFd>>,
+) -> Confined<bool> {
     let mut beside = false;
     // `git clean -fdX` may delete the temporary file (it is git-ignored) before the rename
     // that would have given it its name: write it again. A `git clean` in a tight loop beside
@@ -387,7 +446,7 @@ pub fn write(
             }
         };
         let tmp_dir = tmp_dir.as_ref().map_or(dir, |d| d.as_fd());
-        match write_once(tmp_dir, dir, name, bytes, mode, durable)? {
+        match write_once(tmp_dir, dir, name, content, mode, durable)? {
             Attempt::Done(done) => return Ok(done),
             Attempt::Vanished => {}
             Attempt::OtherFileSystem => beside = true,
@@ -413,9 +472,9 @@ fn write_once(
     tmp_dir: BorrowedFd<'_>,
     dir: BorrowedFd<'_>,
     name: &str,
-    bytes: &[u8],
+    content: &dyn Fn(&mut dyn Write) -> io::Result<()>,
     mode: WriteMode,
-    durable: bool,
+    (durable, name_durable): (bool, bool),
 ) -> Confined<Attempt> {
     // A random name created exclusively: nothing planted can be opened in its place.
     let tmp = format!("{TMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
@@ -428,7 +487,7 @@ fn write_once(
     };
     let written = (|| -> Confined<Attempt> {
         let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
+        content(&mut file)?;
         step!(durable, "write-after-temp-written");
         if durable {
             file.sync_all()?;
@@ -463,10 +522,10 @@ fn write_once(
         return Ok(written);
     }
     step!(durable, "write-after-name-claimed");
-    if durable {
+    if name_durable {
         rustix::fs::fsync(dir)?;
+        step!(durable, "write-after-dir-synced");
     }
-    step!(durable, "write-after-dir-synced");
     Ok(Attempt::Done(true))
 }
 

@@ -58,8 +58,10 @@ impl Claims for FsStore {
         }
         if let Claim::Claimed = claim {
             failpoint!("allocate-before-index");
-            // After the claim is durable, so that the hint never names an address the owner
-            // does not hold; best effort, as the hint is only advice.
+            // After the claim is made, so that the hint never names an address the owner
+            // does not hold (in a batch, its name may not be durable yet: after a crash the
+            // hint may name a file that is gone, which a look-up that reads the hint checks,
+            // as it checks every hint); best effort, as the hint is only advice.
             let spec = &manifest.spec;
             self.write_hint(ns, &spec.pool, spec.owner.key(), spec.address);
         }
@@ -70,12 +72,16 @@ impl Claims for FsStore {
         if let Some(holder) = self.held_elsewhere(ns, manifest)? {
             return Ok(Claim::MacHeld(Box::new(holder)));
         }
-        let created = self.create(
-            ObjectKind::Allocation,
-            ns,
-            &manifest.metadata.name,
-            yaml::encode(manifest).as_bytes(),
-        )?;
+        let bytes = yaml::encode(manifest);
+        let name = &manifest.metadata.name;
+        let created = match self.flusher.get() {
+            // A MAC's record is written after the file, and must never name a claim a crash
+            // could take back: such a claim waits for its directory (`flush.rs`).
+            Some(flusher) if manifest.spec.mac.is_none() => {
+                self.create_deferred(ns, name, bytes.as_bytes(), flusher)?
+            }
+            _ => self.create(ObjectKind::Allocation, ns, name, bytes.as_bytes())?,
+        };
         if !created {
             return Ok(Claim::AddressTaken);
         }
@@ -321,11 +327,38 @@ impl Units for FsStore {
         work()
     }
 
-    /// Watches the allocation directories the batch scans (`watch.rs`).
+    /// Watches the allocation directories the batch scans (`watch.rs`), and makes its
+    /// claims' names durable behind it (`flush.rs`).
     fn batch(&self, _workers: usize) {
         *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = super::watch::Watch::new();
+        let _ = self.flusher.set(super::flush::Flusher::default());
+    }
+
+    /// In a batch, [`GROUP`] requests at most: the last claim of a group waits for its
+    /// directory's `fsync`, the others' run behind the next request.
+    fn group_size(&self) -> usize {
+        if self.flusher.get().is_some() {
+            GROUP
+        } else {
+            1
+        }
+    }
+
+    /// Runs `work`, then waits until every claim it made is durable: the group's results
+    /// go out only then.
+    fn grouped(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let done = work();
+        match self.flusher.get() {
+            Some(flusher) => flusher.settle().and(done),
+            None => done,
+        }
     }
 }
+
+/// How many of a batch's requests run before their results go out (see [`Units::grouped`]):
+/// enough that the one claim of a group whose directory is synced in the open costs little,
+/// few enough that results still stream.
+const GROUP: usize = 16;
 
 /// A state directory's history is git's: the default answer says so.
 impl Audit for FsStore {}

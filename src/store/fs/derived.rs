@@ -89,10 +89,13 @@ impl FsStore {
         {
             return Ok(());
         }
-        beneath::write(
+        let content = |w: &mut dyn std::io::Write| {
+            index.render_to(changes, &mut |piece| w.write_all(piece.as_bytes()))
+        };
+        beneath::write_streamed(
             &index_dir,
             &file,
-            index.render_with(changes).as_bytes(),
+            &content,
             WriteMode::Replace,
             false,
             &beneath::beside,

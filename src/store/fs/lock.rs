@@ -237,6 +237,25 @@ impl Drop for FileHold {
     }
 }
 
+impl Registry {
+    /// One more hold of every byte this process holds now, kept until the result is
+    /// dropped: a batch's claim whose name is made durable later (`flush.rs`) keeps its
+    /// locks until then. Never waits: each byte is held already.
+    pub(super) fn hold_all(registry: &Arc<Registry>) -> Vec<Hold> {
+        let mut held = registry.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.bytes
+            .iter_mut()
+            .map(|(&offset, shared)| {
+                shared.holds += 1;
+                Hold::File(Box::new(FileHold {
+                    registry: Arc::clone(registry),
+                    offset,
+                }))
+            })
+            .collect()
+    }
+}
+
 /// How long a lock is waited for: [`LOCK_TIMEOUT_VAR`] (unset or empty: the default,
 /// [`DEFAULT_TIMEOUT_SECS`]). A value that is no finite number of seconds, 0 or more
 /// (`abc`, `-5`, `nan`, `inf`) is exit 2 naming it: a wait it meant to bound must not

@@ -122,6 +122,13 @@
 //! during the batch; a directory on a file system that is not local (NFS, CIFS, FUSE,
 //! overlay) is never remembered, and an overflowing event queue drops the memory.
 //!
+//! A batch's claim also does not wait for its directory's `fsync` (`flush.rs`): its bytes
+//! are synced before its name is made, as always, and the directory is synced on a thread
+//! of its own while the next request runs. The claim's locks are held until then, so no
+//! other process can act on the claim sooner than when it waited; the batch prints a group
+//! of results (up to 16 requests) only once every name made in it is durable, so nothing is
+//! printed that a crash could still take back. A claim that takes a MAC waits, as before.
+//!
 //! # What an outside writer can still do
 //!
 //! `git pull`, `checkout`, `clean -fdX`, `cp` over a file, `cp -a` or `rsync -a` from another
@@ -153,6 +160,7 @@ mod allocation;
 pub mod beneath;
 mod claims;
 mod derived;
+mod flush;
 pub mod index;
 mod kind;
 pub mod lock;
@@ -216,6 +224,9 @@ pub struct FsStore {
     /// In a batch, what the scans saw of each allocation directory, kept true by inotify
     /// (`watch.rs`); `None` outside a batch.
     watch: Mutex<Option<watch::Watch>>,
+    /// In a batch, the claims whose names are made durable behind it (`flush.rs`); unset
+    /// outside a batch, where every claim waits for its own.
+    flusher: std::sync::OnceLock<flush::Flusher>,
 }
 
 fn kind_dir(kind: ObjectKind) -> &'static str {
@@ -336,6 +347,7 @@ impl FsStore {
             looked: Mutex::new(HashMap::new()),
             locks: Arc::default(),
             watch: Mutex::new(None),
+            flusher: std::sync::OnceLock::new(),
         })
     }
 

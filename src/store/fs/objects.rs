@@ -208,6 +208,30 @@ impl Objects for FsStore {
 }
 
 impl FsStore {
+    /// [`Objects::create`] of an allocation in a batch: the name made, and its directory
+    /// queued on `flusher` for its `fsync` with the locks held now (`flush.rs`).
+    pub(super) fn create_deferred(
+        &self,
+        ns: Option<&Namespace>,
+        name: &str,
+        bytes: &[u8],
+        flusher: &super::flush::Flusher,
+    ) -> Result<bool> {
+        let kind = ObjectKind::Allocation;
+        let dir = self.dir(kind, ns, true)?.expect("created");
+        let file = format!("{name}.yaml");
+        // As `create`: a name already taken costs no durable write.
+        if let Ok(Some(_)) = beneath::stat(&*dir, &file) {
+            return Ok(false);
+        }
+        let created = beneath::create_unsynced(&*dir, &file, bytes, &|| self.scratch())
+            .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
+        if created {
+            flusher.defer(dir, super::lock::Registry::hold_all(&self.locks));
+        }
+        Ok(created)
+    }
+
     /// Where writes make their temporary files: `.index/` at the root, made again if `git
     /// clean` removed it.
     pub(super) fn scratch(&self) -> Option<std::result::Result<OwnedFd, Refused>> {

@@ -1,0 +1,314 @@
+//! A file-store batch makes its claims' names durable behind it (`src/store/fs/flush.rs`):
+//! the directory `fsync` of one claim runs while the next request is looked up. A fail point
+//! holds that `fsync` off, and these tests look at what the world sees meanwhile: the batch
+//! has printed nothing of the claim, and the claim's owner lock is still held, so another
+//! process asking for that owner waits until the name is durable, as it waited when the
+//! claim synced its own directory. Killed then, the batch leaves each claim whole, and the
+//! same file again answers with what is on disk. Needs `cargo test --features failpoints
+//! --test batch_flush` (CI runs it).
+#![cfg(feature = "failpoints")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ipamctl");
+
+const POOL: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: p\nspec:\n  cidr: 10.77.0.0/24\n  kind: public\n";
+
+/// How long the fail point holds the first `fsync` of the batch's claims off.
+const HELD_MS: u64 = 3000;
+
+struct Test {
+    _dir: tempfile::TempDir,
+    state: PathBuf,
+}
+
+impl Test {
+    fn new() -> Test {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let test = Test { _dir: dir, state };
+        test.ok(&["init", test.state.to_str().unwrap()], None);
+        let pool = test.state.parent().unwrap().join("pool.yaml");
+        std::fs::write(&pool, POOL).unwrap();
+        test.ok(&["apply", "-f", pool.to_str().unwrap()], None);
+        test
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        if args.first() != Some(&"init") {
+            cmd.arg("-d").arg(&self.state);
+        }
+        cmd.args(args);
+        cmd
+    }
+
+    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run(args, stdin);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let child = fed(&mut self.cmd(args), stdin.unwrap_or_default());
+        child.wait_with_output().unwrap()
+    }
+
+    /// The batch of `requests`, its first claim's `fsync` held off by the fail point, with
+    /// its stdout read line by line on a thread.
+    fn held_batch(&self, requests: &str) -> (Child, Receiver<String>) {
+        let mut cmd = self.cmd(&["allocate", "-f", "-", "-o", "json"]);
+        let failpoint = format!("flush-before-sync=1*sleep({HELD_MS})");
+        let mut child = fed(cmd.env("FAILPOINTS", failpoint), requests);
+        let (tx, rx) = channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        (child, rx)
+    }
+
+    /// Waits (at most 10 s) until some allocation file exists: the batch's first claim has
+    /// its name, and its directory's `fsync` is held off.
+    fn first_claim_made(&self) {
+        let dir = self.state.join("cluster/ipallocations");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if !allocation_files(&dir).is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no claim made within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Each owner's addresses, from the allocation files.
+    fn holders(&self) -> Vec<(String, String)> {
+        let out = self.ok(&["list", "-o", "json"], None);
+        let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let mut held: Vec<(String, String)> = list["items"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|a| {
+                let spec = &a["spec"];
+                let owner = &spec["owner"];
+                (
+                    format!(
+                        "{}/{}",
+                        owner["kind"].as_str().unwrap(),
+                        owner["name"].as_str().unwrap()
+                    ),
+                    spec["address"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        held.sort();
+        held
+    }
+}
+
+/// `cmd` started with `stdin` written to it and closed, its stdout and stderr piped.
+fn fed(cmd: &mut Command, stdin: &str) -> Child {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin.as_bytes()).unwrap();
+    drop(pipe);
+    child
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn allocation_files(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("p-") && n.ends_with(".yaml"))
+        .collect()
+}
+
+fn requests(owners: &[&str]) -> String {
+    owners
+        .iter()
+        .map(|o| format!("{{\"pool\": \"p\", \"owner\": \"{o}\"}}\n"))
+        .collect()
+}
+
+fn json(line: &str) -> serde_json::Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+#[test]
+fn a_batch_prints_nothing_of_a_claim_and_keeps_its_owners_lock_until_its_name_is_durable() {
+    let test = Test::new();
+    let owners = [
+        "VirtualMachine/a/0",
+        "VirtualMachine/b/0",
+        "VirtualMachine/c/0",
+    ];
+    let (mut batch, lines) = test.held_batch(&requests(&owners));
+    test.first_claim_made();
+    // Another process asks for the first request's owner while that claim's directory
+    // waits for its `fsync`.
+    let mut single = test
+        .cmd(&["allocate", "p", "--owner", owners[0]])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(HELD_MS / 3));
+    assert!(
+        lines.try_recv().is_err(),
+        "the batch printed a result before its claim's name was durable"
+    );
+    assert!(
+        single.try_wait().unwrap().is_none(),
+        "another process got the owner's lock before the claim's name was durable"
+    );
+    let batch_out = batch.wait().unwrap();
+    assert!(batch_out.success());
+    let printed: Vec<serde_json::Value> = lines.iter().map(|l| json(&l)).collect();
+    assert_eq!(printed.len(), 3, "{printed:?}");
+    for (i, (result, owner)) in printed.iter().zip(owners).enumerate() {
+        assert_eq!(result["index"], i);
+        assert_eq!(result["owner"], owner);
+        assert_eq!(result["action"], "created", "{result}");
+    }
+    let single = single.wait_with_output().unwrap();
+    assert!(single.status.success(), "{}", text(&single.stderr));
+    // The other process waited, then found the claim: the same address, not a second one.
+    assert_eq!(text(&single.stdout).trim(), printed[0]["address"]);
+    let held = test.holders();
+    assert_eq!(held.len(), 3, "{held:?}");
+    for (result, owner) in printed.iter().zip(owners) {
+        let address = result["address"].as_str().unwrap();
+        assert!(
+            held.contains(&(owner.to_owned(), address.to_owned())),
+            "{held:?}"
+        );
+    }
+    test.ok(&["check"], None);
+}
+
+#[test]
+fn a_batch_killed_while_a_claims_name_waits_for_its_fsync_is_whole_and_runs_again() {
+    let test = Test::new();
+    let owners = [
+        "VirtualMachine/k1/0",
+        "VirtualMachine/k2/0",
+        "VirtualMachine/k3/0",
+    ];
+    let file = requests(&owners);
+    let (mut batch, lines) = test.held_batch(&file);
+    test.first_claim_made();
+    batch.kill().unwrap();
+    batch.wait().unwrap();
+    assert!(
+        lines.recv_timeout(Duration::from_secs(1)).is_err(),
+        "the killed batch printed a result of a claim whose name was not durable"
+    );
+    // Every claim made is whole: the same file again answers `existing` for it, and
+    // claims the rest; no owner holds two addresses, no address has two owners.
+    let made = test.holders();
+    assert!(!made.is_empty());
+    let out = test.ok(&["allocate", "-f", "-", "-o", "json"], Some(&file));
+    let printed: Vec<serde_json::Value> = out.lines().map(json).collect();
+    assert_eq!(printed.len(), 3, "{out}");
+    for (result, owner) in printed.iter().zip(owners) {
+        let address = result["address"].as_str().expect("an address").to_owned();
+        let was_made = made.contains(&(owner.to_owned(), address));
+        let action = if was_made { "existing" } else { "created" };
+        assert_eq!(
+            result["action"], action,
+            "{out}\nmade before the kill: {made:?}"
+        );
+    }
+    let held = test.holders();
+    assert_eq!(held.len(), 3, "{held:?}");
+    let mut addresses: Vec<&String> = held.iter().map(|(_, a)| a).collect();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 3, "{held:?}");
+    test.ok(&["check"], None);
+}
+
+/// A batch that dies at any step of a claim (the third claim's pass of each fail point,
+/// the directory's `fsync` behind it among them) leaves each claim whole: what it printed is
+/// held as printed, and the same file again answers every request, `existing` for each
+/// claim that was made, with no owner holding two addresses.
+#[test]
+fn a_batch_that_dies_at_any_step_of_a_claim_is_whole_and_runs_again() {
+    const POINTS: [&str; 6] = [
+        "write-after-temp-written",
+        "write-after-temp-synced",
+        "write-after-name-claimed",
+        "flush-before-sync",
+        "allocate-before-index",
+        "index-before-hint",
+    ];
+    let owners: Vec<String> = (0..5).map(|i| format!("VirtualMachine/d{i}/0")).collect();
+    let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
+    let file = requests(&owners);
+    for point in POINTS {
+        let test = Test::new();
+        let mut cmd = test.cmd(&["allocate", "-f", "-", "-o", "json"]);
+        cmd.env("FAILPOINTS", format!("{point}=2*off->return"));
+        let died = fed(&mut cmd, &file).wait_with_output().unwrap();
+        assert!(
+            !died.status.success(),
+            "{point}: the fail point was not reached"
+        );
+        let made = test.holders();
+        for line in text(&died.stdout).lines() {
+            let result = json(line);
+            let held = (
+                result["owner"].as_str().unwrap().to_owned(),
+                result["address"].as_str().unwrap().to_owned(),
+            );
+            assert!(
+                made.contains(&held),
+                "{point}: printed {line}, held {made:?}"
+            );
+        }
+        let out = test.ok(&["allocate", "-f", "-", "-o", "json"], Some(&file));
+        let printed: Vec<serde_json::Value> = out.lines().map(json).collect();
+        assert_eq!(printed.len(), owners.len(), "{point}: {out}");
+        for (result, owner) in printed.iter().zip(&owners) {
+            let address = result["address"].as_str().expect("an address").to_owned();
+            let action = if made.contains(&((*owner).to_owned(), address)) {
+                "existing"
+            } else {
+                "created"
+            };
+            assert_eq!(
+                result["action"], action,
+                "{point}: {out}\nmade before: {made:?}"
+            );
+        }
+        let held = test.holders();
+        assert_eq!(held.len(), owners.len(), "{point}: {held:?}");
+        let mut addresses: Vec<&String> = held.iter().map(|(_, a)| a).collect();
+        addresses.sort();
+        addresses.dedup();
+        assert_eq!(addresses.len(), owners.len(), "{point}: {held:?}");
+        test.ok(&["check"], None);
+    }
+}

@@ -374,7 +374,12 @@ pub fn allocate_all(
         // Released before the undo, which may lock a pool exclusively (its cooldown).
         drop(locks);
         if let Some(e) = failed {
-            undo(store, requests, &done)?;
+            // A database's error aborted the transaction: its rollback undoes the earlier
+            // pools' claims, and a statement now would only fail, hiding the error (a
+            // deadlock, for which the unit runs again, became exit 1 under `--jobs`).
+            if !matches!(e, Error::Database { .. }) {
+                undo(store, requests, &done)?;
+            }
             return Err(e);
         }
         Ok(done)

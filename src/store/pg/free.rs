@@ -130,6 +130,8 @@ pub struct Free<'a> {
     /// With siblings: free addresses found that a sibling had handed out, tried once
     /// nothing else is left.
     skipped: std::collections::BTreeSet<u128>,
+    /// With siblings: the last walk, from the bottom without their advice, is under way.
+    last_walk: bool,
 }
 
 impl<'a> Free<'a> {
@@ -154,6 +156,7 @@ impl<'a> Free<'a> {
             from_hint: false,
             guessed: false,
             skipped: Default::default(),
+            last_walk: false,
         }
     }
 
@@ -237,6 +240,7 @@ impl<'a> Free<'a> {
             let from = self.cursor;
             match self.scan() {
                 Err(e) => return Some(Err(e)),
+                Ok(Some(free)) if self.last_walk => return Some(Ok(self.hand_out(free))),
                 Ok(Some(free)) => match siblings.note(&ns, &pool, free) {
                     Ok(()) => {
                         // What the queries passed over is taken: no sibling asks again.
@@ -255,8 +259,18 @@ impl<'a> Free<'a> {
                     self.cursor = self.spans.first().map(|s| s.0);
                 }
                 Ok(None) => {
-                    let last = self.skipped.pop_first()?;
-                    return Some(Ok(address(self.v6, last)));
+                    if let Some(last) = self.skipped.pop_first() {
+                        return Some(Ok(address(self.v6, last)));
+                    }
+                    if self.last_walk {
+                        return None;
+                    }
+                    // A jump past addresses siblings handed out (`Err(above)`) never looked
+                    // at them, and a sibling's unit that failed, or a group run again unit
+                    // by unit, leaves some of them free: before an exhaustion, one walk
+                    // from the bottom, each free address the database's to arbitrate.
+                    self.last_walk = true;
+                    self.cursor = self.spans.first().map(|s| s.0);
                 }
             }
         }

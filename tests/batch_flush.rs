@@ -38,6 +38,13 @@ impl Test {
         test
     }
 
+    /// Applies `pools` (YAML documents).
+    fn apply(&self, pools: &str) {
+        let file = self.state.parent().unwrap().join("more.yaml");
+        std::fs::write(&file, pools).unwrap();
+        self.ok(&["apply", "-f", file.to_str().unwrap()], None);
+    }
+
     fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
         if args.first() != Some(&"init") {
@@ -141,7 +148,7 @@ fn allocation_files(dir: &Path) -> Vec<String> {
     entries
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("p-") && n.ends_with(".yaml"))
+        .filter(|n| n.ends_with(".yaml"))
         .collect()
 }
 
@@ -311,4 +318,88 @@ fn a_batch_that_dies_at_any_step_of_a_claim_is_whole_and_runs_again() {
         assert_eq!(addresses.len(), owners.len(), "{point}: {held:?}");
         test.ok(&["check"], None);
     }
+}
+
+/// A pool document: `name`, `cidr`, and more spec lines.
+fn pool(name: &str, cidr: &str, more: &str) -> String {
+    format!(
+        "---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: {name}\nspec:\n  cidr: {cidr}\n  kind: public\n{more}"
+    )
+}
+
+/// A dual-stack request whose second pool is full undoes its first pool's claim, which on a
+/// pool with `reuseAfter` locks that pool exclusively, while the batch still holds it
+/// shared for the claim whose directory waits for its `fsync`. Found by review: the undo
+/// was refused ("shares its byte with a lock this process holds shared"), exit 1, and the
+/// owner kept the first pool's address. Now the undo waits for that `fsync`, then locks.
+#[test]
+fn a_dual_stack_claim_undone_in_a_cooling_pool_waits_for_the_batchs_fsync_and_leaves_nothing() {
+    let test = Test::new();
+    test.apply(&format!(
+        "{}{}",
+        pool("a", "10.78.0.0/24", "  reuseAfter: 1h\n"),
+        pool("b", "10.79.0.0/32", "")
+    ));
+    test.ok(&["allocate", "b", "--owner", "VirtualMachine/full/0"], None);
+    let requests = concat!(
+        "{\"pool\": \"a\", \"owner\": \"VirtualMachine/first/0\"}\n",
+        "{\"pools\": [\"a\", \"b\"], \"owner\": \"VirtualMachine/z/0\"}\n",
+    );
+    let (mut batch, lines) = test.held_batch(requests);
+    assert_eq!(batch.wait().unwrap().code(), Some(5));
+    let printed: Vec<serde_json::Value> = lines.iter().map(|l| json(&l)).collect();
+    assert_eq!(printed.len(), 2, "{printed:?}");
+    assert_eq!(printed[0]["action"], "created", "{printed:?}");
+    assert_eq!(printed[1]["error"]["exit"], 5, "{printed:?}");
+    let held = test.holders();
+    assert!(
+        !held.iter().any(|(owner, _)| owner == "VirtualMachine/z/0"),
+        "the failed dual-stack claim left an address behind: {held:?}"
+    );
+    test.ok(&["check"], None);
+}
+
+/// The batch's next request waits for no lock while an earlier request's locks are held
+/// for its `fsync`: `apply` of two pools takes them exclusively in name order, and a batch
+/// that claimed in `q` (its lock held for the `fsync`) and then waited for `p` (held by
+/// `apply`, which waits for `q`) stalled both until the lock timeout. Found by review: `apply`
+/// failed after 8 s ("timed out ... pool `q`, held by" the batch). Now both finish.
+#[test]
+fn a_batch_waits_for_no_lock_while_it_holds_an_earlier_requests_locks() {
+    let test = Test::new();
+    let pools = format!(
+        "{}{}",
+        pool("p", "10.80.0.0/24", ""),
+        pool("q", "10.81.0.0/24", "")
+    );
+    test.apply(&pools);
+    let requests = concat!(
+        "{\"pool\": \"q\", \"owner\": \"VirtualMachine/q1/0\"}\n",
+        "{\"pool\": \"p\", \"owner\": \"VirtualMachine/p1/0\"}\n",
+    );
+    let mut cmd = test.cmd(&["allocate", "-f", "-", "-o", "json"]);
+    cmd.env("IPAMCTL_LOCK_TIMEOUT", "8").env(
+        "FAILPOINTS",
+        format!("flush-before-sync=1*sleep({HELD_MS});allocate-before-index=1*sleep(1000)"),
+    );
+    let batch = fed(&mut cmd, requests);
+    test.first_claim_made();
+    // While the first claim is still inside its unit (the fail point after its create).
+    std::thread::sleep(Duration::from_millis(400));
+    let file = test.state.parent().unwrap().join("again.yaml");
+    std::fs::write(
+        &file,
+        pools.replace("kind: public", "kind: public\n  reuseAfter: 1m"),
+    )
+    .unwrap();
+    let apply = test
+        .cmd(&["apply", "-f", file.to_str().unwrap()])
+        .env("IPAMCTL_LOCK_TIMEOUT", "8")
+        .output()
+        .unwrap();
+    assert!(apply.status.success(), "apply: {}", text(&apply.stderr));
+    let batch = batch.wait_with_output().unwrap();
+    assert!(batch.status.success(), "batch: {}", text(&batch.stderr));
+    assert_eq!(text(&batch.stdout).lines().count(), 2);
+    test.ok(&["check"], None);
 }

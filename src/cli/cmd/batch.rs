@@ -361,7 +361,7 @@ fn dispatch(
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut failed_to_print = None;
     let (work_tx, work_rx) = std::sync::mpsc::channel::<(usize, Read)>();
-    let queue = (Mutex::new(work_rx), AtomicUsize::new(stores.len()));
+    let queue = (Mutex::new(work_rx), AtomicUsize::new(stores.len()), stop);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<Outcome>();
     std::thread::scope(|scope| {
         for store in stores {
@@ -442,11 +442,13 @@ fn work(
     store: &(dyn Store + Sync),
     command: &mut clap::Command,
     (g, fields, inherited, run): (&GlobalArgs, &[(&str, Flag)], &Inherited<'_>, &Run<'_>),
-    (queue, working): &(Mutex<Receiver<(usize, Read)>>, AtomicUsize),
+    (queue, working, stop): &(Mutex<Receiver<(usize, Read)>>, AtomicUsize, &AtomicBool),
     done: &Sender<Outcome>,
 ) {
     let size = store.group_size();
-    let next = |wait: bool| take(queue, wait, fields, inherited);
+    // A group takes no more after a signal, or once stdout's reader is gone (`dispatch`).
+    let more = || !stop.load(Ordering::Relaxed) && !output::reader_gone();
+    let next = |wait: bool| (wait || more()).then(|| take(queue, wait, fields, inherited))?;
     let mut one = |job: &Job| match &job.argv {
         Ok(argv) => Some(run(store, command, argv.clone(), g)),
         Err(_) => None,
@@ -517,10 +519,6 @@ fn take(
     // a lock held is a worker waiting in `recv` for a request: none is queued, and blocking
     // on the lock here (mid-group) would wait for the end of the input, which the
     // dispatcher sends only once this group's results came.
-    // A group takes no more once stdout's reader is gone (see `dispatch`).
-    if !wait && output::reader_gone() {
-        return None;
-    }
     let (index, (line, request)) = if wait {
         let queue = queue
             .lock()

@@ -20,6 +20,13 @@
 //!   ([`super::lock::Registry::hold_all`]), so the owner's lock and the pool's go only
 //!   then, as they did when the claim waited. Before, as now, a reader that takes no lock
 //!   (`list`) may see a claim whose directory is not yet `fsync`ed.
+//! - **Two requests' locks, but never a wait.** The next request takes its own locks while
+//!   the earlier one's are still held: only locks granted at once. A lock it would have to
+//!   wait for, or a byte it wants exclusively that is held shared, it takes only after the
+//!   earlier names are durable and their locks gone (`lock.rs`, `FsStore::lock`): a wait
+//!   while holding an earlier request's locks could close a cycle with another process
+//!   that takes them in the usual order, and an undo's exclusive lock of a pool would be
+//!   refused as an upgrade of the process's own shared hold.
 //! - **The bytes are never behind the name:** they are `fsync`ed before the rename, as
 //!   always. Only the directory's `fsync` moves.
 //! - A claim that takes a MAC writes the MAC's record after its file, and a record must
@@ -84,6 +91,19 @@ impl Flusher {
     /// Waits until every directory queued so far is durable; the first `fsync` that failed
     /// since the last call is the error.
     pub(super) fn settle(&self) -> Result<()> {
+        self.wait_synced()?;
+        let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        match state.failed.take() {
+            Some(e) => Err(unknown(&format!(
+                "a claim's directory could not be synced: {e}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every directory queued so far is durable and its locks released; a
+    /// failed `fsync` is left for [`Flusher::settle`] to report, with its group.
+    pub(super) fn wait_synced(&self) -> Result<()> {
         let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let target = state.sent;
         while state.synced < target {
@@ -104,12 +124,7 @@ impl Flusher {
                 Err(e) => e.into_inner().0,
             };
         }
-        match state.failed.take() {
-            Some(e) => Err(unknown(&format!(
-                "a claim's directory could not be synced: {e}"
-            ))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 

@@ -407,7 +407,27 @@ fn flock_root(
 impl FsStore {
     /// Locks `target` through this store's hold on the whole (see the module docs), or
     /// reuses this process's hold of the same byte.
+    ///
+    /// In a batch, the locks of the requests whose names are not durable yet are held too
+    /// (`flush.rs`): a request must not wait for a lock while they are, or it would wait
+    /// holding an earlier request's locks, out of the order every process takes them in
+    /// (a process that holds what it waits for, and waits for what the batch holds, would
+    /// stall both until the timeout), nor take exclusively a byte they hold shared (an undo
+    /// of a dual-stack claim locks a pool with `reuseAfter` exclusively). So a lock granted
+    /// at once is taken; any other is taken only once those names are durable and their
+    /// locks gone.
     pub(super) fn lock(&self, target: Target<'_>, mode: LockMode) -> Result<Hold> {
+        if let Some(flusher) = self.flusher.get() {
+            if let Ok(hold) = self.lock_by(target, mode, Instant::now()) {
+                return Ok(hold);
+            }
+            flusher.wait_synced()?;
+        }
+        self.lock_by(target, mode, Instant::now() + timeout()?)
+    }
+
+    /// [`FsStore::lock`], waiting until `deadline` at most.
+    fn lock_by(&self, target: Target<'_>, mode: LockMode, deadline: Instant) -> Result<Hold> {
         let offset = target.offset();
         let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(shared) = held.bytes.get_mut(&offset) {
@@ -423,7 +443,6 @@ impl FsStore {
             }
             shared.holds += 1;
         } else {
-            let deadline = Instant::now() + timeout()?;
             let whole = match held.whole.upgrade() {
                 Some(whole) => whole,
                 None => {

@@ -74,14 +74,11 @@ impl Claims for FsStore {
         }
         let bytes = yaml::encode(manifest);
         let name = &manifest.metadata.name;
-        let created = match self.flusher.get() {
-            // A MAC's record is written after the file, and must never name a claim a crash
-            // could take back: such a claim waits for its directory (`flush.rs`).
-            Some(flusher) if manifest.spec.mac.is_none() => {
-                self.create_deferred(ns, name, bytes.as_bytes(), flusher)?
-            }
-            _ => self.create(ObjectKind::Allocation, ns, name, bytes.as_bytes())?,
-        };
+        // A MAC's record is written after the file, and must never name a claim a crash
+        // could take back: such a claim waits for its directory (`flush.rs`).
+        let flusher = self.flusher.get().filter(|_| manifest.spec.mac.is_none());
+        let created =
+            self.create_with(ObjectKind::Allocation, ns, name, bytes.as_bytes(), flusher)?;
         if !created {
             return Ok(Claim::AddressTaken);
         }

@@ -395,7 +395,9 @@ impl<K: Key> Index<K> {
         self.lines + appended > 2 * self.len() + 1024
     }
 
-    /// The whole file with `changes` applied, records in address order.
+    /// The whole file with `changes` applied, records in address order (the tests' view of
+    /// [`Index::render_to`]).
+    #[cfg(test)]
     pub fn render_with(&self, changes: &[Change<K>]) -> String {
         let mut text = String::new();
         let _ = self.render_to(changes, &mut |chunk| {

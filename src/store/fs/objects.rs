@@ -86,18 +86,7 @@ impl Objects for FsStore {
         name: &str,
         bytes: &[u8],
     ) -> Result<bool> {
-        let dir = self.dir(kind, ns, true)?.expect("created");
-        let file = format!("{name}.yaml");
-        // A name already taken needs no temporary file and no fsync to find out: when many
-        // processes claim at once, each one that lost an address moves on without paying a
-        // durable write for it. The rename below still arbitrates claims made after this.
-        if let Ok(Some(_)) = beneath::stat(&*dir, &file) {
-            return Ok(false);
-        }
-        beneath::write(&*dir, &file, bytes, WriteMode::CreateOnly, true, &|| {
-            self.scratch()
-        })
-        .map_err(|e| write_error(self.path(kind, ns, &file), e))
+        self.create_with(kind, ns, name, bytes, None)
     }
 
     fn replace(
@@ -208,25 +197,31 @@ impl Objects for FsStore {
 }
 
 impl FsStore {
-    /// [`Objects::create`] of an allocation in a batch: the name made, and its directory
-    /// queued on `flusher` for its `fsync` with the locks held now (`flush.rs`).
-    pub(super) fn create_deferred(
+    /// [`Objects::create`]; with `flusher` (a batch's claim), the name is made without its
+    /// directory's `fsync`, which is queued there with the locks held now (`flush.rs`).
+    pub(super) fn create_with(
         &self,
+        kind: ObjectKind,
         ns: Option<&Namespace>,
         name: &str,
         bytes: &[u8],
-        flusher: &super::flush::Flusher,
+        flusher: Option<&super::flush::Flusher>,
     ) -> Result<bool> {
-        let kind = ObjectKind::Allocation;
         let dir = self.dir(kind, ns, true)?.expect("created");
         let file = format!("{name}.yaml");
-        // As `create`: a name already taken costs no durable write.
+        // A name already taken needs no temporary file and no fsync to find out: when many
+        // processes claim at once, each one that lost an address moves on without paying a
+        // durable write for it. The rename below still arbitrates claims made after this.
         if let Ok(Some(_)) = beneath::stat(&*dir, &file) {
             return Ok(false);
         }
-        let created = beneath::create_unsynced(&*dir, &file, bytes, &|| self.scratch())
-            .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
-        if created {
+        let scratch = || self.scratch();
+        let created = match flusher {
+            None => beneath::write(&*dir, &file, bytes, WriteMode::CreateOnly, true, &scratch),
+            Some(_) => beneath::create_unsynced(&*dir, &file, bytes, &scratch),
+        }
+        .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
+        if let Some(flusher) = flusher.filter(|_| created) {
             flusher.defer(dir, super::lock::Registry::hold_all(&self.locks));
         }
         Ok(created)

@@ -236,25 +236,7 @@ fn a_batch_killed_while_a_claims_name_waits_for_its_fsync_is_whole_and_runs_agai
     // claims the rest; no owner holds two addresses, no address has two owners.
     let made = test.holders();
     assert!(!made.is_empty());
-    let out = test.ok(&["allocate", "-f", "-", "-o", "json"], Some(&file));
-    let printed: Vec<serde_json::Value> = out.lines().map(json).collect();
-    assert_eq!(printed.len(), 3, "{out}");
-    for (result, owner) in printed.iter().zip(owners) {
-        let address = result["address"].as_str().expect("an address").to_owned();
-        let was_made = made.contains(&(owner.to_owned(), address));
-        let action = if was_made { "existing" } else { "created" };
-        assert_eq!(
-            result["action"], action,
-            "{out}\nmade before the kill: {made:?}"
-        );
-    }
-    let held = test.holders();
-    assert_eq!(held.len(), 3, "{held:?}");
-    let mut addresses: Vec<&String> = held.iter().map(|(_, a)| a).collect();
-    addresses.sort();
-    addresses.dedup();
-    assert_eq!(addresses.len(), 3, "{held:?}");
-    test.ok(&["check"], None);
+    runs_again_whole(&test, &file, &owners, &made, "killed");
 }
 
 /// A batch that dies at any step of a claim (the third claim's pass of each fail point,
@@ -295,28 +277,7 @@ fn a_batch_that_dies_at_any_step_of_a_claim_is_whole_and_runs_again() {
                 "{point}: printed {line}, held {made:?}"
             );
         }
-        let out = test.ok(&["allocate", "-f", "-", "-o", "json"], Some(&file));
-        let printed: Vec<serde_json::Value> = out.lines().map(json).collect();
-        assert_eq!(printed.len(), owners.len(), "{point}: {out}");
-        for (result, owner) in printed.iter().zip(&owners) {
-            let address = result["address"].as_str().expect("an address").to_owned();
-            let action = if made.contains(&((*owner).to_owned(), address)) {
-                "existing"
-            } else {
-                "created"
-            };
-            assert_eq!(
-                result["action"], action,
-                "{point}: {out}\nmade before: {made:?}"
-            );
-        }
-        let held = test.holders();
-        assert_eq!(held.len(), owners.len(), "{point}: {held:?}");
-        let mut addresses: Vec<&String> = held.iter().map(|(_, a)| a).collect();
-        addresses.sort();
-        addresses.dedup();
-        assert_eq!(addresses.len(), owners.len(), "{point}: {held:?}");
-        test.ok(&["check"], None);
+        runs_again_whole(&test, &file, &owners, &made, point);
     }
 }
 
@@ -402,4 +363,66 @@ fn a_batch_waits_for_no_lock_while_it_holds_an_earlier_requests_locks() {
     assert!(batch.status.success(), "batch: {}", text(&batch.stderr));
     assert_eq!(text(&batch.stdout).lines().count(), 2);
     test.ok(&["check"], None);
+}
+
+/// The same batch `file` of `owners`, run again after one that died (`why`) having made
+/// `made`: it answers every request, `existing` for each claim that was made and
+/// `created` for the rest; every owner then holds one address, no address two owners, and
+/// `check` is clean.
+fn runs_again_whole(
+    test: &Test,
+    file: &str,
+    owners: &[&str],
+    made: &[(String, String)],
+    why: &str,
+) {
+    let out = test.ok(&["allocate", "-f", "-", "-o", "json"], Some(file));
+    let printed: Vec<serde_json::Value> = out.lines().map(json).collect();
+    assert_eq!(printed.len(), owners.len(), "{why}: {out}");
+    for (result, owner) in printed.iter().zip(owners) {
+        let address = result["address"].as_str().expect("an address").to_owned();
+        let was_made = made.contains(&((*owner).to_owned(), address));
+        let action = if was_made { "existing" } else { "created" };
+        assert_eq!(
+            result["action"], action,
+            "{why}: {out}\nmade before: {made:?}"
+        );
+    }
+    let held = test.holders();
+    assert_eq!(held.len(), owners.len(), "{why}: {held:?}");
+    let mut addresses: Vec<&String> = held.iter().map(|(_, a)| a).collect();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), owners.len(), "{why}: {held:?}");
+    test.ok(&["check"], None);
+}
+
+/// A directory `fsync` behind the batch that fails (the fail point stands for a disk's
+/// error) makes each claim of its group exit 6, outcome unknown, as a single claim's failed
+/// `fsync` is: the claims exist, whether they would survive a crash is not known. The same
+/// file again answers `existing` for each.
+#[test]
+fn a_failed_fsync_behind_the_batch_makes_its_groups_claims_exit_6() {
+    let test = Test::new();
+    let owners = [
+        "VirtualMachine/f1/0",
+        "VirtualMachine/f2/0",
+        "VirtualMachine/f3/0",
+    ];
+    let file = requests(&owners);
+    let mut cmd = test.cmd(&["allocate", "-f", "-", "-o", "json"]);
+    cmd.env("FAILPOINTS", "flush-sync-fails=return");
+    let out = fed(&mut cmd, &file).wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let printed: Vec<serde_json::Value> = stdout.lines().map(json).collect();
+    assert_eq!(printed.len(), 3, "{stdout}");
+    for result in &printed {
+        assert_eq!(result["error"]["exit"], 6, "{stdout}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(message.contains("could not be synced"), "{message}");
+    }
+    let made = test.holders();
+    assert_eq!(made.len(), 3, "the claims exist: {made:?}");
+    runs_again_whole(&test, &file, &owners, &made, "after the failed fsync");
 }

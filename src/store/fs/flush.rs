@@ -164,8 +164,8 @@ impl Shared {
                     continue;
                 }
                 synced.push(dir.as_raw_fd());
-                if let Err(e) = rustix::fs::fsync(&**dir) {
-                    failed.get_or_insert(std::io::Error::from(e));
+                if let Err(e) = sync(dir) {
+                    failed.get_or_insert(e);
                 }
             }
             // The locks go only now: until here, no other process could act on these claims.
@@ -179,6 +179,16 @@ impl Shared {
             self.changed.notify_all();
         }
     }
+}
+
+/// A directory's `fsync`. The fail point `flush-sync-fails` makes it fail as a disk's error
+/// would (`tests/batch_flush.rs`).
+fn sync(dir: &OwnedFd) -> std::io::Result<()> {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("flush-sync-fails", |_| Err(std::io::Error::other(
+        "injected by the fail point flush-sync-fails"
+    )));
+    rustix::fs::fsync(dir).map_err(std::io::Error::from)
 }
 
 fn unknown(message: &str) -> Error {

@@ -13,7 +13,7 @@
 mod db;
 mod elsewhere;
 mod layout;
-mod macs;
+pub mod macs;
 mod prefixes;
 mod ranges;
 mod rules;
@@ -97,6 +97,8 @@ pub struct Report {
     leftovers: Vec<Leftover>,
     /// Cooldown records that hold nothing back, by path, with their pool.
     idle_records: Vec<(String, PoolRef)>,
+    /// Allocations whose MAC has no record, by path.
+    unrecorded: Vec<macs::Unrecorded>,
 }
 
 impl Report {
@@ -129,11 +131,19 @@ impl Report {
         pools
     }
 
+    /// The allocations whose MAC has no record, by path: `--fix` makes each record
+    /// ([`crate::engine::mac::restore_record`], which reads the allocation again under its
+    /// owner's lock).
+    pub fn unrecorded_macs(&self) -> &[macs::Unrecorded] {
+        &self.unrecorded
+    }
+
     /// Drops the findings at `path` (after `--fix` removed it).
     pub fn resolved(&mut self, path: &str) {
         self.findings.retain(|f| f.path != path);
         self.leftovers.retain(|l| l.path != path);
         self.idle_records.retain(|(p, _)| p != path);
+        self.unrecorded.retain(|u| u.path != path);
     }
 }
 
@@ -201,7 +211,8 @@ pub fn check(store: &FsStore) -> Report {
     let mut related = rules::check_allocations(&allocations, &known, &mut findings);
     related.extend(macs::check_macs(&allocations, &known));
     findings.extend(confirm(root, related, &allocations));
-    findings.extend(macs::check_records(root, &allocations));
+    let (unrecorded_findings, unrecorded) = macs::check_records(root, &allocations);
+    findings.extend(unrecorded_findings);
     macs::explain_malformed(&mut findings);
 
     findings.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
@@ -211,6 +222,7 @@ pub fn check(store: &FsStore) -> Report {
         allocations: allocation_count,
         leftovers: layout.leftovers,
         idle_records,
+        unrecorded,
     }
 }
 

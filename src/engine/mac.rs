@@ -296,3 +296,22 @@ pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
         }
     })
 }
+
+/// `check --fix` of an allocation whose MAC has no record on the file store: makes it, under
+/// the owner's claim lock, if the allocation is still `held` and no other allocation of the
+/// pool holds the MAC ([`crate::store::Claims::claim_mac`]). `false`: nothing was made (the
+/// allocation changed meanwhile, or the MAC is held twice, which `check` reports).
+pub fn restore_record(
+    store: &dyn Store,
+    ns: Option<&crate::model::Namespace>,
+    held: &AllocationManifest,
+) -> Result<bool> {
+    let pools = std::slice::from_ref(&held.spec.pool);
+    store::atomically(store, || {
+        let _locks = store.lock_claim(ns, pools, &held.spec.owner)?;
+        match read_allocation(store, ns, &held.metadata.name)? {
+            Some(Ok(now)) if now == *held => Ok(store.claim_mac(ns, held)?.is_none()),
+            _ => Ok(false),
+        }
+    })
+}

@@ -169,6 +169,7 @@ fn check_in_snapshot(store: &PgStore, root: &Arc<OwnedFd>) -> Result<Report> {
         allocations: allocations.len(),
         leftovers: Vec::new(),
         idle_records,
+        unrecorded: Vec::new(),
     })
 }
 

@@ -19,7 +19,7 @@ use super::{Decoded, Finding, Severity, error};
 use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
 use crate::store::fs::beneath;
-use crate::store::fs::macs::{MACS_DIR, parse_record, record_name};
+use crate::store::fs::macs::{MACS_DIR, MacRecord, record_name};
 
 /// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
 pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set`";
@@ -118,16 +118,32 @@ pub(super) fn check_macs(
     related
 }
 
+/// An allocation whose MAC has no record (file store).
+#[derive(Clone, Debug)]
+pub struct Unrecorded {
+    /// Its file, relative to the root.
+    pub path: String,
+    /// Its scope, as its path says.
+    pub namespace: Option<Namespace>,
+    /// As read.
+    pub allocation: AllocationManifest,
+}
+
 /// The file store's MAC records (`store::fs::macs`), as warnings: an allocation whose MAC has
-/// no record (a claim killed between its file and its record, or a MAC written by hand:
-/// until its owner asks again, another owner's claim of the MAC finds nothing to refuse it),
-/// or whose record names another address (the MAC is held twice, or the record is stale and
-/// the next claim of the MAC takes it over). A record is read beneath `root` like a manifest.
+/// no record (a MAC written by hand, or by an older version whose claim was killed before
+/// its record; a record deleted from outside: the next claim of the MAC reads the pool to
+/// find it, but one that reads it at the same instant as the deletion does not), or whose
+/// record names another claim (the MAC is held twice, or the record is stale and the next
+/// claim of the MAC takes it over). A record is read beneath `root` like a manifest.
+///
+/// Also returns the allocations whose MAC has no record, by path, for `check --fix` to make
+/// their records ([`crate::engine::mac::restore_record`]).
 pub(super) fn check_records(
     root: &OwnedFd,
     allocations: &[Decoded<AllocationManifest>],
-) -> Vec<Finding> {
+) -> (Vec<Finding>, Vec<Unrecorded>) {
     let mut findings = Vec::new();
+    let mut unrecorded = Vec::new();
     for Decoded { file, manifest } in allocations {
         let Some(m) = manifest else { continue };
         let Some(mac) = m.spec.mac else { continue };
@@ -140,22 +156,31 @@ pub(super) fn check_records(
             .and_then(|(dir, name)| beneath::read(&dir, name, 4096));
         let owner = &m.spec.owner;
         let message = match read {
-            Ok(Some(r)) if parse_record(&r.bytes) == Some(m.spec.address) => continue,
-            Ok(Some(r)) => format!(
-                "MAC {mac}'s record `{rel}` names {}, not this allocation ({}); if the MAC is not held twice (an error of its own), the record is stale and the next claim of the MAC takes it over",
-                String::from_utf8_lossy(&r.bytes).trim_end(),
-                m.spec.address
-            ),
-            Ok(None) | Err(_) => format!(
-                "MAC {mac} has no record `{rel}` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate {} --owner {}/{} --mac {mac}{}",
-                m.spec.pool,
-                owner.kind(),
-                owner.name(),
-                file.scope
-                    .as_ref()
-                    .map(|n| format!(" -n {n}"))
-                    .unwrap_or_default()
-            ),
+            Ok(Some(r)) => match MacRecord::parse(&r.bytes) {
+                Some(record)
+                    if record.address == m.spec.address
+                        && (record.owner.is_none() || record.names(owner)) =>
+                {
+                    continue;
+                }
+                _ => format!(
+                    "MAC {mac}'s record `{rel}` names {}, not this allocation ({} of `{owner}`); if the MAC is not held twice (an error of its own), the record is stale and the next claim of the MAC takes it over",
+                    String::from_utf8_lossy(&r.bytes)
+                        .trim_end()
+                        .replace('\n', " of "),
+                    m.spec.address
+                ),
+            },
+            Ok(None) | Err(_) => {
+                unrecorded.push(Unrecorded {
+                    path: file.rel.clone(),
+                    namespace: file.scope.clone(),
+                    allocation: m.clone(),
+                });
+                format!(
+                    "MAC {mac} has no record `{rel}` (deleted, or a MAC written by hand): a claim of the MAC by another owner at the instant of a deletion could be given it; `ipamctl check --fix` makes the record"
+                )
+            }
         };
         findings.push(Finding {
             severity: Severity::Warning,
@@ -163,5 +188,5 @@ pub(super) fn check_records(
             message,
         });
     }
-    findings
+    (findings, unrecorded)
 }

@@ -120,7 +120,17 @@ pub enum Target<'a> {
     },
 }
 
-impl Target<'_> {
+impl<'a> Target<'a> {
+    /// The lock of `owner` in `pool` of scope `ns`: the one every claim, release and `mac
+    /// set` of the owner holds (and a claim judging a MAC record that names the owner waits
+    /// for).
+    pub fn owner(ns: Option<&'a Namespace>, pool: &'a PoolName, owner: &Owner) -> Target<'a> {
+        Target::Owner {
+            scope: scope_text(ns),
+            pool: pool.as_str(),
+            key: owner.key(),
+        }
+    }
     /// The locked byte: the kind's quarter of the positive range of `off_t`, and FNV-1a of
     /// the target within it. Public for `examples/lock_collision.rs`, which searches for two
     /// owners that share one.
@@ -640,12 +650,7 @@ impl Locks for FsStore {
         // serialises requests for one owner, which no file name arbitrates (invariant 2).
         let mut owners = Vec::with_capacity(pools.len());
         for pool in pools {
-            let key = owner.key();
-            let target = Target::Owner {
-                scope,
-                pool: pool.as_str(),
-                key,
-            };
+            let target = Target::owner(ns, pool, owner);
             owners.push(self.lock(target, LockMode::Exclusive)?);
         }
         Ok(ClaimLock::new(held, owners))

@@ -127,7 +127,8 @@
 //! of its own while the next request runs. The claim's locks are held until then, so no
 //! other process can act on the claim sooner than when it waited; the batch prints a group
 //! of results (up to 16 requests) only once every name made in it is durable, so nothing is
-//! printed that a crash could still take back. A claim that takes a MAC waits, as before.
+//! printed that a crash could still take back. A claim that takes a MAC is no exception: its
+//! record was made durable before its file (`macs.rs`).
 //!
 //! # What an outside writer can still do
 //!
@@ -152,9 +153,10 @@
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch;
-//! - a MAC record removed or relabelled (unlink, then create) while another owner claims its
-//!   MAC, or a MAC given to a second allocation by hand or by a merge: the MAC is then on two
-//!   allocations of a pool, which `check` reports (`macs.rs`).
+//! - a MAC record removed at the instant another owner's claim of its MAC reads the pool, or
+//!   a MAC given to a second allocation by hand or by a merge: the MAC is then on two
+//!   allocations of a pool, which `check` reports (`macs.rs`); `check` warns of a MAC
+//!   without its record, and `check --fix` makes it.
 
 mod allocation;
 pub mod beneath;

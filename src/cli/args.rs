@@ -616,8 +616,10 @@ pub struct ReleaseArgs {
     pub jobs: Option<u16>,
 
     /// Selectors that match nothing are a note and exit 0 instead of exit 3 (as kubectl's
-    /// flag of that name): for a script whose release may already have happened.
-    #[arg(long, conflicts_with = "address")]
+    /// flag of that name): for a script whose release may already have happened. Next to
+    /// `POOL ADDRESS` it changes nothing (an address nobody holds is success already), so
+    /// that `release -f --ignore-not-found` takes requests of both forms.
+    #[arg(long)]
     pub ignore_not_found: bool,
 
     /// Print what would be released (`would-release`); release nothing.

@@ -18,6 +18,9 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let freed = decide(store, g, args)?;
+    if let Some(note) = &freed.note {
+        output::diagnostic(note);
+    }
     let action = Action::Released.planned(args.dry_run);
     let changes: Vec<_> = freed
         .addresses
@@ -34,6 +37,9 @@ pub fn run(
 pub(super) struct Freed {
     pub(super) addresses: Vec<AllocationManifest>,
     pub(super) prefixes: Vec<PrefixClaimManifest>,
+    /// Why nothing was released, as the single command says it on stderr (`note: …`); a
+    /// batch sums its requests' up in one line instead.
+    pub(super) note: Option<String>,
 }
 
 /// One `release` request, whichever form (`POOL ADDRESS`, `POOL PREFIX`, selectors): the
@@ -63,8 +69,12 @@ pub(super) fn decide(
                     args.force,
                     args.dry_run,
                 )?;
+                let note = prefixes.is_empty().then(|| {
+                    format!("note: {prefix} in pool `{pool}` is not claimed; nothing to release")
+                });
                 return Ok(Freed {
                     prefixes,
+                    note,
                     ..Freed::default()
                 });
             }
@@ -73,8 +83,13 @@ pub(super) fn decide(
             if unguarded && !args.force {
                 refuse_unguarded(store, &pool, addr)?;
             }
+            let addresses = release_one(store, &pool, &addr, &guard, args.dry_run)?;
+            let note = addresses.is_empty().then(|| {
+                format!("note: {addr} in pool `{pool}` is not allocated; nothing to release")
+            });
             Ok(Freed {
-                addresses: release_one(store, &pool, &addr, &guard, args.dry_run)?,
+                addresses,
+                note,
                 ..Freed::default()
             })
         }
@@ -88,6 +103,7 @@ pub(super) fn decide(
             } else {
                 Vec::new()
             };
+            let mut note = None;
             if held.is_empty() && prefixes.is_empty() {
                 if !args.ignore_not_found {
                     return Err(Error::NotFound {
@@ -95,7 +111,7 @@ pub(super) fn decide(
                         hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
                     });
                 }
-                output::diagnostic("note: no allocation matches; nothing to release");
+                note = Some("note: no allocation matches; nothing to release".into());
             }
             let addresses = release_all(store, held, args.dry_run)?;
             let prefixes = if args.dry_run {
@@ -106,6 +122,7 @@ pub(super) fn decide(
             Ok(Freed {
                 addresses,
                 prefixes,
+                note,
             })
         }
         _ => Err(Error::Usage {
@@ -173,12 +190,8 @@ fn release_one(
     match released {
         Released::Deleted(m) => Ok(vec![*m]),
         Released::NotHeld if spec.is_none() => Err(crate::store::read::pool_not_found(store, pool)),
-        Released::NotHeld => {
-            output::diagnostic(&format!(
-                "note: {addr} in pool `{pool}` is not allocated; nothing to release"
-            ));
-            Ok(Vec::new())
-        }
+        // Nobody holds it: the caller says so.
+        Released::NotHeld => Ok(Vec::new()),
     }
 }
 

@@ -156,7 +156,7 @@ fn a_supernet_is_reported_by_its_prefixes() {
         "{prefixes}"
     );
     assert_eq!(prefixes["freeBlocks"][0]["length"], 52, "{prefixes}");
-    assert_eq!(prefixes["freeBlocks"][0]["count"], "14", "{prefixes}");
+    assert_eq!(prefixes["freeBlocks"][0]["count"], 14, "{prefixes}");
     let html = json.then().args(["report", "-o", "html"]).run();
     assert!(
         html.stdout.contains("A supernet: 2 prefixes claimed")

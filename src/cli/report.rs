@@ -120,7 +120,7 @@ pub struct PrefixesReport {
     /// The largest free block (absent when the pool is full).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub largest_free: Option<String>,
-    /// Free blocks of each handed-out length (exact, as a decimal string).
+    /// Free blocks of each handed-out length.
     pub free_blocks: Vec<FreeBlocks>,
 }
 
@@ -146,8 +146,10 @@ pub struct ClaimedPrefix {
 pub struct FreeBlocks {
     /// The length.
     pub length: u8,
-    /// How many, as a decimal string (it may exceed 64 bits).
-    pub count: String,
+    /// How many: a number up to 2^53, a decimal string above, as every JSON count
+    /// ([`crate::model::candidates::exact`]).
+    #[serde(serialize_with = "crate::model::candidates::exact")]
+    pub count: u128,
 }
 
 impl PrefixesReport {
@@ -187,7 +189,7 @@ pub fn free_blocks(usage: &crate::engine::prefix::Usage) -> Vec<FreeBlocks> {
         .iter()
         .map(|(length, n)| FreeBlocks {
             length: *length,
-            count: n.to_string(),
+            count: *n,
         })
         .collect()
 }
@@ -503,7 +505,7 @@ fn prefixes_section(h: &mut String, m: &PoolManifest, p: &PrefixesReport) {
     let free: Vec<String> = p
         .free_blocks
         .iter()
-        .map(|b| format!("/{}: {}", b.length, b.count))
+        .map(|b| format!("/{}: {}", b.length, count(b.count)))
         .collect();
     let _ = writeln!(
         h,

@@ -327,7 +327,7 @@ fn each(
     if stop.load(Ordering::Relaxed) {
         // The table (or YAML) of the requests that ran: what they got is not lost.
         show(g, &outcomes, out)?;
-        nothing_released(&outcomes);
+        super::release::note_nothing_released(outcomes.iter().map(|o| &o.result));
         let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
         let index = outcomes.len();
         return Err(Error::Interrupted {
@@ -731,7 +731,7 @@ fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Res
 /// [`show`]); then a summary of the failures on stderr. Returns the batch's exit code.
 fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i32> {
     show(g, outcomes, out)?;
-    nothing_released(outcomes);
+    super::release::note_nothing_released(outcomes.iter().map(|o| &o.result));
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     let code = exit_code(outcomes);
     if failed > 0 {
@@ -741,22 +741,6 @@ fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i
         ));
     }
     Ok(code)
-}
-
-/// One note on stderr for the releases of `outcomes` that had nothing to release, where
-/// the single command says why in a note of its own: a teardown run again would otherwise
-/// print one per request, all alike. Each of them answers `unchanged`.
-fn nothing_released(outcomes: &[Outcome]) {
-    let unchanged = outcomes
-        .iter()
-        .filter(|o| matches!(o.result, Ok(Done::Freed(_, _, output::Action::Unchanged))))
-        .count();
-    if unchanged > 0 {
-        output::diagnostic(&format!(
-            "note: {unchanged} of {} requests had nothing to release (no allocation matches, or the address or prefix is not held): each answers `unchanged`",
-            outcomes.len()
-        ));
-    }
 }
 
 /// The table or YAML list of `outcomes` (nothing for `-o json` and `-o name`, which

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use crate::cli::cmd::batch::Done;
 use crate::cli::output::{self, Action, Change, Held};
 use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::engine::release::Released;
@@ -155,6 +156,24 @@ fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -
             "guard it with `--owner {owner}{uid}` (it then frees only that owner's address), or pass `--force` to release it whoever holds it"
         )),
     })
+}
+
+/// The one note `release -f` prints for its requests that had nothing to release (each
+/// answers `unchanged`), in place of the note each would print alone: a teardown run again
+/// would otherwise print hundreds of them, all alike.
+pub(super) fn note_nothing_released<'a>(results: impl Iterator<Item = &'a Result<Done>>) {
+    let (mut unchanged, mut all) = (0, 0);
+    for result in results {
+        all += 1;
+        if matches!(result, Ok(Done::Freed(_, _, Action::Unchanged))) {
+            unchanged += 1;
+        }
+    }
+    if unchanged > 0 {
+        output::diagnostic(&format!(
+            "note: {unchanged} of {all} requests had nothing to release (no allocation matches, or the address or prefix is not held): each answers `unchanged`"
+        ));
+    }
 }
 
 /// Does the pool manifest exist? (Release works without it; it only sharpens errors.)

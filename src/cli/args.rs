@@ -317,7 +317,9 @@ pub enum Command {
     /// with its usage, its map (each allocated cell's tooltip names its holder), its stored
     /// subnets with their usage, its free ranges and its largest holders, named by their
     /// owners (the NICs of one VM, which share a uid, together), largest first, then by
-    /// name; "every holder has N" when none is larger. Counts are written as `pool list`
+    /// name; "every holder has N" when none is larger. A supernet's largest holder is the
+    /// one whose prefixes cover the most addresses, named as `pool show` names it (`VPC
+    /// t/x/red (/52)` for a VPC's range). Counts are written as `pool list`
     /// writes them (`2^64 - 4`); the exact values are in `-o json`. A subnet's gateway,
     /// reserved, network and broadcast addresses are never counted as free. The other
     /// formats give the same data.

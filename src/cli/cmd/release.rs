@@ -2,7 +2,6 @@
 
 use std::io::Write;
 
-use crate::cli::cmd::batch::Done;
 use crate::cli::output::{self, Action, Change, Held};
 use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::engine::release::Released;
@@ -94,43 +93,52 @@ pub(super) fn decide(
                 ..Freed::default()
             })
         }
-        (pool, None) if !select.is_empty() => {
-            let query = super::list::query(pool.as_deref(), None, select)?;
-            let held = super::list::collect(store, g, &query)?;
-            // Prefix claims have no address or labels to select by: only owner selectors
-            // pick them.
-            let prefixes = if select.within.is_none() && select.labels.is_none() {
-                super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
-            } else {
-                Vec::new()
-            };
-            let mut note = None;
-            if held.is_empty() && prefixes.is_empty() {
-                if !args.ignore_not_found {
-                    return Err(Error::NotFound {
-                        message: "no allocation matches the selectors; nothing released".into(),
-                        hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
-                    });
-                }
-                note = Some("note: no allocation matches; nothing to release".into());
-            }
-            let addresses = release_all(store, held, args.dry_run)?;
-            let prefixes = if args.dry_run {
-                prefixes
-            } else {
-                crate::engine::prefix::release_each(store, &prefixes)?
-            };
-            Ok(Freed {
-                addresses,
-                prefixes,
-                note,
-            })
-        }
+        (pool, None) if !select.is_empty() => release_selected(store, g, args, pool.as_deref()),
         _ => Err(Error::Usage {
             message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
             hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
         }),
     }
+}
+
+/// `release` by selectors (in `pool`, if given): every allocation and prefix claim they
+/// pick, each guarded by its owner; none is exit 3, or a note with `--ignore-not-found`.
+fn release_selected(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ReleaseArgs,
+    pool: Option<&str>,
+) -> Result<Freed> {
+    let select = &args.select;
+    let query = super::list::query(pool, None, select)?;
+    let held = super::list::collect(store, g, &query)?;
+    // Prefix claims have no address or labels to select by: only owner selectors pick them.
+    let prefixes = if select.within.is_none() && select.labels.is_none() {
+        super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
+    } else {
+        Vec::new()
+    };
+    let mut note = None;
+    if held.is_empty() && prefixes.is_empty() {
+        if !args.ignore_not_found {
+            return Err(Error::NotFound {
+                message: "no allocation matches the selectors; nothing released".into(),
+                hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
+            });
+        }
+        note = Some("note: no allocation matches; nothing to release".into());
+    }
+    let addresses = release_all(store, held, args.dry_run)?;
+    let prefixes = if args.dry_run {
+        prefixes
+    } else {
+        crate::engine::prefix::release_each(store, &prefixes)?
+    };
+    Ok(Freed {
+        addresses,
+        prefixes,
+        note,
+    })
 }
 
 /// `POOL ADDRESS` without `--owner`, `--uid` or `--kind`: exit 2 naming the holder, whose
@@ -158,17 +166,10 @@ fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -
     })
 }
 
-/// The one note `release -f` prints for its requests that had nothing to release (each
-/// answers `unchanged`), in place of the note each would print alone: a teardown run again
+/// The one note `release -f` prints for the `unchanged` of its `all` requests that had
+/// nothing to release, in place of the note each would print alone: a teardown run again
 /// would otherwise print hundreds of them, all alike.
-pub(super) fn note_nothing_released<'a>(results: impl Iterator<Item = &'a Result<Done>>) {
-    let (mut unchanged, mut all) = (0, 0);
-    for result in results {
-        all += 1;
-        if matches!(result, Ok(Done::Freed(_, _, Action::Unchanged))) {
-            unchanged += 1;
-        }
-    }
+pub(super) fn note_nothing_released(unchanged: usize, all: usize) {
     if unchanged > 0 {
         output::diagnostic(&format!(
             "note: {unchanged} of {all} requests had nothing to release (no allocation matches, or the address or prefix is not held): each answers `unchanged`"

@@ -213,7 +213,7 @@ fn largest_claim_holder(claimed: &[&(PrefixClaimManifest, ClaimHolder)]) -> Stri
         .map(|((name, _), (size, lengths))| (name, size, holding(&lengths)))
         .collect();
     // Largest first, then by name: the order `BTreeMap` gave, kept among equals.
-    all.sort_by(|a, b| b.1.cmp(&a.1));
+    all.sort_by_key(|h| std::cmp::Reverse(h.1));
     match all.as_slice() {
         [] => "-".into(),
         [first, _, ..] if all.iter().all(|h| h.1 == first.1 && h.2 == first.2) => {

@@ -309,7 +309,7 @@ fn sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly(test: Target) {
         .unwrap()
         .iter()
         .find(|b| b["length"] == 64)
-        .map(|b| b["count"].as_str().unwrap().parse().unwrap())
+        .map(|b| u32::try_from(b["count"].as_u64().unwrap()).unwrap())
         .unwrap();
     assert_eq!(free64, 256 - units(&won));
     for i in 0..free64 {

@@ -359,7 +359,7 @@ impl Explanation {
             let s = if self.more == 1 { "" } else { "es" };
             out.push(format!(
                 "  ... and {} more skipped address{s} not shown",
-                self.more
+                crate::model::candidates::readable_count(self.more)
             ));
         }
         out.push(match self.chosen {

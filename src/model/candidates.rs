@@ -291,8 +291,9 @@ fn is_zero(n: &u64) -> bool {
 /// The largest integer every JSON reader holds exactly (an IEEE double's 53 bits).
 pub const MAX_EXACT_JSON: u128 = 1 << 53;
 
-/// A count as a JSON number when a double holds it exactly, else as a decimal string.
-fn exact<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
+/// A count as a JSON number when a double holds it exactly, else as a decimal string: how
+/// every count of every JSON (and YAML) output is written (`serialize_with`).
+pub fn exact<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
     match u64::try_from(*n) {
         Ok(n) if u128::from(n) <= MAX_EXACT_JSON => s.serialize_u64(n),
         _ => s.collect_str(n),
@@ -313,6 +314,15 @@ pub fn readable_count(n: u128) -> String {
         0 => format!("2^{bits}"),
         m if m < 1_000 => format!("2^{bits} - {m}"),
         _ => format!("{:.1e}", n as f64),
+    }
+}
+
+/// A count as [`readable_count`] writes it, with the exact value after it when that differs
+/// (`2^64 - 4 (18446744073709551612)`): how a `show` page's `Key: value` lines write one.
+pub fn readable_with_exact(n: u128) -> String {
+    match readable_count(n) {
+        short if short == n.to_string() => short,
+        short => format!("{short} ({n})"),
     }
 }
 

@@ -13,7 +13,7 @@ use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::PoolManifest;
 use crate::model::PoolRef;
-use crate::model::candidates::{Usage, readable_count};
+use crate::model::candidates::{Usage, readable_count, readable_with_exact};
 use crate::store::Store;
 use crate::yaml;
 
@@ -435,13 +435,4 @@ fn delete(
     let manifest = crate::engine::pool::delete(store, &pool, args.dry_run)?;
     let action = Action::Deleted.planned(args.dry_run);
     output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
-}
-
-/// A count as [`readable_count`] writes it, with the exact value after it when that differs:
-/// `2^64 - 4 (18446744073709551612)`.
-fn readable_with_exact(n: u128) -> String {
-    match readable_count(n) {
-        short if short == n.to_string() => short,
-        short => format!("{short} ({n})"),
-    }
 }

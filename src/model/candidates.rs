@@ -251,9 +251,17 @@ impl Candidates {
     /// ascending within each part. No arithmetic overflows at either end of the space.
     pub fn wrapped_at(self, start: u128) -> (Candidates, Candidates) {
         let (lo, hi) = self.range;
-        let mut upper = self.clone();
-        upper.range = (lo.max(start), hi);
+        // Each part keeps only the blocked spans that reach into it (a hashed pool's taken
+        // addresses are thousands of runs, copied for each request).
+        let reach_up = self.blocked.partition_point(|&(_, bhi)| bhi < start);
+        let reach_down = self.blocked.partition_point(|&(blo, _)| blo < start);
+        let upper = Candidates {
+            v6: self.v6,
+            range: (lo.max(start), hi),
+            blocked: self.blocked[reach_up..].to_vec(),
+        };
         let mut lower = self;
+        lower.blocked.truncate(reach_down);
         lower.range = match start.checked_sub(1) {
             Some(below) => (lo, hi.min(below)),
             // Nothing lies below ordinal 0: an empty range (`lo > hi`).

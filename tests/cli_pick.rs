@@ -437,3 +437,36 @@ fn a_pick_that_is_not_one_of_the_two_or_on_a_supernet_is_refused() {
         ran.stderr
     );
 }
+
+#[test]
+fn diff_names_a_change_of_pick() {
+    let lowest = pool_yaml("edge", None, "10.0.0.0/24", None, &[], "lowest");
+    let t = applied(Test::new("empty").file_store_only(), &lowest);
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(t.state())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.org")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.org")
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "base"]);
+    let input = t.input(
+        "hashed.yaml",
+        &lowest.replace("pick: lowest", "pick: hashed"),
+    );
+    let t = t.args(["apply", "-f", &input]).run().then();
+    let ran = t.args(["diff", "HEAD"]).status(1).run();
+    assert!(
+        ran.stdout.contains("pool-changed  ipampool/edge")
+            && ran.stdout.contains("pick lowest -> hashed"),
+        "{}",
+        ran.stdout
+    );
+}

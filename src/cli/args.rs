@@ -175,12 +175,14 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Claim an address for an owner and print it.
     ///
-    /// An owner that already holds an address in the pool gets it back. Otherwise the lowest
-    /// free candidate is claimed: a host address of the pool that is not the gateway, not
-    /// excluded, inside `--within` or `--subnet` (and not that subnet's gateway or reserved
-    /// addresses), not `--reserved` and not taken. In a pool with `reuseAfter`, an address
-    /// released less than that long ago goes only to the owner that released it (which gets
-    /// it back first); other owners skip it.
+    /// An owner that already holds an address in the pool gets it back. Otherwise the first
+    /// free candidate in the pool's `pick` order is claimed: the lowest (the default), or
+    /// with `pick: hashed` the first at or above a position derived from the pool and the
+    /// owner's kind and name, wrapping around to the lowest. A candidate is a host address
+    /// of the pool that is not the gateway, not excluded, inside `--within` or `--subnet`
+    /// (and not that subnet's gateway or reserved addresses), not `--reserved` and not
+    /// taken. In a pool with `reuseAfter`, an address released less than that long ago goes
+    /// only to the owner that released it (which gets it back first); other owners skip it.
     Allocate(AllocateArgs),
     /// Free addresses: one address, or every allocation the selectors pick.
     ///

@@ -798,6 +798,7 @@ fn pool_changes(was: &PoolManifest, now: &PoolManifest) -> String {
             ),
             ("exclude", format!("[{}]", excludes.join(", "))),
             ("zone", s.zone.clone().unwrap_or_else(|| "-".into())),
+            ("pick", s.pick.to_string()),
         ]
     };
     field_changes(show(was), show(now))

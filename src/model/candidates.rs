@@ -221,6 +221,55 @@ impl Candidates {
         self.spans().iter().map(span_len).sum()
     }
 
+    /// The `k`-th candidate (from 0, ascending), as an ordinal; `None` past the last. A step
+    /// per span, whatever the prefix's size.
+    pub fn nth(&self, mut k: u128) -> Option<u128> {
+        for span in self.spans() {
+            let len = span_len(&span);
+            if k < len {
+                return Some(span.0 + k);
+            }
+            k -= len;
+        }
+        None
+    }
+
+    /// Where a hashed pick ([`crate::model::pick`]) of the owner whose key is `key` starts:
+    /// the candidate at position `key mod count`, as an ordinal; `None` when there is none.
+    /// Call it on the request's candidates before taken and cooling addresses are cut out,
+    /// so that the start moves only when the pool, its subnets or the request's narrowing
+    /// do, never with other owners' claims.
+    pub fn hashed_start(&self, key: u128) -> Option<u128> {
+        match self.count() {
+            0 => None,
+            count => self.nth(key % count),
+        }
+    }
+
+    /// The walk of a hashed pick from `start`: the candidates at or above it, then (wrapping
+    /// around) those below it. Together they are exactly `self`'s candidates, each once;
+    /// ascending within each part. No arithmetic overflows at either end of the space.
+    pub fn wrapped_at(self, start: u128) -> (Candidates, Candidates) {
+        let (lo, hi) = self.range;
+        // Each part keeps only the blocked spans that reach into it (a hashed pool's taken
+        // addresses are thousands of runs, copied for each request).
+        let reach_up = self.blocked.partition_point(|&(_, bhi)| bhi < start);
+        let reach_down = self.blocked.partition_point(|&(blo, _)| blo < start);
+        let upper = Candidates {
+            v6: self.v6,
+            range: (lo.max(start), hi),
+            blocked: self.blocked[reach_up..].to_vec(),
+        };
+        let mut lower = self;
+        lower.blocked.truncate(reach_down);
+        lower.range = match start.checked_sub(1) {
+            Some(below) => (lo, hi.min(below)),
+            // Nothing lies below ordinal 0: an empty range (`lo > hi`).
+            None => (1, 0),
+        };
+        (upper, lower)
+    }
+
     /// The address of ordinal `n` in this range's family.
     pub fn address(&self, n: u128) -> IpAddr {
         address(self.v6, n)

@@ -15,6 +15,7 @@ pub mod mac;
 pub mod manifest;
 pub mod names;
 pub mod owner;
+pub mod pick;
 pub mod pool;
 pub mod prefix;
 pub mod prefix_claim;

@@ -283,6 +283,10 @@ fn fields(
             spec.reuse_after.as_ref().map(|r| r.to_string()),
         ),
         ("Within", within.map(|w| w.to_string())),
+        (
+            "Pick",
+            (!spec.pick.is_lowest()).then(|| spec.pick.to_string()),
+        ),
     ];
     let mut at = 7; // after Zone
     for (key, value) in extra {

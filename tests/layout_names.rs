@@ -1,0 +1,168 @@
+//! Names the state directory's layout makes paths of cannot collide (issue 46, finding 3): a
+//! namespace segment that is a directory of the layout (`macs/`, `ipampools/`, …) is refused
+//! by every writer with exit 2 naming it, on both stores, and a state directory that has one
+//! already (made by hand, or by an ipamctl that did not reserve it yet) is an error `check`
+//! names, never a namespace it skips.
+
+mod common;
+
+use common::{Test, code};
+
+/// Every directory a scope of the layout holds, as the user sees them on disk (the library
+/// keeps them in `model::layout`, whose unit tests check they are all reserved).
+const LAYOUT_DIRS: [&str; 6] = [
+    "ipampools",
+    "ipallocations",
+    "subnets",
+    "cooldown",
+    "ipprefixclaims",
+    "macs",
+];
+
+/// A private pool manifest `name` in namespace `ns`.
+fn pool(name: &str, ns: &str, cidr: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  cidr: {cidr}\n  kind: private\n{extra}"
+    )
+}
+
+/// An allocation manifest of `owner` (`KIND/NAME`) at `addr` in pool `p` of `ns`, as
+/// ipamctl writes it.
+fn allocation(ns: &str, p: &str, addr: &str, owner: &str) -> String {
+    let (kind, name) = owner.split_once('/').expect("KIND/NAME");
+    let dashed = addr.replace('.', "-");
+    format!(
+        "apiVersion: pivirt.hu/v1\nkind: IPAllocation\nmetadata:\n  name: {p}-{dashed}\n  namespace: {ns}\n  creationTimestamp: \"2026-01-01T00:00:00Z\"\n  labels:\n    pivirt.hu/managed-by: director\nspec:\n  pool: {p}\n  address: \"{addr}\"\n  owner:\n    kind: {kind}\n    name: {name}\n"
+    )
+}
+
+#[test]
+fn every_writer_refuses_a_namespace_segment_the_layout_uses() {
+    for dir in LAYOUT_DIRS {
+        for ns in [format!("acme/{dir}"), dir.to_owned()] {
+            let reserved = format!("segment `{dir}` is reserved by the state directory layout");
+            let t = Test::new("seed");
+            let input = t.input("pool.yaml", &pool("q", &ns, "10.1.0.0/24", ""));
+            let ran = t.args(["apply", "-f", &input]).fails(code::INVALID).run();
+            assert!(ran.stderr.contains(&format!("`{ns}`")), "{}", ran.stderr);
+            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+
+            let ran = ran
+                .then()
+                .args(["allocate", "q", "-n", &ns, "--owner", "VirtualMachine/a/0"])
+                .fails(code::INVALID)
+                .run();
+            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+
+            let ran = ran
+                .then()
+                .args(["vpc", "create", "blue", "-n", &ns, "--cidr", "10.2.0.0/16"])
+                .fails(code::INVALID)
+                .run();
+            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+
+            let ran = ran
+                .then()
+                .args(["subnet", "create", "web", "--pool", "q", "-n", &ns])
+                .args(["--cidr", "10.1.0.0/28"])
+                .fails(code::INVALID)
+                .run();
+            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+
+            // A batch line that names the namespace: that line fails with exit 2, and so
+            // does the batch, having claimed nothing.
+            let line = format!(r#"{{"pool":"q","namespace":"{ns}","owner":"VirtualMachine/a/0"}}"#);
+            let before = ran.snapshot();
+            let ran = ran
+                .then()
+                .args(["allocate", "-f", "-", "-o", "json"])
+                .stdin(&format!("{line}\n"))
+                .status(code::INVALID)
+                .run();
+            let result: serde_json::Value = serde_json::from_str(ran.stdout.trim())
+                .unwrap_or_else(|e| panic!("one JSON line ({e}):\n{}", ran.stdout));
+            assert_eq!(result["error"]["exit"], 2, "{}", ran.stdout);
+            let message = result["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(&reserved), "{}", ran.stdout);
+            assert_eq!(ran.snapshot(), before, "the batch wrote something");
+        }
+    }
+}
+
+/// The finding's repro: a namespace named like a MAC record of pool `acme/p` sat where the
+/// record goes, and every `--mac auto` claim of the address it derives from failed with
+/// exit 1, for good (one tenant denying another). The namespace is refused now, and the
+/// claim is made.
+#[test]
+fn a_namespace_named_like_a_mac_record_is_refused_and_denies_no_claim() {
+    let t = Test::new("empty");
+    let p = pool("p", "acme", "10.77.0.0/24", "  macPrefix: '52:54:00'\n");
+    let input = t.input("p.yaml", &p);
+    let t = t.args(["apply", "-f", &input]).run().then();
+    let input = t.input(
+        "q.yaml",
+        &pool("q", "acme/macs/p-5254004d0001", "10.1.0.0/24", ""),
+    );
+    let ran = t.args(["apply", "-f", &input]).fails(code::INVALID).run();
+    assert!(
+        ran.stderr
+            .contains("invalid namespace `acme/macs/p-5254004d0001`: segment `macs` is reserved"),
+        "{}",
+        ran.stderr
+    );
+    ran.then()
+        .args(["allocate", "p", "-n", "acme", "--owner", "VirtualMachine/vm-1/0"])
+        .args(["--mac", "auto", "-o", "json"])
+        .run();
+}
+
+/// A namespace made by hand inside a layout directory used to be skipped by `check` (and by
+/// the pre-commit gate that runs it): an owner with two addresses there passed as ok. Each
+/// such directory is now an error naming its path.
+#[test]
+fn check_names_a_namespace_made_by_hand_inside_a_layout_directory() {
+    let t = Test::new("empty").file_store_only();
+    let p = pool("p", "acme", "10.77.0.0/24", "  macPrefix: '52:54:00'\n");
+    let input = t.input("p.yaml", &p);
+    let t = t.args(["apply", "-f", &input]).run().then();
+    let t = t
+        .args(["allocate", "p", "-n", "acme", "--owner", "VirtualMachine/vm-1/0"])
+        .args(["--mac", "auto"])
+        .run()
+        .then();
+    assert!(t.exists("namespaces/acme/macs/p-5254004d0001"));
+    // Beside acme's MAC records in namespaces/acme/macs/, a namespace `acme/macs` by hand
+    // (and others in layout directories), whose owner holds two addresses of one pool.
+    let planted = [
+        ("namespaces/acme/macs", "acme/macs"),
+        ("namespaces/macs", "macs"),
+        ("namespaces/acme/ipampools/x", "acme/ipampools/x"),
+        ("namespaces/acme/cooldown", "acme/cooldown"),
+    ];
+    for (dir, ns) in planted {
+        t.write(
+            &format!("{dir}/ipampools/q.yaml"),
+            &pool("q", ns, "10.1.0.0/24", ""),
+        );
+        for addr in ["10.1.0.1", "10.1.0.2"] {
+            t.write(
+                &format!("{dir}/ipallocations/q-{}.yaml", addr.replace('.', "-")),
+                &allocation(ns, "q", addr, "VirtualMachine/twice/0"),
+            );
+        }
+    }
+    let ran = t.args(["check"]).status(code::FAILURE).run();
+    for (dir, ns) in planted {
+        let named = ran
+            .stdout
+            .lines()
+            .chain(ran.stderr.lines())
+            .find(|l| l.contains(&format!("{dir}/")) && l.contains(&format!("`{ns}`")));
+        assert!(
+            named.is_some_and(|l| l.starts_with("error")),
+            "no error names {dir}/ (namespace `{ns}`):\n{}{}",
+            ran.stdout,
+            ran.stderr
+        );
+    }
+}

@@ -16,10 +16,11 @@ use std::path::Path;
 
 use super::rules::{KnownPool, PoolKey};
 use super::{Decoded, Finding, Severity, error};
+use crate::model::layout::{self, ScopeDir};
 use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
 use crate::store::fs::beneath;
-use crate::store::fs::macs::{MACS_DIR, parse_record, record_name};
+use crate::store::fs::macs::{parse_record, record_name};
 
 /// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
 pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set`";
@@ -131,11 +132,8 @@ pub(super) fn check_records(
     for Decoded { file, manifest } in allocations {
         let Some(m) = manifest else { continue };
         let Some(mac) = m.spec.mac else { continue };
-        let scope = match &file.scope {
-            None => "cluster".to_owned(),
-            Some(ns) => format!("namespaces/{ns}"),
-        };
-        let rel = format!("{scope}/{MACS_DIR}/{}", record_name(&m.spec.pool, mac));
+        let dir = layout::dir_path(ScopeDir::Macs, file.scope.as_ref());
+        let rel = format!("{dir}/{}", record_name(&m.spec.pool, mac));
         let read = beneath::open_parent(root, Path::new(&rel))
             .and_then(|(dir, name)| beneath::read(&dir, name, 4096));
         let owner = &m.spec.owner;

@@ -85,7 +85,6 @@ fn the_hook_reads_hint_lines_findings_and_a_batch_results_hints() {
     assert_eq!(
         hints_of(stdout, stderr),
         [
-            "it failed",
             "run `ipamctl check`",
             "ipamctl list",
             "a/b   fix it with `ipamctl mac set p 10.0.0.1 --owner X/y --mac auto`",
@@ -193,4 +192,124 @@ fn the_hint_for_a_held_address_that_breaks_a_flag_is_a_guarded_release() {
             t = ran.then();
         }
     }
+}
+
+/// The commands `ran`'s advice names that the hook runs (not templates), asserting there
+/// is one: a hint that turns into prose or a template would otherwise go unchecked.
+#[track_caller]
+fn runnable(ran: &common::Ran) -> Vec<String> {
+    let commands: Vec<String> = hints_of(&ran.stdout, &ran.stderr)
+        .iter()
+        .flat_map(|h| commands_in(h))
+        .filter(|h| h.skipped.is_none())
+        .map(|h| h.command)
+        .collect();
+    assert!(
+        !commands.is_empty(),
+        "no command to run in:\n{}{}",
+        ran.stdout,
+        ran.stderr
+    );
+    commands
+}
+
+/// Errors whose hint is a command, each provoked once (most suites provoke them too): the
+/// hook runs each hint; those that name an object are run here too and must succeed.
+#[test]
+fn each_hint_of_an_output_format_a_command_lacks_works() {
+    // `--map -o json` of a pool in a namespace: the hint named the pool without its
+    // namespace (`ipamctl pool show vpc-main`), which exits 3.
+    let ran = Test::new("seed")
+        .args([
+            "pool",
+            "show",
+            "vpc-main",
+            "-n",
+            "acme/prod",
+            "--map",
+            "-o",
+            "json",
+        ])
+        .fails(code::INVALID)
+        .run();
+    let hinted = runnable(&ran);
+    assert_eq!(hinted, ["ipamctl pool show vpc-main -n acme/prod"]);
+    let args: Vec<&str> = hinted[0].split_whitespace().skip(1).collect();
+    let mut t = ran.then().args(&args).run().then();
+    // A format only another command has: the hint is that command (`report`, `diff`,
+    // `completions` with a redirection; the hook runs them in a shell).
+    for (args, hint) in [
+        (
+            vec!["completions", "bash", "-o", "json"],
+            "ipamctl completions bash > ipamctl.bash",
+        ),
+        (
+            vec!["pool", "list", "-o", "html"],
+            "ipamctl report -o html > ipam.html",
+        ),
+        (
+            vec!["pool", "list", "-o", "markdown"],
+            "ipamctl diff -o markdown > comment.md",
+        ),
+    ] {
+        let ran = t.args(&args).fails(code::INVALID).run();
+        assert_eq!(runnable(&ran), [hint]);
+        t = ran.then();
+    }
+}
+
+/// A pool left marked as being deleted (an interrupted `pool delete`, here by hand)
+/// refuses claims; its hint is the delete that finishes it, named in full (it said
+/// "`ipamctl vpc delete` (or `pool delete`) again", which exits 2), and it does.
+#[test]
+fn the_hint_of_a_pool_being_deleted_finishes_the_delete() {
+    let t = Test::new("seed");
+    let pool = "cluster/ipampools/public-zone-a.yaml";
+    let marked = t.read(pool).replacen(
+        "metadata:\n",
+        "metadata:\n  deletionTimestamp: \"2026-01-01T00:00:00Z\"\n",
+        1,
+    );
+    t.write(pool, &marked);
+    let ran = t
+        .args(["allocate", "public-zone-a", "--owner", "FloatingIP/fip-9"])
+        .fails(code::CONFLICT)
+        .run();
+    let hinted = runnable(&ran);
+    assert_eq!(hinted, ["ipamctl pool delete public-zone-a"]);
+    let ran = ran.then().args(["pool", "delete", "public-zone-a"]).run();
+    assert!(!ran.exists(pool), "the delete did not finish");
+}
+
+/// `vpc delete` that cannot release an allocation file (it does not parse) keeps the pool;
+/// the hint names the VPC to delete again (it said `ipamctl vpc delete`, which exits 2).
+#[test]
+fn the_hint_of_a_vpc_delete_that_keeps_its_pool_names_the_vpc() {
+    let t = Test::new("empty")
+        .args([
+            "vpc",
+            "create",
+            "blue",
+            "-n",
+            "acme",
+            "--cidr",
+            "10.60.0.0/24",
+        ])
+        .run()
+        .then();
+    t.write(
+        "namespaces/acme/ipallocations/vpc-blue-10-60-0-7.yaml",
+        "not: [a manifest\n",
+    );
+    let ran = t
+        .args(["vpc", "delete", "blue", "-n", "acme"])
+        .status(code::CONFLICT)
+        .run();
+    let hinted = runnable(&ran);
+    assert!(
+        hinted
+            .iter()
+            .any(|c| c == "ipamctl vpc delete blue -n acme"),
+        "{hinted:?}"
+    );
 }

@@ -183,7 +183,7 @@ fn check_held(
             ),
             hint: Some(format!(
                 "release it first: {}",
-                crate::engine::release::command(&req.pool, addr, &held.spec.owner)
+                crate::engine::hint::release(&req.pool, addr, &held.spec.owner)
             )),
         }),
     }

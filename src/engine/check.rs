@@ -202,7 +202,7 @@ pub fn check(store: &FsStore) -> Report {
     let mut related = rules::check_allocations(&allocations, &known, &mut findings);
     related.extend(macs::check_macs(&allocations, &known));
     findings.extend(confirm(root, related, &allocations));
-    findings.extend(macs::check_records(root, &allocations));
+    findings.extend(macs::check_records(root, &allocations, &known));
     macs::explain_malformed(&mut findings);
 
     findings.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));

@@ -21,21 +21,6 @@ pub enum Released {
     NotHeld,
 }
 
-/// The command that releases `owner`'s address `addr` in `pool`, guarded by its owner (a
-/// release of `POOL ADDRESS` names one, or it is refused), for hints: `--uid` too when the
-/// owner has one ipamctl takes as input (a UUID; `--owner` alone guards an older one).
-pub fn command(pool: &PoolRef, addr: IpAddr, owner: &Owner) -> String {
-    let mut command = format!("ipamctl release {} {addr}", pool.name);
-    if let Some(ns) = &pool.namespace {
-        command.push_str(&format!(" -n {ns}"));
-    }
-    command.push_str(&format!(" --owner {owner}"));
-    if let Some(uid) = owner.uid().filter(|u| u.is_uuid()) {
-        command.push_str(&format!(" --uid {uid}"));
-    }
-    command
-}
-
 /// Deletes the allocation of `addr` in `pool` if its owner passes `guard` (exit 4 and
 /// nothing deleted if not). Safe against a racing release and re-allocation (invariant 5).
 /// In a pool with `reuseAfter`, the address's cooldown record is written first, under the

@@ -51,19 +51,32 @@ pub struct Hinted {
     pub skipped: Option<&'static str>,
 }
 
-/// The advice a command printed: each `hint:`, `error:`, `warning:` and `note:` line of
-/// stderr, each finding of a `check` table on stdout (`error` or `warning`, then the path
+/// The advice a command printed: each `hint:`, `warning:` and `note:` line of stderr (an
+/// `error:` line says what went wrong, and may name a command as a reference: "made with
+/// `ipamctl allocate`"), each finding of a `check` table on stdout (`error` or `warning`, then the path
 /// and the message), and the `error.hint` of each JSON result line of stdout (a batch's).
 pub fn hints_of(stdout: &str, stderr: &str) -> Vec<String> {
     let mut hints: Vec<String> = stderr
         .lines()
         .filter_map(|l| {
-            ["hint: ", "error: ", "warning: ", "note: "]
+            ["hint: ", "warning: ", "note: "]
                 .iter()
                 .find_map(|p| l.strip_prefix(p))
         })
         .map(str::to_owned)
         .collect();
+    // `check -o json`: a List of findings.
+    if let Ok(list) = serde_json::from_str::<serde_json::Value>(stdout)
+        && let Some(items) = list["items"].as_array()
+    {
+        for item in items {
+            if item["severity"].is_string()
+                && let Some(message) = item["message"].as_str()
+            {
+                hints.push(message.to_owned());
+            }
+        }
+    }
     for line in stdout.lines() {
         if line.starts_with('{') {
             if let Ok(value) = serde_json::from_str::<serde_json::Value>(line)

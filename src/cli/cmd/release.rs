@@ -132,7 +132,7 @@ fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -
         ),
         hint: Some(format!(
             "guard it with its owner, which it then frees only if it still holds it: {}; or pass `--force` to release it whoever holds it",
-            crate::engine::release::command(pool, addr, &owner)
+            crate::engine::hint::release(pool, addr, &owner)
         )),
     })
 }

@@ -16,14 +16,15 @@ use std::path::Path;
 
 use super::rules::{KnownPool, PoolKey};
 use super::{Decoded, Finding, Severity, error};
+use crate::engine::hint;
 use crate::model::layout::{self, ScopeDir};
 use crate::model::mac::Mac;
-use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
+use crate::model::{AllocationManifest, Namespace, Owner, PoolName, PoolRef};
 use crate::store::fs::beneath;
 use crate::store::fs::macs::{parse_record, record_name};
 
 /// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
-pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set`";
+pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set POOL ADDRESS --owner KIND/NAME --mac MAC`";
 
 /// Adds the fix to each finding that says an allocation's MAC is malformed (the decoder's
 /// message names the value).
@@ -67,10 +68,7 @@ pub(super) fn check_macs(
                 .iter()
                 .map(|(a, owner, _)| format!("{a} (`{owner}`)"))
                 .collect();
-            let ns = scope
-                .as_ref()
-                .map(|n| format!(" -n {n}"))
-                .unwrap_or_default();
+            let ns = hint::namespace_flag(scope.as_ref());
             let message = format!(
                 "MAC {mac} is held by {} allocations of pool `{pool}`: {}; a MAC names one NIC per pool: give each other NIC its own with `ipamctl mac set {pool} ADDRESS --owner KIND/NAME --mac NEW{ns}` (or `--mac auto`), or release it",
                 held.len(),
@@ -97,21 +95,13 @@ pub(super) fn check_macs(
             if fits {
                 continue;
             }
-            let ns = scope
-                .as_ref()
-                .map(|n| format!(" -n {n}"))
-                .unwrap_or_default();
+            let ns = hint::namespace_flag(scope.as_ref());
             related.push(error(
                 rel,
                 format!(
-                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `ipamctl mac set {pool} {address} --owner {}/{}{}{ns} --mac auto`",
+                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `ipamctl mac set {pool} {address}{ns}{} --mac auto`",
                     Mac::derive(prefix, address),
-                    owner.kind(),
-                    owner.name(),
-                    owner
-                        .uid()
-                        .map(|u| format!(" --uid {}", u.as_str()))
-                        .unwrap_or_default(),
+                    hint::owner_flags(owner),
                 ),
             ));
         }
@@ -127,6 +117,7 @@ pub(super) fn check_macs(
 pub(super) fn check_records(
     root: &OwnedFd,
     allocations: &[Decoded<AllocationManifest>],
+    pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     for Decoded { file, manifest } in allocations {
@@ -144,16 +135,32 @@ pub(super) fn check_records(
                 String::from_utf8_lossy(&r.bytes).trim_end(),
                 m.spec.address
             ),
-            Ok(None) | Err(_) => format!(
-                "MAC {mac} has no record `{rel}` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate {} --owner {}/{} --mac {mac}{}",
-                m.spec.pool,
-                owner.kind(),
-                owner.name(),
-                file.scope
-                    .as_ref()
-                    .map(|n| format!(" -n {n}"))
-                    .unwrap_or_default()
-            ),
+            Ok(None) | Err(_) => {
+                // A MAC in the pool's macPrefix is asked for as `auto` (given, it is refused).
+                let auto = pools
+                    .get(&(&file.scope, m.spec.pool.as_str()))
+                    .and_then(KnownPool::manifest)
+                    .and_then(|p| p.spec.mac_prefix)
+                    .is_some_and(|prefix| mac.has_prefix(prefix));
+                let pool = PoolRef {
+                    namespace: file.scope.clone(),
+                    name: m.spec.pool.clone(),
+                };
+                let asked = if auto {
+                    "auto".to_owned()
+                } else {
+                    mac.to_string()
+                };
+                let again = match hint::allocate_again(&pool, owner, &asked) {
+                    Some(command) => format!("the owner asking again makes it: {command}"),
+                    None => "its owner's uid is no UUID, so it cannot ask again: release it and \
+                             allocate again with the owner's uuid"
+                        .to_owned(),
+                };
+                format!(
+                    "MAC {mac} has no record `{rel}` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; {again}"
+                )
+            }
         };
         findings.push(Finding {
             severity: Severity::Warning,

@@ -145,7 +145,7 @@ pub(super) fn check_off_limits(
                 format!(
                     "address {addr} is {role} of {}, which no claim is given; release it ({}) and allocate again",
                     subnet.describe(),
-                    crate::engine::release::command(&pool, addr, &m.spec.owner)
+                    crate::engine::hint::release(&pool, addr, &m.spec.owner)
                 ),
             ));
         }

@@ -38,55 +38,89 @@ fn allocation(ns: &str, p: &str, addr: &str, owner: &str) -> String {
 
 #[test]
 fn every_writer_refuses_a_namespace_segment_the_layout_uses() {
-    for dir in LAYOUT_DIRS {
-        for ns in [format!("acme/{dir}"), dir.to_owned()] {
-            let reserved = format!("segment `{dir}` is reserved by the state directory layout");
-            let t = Test::new("seed");
-            let input = t.input("pool.yaml", &pool("q", &ns, "10.1.0.0/24", ""));
-            let ran = t.args(["apply", "-f", &input]).fails(code::INVALID).run();
-            assert!(ran.stderr.contains(&format!("`{ns}`")), "{}", ran.stderr);
-            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+    // Every directory as a segment below a namespace, and `macs` (the one not reserved
+    // before) at the top too.
+    let namespaces = LAYOUT_DIRS
+        .iter()
+        .map(|dir| (*dir, format!("acme/{dir}")))
+        .chain([("macs", "macs".to_owned())]);
+    for (dir, ns) in namespaces {
+        let reserved = format!("segment `{dir}` is reserved by the state directory layout");
+        let t = Test::new("seed");
+        let input = t.input("pool.yaml", &pool("q", &ns, "10.1.0.0/24", ""));
+        let ran = t.args(["apply", "-f", &input]).fails(code::INVALID).run();
+        assert!(ran.stderr.contains(&format!("`{ns}`")), "{}", ran.stderr);
+        assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
 
-            let ran = ran
-                .then()
-                .args(["allocate", "q", "-n", &ns, "--owner", "VirtualMachine/a/0"])
-                .fails(code::INVALID)
-                .run();
-            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+        let ran = ran
+            .then()
+            .args(["allocate", "q", "-n", &ns, "--owner", "VirtualMachine/a/0"])
+            .fails(code::INVALID)
+            .run();
+        assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
 
-            let ran = ran
-                .then()
-                .args(["vpc", "create", "blue", "-n", &ns, "--cidr", "10.2.0.0/16"])
-                .fails(code::INVALID)
-                .run();
-            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+        let ran = ran
+            .then()
+            .args(["vpc", "create", "blue", "-n", &ns, "--cidr", "10.2.0.0/16"])
+            .fails(code::INVALID)
+            .run();
+        assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
 
-            let ran = ran
-                .then()
-                .args(["subnet", "create", "web", "--pool", "q", "-n", &ns])
-                .args(["--cidr", "10.1.0.0/28"])
-                .fails(code::INVALID)
-                .run();
-            assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
+        let ran = ran
+            .then()
+            .args(["subnet", "create", "web", "--pool", "q", "-n", &ns])
+            .args(["--cidr", "10.1.0.0/28"])
+            .fails(code::INVALID)
+            .run();
+        assert!(ran.stderr.contains(&reserved), "{}", ran.stderr);
 
-            // A batch line that names the namespace: that line fails with exit 2, and so
-            // does the batch, having claimed nothing.
-            let line = format!(r#"{{"pool":"q","namespace":"{ns}","owner":"VirtualMachine/a/0"}}"#);
-            let before = ran.snapshot();
-            let ran = ran
-                .then()
-                .args(["allocate", "-f", "-", "-o", "json"])
-                .stdin(&format!("{line}\n"))
-                .status(code::INVALID)
-                .run();
-            let result: serde_json::Value = serde_json::from_str(ran.stdout.trim())
-                .unwrap_or_else(|e| panic!("one JSON line ({e}):\n{}", ran.stdout));
-            assert_eq!(result["error"]["exit"], 2, "{}", ran.stdout);
-            let message = result["error"]["message"].as_str().unwrap_or_default();
-            assert!(message.contains(&reserved), "{}", ran.stdout);
-            assert_eq!(ran.snapshot(), before, "the batch wrote something");
-        }
+        // A batch line that names the namespace: that line fails with exit 2, and so
+        // does the batch, having claimed nothing.
+        let line = format!(r#"{{"pool":"q","namespace":"{ns}","owner":"VirtualMachine/a/0"}}"#);
+        let before = ran.snapshot();
+        let ran = ran
+            .then()
+            .args(["allocate", "-f", "-", "-o", "json"])
+            .stdin(&format!("{line}\n"))
+            .status(code::INVALID)
+            .run();
+        let result: serde_json::Value = serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|e| panic!("one JSON line ({e}):\n{}", ran.stdout));
+        assert_eq!(result["error"]["exit"], 2, "{}", ran.stdout);
+        let message = result["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&reserved), "{}", ran.stdout);
+        assert_eq!(ran.snapshot(), before, "the batch wrote something");
     }
+}
+
+/// Pool `acme/p` (10.77.0.0/24) with a macPrefix, on the file store only if `file_only`.
+fn acme_p(file_only: bool) -> Test {
+    let t = Test::new("empty");
+    let t = if file_only { t.file_store_only() } else { t };
+    let p = pool("p", "acme", "10.77.0.0/24", "  macPrefix: '52:54:00'\n");
+    let input = t.input("p.yaml", &p);
+    t.args(["apply", "-f", &input]).run().then()
+}
+
+/// `VirtualMachine/vm-1/0` claims 10.77.0.1 of `acme/p` with `--mac auto`: on the file
+/// store, its record is `namespaces/acme/macs/p-5254004d0001`.
+fn claim_auto_mac(t: Test) -> Test {
+    let t = t
+        .args([
+            "allocate",
+            "p",
+            "-n",
+            "acme",
+            "--owner",
+            "VirtualMachine/vm-1/0",
+        ])
+        .args(["--mac", "auto"])
+        .stdout("10.77.0.1\n")
+        .run()
+        .then();
+    // The file store's record (a database keeps no such file).
+    assert!(common::on_postgres() || t.exists("namespaces/acme/macs/p-5254004d0001"));
+    t
 }
 
 /// The finding's repro: a namespace named like a MAC record of pool `acme/p` sat where the
@@ -95,10 +129,7 @@ fn every_writer_refuses_a_namespace_segment_the_layout_uses() {
 /// claim is made.
 #[test]
 fn a_namespace_named_like_a_mac_record_is_refused_and_denies_no_claim() {
-    let t = Test::new("empty");
-    let p = pool("p", "acme", "10.77.0.0/24", "  macPrefix: '52:54:00'\n");
-    let input = t.input("p.yaml", &p);
-    let t = t.args(["apply", "-f", &input]).run().then();
+    let t = acme_p(false);
     let input = t.input(
         "q.yaml",
         &pool("q", "acme/macs/p-5254004d0001", "10.1.0.0/24", ""),
@@ -110,17 +141,7 @@ fn a_namespace_named_like_a_mac_record_is_refused_and_denies_no_claim() {
         "{}",
         ran.stderr
     );
-    ran.then()
-        .args([
-            "allocate",
-            "p",
-            "-n",
-            "acme",
-            "--owner",
-            "VirtualMachine/vm-1/0",
-        ])
-        .args(["--mac", "auto", "-o", "json"])
-        .run();
+    claim_auto_mac(ran.then());
 }
 
 /// A namespace made by hand inside a layout directory used to be skipped by `check` (and by
@@ -128,23 +149,7 @@ fn a_namespace_named_like_a_mac_record_is_refused_and_denies_no_claim() {
 /// such directory is now an error naming its path.
 #[test]
 fn check_names_a_namespace_made_by_hand_inside_a_layout_directory() {
-    let t = Test::new("empty").file_store_only();
-    let p = pool("p", "acme", "10.77.0.0/24", "  macPrefix: '52:54:00'\n");
-    let input = t.input("p.yaml", &p);
-    let t = t.args(["apply", "-f", &input]).run().then();
-    let t = t
-        .args([
-            "allocate",
-            "p",
-            "-n",
-            "acme",
-            "--owner",
-            "VirtualMachine/vm-1/0",
-        ])
-        .args(["--mac", "auto"])
-        .run()
-        .then();
-    assert!(t.exists("namespaces/acme/macs/p-5254004d0001"));
+    let t = claim_auto_mac(acme_p(true));
     // Beside acme's MAC records in namespaces/acme/macs/, a namespace `acme/macs` by hand
     // (and others in layout directories), whose owner holds two addresses of one pool.
     let planted = [

@@ -189,7 +189,8 @@ fn check_names_a_namespace_made_by_hand_inside_a_layout_directory() {
 /// A database written by an ipamctl that did not reserve `macs` may hold a namespace
 /// `acme/macs`, which no command can name now. `check --store` reports it as an error (it
 /// skipped it: an owner there was never checked), and `export` says it leaves it out, so
-/// that a state directory and a database never differ unseen.
+/// that a state directory and a database never differ unseen; `import` refuses a state
+/// directory with one.
 #[test]
 #[cfg_attr(
     not(has_postgres),
@@ -236,6 +237,28 @@ fn a_database_namespace_that_the_layout_reserves_is_reported_by_check_and_export
             "{shown}"
         );
     }
+
+    // The other way: a state directory with such a namespace is not imported.
+    let state = tmp.path().join("state");
+    let init = std::process::Command::new(common::BIN)
+        .args([std::ffi::OsStr::new("init"), state.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", common::pg::stderr(&init));
+    let dir = state.join("namespaces/acme/macs/ipampools");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("r.yaml"),
+        pool("r", "acme/macs", "10.2.0.0/24", ""),
+    )
+    .unwrap();
+    let import = db.run([std::ffi::OsStr::new("import"), state.as_os_str()]);
+    let stderr = common::pg::stderr(&import);
+    assert_eq!(import.status.code(), Some(code::INVALID), "{stderr}");
+    assert!(
+        stderr.contains("namespaces/acme/macs/ipampools/") && stderr.contains("nothing imported"),
+        "{stderr}"
+    );
 
     let out = tmp.path().join("exported");
     let export = db.run([std::ffi::OsStr::new("export"), out.as_os_str()]);

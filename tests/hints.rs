@@ -1,9 +1,9 @@
 //! Every hint is a command that works (issue 46, finding 6). The check itself is a hook of
 //! the harness (`tests/common/hints.rs`): every command any suite runs through
 //! [`Test::run`] has each `ipamctl …` command of its advice run on a copy of its state, and
-//! a hint that exits 2 fails the test that provoked it. This suite provokes every error the
-//! code gives such advice for, so that all of them are checked when it alone runs, and
-//! checks what the hook takes for a command.
+//! one that exits 2 fails the test that provoked it. This suite checks what the hook takes
+//! for a command, reproduces the finding (the hinted release is run and frees the address),
+//! and provokes the hints no other suite does.
 
 mod common;
 

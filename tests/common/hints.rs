@@ -1,22 +1,26 @@
-//! Every hint is a command that works (issue 46): each `ipamctl …` command a `hint:` line
-//! (or a batch result's `error.hint`) names is run, right after the command that printed it,
-//! on a copy of the temporary directory it was printed against, and must not fail for its
-//! own usage (exit 2: a missing argument, an invalid value, a flag it does not take).
+//! Every hint is a command that works (issue 46): each `ipamctl …` command that a command's
+//! advice names (a `hint:`, `warning:` or `note:` line, a batch result's `error.hint`, a
+//! finding of `check`) is run, right after the command that printed it, on a copy of the
+//! temporary directory it was printed against, and must not fail for its own usage (exit 2:
+//! a missing argument, an invalid value, a flag it does not take).
 //!
-//! Why a hook in [`super::Test::run`] rather than a list of hints: every suite's every
-//! command goes through it, so a hint that a new error adds is checked as soon as any test
-//! provokes it, with no list to keep up to date; and each is run on the very state it was
-//! printed for (a copy taken before the test's next command changes it), in the same
-//! working directory, with the same `-d state` (as `IPAMCTL_STATE_DIR`) and environment
-//! (but its fail points), as the user who read it would. `tests/hints.rs` provokes each hint
-//! the code has, so that all are checked even when only that suite runs.
+//! Why a hook in [`super::Test::run`] (and `tests/cli_check.rs`'s runner) rather than a list
+//! of hints: every suite's every command goes through it, so a hint that a new error adds
+//! is checked as soon as any test provokes it, with no list to keep up to date; and each is
+//! run on the very state it was printed for (a copy taken before the test's next command
+//! changes it), in the same working directory, with the same `-d state` (as
+//! `IPAMCTL_STATE_DIR`) and environment (but its fail points), as the user who read it
+//! would. On PostgreSQL (`IPAMCTL_TEST_STORE=postgres`) it runs on the state directory the
+//! database was exported to. Commands a test spawns itself ([`super::Test::command`]) are
+//! not seen. `tests/hints.rs` provokes the hints that no other suite does.
 //!
 //! A command is taken from a hint when a backtick span starts with `ipamctl`, or when
-//! `ipamctl` follows `: `, `(` or starts the hint (then it runs to `;`, the matching `)` or
-//! the end). A template (an upper-case placeholder such as `POOL` or `KIND/NAME`, a `…`, a
-//! shell variable) or a pipeline into ipamctl is prose, not run; nor is a command for a
-//! database (`--store`), whose database the test has dropped. With `IPAMCTL_TEST_HINTS_LOG`
-//! set to a file, each hint found is appended to it with what became of it.
+//! `ipamctl` and one of its subcommands (or a flag) follow `: `, `(` or start the hint (then
+//! it runs to `; `, the matching `)` or the end). A template (an upper-case placeholder such
+//! as `POOL` or `KIND/NAME`, a `…`, a shell variable) or a pipeline into ipamctl is prose,
+//! not run; nor is a command for a database (`--store`), whose database the test has
+//! dropped. With `IPAMCTL_TEST_HINTS_LOG` set to a file, each command found is appended to
+//! it with what became of it.
 
 use std::ffi::OsString;
 use std::io::Write as _;

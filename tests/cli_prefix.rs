@@ -705,7 +705,7 @@ fn apply_refuses_a_pool_change_that_would_strand_a_claimed_prefix() {
             .stderr(&format!(
                 "error: updating pool `provider-v6` would {why}: \
                  provider-v6-2001-0db8-0100-0000-0000-0000-0000-0000-60 (2001:db8:100::/60); nothing applied\n\
-                 hint: release those prefixes first (`ipamctl release POOL PREFIX`), or keep them in the pool\n",
+                 hint: release those prefixes first (`ipamctl release provider-v6 PREFIX --owner KIND/NAME`, each with its owner), or keep them in the pool\n",
             ))
             .unchanged()
             .run()

@@ -36,7 +36,7 @@ fn release_of_an_address_without_its_owner_names_the_holder_unless_forced() {
         .unchanged()
         .stderr(
             "error: release of 10.42.0.9 in pool `acme/prod/vpc-main` names no owner; it is held by `VirtualMachine/web-02/0` (uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30)\n\
-             hint: guard it with `--owner VirtualMachine/web-02/0 --uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30` (it then frees only that owner's address), or pass `--force` to release it whoever holds it\n",
+             hint: guard it with its owner, which it then frees only if it still holds it: ipamctl release vpc-main 10.42.0.9 -n acme/prod --owner VirtualMachine/web-02/0 --uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30; or pass `--force` to release it whoever holds it\n",
         )
         .run();
     ran.then()

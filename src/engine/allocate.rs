@@ -185,13 +185,8 @@ fn check_held(
                 req.owner, req.pool
             ),
             hint: Some(format!(
-                "release it first: ipamctl release {} {addr}{}",
-                req.pool.name,
-                req.pool
-                    .namespace
-                    .as_ref()
-                    .map(|n| format!(" -n {n}"))
-                    .unwrap_or_default()
+                "release it first: {}",
+                crate::engine::hint::release(&req.pool, addr, &held.spec.owner)
             )),
         }),
     }

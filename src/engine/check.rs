@@ -19,6 +19,7 @@ mod ranges;
 mod rules;
 
 pub use db::check_database;
+pub(crate) use db::unreadable_namespace;
 
 use std::collections::HashSet;
 use std::io::ErrorKind;

@@ -11,6 +11,7 @@ pub mod candidates;
 pub mod cooldown;
 pub mod host_name;
 pub mod kind;
+pub mod layout;
 pub mod mac;
 pub mod manifest;
 pub mod names;

@@ -340,8 +340,9 @@ fn draw(
         return Err(Error::Usage {
             message: format!("`--map` draws text or `-o svg`, not `-o {name}`"),
             hint: Some(format!(
-                "drop `--map` for the pool's data: ipamctl pool show {}",
-                pool.name
+                "drop `--map` for the pool's data: ipamctl pool show {}{}",
+                pool.name,
+                crate::engine::hint::namespace_flag(pool.namespace.as_ref())
             )),
         });
     }
@@ -360,10 +361,7 @@ fn draw(
             hint: Some(format!(
                 "narrow it: ipamctl pool show {}{} --map --within {}",
                 pool.name,
-                pool.namespace
-                    .as_ref()
-                    .map(|ns| format!(" -n {ns}"))
-                    .unwrap_or_default(),
+                crate::engine::hint::namespace_flag(pool.namespace.as_ref()),
                 ipnet::IpNet::new(view.network(), 16)
                     .expect("16 is a valid prefix length")
                     .trunc()

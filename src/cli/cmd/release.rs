@@ -148,10 +148,6 @@ fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -
     let Some(owner) = crate::engine::release::holder(store, pool, addr)? else {
         return Ok(());
     };
-    let uid = owner
-        .uid()
-        .map(|u| format!(" --uid {u}"))
-        .unwrap_or_default();
     Err(Error::Usage {
         message: format!(
             "release of {addr} in pool `{pool}` names no owner; it is held by `{owner}`{}",
@@ -161,7 +157,8 @@ fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -
                 .unwrap_or_default()
         ),
         hint: Some(format!(
-            "guard it with `--owner {owner}{uid}` (it then frees only that owner's address), or pass `--force` to release it whoever holds it"
+            "guard it with its owner, which it then frees only if it still holds it: {}; or pass `--force` to release it whoever holds it",
+            crate::engine::hint::release(pool, addr, &owner)
         )),
     })
 }

@@ -16,13 +16,15 @@ use std::path::Path;
 
 use super::rules::{KnownPool, PoolKey};
 use super::{Decoded, Finding, Severity, error};
+use crate::engine::hint;
+use crate::model::layout::{self, ScopeDir};
 use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
 use crate::store::fs::beneath;
-use crate::store::fs::macs::{MACS_DIR, MacRecord, record_name};
+use crate::store::fs::macs::{MacRecord, record_name};
 
 /// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
-pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set`";
+pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set POOL ADDRESS --owner KIND/NAME --mac MAC`";
 
 /// Adds the fix to each finding that says an allocation's MAC is malformed (the decoder's
 /// message names the value).
@@ -66,10 +68,7 @@ pub(super) fn check_macs(
                 .iter()
                 .map(|(a, owner, _)| format!("{a} (`{owner}`)"))
                 .collect();
-            let ns = scope
-                .as_ref()
-                .map(|n| format!(" -n {n}"))
-                .unwrap_or_default();
+            let ns = hint::namespace_flag(scope.as_ref());
             let message = format!(
                 "MAC {mac} is held by {} allocations of pool `{pool}`: {}; a MAC names one NIC per pool: give each other NIC its own with `ipamctl mac set {pool} ADDRESS --owner KIND/NAME --mac NEW{ns}` (or `--mac auto`), or release it",
                 held.len(),
@@ -96,21 +95,13 @@ pub(super) fn check_macs(
             if fits {
                 continue;
             }
-            let ns = scope
-                .as_ref()
-                .map(|n| format!(" -n {n}"))
-                .unwrap_or_default();
+            let ns = hint::namespace_flag(scope.as_ref());
             related.push(error(
                 rel,
                 format!(
-                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `ipamctl mac set {pool} {address} --owner {}/{}{}{ns} --mac auto`",
+                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `ipamctl mac set {pool} {address}{ns}{} --mac auto`",
                     Mac::derive(prefix, address),
-                    owner.kind(),
-                    owner.name(),
-                    owner
-                        .uid()
-                        .map(|u| format!(" --uid {}", u.as_str()))
-                        .unwrap_or_default(),
+                    hint::owner_flags(owner),
                 ),
             ));
         }
@@ -147,11 +138,8 @@ pub(super) fn check_records(
     for Decoded { file, manifest } in allocations {
         let Some(m) = manifest else { continue };
         let Some(mac) = m.spec.mac else { continue };
-        let scope = match &file.scope {
-            None => "cluster".to_owned(),
-            Some(ns) => format!("namespaces/{ns}"),
-        };
-        let rel = format!("{scope}/{MACS_DIR}/{}", record_name(&m.spec.pool, mac));
+        let dir = layout::dir_path(ScopeDir::Macs, file.scope.as_ref());
+        let rel = format!("{dir}/{}", record_name(&m.spec.pool, mac));
         let read = beneath::open_parent(root, Path::new(&rel))
             .and_then(|(dir, name)| beneath::read(&dir, name, 4096));
         let owner = &m.spec.owner;

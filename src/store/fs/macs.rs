@@ -118,8 +118,9 @@ use crate::store::fs::lock::Target;
 use crate::store::fs::objects::write_error;
 use crate::store::{LockMode, Queries};
 
-/// The directory of MAC records in each scope, beside `ipallocations/`.
-pub const MACS_DIR: &str = "macs";
+/// The directory of MAC records in each scope, beside `ipallocations/`: a segment no
+/// namespace may take ([`crate::model::layout::ScopeDir::Macs`]).
+pub const MACS_DIR: &str = crate::model::layout::ScopeDir::Macs.name();
 
 /// How long a stale record's allocation must stay missing (or unparsable) before the record
 /// is believed stale: far longer than the unlink-to-write gap of a relabelling checkout,

@@ -1,5 +1,7 @@
 //! The filesystem store: one YAML file per object, at a path derived from (kind, namespace,
-//! name) alone, so the path is the unique index.
+//! name) alone, so the path is the unique index. The directories' names are
+//! [`crate::model::layout`]'s, which no namespace segment may take: each directory below
+//! holds one thing.
 //!
 //! ```text
 //! <root>/.ipamctl                                 marker: identifies the root, layout version
@@ -184,6 +186,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::model::Namespace;
+use crate::model::layout::{self, ScopeDir};
 use crate::store::ObjectKind;
 use crate::store::fs::beneath::{WriteMode, refused};
 
@@ -229,16 +232,6 @@ pub struct FsStore {
     /// In a batch, the claims whose names are made durable behind it (`flush.rs`); unset
     /// outside a batch, where every claim waits for its own.
     flusher: std::sync::OnceLock<flush::Flusher>,
-}
-
-fn kind_dir(kind: ObjectKind) -> &'static str {
-    match kind {
-        ObjectKind::Pool => "ipampools",
-        ObjectKind::Allocation => "ipallocations",
-        ObjectKind::Subnet => "subnets",
-        ObjectKind::Cooldown => "cooldown",
-        ObjectKind::PrefixClaim => "ipprefixclaims",
-    }
 }
 
 impl FsStore {
@@ -364,18 +357,10 @@ impl FsStore {
         &self.fd
     }
 
-    /// Directory of `kind` objects in scope `ns`, relative to the root.
+    /// Directory of `kind` objects in scope `ns`, relative to the root
+    /// ([`crate::model::layout`]).
     pub fn relative_dir(kind: ObjectKind, ns: Option<&Namespace>) -> PathBuf {
-        let mut dir = PathBuf::new();
-        match ns {
-            None => dir.push("cluster"),
-            Some(ns) => {
-                dir.push("namespaces");
-                dir.extend(ns.as_str().split('/'));
-            }
-        }
-        dir.push(kind_dir(kind));
-        dir
+        PathBuf::from(layout::dir_path(ScopeDir::Objects(kind), ns))
     }
 
     /// The directory of `kind` objects in scope `ns`, opened beneath the root (created with

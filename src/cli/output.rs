@@ -641,4 +641,74 @@ mod tests {
         assert!(use_colour(ColorChoice::Always, false, set));
         assert!(!use_colour(ColorChoice::Never, true, None));
     }
+
+    /// The rows of a table, `n` of them, whose owner column is `wide` characters from row
+    /// `from` on.
+    fn rows(n: usize, from: usize, wide: usize) -> Vec<Vec<String>> {
+        (0..n)
+            .map(|i| {
+                let owner = format!("o{i:05}");
+                let owner = if i >= from {
+                    format!("{owner:é<wide$}")
+                } else {
+                    owner
+                };
+                vec![
+                    (i + 1).to_string(),
+                    owner,
+                    "10.0.0.1".into(),
+                    "created".into(),
+                ]
+            })
+            .collect()
+    }
+
+    fn blocks(rows: Vec<Vec<String>>, no_headers: bool) -> String {
+        const HEADERS: &[&str] = &["LINE", "OWNER", "ADDRESS", "RESULT"];
+        let mut out = Vec::new();
+        let mut table = Blocks::new(HEADERS, &[0], no_headers);
+        for row in rows {
+            table.push(&mut out, row).unwrap();
+        }
+        table.finish(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_table_of_one_block_is_the_table_printed_whole() {
+        let headers = ["LINE", "OWNER", "ADDRESS", "RESULT"];
+        for n in [0, 1, 2, Blocks::ROWS] {
+            for no_headers in [false, true] {
+                let whole = table(&headers, rows(n, n / 2, 9), &[0], no_headers);
+                assert_eq!(blocks(rows(n, n / 2, 9), no_headers), whole, "{n} rows");
+            }
+        }
+    }
+
+    #[test]
+    fn a_table_in_blocks_repeats_its_header_only_over_a_block_that_widened_a_column() {
+        let n = 3 * Blocks::ROWS + 5;
+        // The third block holds the first wider owner (the line numbers keep their width).
+        let text = blocks(rows(n, 2 * Blocks::ROWS + 7, 12), false);
+        let lines: Vec<&str> = text.lines().collect();
+        let headers: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].starts_with("LINE"))
+            .collect();
+        assert_eq!(headers, [0, 2 * Blocks::ROWS + 1], "{text}");
+        assert_eq!(lines.len(), n + 2);
+        // Within each header's stretch, every row lines up under it.
+        let column = |line: &str| line.find("10.0.0.1").or_else(|| line.find("ADDRESS"));
+        let at = |l: &str| column(l).map(|b| l[..b].chars().count());
+        for stretch in [&lines[..headers[1]], &lines[headers[1]..]] {
+            let first = at(stretch[0]);
+            assert!(stretch.iter().all(|l| at(l) == first), "{stretch:?}");
+        }
+        // Rows never lose width: the fourth block keeps the third's.
+        assert_eq!(at(lines[n + 1]), at(lines[headers[1]]));
+        assert!(
+            blocks(rows(n, n, 0), true)
+                .lines()
+                .all(|l| !l.starts_with("LINE"))
+        );
+    }
 }

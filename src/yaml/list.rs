@@ -416,3 +416,129 @@ impl<R: Read> Read for Meter<R> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out `chunk` bytes a read: items, lines and UTF-8 sequences cut
+    /// anywhere.
+    struct Trickle<'a> {
+        text: &'a [u8],
+        chunk: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.chunk.min(buf.len()).min(self.text.len());
+            buf[..n].copy_from_slice(&self.text[..n]);
+            self.text = &self.text[n..];
+            Ok(n)
+        }
+    }
+
+    /// Every item of `text` with its line, read `chunk` bytes at a time.
+    fn items(text: &str, chunk: usize) -> Result<Vec<(Option<usize>, Value)>, ListError> {
+        let reader = || Trickle {
+            text: text.as_bytes(),
+            chunk,
+        };
+        let checked = check_list(reader())?;
+        let mut got = Vec::new();
+        read_list(reader(), checked, &mut |line, value| {
+            got.push((line, value));
+            true
+        })?;
+        assert_eq!(got.len(), checked.items);
+        Ok(got)
+    }
+
+    #[test]
+    fn items_come_with_their_lines_when_written_one_a_line() {
+        let text = "# requests\n- pool: p\n  owner: é/x/0\n-\n  pool: q\n- {pool: r}\r\n- \"s\"\n";
+        for chunk in [1, 2, 3, 7, 4096] {
+            let got = items(text, chunk).unwrap();
+            let lines: Vec<Option<usize>> = got.iter().map(|(l, _)| *l).collect();
+            assert_eq!(lines, [Some(2), Some(4), Some(6), Some(7)], "chunk {chunk}");
+            assert_eq!(got[0].1["owner"], "é/x/0");
+            assert_eq!(got[1].1["pool"], "q");
+            assert_eq!(got[3].1, "s");
+        }
+        // Not one item a line: no lines, rather than wrong ones.
+        let flow = items("[{pool: p},\n {pool: q}]\n", 1).unwrap();
+        assert_eq!(
+            flow.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+            [None, None]
+        );
+        let nested = items("- pool: p\n  subnets:\n- pool: q\n  x: |\n   - a\n", 5).unwrap();
+        assert_eq!(
+            nested.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+            [Some(1), Some(3)]
+        );
+    }
+
+    /// What the library's default budget refused: more than 10,000 merge keys, ten aliases an
+    /// anchor (and more than 250,000 nodes: `tests/batch_stream.rs`, 40,000 requests).
+    #[test]
+    fn a_list_is_limited_by_its_size_not_by_the_librarys_default_counts() {
+        let mut text = String::from("- &d {pool: p, subnets: [a, b]}\n");
+        for i in 0..10_500 {
+            text.push_str(&format!(
+                "- <<: *d\n  owner: VirtualMachine/vm-{i}/0\n  uid: u{i}\n"
+            ));
+        }
+        let checked = check_list(text.as_bytes()).unwrap();
+        assert_eq!(checked.items, 10_501);
+        let mut last = None;
+        read_list(text.as_bytes(), checked, &mut |line, v| {
+            last = Some((line, v));
+            true
+        })
+        .unwrap();
+        let (line, value) = last.unwrap();
+        assert_eq!(line, Some(2 + 3 * 10_499));
+        assert_eq!(value["subnets"][1], "b");
+        assert_eq!(value["owner"], "VirtualMachine/vm-10499/0");
+    }
+
+    #[test]
+    fn a_list_that_is_not_one_or_not_utf8_or_an_item_too_large_is_refused_whole() {
+        let invalid = |text: &[u8]| match check_list(text) {
+            Err(ListError::Invalid(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(invalid(b"pool: p\n").contains("line 1 column 1"));
+        let unclosed = invalid(b"- a\n- [b\n");
+        assert_eq!(unclosed, "line 2 column 3: unclosed bracket '['");
+        assert!(invalid(b"- {a: 1, a: 2}\n").contains("duplicate"));
+        let big = format!("- ok\n- owner: {}\n", "x".repeat(MAX_ITEM_BYTES as usize));
+        assert!(
+            invalid(big.as_bytes()).contains("item 1 of the list is larger than a request can be")
+        );
+        let many = format!("- [{}]\n", "1,".repeat(MAX_ITEM_VALUES));
+        assert!(invalid(many.as_bytes()).contains("item 0 of the list"));
+        let fits = format!("- [{}]\n", "1,".repeat(MAX_ITEM_VALUES - 2));
+        assert_eq!(check_list(fits.as_bytes()).map(|c| c.items), Ok(1));
+        // A sequence cut between two reads is UTF-8; a stray byte or a cut end is not.
+        for chunk in [1, 2] {
+            let text = "- é\n".as_bytes();
+            let reader = Trickle { text, chunk };
+            assert_eq!(check_list(reader).map(|c| c.items), Ok(1));
+        }
+        assert_eq!(check_list(&b"- \xff\n"[..]), Err(ListError::NotUtf8));
+        assert_eq!(check_list(&b"- a\xc3"[..]), Err(ListError::NotUtf8));
+    }
+
+    #[test]
+    fn reading_stops_when_asked_to() {
+        let text = "- a\n- b\n- c\n";
+        let checked = check_list(text.as_bytes()).unwrap();
+        let mut seen = 0;
+        let read = read_list(text.as_bytes(), checked, &mut |_, _| {
+            seen += 1;
+            seen < 2
+        });
+        assert_eq!(read, Err(ListError::Stopped));
+        assert_eq!(seen, 2);
+    }
+}

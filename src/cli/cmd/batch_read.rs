@@ -121,6 +121,12 @@ pub(super) fn requests(file: &str) -> Result<Requests> {
             .map(drop)
             .map_err(|e| Error::io(file, e))
     };
+    // Over the limit is said at once; a file that grows past it while read is caught by
+    // the reading itself.
+    let size = text.metadata().map_err(|e| Error::io(file, e))?.len();
+    if size > yaml::MAX_LIST_BYTES {
+        return Err(Error::invalid(file, list_error(&ListError::TooLarge)));
+    }
     rewind(&mut text)?;
     let checked = yaml::check_list(std::io::BufReader::new(&text)).map_err(|e| match e {
         ListError::Invalid(_) => Error::invalid(

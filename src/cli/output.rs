@@ -168,7 +168,8 @@ impl Blocks {
             }
         }
         self.started = true;
-        write(out, &render(&table))
+        write(out, &render(&table))?;
+        out.flush().map_err(|e| Error::io(STDOUT, e))
     }
 }
 

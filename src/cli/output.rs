@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use comfy_table::presets::NOTHING;
-use comfy_table::{CellAlignment, ContentArrangement, Table};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::Serialize;
 
 use crate::cli::{ColorChoice, OutputFormat};
@@ -40,16 +40,28 @@ pub fn table(
     right: &[usize],
     no_headers: bool,
 ) -> String {
+    let headers = (!no_headers).then_some(headers);
+    render(&styled(headers, rows, right))
+}
+
+/// [`table`]'s table of `rows`.
+fn styled(headers: Option<&[&str]>, rows: Vec<Vec<String>>, right: &[usize]) -> Table {
     let mut table = Table::new();
     table
         .load_style(NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled);
-    if !no_headers {
+    if let Some(headers) = headers {
         table.set_header(headers.to_vec());
     }
     for row in rows {
         table.add_row(row);
     }
+    dress(&mut table, right);
+    table
+}
+
+/// Aligns `table`'s columns (those of `right` to the right) and pads each with two blanks.
+fn dress(table: &mut Table, right: &[usize]) {
     for &i in right {
         if let Some(column) = table.column_mut(i) {
             column.set_cell_alignment(CellAlignment::Right);
@@ -58,6 +70,10 @@ pub fn table(
     for column in table.column_iter_mut() {
         column.set_padding((0, 2));
     }
+}
+
+/// The lines of `table`, each without its trailing blanks.
+fn render(table: &Table) -> String {
     let mut text: String = table
         .lines()
         .map(|l| l.trim_end().to_owned())
@@ -65,6 +81,96 @@ pub fn table(
         .join("\n");
     text.push('\n');
     text
+}
+
+/// A [`table`] printed as its rows come, a block of [`Blocks::ROWS`] rows at a time, so that
+/// a table of any length holds one block in memory. Each block is printed as [`table`] would
+/// print it, its columns at least as wide as they were in the blocks before, so a table of
+/// one block is [`table`]'s, byte for byte. The header is printed over the first block, and
+/// again over a block that widened a column (the rows above no longer line up with it).
+pub struct Blocks {
+    headers: &'static [&'static str],
+    right: &'static [usize],
+    no_headers: bool,
+    /// Each column's width so far, but the last's (nothing follows it to line up).
+    widths: Vec<u16>,
+    rows: Vec<Vec<String>>,
+    /// Whether a block was printed.
+    started: bool,
+}
+
+impl Blocks {
+    /// The most rows a block holds.
+    pub const ROWS: usize = 1000;
+
+    /// A table of `headers` (see [`table`]), nothing printed yet.
+    pub fn new(
+        headers: &'static [&'static str],
+        right: &'static [usize],
+        no_headers: bool,
+    ) -> Blocks {
+        let mut widths = vec![0; headers.len().saturating_sub(1)];
+        if !no_headers {
+            let header = styled(Some(headers), Vec::new(), &[]);
+            for (w, h) in widths.iter_mut().zip(header.column_max_content_widths()) {
+                *w = h;
+            }
+        }
+        Blocks {
+            headers,
+            right,
+            no_headers,
+            widths,
+            rows: Vec::with_capacity(Self::ROWS),
+            started: false,
+        }
+    }
+
+    /// Adds `row`, printing the block it fills.
+    pub fn push(&mut self, out: &mut dyn Write, row: Vec<String>) -> Result<()> {
+        self.rows.push(row);
+        if self.rows.len() < Self::ROWS {
+            return Ok(());
+        }
+        self.block(out)
+    }
+
+    /// Prints the rows not printed yet; a table of no rows at all is its header alone.
+    pub fn finish(&mut self, out: &mut dyn Write) -> Result<()> {
+        if self.started && self.rows.is_empty() {
+            return Ok(());
+        }
+        self.block(out)
+    }
+
+    fn block(&mut self, out: &mut dyn Write) -> Result<()> {
+        let rows = std::mem::replace(&mut self.rows, Vec::with_capacity(Self::ROWS));
+        let mut table = styled(None, rows, self.right);
+        let mut grown = false;
+        for (w, c) in self
+            .widths
+            .iter_mut()
+            .zip(table.column_max_content_widths())
+        {
+            grown |= c > *w;
+            *w = (*w).max(c);
+        }
+        if !self.no_headers && (!self.started || grown) {
+            // A block of no rows has its columns from the header alone.
+            table.set_header(self.headers.to_vec());
+            dress(&mut table, self.right);
+        }
+        for (i, &width) in self.widths.iter().enumerate() {
+            if let Some(column) = table.column_mut(i) {
+                // The bound counts the padding.
+                let width = Width::Fixed(width.saturating_add(2));
+                column.set_constraint(ColumnConstraint::LowerBoundary(width));
+            }
+        }
+        self.started = true;
+        write(out, &render(&table))?;
+        out.flush().map_err(|e| Error::io(STDOUT, e))
+    }
 }
 
 /// Writes `value` as pretty JSON with a trailing newline, streamed rather than built in
@@ -535,5 +641,75 @@ mod tests {
         assert!(!use_colour(ColorChoice::Auto, false, None));
         assert!(use_colour(ColorChoice::Always, false, set));
         assert!(!use_colour(ColorChoice::Never, true, None));
+    }
+
+    /// The rows of a table, `n` of them, whose owner column is `wide` characters from row
+    /// `from` on.
+    fn rows(n: usize, from: usize, wide: usize) -> Vec<Vec<String>> {
+        (0..n)
+            .map(|i| {
+                let owner = format!("o{i:05}");
+                let owner = if i >= from {
+                    format!("{owner:é<wide$}")
+                } else {
+                    owner
+                };
+                vec![
+                    (i + 1).to_string(),
+                    owner,
+                    "10.0.0.1".into(),
+                    "created".into(),
+                ]
+            })
+            .collect()
+    }
+
+    fn blocks(rows: Vec<Vec<String>>, no_headers: bool) -> String {
+        const HEADERS: &[&str] = &["LINE", "OWNER", "ADDRESS", "RESULT"];
+        let mut out = Vec::new();
+        let mut table = Blocks::new(HEADERS, &[0], no_headers);
+        for row in rows {
+            table.push(&mut out, row).unwrap();
+        }
+        table.finish(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_table_of_one_block_is_the_table_printed_whole() {
+        let headers = ["LINE", "OWNER", "ADDRESS", "RESULT"];
+        for n in [0, 1, 2, Blocks::ROWS] {
+            for no_headers in [false, true] {
+                let whole = table(&headers, rows(n, n / 2, 9), &[0], no_headers);
+                assert_eq!(blocks(rows(n, n / 2, 9), no_headers), whole, "{n} rows");
+            }
+        }
+    }
+
+    #[test]
+    fn a_table_in_blocks_repeats_its_header_only_over_a_block_that_widened_a_column() {
+        let n = 3 * Blocks::ROWS + 5;
+        // The third block holds the first wider owner (the line numbers keep their width).
+        let text = blocks(rows(n, 2 * Blocks::ROWS + 7, 12), false);
+        let lines: Vec<&str> = text.lines().collect();
+        let headers: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].starts_with("LINE"))
+            .collect();
+        assert_eq!(headers, [0, 2 * Blocks::ROWS + 1], "{text}");
+        assert_eq!(lines.len(), n + 2);
+        // Within each header's stretch, every row lines up under it.
+        let column = |line: &str| line.find("10.0.0.1").or_else(|| line.find("ADDRESS"));
+        let at = |l: &str| column(l).map(|b| l[..b].chars().count());
+        for stretch in [&lines[..headers[1]], &lines[headers[1]..]] {
+            let first = at(stretch[0]);
+            assert!(stretch.iter().all(|l| at(l) == first), "{stretch:?}");
+        }
+        // Rows never lose width: the fourth block keeps the third's.
+        assert_eq!(at(lines[n + 1]), at(lines[headers[1]]));
+        assert!(
+            blocks(rows(n, n, 0), true)
+                .lines()
+                .all(|l| !l.starts_with("LINE"))
+        );
     }
 }

@@ -10,8 +10,13 @@
 //! the library.
 
 mod canonical;
+mod list;
 
 pub mod conflict;
+
+pub use list::{
+    Checked, ListError, MAX_ITEM_BYTES, MAX_ITEM_VALUES, MAX_LIST_BYTES, check_list, read_list,
+};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -379,38 +384,6 @@ pub fn encode_stream<T: Serialize>(values: &[T]) -> String {
         .map(|v| encode(v))
         .collect::<Vec<_>>()
         .join("---\n")
-}
-
-/// The largest list of requests [`decode_list`] reads (`allocate -f`, `release -f`).
-pub const MAX_LIST_BYTES: u64 = 64 << 20;
-
-/// Parses a YAML list (of requests): each item as a JSON value, with the line it starts on
-/// (from 1) when the list is a block sequence at the left margin. Errors are one line,
-/// `line L column C: message`; a text that is not a list is one too.
-pub fn decode_list(text: &str) -> Result<Vec<(Option<usize>, serde_json::Value)>, String> {
-    let mut budget = Budget::default();
-    budget.max_reader_input_bytes = Some(MAX_LIST_BYTES as usize);
-    let options = serde_saphyr::options! {
-        with_snippet: false,
-        duplicate_keys: DuplicateKeyPolicy::Error,
-        budget: Some(budget),
-    };
-    let items: Vec<serde_json::Value> =
-        serde_saphyr::from_str_with_options(text, options).map_err(one_line)?;
-    // An item of a block sequence at the margin starts with `-` in column 1: each such line
-    // is one item's first, unless the count says the list is written some other way.
-    let starts: Vec<usize> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| *l == "-" || l.starts_with("- "))
-        .map(|(i, _)| i + 1)
-        .collect();
-    let lines: Vec<Option<usize>> = if starts.len() == items.len() {
-        starts.into_iter().map(Some).collect()
-    } else {
-        vec![None; items.len()]
-    };
-    Ok(lines.into_iter().zip(items).collect())
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 mod allocate;
 mod apply;
 mod batch;
+mod batch_print;
 mod batch_read;
+mod batch_request;
 mod check;
 mod completions;
 mod dhcp;

@@ -611,6 +611,7 @@ fn claim(
         if req.dry_run {
             return Ok(Some(Allocated::WouldCreate(manifest)));
         }
+        failpoint!("allocate-before-claim");
         match store.claim(ns, &manifest)? {
             Claim::Claimed => {
                 // A record left behind (a crash before this) is harmless: its address is

@@ -241,7 +241,9 @@ fn check_reports_an_owner_name_held_under_two_identities_naming_both_files() {
         "cluster/ipallocations/front-10-0-0-2.yaml",
     ] {
         assert!(
-            ran.stdout.contains(&format!("{file}  {message}")),
+            ran.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("error     {file} ")) && l.ends_with(&message)),
             "{}",
             ran.stdout
         );

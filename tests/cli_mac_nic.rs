@@ -189,7 +189,9 @@ fn check_and_the_dnsmasq_export_refuse_a_nic_with_two_macs() {
     );
     for file in [V4_FILE, V6_FILE] {
         assert!(
-            ran.stdout.contains(&format!("{file}  {message}")),
+            ran.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("error     {file} ")) && l.ends_with(&message)),
             "{}",
             ran.stdout
         );

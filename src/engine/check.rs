@@ -12,6 +12,7 @@
 
 mod db;
 mod elsewhere;
+mod identity;
 mod layout;
 mod macs;
 mod prefixes;
@@ -200,6 +201,7 @@ pub fn check(store: &FsStore) -> Report {
     let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
     let mut related = rules::check_allocations(&allocations, &known, &mut findings);
     related.extend(macs::check_macs(&allocations, &known));
+    related.extend(identity::check_identities(&allocations));
     findings.extend(confirm(root, related, &allocations));
     findings.extend(macs::check_records(root, &allocations));
     macs::explain_malformed(&mut findings);
@@ -269,6 +271,7 @@ fn confirm(
     confirmed.extend(
         macs::check_macs(&fresh, &known)
             .into_iter()
+            .chain(identity::check_identities(&fresh))
             .filter(|f| related.contains(f)),
     );
     confirmed

@@ -93,6 +93,7 @@ pub mod explained;
 pub mod git;
 pub mod history;
 pub mod holders;
+pub mod identity;
 pub mod list;
 pub mod mac;
 pub mod metrics;

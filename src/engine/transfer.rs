@@ -189,6 +189,13 @@ fn put(
                         held.spec.address
                     )));
                 }
+                Claim::NameHeld(holder) => {
+                    return Err(conflict(&format!(
+                        "its owner's name is held in that pool by {} at {} (an owner's name is one identity per pool)",
+                        holder.spec.owner.with_uid(),
+                        holder.spec.address
+                    )));
+                }
                 Claim::MacHeld(holder) => {
                     return Err(conflict(&format!(
                         "its MAC is held in that pool by `{}` ({})",

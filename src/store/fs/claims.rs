@@ -112,7 +112,7 @@ impl Claims for FsStore {
             Target::Owner {
                 scope: scope_text(ns),
                 pool: expected.spec.pool.as_str(),
-                key: expected.spec.owner.key(),
+                key: expected.spec.owner.lock_key(),
             },
             LockMode::Exclusive,
         )?;

@@ -112,7 +112,8 @@ pub enum Target<'a> {
     Pool { scope: &'a str, pool: &'a str },
     /// The set of pools of a scope, while `apply` checks overlaps and writes.
     Scope { scope: &'a str },
-    /// One owner identity in one pool (its [`crate::model::Owner::key`]).
+    /// One owner's name in one pool (its [`crate::model::Owner::lock_key`]: the name's,
+    /// whatever the uid, except a VPC's).
     Owner {
         scope: &'a str,
         pool: &'a str,
@@ -638,9 +639,11 @@ impl Locks for FsStore {
         }
         // After every pool's lock (the order of `crate::store::guard`): the owner's lock
         // serialises requests for one owner, which no file name arbitrates (invariant 2).
+        // It is the name's, whatever the uid: a request for the name under another
+        // identity waits too, and then finds this one's allocation (`engine::identity`).
         let mut owners = Vec::with_capacity(pools.len());
         for pool in pools {
-            let key = owner.key();
+            let key = owner.lock_key();
             let target = Target::Owner {
                 scope,
                 pool: pool.as_str(),

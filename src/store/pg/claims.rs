@@ -72,15 +72,22 @@ impl Claims for PgStore {
             }
             return Ok(Claim::Claimed);
         }
-        // Nothing inserted: the address is taken, or the owner holds one. This statement
-        // sees every commit made before it started, including the one that beat us.
-        match self.owner_row(ns, &manifest.spec.pool, &manifest.spec.owner)? {
-            Some((_, Ok(held))) => Ok(Claim::OwnerHolds(Box::new(held))),
+        // Nothing inserted: the address is taken, or the owner holds one, or its name is
+        // held under another uid (migration 12). This statement sees every commit made
+        // before it started, including the one that beat us.
+        let owner = &manifest.spec.owner;
+        match self.owner_row(ns, &manifest.spec.pool, owner)? {
+            Some((_, Ok(held))) if held.spec.owner == *owner => {
+                Ok(Claim::OwnerHolds(Box::new(held)))
+            }
+            Some((_, Ok(held))) if held.spec.owner.is_namesake(owner) => {
+                Ok(Claim::NameHeld(Box::new(held)))
+            }
             Some((name, Err(why))) => Err(Error::invalid(
                 self.locate(ObjectKind::Allocation, ns, &name),
                 why,
             )),
-            None => match manifest.spec.mac {
+            _ => match manifest.spec.mac {
                 // The MAC's unique index may be what refused it (V10 of the schema).
                 Some(mac) => Ok(match self.mac_holder(ns, &manifest.spec.pool, mac)? {
                     Some(holder) => Claim::MacHeld(Box::new(holder)),

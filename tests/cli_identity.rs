@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Test, code, list_items};
+use common::{Test, code, list_items, pg};
 
 /// `front` (10.0.0.0/24) and `front6` (fd00:1::/120) public, both in zone `z`; `vpcs`
 /// (192.0.2.0/28) public.
@@ -255,4 +255,50 @@ fn check_reports_an_owner_name_held_under_two_identities_naming_both_files() {
         .then()
         .args(["check"])
         .run();
+}
+
+/// A database that holds one name under two identities in a pool (made before migration
+/// 12, whose unique index forbids it) is refused the migration, naming the name and its
+/// addresses; with one of them gone, `init` upgrades it.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn init_refuses_to_upgrade_a_database_holding_a_name_twice_naming_it() {
+    let db = pg::Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    db.apply(dir.path(), POOLS);
+    for owner in [VM, "VirtualMachine/vm-03/0"] {
+        let out = db.run(["allocate", "front", "--owner", owner, "--uid", UID]);
+        assert!(out.status.success(), "{}", pg::stderr(&out));
+    }
+    // As version 11 left it, and a name held twice, as it could then be.
+    db.sql()
+        .batch_execute(&format!(
+            "DROP INDEX ipamctl.allocations_one_per_owner_name;
+             DELETE FROM ipamctl.schema_version WHERE version = 12;
+             UPDATE ipamctl.allocations
+             SET owner_name = 'vm-02/0', owner_uid = '',
+                 manifest = convert_to(replace(replace(convert_from(manifest, 'UTF8'),
+                                'vm-03/0', 'vm-02/0'), '    uid: {UID}\n', ''), 'UTF8')
+             WHERE owner_name = 'vm-03/0'"
+        ))
+        .unwrap();
+    let out = db.run(["init"]);
+    assert_eq!(out.status.code(), Some(1), "{}", pg::stderr(&out));
+    let stderr = pg::stderr(&out);
+    assert!(
+        stderr.contains(&format!(
+            "owner VirtualMachine/vm-02/0 is held under two identities in pool front (namespace ''): 10.0.0.1 (uid {UID}), 10.0.0.2 (no uid)"
+        )),
+        "{stderr}"
+    );
+    pg::assert_one_error(&out);
+    db.sql()
+        .batch_execute("DELETE FROM ipamctl.allocations WHERE address = '10.0.0.2'")
+        .unwrap();
+    let out = db.run(["init"]);
+    assert!(out.status.success(), "{}", pg::stderr(&out));
+    db.assert_check_clean();
 }

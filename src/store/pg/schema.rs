@@ -469,10 +469,9 @@ BEGIN
      ORDER BY namespace, pool, owner_kind, owner_name
      LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'owner %/% is held under two identities in pool % (namespace ''%''): %; an owner''s name is one identity per pool',
+        RAISE EXCEPTION 'owner %/% is held under two identities in pool % (namespace ''%''): %; an owner''s name is one identity per pool: release all but one of them with the ipamctl that made them (ipamctl --store URL release POOL ADDRESS --owner KIND/NAME --uid UID), then run ipamctl --store URL init again; nothing was changed',
             twice.owner_kind, twice.owner_name, twice.pool, twice.namespace, twice.held
-            USING ERRCODE = 'unique_violation',
-                  HINT = 'release all but one of them with the ipamctl that made them (ipamctl --store URL release POOL ADDRESS --owner KIND/NAME --uid UID), then run ipamctl --store URL init again';
+            USING ERRCODE = 'unique_violation';
     END IF;
 END $$;
 CREATE UNIQUE INDEX allocations_one_per_owner_name

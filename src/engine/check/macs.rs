@@ -147,10 +147,15 @@ pub(super) fn check_records(
                 m.spec.address
             ),
             Ok(None) | Err(_) => format!(
-                "MAC {mac} has no record `{rel}` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate {} --owner {}/{} --mac {mac}{}",
+                "MAC {mac} has no record `{rel}` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate {} --owner {}/{}{} --mac {mac}{}",
                 m.spec.pool,
                 owner.kind(),
                 owner.name(),
+                // Without its uid the request would be another owner (`engine::identity`).
+                owner
+                    .uid()
+                    .map(|u| format!(" --uid {}", u.as_str()))
+                    .unwrap_or_default(),
                 file.scope
                     .as_ref()
                     .map(|n| format!(" -n {n}"))

@@ -459,7 +459,10 @@ fn allocate_dry_run_prints_the_address_and_writes_nothing() {
 #[test]
 fn allocate_dry_run_json_prints_the_manifest_it_would_write() {
     let ran = Test::new("populated")
-        .args(vpc_main("VirtualMachine/web-05/0", &["--dry-run", "-o", "json"]))
+        .args(vpc_main(
+            "VirtualMachine/web-05/0",
+            &["--dry-run", "-o", "json"],
+        ))
         .unchanged()
         .run();
     insta::assert_snapshot!(ran.stdout);

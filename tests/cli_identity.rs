@@ -210,7 +210,9 @@ fn vpc_routers_of_different_vpcs_share_a_pool() {
 #[test]
 fn release_by_owner_without_uid_releases_the_name_held_under_a_uid() {
     held_with_uid()
-        .args(["release", "front", "10.0.0.1", "--owner", VM, "--uid", OTHER])
+        .args([
+            "release", "front", "10.0.0.1", "--owner", VM, "--uid", OTHER,
+        ])
         .fails(code::CONFLICT)
         .run()
         .then()

@@ -9,9 +9,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{BIN, Test, code, list_items, pg};
+use common::{Test, code, list_items, pg};
 
 /// `lan` (10.0.0.0/24, gateway .1, macPrefix 52:54:00) and `lan6` (2001:db8:6::/64), public.
 const POOLS: &str = "\
@@ -106,29 +104,36 @@ fn mac_set_gives_a_dual_stack_nic_the_mac_in_every_pool() {
         ]
     );
     let (hosts, test) = dhcp_hosts(test);
-    assert_eq!(hosts, [format!("dhcp-host={NEW},10.0.0.2,[2001:db8:6::1],web-01")]);
+    assert_eq!(
+        hosts,
+        [format!("dhcp-host={NEW},10.0.0.2,[2001:db8:6::1],web-01")]
+    );
     // Again: nothing to do. `auto` derives the MAC from ADDRESS, for the whole NIC.
-    test.args(["mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--uid", UID])
-        .args(["--mac", NEW])
-        .stdout(
-            "ipallocation/lan-10-0-0-2 unchanged\n\
+    test.args([
+        "mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--uid", UID,
+    ])
+    .args(["--mac", NEW])
+    .stdout(
+        "ipallocation/lan-10-0-0-2 unchanged\n\
              ipallocation/lan6-2001-0db8-0006-0000-0000-0000-0000-0001 unchanged\n",
-        )
-        .unchanged()
-        .run()
-        .then()
-        .args(["mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", "auto"])
-        .run()
-        .then()
-        .args(["list", "--mac", "52:54:00:00:00:02", "-o", "name"])
-        .stdout(
-            "ipallocation/lan-10-0-0-2\n\
+    )
+    .unchanged()
+    .run()
+    .then()
+    .args([
+        "mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", "auto",
+    ])
+    .run()
+    .then()
+    .args(["list", "--mac", "52:54:00:00:00:02", "-o", "name"])
+    .stdout(
+        "ipallocation/lan-10-0-0-2\n\
              ipallocation/lan6-2001-0db8-0006-0000-0000-0000-0000-0001\n",
-        )
-        .run()
-        .then()
-        .args(["check"])
-        .run();
+    )
+    .run()
+    .then()
+    .args(["check"])
+    .run();
 }
 
 /// The new MAC is held in the second pool by another NIC: the first pool's change is undone,
@@ -221,7 +226,9 @@ fn check_and_the_dnsmasq_export_refuse_a_nic_with_two_macs() {
     );
     let test = ran
         .then()
-        .args(["mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--uid", UID])
+        .args([
+            "mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--uid", UID,
+        ])
         .args(["--mac", OLD])
         .run()
         .then()
@@ -252,9 +259,16 @@ fn check_on_postgres_reports_a_nic_with_two_macs() {
         ))
         .unwrap();
     let out = db.run(["check"]);
-    assert_eq!(out.status.code(), Some(code::FAILURE), "{}", pg::stdout(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(code::FAILURE),
+        "{}",
+        pg::stdout(&out)
+    );
     assert!(
-        pg::stdout(&out).contains(&format!("NIC `{WEB1}` (no uid) carries 2 MACs in its scope")),
+        pg::stdout(&out).contains(&format!(
+            "NIC `{WEB1}` (no uid) carries 2 MACs in its scope"
+        )),
         "{}",
         pg::stdout(&out)
     );
@@ -266,6 +280,8 @@ fn check_on_postgres_reports_a_nic_with_two_macs() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_mac_set_killed_between_pools_is_reported_and_finished_by_running_it_again() {
+    use common::BIN;
+    use std::process::Command;
     let on_db = common::on_postgres();
     let test = dual_stack_nic();
     let db = on_db.then(|| {
@@ -290,7 +306,9 @@ fn a_mac_set_killed_between_pools_is_reported_and_finished_by_running_it_again()
         }
         cmd.output().unwrap()
     };
-    let set = ["mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", NEW];
+    let set = [
+        "mac", "set", "lan", "10.0.0.2", "--owner", WEB1, "--mac", NEW,
+    ];
     let killed = run(Some("mac-set-between-pools=return"), &set);
     assert_eq!(killed.status.code(), None, "killed: {killed:?}");
     let check = run(None, &["check"]);

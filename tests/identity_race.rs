@@ -6,95 +6,44 @@
 //! 12 arbitrates the insert. The batch with `--jobs` runs the same race on connections of
 //! one process.
 
-mod pg;
+mod either;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
+
+use either::{Store, pg};
 
 const POOL: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: front\nspec:\n  cidr: 10.72.0.0/22\n  kind: public\n";
 
 const UID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
-/// Where the commands run: a state directory, or a database.
-enum Store {
-    Dir(tempfile::TempDir),
-    Db(pg::Db),
+/// Each owner name's allocations: name → [(address, uid or "-")].
+fn held(store: &Store) -> BTreeMap<String, Vec<(String, String)>> {
+    let list = store.ok(&["list", "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let mut held: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for m in list["items"].as_array().unwrap() {
+        let owner = &m["spec"]["owner"];
+        held.entry(owner["name"].as_str().unwrap().to_owned())
+            .or_default()
+            .push((
+                m["spec"]["address"].as_str().unwrap().to_owned(),
+                owner["uid"].as_str().unwrap_or("-").to_owned(),
+            ));
+    }
+    held
 }
 
-impl Store {
-    /// A state directory (or a database) with pool `front`.
-    fn new(db: bool) -> Store {
-        let store = if db {
-            Store::Db(pg::Db::new())
-        } else {
-            let dir = tempfile::tempdir().unwrap();
-            let out = Command::new(pg::BIN)
-                .arg("init")
-                .arg(dir.path().join("state"))
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", pg::stderr(&out));
-            Store::Dir(dir)
-        };
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), POOL).unwrap();
-        store.ok(&["apply", "-f", file.path().to_str().unwrap()]);
-        store
-    }
-
-    fn cmd(&self, args: &[&str], failpoint: Option<&str>) -> Command {
-        let mut cmd = match self {
-            Store::Db(db) => db.cmd(args),
-            Store::Dir(dir) => {
-                let mut cmd = Command::new(pg::BIN);
-                cmd.arg("-d").arg(dir.path().join("state")).args(args);
-                cmd
-            }
-        };
-        cmd.env_remove("FAILPOINTS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(f) = failpoint {
-            cmd.env("FAILPOINTS", f);
-        }
-        cmd
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.cmd(args, None).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", pg::stderr(&out));
-        pg::stdout(&out)
-    }
-
-    /// Each owner name's allocations: name → [(address, uid or "-")].
-    fn held(&self) -> BTreeMap<String, Vec<(String, String)>> {
-        let list = self.ok(&["list", "-o", "json"]);
-        let list: serde_json::Value = serde_json::from_str(&list).unwrap();
-        let mut held: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-        for m in list["items"].as_array().unwrap() {
-            let owner = &m["spec"]["owner"];
-            held.entry(owner["name"].as_str().unwrap().to_owned())
-                .or_default()
-                .push((
-                    m["spec"]["address"].as_str().unwrap().to_owned(),
-                    owner["uid"].as_str().unwrap_or("-").to_owned(),
-                ));
-        }
-        held
-    }
-
-    /// `check` finds nothing wrong.
-    fn assert_check_clean(&self) {
-        let out = self.cmd(&["check"], None).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            pg::stdout(&out),
-            pg::stderr(&out)
-        );
-    }
+/// `check` finds nothing wrong.
+fn assert_check_clean(store: &Store) {
+    let out = store.cmd(&["check"], None).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        pg::stdout(&out),
+        pg::stderr(&out)
+    );
 }
 
 /// The two requests for `vm-N/0`: with the uid, and without one.
@@ -108,6 +57,7 @@ fn both(n: usize) -> [Vec<String>; 2] {
 
 /// One request answered (exit 0), the other refused (exit 4, one `error:` line naming the
 /// holder's address), and the name holding that one address.
+#[cfg(feature = "failpoints")]
 fn assert_one_won(store: &Store, n: usize, outs: &[Output]) {
     let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
     let mut sorted = codes.clone();
@@ -128,12 +78,12 @@ fn assert_one_won(store: &Store, n: usize, outs: &[Output]) {
         "{}",
         pg::stderr(lost)
     );
-    let held = store.held();
+    let holders = held(&store);
     assert_eq!(
-        held.get(&format!("vm-{n}/0")).map(Vec::len),
+        holders.get(&format!("vm-{n}/0")).map(Vec::len),
         Some(1),
         "vm-{n}/0 holds {:?}",
-        held.get(&format!("vm-{n}/0"))
+        holders.get(&format!("vm-{n}/0"))
     );
 }
 
@@ -141,16 +91,13 @@ fn assert_one_won(store: &Store, n: usize, outs: &[Output]) {
 /// the claim): on the code before, each found nothing and each claimed an address.
 #[cfg(feature = "failpoints")]
 fn held_open_after_the_look_up(db: bool) {
-    let store = Store::new(db);
+    let store = Store::new(db, POOL);
     for n in 0..3 {
         let children: Vec<_> = both(n)
             .iter()
             .map(|args| {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                store
-                    .cmd(&args, Some("allocate-before-claim=sleep(700)"))
-                    .spawn()
-                    .unwrap()
+                store.spawn(&args, Some("allocate-before-claim=sleep(700)"))
             })
             .collect();
         let outs: Vec<Output> = children
@@ -159,7 +106,7 @@ fn held_open_after_the_look_up(db: bool) {
             .collect();
         assert_one_won(&store, n, &outs);
     }
-    store.assert_check_clean();
+    assert_check_clean(&store);
 }
 
 #[cfg(feature = "failpoints")]
@@ -181,7 +128,7 @@ fn a_name_asked_for_with_and_without_its_uid_at_once_gets_one_address_on_postgre
 /// Plain processes, no fail point: 4 names at a time, each asked for by 2 processes with
 /// its uid and 2 without, all started together; at most 12 rounds and 60 s.
 fn storm(db: bool) {
-    let store = Store::new(db);
+    let store = Store::new(db, POOL);
     let started = Instant::now();
     let mut n = 0;
     for _round in 0..12 {
@@ -198,7 +145,7 @@ fn storm(db: bool) {
             })
             .map(|(n, args)| {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                (n, store.cmd(&args, None).spawn().unwrap())
+                (n, store.spawn(&args, None))
             })
             .collect();
         let mut outs: BTreeMap<usize, Vec<Output>> = BTreeMap::new();
@@ -207,10 +154,10 @@ fn storm(db: bool) {
                 .or_default()
                 .push(pg::wait_or_kill(child, 60, "a claim"));
         }
-        let held = store.held();
+        let all = held(&store);
         for (n, outs) in outs {
             let name = format!("vm-{n}/0");
-            let holders = held.get(&name).cloned().unwrap_or_default();
+            let holders = all.get(&name).cloned().unwrap_or_default();
             assert_eq!(holders.len(), 1, "{name} holds {holders:?}");
             let (address, uid) = &holders[0];
             for out in &outs {
@@ -229,12 +176,12 @@ fn storm(db: bool) {
             }
         }
     }
-    store.assert_check_clean();
+    assert_check_clean(&store);
 }
 
 #[test]
 fn a_storm_of_requests_with_and_without_the_uid_leaves_each_name_one_address_in_a_state_directory()
- {
+{
     storm(false);
 }
 
@@ -256,7 +203,7 @@ fn a_storm_of_requests_with_and_without_the_uid_leaves_each_name_one_address_on_
     ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn a_batch_on_four_connections_gives_each_name_one_address() {
-    let store = Store::new(true);
+    let store = Store::new(true, POOL);
     let names = 60;
     let mut lines = String::new();
     for n in 0..names {
@@ -267,32 +214,29 @@ fn a_batch_on_four_connections_gives_each_name_one_address() {
     }
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), lines).unwrap();
-    let child = store
-        .cmd(
-            &[
-                "allocate",
-                "-f",
-                file.path().to_str().unwrap(),
-                "--jobs",
-                "4",
-                "-o",
-                "json",
-            ],
-            None,
-        )
-        .spawn()
-        .unwrap();
+    let child = store.spawn(
+        &[
+            "allocate",
+            "-f",
+            file.path().to_str().unwrap(),
+            "--jobs",
+            "4",
+            "-o",
+            "json",
+        ],
+        None,
+    );
     let out = pg::wait_or_kill(child, 120, "the batch");
     let got = pg::json_lines(&pg::stdout(&out));
     assert_eq!(got.len(), 2 * names, "{}", pg::stderr(&out));
-    let held = store.held();
+    let holders = held(&store);
     for n in 0..names {
         let name = format!("vm-{n}/0");
         assert_eq!(
-            held.get(&name).map(Vec::len),
+            holders.get(&name).map(Vec::len),
             Some(1),
             "{name} holds {:?}",
-            held.get(&name)
+            holders.get(&name)
         );
         let pair = &got[2 * n..2 * n + 2];
         let exits: Vec<Option<i64>> = pair.iter().map(|r| r["error"]["exit"].as_i64()).collect();
@@ -301,5 +245,5 @@ fn a_batch_on_four_connections_gives_each_name_one_address() {
             "{name}: {pair:?}"
         );
     }
-    store.assert_check_clean();
+    assert_check_clean(&store);
 }

@@ -100,9 +100,7 @@ fn nics_with_two_macs(allocations: &[Decoded<AllocationManifest>]) -> Vec<Findin
         held.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         let each: Vec<String> = held
             .iter()
-            .map(|(pool, address, mac, rel)| {
-                format!("{mac} on {address} (pool `{pool}`, {rel})")
-            })
+            .map(|(pool, address, mac, rel)| format!("{mac} on {address} (pool `{pool}`, {rel})"))
             .collect();
         let (pool, address, mac, _) = held[0];
         let fix = crate::engine::mac::set_command(

@@ -172,7 +172,8 @@ pub fn name_text(text: &str) -> &str {
     if text.starts_with("VPC ") {
         return text;
     }
-    text.rsplit_once(' ').map_or(text, |(kind_and_name, _)| kind_and_name)
+    text.rsplit_once(' ')
+        .map_or(text, |(kind_and_name, _)| kind_and_name)
 }
 
 /// Does the owner in `text` (as [`owner_text`] writes it) pass `filter`?

@@ -304,3 +304,52 @@ fn init_refuses_to_upgrade_a_database_holding_a_name_twice_naming_it() {
     assert!(out.status.success(), "{}", pg::stderr(&out));
     db.assert_check_clean();
 }
+
+/// `import` meets the rule on both sides: a state directory holding a name twice is refused
+/// whole by its `check`, and one whose name the database holds under another uid is exit 4
+/// naming the holder (the unique index of migration 12), nothing imported.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn import_refuses_a_name_under_a_second_identity() {
+    let test = held_with_uid().file_store_only();
+    let db = pg::Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    db.apply(dir.path(), POOLS);
+    let out = db.run(["allocate", "front", "--owner", VM, "--address", "10.0.0.9"]);
+    assert!(out.status.success(), "{}", pg::stderr(&out));
+    let out = db.run(["import", test.state().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(code::CONFLICT), "{}", pg::stderr(&out));
+    assert!(
+        pg::stderr(&out).contains(&format!(
+            "its owner's name is held in that pool by {VM} at 10.0.0.9"
+        )),
+        "{}",
+        pg::stderr(&out)
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.allocations"),
+        1,
+        "nothing imported"
+    );
+    // The state directory itself holding the name twice: refused by its `check`.
+    let rel = "cluster/ipallocations/front-10-0-0-2.yaml";
+    let text = test.read("cluster/ipallocations/front-10-0-0-1.yaml");
+    test.write(
+        rel,
+        &text
+            .replace("10-0-0-1", "10-0-0-2")
+            .replace("10.0.0.1", "10.0.0.2")
+            .replace(&format!("    uid: {UID}\n"), ""),
+    );
+    let fresh = pg::Db::new();
+    let out = fresh.run(["import", test.state().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(code::INVALID), "{}", pg::stderr(&out));
+    assert!(
+        pg::stderr(&out).contains("is held under 2 identities in pool `front`"),
+        "{}",
+        pg::stderr(&out)
+    );
+}

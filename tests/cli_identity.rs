@@ -321,7 +321,12 @@ fn import_refuses_a_name_under_a_second_identity() {
     let out = db.run(["allocate", "front", "--owner", VM, "--address", "10.0.0.9"]);
     assert!(out.status.success(), "{}", pg::stderr(&out));
     let out = db.run(["import", test.state().to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(code::CONFLICT), "{}", pg::stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(code::CONFLICT),
+        "{}",
+        pg::stderr(&out)
+    );
     assert!(
         pg::stderr(&out).contains(&format!(
             "its owner's name is held in that pool by {VM} at 10.0.0.9"
@@ -346,7 +351,12 @@ fn import_refuses_a_name_under_a_second_identity() {
     );
     let fresh = pg::Db::new();
     let out = fresh.run(["import", test.state().to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(code::INVALID), "{}", pg::stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(code::INVALID),
+        "{}",
+        pg::stderr(&out)
+    );
     assert!(
         pg::stderr(&out).contains("is held under 2 identities in pool `front`"),
         "{}",

@@ -226,7 +226,8 @@ impl Owner {
     /// name's for a kind that is one identity per name, so that requests for the name with
     /// and without a uid run one after the other, and [`Owner::key`] (with the uid) for a
     /// VPC. The same as [`Owner::key`] for an owner without a uid: locks taken by older
-    /// versions for such owners are the same bytes.
+    /// versions for such owners are the same bytes (for one with a uid the file store takes
+    /// [`Owner::key`] too, after this one, so that older versions still meet it).
     pub fn lock_key(&self) -> u64 {
         if self.kind.one_per_name() && self.uid.is_some() {
             Owner {

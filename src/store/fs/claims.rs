@@ -37,7 +37,7 @@ use std::net::IpAddr;
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
 use crate::store::fs::FsStore;
-use crate::store::fs::lock::{Target, scope_text};
+use crate::store::fs::lock::{Target, owner_keys, scope_text};
 use crate::store::read::read_allocation;
 use crate::store::{
     Audit, Claim, Claims, LockMode, MacChange, ObjectKind, Objects, Release, Units,
@@ -108,14 +108,16 @@ impl Claims for FsStore {
         let name = &expected.metadata.name;
         // Whoever deletes this file holds this lock, and read the file after taking it:
         // nobody can release the address and claim it again for another owner meanwhile.
-        let _owner = self.lock(
-            Target::Owner {
-                scope: scope_text(ns),
-                pool: expected.spec.pool.as_str(),
-                key: expected.spec.owner.lock_key(),
-            },
-            LockMode::Exclusive,
-        )?;
+        let _owner = owner_keys(&expected.spec.owner)
+            .map(|key| {
+                let target = Target::Owner {
+                    scope: scope_text(ns),
+                    pool: expected.spec.pool.as_str(),
+                    key,
+                };
+                self.lock(target, LockMode::Exclusive)
+            })
+            .collect::<Result<Vec<_>>>()?;
         match read_allocation(self, ns, name)? {
             Some(Ok(now)) if now == *expected => {
                 before_delete()?;

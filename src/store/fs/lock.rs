@@ -113,7 +113,7 @@ pub enum Target<'a> {
     /// The set of pools of a scope, while `apply` checks overlaps and writes.
     Scope { scope: &'a str },
     /// One owner's name in one pool (its [`crate::model::Owner::lock_key`]: the name's,
-    /// whatever the uid, except a VPC's).
+    /// whatever the uid, except a VPC's), or its identity there ([`owner_keys`]).
     Owner {
         scope: &'a str,
         pool: &'a str,
@@ -643,16 +643,29 @@ impl Locks for FsStore {
         // identity waits too, and then finds this one's allocation (`engine::identity`).
         let mut owners = Vec::with_capacity(pools.len());
         for pool in pools {
-            let key = owner.lock_key();
-            let target = Target::Owner {
-                scope,
-                pool: pool.as_str(),
-                key,
-            };
-            owners.push(self.lock(target, LockMode::Exclusive)?);
+            for key in owner_keys(owner) {
+                let target = Target::Owner {
+                    scope,
+                    pool: pool.as_str(),
+                    key,
+                };
+                owners.push(self.lock(target, LockMode::Exclusive)?);
+            }
         }
         Ok(ClaimLock::new(held, owners))
     }
+}
+
+/// The keys of an owner's lock in a pool, in the order they are taken: its name's
+/// ([`Owner::lock_key`]), then, for an owner with a uid, its identity's ([`Owner::key`]),
+/// the one versions before the name's lock took. So a process of such a version and one of
+/// this version, working on one owner in one state directory during an upgrade, still
+/// exclude each other; no process takes the second before the first, so no two wait for
+/// each other.
+pub(super) fn owner_keys(owner: &Owner) -> impl Iterator<Item = u64> {
+    let name = owner.lock_key();
+    let identity = owner.key();
+    std::iter::once(name).chain((identity != name).then_some(identity))
 }
 
 /// The scope part of a lock's target: the namespace, or `""` for the cluster scope.
@@ -743,6 +756,50 @@ mod tests {
         drop(held);
         assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(true));
         waiter.join().unwrap();
+    }
+
+    /// A claim for an owner with a uid locks its name and its identity: the identity's byte
+    /// held (as a version before the name's lock held it) keeps the claim waiting until it
+    /// goes. Two stores are two opens, which exclude each other as two processes do.
+    #[test]
+    fn a_claim_for_an_owner_with_a_uid_waits_for_its_identitys_lock_too() {
+        let owner = crate::model::Owner::parse(
+            "VirtualMachine/vm-02/0",
+            Some(crate::model::Uid::new("0f8fad5b-d9cb-469f-a165-70867728950e").unwrap()),
+        )
+        .unwrap();
+        assert_eq!(
+            owner_keys(&owner).collect::<Vec<_>>(),
+            [owner.lock_key(), owner.key()]
+        );
+        let bare = crate::model::Owner::parse("VirtualMachine/vm-02/0", None).unwrap();
+        assert_eq!(owner_keys(&bare).collect::<Vec<_>>(), [bare.key()]);
+        let dir = tempfile::tempdir().unwrap();
+        FsStore::init(dir.path()).unwrap();
+        let old = FsStore::open(dir.path()).unwrap();
+        let pool = crate::model::PoolName::new("front").unwrap();
+        let held = old
+            .lock(
+                Target::Owner {
+                    scope: "",
+                    pool: "front",
+                    key: owner.key(),
+                },
+                LockMode::Exclusive,
+            )
+            .unwrap();
+        let root = dir.path().to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let claim = std::thread::spawn(move || {
+            let new = FsStore::open(&root).unwrap();
+            let locks = new.lock_claim(None, std::slice::from_ref(&pool), &owner);
+            tx.send(locks.is_ok()).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(rx.try_recv().is_err(), "the claim did not wait");
+        drop(held);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(true));
+        claim.join().unwrap();
     }
 
     /// Locks of different kinds never share a byte, whatever the names: each kind has its

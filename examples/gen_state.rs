@@ -109,6 +109,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::IpNet) -> PoolMan
             zone: None,
             reuse_after: None,
             mac_prefix: None,
+            pick: Default::default(),
         },
     }
 }

@@ -396,7 +396,7 @@ fn allocate_for_an_owner_whose_address_breaks_within_is_conflict_naming_it() {
         .run();
     insta::assert_snapshot!(ran.stderr, @r"
     error: owner `VirtualMachine/web-01/0` already holds 10.42.0.2 in pool `acme/prod/vpc-main`, which does not satisfy `--within`
-    hint: release it first: ipamctl release vpc-main 10.42.0.2 -n acme/prod
+    hint: release it first: ipamctl release vpc-main 10.42.0.2 -n acme/prod --owner VirtualMachine/web-01/0 --uid 0f8fad5b-d9cb-469f-a165-70867728950e
     ");
 }
 

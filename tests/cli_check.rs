@@ -17,6 +17,8 @@
 //! Tests that need a single problem copy `check-clean`, add it, and assert that the
 //! findings are exactly the expected ones: detection and the absence of follow-on noise.
 
+mod common;
+
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::unix::fs::symlink;
@@ -95,6 +97,19 @@ impl State {
             .args(args)
             .output()
             .expect("run ipamctl");
+        // Every command a finding or hint names works on this state (tests/hints.rs).
+        let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        common::hints::check(
+            &common::hints::Context {
+                root: self.tmp.path(),
+                current_dir: Path::new(""),
+                state_flag: true,
+                envs: &[],
+                args: &args,
+            },
+            &String::from_utf8_lossy(&out.stdout),
+            &String::from_utf8_lossy(&out.stderr),
+        );
         Run {
             code: out.status.code().expect("exited"),
             stdout: String::from_utf8(out.stdout).unwrap(),
@@ -323,7 +338,7 @@ fn unknown_fields_are_errors() {
         (
             "error",
             "cluster/ipampools/typo.yaml",
-            "line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter, macPrefix",
+            "line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter, macPrefix, pick",
         ),
         (
             "error",

@@ -204,6 +204,80 @@ fn usage_is_exact_in_json_and_readable_in_the_table() {
     );
 }
 
+/// A count is written one way everywhere: `subnet list` and `subnet show` write a /64's
+/// candidates as `pool list` and `pool show` do (`2^64 - 2`, the show pages with the exact
+/// value after it), a supernet's free blocks too, and JSON carries each count by the one
+/// rule (a number up to 2^53, a decimal string above).
+#[test]
+fn counts_are_written_one_way_in_every_table_and_json() {
+    let exact = "18446744073709551614";
+    let ran = Test::new("dual-stack")
+        .args(["subnet", "create", "front", "--pool", "vpc-main-v6"])
+        .args(["--cidr", "fd00:42:0:1::/64"])
+        .args(PROD)
+        .run()
+        .then()
+        .args(["pool", "show", "vpc-main-v6"])
+        .args(PROD)
+        .run();
+    assert!(
+        ran.stdout
+            .contains("0 of 2^64 - 2 candidates allocated, 2^64 - 2 free (0.0% used)"),
+        "{}",
+        ran.stdout
+    );
+    let ran = ran.then().args(["subnet", "list"]).run();
+    let row = ran.stdout.lines().find(|l| l.contains("front")).unwrap();
+    assert_eq!(row.matches("2^64 - 2").count(), 2, "{row}");
+    assert!(!row.contains(exact), "{row}");
+    let ran = ran
+        .then()
+        .args(["subnet", "show", "front"])
+        .args(PROD)
+        .run();
+    assert!(
+        ran.stdout
+            .contains(&format!("Candidates:  2^64 - 2 ({exact})\n"))
+            && ran
+                .stdout
+                .contains(&format!("Free:        2^64 - 2 ({exact}) (0.0% used)\n")),
+        "{}",
+        ran.stdout
+    );
+    let ran = ran.then().args(["subnet", "list", "-o", "json"]).run();
+    let items = list_items(&ran.stdout);
+    assert_eq!(items[0]["status"]["candidates"], exact, "{}", ran.stdout);
+    // A supernet's free blocks: 2^32 /48s and 2^48 /64s in a /16.
+    let t = ran.then();
+    let supernet = t.input(
+        "sn.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: provider\nspec:\n  cidr: 2a00::/16\n  kind: supernet\n  prefixLengths: {min: 48, max: 64}\n",
+    );
+    let ran = t
+        .args(["apply", "-f", &supernet])
+        .run()
+        .then()
+        .args(["pool", "list"])
+        .run();
+    let row = ran.stdout.lines().find(|l| l.contains("provider")).unwrap();
+    assert!(row.contains("/48: 4294967296, /64: 2^48"), "{row}");
+    let ran = ran.then().args(["pool", "show", "provider"]).run();
+    assert!(
+        ran.stdout
+            .contains("Free blocks:  /48: 4294967296, /64: 2^48\n"),
+        "{}",
+        ran.stdout
+    );
+    let ran = ran
+        .then()
+        .args(["pool", "show", "provider", "-o", "json"])
+        .run();
+    let shown: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+    let blocks = &shown["status"]["freeBlocks"];
+    assert_eq!(blocks[0]["count"], 4294967296u64, "{blocks}");
+    assert_eq!(blocks[1]["count"], 1u64 << 48, "{blocks}");
+}
+
 #[test]
 fn within_a_64_at_the_end_of_a_48_skips_its_anycast_address() {
     Test::new("dual-stack")

@@ -477,42 +477,61 @@ impl ListJson for Test {
     }
 }
 
-/// A claim killed between its allocation's file and its MAC record leaves the MAC without a
-/// record: the owner asking again makes it, and another owner is then refused the MAC.
-/// Needs `cargo test --features failpoints --test cli_mac` (CI runs it).
+/// A claim with a MAC killed at each of its steps (before its record, between its record and
+/// its allocation) never leaves an allocation with the MAC and no record: the MAC's record
+/// is made before the allocation (issue 46: the claim used to write its allocation first,
+/// and a kill between the two let another owner be given the MAC too). Another owner's claim
+/// of the MAC then takes the dead claim's record over, and the owner asking again is refused
+/// the MAC, naming the holder. Needs `cargo test --features failpoints --test cli_mac`.
 #[cfg(feature = "failpoints")]
 #[test]
-fn a_claim_killed_before_its_mac_record_is_repaired_by_the_owner_asking_again() {
-    let test = pools().file_store_only();
-    let state = test.state();
-    let run = |args: &[&str], failpoint: Option<&str>| {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["-d", state.to_str().unwrap()]).args(args);
-        match failpoint {
-            Some(p) => cmd.env("FAILPOINTS", format!("{p}=return")),
-            None => cmd.env_remove("FAILPOINTS"),
+fn a_claim_with_a_mac_killed_at_any_step_never_leaves_the_mac_on_two_allocations() {
+    for point in [
+        "before-mac-take",
+        "claim-before-mac-record",
+        "claim-after-mac-record",
+    ] {
+        let test = pools().file_store_only();
+        let state = test.state();
+        let run = |args: &[&str], failpoint: Option<&str>| {
+            let mut cmd = Command::new(BIN);
+            cmd.args(["-d", state.to_str().unwrap()]).args(args);
+            match failpoint {
+                Some(p) => cmd.env("FAILPOINTS", format!("{p}=return")),
+                None => cmd.env_remove("FAILPOINTS"),
+            };
+            cmd.output().unwrap()
         };
-        cmd.output().unwrap()
-    };
-    let killed = run(
-        &allocate("lan", WEB1, "02:00:00:00:00:01"),
-        Some("claim-before-mac-record"),
-    );
-    assert!(!killed.status.success());
-    assert!(
-        state
-            .join("cluster/ipallocations/lan-10-0-0-2.yaml")
-            .is_file()
-    );
-    assert!(!state.join("cluster/macs/lan-020000000001").exists());
-    let again = run(&allocate("lan", WEB1, "02:00:00:00:00:01"), None);
-    assert_eq!(String::from_utf8_lossy(&again.stdout), "10.0.0.2\n");
-    assert_eq!(
-        std::fs::read_to_string(state.join("cluster/macs/lan-020000000001")).unwrap(),
-        "10.0.0.2\n"
-    );
-    let other = run(&allocate("lan", WEB2, "02:00:00:00:00:01"), None);
-    assert_eq!(other.status.code(), Some(code::CONFLICT));
+        let killed = run(&allocate("lan", WEB1, "02:00:00:00:00:01"), Some(point));
+        assert!(!killed.status.success(), "{point}");
+        let allocation = state.join("cluster/ipallocations/lan-10-0-0-2.yaml");
+        assert!(
+            !allocation.exists(),
+            "{point}: the allocation came before its record"
+        );
+        let other = run(&allocate("lan", WEB2, "02:00:00:00:00:01"), None);
+        assert_eq!(
+            String::from_utf8_lossy(&other.stdout),
+            "10.0.0.2\n",
+            "{point}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(state.join("cluster/macs/lan-020000000001")).unwrap(),
+            "10.0.0.2\nVirtualMachine web-02/0 -\n",
+            "{point}"
+        );
+        let again = run(&allocate("lan", WEB1, "02:00:00:00:00:01"), None);
+        assert_eq!(
+            again.status.code(),
+            Some(code::CONFLICT),
+            "{point}: {again:?}"
+        );
+        assert!(
+            String::from_utf8_lossy(&again.stderr)
+                .contains("held in pool `lan` by `VirtualMachine/web-02/0`"),
+            "{point}: {again:?}"
+        );
+    }
 }
 
 /// `diff` shows a MAC changed in place as `mac-changed` (not a conflict), and `history` as
@@ -583,18 +602,33 @@ fn diff_and_history_show_a_mac_change() {
     );
 }
 
-/// File store: an allocation whose MAC has no record (a claim killed before it, a MAC
-/// written by hand) is a warning naming the command that makes it.
+/// File store: an allocation whose MAC has no record (deleted from outside, a MAC written by
+/// hand) is a warning; `check --fix` makes the record, and another owner is then refused the
+/// MAC from the record alone. The owner asking again makes it too.
 #[test]
-fn check_warns_of_a_mac_without_its_record() {
+fn check_warns_of_a_mac_without_its_record_and_fix_makes_it() {
     let test = two_nics().file_store_only();
     test.remove("cluster/macs/lan-020000000001");
     let ran = test.args(["check"]).run();
     assert!(
-        ran.stdout.contains("warning   cluster/ipallocations/lan-10-0-0-3.yaml  MAC 02:00:00:00:00:01 has no record `cluster/macs/lan-020000000001` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate lan --owner VirtualMachine/web-02/0 --mac 02:00:00:00:00:01"),
+        ran.stdout.contains("warning   cluster/ipallocations/lan-10-0-0-3.yaml  MAC 02:00:00:00:00:01 has no record `cluster/macs/lan-020000000001` (deleted, or a MAC written by hand): a claim of the MAC by another owner at the instant of a deletion could be given it; `ipamctl check --fix` makes the record"),
         "{}",
         ran.stdout
     );
+    let ran = ran.then().args(["check", "--fix"]).run();
+    assert_eq!(ran.stdout, "");
+    assert!(
+        ran.stderr.contains(
+            "made the record of MAC 02:00:00:00:00:01 for cluster/ipallocations/lan-10-0-0-3.yaml"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(
+        ran.read("cluster/macs/lan-020000000001"),
+        "10.0.0.3\nVirtualMachine web-02/0 -\n"
+    );
+    ran.remove("cluster/macs/lan-020000000001");
     let ran = ran
         .then()
         .args(allocate("lan", WEB2, "02:00:00:00:00:01"))
@@ -638,11 +672,11 @@ fn a_symlink_or_fifo_at_a_mac_record_fails_the_claim_and_leaves_nothing() {
     ran.then().args(["list", "-o", "name"]).stdout("").run();
 }
 
-/// A claim, or a `mac set`, of a MAC another NIC of the pool holds, killed before it reads
-/// the MAC's record (after the file it writes first), leaves no allocation but the holder's
-/// with that MAC: it is refused before anything is written. (It used to write its file with
-/// the held MAC first and undo it after: a kill between left the MAC on two allocations, two
-/// DHCP reservations for one NIC.) Needs `--features failpoints`.
+/// A claim, or a `mac set`, of a MAC another NIC of the pool holds is refused before it
+/// writes anything: a kill right after its MAC's record is judged (the first write of one
+/// that is not refused) is never reached. (It used to write its file with the held MAC
+/// first and undo it after: a kill between left the MAC on two allocations, two DHCP
+/// reservations for one NIC.) Needs `--features failpoints`.
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_claim_or_mac_set_of_a_held_mac_killed_midway_leaves_it_on_one_allocation() {
@@ -653,7 +687,10 @@ fn a_claim_or_mac_set_of_a_held_mac_killed_midway_leaves_it_on_one_allocation() 
         Command::new(BIN)
             .args(["-d", state.to_str().unwrap()])
             .args(args)
-            .env("FAILPOINTS", "before-mac-take=return")
+            .env(
+                "FAILPOINTS",
+                "claim-after-mac-record=return;mac-set-after-record=return",
+            )
             .output()
             .unwrap()
     };

@@ -309,7 +309,7 @@ fn sixty_four_processes_of_mixed_lengths_fill_a_slash_56_exactly(test: Target) {
         .unwrap()
         .iter()
         .find(|b| b["length"] == 64)
-        .map(|b| b["count"].as_str().unwrap().parse().unwrap())
+        .map(|b| u32::try_from(b["count"].as_u64().unwrap()).unwrap())
         .unwrap();
     assert_eq!(free64, 256 - units(&won));
     for i in 0..free64 {
@@ -705,7 +705,7 @@ fn apply_refuses_a_pool_change_that_would_strand_a_claimed_prefix() {
             .stderr(&format!(
                 "error: updating pool `provider-v6` would {why}: \
                  provider-v6-2001-0db8-0100-0000-0000-0000-0000-0000-60 (2001:db8:100::/60); nothing applied\n\
-                 hint: release those prefixes first (`ipamctl release POOL PREFIX`), or keep them in the pool\n",
+                 hint: release those prefixes first (`ipamctl release provider-v6 PREFIX --owner KIND/NAME`, each with its owner), or keep them in the pool\n",
             ))
             .unchanged()
             .run()

@@ -48,8 +48,9 @@ fn reconcile_apply_refuses_more_than_the_cap_and_says_how_to_raise_it() {
     let test = Test::new("populated");
     let live = test.input("live.txt", &only_web01());
     // 4 of 7 leak; the default cap is 25% of 7, rounded up: 2.
+    // Every kind judged, as a list of every owner would be: the cap is the guard under test.
     let ran = test
-        .args(["reconcile", "--live", &live, "--apply"])
+        .args(["reconcile", "--live", &live, "--apply", "--all-kinds"])
         .args(LATER)
         .fails(code::CONFLICT)
         .run();
@@ -65,12 +66,19 @@ fn reconcile_apply_refuses_more_than_the_cap_and_says_how_to_raise_it() {
         "{}",
         ran.stderr
     );
+    // The review it hints at judges what this run judged.
+    assert!(
+        ran.stderr
+            .contains("review them with `ipamctl reconcile --live live.txt --all-kinds`"),
+        "{}",
+        ran.stderr
+    );
     // A dry run checks what the real run would: refused too; so is a cap one too low.
     let mut ran = ran;
     for refused in [&["--dry-run"][..], &["--max-release", "3"]] {
         ran = ran
             .then()
-            .args(["reconcile", "--live", &live, "--apply"])
+            .args(["reconcile", "--live", &live, "--apply", "--all-kinds"])
             .args(refused)
             .args(LATER)
             .fails(code::CONFLICT)
@@ -81,6 +89,7 @@ fn reconcile_apply_refuses_more_than_the_cap_and_says_how_to_raise_it() {
         "--live",
         &live,
         "--apply",
+        "--all-kinds",
         "--max-release",
         "4",
     ];
@@ -118,7 +127,7 @@ fn reconcile_report_exits_1_on_leaks_and_0_without_counting_unmatched_lines() {
     let test = Test::new("populated");
     let live = test.input("live.txt", &only_web01());
     let ran = test
-        .args(["reconcile", "--live", &live])
+        .args(["reconcile", "--live", &live, "--all-kinds"])
         .args(LATER)
         .status(code::FAILURE)
         .unchanged()
@@ -369,6 +378,141 @@ fn a_malformed_line_is_quoted_as_a_short_escaped_excerpt_with_its_line_number() 
         ran.stderr.len() < 400,
         "{} bytes:\n{}",
         ran.stderr.len(),
+        ran.stderr
+    );
+}
+
+/// A list of VMs (`virsh list --all --uuid`) speaks for VMs only: without `--kind`, the
+/// floating IP, the VPC router's uplink and the node it does not name are never reported
+/// leaked, nor released whatever the cap; the summary says what was left alone and how to
+/// judge it. `--kind` judges one kind, `--all-kinds` every kind, as the run before did.
+#[test]
+fn a_vm_list_never_flags_floating_ips_unless_asked_to() {
+    let test = Test::new("populated");
+    let vms = test.input("vms.txt", &only_web01());
+    let ran = test
+        .args(["reconcile", "--live", &vms])
+        .args(LATER)
+        .status(code::FAILURE)
+        .unchanged()
+        .run();
+    // web-02's NIC is the one VM allocation whose owner the list does not name.
+    assert_eq!(
+        ran.stdout,
+        "NAMESPACE  POOL      ADDRESS    OWNER                    UID                                   ACTION\n\
+         acme/prod  vpc-main  10.42.0.9  VirtualMachine/web-02/0  6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30  leaked\n"
+    );
+    assert_eq!(
+        ran.stderr,
+        "checked 4 allocations: 1 leaked, 0 released; 3 allocations of kinds the live list does not name left alone (FloatingIP 1, VPC 1, Node 1): pass `--kind KIND` or `--all-kinds` to judge them; 1 of 1 live lines matched an allocation\n"
+    );
+    // Even with no cap at all, --apply releases web-02's NIC alone.
+    let ran = ran
+        .then()
+        .args([
+            "reconcile",
+            "--live",
+            &vms,
+            "--apply",
+            "--max-release",
+            "100%",
+        ])
+        .args(LATER)
+        .run();
+    assert_eq!(
+        ran.stdout.matches(" released\n").count(),
+        1,
+        "{}",
+        ran.stdout
+    );
+    let left = ran
+        .then()
+        .args(["list", "--kind", "FloatingIP", "-o", "name"])
+        .run();
+    assert_eq!(left.stdout, "ipallocation/public-zone-a-203-0-113-4\n");
+    // Asked for: one kind, or every kind.
+    let fips = left
+        .then()
+        .args(["reconcile", "--live", &vms, "--kind", "FloatingIP"])
+        .args(LATER)
+        .status(code::FAILURE)
+        .run();
+    assert!(fips.stdout.contains("FloatingIP/fip-1"), "{}", fips.stdout);
+    assert!(
+        fips.stderr.starts_with("checked 1 allocations: 1 leaked"),
+        "{}",
+        fips.stderr
+    );
+    let all = fips
+        .then()
+        .args(["reconcile", "--live", &vms, "--all-kinds"])
+        .args(LATER)
+        .status(code::FAILURE)
+        .run();
+    assert!(
+        all.stderr.starts_with("checked 6 allocations: 3 leaked"),
+        "{}",
+        all.stderr
+    );
+    let both = all
+        .then()
+        .args(["reconcile", "--live", &vms, "--all-kinds", "--kind", "Node"])
+        .status(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(
+        both.stderr
+            .contains("'--all-kinds' cannot be used with '--kind <KIND>'"),
+        "{}",
+        both.stderr
+    );
+}
+
+/// A list that names no kind (its uids hold nothing in scope, or it is empty) speaks for
+/// none: exit 2 naming the flags that say which, and nothing released.
+#[test]
+fn a_live_list_that_names_no_kind_is_refused_without_kind_or_all_kinds() {
+    let test = Test::new("populated");
+    let strangers = test.input("strangers.txt", "3f2c8a9e-1b7d-4e0a-9c55-0d1e2f3a4b5c\n");
+    let ran = test
+        .args([
+            "reconcile",
+            "--live",
+            &strangers,
+            "--apply",
+            "--max-release",
+            "100%",
+        ])
+        .args(LATER)
+        .fails(code::INVALID)
+        .run();
+    assert_eq!(
+        ran.stderr.lines().next().unwrap_or_default(),
+        "error: --live strangers.txt names no kind of owner: no `KIND/NAME` line, and none of its uids holds an allocation in scope; nothing checked",
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains("`--kind KIND`") && ran.stderr.contains("`--all-kinds`"),
+        "{}",
+        ran.stderr
+    );
+    let ran = ran
+        .then()
+        .args([
+            "reconcile",
+            "--live",
+            &strangers,
+            "--kind",
+            "VirtualMachine",
+        ])
+        .args(LATER)
+        .status(code::FAILURE)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.starts_with("checked 4 allocations: 4 leaked"),
+        "{}",
         ran.stderr
     );
 }

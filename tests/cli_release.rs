@@ -36,7 +36,7 @@ fn release_of_an_address_without_its_owner_names_the_holder_unless_forced() {
         .unchanged()
         .stderr(
             "error: release of 10.42.0.9 in pool `acme/prod/vpc-main` names no owner; it is held by `VirtualMachine/web-02/0` (uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30)\n\
-             hint: guard it with `--owner VirtualMachine/web-02/0 --uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30` (it then frees only that owner's address), or pass `--force` to release it whoever holds it\n",
+             hint: guard it with its owner, which it then frees only if it still holds it: ipamctl release vpc-main 10.42.0.9 -n acme/prod --owner VirtualMachine/web-02/0 --uid 6b3a1c9e-0d4f-4c1b-9f0e-2a7d5c8e1f30; or pass `--force` to release it whoever holds it\n",
         )
         .run();
     ran.then()
@@ -543,5 +543,81 @@ fn released_address_can_be_allocated_again() {
         .then()
         .args(["allocate", "p32", "--owner", "FloatingIP/b"])
         .stdout("198.51.100.8\n")
+        .run();
+}
+
+/// A teardown retried: 300 NICs released by uid, then the same batch again with
+/// `--ignore-not-found` (and two addresses nobody holds any more). Each request answers
+/// `unchanged` in the table, and stderr gets one note with the count, not 302 of them.
+#[test]
+fn a_retried_teardown_batch_sums_its_notes_up_in_one_line() {
+    let t = Test::new("populated");
+    let uid = |i: usize| format!("00000000-0000-4000-8000-{i:012}");
+    let claims: String = (0..300)
+        .map(|i| {
+            format!(
+                "{{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/vm-{i}/0\",\"uid\":\"{}\"}}\n",
+                uid(i)
+            )
+        })
+        .collect();
+    let claims = t.input("claims.jsonl", &claims);
+    let mut teardown: String = (0..300)
+        .map(|i| format!("{{\"uid\":\"{}\"}}\n", uid(i)))
+        .collect();
+    let releases = t.input("teardown.jsonl", &teardown);
+    let ran = t
+        .args(["allocate", "-f", &claims, "-n", "acme/prod", "-o", "name"])
+        .run()
+        .then()
+        .args(["release", "-f", &releases, "-n", "acme/prod", "-o", "name"])
+        .stderr("")
+        .run();
+    assert_eq!(ran.stdout.lines().count(), 300, "{}", ran.stdout);
+    teardown.push_str(
+        "{\"pool\":\"vpc-main\",\"address\":\"10.42.0.200\",\"owner\":\"VirtualMachine/vm-0/0\"}\n",
+    );
+    teardown.push_str("{\"pool\":\"vpc-main\",\"address\":\"10.42.0.201\",\"uid\":\"00000000-0000-4000-8000-000000000001\"}\n");
+    let t = ran.then();
+    let retry = t.input("retry.jsonl", &teardown);
+    let ran = t
+        .args(["release", "-f", &retry, "-n", "acme/prod", "--ignore-not-found"])
+        .stderr("note: 302 of 302 requests had nothing to release (no allocation matches, or the address or prefix is not held): each answers `unchanged`\n")
+        .unchanged()
+        .run();
+    assert_eq!(
+        ran.stdout.matches(" unchanged\n").count(),
+        302,
+        "{}",
+        ran.stdout
+    );
+    // With `-o json` the results stream, and the note still comes once, at the end.
+    let ran = ran
+        .then()
+        .args([
+            "release",
+            "-f",
+            &retry,
+            "-n",
+            "acme/prod",
+            "--ignore-not-found",
+            "-o",
+            "json",
+        ])
+        .unchanged()
+        .run();
+    assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
+    assert_eq!(
+        ran.stdout.matches("\"unchanged\"").count(),
+        302,
+        "{}",
+        ran.stdout
+    );
+    // One request alone says why, as before.
+    ran.then()
+        .args(["release", "--uid", &uid(7), "--ignore-not-found"])
+        .stdout("")
+        .stderr("note: no allocation matches; nothing to release\n")
+        .unchanged()
         .run();
 }

@@ -156,7 +156,7 @@ fn a_supernet_is_reported_by_its_prefixes() {
         "{prefixes}"
     );
     assert_eq!(prefixes["freeBlocks"][0]["length"], 52, "{prefixes}");
-    assert_eq!(prefixes["freeBlocks"][0]["count"], "14", "{prefixes}");
+    assert_eq!(prefixes["freeBlocks"][0]["count"], 14, "{prefixes}");
     let html = json.then().args(["report", "-o", "html"]).run();
     assert!(
         html.stdout.contains("A supernet: 2 prefixes claimed")
@@ -166,5 +166,100 @@ fn a_supernet_is_reported_by_its_prefixes() {
                 .contains("2001:db8:0:1000::/56  claimed   FloatingIP/a"),
         "{}",
         html.stdout
+    );
+}
+
+/// A supernet's LARGEST HOLDER names its holders as `pool show` does (`VPC t/x/blue` for a
+/// VPC's range): the one that covers the most addresses, with its prefix (or how many it
+/// holds), and "every holder has a /56" when none covers more than another.
+#[test]
+fn a_supernets_largest_holder_is_named_as_pool_show_names_it() {
+    let t = Test::new("empty");
+    let pools = t.input(
+        "sn.yaml",
+        "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: provider\nspec:\n  cidr: 2001:db8::/48\n  kind: supernet\n  prefixLengths: {min: 52, max: 56}\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: edge\nspec:\n  cidr: 2001:db9::/48\n  kind: supernet\n  prefixLengths: {min: 56, max: 56}\n",
+    );
+    let holder = |report: &str, pool: &str| -> String {
+        let header = report.lines().next().expect("a header");
+        let at = header.find("LARGEST HOLDER").expect("the column");
+        let row = report
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(pool))
+            .unwrap_or_else(|| panic!("a row for {pool}:\n{report}"));
+        row[at..].trim_end().to_owned()
+    };
+    let ran = t
+        .args(["apply", "-f", &pools])
+        .run()
+        .then()
+        .args([
+            "vpc",
+            "create",
+            "blue",
+            "-n",
+            "t/x",
+            "--from-pool",
+            "provider",
+        ])
+        .args(["--prefix-length", "56"])
+        .run()
+        .then()
+        .args(["pool", "show", "provider"])
+        .run();
+    assert!(
+        ran.stdout.contains("  2001:db8::/56  VPC t/x/blue\n"),
+        "{}",
+        ran.stdout
+    );
+    let ran = ran.then().args(["report", "-A"]).run();
+    assert_eq!(
+        holder(&ran.stdout, "provider"),
+        "VPC t/x/blue (/56)",
+        "{}",
+        ran.stdout
+    );
+    // A /52 covers more than a /56, whoever holds it.
+    let mut ran = ran
+        .then()
+        .args([
+            "vpc",
+            "create",
+            "red",
+            "-n",
+            "t/x",
+            "--from-pool",
+            "provider",
+        ])
+        .args(["--prefix-length", "52"])
+        .run()
+        .then()
+        .args(["allocate", "provider", "--prefix-length", "56"])
+        .args(["--owner", "FloatingIP/a"])
+        .run();
+    for owner in ["FloatingIP/x", "FloatingIP/y"] {
+        ran = ran
+            .then()
+            .args([
+                "allocate",
+                "edge",
+                "--prefix-length",
+                "56",
+                "--owner",
+                owner,
+            ])
+            .run();
+    }
+    let ran = ran.then().args(["report", "-A"]).run();
+    assert_eq!(
+        holder(&ran.stdout, "provider"),
+        "VPC t/x/red (/52)",
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(
+        holder(&ran.stdout, "edge"),
+        "every holder has a /56",
+        "{}",
+        ran.stdout
     );
 }

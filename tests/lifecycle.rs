@@ -600,9 +600,29 @@ fn reconcile_refuses_an_empty_live_list_with_apply() {
     assert_eq!(run.code, Some(2));
     assert!(run.stderr.starts_with("error: the live list is empty"));
     assert_eq!(state.allocations("cluster").len(), 1);
-    let allowed = state.run_stdin(
+    // An empty list names no kind either: which to release is said too.
+    let unsaid = state.run_stdin(
         &[
             &["reconcile", "--live", "-", "--apply", "--allow-empty"][..],
+            &at,
+            &["--max-release", "100%"],
+        ]
+        .concat(),
+        "",
+    );
+    assert_eq!(unsaid.code, Some(2), "{}", unsaid.stderr);
+    assert!(unsaid.stderr.contains("`--all-kinds`"), "{}", unsaid.stderr);
+    assert_eq!(state.allocations("cluster").len(), 1);
+    let allowed = state.run_stdin(
+        &[
+            &[
+                "reconcile",
+                "--live",
+                "-",
+                "--apply",
+                "--allow-empty",
+                "--all-kinds",
+            ][..],
             &at,
             &["--max-release", "100%"],
         ]

@@ -205,6 +205,8 @@ fn cases() -> Vec<Case> {
                     "-",
                     "--live-as-of",
                     "2026-12-01T07:00:00Z",
+                    // Every kind judged: the owners of the other kinds leak.
+                    "--all-kinds",
                 ],
                 Shape::List,
             )

@@ -204,7 +204,7 @@ fn history_shows_a_mac_change_and_export_import_carry_macs() {
     assert!(file.ends_with("  mac: \"52:54:00:00:00:01\"\n"), "{file}");
     assert_eq!(
         std::fs::read_to_string(out_dir.join("cluster/macs/lan-525400000001")).unwrap(),
-        "10.0.0.1\n"
+        "10.0.0.1\nVirtualMachine a/0 -\n"
     );
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_ipamctl"))
         .args(["-d", out_dir.to_str().unwrap(), "check"])

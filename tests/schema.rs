@@ -254,6 +254,18 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
             with(pool(), "metadata/namespace", Some(json!("acme/ipampools"))),
         ),
         (
+            "a scope's MAC records as a namespace segment",
+            with(pool(), "metadata/namespace", Some(json!("acme/macs"))),
+        ),
+        (
+            "a scope's prefix claims as a namespace segment",
+            with(
+                pool(),
+                "metadata/namespace",
+                Some(json!("ipprefixclaims/a")),
+            ),
+        ),
+        (
             "IPv6 cidr over 128",
             with(pool(), "spec/cidr", Some(json!("2001:db8::/129"))),
         ),

@@ -175,12 +175,14 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Claim an address for an owner and print it.
     ///
-    /// An owner that already holds an address in the pool gets it back. Otherwise the lowest
-    /// free candidate is claimed: a host address of the pool that is not the gateway, not
-    /// excluded, inside `--within` or `--subnet` (and not that subnet's gateway or reserved
-    /// addresses), not `--reserved` and not taken. In a pool with `reuseAfter`, an address
-    /// released less than that long ago goes only to the owner that released it (which gets
-    /// it back first); other owners skip it.
+    /// An owner that already holds an address in the pool gets it back. Otherwise the first
+    /// free candidate in the pool's `pick` order is claimed: the lowest (the default), or
+    /// with `pick: hashed` the first at or above a position derived from the pool and the
+    /// owner's kind and name, wrapping around to the lowest. A candidate is a host address
+    /// of the pool that is not the gateway, not excluded, inside `--within` or `--subnet`
+    /// (and not that subnet's gateway or reserved addresses), not `--reserved` and not
+    /// taken. In a pool with `reuseAfter`, an address released less than that long ago goes
+    /// only to the owner that released it (which gets it back first); other owners skip it.
     Allocate(AllocateArgs),
     /// Free addresses: one address, or every allocation the selectors pick.
     ///
@@ -231,10 +233,14 @@ pub enum Command {
     ///
     /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
     /// UUID (e.g. the output of `virsh list --all --uuid`); `#` starts a comment. Any other
-    /// line (a hostname) is exit 2, naming it, and nothing is released. Every allocation in
-    /// scope whose owner matches no line is a leak, unless it was claimed after the list
-    /// was taken (`--live-as-of`, by `metadata.creationTimestamp`) or is younger than
-    /// `--min-age`. Without `--apply`, exit 1 when there are leaks (0 when none), as
+    /// line (a hostname) is exit 2, naming it, and nothing is released. A list speaks only
+    /// for the kinds of owners it names (its `KIND/NAME` lines' kinds, and the kinds of the
+    /// owners its uids hold allocations for): allocations of other kinds are left alone, so
+    /// a list of VMs never makes a floating IP look leaked; `--kind KIND` judges one kind,
+    /// `--all-kinds` every kind, and a list that names no kind is exit 2 without one of them.
+    /// Every allocation judged whose owner matches no line is a leak, unless it was claimed
+    /// after the list was taken (`--live-as-of`, by `metadata.creationTimestamp`) or is
+    /// younger than `--min-age`. Without `--apply`, exit 1 when there are leaks (0 when none), as
     /// `check`. `--apply` refuses (exit 4, nothing released) to release more than
     /// `--max-release`. Each release is guarded by the reported owner, so an address
     /// re-allocated to a live owner meanwhile stays. The summary (stderr) also says how
@@ -315,7 +321,9 @@ pub enum Command {
     /// with its usage, its map (each allocated cell's tooltip names its holder), its stored
     /// subnets with their usage, its free ranges and its largest holders, named by their
     /// owners (the NICs of one VM, which share a uid, together), largest first, then by
-    /// name; "every holder has N" when none is larger. Counts are written as `pool list`
+    /// name; "every holder has N" when none is larger. A supernet's largest holder is the
+    /// one whose prefixes cover the most addresses, named as `pool show` names it (`VPC
+    /// t/x/red (/52)` for a VPC's range). Counts are written as `pool list`
     /// writes them (`2^64 - 4`); the exact values are in `-o json`. A subnet's gateway,
     /// reserved, network and broadcast addresses are never counted as free. The other
     /// formats give the same data.
@@ -623,8 +631,10 @@ pub struct ReleaseArgs {
     pub jobs: Option<u16>,
 
     /// Selectors that match nothing are a note and exit 0 instead of exit 3 (as kubectl's
-    /// flag of that name): for a script whose release may already have happened.
-    #[arg(long, conflicts_with = "address")]
+    /// flag of that name): for a script whose release may already have happened. Next to
+    /// `POOL ADDRESS` it changes nothing (an address nobody holds is success already), so
+    /// that `release -f --ignore-not-found` takes requests of both forms.
+    #[arg(long)]
     pub ignore_not_found: bool,
 
     /// Print what would be released (`would-release`); release nothing.
@@ -909,9 +919,16 @@ pub struct ReconcileArgs {
     #[arg(long, value_name = "FILE")]
     pub live: String,
 
-    /// Only allocations of owners of this kind (VirtualMachine, FloatingIP, VPC, Node).
+    /// Judge the allocations of owners of this kind (VirtualMachine, FloatingIP, VPC, Node)
+    /// against the list [default: only the kinds the list names: those of its `KIND/NAME`
+    /// lines, and of the owners its uids hold allocations for].
     #[arg(long, value_name = "KIND")]
     pub kind: Option<String>,
+
+    /// Judge every allocation in scope against the list, of whatever kind: an owner the
+    /// list does not name is dead, whatever its kind.
+    #[arg(long, conflicts_with = "kind")]
+    pub all_kinds: bool,
 
     /// Release the leaked allocations (without it, only report them).
     #[arg(long)]

@@ -120,8 +120,11 @@ pub struct PrefixesReport {
     /// The largest free block (absent when the pool is full).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub largest_free: Option<String>,
-    /// Free blocks of each handed-out length (exact, as a decimal string).
+    /// Free blocks of each handed-out length.
     pub free_blocks: Vec<FreeBlocks>,
+    /// Its largest holder in one cell ([`largest_claim_holder`]), as the table prints it.
+    #[serde(skip)]
+    pub largest_holder: String,
 }
 
 /// One claimed prefix of a supernet's entry.
@@ -146,8 +149,10 @@ pub struct ClaimedPrefix {
 pub struct FreeBlocks {
     /// The length.
     pub length: u8,
-    /// How many, as a decimal string (it may exceed 64 bits).
-    pub count: String,
+    /// How many: a number up to 2^53, a decimal string above, as every JSON count
+    /// ([`crate::model::candidates::exact`]).
+    #[serde(serialize_with = "crate::model::candidates::exact")]
+    pub count: u128,
 }
 
 impl PrefixesReport {
@@ -175,7 +180,47 @@ impl PrefixesReport {
             percent_claimed: (percent * 10.0).round() / 10.0,
             largest_free: usage.largest.map(|b| b.to_string()),
             free_blocks: free_blocks(&usage),
+            largest_holder: largest_claim_holder(&claimed),
         }
+    }
+}
+
+/// A supernet's largest holder in one cell: the holder whose claims cover the most
+/// addresses, named as `pool show` names it ([`ClaimHolder::display`]: `VPC t/x/red`), with
+/// its prefix's length (`VPC t/x/red (/52)`), or how many it holds when a hand edit gave it
+/// more than one (`FloatingIP/a (2 prefixes)`); `every holder has a /56` when two or more
+/// cover as much, each alike (no holder is larger, none is named at random); `-` without
+/// claims.
+fn largest_claim_holder(claimed: &[&(PrefixClaimManifest, ClaimHolder)]) -> String {
+    // Per holder (its name and uid): the addresses covered and the lengths of its prefixes.
+    let mut by: BTreeMap<(String, Option<String>), (u128, Vec<u8>)> = BTreeMap::new();
+    for (c, h) in claimed {
+        let p = c.spec.prefix;
+        let size = 1u128
+            .checked_shl(u32::from(p.max_prefix_len() - p.prefix_len()))
+            .unwrap_or(u128::MAX);
+        let uid = h.owner.uid().map(ToString::to_string);
+        let entry = by.entry((h.display(), uid)).or_default();
+        entry.0 = entry.0.saturating_add(size);
+        entry.1.push(p.prefix_len());
+    }
+    let holding = |lengths: &[u8]| match lengths {
+        [one] => format!("/{one}"),
+        many => format!("{} prefixes", many.len()),
+    };
+    let mut all: Vec<(String, u128, String)> = by
+        .into_iter()
+        .map(|((name, _), (size, lengths))| (name, size, holding(&lengths)))
+        .collect();
+    // Largest first, then by name: the order `BTreeMap` gave, kept among equals.
+    all.sort_by_key(|h| std::cmp::Reverse(h.1));
+    match all.as_slice() {
+        [] => "-".into(),
+        [first, _, ..] if all.iter().all(|h| h.1 == first.1 && h.2 == first.2) => {
+            let a = if first.2.starts_with('/') { "a " } else { "" };
+            format!("every holder has {a}{}", first.2)
+        }
+        [first, ..] => format!("{} ({})", first.0, first.2),
     }
 }
 
@@ -187,7 +232,7 @@ pub fn free_blocks(usage: &crate::engine::prefix::Usage) -> Vec<FreeBlocks> {
         .iter()
         .map(|(length, n)| FreeBlocks {
             length: *length,
-            count: n.to_string(),
+            count: *n,
         })
         .collect()
 }
@@ -196,6 +241,9 @@ impl PoolStatus {
     /// The largest holder in one cell: `NAME (N)`, `every holder has N` when none is larger,
     /// `-` without allocations.
     pub fn largest_holder(&self) -> String {
+        if let Some(p) = &self.prefixes {
+            return p.largest_holder.clone();
+        }
         match (self.every_holder_has, self.largest_holders.first()) {
             (Some(n), _) => format!("every holder has {n}"),
             (None, Some(h)) => format!("{} ({})", h.name(), h.addresses),
@@ -503,7 +551,7 @@ fn prefixes_section(h: &mut String, m: &PoolManifest, p: &PrefixesReport) {
     let free: Vec<String> = p
         .free_blocks
         .iter()
-        .map(|b| format!("/{}: {}", b.length, b.count))
+        .map(|b| format!("/{}: {}", b.length, count(b.count)))
         .collect();
     let _ = writeln!(
         h,
@@ -663,6 +711,31 @@ mod tests {
         // Ties by name, whatever the uids.
         assert_eq!(top[1].holder, "FloatingIP/f");
         assert_eq!(top[2].holder, "VirtualMachine/db/0");
+    }
+
+    #[test]
+    fn a_supernets_largest_holder_covers_the_most_addresses() {
+        let pool = PoolName::new("sn").unwrap();
+        let claim = |prefix: &str, owner: &str| {
+            let owner = Owner::parse(owner, None).unwrap();
+            let m = PrefixClaimManifest::new(&pool, None, prefix.parse().unwrap(), owner.clone());
+            (m, ClaimHolder { owner, vpc: None })
+        };
+        let cell = |claims: &[(PrefixClaimManifest, ClaimHolder)]| {
+            largest_claim_holder(&claims.iter().collect::<Vec<_>>())
+        };
+        assert_eq!(cell(&[]), "-");
+        let a = claim("2001:db8::/56", "FloatingIP/a");
+        let b = claim("2001:db8:0:100::/56", "FloatingIP/b");
+        let big = claim("2001:db8:0:1000::/52", "FloatingIP/z");
+        assert_eq!(cell(&[a.clone(), b.clone()]), "every holder has a /56");
+        assert_eq!(
+            cell(&[a.clone(), big.clone(), b.clone()]),
+            "FloatingIP/z (/52)"
+        );
+        // Two claims of one owner (a hand edit) are counted together: 2 /56s beat one.
+        let a2 = claim("2001:db8:0:200::/56", "FloatingIP/a");
+        assert_eq!(cell(&[a, b, a2]), "FloatingIP/a (2 prefixes)");
     }
 
     #[test]

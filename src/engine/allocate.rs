@@ -1,4 +1,5 @@
-//! The claim loop and owner look-ups: the lowest free candidate of a pool, claimed
+//! The claim loop and owner look-ups: the first free candidate of a pool in the order of
+//! its `spec.pick` (the lowest, or from the owner's hashed start: [`pick`]), claimed
 //! exclusively, or the address the owner already holds (invariants 1, 2 and 6 of
 //! [`crate::engine`]).
 
@@ -25,7 +26,9 @@ use crate::model::{
 use crate::store::read::{load_pool, read_allocation};
 use crate::store::{self, Claim, ClaimLock, FreeIter, LockMode, ObjectKind, OwnerLookup, Store};
 
+mod pick;
 mod zone;
+pub use pick::walk_start;
 pub use zone::allocate_zone;
 
 /// An `allocate` request.
@@ -183,13 +186,8 @@ fn check_held(
                 req.owner, req.pool
             ),
             hint: Some(format!(
-                "release it first: ipamctl release {} {addr}{}",
-                req.pool.name,
-                req.pool
-                    .namespace
-                    .as_ref()
-                    .map(|n| format!(" -n {n}"))
-                    .unwrap_or_default()
+                "release it first: {}",
+                crate::engine::hint::release(&req.pool, addr, &held.spec.owner)
             )),
         }),
     }
@@ -313,8 +311,8 @@ fn not_a_candidate(
     }
 }
 
-/// The director's Allocate: the owner's existing address, or the lowest free candidate,
-/// claimed exclusively. See the module docs for the protocol. On a database the whole
+/// The director's Allocate: the owner's existing address, or the first free candidate in
+/// the pool's pick order (the lowest, or from the owner's hashed start), claimed exclusively. See the module docs for the protocol. On a database the whole
 /// decision is one transaction ([`crate::store::Units::atomically`]). Broken allocation
 /// files met on the way are added to `warnings`, whatever the result.
 pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Result<Allocated> {
@@ -456,6 +454,7 @@ fn decide(
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     let candidates = request_candidates(&spec, &subnets, req, subnet.as_ref())?;
+    let start = pick::start(&spec, req, &candidates);
     let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
@@ -494,7 +493,8 @@ fn decide(
         && req.address.is_none()
         && cooling.blocked.is_empty()
         && cooling.own.is_none();
-    let mut claimed = claim(store, req, &candidates, &lookup.taken, whole_pool, &cooling)?;
+    let walk = Walk { start, whole_pool };
+    let mut claimed = claim(store, req, &candidates, &lookup.taken, walk, &cooling)?;
     // Nothing free: a request for the same owner may have taken the last free address while
     // this one looked (on a database nothing serialises one owner's requests; its unique
     // constraint arbitrates). Then that address is the answer, not exhaustion.
@@ -587,8 +587,18 @@ fn allocate_read_only(
     }
 }
 
-/// Claims the lowest free candidate of `pool` for `req.owner`, moving on when another
-/// claimer wins an address; `None` when no candidate is left. The caller holds the claim's
+/// Where a claim's walk starts and whether it covers the pool whole (see [`claim`]).
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    /// The hashed start ([`pick::start`]); `None`: lowest first.
+    start: Option<u128>,
+    /// The candidates are the pool's own (no `--within`, `--reserved`, `--address`, subnet
+    /// or cooling address), so that a store may keep a low-water hint from the answer.
+    whole_pool: bool,
+}
+
+/// Claims the first free candidate of `pool` for `req.owner` in the pick's order (`walk`),
+/// moving on when another claimer wins an address; `None` when no candidate is left. The caller holds the claim's
 /// locks ([`ClaimLock`]), and found that the owner holds nothing here, the pool's
 /// allocations holding `taken` as far as its look-up saw. On a store where the owner's
 /// constraint arbitrates instead of a lock, a concurrent request for the same owner may win:
@@ -598,12 +608,12 @@ fn claim(
     req: &Request,
     candidates: &Candidates,
     taken: &Taken,
-    whole_pool: bool,
+    walk: Walk,
     cooling: &Cooling,
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    let free = free_for(store, req, candidates, taken, whole_pool, cooling)?;
+    let free = free_for(store, req, candidates, taken, walk, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     loop {
         let addr = match free.next() {
@@ -651,7 +661,7 @@ fn claim(
             // paying a durable write for it (64 processes filling a /24 made 3,086 attempts
             // for 254 addresses). So from the second loss on, a random number of free
             // candidates (fewer than 2, 4, … 32) is put off until the others ran out: the
-            // first try is still the lowest free, and nothing free is ever skipped for good.
+            // first try is still the first free, and nothing free is ever skipped for good.
             Claim::AddressTaken => {
                 lost += 1;
                 for _ in 0..random_below(1 << (lost - 1).min(5)) {
@@ -667,14 +677,15 @@ fn claim(
 }
 
 /// The addresses [`claim`] tries, in order: the address this owner released within the
-/// cooldown window (if it may have it), then the free candidates, lowest first; with
-/// `--address`, that address alone (exit 4 if someone holds it).
+/// cooldown window (if it may have it), then the free candidates in the pick's order
+/// ([`pick::free_in_order`]); with `--address`, that address alone (exit 4 if someone
+/// holds it).
 fn free_for<'a>(
     store: &'a dyn Store,
     req: &Request,
     candidates: &Candidates,
     taken: &Taken,
-    whole_pool: bool,
+    walk: Walk,
     cooling: &Cooling,
 ) -> Result<FreeIter<'a>> {
     let pool = &req.pool;
@@ -696,7 +707,7 @@ fn free_for<'a>(
             let untaken = candidates
                 .clone()
                 .without_spans(taken.runs(candidates.is_v6()));
-            store.free_candidates(ns, &pool.name, &untaken, whole_pool)?
+            pick::free_in_order(store, ns, &pool.name, untaken, walk.start, walk.whole_pool)?
         }
     };
     Ok(Box::new(own.map(Ok).into_iter().chain(free)))

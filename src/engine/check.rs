@@ -14,12 +14,13 @@ mod db;
 mod elsewhere;
 mod identity;
 mod layout;
-mod macs;
+pub mod macs;
 mod prefixes;
 mod ranges;
 mod rules;
 
 pub use db::check_database;
+pub(crate) use db::unreadable_namespace;
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
@@ -98,6 +99,8 @@ pub struct Report {
     leftovers: Vec<Leftover>,
     /// Cooldown records that hold nothing back, by path, with their pool.
     idle_records: Vec<(String, PoolRef)>,
+    /// Allocations whose MAC has no record, by path.
+    unrecorded: Vec<macs::Unrecorded>,
 }
 
 impl Report {
@@ -130,11 +133,19 @@ impl Report {
         pools
     }
 
+    /// The allocations whose MAC has no record, by path: `--fix` makes each record
+    /// ([`crate::engine::mac::restore_record`], which reads the allocation again under its
+    /// owner's lock).
+    pub fn unrecorded_macs(&self) -> &[macs::Unrecorded] {
+        &self.unrecorded
+    }
+
     /// Drops the findings at `path` (after `--fix` removed it).
     pub fn resolved(&mut self, path: &str) {
         self.findings.retain(|f| f.path != path);
         self.leftovers.retain(|l| l.path != path);
         self.idle_records.retain(|(p, _)| p != path);
+        self.unrecorded.retain(|u| u.path != path);
     }
 }
 
@@ -203,7 +214,8 @@ pub fn check(store: &FsStore) -> Report {
     related.extend(macs::check_macs(&allocations, &known));
     related.extend(identity::check_identities(&allocations));
     findings.extend(confirm(root, related, &allocations));
-    findings.extend(macs::check_records(root, &allocations));
+    let (unrecorded_findings, unrecorded) = macs::check_records(root, &allocations);
+    findings.extend(unrecorded_findings);
     macs::explain_malformed(&mut findings);
 
     findings.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
@@ -213,6 +225,7 @@ pub fn check(store: &FsStore) -> Report {
         allocations: allocation_count,
         leftovers: layout.leftovers,
         idle_records,
+        unrecorded,
     }
 }
 

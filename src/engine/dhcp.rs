@@ -156,12 +156,7 @@ fn refuse_two_macs(subnets: &[DhcpSubnet]) -> Result<()> {
                 ),
                 hint: Some(format!(
                     "give it one MAC: {}",
-                    crate::engine::mac::set_command(
-                        owner,
-                        seen.address,
-                        &pool,
-                        &seen.mac.to_string()
-                    )
+                    crate::engine::hint::mac_set(&pool, seen.address, owner, &seen.mac.to_string())
                 )),
             });
         }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::engine::git::{Repo, Status};
 use crate::error::Result;
 use crate::model::cooldown::CooldownRecord;
+use crate::model::layout::{self, ScopeDir, locate, object_path as path_of};
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::{SubnetManifest, off_limits_role, pool_candidates};
 use crate::model::{AllocationManifest, Namespace, PoolManifest, parse_allocation_name};
@@ -174,41 +175,6 @@ pub struct Diff {
     pub conflicts: Vec<Conflict>,
 }
 
-/// Where a manifest path points: (kind, namespace, object name).
-pub fn locate(path: &str) -> Option<(ObjectKind, Option<Namespace>, String)> {
-    let file = path.strip_suffix(".yaml")?;
-    let (dir, name) = file.rsplit_once('/')?;
-    let (scope, kind) = dir.rsplit_once('/')?;
-    let kind = match kind {
-        "ipampools" => ObjectKind::Pool,
-        "ipallocations" => ObjectKind::Allocation,
-        "subnets" => ObjectKind::Subnet,
-        "cooldown" => ObjectKind::Cooldown,
-        "ipprefixclaims" => ObjectKind::PrefixClaim,
-        _ => return None,
-    };
-    let ns = match scope {
-        "cluster" => None,
-        _ => Some(Namespace::new(scope.strip_prefix("namespaces/")?).ok()?),
-    };
-    Some((kind, ns, name.to_owned()))
-}
-
-/// The path of an object, relative to the state directory.
-fn path_of(kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
-    let dir = match kind {
-        ObjectKind::Pool => "ipampools",
-        ObjectKind::Allocation => "ipallocations",
-        ObjectKind::Subnet => "subnets",
-        ObjectKind::Cooldown => "cooldown",
-        ObjectKind::PrefixClaim => "ipprefixclaims",
-    };
-    match ns {
-        Some(ns) => format!("namespaces/{ns}/{dir}/{name}.yaml"),
-        None => format!("cluster/{dir}/{name}.yaml"),
-    }
-}
-
 /// A tree to read manifests from.
 #[derive(Clone, Copy)]
 enum Tree<'a> {
@@ -253,11 +219,10 @@ impl Reader<'_> {
     ) -> Result<Vec<String>> {
         match tree {
             Tree::Commit(rev) => {
-                let dir = path_of(kind, ns, "x");
-                let dir = dir.rsplit_once('/').map_or("", |(d, _)| d);
+                let dir = layout::dir_path(ScopeDir::Objects(kind), ns);
                 Ok(self
                     .repo
-                    .list(rev, dir)?
+                    .list(rev, &dir)?
                     .into_iter()
                     .filter_map(|f| f.strip_suffix(".yaml").map(str::to_owned))
                     .collect())
@@ -798,6 +763,7 @@ fn pool_changes(was: &PoolManifest, now: &PoolManifest) -> String {
             ),
             ("exclude", format!("[{}]", excludes.join(", "))),
             ("zone", s.zone.clone().unwrap_or_else(|| "-".into())),
+            ("pick", s.pick.to_string()),
         ]
     };
     field_changes(show(was), show(now))
@@ -957,33 +923,5 @@ fn outside(pool: &str, address: IpAddr, why: &str) -> Conflict {
         conflict: ConflictKind::OutsidePool,
         object: format!("ipallocation/{name}"),
         message: format!("{address} is left in pool `{pool}`, {why}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_locate_their_objects() {
-        let (kind, ns, name) = locate("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml")
-            .expect("an allocation");
-        assert_eq!(kind, ObjectKind::Allocation);
-        assert_eq!(ns.map(|n| n.to_string()).as_deref(), Some("acme/prod"));
-        assert_eq!(name, "vpc-main-10-42-0-1");
-        assert_eq!(
-            path_of(kind, Namespace::new("acme/prod").ok().as_ref(), &name),
-            "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-1.yaml"
-        );
-        let (kind, ns, _) = locate("cluster/ipampools/edge.yaml").expect("a pool");
-        assert_eq!((kind, ns), (ObjectKind::Pool, None));
-        for other in [
-            "cluster/foo.txt",
-            "cluster/ipampools/x.yml",
-            "README.md",
-            "namespaces/ipampools/x.yaml",
-        ] {
-            assert!(locate(other).is_none(), "{other}");
-        }
     }
 }

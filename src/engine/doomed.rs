@@ -3,6 +3,7 @@
 //! on no claim, subnet or change is made in it, so a delete that is interrupted or crashes
 //! leaves a pool that takes nothing new until the delete is run again and finishes.
 
+use crate::engine::hint;
 use crate::error::{Error, Result};
 use crate::model::{PoolManifest, PoolRef};
 use crate::store::{ObjectKind, Store};
@@ -16,8 +17,20 @@ pub fn refuse(manifest: &PoolManifest, pool: &PoolRef) -> Result<()> {
             message: format!(
                 "pool `{pool}` is being deleted (since {at}); nothing is claimed in it"
             ),
-            hint: Some("`ipamctl vpc delete` (or `pool delete`) again finishes it".into()),
+            hint: Some(format!(
+                "`{}` again finishes it",
+                finish_command(manifest, pool)
+            )),
         }),
+    }
+}
+
+/// The command whose run marked `manifest` (of `pool`), which finishes it: `vpc delete` of
+/// the VPC that owns it, else `pool delete`.
+fn finish_command(manifest: &PoolManifest, pool: &PoolRef) -> String {
+    match crate::model::vpc::owning_vpc(&pool.name, manifest) {
+        Some(vpc) => hint::vpc_delete(vpc, pool),
+        None => hint::pool_delete(pool),
     }
 }
 

@@ -1,5 +1,7 @@
-//! `allocate --dry-run --explain`: why the chosen address is the lowest one a request can get,
-//! as the list of lower addresses and the reason each was skipped.
+//! `allocate --dry-run --explain`: why the chosen address is the first one a request can get
+//! in its pool's pick order, as the list of the addresses before it in that order (lower
+//! ones for `pick: lowest`; from the owner's hashed start upward and around for `hashed`)
+//! and the reason each was skipped.
 //!
 //! Pure, like [`crate::model::candidates`]: the caller supplies the pool, the request's narrowing and the
 //! taken addresses (a directory listing), and looks up the holders of only those taken
@@ -16,7 +18,7 @@ use crate::model::{Exclude, PoolSpec};
 /// How many lines an explanation shows before it counts the rest.
 pub const DEFAULT_CAP: usize = 20;
 
-/// Why an address below the chosen one is not handed out. The first that applies wins, in
+/// Why an address before the chosen one is not handed out. The first that applies wins, in
 /// this order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
@@ -69,9 +71,11 @@ pub struct Line {
 pub struct Explanation {
     /// The address the request gets; `None` when no candidate is left.
     pub chosen: Option<IpAddr>,
-    /// The skipped addresses below `chosen` (the whole pool when `None`), ascending, at most
-    /// the cap's number of lines.
+    /// The skipped addresses before `chosen` in the walk (the whole pool when `None`), in
+    /// the walk's order, at most the cap's number of lines.
     pub lines: Vec<Line>,
+    /// Where the walk started (a hashed pick), as an ordinal; `None`: at the lowest.
+    pub start: Option<u128>,
     /// How many skipped addresses the lines leave out (up to 2^128 - 1 in IPv6).
     pub more: u128,
     /// Whether the spans are IPv6 ordinals.
@@ -93,11 +97,16 @@ pub struct Request<'a> {
     pub cooling: &'a [IpAddr],
     /// The pool's stored subnets, whose gateways, reserved and edge addresses no claim gets.
     pub subnets: &'a [SubnetManifest],
+    /// Where a hashed pick's walk starts (an ordinal, a candidate of the request); `None`
+    /// for `pick: lowest`.
+    pub start: Option<u128>,
 }
 
-/// Explains every address of the pool below `chosen` (all of them when `chosen` is `None`),
-/// in at most `cap` lines; the rest is counted in [`Explanation::more`]. Cost grows with the
-/// number of lines shown, not with the pool's size.
+/// Explains every address of the pool before `chosen` in the walk (all of them when `chosen`
+/// is `None`), in at most `cap` lines; the rest is counted in [`Explanation::more`]. The walk
+/// is the pool's from its first address up, or with a `start` from there up to the pool's
+/// last address and on from its first. Cost grows with the number of lines shown, not with
+/// the pool's size.
 ///
 /// # Examples
 ///
@@ -106,54 +115,74 @@ pub struct Request<'a> {
 /// # let spec: ipamctl::model::PoolSpec = serde_json::from_str(
 /// #     r#"{"cidr":"10.0.0.0/29","kind":"public","gateway":"10.0.0.1"}"#).unwrap();
 /// let taken = ["10.0.0.2".parse().unwrap()];
-/// let req = Request { spec: &spec, within: None, reserved: &[], taken: &taken, cooling: &[], subnets: &[] };
+/// let req = Request { spec: &spec, within: None, reserved: &[], taken: &taken, cooling: &[], subnets: &[], start: None };
 /// let e = explain(&req, Some("10.0.0.3".parse().unwrap()), 20);
 /// let reasons: Vec<_> = e.lines.iter().map(|l| l.reason.clone()).collect();
 /// assert_eq!(reasons, [Reason::PoolNetwork, Reason::Gateway, Reason::Taken]);
 /// ```
 pub fn explain(req: &Request<'_>, chosen: Option<IpAddr>, cap: usize) -> Explanation {
-    let (first, top) = span_of(req.spec.cidr);
-    let last = match chosen {
-        Some(addr) => ordinal(addr).checked_sub(1),
-        None => Some(top),
-    };
     let mut explanation = Explanation {
         chosen,
         lines: Vec::new(),
+        start: req.start,
         more: 0,
         v6: req.spec.cidr.addr().is_ipv6(),
     };
-    let Some(last) = last.filter(|&l| l >= first) else {
-        return explanation;
-    };
+    let segments = walked(span_of(req.spec.cidr), req.start, chosen.map(ordinal));
     let scan = Scan::new(req);
     let mut lines: Vec<Line> = Vec::new();
-    let mut a = first;
     // One line past the cap tells that the line at the cap is complete.
-    while lines.len() <= cap {
-        let (reason, end) = scan.reason_at(a);
-        let end = end.min(last);
-        let span = (a, end);
-        match lines.last_mut() {
-            Some(prev)
-                if prev.reason == reason
-                    && reason != Reason::Taken
-                    && prev.span.1.checked_add(1) == Some(a) =>
-            {
-                prev.span.1 = span.1;
+    'segments: for &(first, last) in &segments {
+        let mut a = first;
+        while lines.len() <= cap {
+            let (reason, end) = scan.reason_at(a);
+            let end = end.min(last);
+            let span = (a, end);
+            match lines.last_mut() {
+                Some(prev)
+                    if prev.reason == reason
+                        && reason != Reason::Taken
+                        && prev.span.1.checked_add(1) == Some(a) =>
+                {
+                    prev.span.1 = span.1;
+                }
+                _ => lines.push(Line { span, reason }),
             }
-            _ => lines.push(Line { span, reason }),
+            match end.checked_add(1) {
+                Some(next) if next <= last => a = next,
+                _ => continue 'segments,
+            }
         }
-        match end.checked_add(1) {
-            Some(next) if next <= last => a = next,
-            _ => break,
-        }
+        break;
     }
     lines.truncate(cap);
     let shown: u128 = lines.iter().map(|l| span_len(&l.span)).sum();
-    explanation.more = span_len(&(first, last)).saturating_sub(shown);
+    // At most every address of the family but one: no sum overflows.
+    let total = segments
+        .iter()
+        .map(span_len)
+        .fold(0u128, u128::saturating_add);
+    explanation.more = total.saturating_sub(shown);
     explanation.lines = lines;
     explanation
+}
+
+/// The spans a walk passed before `chosen` (ordinals) in a pool whose addresses are `pool`:
+/// from the pool's first address (or `start`) up to the address before `chosen`, wrapping
+/// from the pool's last address to its first; the whole pool, from `start` around, when
+/// nothing was chosen.
+fn walked((first, top): Span, start: Option<u128>, chosen: Option<u128>) -> Vec<Span> {
+    let start = start.unwrap_or(first);
+    let before = |a: u128| a.checked_sub(1);
+    let spans = match chosen {
+        Some(c) if c >= start => vec![(start, before(c))],
+        Some(c) => vec![(start, Some(top)), (first, before(c))],
+        None => vec![(start, Some(top)), (first, before(start))],
+    };
+    spans
+        .into_iter()
+        .filter_map(|(lo, hi)| hi.filter(|&hi| hi >= lo).map(|hi| (lo, hi)))
+        .collect()
 }
 
 /// The request, arranged for finding the reason at an address and how far it extends.
@@ -359,12 +388,16 @@ impl Explanation {
             let s = if self.more == 1 { "" } else { "es" };
             out.push(format!(
                 "  ... and {} more skipped address{s} not shown",
-                self.more
+                crate::model::candidates::readable_count(self.more)
             ));
         }
-        out.push(match self.chosen {
-            Some(addr) => format!("  -> {addr}: the lowest free candidate"),
-            None => "  -> no free candidate left".to_owned(),
+        out.push(match (self.chosen, self.start) {
+            (Some(addr), None) => format!("  -> {addr}: the lowest free candidate"),
+            (Some(addr), Some(start)) => format!(
+                "  -> {addr}: the first free candidate from {} on",
+                address(v6, start)
+            ),
+            (None, _) => "  -> no free candidate left".to_owned(),
         });
         out
     }
@@ -396,6 +429,7 @@ mod tests {
             taken: &taken,
             cooling: &[],
             subnets: &[],
+            start: None,
         };
         let e = explain(&req, Some("10.0.0.7".parse().unwrap()), 20);
         assert_eq!(
@@ -424,6 +458,7 @@ mod tests {
             taken: &taken,
             cooling: &[],
             subnets: &[],
+            start: None,
         };
         let e = explain(&req, Some("10.42.1.2".parse().unwrap()), 20);
         let line = |span: &str, why: &str| format!("  {span:<21}  {why}");
@@ -453,6 +488,7 @@ mod tests {
             taken: &taken,
             cooling: &[],
             subnets: &[],
+            start: None,
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 101])), 5);
         assert_eq!(e.lines.len(), 5);
@@ -477,6 +513,7 @@ mod tests {
             taken: &taken,
             cooling: &[],
             subnets: &[],
+            start: None,
         };
         let e = explain(&req, None, 20);
         let reasons: Vec<Reason> = e.lines.iter().map(|l| l.reason.clone()).collect();
@@ -502,6 +539,7 @@ mod tests {
             taken: &addrs(&["255.255.255.253"]),
             cooling: &[],
             subnets: &[],
+            start: None,
         };
         let e = explain(&req, None, 20);
         assert_eq!(e.lines.len(), 4);
@@ -522,6 +560,7 @@ mod tests {
             taken: &[],
             cooling: &[],
             subnets: &[],
+            start: None,
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 0])), 20);
         assert!(e.lines.is_empty());
@@ -538,6 +577,7 @@ mod tests {
             taken: &[],
             cooling: &[],
             subnets: &[],
+            start: None,
         };
         let e = explain(&req, Some(IpAddr::from([10u8, 0, 0, 3])), 20);
         assert_eq!(e.lines[1].reason, Reason::Free);
@@ -545,5 +585,43 @@ mod tests {
             e.lines[1].span.1,
             crate::model::candidates::ordinal(IpAddr::from([10u8, 0, 0, 2]))
         );
+    }
+
+    #[test]
+    fn a_hashed_walk_is_explained_from_its_start_and_around_the_top() {
+        let spec = spec("10.0.0.0/29", Some("10.0.0.1"), &[]);
+        let taken = addrs(&["10.0.0.5", "10.0.0.6", "10.0.0.2"]);
+        let at = |a: &str| crate::model::candidates::ordinal(a.parse().unwrap());
+        let req = Request {
+            spec: &spec,
+            within: None,
+            reserved: &[],
+            taken: &taken,
+            cooling: &[],
+            subnets: &[],
+            start: Some(at("10.0.0.5")),
+        };
+        // From .5 up: .5 and .6 taken, .7 the broadcast; around: .0, .1, .2, then .3.
+        let e = explain(&req, Some("10.0.0.3".parse().unwrap()), 20);
+        assert_eq!(
+            text(&e),
+            [
+                "  10.0.0.5  taken by `owner-of-10.0.0.5`",
+                "  10.0.0.6  taken by `owner-of-10.0.0.6`",
+                "  10.0.0.7  the pool's broadcast address",
+                "  10.0.0.0  the pool's network address",
+                "  10.0.0.1  the pool's gateway",
+                "  10.0.0.2  taken by `owner-of-10.0.0.2`",
+                "  -> 10.0.0.3: the first free candidate from 10.0.0.5 on",
+            ]
+        );
+        // Without wrapping: only what lies between the start and the chosen address.
+        let e = explain(&req, Some("10.0.0.7".parse().unwrap()), 20);
+        assert_eq!(e.lines.len(), 2);
+        // Exhausted: every address once, from the start around, counted past the cap.
+        let e = explain(&req, None, 3);
+        assert_eq!(e.lines.len(), 3);
+        assert_eq!(e.lines[0].span.0, at("10.0.0.5"));
+        assert_eq!(e.more, 8 - 3);
     }
 }

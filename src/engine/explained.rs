@@ -49,8 +49,16 @@ pub fn explain_request(
     let within = within_net
         .map(|w| format!(", within {w}"))
         .unwrap_or_default();
+    let start = crate::engine::allocate::walk_start(store, req)?;
+    let order = match start {
+        None => "lowest address first".to_owned(),
+        Some(s) => format!(
+            "pick hashed: from {s} (where `{}` starts) up, then from the lowest",
+            req.owner
+        ),
+    };
     let mut lines = vec![format!(
-        "explain: pool `{}` ({}{within}), lowest address first:",
+        "explain: pool `{}` ({}{within}), {order}:",
         req.pool, pool.spec.cidr
     )];
     let cooling = crate::engine::cooldown::cooling(store, &req.pool, &pool, &req.owner)?.blocked;
@@ -61,6 +69,7 @@ pub fn explain_request(
         taken: &taken,
         cooling: &cooling,
         subnets: &subnets,
+        start: start.map(crate::model::candidates::ordinal),
     };
     let explanation = explain::explain(&input, chosen, DEFAULT_CAP);
     lines.extend(explanation.render(&mut |addr| holder(store, req, addr)));

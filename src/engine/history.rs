@@ -9,8 +9,9 @@ use serde::Serialize;
 
 use crate::engine::git::{Repo, Status};
 use crate::error::Result;
+use crate::model::layout;
 use crate::model::prefix_claim::{PrefixClaimManifest, prefix_claim_name};
-use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
+use crate::model::{AllocationManifest, Namespace, ObjectKind, Owner, OwnerFilter, PoolName};
 use crate::store::Store;
 use crate::store::fs::FsStore;
 use crate::yaml;
@@ -226,16 +227,18 @@ pub fn from_git(
 /// The git pathspecs of the files `subject` can be about, in `scopes`: allocations for an
 /// address, prefix claims for a prefix, both for an owner or a pool.
 fn pathspecs(scopes: &[Option<Namespace>], subject: &Subject) -> Vec<String> {
+    const ALLOCATIONS: ObjectKind = ObjectKind::Allocation;
+    const CLAIMS: ObjectKind = ObjectKind::PrefixClaim;
     let mut files = Vec::new();
     match (&subject.pool, subject.address, subject.prefix) {
-        (Some(p), Some(a), _) => files.push(("ipallocations", crate::model::allocation_name(p, a))),
+        (Some(p), Some(a), _) => files.push((ALLOCATIONS, crate::model::allocation_name(p, a))),
         (None, Some(a), _) => files.push((
-            "ipallocations",
+            ALLOCATIONS,
             format!("*{}", crate::model::allocation_suffix(a)),
         )),
-        (Some(p), None, Some(net)) => files.push(("ipprefixclaims", prefix_claim_name(p, net))),
+        (Some(p), None, Some(net)) => files.push((CLAIMS, prefix_claim_name(p, net))),
         (None, None, Some(net)) => files.push((
-            "ipprefixclaims",
+            CLAIMS,
             format!(
                 "*{}-{}",
                 crate::model::allocation_suffix(net.network()),
@@ -243,22 +246,18 @@ fn pathspecs(scopes: &[Option<Namespace>], subject: &Subject) -> Vec<String> {
             ),
         )),
         (Some(p), None, None) => {
-            files.push(("ipallocations", format!("{p}-*")));
-            files.push(("ipprefixclaims", format!("{p}-*")));
+            files.push((ALLOCATIONS, format!("{p}-*")));
+            files.push((CLAIMS, format!("{p}-*")));
         }
         (None, None, None) => {
-            files.push(("ipallocations", "*".to_owned()));
-            files.push(("ipprefixclaims", "*".to_owned()));
+            files.push((ALLOCATIONS, "*".to_owned()));
+            files.push((CLAIMS, "*".to_owned()));
         }
     }
     let mut specs = Vec::new();
     for ns in scopes {
-        let dir = match ns {
-            Some(ns) => format!("namespaces/{ns}"),
-            None => "cluster".to_owned(),
-        };
         for (kind, file) in &files {
-            specs.push(format!("{dir}/{kind}/{file}.yaml"));
+            specs.push(layout::object_path(*kind, ns.as_ref(), file));
         }
     }
     specs

@@ -49,13 +49,16 @@ pub fn refuse_breaking(
         "allocation",
         "release those allocations first, or keep their addresses in the pool",
     )?;
+    let ns = crate::engine::hint::namespace_flag(pref.namespace.as_ref());
     refuse(
         &pref,
         created,
         &why,
         &subnets(store, &pref, new, kind_changed)?,
         "subnet",
-        "delete those subnets first (`ipamctl subnet delete`), or keep them in the pool",
+        &format!(
+            "delete those subnets first (`ipamctl subnet delete NAME{ns}`, each), or keep them in the pool"
+        ),
     )?;
     refuse(
         &pref,
@@ -63,7 +66,10 @@ pub fn refuse_breaking(
         &why,
         &prefix_claims(store, &pref, new, kind_changed)?,
         "prefix claim",
-        "release those prefixes first (`ipamctl release POOL PREFIX`), or keep them in the pool",
+        &format!(
+            "release those prefixes first (`ipamctl release {} PREFIX{ns} --owner KIND/NAME`, each with its owner), or keep them in the pool",
+            pref.name
+        ),
     )?;
     refuse_leaving_range(store, &pref, new)
 }

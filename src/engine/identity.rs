@@ -27,49 +27,43 @@
 //! `check` finds it in. `check` reports what a hand edit or a merge can still make
 //! (`check/identity.rs`).
 
+use crate::engine::hint;
 use crate::error::Error;
 use crate::model::{AllocationManifest, Owner, PoolRef};
 
 /// The exit-4 refusal of a request for `asked` in `pool`, whose name `holder` holds under
 /// another identity ([`Owner::is_namesake`]). The hint is a command that works: the same
-/// request with the holder's uid (when `asked` has none), or the release of the holder's
-/// address guarded by its own identity.
+/// claim under the holder's uid (when `asked` has none and the holder's uid is one a
+/// request can give), else the release of the holder's address guarded by its owner.
 pub fn holds_the_name(pool: &PoolRef, asked: &Owner, holder: &AllocationManifest) -> Error {
     let held = &holder.spec.owner;
     let address = holder.spec.address;
-    let ns = pool
-        .namespace
-        .as_ref()
-        .map(|n| format!(" -n {n}"))
-        .unwrap_or_default();
-    let pool_name = &pool.name;
+    let release = hint::release(pool, address, held);
     let (message, hint) = match (held.uid(), asked.uid()) {
         (Some(uid), None) => (
             format!(
                 "owner `{held}` holds {address} in pool `{pool}` under uid {uid}; asked for without `--uid` it is another owner, and an owner's name is one identity per pool"
             ),
-            format!(
-                "if it is the same NIC, ask with its uid: ipamctl allocate {pool_name}{ns} --owner {held} --uid {uid}"
-            ),
+            match hint::allocate(pool, held) {
+                Some(again) => format!("if it is the same NIC, ask with its uid: {again}"),
+                None => format!("if that owner is gone, release its address first: {release}"),
+            },
         ),
         (Some(uid), Some(other)) => (
             format!(
                 "owner `{held}` holds {address} in pool `{pool}` under uid {uid}, not uid {other}; an owner's name is one identity per pool"
             ),
-            format!(
-                "if the owner with uid {uid} is gone, release its address first: ipamctl release {pool_name} {address}{ns} --owner {held} --uid {uid}"
-            ),
+            format!("if the owner with uid {uid} is gone, release its address first: {release}"),
         ),
-        (None, asked_uid) => (
-            format!(
-                "owner `{held}` holds {address} in pool `{pool}` without a uid, not under uid {}; an owner's name is one identity per pool",
-                asked_uid.map_or("?", |u| u.as_str())
-            ),
-            format!(
-                "to hold it under uid {}, release it and ask again: ipamctl release {pool_name} {address}{ns} --owner {held}",
-                asked_uid.map_or("?", |u| u.as_str())
-            ),
-        ),
+        (None, asked_uid) => {
+            let asked_uid = asked_uid.map_or("?", |u| u.as_str());
+            (
+                format!(
+                    "owner `{held}` holds {address} in pool `{pool}` without a uid, not under uid {asked_uid}; an owner's name is one identity per pool"
+                ),
+                format!("to hold it under uid {asked_uid}, release it and ask again: {release}"),
+            )
+        }
     };
     Error::Conflict {
         message,

@@ -135,26 +135,6 @@ pub fn resolve(choice: MacChoice, address: IpAddr) -> Option<Mac> {
     }
 }
 
-/// The command that gives the NIC of `owner`, which holds `address` in `pool`, the MAC
-/// `mac` (in every pool it holds), for hints.
-pub fn set_command(owner: &Owner, address: IpAddr, pool: &PoolRef, mac: &str) -> String {
-    format!(
-        "ipamctl mac set {} {} --owner {}/{}{}{} --mac {mac}",
-        pool.name,
-        address,
-        owner.kind(),
-        owner.name(),
-        owner
-            .uid()
-            .map(|u| format!(" --uid {}", u.as_str()))
-            .unwrap_or_default(),
-        pool.namespace
-            .as_ref()
-            .map(|n| format!(" -n {n}"))
-            .unwrap_or_default(),
-    )
-}
-
 /// Exit 4 when the owner's allocation `held` does not hold the MAC asked for (`choice`, at
 /// its address); the hint is the command that changes it. With `repair` (the claim's locks
 /// held), the store's arbiter is made to hold `held`'s MAC for it
@@ -189,10 +169,10 @@ pub fn check_held(
         ),
         hint: Some(format!(
             "to give its NIC the new MAC (it keeps its address): {}",
-            set_command(
-                &held.spec.owner,
-                held.spec.address,
+            crate::engine::hint::mac_set(
                 pool,
+                held.spec.address,
+                &held.spec.owner,
                 &wanted.to_string()
             )
         )),
@@ -210,4 +190,23 @@ pub fn held_by(holder: &AllocationManifest, pool: &PoolRef) -> Error {
         holder.spec.owner,
         holder.spec.address
     ))
+}
+
+/// `check --fix` of an allocation whose MAC has no record on the file store: makes it, under
+/// the owner's claim lock, if the allocation is still `held` and no other allocation of the
+/// pool holds the MAC ([`crate::store::Claims::claim_mac`]). `false`: nothing was made (the
+/// allocation changed meanwhile, or the MAC is held twice, which `check` reports).
+pub fn restore_record(
+    store: &dyn Store,
+    ns: Option<&crate::model::Namespace>,
+    held: &AllocationManifest,
+) -> Result<bool> {
+    let pools = std::slice::from_ref(&held.spec.pool);
+    crate::store::atomically(store, || {
+        let _locks = store.lock_claim(ns, pools, &held.spec.owner)?;
+        match crate::store::read::read_allocation(store, ns, &held.metadata.name)? {
+            Some(Ok(now)) if now == *held => Ok(store.claim_mac(ns, held)?.is_none()),
+            _ => Ok(false),
+        }
+    })
 }

@@ -97,6 +97,7 @@ pub mod doomed;
 pub mod explain;
 pub mod explained;
 pub mod git;
+pub mod hint;
 pub mod history;
 pub mod holders;
 pub mod identity;

@@ -3,12 +3,14 @@
 //! the allocations); [`reconcile`] reads the allocations in scope and, with `--apply`,
 //! releases the leaks, each guarded by the owner found dead.
 //!
-//! Three guards stand between a wrong live list and a wiped cloud: a line that is neither
+//! Four guards stand between a wrong live list and a wiped cloud: a line that is neither
 //! `KIND/NAME` nor a UUID refuses the whole list (hostnames fed for uuids match nothing),
-//! an allocation claimed after the list was taken (or younger than `--min-age`) is never a
-//! leak, and [`MaxRelease`] caps how much one run may release.
+//! a list speaks only for the kinds of owners it names ([`Judged::Listed`]: a list of VMs
+//! never makes a floating IP look leaked), an allocation claimed after the list was taken
+//! (or younger than `--min-age`) is never a leak, and [`MaxRelease`] caps how much one run
+//! may release.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
 use crate::engine::list::{Query, collect};
@@ -73,6 +75,19 @@ impl LiveSet {
             || self
                 .kind_names
                 .contains(&(owner.kind(), owner.name().to_owned()))
+    }
+
+    /// The kinds of owner the list speaks for among `allocations`: the kind of each
+    /// `KIND/NAME` line, and the kind of each allocation whose owner's uid is listed (a uid
+    /// line carries no kind: the owners it names say which).
+    pub fn kinds(&self, allocations: &[AllocationManifest]) -> BTreeSet<OwnerKind> {
+        let mut kinds: BTreeSet<OwnerKind> = self.kind_names.iter().map(|(k, _)| *k).collect();
+        for m in allocations {
+            if m.spec.owner.uid().is_some_and(|u| self.uids.contains(u)) {
+                kinds.insert(m.spec.owner.kind());
+            }
+        }
+        kinds
     }
 
     /// How many listed owners match no allocation of `allocations`: many means the list is
@@ -171,33 +186,68 @@ impl std::fmt::Display for MaxRelease {
     }
 }
 
+/// Which allocations a run judges against the live list: an owner the list cannot speak
+/// for (a floating IP, to a list of VMs) is not dead because the list leaves it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Judged {
+    /// Those of the kinds the list speaks for ([`LiveSet::kinds`]): the default.
+    Listed,
+    /// Those of owners of this kind (`--kind`), whatever the list names.
+    Kind(OwnerKind),
+    /// Every allocation in scope (`--all-kinds`).
+    All,
+}
+
+impl Judged {
+    /// The flag that asks for it, with a leading space (none for the default), as a hint
+    /// repeats it.
+    pub fn flag(self) -> String {
+        match self {
+            Judged::Listed => String::new(),
+            Judged::Kind(k) => format!(" --kind {k}"),
+            Judged::All => " --all-kinds".into(),
+        }
+    }
+}
+
 /// What a run found among the allocations in scope.
 #[derive(Debug)]
 pub struct Findings<'a> {
-    /// Allocations of owners of the kind asked for (all, without `--kind`).
+    /// Allocations of owners of the kinds judged.
     pub checked: usize,
     /// Dead owners' allocations old enough to judge: the leaks.
     pub leaked: Vec<&'a AllocationManifest>,
     /// Dead owners' allocations too new to judge, left alone.
     pub too_new: usize,
+    /// With [`Judged::Listed`]: how many allocations of each kind the list does not speak
+    /// for were left alone.
+    pub unjudged: BTreeMap<OwnerKind, usize>,
 }
 
-/// The allocations (of owners of `kind`, if given) whose owner is not live, apart from
-/// those too new to judge.
+/// The allocations of the kinds `judged` whose owner is not live, apart from those too new
+/// to judge.
 pub fn leaks<'a>(
     allocations: &'a [AllocationManifest],
     live: &LiveSet,
-    kind: Option<OwnerKind>,
+    judged: Judged,
     freshness: &Freshness,
 ) -> Findings<'a> {
+    let listed = live.kinds(allocations);
     let mut findings = Findings {
         checked: 0,
         leaked: Vec::new(),
         too_new: 0,
+        unjudged: BTreeMap::new(),
     };
     for m in allocations {
-        if kind.is_some_and(|k| m.spec.owner.kind() != k) {
-            continue;
+        let kind = m.spec.owner.kind();
+        match judged {
+            Judged::Kind(k) if k != kind => continue,
+            Judged::Listed if !listed.contains(&kind) => {
+                *findings.unjudged.entry(kind).or_default() += 1;
+                continue;
+            }
+            _ => {}
         }
         findings.checked += 1;
         if live.contains(&m.spec.owner) {
@@ -219,8 +269,8 @@ pub struct Request {
     pub live: LiveSet,
     /// Where the live list came from (`--live`'s value), for messages.
     pub source: String,
-    /// `--kind`: only allocations of owners of this kind.
-    pub kind: Option<OwnerKind>,
+    /// `--kind`, `--all-kinds` or neither: which allocations the list judges.
+    pub judged: Judged,
     /// When an allocation is too new to judge.
     pub freshness: Freshness,
     /// `--max-release`.
@@ -247,7 +297,7 @@ pub enum Verdict {
 /// What a run found and did.
 #[derive(Debug)]
 pub struct Outcome {
-    /// Allocations of owners of the kind asked for (all, without `--kind`).
+    /// Allocations of owners of the kinds judged.
     pub checked: usize,
     /// Each leak, in list order, with what was done to it.
     pub leaked: Vec<(AllocationManifest, Verdict)>,
@@ -257,13 +307,17 @@ pub struct Outcome {
     pub too_new: usize,
     /// Live owners that match no allocation in scope.
     pub unmatched: usize,
+    /// Allocations of each kind the list does not speak for, left alone ([`Judged::Listed`]).
+    pub unjudged: BTreeMap<OwnerKind, usize>,
 }
 
 /// `reconcile`: finds the leaks among the allocations of `scopes` (every scope, when
 /// `None`) and, with `apply`, releases them, each guarded by the owner reported dead so an
 /// address re-allocated meanwhile stays. Exit 4, nothing released, when more leaks than the
-/// cap allows. Warnings about broken allocation files go to `warnings`. (An empty live list
-/// with `apply` is refused with the arguments, before the store is asked anything.)
+/// cap allows; exit 2 when the list speaks for no kind and none was asked for
+/// ([`Judged::Listed`]). Warnings about broken allocation files go to `warnings`. (An empty
+/// live list with `apply` is refused with the arguments, before the store is asked
+/// anything.)
 pub fn reconcile(
     store: &(dyn Store + Sync),
     scopes: Option<&[Option<Namespace>]>,
@@ -271,7 +325,20 @@ pub fn reconcile(
     warnings: &mut Warnings,
 ) -> error::Result<Outcome> {
     let all = collect(store, scopes, &Query::default(), warnings)?;
-    let found = leaks(&all, &req.live, req.kind, &req.freshness);
+    let found = leaks(&all, &req.live, req.judged, &req.freshness);
+    // Allocations in scope, and not one of a kind the list names: it cannot say who is dead.
+    if req.judged == Judged::Listed && !found.unjudged.is_empty() && req.live.kinds(&all).is_empty()
+    {
+        return Err(Error::Usage {
+            message: format!(
+                "--live {} names no kind of owner: no `KIND/NAME` line, and none of its uids holds an allocation in scope; nothing checked",
+                req.source
+            ),
+            hint: Some(
+                "say which owners it lists: `--kind KIND` (e.g. `--kind VirtualMachine` for `virsh list --all --uuid`), or `--all-kinds` to judge every allocation in scope against it".into(),
+            ),
+        });
+    }
     let unmatched = req.live.unmatched(&all);
     check_cap(req, &found, unmatched)?;
     let mut leaked = Vec::new();
@@ -295,6 +362,7 @@ pub fn reconcile(
         released,
         too_new: found.too_new,
         unmatched,
+        unjudged: found.unjudged,
     })
 }
 
@@ -319,8 +387,9 @@ fn check_cap(req: &Request, found: &Findings<'_>, unmatched: usize) -> error::Re
             }
         ),
         hint: Some(format!(
-            "review them with `ipamctl reconcile --live {}` (no `--apply`); if they are all leaks, pass `--max-release {leaked}`",
-            req.source
+            "review them with `ipamctl reconcile --live {}{}` (no `--apply`); if they are all leaks, pass `--max-release {leaked}`",
+            req.source,
+            req.judged.flag()
         )),
     })
 }
@@ -405,6 +474,37 @@ mod tests {
             hostname.starts_with("line 2 `web-01`: is neither"),
             "{hostname}"
         );
+    }
+
+    #[test]
+    fn a_list_speaks_for_the_kinds_of_its_lines_and_of_its_uids_owners() {
+        let pool = PoolName::new("p").unwrap();
+        let uid = Uid::parse_uuid(UUID).unwrap();
+        let held = |owner: &str, uid: Option<Uid>, last: u8| {
+            let owner = Owner::parse(owner, uid).unwrap();
+            AllocationManifest::new(&pool, None, [10, 0, 0, last].into(), owner)
+        };
+        let all = [
+            held("VirtualMachine/web-01/0", Some(uid.clone()), 1),
+            held("FloatingIP/fip", None, 2),
+            held("Node/n1", None, 3),
+        ];
+        let live = LiveSet::parse(&format!("{UUID}\nNode/n2\n")).unwrap();
+        assert_eq!(
+            live.kinds(&all).into_iter().collect::<Vec<_>>(),
+            [OwnerKind::VirtualMachine, OwnerKind::Node]
+        );
+        let fresh = Freshness {
+            live_as_of: SystemTime::now(),
+            min_age: Duration::ZERO,
+            now: SystemTime::now(),
+        };
+        let found = leaks(&all, &live, Judged::Listed, &fresh);
+        assert_eq!((found.checked, found.leaked.len()), (2, 1));
+        assert_eq!(found.unjudged.get(&OwnerKind::FloatingIp), Some(&1));
+        let found = leaks(&all, &live, Judged::All, &fresh);
+        assert_eq!((found.checked, found.leaked.len()), (3, 2));
+        assert!(LiveSet::parse("").unwrap().kinds(&all).is_empty());
     }
 
     #[test]

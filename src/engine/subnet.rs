@@ -174,7 +174,10 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
                     old.pool(),
                     old.gateway()
                 ),
-                hint: Some("change it with `ipamctl apply -f`, or pick another name".into()),
+                hint: Some(
+                    "change it with `ipamctl apply -f FILE` (a Subnet manifest), or pick another name"
+                        .into(),
+                ),
             });
         }
         Some(old) if old.spec.pool != subnet.spec.pool => {

@@ -17,6 +17,7 @@ use crate::engine::{holders, prefix};
 use crate::error::{Error, Result};
 use crate::model::{Namespace, PoolName, allocation_name};
 use crate::store::fs::FsStore;
+use crate::store::pg::PgStore;
 use crate::store::{self, Claim, LockMode, ObjectKind, Store};
 use crate::yaml;
 
@@ -215,8 +216,14 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
 
 /// `export`: [`copy_all`], but an object that does not validate (a row a hand made
 /// unreadable) is left out with a warning, as the file store's commands go on past a
-/// broken file: the rest of the database is still worth a state directory.
-pub fn export(from: &dyn Store, to: &dyn Store, warnings: &mut Warnings) -> Result<Copied> {
+/// broken file: the rest of the database is still worth a state directory. So are the
+/// objects of a namespace that is none ([`PgStore::unreadable_namespaces`]), which no scope
+/// reaches: one warning per namespace and kind.
+pub fn export(from: &PgStore, to: &dyn Store, warnings: &mut Warnings) -> Result<Copied> {
+    for (kind, ns, rows) in from.unreadable_namespaces()? {
+        let why = check::unreadable_namespace(&ns, kind, rows);
+        warnings.push(Warning::new(format!("{why}; not exported")));
+    }
     copy(from, to, Some(warnings))
 }
 

@@ -294,6 +294,7 @@ fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) ->
             zone: None,
             reuse_after: None,
             mac_prefix: None,
+            pick: Default::default(),
         },
     }
 }

@@ -221,6 +221,55 @@ impl Candidates {
         self.spans().iter().map(span_len).sum()
     }
 
+    /// The `k`-th candidate (from 0, ascending), as an ordinal; `None` past the last. A step
+    /// per span, whatever the prefix's size.
+    pub fn nth(&self, mut k: u128) -> Option<u128> {
+        for span in self.spans() {
+            let len = span_len(&span);
+            if k < len {
+                return Some(span.0 + k);
+            }
+            k -= len;
+        }
+        None
+    }
+
+    /// Where a hashed pick ([`crate::model::pick`]) of the owner whose key is `key` starts:
+    /// the candidate at position `key mod count`, as an ordinal; `None` when there is none.
+    /// Call it on the request's candidates before taken and cooling addresses are cut out,
+    /// so that the start moves only when the pool, its subnets or the request's narrowing
+    /// do, never with other owners' claims.
+    pub fn hashed_start(&self, key: u128) -> Option<u128> {
+        match self.count() {
+            0 => None,
+            count => self.nth(key % count),
+        }
+    }
+
+    /// The walk of a hashed pick from `start`: the candidates at or above it, then (wrapping
+    /// around) those below it. Together they are exactly `self`'s candidates, each once;
+    /// ascending within each part. No arithmetic overflows at either end of the space.
+    pub fn wrapped_at(self, start: u128) -> (Candidates, Candidates) {
+        let (lo, hi) = self.range;
+        // Each part keeps only the blocked spans that reach into it (a hashed pool's taken
+        // addresses are thousands of runs, copied for each request).
+        let reach_up = self.blocked.partition_point(|&(_, bhi)| bhi < start);
+        let reach_down = self.blocked.partition_point(|&(blo, _)| blo < start);
+        let upper = Candidates {
+            v6: self.v6,
+            range: (lo.max(start), hi),
+            blocked: self.blocked[reach_up..].to_vec(),
+        };
+        let mut lower = self;
+        lower.blocked.truncate(reach_down);
+        lower.range = match start.checked_sub(1) {
+            Some(below) => (lo, hi.min(below)),
+            // Nothing lies below ordinal 0: an empty range (`lo > hi`).
+            None => (1, 0),
+        };
+        (upper, lower)
+    }
+
     /// The address of ordinal `n` in this range's family.
     pub fn address(&self, n: u128) -> IpAddr {
         address(self.v6, n)
@@ -291,8 +340,9 @@ fn is_zero(n: &u64) -> bool {
 /// The largest integer every JSON reader holds exactly (an IEEE double's 53 bits).
 pub const MAX_EXACT_JSON: u128 = 1 << 53;
 
-/// A count as a JSON number when a double holds it exactly, else as a decimal string.
-fn exact<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
+/// A count as a JSON number when a double holds it exactly, else as a decimal string: how
+/// every count of every JSON (and YAML) output is written (`serialize_with`).
+pub fn exact<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
     match u64::try_from(*n) {
         Ok(n) if u128::from(n) <= MAX_EXACT_JSON => s.serialize_u64(n),
         _ => s.collect_str(n),
@@ -313,6 +363,15 @@ pub fn readable_count(n: u128) -> String {
         0 => format!("2^{bits}"),
         m if m < 1_000 => format!("2^{bits} - {m}"),
         _ => format!("{:.1e}", n as f64),
+    }
+}
+
+/// A count as [`readable_count`] writes it, with the exact value after it when that differs
+/// (`2^64 - 4 (18446744073709551612)`): how a `show` page's `Key: value` lines write one.
+pub fn readable_with_exact(n: u128) -> String {
+    match readable_count(n) {
+        short if short == n.to_string() => short,
+        short => format!("{short} ({n})"),
     }
 }
 

@@ -6,15 +6,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Directory names a namespace segment may not take: they would make paths ambiguous.
-const RESERVED_SEGMENTS: [&str; 5] = [
-    "ipampools",
-    "ipallocations",
-    "subnets",
-    "cooldown",
-    "ipprefixclaims",
-];
-
 /// Checks `s` is a lowercase RFC 1123 label: 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
 pub(crate) fn check_label(s: &str) -> Result<(), String> {
     if s.is_empty() {
@@ -104,8 +95,10 @@ string_newtype!(
 );
 
 string_newtype!(
-    /// A namespace: one or more `/`-separated RFC 1123 labels, none of them `ipampools`,
-    /// `ipallocations`, `subnets` or `cooldown`, at most 253 characters. Each segment becomes one directory.
+    /// A namespace: one or more `/`-separated RFC 1123 labels, at most 253 characters. Each
+    /// segment becomes one directory, so none may be a directory a scope holds
+    /// ([`crate::model::layout::ScopeDir`]: `ipampools`, `ipallocations`, `subnets`,
+    /// `cooldown`, `ipprefixclaims`, `macs`), which would make it another scope's.
     Namespace,
     "namespace",
     |s| {
@@ -114,7 +107,7 @@ string_newtype!(
         }
         for segment in s.split('/') {
             check_label(segment).map_err(|why| format!("segment `{segment}` {why}"))?;
-            if RESERVED_SEGMENTS.contains(&segment) {
+            if crate::model::layout::ScopeDir::from_name(segment).is_some() {
                 return Err(format!("segment `{segment}` is reserved by the state directory layout"));
             }
         }

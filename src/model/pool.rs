@@ -13,6 +13,7 @@ use crate::model::address::{Exclude, family_name, serde_ip};
 use crate::model::mac::MacPrefix;
 use crate::model::manifest::{API_VERSION, Metadata, POOL_KIND};
 use crate::model::names::{Namespace, PoolName, check_label};
+use crate::model::pick::Pick;
 use crate::model::prefix::PrefixLengths;
 
 /// `public` (cluster-scoped, operator-made) or `private` (a VPC's range, namespaced).
@@ -84,12 +85,25 @@ pub struct PoolSpec {
     /// (`52:54:00`), locally administered and unicast. None: `--mac auto` is refused.
     #[serde(default, rename = "macPrefix", skip_serializing_if = "Option::is_none")]
     pub mac_prefix: Option<MacPrefix>,
+    /// How a claim picks among the free candidates: `lowest` (the default, left out of
+    /// the manifest) or `hashed` (the first free one at or above a position derived from
+    /// the owner's kind and name, wrapping around), so that two branches claiming for
+    /// different owners rarely take the same address. Not for a supernet, which hands out
+    /// prefixes by best fit.
+    #[serde(default, skip_serializing_if = "Pick::is_lowest")]
+    pub pick: Pick,
 }
 
 impl PoolSpec {
     /// A supernet has no gateway, room for a child prefix and sound `prefixLengths`; no
     /// other pool has `prefixLengths`.
     fn validate_supernet(&self) -> Result<(), String> {
+        if self.kind == PoolKind::Supernet && !self.pick.is_lowest() {
+            return Err(format!(
+                "spec.pick: a supernet hands out prefixes by best fit; `pick: {}` is for pools of addresses",
+                self.pick
+            ));
+        }
         if self.kind != PoolKind::Supernet {
             return match self.prefix_lengths {
                 Some(_) => Err(format!(

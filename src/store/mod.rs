@@ -371,11 +371,12 @@ pub trait Claims {
     ) -> Result<Release>;
 
     /// Makes sure the store's arbiter holds `held`'s MAC for it: `held` is an allocation the
-    /// owner holds already, found by a look-up, and on the file store a claim killed between
-    /// its allocation's file and its MAC record left the MAC without a record, which this
-    /// makes. `Some`: another allocation of the pool holds the MAC. The caller holds the
-    /// owner's [`ClaimLock`]. By default nothing: a store whose claim writes both in one
-    /// transaction (a database) has nothing to repair.
+    /// owner holds already, found by a look-up; on the file store its MAC's record may have
+    /// been deleted from outside, or never made by an older version, which this makes (and
+    /// `check --fix`, through [`crate::engine::mac::restore_record`]). `Some`: another
+    /// allocation of the pool holds the MAC. The caller holds the owner's [`ClaimLock`]. By
+    /// default nothing: a store whose claim writes both in one transaction (a database) has
+    /// nothing to repair.
     fn claim_mac(
         &self,
         ns: Option<&Namespace>,

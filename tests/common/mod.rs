@@ -43,6 +43,7 @@
 // Every test crate uses a different subset of the harness.
 #![allow(dead_code)]
 
+pub mod hints;
 #[path = "../pg/mod.rs"]
 pub mod pg;
 
@@ -552,6 +553,18 @@ impl Test {
                 "the state directory changed\n{shown}"
             );
         }
+        // Every hint it printed is a command that works on the state it was printed for.
+        hints::check(
+            &hints::Context {
+                root: self.root(),
+                current_dir: &next.current_dir,
+                state_flag: !next.no_state_flag,
+                envs: &next.envs,
+                args: &next.args,
+            },
+            &String::from_utf8_lossy(&output.stdout),
+            &String::from_utf8_lossy(&output.stderr),
+        );
         Ran {
             stdout,
             stderr,

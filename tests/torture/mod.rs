@@ -345,8 +345,8 @@ impl Scan {
     }
 
     /// Every allocation with a MAC whose record (`<scope>/macs/<pool>-<12 hex digits>`,
-    /// under `root`) is missing or names another address: none once every owner has asked
-    /// again after a crash (the retry makes the record a kill left unmade).
+    /// under `root`) is missing or names another address: none, whatever was killed (the
+    /// record is made before the allocation), unless a record was deleted from outside.
     pub fn mac_records_astray(&self, root: &Path) -> Vec<String> {
         let mut out = Vec::new();
         for found in &self.allocations {
@@ -362,7 +362,8 @@ impl Scan {
                 .expect("<scope>/ipallocations/<file>");
             let record = scope_dir.join("macs").join(format!("{}-{hex}", spec.pool));
             match std::fs::read_to_string(root.join(&record)) {
-                Ok(text) if text.trim() == spec.address.to_string() => {}
+                // `<address>\n<owner>\n` (an older version's: the address alone).
+                Ok(text) if text.lines().next() == Some(spec.address.to_string().as_str()) => {}
                 Ok(text) => out.push(format!(
                     "{} holds MAC {mac} at {}, but {} names {}",
                     found.path.display(),

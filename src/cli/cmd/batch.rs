@@ -730,6 +730,10 @@ fn stream(out: &mut dyn Write, format: Option<OutputFormat>, o: &Outcome) -> Res
 /// [`show`]); then a summary of the failures on stderr. Returns the batch's exit code.
 fn render(g: &GlobalArgs, outcomes: &[Outcome], out: &mut dyn Write) -> Result<i32> {
     show(g, outcomes, out)?;
+    let unchanged =
+        |o: &&Outcome| matches!(o.result, Ok(Done::Freed(_, _, output::Action::Unchanged)));
+    let nothing = outcomes.iter().filter(unchanged).count();
+    super::release::note_nothing_released(nothing, outcomes.len());
     let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
     let code = exit_code(outcomes);
     if failed > 0 {

@@ -35,6 +35,18 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
                 report.resolved(&path);
             }
         }
+        for u in report.unrecorded_macs().to_vec() {
+            if crate::engine::mac::restore_record(store, u.namespace.as_ref(), &u.allocation)? {
+                let mac = u
+                    .allocation
+                    .spec
+                    .mac
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                output::diagnostic(&format!("made the record of MAC {mac} for {}", u.path));
+                report.resolved(&u.path);
+            }
+        }
     }
     render(out, g, &report.findings)?;
     output::diagnostic(&summary(&report, &store.root().display().to_string()).to_string());

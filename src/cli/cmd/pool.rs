@@ -13,7 +13,7 @@ use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::PoolManifest;
 use crate::model::PoolRef;
-use crate::model::candidates::{Usage, readable_count};
+use crate::model::candidates::{Usage, readable_count, readable_with_exact};
 use crate::store::Store;
 use crate::yaml;
 
@@ -283,6 +283,10 @@ fn fields(
             spec.reuse_after.as_ref().map(|r| r.to_string()),
         ),
         ("Within", within.map(|w| w.to_string())),
+        (
+            "Pick",
+            (!spec.pick.is_lowest()).then(|| spec.pick.to_string()),
+        ),
     ];
     let mut at = 7; // after Zone
     for (key, value) in extra {
@@ -336,8 +340,9 @@ fn draw(
         return Err(Error::Usage {
             message: format!("`--map` draws text or `-o svg`, not `-o {name}`"),
             hint: Some(format!(
-                "drop `--map` for the pool's data: ipamctl pool show {}",
-                pool.name
+                "drop `--map` for the pool's data: ipamctl pool show {}{}",
+                pool.name,
+                crate::engine::hint::namespace_flag(pool.namespace.as_ref())
             )),
         });
     }
@@ -356,10 +361,7 @@ fn draw(
             hint: Some(format!(
                 "narrow it: ipamctl pool show {}{} --map --within {}",
                 pool.name,
-                pool.namespace
-                    .as_ref()
-                    .map(|ns| format!(" -n {ns}"))
-                    .unwrap_or_default(),
+                crate::engine::hint::namespace_flag(pool.namespace.as_ref()),
                 ipnet::IpNet::new(view.network(), 16)
                     .expect("16 is a valid prefix length")
                     .trunc()
@@ -435,13 +437,4 @@ fn delete(
     let manifest = crate::engine::pool::delete(store, &pool, args.dry_run)?;
     let action = Action::Deleted.planned(args.dry_run);
     output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
-}
-
-/// A count as [`readable_count`] writes it, with the exact value after it when that differs:
-/// `2^64 - 4 (18446744073709551612)`.
-fn readable_with_exact(n: u128) -> String {
-    match readable_count(n) {
-        short if short == n.to_string() => short,
-        short => format!("{short} ({n})"),
-    }
 }

@@ -76,7 +76,7 @@ pub fn matching(
 }
 
 /// `release POOL PREFIX`: guarded as an address release is (exit 2 naming the holder when
-/// no `--owner`/`--uid`/`--kind` is given and no `--force`).
+/// no `--owner`/`--uid`/`--kind` is given and no `--force`). Nothing, when nobody claims it.
 pub fn release_one(
     store: &dyn Store,
     pool: &PoolRef,
@@ -105,11 +105,9 @@ pub fn release_one(
     }
     match crate::engine::prefix::release_prefix(store, pool, prefix, guard, dry_run)? {
         Some(m) => Ok(vec![m]),
+        // Nobody claims it (in a pool that exists): the caller says so.
         None => {
             crate::store::read::load_pool(store, pool)?;
-            crate::cli::output::diagnostic(&format!(
-                "note: {prefix} in pool `{pool}` is not claimed; nothing to release"
-            ));
             Ok(Vec::new())
         }
     }

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{GlobalArgs, ReconcileArgs};
 use crate::engine::reconcile::{
-    Freshness, LiveSet, MaxRelease, Outcome, Request, Verdict, reconcile,
+    Freshness, Judged, LiveSet, MaxRelease, Outcome, Request, Verdict, reconcile,
 };
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result, exit};
@@ -60,11 +60,11 @@ fn request(args: &ReconcileArgs) -> Result<Request> {
     let (text, modified) = read_live(&args.live)?;
     let live =
         LiveSet::parse(&text).map_err(|e| Error::invalid(format!("--live {}", args.live), e))?;
-    let kind = args
-        .kind
-        .as_deref()
-        .map(|k| super::flag("--kind", k.parse::<OwnerKind>()))
-        .transpose()?;
+    let judged = match args.kind.as_deref() {
+        Some(k) => Judged::Kind(super::flag("--kind", k.parse::<OwnerKind>())?),
+        None if args.all_kinds => Judged::All,
+        None => Judged::Listed,
+    };
     let freshness = Freshness {
         live_as_of: live_as_of(args, modified)?,
         min_age: super::flag(
@@ -88,7 +88,7 @@ fn request(args: &ReconcileArgs) -> Result<Request> {
     Ok(Request {
         live,
         source: args.live.clone(),
-        kind,
+        judged,
         freshness,
         cap,
         apply: args.apply,
@@ -151,6 +151,18 @@ fn summary(done: &Outcome, args: &ReconcileArgs, live: usize) -> String {
             "released"
         }
     );
+    if !done.unjudged.is_empty() {
+        let count: usize = done.unjudged.values().sum();
+        let kinds: Vec<String> = done
+            .unjudged
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        summary.push_str(&format!(
+            "; {count} allocations of kinds the live list does not name left alone ({}): pass `--kind KIND` or `--all-kinds` to judge them",
+            kinds.join(", ")
+        ));
+    }
     if done.too_new > 0 {
         summary.push_str(&format!(
             "; {} allocations of unlisted owners kept: claimed after the live list was taken, or younger than {}",

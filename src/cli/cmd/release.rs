@@ -18,6 +18,9 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let freed = decide(store, g, args)?;
+    if let Some(note) = &freed.note {
+        output::diagnostic(note);
+    }
     let action = Action::Released.planned(args.dry_run);
     let changes: Vec<_> = freed
         .addresses
@@ -34,6 +37,9 @@ pub fn run(
 pub(super) struct Freed {
     pub(super) addresses: Vec<AllocationManifest>,
     pub(super) prefixes: Vec<PrefixClaimManifest>,
+    /// Why nothing was released, as the single command says it on stderr (`note: …`); a
+    /// batch sums its requests' up in one line instead.
+    pub(super) note: Option<String>,
 }
 
 /// One `release` request, whichever form (`POOL ADDRESS`, `POOL PREFIX`, selectors): the
@@ -63,8 +69,12 @@ pub(super) fn decide(
                     args.force,
                     args.dry_run,
                 )?;
+                let note = prefixes.is_empty().then(|| {
+                    format!("note: {prefix} in pool `{pool}` is not claimed; nothing to release")
+                });
                 return Ok(Freed {
                     prefixes,
+                    note,
                     ..Freed::default()
                 });
             }
@@ -73,46 +83,62 @@ pub(super) fn decide(
             if unguarded && !args.force {
                 refuse_unguarded(store, &pool, addr)?;
             }
+            let addresses = release_one(store, &pool, &addr, &guard, args.dry_run)?;
+            let note = addresses.is_empty().then(|| {
+                format!("note: {addr} in pool `{pool}` is not allocated; nothing to release")
+            });
             Ok(Freed {
-                addresses: release_one(store, &pool, &addr, &guard, args.dry_run)?,
+                addresses,
+                note,
                 ..Freed::default()
             })
         }
-        (pool, None) if !select.is_empty() => {
-            let query = super::list::query(pool.as_deref(), None, select)?;
-            let held = super::list::collect(store, g, &query)?;
-            // Prefix claims have no address or labels to select by: only owner selectors
-            // pick them.
-            let prefixes = if select.within.is_none() && select.labels.is_none() {
-                super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
-            } else {
-                Vec::new()
-            };
-            if held.is_empty() && prefixes.is_empty() {
-                if !args.ignore_not_found {
-                    return Err(Error::NotFound {
-                        message: "no allocation matches the selectors; nothing released".into(),
-                        hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
-                    });
-                }
-                output::diagnostic("note: no allocation matches; nothing to release");
-            }
-            let addresses = release_all(store, held, args.dry_run)?;
-            let prefixes = if args.dry_run {
-                prefixes
-            } else {
-                crate::engine::prefix::release_each(store, &prefixes)?
-            };
-            Ok(Freed {
-                addresses,
-                prefixes,
-            })
-        }
+        (pool, None) if !select.is_empty() => release_selected(store, g, args, pool.as_deref()),
         _ => Err(Error::Usage {
             message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
             hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
         }),
     }
+}
+
+/// `release` by selectors (in `pool`, if given): every allocation and prefix claim they
+/// pick, each guarded by its owner; none is exit 3, or a note with `--ignore-not-found`.
+fn release_selected(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ReleaseArgs,
+    pool: Option<&str>,
+) -> Result<Freed> {
+    let select = &args.select;
+    let query = super::list::query(pool, None, select)?;
+    let held = super::list::collect(store, g, &query)?;
+    // Prefix claims have no address or labels to select by: only owner selectors pick them.
+    let prefixes = if select.within.is_none() && select.labels.is_none() {
+        super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
+    } else {
+        Vec::new()
+    };
+    let mut note = None;
+    if held.is_empty() && prefixes.is_empty() {
+        if !args.ignore_not_found {
+            return Err(Error::NotFound {
+                message: "no allocation matches the selectors; nothing released".into(),
+                hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
+            });
+        }
+        note = Some("note: no allocation matches; nothing to release".into());
+    }
+    let addresses = release_all(store, held, args.dry_run)?;
+    let prefixes = if args.dry_run {
+        prefixes
+    } else {
+        crate::engine::prefix::release_each(store, &prefixes)?
+    };
+    Ok(Freed {
+        addresses,
+        prefixes,
+        note,
+    })
 }
 
 /// `POOL ADDRESS` without `--owner`, `--uid` or `--kind`: exit 2 naming the holder, whose
@@ -122,10 +148,6 @@ fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -
     let Some(owner) = crate::engine::release::holder(store, pool, addr)? else {
         return Ok(());
     };
-    let uid = owner
-        .uid()
-        .map(|u| format!(" --uid {u}"))
-        .unwrap_or_default();
     Err(Error::Usage {
         message: format!(
             "release of {addr} in pool `{pool}` names no owner; it is held by `{owner}`{}",
@@ -135,9 +157,21 @@ fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: std::net::IpAddr) -
                 .unwrap_or_default()
         ),
         hint: Some(format!(
-            "guard it with `--owner {owner}{uid}` (it then frees only that owner's address), or pass `--force` to release it whoever holds it"
+            "guard it with its owner, which it then frees only if it still holds it: {}; or pass `--force` to release it whoever holds it",
+            crate::engine::hint::release(pool, addr, &owner)
         )),
     })
+}
+
+/// The one note `release -f` prints for the `unchanged` of its `all` requests that had
+/// nothing to release, in place of the note each would print alone: a teardown run again
+/// would otherwise print hundreds of them, all alike.
+pub(super) fn note_nothing_released(unchanged: usize, all: usize) {
+    if unchanged > 0 {
+        output::diagnostic(&format!(
+            "note: {unchanged} of {all} requests had nothing to release (no allocation matches, or the address or prefix is not held): each answers `unchanged`"
+        ));
+    }
 }
 
 /// Does the pool manifest exist? (Release works without it; it only sharpens errors.)
@@ -173,12 +207,8 @@ fn release_one(
     match released {
         Released::Deleted(m) => Ok(vec![*m]),
         Released::NotHeld if spec.is_none() => Err(crate::store::read::pool_not_found(store, pool)),
-        Released::NotHeld => {
-            output::diagnostic(&format!(
-                "note: {addr} in pool `{pool}` is not allocated; nothing to release"
-            ));
-            Ok(Vec::new())
-        }
+        // Nobody holds it: the caller says so.
+        Released::NotHeld => Ok(Vec::new()),
     }
 }
 

@@ -12,6 +12,7 @@ use crate::cli::{
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::{Error, Result};
 use crate::model::PoolRef;
+use crate::model::candidates::{readable_count, readable_with_exact};
 use crate::model::subnet::SubnetManifest;
 use crate::model::{Exclude, PoolName, SubnetName};
 use crate::store::Store;
@@ -137,9 +138,9 @@ fn list(
                 m.spec.cidr.to_string(),
                 m.gateway().to_string(),
                 reserved(m),
-                u.candidates.to_string(),
+                readable_count(u.candidates),
                 u.allocated.to_string(),
-                u.free.to_string(),
+                readable_count(u.free),
                 format!("{:.1}%", u.percent_used),
             ]
         })
@@ -188,9 +189,16 @@ fn show(
                 ("CIDR", s.spec.cidr.to_string()),
                 ("Gateway", s.gateway().to_string()),
                 ("Reserved", reserved(&s)),
-                ("Candidates", u.candidates.to_string()),
+                ("Candidates", readable_with_exact(u.candidates)),
                 ("Allocated", u.allocated.to_string()),
-                ("Free", format!("{} ({:.1}% used)", u.free, u.percent_used)),
+                (
+                    "Free",
+                    format!(
+                        "{} ({:.1}% used)",
+                        readable_with_exact(u.free),
+                        u.percent_used
+                    ),
+                ),
                 (
                     "Free ranges",
                     if free.is_empty() {

@@ -11,6 +11,7 @@ use crate::cli::{GlobalArgs, OutputFormat};
 use crate::engine::prefix::Usage;
 use crate::engine::range_holder::{Holder, Holders, VpcHolder};
 use crate::error::Result;
+use crate::model::candidates::readable_count;
 use crate::model::{PoolManifest, PoolRef};
 use crate::store::Store;
 use crate::yaml;
@@ -24,8 +25,7 @@ pub struct SupernetStatus {
     /// The largest free block (absent when the pool is full).
     #[serde(skip_serializing_if = "Option::is_none")]
     largest_free: Option<String>,
-    /// Free blocks of each handed-out length (exact, as a decimal string: it may exceed
-    /// 64 bits).
+    /// Free blocks of each handed-out length.
     free_blocks: Vec<FreeBlocks>,
     /// `pool show` only: each claim with its holder, lowest first.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,7 +71,7 @@ pub fn free_cell(usage: &Usage) -> String {
     let counts: Vec<String> = usage
         .free
         .iter()
-        .map(|(len, n)| format!("/{len}: {n}"))
+        .map(|(len, n)| format!("/{len}: {}", readable_count(*n)))
         .collect();
     counts.join(", ")
 }

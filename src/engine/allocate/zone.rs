@@ -11,7 +11,7 @@ use crate::model::{Owner, PoolName, PoolRef};
 use crate::store::read::load_pool;
 use crate::store::{self, ObjectKind, Store};
 
-use super::{Allocated, Request, claim, find_owner, refuse_if_broken_names};
+use super::{Allocated, Request, Walk, claim, find_owner, pick, refuse_if_broken_names};
 
 /// Claims a floating IP from the public pools of `zone`, in name order, moving to the next
 /// pool when one is exhausted. Idempotent across the zone: an owner holding an address in
@@ -119,7 +119,7 @@ fn allocate_zone_now(
         }
         let cooling = cooldown::cooling(store, pool, &spec, owner)?;
         let subnets = subnet::of_pool(store, pool)?;
-        let candidates = pool_candidates(&spec, &subnets).without(cooling.blocked.iter().copied());
+        let candidates = pool_candidates(&spec, &subnets);
         let whole_pool = cooling.blocked.is_empty() && cooling.own.is_none();
         let req = Request {
             pool: pool.clone(),
@@ -131,7 +131,12 @@ fn allocate_zone_now(
             dry_run,
             mac: None,
         };
-        if let Some(allocated) = claim(store, &req, &candidates, entries, whole_pool, &cooling)? {
+        let walk = Walk {
+            start: pick::start(&spec, &req, &candidates),
+            whole_pool,
+        };
+        let candidates = candidates.without(cooling.blocked.iter().copied());
+        if let Some(allocated) = claim(store, &req, &candidates, entries, walk, &cooling)? {
             return Ok(allocated);
         }
     }

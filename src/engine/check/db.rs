@@ -16,24 +16,24 @@ use super::layout::ManifestFile;
 use super::{Decoded, Finding, Report, Severity, error, prefixes, ranges, rules};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
+use crate::model::layout::{NAMESPACES, object_path as path_of};
 use crate::model::{Namespace, OwnerFilter, PoolName};
 use crate::store::pg::PgStore;
 use crate::store::{ObjectKind, Objects, Queries};
 use crate::yaml;
 
-/// Where an object of `kind` named `name` in `scope` lives in a state directory.
-fn path_of(kind: ObjectKind, scope: Option<&Namespace>, name: &str) -> String {
-    let dir = match kind {
-        ObjectKind::Pool => "ipampools",
-        ObjectKind::Allocation => "ipallocations",
-        ObjectKind::Subnet => "subnets",
-        ObjectKind::Cooldown => "cooldown",
-        ObjectKind::PrefixClaim => "ipprefixclaims",
-    };
-    match scope {
-        None => format!("cluster/{dir}/{name}.yaml"),
-        Some(ns) => format!("namespaces/{ns}/{dir}/{name}.yaml"),
-    }
+/// Why `rows` objects of `kind` stored under `ns`, which is no namespace, are read by no
+/// command ([`PgStore::unreadable_namespaces`]), and what to do.
+pub(crate) fn unreadable_namespace(ns: &str, kind: ObjectKind, rows: i64) -> String {
+    let why = Namespace::new(ns)
+        .err()
+        .unwrap_or_else(|| format!("namespace `{ns}`"));
+    format!(
+        "{why}; no command reads its {rows} {} row{} (written by an older ipamctl, or by hand): \
+         move them to a namespace of another name",
+        kind.resource(),
+        if rows == 1 { "" } else { "s" }
+    )
 }
 
 /// A database row as the rules see a file. The rules read only its path, scope and name;
@@ -170,6 +170,7 @@ fn check_in_snapshot(store: &PgStore, root: &Arc<OwnedFd>) -> Result<Report> {
         allocations: allocations.len(),
         leftovers: Vec::new(),
         idle_records,
+        unrecorded: Vec::new(),
     })
 }
 
@@ -199,6 +200,12 @@ fn database_findings(
     findings: &mut Vec<Finding>,
 ) -> Result<()> {
     let inspected = store.inspect()?;
+    for (kind, ns, rows) in store.unreadable_namespaces()? {
+        findings.push(error(
+            &format!("{NAMESPACES}/{ns}/{}/", kind.dir()),
+            unreadable_namespace(&ns, kind, rows),
+        ));
+    }
     for row in &inspected.not_host {
         findings.push(error(
             &row_path(&row.namespace, &row.pool, &row.address),

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use super::{Decoded, Finding, error};
+use crate::engine::hint;
 use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerKind, PoolName, PoolRef};
 
@@ -28,14 +29,6 @@ fn uid_text(owner: &Owner) -> String {
     owner
         .uid()
         .map_or_else(|| "no uid".to_owned(), |u| format!("uid {u}"))
-}
-
-/// ` -n NS`, or nothing for the cluster scope.
-fn ns_flag(scope: &Option<Namespace>) -> String {
-    scope
-        .as_ref()
-        .map(|n| format!(" -n {n}"))
-        .unwrap_or_default()
 }
 
 /// An owner's name in one pool of one scope.
@@ -70,7 +63,7 @@ fn names_held_twice(allocations: &[Decoded<AllocationManifest>]) -> Vec<Finding>
             "owner `{kind}/{name}` is held under {} identities in pool `{pool}`: {}; an owner's name is one identity per pool: release the one whose NIC is gone (`ipamctl release {pool} ADDRESS{} --owner {kind}/{name} --uid UID`, without `--uid` for the one that has none)",
             identities.len(),
             each.join(", "),
-            ns_flag(scope),
+            hint::namespace_flag(scope.as_ref()),
         );
         for (_, _, rel) in held {
             related.push(error(rel, message.clone()));
@@ -103,13 +96,13 @@ fn nics_with_two_macs(allocations: &[Decoded<AllocationManifest>]) -> Vec<Findin
             .map(|(pool, address, mac, rel)| format!("{mac} on {address} (pool `{pool}`, {rel})"))
             .collect();
         let (pool, address, mac, _) = held[0];
-        let fix = crate::engine::mac::set_command(
-            owner,
-            address,
+        let fix = hint::mac_set(
             &PoolRef {
                 namespace: scope.clone(),
                 name: pool.clone(),
             },
+            address,
+            owner,
             &mac.to_string(),
         );
         let message = format!(

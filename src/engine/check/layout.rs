@@ -17,7 +17,8 @@ use std::time::SystemTime;
 use rustix::fs::FileType;
 
 use super::{Finding, Leftover, Severity};
-use crate::model::{Namespace, PoolName};
+use crate::model::layout::{CLUSTER, NAMESPACES, ScopeDir};
+use crate::model::{Namespace, ObjectKind, PoolName};
 use crate::store::fs::beneath::{self, Refused};
 use crate::store::fs::{
     FsStore, GITIGNORE, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX, MARKER, TMP_PREFIX,
@@ -26,14 +27,9 @@ use crate::store::fs::{
 use crate::yaml::MAX_MANIFEST_BYTES;
 
 const GITIGNORE_FILE: &str = ".gitignore";
-const POOLS_DIR: &str = "ipampools";
-const ALLOCATIONS_DIR: &str = "ipallocations";
-const SUBNETS_DIR: &str = "subnets";
-const COOLDOWN_DIR: &str = "cooldown";
-const PREFIXES_DIR: &str = "ipprefixclaims";
-/// The file store's MAC records (`store::fs::macs`): derived from the allocations that hold
-/// each MAC, which `check` reads itself, so the records are not checked one by one.
-const MACS_DIR: &str = "macs";
+/// How deep below a directory the walk looks for a namespace laid out by hand: a namespace
+/// has at most 127 segments (253 characters).
+const MAX_SEGMENTS: usize = 127;
 pub(super) const SYMLINK: &str =
     "is a symlink; ipamctl never follows symlinks inside the state directory";
 const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
@@ -105,16 +101,6 @@ impl Item {
             self.rel.clone()
         }
     }
-}
-
-/// Which kind of object a `ipampools/` or `ipallocations/` directory holds.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ObjectDir {
-    Pools,
-    Allocations,
-    Subnets,
-    Cooldown,
-    PrefixClaims,
 }
 
 /// Walks the state directory at `root` (its path, for the marker) through `root_fd`, its
@@ -226,13 +212,13 @@ impl Walker {
         self.gitignore(root_fd);
         for item in self.entries(root_fd, "") {
             let name = item.name.as_str();
-            let ours = matches!(name, "cluster" | "namespaces" | MARKER | GITIGNORE_FILE)
+            let ours = matches!(name, CLUSTER | NAMESPACES | MARKER | GITIGNORE_FILE)
                 || name.starts_with(TMP_PREFIX);
             match (name, item.kind) {
                 (_, Kind::Symlink) if ours => self.foreign(&item, ""),
-                ("cluster", Kind::Dir) => self.cluster(root_fd, &item),
-                ("namespaces", Kind::Dir) => self.namespaces(root_fd, &item, ""),
-                ("cluster" | "namespaces", _) => self.finding(
+                (CLUSTER, Kind::Dir) => self.cluster(root_fd, &item),
+                (NAMESPACES, Kind::Dir) => self.namespaces(root_fd, &item, ""),
+                (CLUSTER | NAMESPACES, _) => self.finding(
                     Severity::Error,
                     item.rel.clone(),
                     "is not a directory; the layout needs a directory here",
@@ -301,17 +287,8 @@ impl Walker {
             return;
         };
         for item in self.entries(&fd, &dir.rel) {
-            match (item.name.as_str(), item.kind) {
-                (POOLS_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Pools),
-                (ALLOCATIONS_DIR, Kind::Dir) => {
-                    self.objects(&fd, &item, None, ObjectDir::Allocations);
-                }
-                (SUBNETS_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Subnets),
-                (COOLDOWN_DIR, Kind::Dir) => self.objects(&fd, &item, None, ObjectDir::Cooldown),
-                (PREFIXES_DIR, Kind::Dir) => {
-                    self.objects(&fd, &item, None, ObjectDir::PrefixClaims);
-                }
-                (MACS_DIR, Kind::Dir) => {}
+            match (ScopeDir::from_name(&item.name), item.kind) {
+                (Some(layout), Kind::Dir) => self.scope_dir(&fd, &item, None, layout),
                 _ => self.foreign(&item, FOREIGN),
             }
         }
@@ -326,32 +303,20 @@ impl Walker {
         let scope = Namespace::new(prefix).ok();
         for item in self.entries(&fd, &dir.rel) {
             let name = item.name.as_str();
-            match (name, item.kind, &scope) {
-                (POOLS_DIR, Kind::Dir, Some(ns)) => {
-                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Pools);
+            match (ScopeDir::from_name(name), item.kind, &scope) {
+                (Some(layout), Kind::Dir, Some(ns)) => {
+                    self.scope_dir(&fd, &item, Some(ns.clone()), layout);
                 }
-                (ALLOCATIONS_DIR, Kind::Dir, Some(ns)) => {
-                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Allocations);
+                // `namespaces/macs/`: no namespace may be `macs`, but one made by hand (or
+                // by an ipamctl that did not reserve it) is read by nothing.
+                (Some(_), Kind::Dir, None) if holds_scope(&fd, &item.raw, MAX_SEGMENTS) => {
+                    self.unreadable_namespace(&item, name, "");
                 }
-                (SUBNETS_DIR, Kind::Dir, Some(ns)) => {
-                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Subnets);
-                }
-                (COOLDOWN_DIR, Kind::Dir, Some(ns)) => {
-                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::Cooldown);
-                }
-                (PREFIXES_DIR, Kind::Dir, Some(ns)) => {
-                    self.objects(&fd, &item, Some(ns.clone()), ObjectDir::PrefixClaims);
-                }
-                (MACS_DIR, Kind::Dir, Some(_)) => {}
-                (
-                    POOLS_DIR | ALLOCATIONS_DIR | SUBNETS_DIR | COOLDOWN_DIR | PREFIXES_DIR,
-                    Kind::Dir,
-                    None,
-                ) => self.foreign(
+                (Some(_), Kind::Dir, None) => self.foreign(
                     &item,
                     "not part of the state directory layout: objects under `namespaces/` go in a namespace directory, e.g. `namespaces/<ns>/ipampools/`; ipamctl ignores it",
                 ),
-                (_, Kind::Dir, _) => {
+                (None, Kind::Dir, _) => {
                     let child = if prefix.is_empty() {
                         name.to_owned()
                     } else {
@@ -374,8 +339,92 @@ impl Walker {
         }
     }
 
-    /// An `ipampools/` or `ipallocations/` directory.
-    fn objects(&mut self, parent: &OwnedFd, dir: &Item, scope: Option<Namespace>, what: ObjectDir) {
+    /// A directory of a scope (`None`: the cluster's): its objects, or its MAC records.
+    fn scope_dir(
+        &mut self,
+        parent: &OwnedFd,
+        dir: &Item,
+        scope: Option<Namespace>,
+        what: ScopeDir,
+    ) {
+        match what {
+            ScopeDir::Objects(kind) => self.objects(parent, dir, scope, kind),
+            ScopeDir::Macs => self.macs(parent, dir, scope.as_ref()),
+        }
+    }
+
+    /// A scope's `macs/`: the file store's MAC records (`store::fs::macs`), derived from the
+    /// allocations that hold each MAC, which `check` reads itself (`check::macs`), so the
+    /// files are not checked one by one here. A directory among them is a namespace made by
+    /// hand (`<scope>/macs/…`), and sits where a record may have to go.
+    fn macs(&mut self, parent: &OwnedFd, dir: &Item, scope: Option<&Namespace>) {
+        let Some(fd) = self.open(parent, dir) else {
+            return;
+        };
+        const TAKEN: &str = "a directory among MAC records fails every claim whose record \
+                             would take its name";
+        for item in self.entries(&fd, &dir.rel) {
+            if item.kind != Kind::Dir {
+                continue;
+            }
+            let note = format!("; {TAKEN}, too");
+            if self
+                .in_scope_dir(&fd, &item, scope, ScopeDir::Macs, &note)
+                .is_none()
+            {
+                self.finding(Severity::Error, item.shown(), format!("{TAKEN}: remove it"));
+            }
+        }
+    }
+
+    /// A directory `item` inside the scope directory `what` of `scope`: a namespace laid
+    /// out by hand (any directory among MAC records is one) that ipamctl reads nothing of,
+    /// an error; `None` (the caller's to report) when it is none.
+    fn in_scope_dir(
+        &mut self,
+        parent: &OwnedFd,
+        item: &Item,
+        scope: Option<&Namespace>,
+        what: ScopeDir,
+        note: &str,
+    ) -> Option<()> {
+        // Under `cluster/`, a directory is no namespace.
+        let base = format!("{}/{}", scope?, what.name());
+        if ScopeDir::from_name(&item.name).is_some() {
+            self.unreadable_namespace(item, &base, note);
+        } else if what == ScopeDir::Macs || holds_scope(parent, &item.raw, MAX_SEGMENTS) {
+            self.unreadable_namespace(item, &format!("{base}/{}", item.name), note);
+        } else {
+            return None;
+        }
+        Some(())
+    }
+
+    /// `ns` would be a namespace (its directory laid out as one, at `item`), but a segment
+    /// of it is a directory of the layout: nothing in it is read, by `check` either.
+    fn unreadable_namespace(&mut self, item: &Item, ns: &str, note: &str) {
+        let why = match Namespace::new(ns) {
+            Err(why) => why,
+            Ok(_) => format!("`{ns}` is a directory of the state directory layout"),
+        };
+        self.finding(
+            Severity::Error,
+            item.shown(),
+            format!(
+                "{why}; ipamctl reads nothing here (a namespace made by hand or by an older \
+                 ipamctl): move its objects to a namespace of another name{note}"
+            ),
+        );
+    }
+
+    /// A directory of `kind`'s manifests.
+    fn objects(
+        &mut self,
+        parent: &OwnedFd,
+        dir: &Item,
+        scope: Option<Namespace>,
+        what: ObjectKind,
+    ) {
         let Some(fd) = self.open(parent, dir) else {
             return;
         };
@@ -393,11 +442,11 @@ impl Walker {
                         scope: scope.clone(),
                     };
                     match what {
-                        ObjectDir::Pools => self.out.pools.push(file),
-                        ObjectDir::Allocations => self.out.allocations.push(file),
-                        ObjectDir::Subnets => self.out.subnets.push(file),
-                        ObjectDir::Cooldown => self.out.cooldown.push(file),
-                        ObjectDir::PrefixClaims => self.out.prefix_claims.push(file),
+                        ObjectKind::Pool => self.out.pools.push(file),
+                        ObjectKind::Allocation => self.out.allocations.push(file),
+                        ObjectKind::Subnet => self.out.subnets.push(file),
+                        ObjectKind::Cooldown => self.out.cooldown.push(file),
+                        ObjectKind::PrefixClaim => self.out.prefix_claims.push(file),
                     }
                 }
                 Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&fd, &item),
@@ -407,8 +456,8 @@ impl Walker {
                      name to be checked); its object is deleted: remove this file, or rename it \
                      back to keep it",
                 ),
-                Kind::File if what == ObjectDir::Pools && is_pool_lock(name) => {}
-                Kind::Dir if what == ObjectDir::Allocations && name == INDEX_DIR => {
+                Kind::File if what == ObjectKind::Pool && is_pool_lock(name) => {}
+                Kind::Dir if what == ObjectKind::Allocation && name == INDEX_DIR => {
                     self.index(&fd, &item);
                 }
                 Kind::File | Kind::Dir if name.starts_with('.') => self.foreign(
@@ -423,6 +472,15 @@ impl Walker {
                     &item,
                     "not a manifest: ipamctl reads only `<name>.yaml` files here and ignores it",
                 ),
+                Kind::Dir => {
+                    let layout = ScopeDir::Objects(what);
+                    if self
+                        .in_scope_dir(&fd, &item, scope.as_ref(), layout, "")
+                        .is_none()
+                    {
+                        self.foreign(&item, "unexpected directory; ipamctl ignores it");
+                    }
+                }
                 _ => self.foreign(&item, "unexpected directory; ipamctl ignores it"),
             }
         }
@@ -484,6 +542,32 @@ impl Walker {
             modified,
         });
     }
+}
+
+/// Whether the directory `name` of `parent`, or one at most `depth` levels below it, holds a
+/// directory a scope holds ([`ScopeDir`]): it is laid out as a namespace.
+fn holds_scope(parent: &OwnedFd, name: &OsString, depth: usize) -> bool {
+    let Ok(dir) = beneath::open_dir(parent, Path::new(name)) else {
+        return false;
+    };
+    let mut below = Vec::new();
+    let mut holds = false;
+    let _ = beneath::each_name(&dir, |raw, file_type| {
+        let raw = beneath::os(raw);
+        let is_dir = match file_type {
+            FileType::Directory => true,
+            FileType::Unknown => beneath::stat(&dir, raw)
+                .ok()
+                .flatten()
+                .is_some_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory),
+            _ => false,
+        };
+        if is_dir {
+            holds |= raw.to_str().and_then(ScopeDir::from_name).is_some();
+            below.push(raw.to_owned());
+        }
+    });
+    holds || (depth > 0 && below.iter().any(|n| holds_scope(&dir, n, depth - 1)))
 }
 
 /// `.lock` (the scope lock) or `.<pool>.lock` (a pool lock).

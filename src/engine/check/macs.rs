@@ -16,13 +16,15 @@ use std::path::Path;
 
 use super::rules::{KnownPool, PoolKey};
 use super::{Decoded, Finding, Severity, error};
+use crate::engine::hint;
+use crate::model::layout::{self, ScopeDir};
 use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
 use crate::store::fs::beneath;
-use crate::store::fs::macs::{MACS_DIR, parse_record, record_name};
+use crate::store::fs::macs::{MacRecord, record_name};
 
 /// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
-pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set`";
+pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set POOL ADDRESS --owner KIND/NAME --mac MAC`";
 
 /// Adds the fix to each finding that says an allocation's MAC is malformed (the decoder's
 /// message names the value).
@@ -66,10 +68,7 @@ pub(super) fn check_macs(
                 .iter()
                 .map(|(a, owner, _)| format!("{a} (`{owner}`)"))
                 .collect();
-            let ns = scope
-                .as_ref()
-                .map(|n| format!(" -n {n}"))
-                .unwrap_or_default();
+            let ns = hint::namespace_flag(scope.as_ref());
             let message = format!(
                 "MAC {mac} is held by {} allocations of pool `{pool}`: {}; a MAC names one NIC per pool: give each other NIC its own with `ipamctl mac set {pool} ADDRESS --owner KIND/NAME --mac NEW{ns}` (or `--mac auto`), or release it",
                 held.len(),
@@ -96,21 +95,20 @@ pub(super) fn check_macs(
             if fits {
                 continue;
             }
-            let ns = scope
-                .as_ref()
-                .map(|n| format!(" -n {n}"))
-                .unwrap_or_default();
+            let fix = hint::mac_set(
+                &crate::model::PoolRef {
+                    namespace: scope.clone(),
+                    name: pool.clone(),
+                },
+                address,
+                owner,
+                "auto",
+            );
             related.push(error(
                 rel,
                 format!(
-                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `ipamctl mac set {pool} {address} --owner {}/{}{}{ns} --mac auto`",
+                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `{fix}`",
                     Mac::derive(prefix, address),
-                    owner.kind(),
-                    owner.name(),
-                    owner
-                        .uid()
-                        .map(|u| format!(" --uid {}", u.as_str()))
-                        .unwrap_or_default(),
                 ),
             ));
         }
@@ -118,49 +116,66 @@ pub(super) fn check_macs(
     related
 }
 
+/// An allocation whose MAC has no record (file store).
+#[derive(Clone, Debug)]
+pub struct Unrecorded {
+    /// Its file, relative to the root.
+    pub path: String,
+    /// Its scope, as its path says.
+    pub namespace: Option<Namespace>,
+    /// As read.
+    pub allocation: AllocationManifest,
+}
+
 /// The file store's MAC records (`store::fs::macs`), as warnings: an allocation whose MAC has
-/// no record (a claim killed between its file and its record, or a MAC written by hand:
-/// until its owner asks again, another owner's claim of the MAC finds nothing to refuse it),
-/// or whose record names another address (the MAC is held twice, or the record is stale and
-/// the next claim of the MAC takes it over). A record is read beneath `root` like a manifest.
+/// no record (a MAC written by hand, or by an older version whose claim was killed before
+/// its record; a record deleted from outside: the next claim of the MAC reads the pool to
+/// find it, but one that reads it at the same instant as the deletion does not), or whose
+/// record names another claim (the MAC is held twice, or the record is stale and the next
+/// claim of the MAC takes it over). A record is read beneath `root` like a manifest.
+///
+/// Also returns the allocations whose MAC has no record, by path, for `check --fix` to make
+/// their records ([`crate::engine::mac::restore_record`]).
 pub(super) fn check_records(
     root: &OwnedFd,
     allocations: &[Decoded<AllocationManifest>],
-) -> Vec<Finding> {
+) -> (Vec<Finding>, Vec<Unrecorded>) {
     let mut findings = Vec::new();
+    let mut unrecorded = Vec::new();
     for Decoded { file, manifest } in allocations {
         let Some(m) = manifest else { continue };
         let Some(mac) = m.spec.mac else { continue };
-        let scope = match &file.scope {
-            None => "cluster".to_owned(),
-            Some(ns) => format!("namespaces/{ns}"),
-        };
-        let rel = format!("{scope}/{MACS_DIR}/{}", record_name(&m.spec.pool, mac));
+        let dir = layout::dir_path(ScopeDir::Macs, file.scope.as_ref());
+        let rel = format!("{dir}/{}", record_name(&m.spec.pool, mac));
         let read = beneath::open_parent(root, Path::new(&rel))
             .and_then(|(dir, name)| beneath::read(&dir, name, 4096));
         let owner = &m.spec.owner;
         let message = match read {
-            Ok(Some(r)) if parse_record(&r.bytes) == Some(m.spec.address) => continue,
-            Ok(Some(r)) => format!(
-                "MAC {mac}'s record `{rel}` names {}, not this allocation ({}); if the MAC is not held twice (an error of its own), the record is stale and the next claim of the MAC takes it over",
-                String::from_utf8_lossy(&r.bytes).trim_end(),
-                m.spec.address
-            ),
-            Ok(None) | Err(_) => format!(
-                "MAC {mac} has no record `{rel}` (a claim killed before it, or a MAC written by hand): another owner could be given the MAC; the owner asking again makes it: ipamctl allocate {} --owner {}/{}{} --mac {mac}{}",
-                m.spec.pool,
-                owner.kind(),
-                owner.name(),
-                // Without its uid the request would be another owner (`engine::identity`).
-                owner
-                    .uid()
-                    .map(|u| format!(" --uid {}", u.as_str()))
-                    .unwrap_or_default(),
-                file.scope
-                    .as_ref()
-                    .map(|n| format!(" -n {n}"))
-                    .unwrap_or_default()
-            ),
+            Ok(Some(r)) => match MacRecord::parse(&r.bytes) {
+                Some(record)
+                    if record.address == m.spec.address
+                        && (record.owner.is_none() || record.names(owner)) =>
+                {
+                    continue;
+                }
+                _ => format!(
+                    "MAC {mac}'s record `{rel}` names {}, not this allocation ({} of `{owner}`); if the MAC is not held twice (an error of its own), the record is stale and the next claim of the MAC takes it over",
+                    String::from_utf8_lossy(&r.bytes)
+                        .trim_end()
+                        .replace('\n', " of "),
+                    m.spec.address
+                ),
+            },
+            Ok(None) | Err(_) => {
+                unrecorded.push(Unrecorded {
+                    path: file.rel.clone(),
+                    namespace: file.scope.clone(),
+                    allocation: m.clone(),
+                });
+                format!(
+                    "MAC {mac} has no record `{rel}` (deleted, or a MAC written by hand): a claim of the MAC by another owner at the instant of a deletion could be given it; `ipamctl check --fix` makes the record"
+                )
+            }
         };
         findings.push(Finding {
             severity: Severity::Warning,
@@ -168,5 +183,5 @@ pub(super) fn check_records(
             message,
         });
     }
-    findings
+    (findings, unrecorded)
 }

@@ -136,19 +136,16 @@ pub(super) fn check_off_limits(
         };
         let addr = m.spec.address;
         if let Some((subnet, role)) = off_limits_role(siblings, addr) {
-            let ns = m
-                .metadata
-                .namespace
-                .as_ref()
-                .map(|n| format!(" -n {n}"))
-                .unwrap_or_default();
+            let pool = PoolRef {
+                namespace: m.metadata.namespace.clone(),
+                name: m.spec.pool.clone(),
+            };
             findings.push(error(
                 &file.rel,
                 format!(
-                    "address {addr} is {role} of {}, which no claim is given; release it (ipamctl release {} {addr}{ns} --owner {}) and allocate again",
+                    "address {addr} is {role} of {}, which no claim is given; release it ({}) and allocate again",
                     subnet.describe(),
-                    m.spec.pool,
-                    m.spec.owner
+                    crate::engine::hint::release(&pool, addr, &m.spec.owner)
                 ),
             ));
         }

@@ -156,16 +156,14 @@ struct Doomed<'a> {
 
 /// The error of a delete that `stop` ended early: what is left of `pool`, and how to finish.
 fn interrupted(name: &str, pool: &PoolRef) -> Error {
-    let ns = pool
-        .namespace
-        .as_ref()
-        .map(|n| format!(" -n {n}"))
-        .unwrap_or_default();
     Error::Interrupted {
         message: format!(
             "interrupted: VPC `{name}` is partly deleted (pool `{pool}` stands, marked as being deleted, so it takes no claim); what is listed above was removed"
         ),
-        hint: format!("run `ipamctl vpc delete {name}{ns}` again to finish"),
+        hint: format!(
+            "run `{}` again to finish",
+            crate::engine::hint::vpc_delete(name, pool)
+        ),
     }
 }
 
@@ -228,7 +226,7 @@ fn delete_pool(
             kept: Some(interrupted(name, pool)),
         });
     }
-    if let Some(kept) = unreleased(store, pool, dry_run)? {
+    if let Some(kept) = unreleased(store, name, pool, dry_run)? {
         return Ok(Deleted {
             removed,
             kept: Some(kept),
@@ -304,7 +302,12 @@ fn release_all(
 
 /// Exit 4 to report when allocation files of `pool` are left after the releases (files
 /// that do not parse were not released): never orphan them silently. None in a dry run.
-fn unreleased(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<Option<Error>> {
+fn unreleased(
+    store: &dyn Store,
+    name: &str,
+    pool: &PoolRef,
+    dry_run: bool,
+) -> Result<Option<Error>> {
     let left = store
         .list(ObjectKind::Allocation, pool.namespace.as_ref())?
         .iter()
@@ -320,8 +323,9 @@ fn unreleased(store: &dyn Store, pool: &PoolRef, dry_run: bool) -> Result<Option
             "{left} allocation file{} of pool `{pool}` could not be released; the pool is kept",
             if left == 1 { "" } else { "s" }
         ),
-        hint: Some(
-            "run `ipamctl check` to see why, fix them, and run `ipamctl vpc delete` again".into(),
-        ),
+        hint: Some(format!(
+            "run `ipamctl check` to see why, fix them, and run `{}` again",
+            crate::engine::hint::vpc_delete(name, pool)
+        )),
     }))
 }

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use crate::model::address::Exclude;
 use crate::model::kind::{ALLOCATION_KIND, API_VERSION, COOLDOWN_KIND, POOL_KIND, SUBNET_KIND};
+use crate::model::layout::ScopeDir;
 use crate::model::mac::{Mac, MacPrefix};
 use crate::model::names::{Namespace, PoolName, Uid};
 use crate::model::owner::{Owner, OwnerKind};
@@ -103,14 +104,19 @@ string_impl!(
 );
 
 string_impl!(Namespace, "Namespace", {
+    let reserved: Vec<&str> = ScopeDir::ALL.iter().map(|d| d.name()).collect();
+    let listed: Vec<String> = reserved.iter().map(|d| format!("`{d}`")).collect();
     let mut schema = string_schema(
         &format!("{LABEL}(/{LABEL})*"),
         253,
-        "`/`-separated RFC 1123 labels, none of them `ipampools`, `ipallocations`, `subnets` or `cooldown`.",
+        &format!(
+            "`/`-separated RFC 1123 labels, none of them a directory of the state directory layout: {}.",
+            listed.join(", ")
+        ),
     );
     schema.insert(
         "not".into(),
-        json!({ "pattern": "(^|/)(ipampools|ipallocations|subnets|cooldown)(/|$)" }),
+        json!({ "pattern": format!("(^|/)({})(/|$)", reserved.join("|")) }),
     );
     schema
 });

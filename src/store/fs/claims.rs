@@ -37,7 +37,7 @@ use std::net::IpAddr;
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
 use crate::store::fs::FsStore;
-use crate::store::fs::lock::{Target, owner_keys, scope_text};
+use crate::store::fs::lock::{Target, scope_text};
 use crate::store::read::read_allocation;
 use crate::store::{
     Audit, Claim, Claims, LockMode, MacChange, ObjectKind, Objects, Release, Units,
@@ -51,8 +51,12 @@ impl Claims for FsStore {
         if let Claim::Claimed = claim
             && let Some(held) = self.yield_to_returned_owner(ns, manifest)?
         {
-            if let Some(mac) = manifest.spec.mac {
-                self.drop_mac(ns, &manifest.spec.pool, mac, manifest.spec.address)?;
+            // The owner's own file came back: the MAC's record names this owner, and names
+            // the returned allocation if that one holds the MAC (else it goes).
+            if held.spec.mac.is_some() && held.spec.mac == manifest.spec.mac {
+                self.take_mac(ns, &held)?;
+            } else {
+                self.drop_mac(ns, manifest)?;
             }
             return Ok(Claim::OwnerHolds(Box::new(held)));
         }
@@ -69,31 +73,41 @@ impl Claims for FsStore {
     }
 
     fn claim_copy(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
-        if let Some(holder) = self.held_elsewhere(ns, manifest)? {
+        // The MAC's record first, the allocation after (macs.rs): an allocation with a MAC
+        // is never without the record that guards it, whatever kills this process.
+        if let Some(holder) = self.take_mac(ns, manifest)? {
             return Ok(Claim::MacHeld(Box::new(holder)));
         }
         let bytes = yaml::encode(manifest);
         let name = &manifest.metadata.name;
-        // A MAC's record is written after the file, and must never name a claim a crash
-        // could take back: such a claim waits for its directory (`flush.rs`).
-        let flusher = self.flusher.get().filter(|_| manifest.spec.mac.is_none());
-        let created =
-            self.create_with(ObjectKind::Allocation, ns, name, bytes.as_bytes(), flusher)?;
-        if !created {
-            return Ok(Claim::AddressTaken);
-        }
-        // The file first, its MAC's record after (macs.rs): a record never names a claim
-        // half made.
-        match self.take_mac(ns, manifest) {
-            Ok(None) => Ok(Claim::Claimed),
-            Ok(Some(holder)) => {
-                self.undo_claim(ns, manifest)?;
-                Ok(Claim::MacHeld(Box::new(holder)))
+        failpoint!("claim-after-mac-record");
+        let created = self.create_with(
+            ObjectKind::Allocation,
+            ns,
+            name,
+            bytes.as_bytes(),
+            self.flusher.get(),
+        );
+        match created {
+            Ok(true) => match self.confirm_mac(ns, manifest) {
+                Ok(None) => Ok(Claim::Claimed),
+                Ok(Some(holder)) => {
+                    self.undo_claim(ns, manifest)?;
+                    Ok(Claim::MacHeld(Box::new(holder)))
+                }
+                Err(e) => {
+                    self.undo_claim(ns, manifest)?;
+                    Err(e)
+                }
+            },
+            // Taken, or not written (a symlink or a FIFO planted at the name, a full disk):
+            // the record this claim made goes (only while it still names this claim).
+            Ok(false) => {
+                self.drop_mac(ns, manifest)?;
+                Ok(Claim::AddressTaken)
             }
-            // The record could not be read or made (a symlink or a FIFO planted at it, a
-            // full disk): the claim failed, so its file goes too, and the error says why.
             Err(e) => {
-                self.undo_claim(ns, manifest)?;
+                self.drop_mac(ns, manifest)?;
                 Err(e)
             }
         }
@@ -108,15 +122,8 @@ impl Claims for FsStore {
         let name = &expected.metadata.name;
         // Whoever deletes this file holds this lock, and read the file after taking it:
         // nobody can release the address and claim it again for another owner meanwhile.
-        let _owner = owner_keys(&expected.spec.owner)
-            .map(|key| {
-                let target = Target::Owner {
-                    scope: scope_text(ns),
-                    pool: expected.spec.pool.as_str(),
-                    key,
-                };
-                self.lock(target, LockMode::Exclusive)
-            })
+        let _owner = Target::owners(ns, &expected.spec.pool, &expected.spec.owner)
+            .map(|target| self.lock(target, LockMode::Exclusive))
             .collect::<Result<Vec<_>>>()?;
         match read_allocation(self, ns, name)? {
             Some(Ok(now)) if now == *expected => {
@@ -136,11 +143,10 @@ impl Claims for FsStore {
                     other => other,
                 };
                 // The allocation first, its MAC's record after, and only while the record
-                // still names this address (macs.rs).
-                if released == Release::Deleted
-                    && let Some(mac) = expected.spec.mac
-                {
-                    self.drop_mac(ns, &expected.spec.pool, mac, expected.spec.address)?;
+                // still names this owner (macs.rs).
+                if released == Release::Deleted {
+                    failpoint!("release-before-mac-drop");
+                    self.drop_mac(ns, expected)?;
                 }
                 Ok(released)
             }
@@ -172,17 +178,27 @@ impl Claims for FsStore {
             Some(Ok(now)) if now == *expected => {}
             _ => return Ok(MacChange::Moved),
         }
-        if let Some(holder) = self.held_elsewhere(ns, updated)? {
+        let new_mac = updated.spec.mac.is_some() && updated.spec.mac != expected.spec.mac;
+        // The new MAC's record first, as a claim's (macs.rs), then the allocation, then the
+        // old MAC's record: a kill between two steps leaves a record naming this owner that
+        // its allocation does not bear out, which the next claim of that MAC takes over.
+        if new_mac && let Some(holder) = self.take_mac(ns, updated)? {
             return Ok(MacChange::MacHeld(Box::new(holder)));
         }
-        // The allocation first, then the record, as a claim (macs.rs).
-        self.replace(
+        failpoint!("mac-set-after-record");
+        let replaced = self.replace(
             ObjectKind::Allocation,
             ns,
             name,
             yaml::encode(updated).as_bytes(),
-        )?;
-        if let Some(holder) = self.take_mac(ns, updated)? {
+        );
+        if let Err(e) = replaced {
+            if new_mac {
+                self.drop_mac(ns, updated)?;
+            }
+            return Err(e);
+        }
+        if new_mac && let Some(holder) = self.confirm_mac(ns, updated)? {
             self.replace(
                 ObjectKind::Allocation,
                 ns,
@@ -191,10 +207,9 @@ impl Claims for FsStore {
             )?;
             return Ok(MacChange::MacHeld(Box::new(holder)));
         }
-        if let Some(old) = expected.spec.mac
-            && Some(old) != updated.spec.mac
-        {
-            self.drop_mac(ns, &expected.spec.pool, old, expected.spec.address)?;
+        failpoint!("mac-set-before-drop");
+        if expected.spec.mac.is_some() && expected.spec.mac != updated.spec.mac {
+            self.drop_mac(ns, expected)?;
         }
         Ok(MacChange::Changed)
     }

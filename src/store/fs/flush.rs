@@ -29,9 +29,10 @@
 //!   refused as an upgrade of the process's own shared hold.
 //! - **The bytes are never behind the name:** they are `fsync`ed before the rename, as
 //!   always. Only the directory's `fsync` moves.
-//! - A claim that takes a MAC writes the MAC's record after its file, and a record must
-//!   never name a claim a crash could take back: those claims wait for their directory
-//!   as before.
+//! - A claim that takes a MAC writes the MAC's record, durably, before its file
+//!   (`macs.rs`): a crash that takes the claim's name back leaves a record that names an
+//!   allocation that is not there, which the next claim of the MAC takes over. So those
+//!   claims run behind the next request too.
 //! - A failed `fsync` of a directory fails the group (exit 1, "outcome unknown"): the
 //!   claims exist, whether they would survive a crash is not known, as when a single
 //!   claim's `fsync` fails.

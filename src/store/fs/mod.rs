@@ -1,5 +1,7 @@
 //! The filesystem store: one YAML file per object, at a path derived from (kind, namespace,
-//! name) alone, so the path is the unique index.
+//! name) alone, so the path is the unique index. The directories' names are
+//! [`crate::model::layout`]'s, which no namespace segment may take: each directory below
+//! holds one thing.
 //!
 //! ```text
 //! <root>/.ipamctl                                 marker: identifies the root, layout version
@@ -127,7 +129,8 @@
 //! of its own while the next request runs. The claim's locks are held until then, so no
 //! other process can act on the claim sooner than when it waited; the batch prints a group
 //! of results (up to 16 requests) only once every name made in it is durable, so nothing is
-//! printed that a crash could still take back. A claim that takes a MAC waits, as before.
+//! printed that a crash could still take back. A claim that takes a MAC is no exception: its
+//! record was made durable before its file (`macs.rs`).
 //!
 //! # What an outside writer can still do
 //!
@@ -152,9 +155,10 @@
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch;
-//! - a MAC record removed or relabelled (unlink, then create) while another owner claims its
-//!   MAC, or a MAC given to a second allocation by hand or by a merge: the MAC is then on two
-//!   allocations of a pool, which `check` reports (`macs.rs`).
+//! - a MAC record removed at the instant another owner's claim of its MAC reads the pool, or
+//!   a MAC given to a second allocation by hand or by a merge: the MAC is then on two
+//!   allocations of a pool, which `check` reports (`macs.rs`); `check` warns of a MAC
+//!   without its record, and `check --fix` makes it.
 
 mod allocation;
 pub mod beneath;
@@ -182,6 +186,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::model::Namespace;
+use crate::model::layout::{self, ScopeDir};
 use crate::store::ObjectKind;
 use crate::store::fs::beneath::{WriteMode, refused};
 
@@ -227,16 +232,6 @@ pub struct FsStore {
     /// In a batch, the claims whose names are made durable behind it (`flush.rs`); unset
     /// outside a batch, where every claim waits for its own.
     flusher: std::sync::OnceLock<flush::Flusher>,
-}
-
-fn kind_dir(kind: ObjectKind) -> &'static str {
-    match kind {
-        ObjectKind::Pool => "ipampools",
-        ObjectKind::Allocation => "ipallocations",
-        ObjectKind::Subnet => "subnets",
-        ObjectKind::Cooldown => "cooldown",
-        ObjectKind::PrefixClaim => "ipprefixclaims",
-    }
 }
 
 impl FsStore {
@@ -362,18 +357,10 @@ impl FsStore {
         &self.fd
     }
 
-    /// Directory of `kind` objects in scope `ns`, relative to the root.
+    /// Directory of `kind` objects in scope `ns`, relative to the root
+    /// ([`crate::model::layout`]).
     pub fn relative_dir(kind: ObjectKind, ns: Option<&Namespace>) -> PathBuf {
-        let mut dir = PathBuf::new();
-        match ns {
-            None => dir.push("cluster"),
-            Some(ns) => {
-                dir.push("namespaces");
-                dir.extend(ns.as_str().split('/'));
-            }
-        }
-        dir.push(kind_dir(kind));
-        dir
+        PathBuf::from(layout::dir_path(ScopeDir::Objects(kind), ns))
     }
 
     /// The directory of `kind` objects in scope `ns`, opened beneath the root (created with

@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::model::Namespace;
+use crate::model::layout::{self, ScopeDir};
 use crate::store::fs::beneath::{self, Refused, Removed, WriteMode, refused};
 use crate::store::fs::{FsStore, INDEX_DIR};
 use crate::store::{ObjectKind, Objects, Release};
@@ -44,10 +45,7 @@ use crate::yaml::MAX_MANIFEST_BYTES;
 
 impl Objects for FsStore {
     fn locate(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> String {
-        FsStore::relative_dir(kind, ns)
-            .join(format!("{name}.yaml"))
-            .display()
-            .to_string()
+        layout::object_path(kind, ns, name)
     }
 
     fn get(&self, kind: ObjectKind, ns: Option<&Namespace>, name: &str) -> Result<Option<Vec<u8>>> {
@@ -142,15 +140,15 @@ impl Objects for FsStore {
 
     fn scopes(&self) -> Result<Vec<Option<Namespace>>> {
         let mut scopes = vec![None];
-        let base = match beneath::open_dir(&self.fd, Path::new("namespaces")) {
+        let base = match beneath::open_dir(&self.fd, Path::new(layout::NAMESPACES)) {
             Ok(fd) => fd,
             Err(e) if e.is_not_found() => return Ok(scopes),
-            Err(e) => return Err(refused(self.root.join("namespaces"), e)),
+            Err(e) => return Err(refused(self.root.join(layout::NAMESPACES), e)),
         };
         let mut stack = vec![(base, String::new())];
         while let Some((dir, prefix)) = stack.pop() {
             let listed = beneath::names(&dir)
-                .map_err(|e| refused(self.root.join("namespaces").join(&prefix), e))?;
+                .map_err(|e| refused(self.root.join(layout::NAMESPACES).join(&prefix), e))?;
             let mut is_scope = false;
             for (name, file_type) in listed {
                 let Some(name) = beneath::utf8(&name) else {
@@ -170,9 +168,15 @@ impl Objects for FsStore {
                 if !is_dir || name.starts_with('.') {
                     continue;
                 }
-                if name == "ipampools" || name == "ipallocations" {
-                    is_scope = true;
-                    continue;
+                match ScopeDir::from_name(name) {
+                    Some(ScopeDir::Objects(ObjectKind::Pool | ObjectKind::Allocation)) => {
+                        is_scope = true;
+                        continue;
+                    }
+                    // No namespace segment is a directory of the layout (`check` reports
+                    // one made by hand).
+                    Some(_) => continue,
+                    None => {}
                 }
                 let child = if prefix.is_empty() {
                     name.to_owned()

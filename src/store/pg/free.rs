@@ -13,6 +13,12 @@
 //! `pg_store::the_hint_never_passes_a_free_address_while_claims_and_releases_race` checks
 //! it with claims and releases racing (without the epoch check it fails).
 //!
+//! A pool with `pick: hashed` asks for two ranges, from the owner's start up and from the
+//! bottom up to it (`engine/allocate/pick.rs`), neither of them the whole pool: such a
+//! search starts at its range's first candidate, and neither reads nor moves the hint. The
+//! hint stays true under it: a hashed claim only takes addresses, and its releases lower
+//! the hint as any release does.
+//!
 //! Both families alike: `inet` orders and adds (`address + 1`) IPv6 addresses as it does
 //! IPv4 ones, so the gap query walks the same index and never enumerates a prefix; the
 //! cursor is an ordinal ([`crate::model::candidates::ordinal`]).

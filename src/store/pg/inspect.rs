@@ -10,6 +10,10 @@ use std::net::IpAddr;
 use super::PgStore;
 use super::typed::Typed;
 use crate::error::Result;
+use crate::model::Namespace;
+use crate::model::kind::{
+    ALLOCATION_KIND, COOLDOWN_KIND, ObjectKind, POOL_KIND, PREFIX_CLAIM_KIND, SUBNET_KIND,
+};
 
 /// One allocation row, by its key columns as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +115,46 @@ impl PgStore {
                 hints,
             })
         })
+    }
+}
+
+impl PgStore {
+    /// Objects stored under a namespace that is none (a segment the state directory layout
+    /// reserved since an older ipamctl wrote it, such as `macs`, or a hand's): (kind, the
+    /// namespace as stored, how many), by namespace. No scope reaches them ([`Objects::scopes`]
+    /// leaves them out), so `check` reports them and `export` says it leaves them out.
+    ///
+    /// [`Objects::scopes`]: crate::store::Objects::scopes
+    pub fn unreadable_namespaces(&self) -> Result<Vec<(ObjectKind, String, i64)>> {
+        let rows = self.single(|c| {
+            c.all(
+                "SELECT $1::text, namespace, count(*) FROM ipamctl.pools
+                 WHERE namespace <> '' GROUP BY namespace
+                 UNION ALL
+                 SELECT $2::text, namespace, count(*) FROM ipamctl.allocations
+                 WHERE namespace <> '' GROUP BY namespace
+                 UNION ALL
+                 SELECT kind, namespace, count(*) FROM ipamctl.objects
+                 WHERE namespace <> '' GROUP BY kind, namespace
+                 ORDER BY 2, 1",
+                &[&POOL_KIND, &ALLOCATION_KIND],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .filter(|r| Namespace::new(r.get::<_, &str>(1)).is_err())
+            .filter_map(|r| {
+                let kind = match r.get::<_, &str>(0) {
+                    POOL_KIND => ObjectKind::Pool,
+                    ALLOCATION_KIND => ObjectKind::Allocation,
+                    SUBNET_KIND => ObjectKind::Subnet,
+                    COOLDOWN_KIND => ObjectKind::Cooldown,
+                    PREFIX_CLAIM_KIND => ObjectKind::PrefixClaim,
+                    _ => return None,
+                };
+                Some((kind, r.get(1), r.get(2)))
+            })
+            .collect())
     }
 }
 

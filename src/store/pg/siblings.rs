@@ -28,6 +28,10 @@
 //! - A worker's first try is the lowest address no worker has handed out, from the pool's
 //!   hint, without a gap query: the claim's own insert checks it. Only after a lost try
 //!   does the search read the pool again ([`super::free::Free`]).
+//! - In a pool with `pick: hashed` a worker searches from its owner's start up, then from the
+//!   bottom up to it (two ranges, neither the whole pool): its first try is the lowest
+//!   address at or above the start that no worker has handed out, and the rest as above.
+//!   Owners' starts are spread over the pool, so workers seldom meet there at all.
 //! - Claims of a batch with siblings never move the pool's hint: an address a sibling has
 //!   not committed may lie below theirs, so a claim proves nothing about the addresses
 //!   below it. Once every worker is done, the batch moves it itself

@@ -110,25 +110,30 @@ fn allocate_fills_gaps_lowest_first() {
 
 #[test]
 fn allocate_identity_includes_the_uid() {
-    // Same kind and name, different or missing uid: three owners, three addresses.
+    // Same kind and name, another or a missing uid: not that owner, and not a second one
+    // either (an owner's name is one identity per pool: `tests/cli_identity.rs`).
     let ran = Test::new("seed")
         .args(vpc_main(VM, &["--uid", uid::WEB01]))
         .stdout("10.42.0.1\n")
         .run()
         .then()
         .args(vpc_main(VM, &["--uid", uid::WEB02]))
+        .fails(code::CONFLICT)
+        .run()
+        .then()
+        .args(vpc_main(VM, &[]))
+        .fails(code::CONFLICT)
+        .run()
+        .then()
+        .args(vpc_main("VirtualMachine/web-02/0", &[]))
         .stdout("10.42.0.2\n")
         .run()
         .then()
-        .args(vpc_main(VM, &[]))
-        .stdout("10.42.0.3\n")
-        .run()
-        .then()
-        .args(vpc_main(VM, &[]))
-        .stdout("10.42.0.3\n")
+        .args(vpc_main("VirtualMachine/web-02/0", &[]))
+        .stdout("10.42.0.2\n")
         .run();
     // Without `--uid` the file has no `uid` key.
-    let file = ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-3.yaml");
+    let file = ran.read("namespaces/acme/prod/ipallocations/vpc-main-10-42-0-2.yaml");
     assert!(!file.contains("uid"), "{file}");
 }
 
@@ -454,7 +459,10 @@ fn allocate_dry_run_prints_the_address_and_writes_nothing() {
 #[test]
 fn allocate_dry_run_json_prints_the_manifest_it_would_write() {
     let ran = Test::new("populated")
-        .args(vpc_main(VM, &["--dry-run", "-o", "json"]))
+        .args(vpc_main(
+            "VirtualMachine/web-05/0",
+            &["--dry-run", "-o", "json"],
+        ))
         .unchanged()
         .run();
     insta::assert_snapshot!(ran.stdout);

@@ -682,7 +682,7 @@ fn one_owner_holding_two_addresses_in_one_pool_is_an_error() {
 }
 
 #[test]
-fn the_same_owner_in_another_pool_or_with_another_uid_is_fine() {
+fn the_same_owner_in_another_pool_or_a_vpc_router_with_another_uid_is_fine() {
     let state = State::new("check-clean");
     state
         .write(
@@ -695,27 +695,50 @@ fn the_same_owner_in_another_pool_or_with_another_uid_is_fine() {
                 Some(FIP1_UID),
             ),
         )
+        // Another VPC's router: a VPC's name is always `router`, its uid is its identity.
         .write(
             "cluster/ipallocations/public-zone-a-203-0-113-6.yaml",
             allocation(
                 None,
                 "public-zone-a",
                 "203.0.113.6",
-                "FloatingIP/fip-1",
+                "VPC/router",
                 Some("0b6f3c3e-1111-4c1e-8d2a-0000000000ff"),
-            ),
-        )
-        .write(
-            "cluster/ipallocations/public-zone-a-203-0-113-7.yaml",
-            allocation(
-                None,
-                "public-zone-a",
-                "203.0.113.7",
-                "FloatingIP/fip-1",
-                None,
             ),
         );
     state.expect(&[]);
+}
+
+/// An owner's name is one identity per pool (issue 46): the same name under another uid,
+/// or none, in the pool is an error on each file.
+#[test]
+fn the_same_owner_name_with_another_uid_in_a_pool_is_an_error() {
+    let state = State::new("check-clean");
+    state.write(
+        "cluster/ipallocations/public-zone-a-203-0-113-7.yaml",
+        allocation(
+            None,
+            "public-zone-a",
+            "203.0.113.7",
+            "FloatingIP/fip-1",
+            None,
+        ),
+    );
+    let message = format!(
+        "owner `FloatingIP/fip-1` is held under 2 identities in pool `public-zone-a`: 203.0.113.4 (uid {FIP1_UID}) in cluster/ipallocations/public-zone-a-203-0-113-4.yaml, 203.0.113.7 (no uid) in cluster/ipallocations/public-zone-a-203-0-113-7.yaml; an owner's name is one identity per pool: release the one whose NIC is gone (`ipamctl release public-zone-a ADDRESS --owner FloatingIP/fip-1 --uid UID`, without `--uid` for the one that has none)"
+    );
+    state.expect(&[
+        (
+            "error",
+            "cluster/ipallocations/public-zone-a-203-0-113-4.yaml",
+            &message,
+        ),
+        (
+            "error",
+            "cluster/ipallocations/public-zone-a-203-0-113-7.yaml",
+            &message,
+        ),
+    ]);
 }
 
 #[test]

@@ -54,17 +54,12 @@ const POOLS: [Pool; 2] = [
 /// An owner identity: `KIND/NAME` and the uid, if any.
 type OwnerId = (&'static str, Option<&'static str>);
 
-/// Owner identities; some share a name and differ only in their uid.
+/// Owner identities; some share a name and differ only in their uid (`VPC/router`, the one
+/// kind whose name is not its identity: for the others a name is one identity per pool).
 const OWNERS: [OwnerId; 10] = [
     ("FloatingIP/fip-0", None),
-    (
-        "FloatingIP/fip-0",
-        Some("00000000-0000-4000-8000-00000000000a"),
-    ),
-    (
-        "FloatingIP/fip-0",
-        Some("00000000-0000-4000-8000-00000000000b"),
-    ),
+    ("VPC/router", Some("00000000-0000-4000-8000-00000000000a")),
+    ("VPC/router", Some("00000000-0000-4000-8000-00000000000b")),
     (
         "FloatingIP/fip-1",
         Some("00000000-0000-4000-8000-00000000000c"),

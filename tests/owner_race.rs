@@ -6,92 +6,42 @@
 //! other runs. Needs `cargo test --features failpoints --test owner_race` (CI runs it).
 #![cfg(feature = "failpoints")]
 
-mod pg;
+mod either;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
+
+use either::{Store, pg};
 
 const POOLS: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v4\nspec:\n  cidr: 10.71.0.0/24\n  kind: public\n---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: v6\nspec:\n  cidr: fd00:71::/120\n  kind: public\n";
 
 const OWNER: &str = "VirtualMachine/w/0";
 
-/// Where the commands run: a state directory, or a database.
-enum Store {
-    Dir(tempfile::TempDir),
-    Db(pg::Db),
+/// A state directory (or a database) holding pools `v4` and `v6`, with `reuseAfter` when
+/// `cooldown` is set, and `OWNER` holding an address in each.
+fn new_store(db: bool, cooldown: bool) -> Store {
+    let pools = if cooldown {
+        POOLS.replace("  kind: public\n", "  kind: public\n  reuseAfter: 1h\n")
+    } else {
+        POOLS.to_owned()
+    };
+    let store = Store::new(db, &pools);
+    store.ok(&["allocate", "v4", "v6", "--owner", OWNER]);
+    store
 }
 
-impl Store {
-    /// A state directory (or a database) holding pools `v4` and `v6`, with `reuseAfter` when
-    /// `cooldown` is set, and `OWNER` holding an address in each.
-    fn new(db: bool, cooldown: bool) -> Store {
-        let store = if db {
-            Store::Db(pg::Db::new())
-        } else {
-            let dir = tempfile::tempdir().unwrap();
-            let out = Command::new(pg::BIN)
-                .args(["init"])
-                .arg(dir.path().join("state"))
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", pg::stderr(&out));
-            Store::Dir(dir)
-        };
-        let pools = if cooldown {
-            POOLS.replace("  kind: public\n", "  kind: public\n  reuseAfter: 1h\n")
-        } else {
-            POOLS.to_owned()
-        };
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), pools).unwrap();
-        store.ok(&["apply", "-f", file.path().to_str().unwrap()]);
-        store.ok(&["allocate", "v4", "v6", "--owner", OWNER]);
-        store
-    }
-
-    fn cmd(&self, args: &[&str], failpoint: Option<&str>) -> Command {
-        let mut cmd = match self {
-            Store::Db(db) => db.cmd(args),
-            Store::Dir(dir) => {
-                let mut cmd = Command::new(pg::BIN);
-                cmd.arg("-d").arg(dir.path().join("state")).args(args);
-                cmd
-            }
-        };
-        cmd.env_remove("FAILPOINTS").stdin(Stdio::null());
-        if let Some(f) = failpoint {
-            cmd.env("FAILPOINTS", f);
-        }
-        cmd
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.cmd(args, None).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", pg::stderr(&out));
-        pg::stdout(&out)
-    }
-
-    fn spawn(&self, args: &[&str], failpoint: &str) -> Child {
-        self.cmd(args, Some(failpoint))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    /// The owner's addresses, sorted.
-    fn held(&self) -> Vec<String> {
-        let list = self.ok(&["list", "--owner", OWNER, "-o", "json"]);
-        let list: serde_json::Value = serde_json::from_str(&list).unwrap();
-        let mut held: Vec<String> = list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["spec"]["address"].as_str().unwrap().to_owned())
-            .collect();
-        held.sort();
-        held
-    }
+/// The owner's addresses, sorted.
+fn held(store: &Store) -> Vec<String> {
+    let list = store.ok(&["list", "--owner", OWNER, "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let mut held: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["spec"]["address"].as_str().unwrap().to_owned())
+        .collect();
+    held.sort();
+    held
 }
 
 /// The lines an `allocate` (its addresses) or a `release -o name` (the names it freed)
@@ -111,7 +61,7 @@ fn printed(out: &Output) -> Vec<String> {
 /// Runs `first` held open at `failpoint` (which it passes between its two pools), then,
 /// once it is there, `second`; returns both outputs.
 fn race(store: &Store, first: &[&str], failpoint: &str, second: &[&str]) -> (Output, Output) {
-    let held = store.spawn(first, &format!("{failpoint}=sleep(1500)"));
+    let held = store.spawn(first, Some(&format!("{failpoint}=sleep(1500)")));
     std::thread::sleep(Duration::from_millis(500));
     let other = store.cmd(second, None).output().unwrap();
     (held.wait_with_output().unwrap(), other)
@@ -136,8 +86,8 @@ fn names(store: &Store) -> Vec<String> {
 /// release ran in between: the claim answered the released first address `existing`,
 /// claimed a second one anew, and the owner was left holding that one alone.
 fn a_release_waits_for_a_claim_between_its_pools(db: bool) {
-    let store = Store::new(db, false);
-    let before = store.held();
+    let store = new_store(db, false);
+    let before = held(&store);
     let freed = names(&store);
     assert_eq!(before.len(), 2);
     let (claim, release) = race(
@@ -148,7 +98,7 @@ fn a_release_waits_for_a_claim_between_its_pools(db: bool) {
     );
     let answered = printed(&claim);
     assert_eq!(answered.len(), 2, "{answered:?}");
-    let held = store.held();
+    let held = held(&store);
     assert!(
         held.is_empty() || held == answered,
         "the owner holds {held:?} after a claim that answered {answered:?}"
@@ -188,7 +138,7 @@ fn a_release_waits_for_a_dual_stack_claim_between_its_pools_on_postgres() {
 /// release locks its pool exclusively, which the release takes up front instead.
 fn a_claim_waits_for_a_release_between_its_pools(db: bool) {
     for cooldown in [false, true] {
-        let store = Store::new(db, cooldown);
+        let store = new_store(db, cooldown);
         let freed = names(&store);
         let (release, claim) = race(
             &store,
@@ -199,7 +149,7 @@ fn a_claim_waits_for_a_release_between_its_pools(db: bool) {
         assert_eq!(printed(&release), freed, "cooldown {cooldown}");
         let answered = printed(&claim);
         assert_eq!(
-            store.held(),
+            held(&store),
             answered,
             "cooldown {cooldown}: the owner does not hold what the claim answered"
         );

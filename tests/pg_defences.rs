@@ -319,6 +319,7 @@ fn an_older_schema_is_named_with_the_command_that_upgrades_it() {
              DROP FUNCTION ipamctl.prefix_free_stale() CASCADE;
              DROP TABLE ipamctl.prefix_free, ipamctl.prefix_free_pools, ipamctl.prefix_free_epoch;
              DROP INDEX ipamctl.allocations_one_per_mac;
+             DROP INDEX ipamctl.allocations_one_per_owner_name;
              DROP FUNCTION ipamctl.allocation_mac(bytea);
              DELETE FROM ipamctl.schema_version WHERE version > 8",
         )

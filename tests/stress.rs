@@ -477,7 +477,8 @@ fn same_owner_storms_get_one_address() {
 }
 
 /// (c) Release-and-reallocate churn on a small pool, so addresses change hands all the
-/// time. Owners share names across workers but not uids. A guarded release of an address
+/// time. Owners share a name across workers but not uids (`VPC/router`: the one kind whose
+/// name is not its identity). A guarded release of an address
 /// the worker no longer holds must never delete anything (exit 0 with nothing released, or
 /// exit 4); the worker's own allocation must never vanish under it, and its own guarded
 /// release must always find it.
@@ -536,7 +537,10 @@ fn churn_once(
         Some(world) => world.run(state, argv),
         None => state.run(argv),
     };
-    let owner = format!("FloatingIP/churn-{}", w % 2);
+    // One name, an identity per worker: a VPC router's name is always `router` and its uid
+    // tells VPCs apart, so every worker's guard names an owner of the same name (for every
+    // other kind a name is one identity per pool, and a second one is refused its claim).
+    let owner = "VPC/router".to_owned();
     let uid = format!("00000000-0000-4000-8000-{w:012x}");
     let me = |args: &[&str]| {
         let mut v = argv(args);

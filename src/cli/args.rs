@@ -269,9 +269,11 @@ pub enum Command {
     /// `<pool>-<a-b-c-d>` of its own address, whose pool does not exist, or whose address
     /// is not a candidate of its pool (outside the prefix, the network or broadcast
     /// address, the gateway, an exclude: a pool edited after the fact); an owner holding
-    /// two addresses in one pool; a NIC's MAC (`spec.mac`) held by two allocations of one
-    /// pool, one that does not parse, and one that carries its pool's `macPrefix` but is not
-    /// what `--mac auto` derives (each with its fix, `ipamctl mac set`); overlapping public
+    /// two addresses in one pool; an owner's name held under two identities (two uids, or
+    /// a uid and none) in one pool; a NIC's MAC (`spec.mac`) held by two allocations of one
+    /// pool, one that does not parse, one that carries its pool's `macPrefix` but is not
+    /// what `--mac auto` derives, and a NIC whose allocations carry different MACs (each
+    /// with its fix, `ipamctl mac set`); overlapping public
     /// pools; a private pool outside
     /// `namespaces/` or a public one inside; symlinks. As warnings: files and directories
     /// the layout does not have, dot-files in `ipampools/` and `ipallocations/` other than
@@ -477,6 +479,9 @@ pub struct AllocateArgs {
 
     /// The owner's uid: a UUID (any case, kept lowercase), e.g. the VM's `virsh domuuid`;
     /// anything else is exit 2. Part of its identity: omitted means an owner without a uid.
+    /// An owner's name (every kind but `VPC`) is one identity per pool: asking for a name
+    /// that the pool holds under another uid, or without one, is exit 4 naming the holder's
+    /// address and uid, never a second address.
     #[arg(long, value_name = "UUID")]
     pub uid: Option<String>,
 
@@ -546,14 +551,19 @@ pub struct AllocateArgs {
 /// `ipamctl mac …`.
 #[derive(Debug, Subcommand)]
 pub enum MacCommand {
-    /// Give the NIC holding ADDRESS in POOL a new MAC; it keeps the address.
+    /// Give the NIC holding ADDRESS in POOL a new MAC, on every address it holds in the
+    /// scope (a dual-stack NIC's IPv4 and IPv6); it keeps its addresses.
     ///
-    /// Guarded like `release POOL ADDRESS`: `--owner` (and `--uid`, if it has one) must be
-    /// the holder's, else exit 4 naming it; an address nobody holds is exit 3. A MAC another
-    /// allocation of the pool holds is exit 4 naming it, and nothing changes. `--mac auto`
-    /// derives it from the pool's `spec.macPrefix` and ADDRESS. Setting the MAC it already
-    /// has is `unchanged`. Prints `ipallocation/<name> configured` (with `-o json|yaml`,
-    /// the allocation with `status.action`).
+    /// Guarded like `release POOL ADDRESS`: `--owner` and `--uid` are a filter, so the
+    /// holder's name must be `--owner` and, when `--uid` is given, its uid that one (else
+    /// exit 4 naming it); an address nobody holds is exit 3. All or nothing: a MAC another
+    /// allocation holds in any of the NIC's pools is exit 4 naming it, and nothing changes.
+    /// `--mac auto` derives it from POOL's `spec.macPrefix` and ADDRESS, and that one MAC
+    /// goes on every allocation of the NIC. Setting the MAC it already has is `unchanged`.
+    /// Prints `ipallocation/<name> configured` for each allocation of the NIC, ADDRESS's
+    /// first (with `-o json|yaml`, the allocations with `status.action`). On a state
+    /// directory each allocation is written on its own: a process killed between two
+    /// leaves the NIC with two MACs, which `check` reports and the same command finishes.
     Set(MacSetArgs),
 }
 
@@ -571,7 +581,8 @@ pub struct MacSetArgs {
     #[arg(long, value_name = "KIND/NAME")]
     pub owner: String,
 
-    /// The holder's uid, if it has one.
+    /// The holder's uid: when given, the holder's must be this one; omitted, the name
+    /// alone guards (as `release`'s `--uid`).
     #[arg(long, value_name = "UUID")]
     pub uid: Option<String>,
 

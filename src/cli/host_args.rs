@@ -27,8 +27,9 @@ pub enum DhcpCommand {
     /// A host name comes from the owner: `VirtualMachine web-01/0` is `web-01`, its NIC 1
     /// `web-01-1`; a `Node` is its name. An owner whose name cannot be one RFC 1123 label
     /// is exit 2, naming it; two owners with one host name, or one MAC held twice (within a
-    /// subnet; for dnsmasq, anywhere), are exit 4 naming both. Same state, same bytes:
-    /// sorted, no timestamp.
+    /// subnet; for dnsmasq, anywhere), are exit 4 naming both. For dnsmasq so is a NIC whose
+    /// addresses carry two MACs (a `mac set` interrupted between its pools), with the `mac
+    /// set` that gives it one. Same state, same bytes: sorted, no timestamp.
     Export(DhcpExportArgs),
 }
 

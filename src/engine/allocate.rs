@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::engine::cooldown;
+use crate::engine::identity;
 use crate::engine::mac::{self, MacChoice};
 use crate::engine::release::release_address;
 use crate::engine::subnet;
@@ -460,6 +461,9 @@ fn decide(
         mac::check_held(store, &held, req.mac, &req.pool, !req.dry_run)?;
         return Ok(Allocated::Existing(held));
     }
+    if let Some(holder) = &lookup.namesake {
+        return Err(identity::holds_the_name(&req.pool, &req.owner, holder));
+    }
     refuse_if_broken_names(store, &req.pool, &req.owner, &lookup.broken, warnings)?;
     // Read after the allocations were listed: an address released since the listing has
     // its record written before its allocation went (see `crate::engine::cooldown`).
@@ -494,13 +498,15 @@ fn decide(
     // Nothing free: a request for the same owner may have taken the last free address while
     // this one looked (on a database nothing serialises one owner's requests; its unique
     // constraint arbitrates). Then that address is the answer, not exhaustion.
-    if claimed.is_none()
-        && !req.dry_run
-        && let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held
-    {
-        check_held(&held, req, subnet.as_ref())?;
-        mac::check_held(store, &held, req.mac, &req.pool, true)?;
-        claimed = Some(Allocated::Existing(held));
+    if claimed.is_none() && !req.dry_run {
+        let again = find_owner(store, &req.pool, &req.owner, warnings)?;
+        if let Some(held) = again.held {
+            check_held(&held, req, subnet.as_ref())?;
+            mac::check_held(store, &held, req.mac, &req.pool, true)?;
+            claimed = Some(Allocated::Existing(held));
+        } else if let Some(holder) = &again.namesake {
+            return Err(identity::holds_the_name(&req.pool, &req.owner, holder));
+        }
     }
     claimed.ok_or_else(|| exhausted(req, &spec, subnet.as_ref(), &range, cooling_count))
 }
@@ -555,10 +561,14 @@ fn allocate_read_only(
     let subnets = subnet::of_pool(store, &req.pool)?;
     let subnet = request_subnet(store, req)?;
     request_candidates(&spec, &subnets, req, subnet.as_ref())?;
-    if let Some(held) = find_owner(store, &req.pool, &req.owner, warnings)?.held {
+    let lookup = find_owner(store, &req.pool, &req.owner, warnings)?;
+    if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
         mac::check_held(store, &held, req.mac, &req.pool, false)?;
         return Ok(Allocated::Existing(held));
+    }
+    if let Some(holder) = &lookup.namesake {
+        return Err(identity::holds_the_name(&req.pool, &req.owner, holder));
     }
     // Take the lock again for its error, which names what cannot be written.
     let ns = req.pool.namespace.as_ref();
@@ -621,6 +631,7 @@ fn claim(
         if req.dry_run {
             return Ok(Some(Allocated::WouldCreate(manifest)));
         }
+        failpoint!("allocate-before-claim");
         match store.claim(ns, &manifest)? {
             Claim::Claimed => {
                 // A record left behind (a crash before this) is harmless: its address is
@@ -637,6 +648,11 @@ fn claim(
             }
             // The MAC is the NIC's, whichever address it gets: no other candidate helps.
             Claim::MacHeld(holder) => return Err(mac::held_by(&holder, pool)),
+            // A request for the name under another uid won the race (on a database, whose
+            // unique index on the name arbitrates it).
+            Claim::NameHeld(holder) => {
+                return Err(identity::holds_the_name(pool, &req.owner, &holder));
+            }
             Claim::AddressTaken if req.address.is_some() => {
                 return Err(held_by_other(store, req, addr));
             }

@@ -12,6 +12,7 @@
 
 mod db;
 mod elsewhere;
+mod identity;
 mod layout;
 pub mod macs;
 mod prefixes;
@@ -211,6 +212,7 @@ pub fn check(store: &FsStore) -> Report {
     let idle_records = ranges::check_cooldown(&cooldown, &known, SystemTime::now(), &mut findings);
     let mut related = rules::check_allocations(&allocations, &known, &mut findings);
     related.extend(macs::check_macs(&allocations, &known));
+    related.extend(identity::check_identities(&allocations));
     findings.extend(confirm(root, related, &allocations));
     let (unrecorded_findings, unrecorded) = macs::check_records(root, &allocations);
     findings.extend(unrecorded_findings);
@@ -282,6 +284,7 @@ fn confirm(
     confirmed.extend(
         macs::check_macs(&fresh, &known)
             .into_iter()
+            .chain(identity::check_identities(&fresh))
             .filter(|f| related.contains(f)),
     );
     confirmed

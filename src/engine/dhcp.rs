@@ -128,6 +128,42 @@ fn twice(first: &Reservation, second: &Reservation) -> Error {
     }
 }
 
+/// Exit 4 naming the first NIC (one owner in one scope) whose reservations carry two MACs,
+/// with the `mac set` that gives it the first one everywhere.
+fn refuse_two_macs(subnets: &[DhcpSubnet]) -> Result<()> {
+    let mut first: BTreeMap<(&Option<crate::model::Namespace>, &Owner), (&Segment, &Reservation)> =
+        BTreeMap::new();
+    for s in subnets {
+        for r in &s.reservations {
+            let (segment, seen) = *first
+                .entry((&s.segment.namespace, &r.owner))
+                .or_insert((&s.segment, r));
+            if seen.mac == r.mac {
+                continue;
+            }
+            let pool = crate::model::PoolRef {
+                namespace: segment.namespace.clone(),
+                name: segment.pool.clone(),
+            };
+            let owner = &seen.owner;
+            let uid = owner
+                .uid()
+                .map_or_else(|| "no uid".to_owned(), |u| format!("uid {u}"));
+            return Err(Error::Conflict {
+                message: format!(
+                    "NIC `{owner}` ({uid}) carries MAC {} on {} (allocation `{}`) and MAC {} on {} (allocation `{}`): two hosts for one NIC (a `mac set` interrupted between pools leaves this)",
+                    seen.mac, seen.address, seen.allocation, r.mac, r.address, r.allocation
+                ),
+                hint: Some(format!(
+                    "give it one MAC: {}",
+                    crate::engine::hint::mac_set(&pool, seen.address, owner, &seen.mac.to_string())
+                )),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// One dnsmasq `dhcp-host`: a MAC with at most one IPv4 and one IPv6 address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
@@ -145,13 +181,16 @@ pub struct Host {
 /// alone, whatever the subnet (dnsmasq: its result for a MAC given twice is undefined). A
 /// MAC is one host: one owner with at most one IPv4 and one IPv6 address (a dual-stack NIC);
 /// a MAC on two owners, or on two addresses of one family, is exit 4 naming both holders.
-/// Sorted by MAC.
+/// So is a NIC (one owner in one scope) whose allocations carry two MACs (a `mac set`
+/// interrupted between its pools): two `dhcp-host` lines would name one host. Sorted by
+/// MAC.
 pub fn hosts_by_mac(
     store: &(dyn Store + Sync),
     scope: &Scope,
     warnings: &mut Warnings,
 ) -> Result<(Vec<DhcpSubnet>, Vec<Host>)> {
     let subnets = reservations(store, scope, Family::Both, warnings)?;
+    refuse_two_macs(&subnets)?;
     let mut hosts: BTreeMap<Mac, (Host, Vec<&Reservation>)> = BTreeMap::new();
     for r in subnets.iter().flat_map(|s| &s.reservations) {
         let (host, held) = hosts.entry(r.mac).or_insert_with(|| {

@@ -33,19 +33,36 @@ pub fn release(pool: &PoolRef, addr: IpAddr, owner: &Owner) -> String {
     )
 }
 
-/// The claim `owner` makes again in `pool` (which it holds an address of) with `--mac mac`;
-/// `None` when its uid cannot be given (no UUID), where a claim without it would be another
-/// owner's.
-pub fn allocate_again(pool: &PoolRef, owner: &Owner, mac: &str) -> Option<String> {
+/// The claim `owner` makes (again) in `pool`; `None` when its uid cannot be given (no
+/// UUID), where a claim without it would be another owner's.
+pub fn allocate(pool: &PoolRef, owner: &Owner) -> Option<String> {
     if owner.uid().is_some_and(|u| !u.is_uuid()) {
         return None;
     }
     Some(format!(
-        "ipamctl allocate {}{}{} --mac {mac}",
+        "ipamctl allocate {}{}{}",
         pool.name,
         namespace_flag(pool.namespace.as_ref()),
         owner_flags(owner)
     ))
+}
+
+/// The claim `owner` makes again in `pool` (which it holds an address of) with `--mac mac`;
+/// `None` when its uid cannot be given ([`allocate`]).
+pub fn allocate_again(pool: &PoolRef, owner: &Owner, mac: &str) -> Option<String> {
+    allocate(pool, owner).map(|command| format!("{command} --mac {mac}"))
+}
+
+/// `mac set` of the NIC of `owner`, which holds `addr` in `pool`, to `mac` (on every
+/// address the NIC holds), guarded by its owner (without a uid ipamctl takes as input, its
+/// name guards: `--owner` is a filter there).
+pub fn mac_set(pool: &PoolRef, addr: IpAddr, owner: &Owner, mac: &str) -> String {
+    format!(
+        "ipamctl mac set {} {addr}{}{} --mac {mac}",
+        pool.name,
+        namespace_flag(pool.namespace.as_ref()),
+        owner_flags(owner)
+    )
 }
 
 /// The delete of VPC `name`, whose pool is `pool`; run again, it finishes an interrupted one.

@@ -1,6 +1,7 @@
 //! MACs on NICs (`spec.mac`): which MAC a request means (`--mac MAC` or `--mac auto`), the
 //! rules a claim keeps (a NIC's owner only; the same owner asking again with another MAC is
-//! a conflict), and `ipamctl mac set`, the one guarded command that changes a NIC's MAC.
+//! a conflict), and `ipamctl mac set` ([`set`]), the one guarded command that changes a
+//! NIC's MAC, in every pool the NIC holds.
 //!
 //! "A MAC is held at most once per pool" is the store's: the claim's arbiter
 //! ([`crate::store::Claims::claim`] answers [`crate::store::Claim::MacHeld`]), a MAC record
@@ -11,9 +12,11 @@ use std::net::IpAddr;
 
 use crate::error::{Error, Result};
 use crate::model::mac::{Mac, MacPrefix};
-use crate::model::{AllocationManifest, Owner, PoolManifest, PoolRef, allocation_name};
-use crate::store::read::{load_pool, read_allocation};
-use crate::store::{self, MacChange, Store};
+use crate::model::{AllocationManifest, Owner, PoolManifest, PoolRef};
+use crate::store::Store;
+
+mod set;
+pub use set::{MacSet, SetRequest, set};
 
 /// What `--mac` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,26 +135,6 @@ pub fn resolve(choice: MacChoice, address: IpAddr) -> Option<Mac> {
     }
 }
 
-/// The command that changes the MAC of `held`, for hints.
-pub fn set_command(held: &AllocationManifest, pool: &PoolRef, mac: &str) -> String {
-    let owner = &held.spec.owner;
-    format!(
-        "ipamctl mac set {} {} --owner {}/{}{}{} --mac {mac}",
-        pool.name,
-        held.spec.address,
-        owner.kind(),
-        owner.name(),
-        owner
-            .uid()
-            .map(|u| format!(" --uid {}", u.as_str()))
-            .unwrap_or_default(),
-        pool.namespace
-            .as_ref()
-            .map(|n| format!(" -n {n}"))
-            .unwrap_or_default(),
-    )
-}
-
 /// Exit 4 when the owner's allocation `held` does not hold the MAC asked for (`choice`, at
 /// its address); the hint is the command that changes it. With `repair` (the claim's locks
 /// held), the store's arbiter is made to hold `held`'s MAC for it
@@ -186,7 +169,12 @@ pub fn check_held(
         ),
         hint: Some(format!(
             "to give its NIC the new MAC (it keeps its address): {}",
-            set_command(held, pool, &wanted.to_string())
+            crate::engine::hint::mac_set(
+                pool,
+                held.spec.address,
+                &held.spec.owner,
+                &wanted.to_string()
+            )
         )),
     })
 }
@@ -204,99 +192,6 @@ pub fn held_by(holder: &AllocationManifest, pool: &PoolRef) -> Error {
     ))
 }
 
-/// `ipamctl mac set`: give the NIC holding `address` in `pool` a new MAC.
-#[derive(Clone, Debug)]
-pub struct SetRequest {
-    /// The pool.
-    pub pool: PoolRef,
-    /// The address the NIC holds (it keeps it).
-    pub address: IpAddr,
-    /// The owner that must hold it (the guard, as `release`'s).
-    pub owner: Owner,
-    /// The new MAC.
-    pub mac: MacChoice,
-}
-
-/// What `mac set` did: the allocation before and after.
-#[derive(Clone, Debug)]
-pub struct MacSet {
-    /// As it was.
-    pub before: AllocationManifest,
-    /// As it is now (equal to `before` when it already held the MAC).
-    pub after: AllocationManifest,
-}
-
-/// Changes the MAC of `req.owner`'s allocation at `req.address`, guarded like a release:
-/// exit 3 when nobody holds the address, exit 4 when another owner does (naming it) or
-/// another allocation of the pool holds the new MAC. Under the owner's claim lock, so no
-/// claim or release of the owner runs beside it; the store arbitrates the new MAC as a
-/// claim's.
-pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
-    refuse_without_nic(&req.owner)?;
-    let ns = req.pool.namespace.as_ref();
-    let pools = std::slice::from_ref(&req.pool.name);
-    store::atomically(store, || {
-        let _locks = store.lock_claim(ns, pools, &req.owner)?;
-        let spec = load_pool(store, &req.pool)?;
-        let choice = for_pool(
-            store,
-            req.mac,
-            &spec,
-            &req.pool,
-            &req.owner,
-            Some(req.address),
-        )?;
-        let mac = resolve(choice, req.address).expect("made concrete for the pool");
-        let name = allocation_name(&req.pool.name, req.address);
-        let before = match read_allocation(store, ns, &name)? {
-            None => {
-                return Err(Error::NotFound {
-                    message: format!("{} in pool `{}` is not allocated", req.address, req.pool),
-                    hint: None,
-                });
-            }
-            Some(Err(why)) => {
-                return Err(Error::Corrupt {
-                    path: store
-                        .locate(crate::store::ObjectKind::Allocation, ns, &name)
-                        .into(),
-                    message: why,
-                });
-            }
-            Some(Ok(m)) => m,
-        };
-        if before.spec.owner != req.owner {
-            // The same name with another uid: say so, or the message reads "`X`, not `X`".
-            let same_name = before.spec.owner.to_string() == req.owner.to_string();
-            let named = |o: &crate::model::Owner| match (same_name, o.uid()) {
-                (false, _) => format!("`{o}`"),
-                (true, Some(uid)) => format!("`{o}` (uid {uid})"),
-                (true, None) => format!("`{o}` (no uid)"),
-            };
-            return Err(Error::conflict(format!(
-                "{} in pool `{}` is held by {}, not {}; its MAC is left as it is",
-                req.address,
-                req.pool,
-                named(&before.spec.owner),
-                named(&req.owner)
-            )));
-        }
-        let mut after = before.clone();
-        after.spec.mac = Some(mac);
-        if before.spec.mac == Some(mac) {
-            return Ok(MacSet { before, after });
-        }
-        match store.set_mac(ns, &before, &after)? {
-            MacChange::Changed => Ok(MacSet { before, after }),
-            MacChange::Moved => Err(Error::conflict(format!(
-                "{} in pool `{}` changed while its MAC was being set; nothing was written, try again",
-                req.address, req.pool
-            ))),
-            MacChange::MacHeld(holder) => Err(held_by(&holder, &req.pool)),
-        }
-    })
-}
-
 /// `check --fix` of an allocation whose MAC has no record on the file store: makes it, under
 /// the owner's claim lock, if the allocation is still `held` and no other allocation of the
 /// pool holds the MAC ([`crate::store::Claims::claim_mac`]). `false`: nothing was made (the
@@ -307,9 +202,9 @@ pub fn restore_record(
     held: &AllocationManifest,
 ) -> Result<bool> {
     let pools = std::slice::from_ref(&held.spec.pool);
-    store::atomically(store, || {
+    crate::store::atomically(store, || {
         let _locks = store.lock_claim(ns, pools, &held.spec.owner)?;
-        match read_allocation(store, ns, &held.metadata.name)? {
+        match crate::store::read::read_allocation(store, ns, &held.metadata.name)? {
             Some(Ok(now)) if now == *held => Ok(store.claim_mac(ns, held)?.is_none()),
             _ => Ok(false),
         }

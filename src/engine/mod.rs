@@ -12,7 +12,9 @@
 //!    requests for it race: every request for an owner runs its look-up *and* its claim
 //!    while holding the claim's locks ([`Locks::lock_claim`](crate::store::Locks::lock_claim)), which on the file store
 //!    include that owner's lock in the pool, so a second request waits and then finds the
-//!    first one's allocation.
+//!    first one's allocation. And an owner's name (every kind but `VPC`) is one identity
+//!    per pool ([`identity`]): the lock is the name's, whatever the uid, so a request for
+//!    the name under another uid (or none) waits too, then finds the holder and is refused.
 //! 3. Every manifest under its final name is complete (see the write protocol in
 //!    [`crate::store::fs`]).
 //! 4. A crash at any instant leaves 1–3 intact, and the owner that asks again gets its
@@ -34,14 +36,17 @@
 //!    [`Claims::claim_copy`](crate::store::Claims::claim_copy), [`Claims::set_mac`](crate::store::Claims::set_mac)). On the file store it is a MAC record
 //!    created exclusively (`store/fs/macs.rs`), on PostgreSQL a unique index (migration 10).
 //!    Only a NIC's owner (`VirtualMachine`, `Node`) gets one, and an owner keeps its MAC
-//!    unless `mac set`, guarded by the owner as a release is, changes it ([`mac`]).
+//!    unless `mac set`, guarded by the owner as a release is, changes it ([`mac`]) on every
+//!    allocation of the NIC (its pools in the scope) at once.
 //!
 //! On PostgreSQL ([`crate::store::pg`]) the same code runs each command as one transaction
 //! ([`Units::atomically`](crate::store::Units::atomically)), and the arbiters are the table's: 1 is the primary key
-//! (namespace, pool, address) and 2 the unique (namespace, pool, owner kind, name, uid),
-//! both decided by one `INSERT … ON CONFLICT DO NOTHING` ([`Claims::claim`](crate::store::Claims::claim); a same-owner
-//! race answers [`Claim::OwnerHolds`](crate::store::Claim::OwnerHolds) instead of walking every candidate); 3 and 4 are the
-//! transaction's atomicity; 5 is the row read again and a `DELETE` guarded by the owner's
+//! (namespace, pool, address) and 2 the unique (namespace, pool, owner kind, name, uid)
+//! with, for its name rule, the unique index on (namespace, pool, owner kind, name) of every
+//! kind but `VPC` (migration 12), all decided by one `INSERT … ON CONFLICT DO NOTHING`
+//! ([`Claims::claim`](crate::store::Claims::claim); a same-owner race answers [`Claim::OwnerHolds`](crate::store::Claim::OwnerHolds) instead of walking every
+//! candidate, a namesake's [`Claim::NameHeld`](crate::store::Claim::NameHeld)); 3 and 4 are the transaction's atomicity; 5 is the
+//! row read again and a `DELETE` guarded by the owner's
 //! columns ([`Claims::release`](crate::store::Claims::release)); 6 is the pool's row read `FOR SHARE` by a claim (all a
 //! [`ClaimLock`](crate::store::ClaimLock) holds there: no owner is locked) and `FOR UPDATE` by `apply` and
 //! `pool delete`, each row lock held until the transaction ends, whatever becomes of its
@@ -67,6 +72,7 @@
 //! | `allocate POOL…` | `allocate::allocate`, `allocate::allocate_all` | `claim`: each pool shared, then the owner in each; in several pools (dual stack) all of them first, held until the last pool's claim | 1, 2, 6; a pool being deleted takes no claim; the cooldown window; a release of the owner comes wholly before or after a claim in several pools |
 //! | `allocate --zone` | `allocate::allocate_zone` | `claim`: every pool of the zone, in name order | 1, 2, 6 |
 //! | `allocate SUPERNET` (a prefix) | `prefix::claim` | `prefix-claim`: the supernet's pool, exclusive | one prefix per owner per supernet; no overlap; the cooldown window |
+//! | `mac set` | `mac::set` | `claim`: every pool the owner's name holds an address in, shared, then the name in each, held while each of the NIC's allocations is changed | 7; the NIC's allocations change together, the earlier ones changed back when a later pool refuses the MAC |
 //! | `release POOL ADDRESS` | `release::release_address` | `pool`, exclusive (the owner's lock inside the store's release) | 5; a cooldown record before the delete |
 //! | `release` by selector | `release::release_each` | as `release POOL ADDRESS` for each address; an owner's addresses in several pools: first each `pool` (exclusive with a cooldown, else shared), then `claim` in all of them, held for all its releases | 5; a cooldown record before the delete; a claim of the owner in several pools comes wholly before or after |
 //! | `release SUPERNET PREFIX` | `prefix::release_prefix`, `prefix::release_each` | `pool`, exclusive | 5 for prefixes; the cooldown record |
@@ -94,6 +100,7 @@ pub mod git;
 pub mod hint;
 pub mod history;
 pub mod holders;
+pub mod identity;
 pub mod list;
 pub mod mac;
 pub mod metrics;

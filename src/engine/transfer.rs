@@ -179,27 +179,33 @@ fn put(
         }
         ObjectKind::Allocation => {
             let manifest = yaml::decode_allocation(text).expect("validated by read_valid");
-            match to.claim_copy(ns, &manifest)? {
-                Claim::Claimed => {}
-                Claim::AddressTaken => {
-                    return Err(conflict("its address is held by another owner"));
-                }
-                Claim::OwnerHolds(held) => {
-                    return Err(conflict(&format!(
-                        "its owner already holds {} in that pool",
-                        held.spec.address
-                    )));
-                }
-                Claim::MacHeld(holder) => {
-                    return Err(conflict(&format!(
-                        "its MAC is held in that pool by `{}` ({})",
-                        holder.spec.owner, holder.spec.address
-                    )));
-                }
+            if let Some(why) = refused_copy(to.claim_copy(ns, &manifest)?) {
+                return Err(conflict(&why));
             }
         }
     }
     Ok(true)
+}
+
+/// Why the target refused an allocation's copy (`claim`), if it did.
+fn refused_copy(claim: Claim) -> Option<String> {
+    match claim {
+        Claim::Claimed => None,
+        Claim::AddressTaken => Some("its address is held by another owner".into()),
+        Claim::OwnerHolds(held) => Some(format!(
+            "its owner already holds {} in that pool",
+            held.spec.address
+        )),
+        Claim::NameHeld(holder) => Some(format!(
+            "its owner's name is held in that pool by {} at {} (an owner's name is one identity per pool)",
+            holder.spec.owner.with_uid(),
+            holder.spec.address
+        )),
+        Claim::MacHeld(holder) => Some(format!(
+            "its MAC is held in that pool by `{}` ({})",
+            holder.spec.owner, holder.spec.address
+        )),
+    }
 }
 
 /// Copies every pool, then every allocation, of every scope of `from` into `to`; an object

@@ -202,4 +202,23 @@ mod tests {
             format!("{:016x}", 0xb10a_290d_d809_7929_u64)
         );
     }
+
+    /// A name is one identity per pool for every kind but `VPC`: its lock is the name's,
+    /// whatever the uid, and the same bytes as an uid-less owner's key.
+    #[test]
+    fn an_owners_lock_is_its_names_except_a_vpcs() {
+        let uid = |s: &str| Some(Uid::new(s).unwrap());
+        let vm = |u| Owner::parse("VirtualMachine/vm-02/0", u).unwrap();
+        let (bare, with_a, with_b) = (vm(None), vm(uid("a")), vm(uid("b")));
+        assert_eq!(with_a.lock_key(), bare.lock_key());
+        assert_eq!(with_a.lock_key(), with_b.lock_key());
+        assert_eq!(bare.lock_key(), bare.key());
+        assert!(with_a.is_namesake(&bare) && with_a.is_namesake(&with_b));
+        assert!(!with_a.is_namesake(&with_a.clone()));
+        let other = Owner::parse("VirtualMachine/vm-03/0", None).unwrap();
+        assert!(!bare.is_namesake(&other));
+        let router = |u| Owner::parse("VPC/router", u).unwrap();
+        assert_ne!(router(uid("a")).lock_key(), router(uid("b")).lock_key());
+        assert!(!router(uid("a")).is_namesake(&router(uid("b"))));
+    }
 }

@@ -34,6 +34,15 @@ impl OwnerKind {
         matches!(self, OwnerKind::VirtualMachine | OwnerKind::Node)
     }
 
+    /// Is an owner of this kind one identity per name in a pool? Every kind but `VPC`: a
+    /// VM's NIC, a floating IP and a node are named for what they are, so the same name
+    /// under another uid (or none) is the same thing asking, or its namesake, never a
+    /// second holder (`crate::engine::identity`). A VPC router's name is always `router`:
+    /// its uid, the VPC's, is what tells the uplinks of a shared public pool apart.
+    pub fn one_per_name(self) -> bool {
+        !matches!(self, OwnerKind::Vpc)
+    }
+
     /// All kinds, in the order help texts list them.
     pub const ALL: [OwnerKind; 4] = [
         OwnerKind::VirtualMachine,
@@ -202,6 +211,37 @@ impl Owner {
     }
 }
 
+impl Owner {
+    /// Does `other` hold `self`'s name under another identity: the same kind and name, of
+    /// a kind that is one identity per name ([`OwnerKind::one_per_name`]), another uid (or
+    /// one of them none)?
+    pub fn is_namesake(&self, other: &Owner) -> bool {
+        self.kind == other.kind
+            && self.kind.one_per_name()
+            && self.name == other.name
+            && self.uid != other.uid
+    }
+
+    /// The key of what a claim locks for this owner (the file store's owner lock): the
+    /// name's for a kind that is one identity per name, so that requests for the name with
+    /// and without a uid run one after the other, and [`Owner::key`] (with the uid) for a
+    /// VPC. The same as [`Owner::key`] for an owner without a uid: locks taken by older
+    /// versions for such owners are the same bytes (for one with a uid the file store takes
+    /// [`Owner::key`] too, after this one, so that older versions still meet it).
+    pub fn lock_key(&self) -> u64 {
+        if self.kind.one_per_name() && self.uid.is_some() {
+            Owner {
+                kind: self.kind,
+                uid: None,
+                name: self.name.clone(),
+            }
+            .key()
+        } else {
+            self.key()
+        }
+    }
+}
+
 impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.kind, self.name)
@@ -292,7 +332,9 @@ impl OwnerFilter {
         Ok(self)
     }
 
-    /// The filter that passes exactly `owner` (kind, name and uid).
+    /// The filter that passes `owner`: its kind, name and uid; for an owner without a uid,
+    /// its name whatever the uid (a filter's omitted `--uid` matches any), which in a pool
+    /// is the same owner: a name is one identity per pool ([`OwnerKind::one_per_name`]).
     pub fn exactly(owner: &Owner) -> OwnerFilter {
         OwnerFilter {
             kind_name: Some((owner.kind, owner.name.clone())),

@@ -44,6 +44,12 @@ pub struct Found {
 pub struct OwnerLookup {
     /// The owner's allocation in the pool, read just now.
     pub held: Option<AllocationManifest>,
+    /// When it holds none: an allocation of the pool whose owner holds the owner's name
+    /// under another identity (another uid, or a uid where the owner has none, or none where
+    /// it has one: [`Owner::is_namesake`]), read just now. Never for a `VPC` owner, whose
+    /// name says nothing. An owner's name is one identity per pool: the claim is refused
+    /// (`crate::engine::identity`).
+    pub namesake: Option<AllocationManifest>,
     /// When it holds none: the addresses the pool's allocations hold, the broken ones too,
     /// as far as the look-up saw them (a store whose look-up is one indexed row, the
     /// database, leaves it empty: its [`Queries::free_candidates`] finds them itself).
@@ -83,6 +89,10 @@ pub enum Claim {
     /// Another allocation of the pool holds the manifest's MAC (`spec.mac`): this one is
     /// not stored (or was undone); the holder, read just now.
     MacHeld(Box<AllocationManifest>),
+    /// The owner's name is held in the pool under another identity ([`Owner::is_namesake`];
+    /// a concurrent request for the name with another uid won): nothing is stored; the
+    /// holder, read just now.
+    NameHeld(Box<AllocationManifest>),
 }
 
 /// What [`Claims::set_mac`] did.
@@ -222,7 +232,8 @@ pub trait Objects {
 /// Typed queries of allocations, answered from the stored objects as they are.
 pub trait Queries: Objects {
     /// The allocation `owner` (kind, name and uid exactly) holds in `pool`, read just now;
-    /// when it holds none, the addresses the pool's allocations hold (see
+    /// when it holds none, the allocation that holds its name under another identity, if
+    /// any ([`OwnerLookup::namesake`]), and the addresses the pool's allocations hold (see
     /// [`OwnerLookup::taken`]).
     fn find_owner(
         &self,
@@ -329,10 +340,13 @@ pub trait Queries: Objects {
 
 /// The typed writes that arbitrate addresses: a claim, a copy, a guarded release.
 pub trait Claims {
-    /// Claims `manifest`'s address for its owner, unless the address is taken or the owner
-    /// already holds an address in the pool, and remembers what the store's next look-up
-    /// for the owner needs (the file store's owner hint). The caller holds the
-    /// [`ClaimLock`] of the owner in the pool.
+    /// Claims `manifest`'s address for its owner, unless the address is taken, the owner
+    /// already holds an address in the pool, or (on a store whose constraint arbitrates
+    /// names, a database) another identity holds the owner's name there
+    /// ([`Claim::NameHeld`]), and remembers what the store's next look-up for the owner
+    /// needs (the file store's owner hint). The caller holds the [`ClaimLock`] of the
+    /// owner in the pool, which on the file store is the name's lock: a namesake's claim
+    /// waits for it, and its look-up finds this one.
     fn claim(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim>;
 
     /// [`Claims::claim`] for an allocation copied from another store (`import`, `export`):
@@ -406,7 +420,9 @@ pub trait Locks {
 
     /// The locks a claim for `owner` in each of `pools` (ascending by name, one at least)
     /// holds from before it reads the pools until the claim is durable: every pool shared,
-    /// then, where the store needs one (the file store), the owner's lock in every pool.
+    /// then, where the store needs one (the file store), the owner's lock in every pool:
+    /// its name's ([`Owner::lock_key`]), so that requests for one name under two
+    /// identities run their look-up and claim one after the other too.
     fn lock_claim(
         &self,
         ns: Option<&Namespace>,

@@ -26,10 +26,17 @@ pub fn run(
         mac: super::allocate::mac_choice(&args.mac)?,
     };
     let set = crate::engine::mac::set(store, &req)?;
-    let action = if set.before == set.after {
-        Action::Unchanged
-    } else {
-        Action::Configured
-    };
-    output::write_changes(out, g.output, &[Change::new(&set.after, action)], true)
+    let changes: Vec<Change<_>> = set
+        .changes
+        .iter()
+        .map(|(before, after)| {
+            let action = if before == after {
+                Action::Unchanged
+            } else {
+                Action::Configured
+            };
+            Change::new(after, action)
+        })
+        .collect();
+    output::write_changes(out, g.output, &changes, true)
 }

@@ -2,6 +2,7 @@
 //! through [`super`]'s claim loop, under one claim lock over all of them.
 
 use crate::engine::cooldown;
+use crate::engine::identity;
 use crate::engine::subnet;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -88,13 +89,22 @@ fn allocate_zone_now(
         }
     };
     let mut listings = Vec::new();
+    let mut namesake = None;
     for pool in &pools {
         let lookup = find_owner(store, pool, owner, warnings)?;
         if let Some(held) = lookup.held {
             return Ok(Allocated::Existing(held));
         }
+        if namesake.is_none() {
+            namesake = lookup.namesake.map(|m| (pool, m));
+        }
         refuse_if_broken_names(store, pool, owner, &lookup.broken, warnings)?;
         listings.push(lookup.taken);
+    }
+    // The name held in one pool of the zone under another identity: a claim in another
+    // would be a second address for it.
+    if let Some((pool, holder)) = namesake {
+        return Err(identity::holds_the_name(pool, owner, &holder));
     }
     if let Some(e) = read_only {
         return Err(e);

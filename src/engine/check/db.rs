@@ -159,6 +159,7 @@ fn check_in_snapshot(store: &PgStore, root: &Arc<OwnedFd>) -> Result<Report> {
     let related = rules::check_allocations(&allocations, &known, &mut findings);
     findings.extend(related);
     findings.extend(super::macs::check_macs(&allocations, &known));
+    findings.extend(super::identity::check_identities(&allocations));
     super::macs::explain_malformed(&mut findings);
     database_findings(store, &pools, &mut findings)?;
     findings.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));

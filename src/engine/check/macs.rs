@@ -95,13 +95,20 @@ pub(super) fn check_macs(
             if fits {
                 continue;
             }
-            let ns = hint::namespace_flag(scope.as_ref());
+            let fix = hint::mac_set(
+                &crate::model::PoolRef {
+                    namespace: scope.clone(),
+                    name: pool.clone(),
+                },
+                address,
+                owner,
+                "auto",
+            );
             related.push(error(
                 rel,
                 format!(
-                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `ipamctl mac set {pool} {address}{ns}{} --mac auto`",
+                    "MAC {mac} has pool `{pool}`'s macPrefix {prefix} but is not the one `--mac auto` derives for {address} ({}) nor for another address of `{owner}`: an edited auto MAC; fix it with `{fix}`",
                     Mac::derive(prefix, address),
-                    hint::owner_flags(owner),
                 ),
             ));
         }

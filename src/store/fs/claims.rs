@@ -122,10 +122,9 @@ impl Claims for FsStore {
         let name = &expected.metadata.name;
         // Whoever deletes this file holds this lock, and read the file after taking it:
         // nobody can release the address and claim it again for another owner meanwhile.
-        let _owner = self.lock(
-            Target::owner(ns, &expected.spec.pool, &expected.spec.owner),
-            LockMode::Exclusive,
-        )?;
+        let _owner = Target::owners(ns, &expected.spec.pool, &expected.spec.owner)
+            .map(|target| self.lock(target, LockMode::Exclusive))
+            .collect::<Result<Vec<_>>>()?;
         match read_allocation(self, ns, name)? {
             Some(Ok(now)) if now == *expected => {
                 before_delete()?;

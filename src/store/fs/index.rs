@@ -163,6 +163,19 @@ pub fn owner_text(owner: &Owner) -> String {
     )
 }
 
+/// The part of an owner's text ([`owner_text`]) that says which name it holds: the kind
+/// and name, for a kind that is one identity per name in a pool
+/// ([`crate::model::OwnerKind::one_per_name`]); the whole text, uid and all, for a `VPC`,
+/// whose name is always `router`. An owner look-up reads the files whose text has the
+/// owner's: its own, and its namesakes' (the same name under another uid, or none).
+pub fn name_text(text: &str) -> &str {
+    if text.starts_with("VPC ") {
+        return text;
+    }
+    text.rsplit_once(' ')
+        .map_or(text, |(kind_and_name, _)| kind_and_name)
+}
+
 /// Does the owner in `text` (as [`owner_text`] writes it) pass `filter`?
 pub fn text_matches(text: &str, filter: &OwnerFilter) -> bool {
     match owner_fields(text) {

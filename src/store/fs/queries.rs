@@ -9,8 +9,9 @@
 //! 2. *Scan:* list the directory and `stat` each of P's files; a file whose status equals
 //!    its index record exactly is known to belong to the recorded owner; every other file
 //!    is read (and recorded if it is old enough, see [`crate::store::fs::index`]). Files that may be
-//!    O's are read. So the answer always rests on files as they are now, or on records that
-//!    the files' present status vouches for.
+//!    O's, or hold O's name under another uid ([`OwnerLookup::namesake`]), are read. So the
+//!    answer always rests on files as they are now, or on records that the files' present
+//!    status vouches for.
 //!
 //! A supernet pool's prefix claims have the same look-up, keyed by prefix
 //! ([`Queries::find_prefix_owner`], `prefix_claims.rs`).
@@ -61,7 +62,11 @@ impl Queries for FsStore {
             None => {
                 let listed = self.names_and_index(&dir, ns, pool.as_str())?;
                 let text = index::owner_text(owner);
-                let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| t == text)?;
+                // The owner's files and its namesakes': the name is one identity per pool.
+                let name = index::name_text(&text);
+                let scanned = self.scan(&dir, ns, pool.as_str(), listed, &|t| {
+                    index::name_text(t) == name
+                })?;
                 lookup.taken = scanned.taken.iter().copied().collect();
                 (scanned.hits, scanned.taken)
             }
@@ -78,9 +83,15 @@ impl Queries for FsStore {
                 Ok(m) if m.spec.owner == *owner && m.spec.address == address => {
                     lookup.held.get_or_insert(*m);
                 }
+                Ok(m) if m.spec.owner.is_namesake(owner) && m.spec.address == address => {
+                    lookup.namesake.get_or_insert(*m);
+                }
                 Ok(_) => {}
                 Err(why) => lookup.broken.push((name, why)),
             }
+        }
+        if lookup.held.is_some() {
+            lookup.namesake = None;
         }
         if let Some(held) = &lookup.held {
             self.write_hint(ns, pool, key, held.spec.address);

@@ -32,14 +32,17 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
+use crate::store::fs::index::name_text;
+
 /// The owners of one pool's allocation files, as far as the batch knows them (owners as
 /// [`crate::store::fs::index::owner_text`]).
 #[derive(Debug, Default)]
 pub(super) struct View {
     /// The owner each known file names.
     owner_of: HashMap<IpAddr, Box<str>>,
-    /// The known files by owner (almost always one: a vector, not a tree, a few bytes
-    /// instead of a node of a few hundred for each of a pool's tens of thousands of owners).
+    /// The known files by owner's name ([`name_text`]: an owner and its namesakes share
+    /// one entry; almost always one file: a vector, not a tree, a few bytes instead of a
+    /// node of a few hundred for each of a pool's tens of thousands of owners).
     owners: HashMap<Box<str>, Vec<IpAddr>>,
     /// Files whose owner is not known: named by an event since they were looked at, or
     /// never settled when they were.
@@ -71,7 +74,10 @@ impl View {
     fn know(&mut self, address: IpAddr, owner: Box<str>) {
         self.unlearn(address);
         self.unknown.remove(&address);
-        self.owners.entry(owner.clone()).or_default().push(address);
+        self.owners
+            .entry(name_text(&owner).into())
+            .or_default()
+            .push(address);
         self.owner_of.insert(address, owner);
     }
 
@@ -83,19 +89,20 @@ impl View {
 
     fn unlearn(&mut self, address: IpAddr) {
         if let Some(owner) = self.owner_of.remove(&address)
-            && let Some(addresses) = self.owners.get_mut(&owner)
+            && let Some(addresses) = self.owners.get_mut(name_text(&owner))
         {
             addresses.retain(|&a| a != address);
             if addresses.is_empty() {
-                self.owners.remove(&owner);
+                self.owners.remove(name_text(&owner));
             }
         }
     }
 
-    /// The files a look-up for `owner` reads: the unknown ones and the owner's.
-    pub(super) fn to_read(&self, owner: &str) -> Vec<IpAddr> {
+    /// The files a look-up for an owner whose [`name_text`] is `name` reads: the unknown
+    /// ones, the owner's and its namesakes'.
+    pub(super) fn to_read(&self, name: &str) -> Vec<IpAddr> {
         let mut files: Vec<IpAddr> = self.unknown.iter().copied().collect();
-        files.extend(self.owners.get(owner).into_iter().flatten().copied());
+        files.extend(self.owners.get(name).into_iter().flatten().copied());
         files
     }
 

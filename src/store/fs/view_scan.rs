@@ -10,7 +10,7 @@ use crate::model::{Namespace, Owner};
 use crate::store::fs::FsStore;
 use crate::store::fs::allocation::now_ns;
 use crate::store::fs::beneath::refused;
-use crate::store::fs::index::owner_text;
+use crate::store::fs::index::{name_text, owner_text};
 use crate::store::fs::kind::Allocations;
 use crate::store::fs::scan::Hit;
 use crate::store::fs::watch::DirId;
@@ -28,7 +28,9 @@ impl FsStore {
         pool: &crate::model::PoolName,
         owner: &Owner,
     ) -> Result<Option<(Taken, Vec<Hit>)>> {
-        let wanted = owner_text(owner);
+        // The owner's files and its namesakes' (`index::name_text`).
+        let mine = owner_text(owner);
+        let wanted = name_text(&mine);
         let (id, generation, files, taken) = {
             let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
             let Some(w) = watch.as_mut() else {
@@ -40,7 +42,7 @@ impl FsStore {
             let Some(view) = w.view(id, pool.as_str()) else {
                 return Ok(None);
             };
-            let files = view.to_read(&wanted);
+            let files = view.to_read(wanted);
             let generation = w.generation();
             let taken = w
                 .pool_addresses(id, pool.as_str(), || super::scan::list_names(dir))
@@ -62,7 +64,7 @@ impl FsStore {
             let hit = match &read.parsed {
                 Ok(m) => {
                     let text = owner_text(&m.spec.owner);
-                    let hit = in_flight || text == wanted;
+                    let hit = in_flight || name_text(&text) == wanted;
                     if !in_flight && m.spec.address == address {
                         learnt.push((address, Some(text.into())));
                     }

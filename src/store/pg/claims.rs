@@ -72,23 +72,7 @@ impl Claims for PgStore {
             }
             return Ok(Claim::Claimed);
         }
-        // Nothing inserted: the address is taken, or the owner holds one. This statement
-        // sees every commit made before it started, including the one that beat us.
-        match self.owner_row(ns, &manifest.spec.pool, &manifest.spec.owner)? {
-            Some((_, Ok(held))) => Ok(Claim::OwnerHolds(Box::new(held))),
-            Some((name, Err(why))) => Err(Error::invalid(
-                self.locate(ObjectKind::Allocation, ns, &name),
-                why,
-            )),
-            None => match manifest.spec.mac {
-                // The MAC's unique index may be what refused it (V10 of the schema).
-                Some(mac) => Ok(match self.mac_holder(ns, &manifest.spec.pool, mac)? {
-                    Some(holder) => Claim::MacHeld(Box::new(holder)),
-                    None => Claim::AddressTaken,
-                }),
-                None => Ok(Claim::AddressTaken),
-            },
-        }
+        self.refused(ns, manifest)
     }
 
     fn claim_copy(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
@@ -203,6 +187,33 @@ impl Claims for PgStore {
 }
 
 impl PgStore {
+    /// Why a claim's insert of `manifest` inserted nothing: the address is taken, or the
+    /// owner holds one, or its name is held under another uid (migration 12), or its MAC is
+    /// held (migration 10). Read by statements that see every commit made before they
+    /// started, including the one that beat the insert.
+    fn refused(&self, ns: Option<&Namespace>, manifest: &AllocationManifest) -> Result<Claim> {
+        let owner = &manifest.spec.owner;
+        match self.owner_row(ns, &manifest.spec.pool, owner)? {
+            Some((_, Ok(held))) if held.spec.owner == *owner => {
+                Ok(Claim::OwnerHolds(Box::new(held)))
+            }
+            Some((_, Ok(held))) if held.spec.owner.is_namesake(owner) => {
+                Ok(Claim::NameHeld(Box::new(held)))
+            }
+            Some((name, Err(why))) => Err(Error::invalid(
+                self.locate(ObjectKind::Allocation, ns, &name),
+                why,
+            )),
+            _ => match manifest.spec.mac {
+                Some(mac) => Ok(match self.mac_holder(ns, &manifest.spec.pool, mac)? {
+                    Some(holder) => Claim::MacHeld(Box::new(holder)),
+                    None => Claim::AddressTaken,
+                }),
+                None => Ok(Claim::AddressTaken),
+            },
+        }
+    }
+
     /// The allocation of `pool` whose manifest spells `mac` as ipamctl writes it (the
     /// unique index's expression), if any.
     fn mac_holder(

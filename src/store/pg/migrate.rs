@@ -62,6 +62,10 @@ const MARKERS: &[(i32, &str)] = &[
         11,
         "SELECT EXISTS (SELECT FROM pg_trigger WHERE tgname = 'objects_prefix_claims_agree')",
     ),
+    (
+        12,
+        "SELECT to_regclass('ipamctl.allocations_one_per_owner_name') IS NOT NULL",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

@@ -98,10 +98,14 @@ pub(super) const LOOKUPS: [(&str, &str); 5] = [
         "lock",
         "SELECT encode(manifest, 'hex') FROM ipamctl.pools WHERE namespace = $1 AND name = $2 FOR SHARE",
     ),
+    // The owner's row, or its namesake's (`rows::OWNER_OR_NAMESAKE`, spelled out: these
+    // are constants).
     (
         "owner",
         "SELECT host(address), encode(manifest, 'hex') FROM ipamctl.allocations
-         WHERE namespace = $1 AND pool = $2 AND owner_kind = $3 AND owner_name = $4 AND owner_uid || '' = $5",
+         WHERE namespace = $1 AND pool = $2 AND owner_kind = $3 AND owner_name = $4
+           AND (owner_uid || '' = $5 OR owner_kind <> 'VPC')
+         ORDER BY owner_uid || '' = $5 DESC LIMIT 1",
     ),
     (
         "hint",
@@ -118,7 +122,9 @@ pub(super) const LOOKUPS: [(&str, &str); 5] = [
     (
         "owner_kept",
         "SELECT host(address), encode(manifest, 'hex') FROM ipamctl.allocations
-         WHERE namespace = $1 AND pool = $2 AND owner_kind = $3 AND owner_name = $4 AND owner_uid || '' = $5
+         WHERE namespace = $1 AND pool = $2 AND owner_kind = $3 AND owner_name = $4
+           AND (owner_uid || '' = $5 OR owner_kind <> 'VPC')
+         ORDER BY owner_uid || '' = $5 DESC LIMIT 1
          FOR KEY SHARE",
     ),
 ];

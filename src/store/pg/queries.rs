@@ -1,4 +1,5 @@
-//! Typed queries in PostgreSQL ([`Queries`]): the owner's row by its unique key, owner
+//! Typed queries in PostgreSQL ([`Queries`]): the owner's row (or its namesake's) by its
+//! unique keys, owner
 //! filters on the owner indexes, a supernet's claimed prefixes and its owner's claim in one
 //! statement, the gap query for free candidates (`free.rs`) and counts from the pool's
 //! count ledger.
@@ -43,7 +44,11 @@ impl Queries for PgStore {
         let mut lookup = OwnerLookup::default();
         if let Some((name, parsed)) = self.owner_row(ns, pool, owner)? {
             match parsed {
-                Ok(m) => lookup.held = Some(m),
+                Ok(m) if m.spec.owner == *owner => lookup.held = Some(m),
+                Ok(m) if m.spec.owner.is_namesake(owner) => lookup.namesake = Some(m),
+                // A row whose manifest disagrees with its columns (migration 6 refuses
+                // such writes; `check --store` reports one made before it).
+                Ok(_) => {}
                 Err(why) => lookup.broken.push((name, why)),
             }
         }

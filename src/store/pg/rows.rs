@@ -95,8 +95,18 @@ pub(super) fn delete_allocation(
     Ok(row.get::<_, i64>(0) > 0)
 }
 
+/// The rows of an owner look-up, after `FROM ipamctl.allocations`, for `$1` namespace, `$2`
+/// pool and the owner's columns `$3`, `$4`, `$5` ([`owner_columns`]): the owner's row, or
+/// else the row of its name under another uid (a namesake: the name is one identity per
+/// pool for every kind but `VPC`, which the unique index of migration 12 keeps), one row.
+pub(super) const OWNER_OR_NAMESAKE: &str = "WHERE namespace = $1 AND pool = $2
+           AND owner_kind = $3 AND owner_name = $4
+           AND (owner_uid || '' = $5 OR owner_kind <> 'VPC')
+         ORDER BY owner_uid || '' = $5 DESC LIMIT 1";
+
 impl PgStore {
-    /// The owner's allocation row in the pool: its object name and manifest.
+    /// The owner's allocation row in the pool, or else its namesake's
+    /// ([`OWNER_OR_NAMESAKE`]): its object name and manifest.
     pub(super) fn owner_row(
         &self,
         ns: Option<&Namespace>,
@@ -112,9 +122,7 @@ impl PgStore {
         }
         let row = self.single(|c| {
             c.opt(
-                "SELECT address, manifest FROM ipamctl.allocations
-                 WHERE namespace = $1 AND pool = $2
-                   AND owner_kind = $3 AND owner_name = $4 AND owner_uid || '' = $5",
+                &format!("SELECT address, manifest FROM ipamctl.allocations {OWNER_OR_NAMESAKE}"),
                 &[&ns, &pool.as_str(), &kind, &name, &uid],
             )
         })?;

@@ -7,7 +7,7 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 11;
+pub const LATEST: i32 = 12;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
@@ -23,6 +23,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (9, V9),
     (10, V10),
     (11, V11),
+    (12, V12),
 ];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
@@ -440,6 +441,42 @@ CREATE TRIGGER objects_prefix_free_stale AFTER INSERT OR UPDATE OR DELETE ON ipa
     FOR EACH STATEMENT
     WHEN (NOT ipamctl.own_write())
     EXECUTE FUNCTION ipamctl.prefix_free_stale();
+"#;
+
+/// An owner's name is one identity per pool (`crate::engine::identity`): a unique index on
+/// (namespace, pool, owner kind, name) for every kind but `VPC` (whose name is always
+/// `router`; its uid tells VPCs apart), the arbiter of every claim's `INSERT … ON CONFLICT
+/// DO NOTHING` besides the primary key and `allocations_one_per_owner`: of two requests for
+/// one name under two uids (or one without), racing, one inserts, and the other reads the
+/// row that beat it and is refused naming it. A database that already holds a name under
+/// two identities in a pool (made before this version) is refused the migration, naming
+/// the first such name: release all but one of its addresses with the ipamctl that made
+/// them, then run `init` again.
+const V12: &str = r#"
+DO $$
+DECLARE
+    twice record;
+BEGIN
+    SELECT namespace, pool, owner_kind, owner_name,
+           string_agg(host(address) || ' (' || CASE owner_uid WHEN '' THEN 'no uid'
+                                                 ELSE 'uid ' || owner_uid END || ')',
+                      ', ' ORDER BY address) AS held
+      INTO twice
+      FROM ipamctl.allocations
+     WHERE owner_kind <> 'VPC'
+     GROUP BY namespace, pool, owner_kind, owner_name
+    HAVING count(*) > 1
+     ORDER BY namespace, pool, owner_kind, owner_name
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'owner %/% is held under two identities in pool % (namespace ''%''): %; an owner''s name is one identity per pool: release all but one of them with the ipamctl that made them (ipamctl --store URL release POOL ADDRESS --owner KIND/NAME --uid UID), then run ipamctl --store URL init again; nothing was changed',
+            twice.owner_kind, twice.owner_name, twice.pool, twice.namespace, twice.held
+            USING ERRCODE = 'unique_violation';
+    END IF;
+END $$;
+CREATE UNIQUE INDEX allocations_one_per_owner_name
+    ON ipamctl.allocations (namespace, pool, owner_kind, owner_name)
+    WHERE owner_kind <> 'VPC';
 "#;
 
 /// Creates the schema's home and version table if missing (idempotent).

@@ -21,22 +21,31 @@ enum Store {
     Db(pg::Db),
 }
 
+/// Makes a store to race in (with `reuseAfter` when asked): [`Store::dir`] or
+/// [`Store::database`].
+type MakeStore = fn(bool) -> Store;
+
 impl Store {
-    /// A state directory (or a database) holding pools `v4` and `v6`, with `reuseAfter` when
-    /// `cooldown` is set, and `OWNER` holding an address in each.
-    fn new(db: bool, cooldown: bool) -> Store {
-        let store = if db {
-            Store::Db(pg::Db::new())
-        } else {
-            let dir = tempfile::tempdir().unwrap();
-            let out = Command::new(pg::BIN)
-                .args(["init"])
-                .arg(dir.path().join("state"))
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", pg::stderr(&out));
-            Store::Dir(dir)
-        };
+    /// A state directory holding pools `v4` and `v6`, with `reuseAfter` when `cooldown` is
+    /// set, and `OWNER` holding an address in each.
+    fn dir(cooldown: bool) -> Store {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(pg::BIN)
+            .args(["init"])
+            .arg(dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", pg::stderr(&out));
+        Store::Dir(dir).filled(cooldown)
+    }
+
+    /// [`Store::dir`] in a fresh database.
+    fn database(cooldown: bool) -> Store {
+        Store::Db(pg::Db::new()).filled(cooldown)
+    }
+
+    fn filled(self, cooldown: bool) -> Store {
+        let store = self;
         let pools = if cooldown {
             POOLS.replace("  kind: public\n", "  kind: public\n  reuseAfter: 1h\n")
         } else {
@@ -135,8 +144,8 @@ fn names(store: &Store) -> Vec<String> {
 /// locks in both pools at once (and, on PostgreSQL, locked the owner's rows it read), the
 /// release ran in between: the claim answered the released first address `existing`,
 /// claimed a second one anew, and the owner was left holding that one alone.
-fn a_release_waits_for_a_claim_between_its_pools(db: bool) {
-    let store = Store::new(db, false);
+fn a_release_waits_for_a_claim_between_its_pools(store: MakeStore) {
+    let store = store(false);
     let before = store.held();
     let freed = names(&store);
     assert_eq!(before.len(), 2);
@@ -167,7 +176,7 @@ fn a_release_waits_for_a_claim_between_its_pools(db: bool) {
 
 #[test]
 fn a_release_waits_for_a_dual_stack_claim_between_its_pools_in_a_state_directory() {
-    a_release_waits_for_a_claim_between_its_pools(false);
+    a_release_waits_for_a_claim_between_its_pools(Store::dir);
 }
 
 #[test]
@@ -176,7 +185,7 @@ fn a_release_waits_for_a_dual_stack_claim_between_its_pools_in_a_state_directory
     ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn a_release_waits_for_a_dual_stack_claim_between_its_pools_on_postgres() {
-    a_release_waits_for_a_claim_between_its_pools(true);
+    a_release_waits_for_a_claim_between_its_pools(Store::database);
 }
 
 /// A release of the owner's two addresses held open between them while a dual-stack claim
@@ -186,9 +195,9 @@ fn a_release_waits_for_a_dual_stack_claim_between_its_pools_on_postgres() {
 /// claimed the first pool anew, answered the second pool's address `existing`, and the
 /// release then freed that one, leaving the owner one address. With `reuseAfter` each
 /// release locks its pool exclusively, which the release takes up front instead.
-fn a_claim_waits_for_a_release_between_its_pools(db: bool) {
+fn a_claim_waits_for_a_release_between_its_pools(store: MakeStore) {
     for cooldown in [false, true] {
-        let store = Store::new(db, cooldown);
+        let store = store(cooldown);
         let freed = names(&store);
         let (release, claim) = race(
             &store,
@@ -209,7 +218,7 @@ fn a_claim_waits_for_a_release_between_its_pools(db: bool) {
 
 #[test]
 fn a_dual_stack_claim_waits_for_a_release_between_its_pools_in_a_state_directory() {
-    a_claim_waits_for_a_release_between_its_pools(false);
+    a_claim_waits_for_a_release_between_its_pools(Store::dir);
 }
 
 #[test]
@@ -218,5 +227,5 @@ fn a_dual_stack_claim_waits_for_a_release_between_its_pools_in_a_state_directory
     ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
 )]
 fn a_dual_stack_claim_waits_for_a_release_between_its_pools_on_postgres() {
-    a_claim_waits_for_a_release_between_its_pools(true);
+    a_claim_waits_for_a_release_between_its_pools(Store::database);
 }

@@ -700,6 +700,10 @@ fn pool_updates_and_deletes_racing_allocate_strand_nothing() {
 /// never loses an allocation, the invariants hold after every round, and every process exits
 /// 0, 4 or 5 (or 1 when `git clean` deleted its temporary file; it then runs again).
 #[test]
+#[cfg_attr(
+    not(all(has_pv, has_rsync)),
+    ignore = "needs pv and rsync, the outside world's slow writer and second clone (apt-get install pv rsync)"
+)]
 fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() {
     const NS: &str = "tenant/outside";
     let (rounds, identities, per_identity, workers, fillers) = if long_run() {

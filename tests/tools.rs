@@ -1,139 +1,783 @@
 //! `cargo test` passes on a machine with only Rust and git: every test that needs an optional
-//! tool (PostgreSQL, PgBouncer, strace, pv, rsync, Chromium, pre-commit, fonts, Kea, dnsmasq,
-//! named-checkzone, busybox's udhcpc, promtool) says so with
+//! tool (PostgreSQL, PgBouncer, strace, pv, rsync, Chromium, pre-commit, fonts, Kea,
+//! dnsmasq, named-checkzone, busybox's udhcpc, promtool, root) says so with
 //! `#[cfg_attr(not(has_TOOL), ignore = "needs …")]`, which `build.rs` turns into "ignored,
 //! needs TOOL: how to install it" where the tool is missing (and into a run under
-//! `CI=true`). This reads the test sources and fails on a test that uses a tool without the
-//! attribute, so a new test cannot break a fresh machine's `cargo test` unseen.
+//! `CI=true`, where a missing tool then fails the test).
+//!
+//! This reads the test sources and finds every program a test runs, however it runs it:
+//! `Command::new("X")`, a helper given the program (a parameter named `program`), an argv
+//! array, an `sh -c`/`bash -c` string, a script the test writes (`#!/bin/sh …`), a
+//! `tests/**/*.sh` script it names; through every function it calls, in its own file and
+//! in the modules it includes (`tests/torture`, `tests/common`, `tests/pg`, …). It fails on:
+//! - a program it does not know (neither in [`BASELINE`] nor in [`TOOLS`]);
+//! - a test that reaches an optional tool without the attribute for it;
+//! - a test that runs a tool inside a shell string without `require("TOOL")` on its way:
+//!   a missing program there only makes the shell exit 127, which a loop that ignores its
+//!   writer's status never sees (so even `CI=true` would pass, or hang, without it).
+//!
+//! A function may decide at run time instead (`if !cfg!(has_TOOL) { return }`, or
+//! `on_postgres()`, which asks for PostgreSQL only when the run asks for it): what it
+//! reaches is then not asked of the tests that call it.
 
-use std::path::Path;
+mod scan;
 
-/// What a test's body shows it needs: (a mark in its source, the cfg that must guard it).
-const NEEDS: [(&str, &str); 18] = [
-    ("Db::new(", "has_postgres"),
-    ("Db::empty(", "has_postgres"),
-    ("pg::server(", "has_postgres"),
-    ("under_strace(", "has_strace"),
-    ("require_strace(", "has_strace"),
-    ("chromium(", "has_chromium"),
-    ("(\"pre-commit\", &[", "has_pre_commit"),
-    ("load_system_fonts", "has_fonts"),
-    ("require(\"pv\")", "has_pv"),
-    ("require(\"rsync\")", "has_rsync"),
-    ("Bouncer::start()", "has_pgbouncer"),
-    ("validates(\"kea-dhcp4\"", "has_kea"),
-    ("\"kea-dhcp4\", \"-c\"", "has_kea"),
-    ("Path::new(\"--test\")", "has_dnsmasq"),
-    ("\"--keep-in-foreground\"", "has_dnsmasq"),
-    ("\"named-checkzone\",", "has_named_checkzone"),
-    ("\"busybox\", \"udhcpc\"", "has_udhcpc"),
-    ("Command::new(\"promtool\")", "has_promtool"),
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use scan::{Func, Ref, Source, shell};
+
+/// Programs on every machine that builds the crate (Debian's essential packages, git, and
+/// the shells' builtins), and the binary under test.
+const BASELINE: [&str; 71] = [
+    "sh", "bash", "git", "ipamctl", "cp", "mv", "rm", "ln", "mkdir", "rmdir", "touch", "chmod",
+    "chown", "ls", "find", "xargs", "cat", "head", "tail", "wc", "sort", "uniq", "cut", "tr",
+    "sed", "grep", "echo", "printf", "test", "[", "true", "false", "sleep", "kill", "timeout",
+    "id", "flock", "mkfifo", "mknod", "truncate", "dd", "stat", "date", "env", "realpath",
+    "mktemp", "tee", "diff", "cmp", "readlink", "basename", "dirname", "seq", "setpriv", "cd",
+    "set", "export", "exit", "trap", "wait", "command", "local", "return", "shift", "read",
+    "mapfile", "eval", "unset", "pushd", "popd", "paste",
 ];
 
-/// The test functions of `source`: (name, the attributes above it, its body), in order.
-fn tests_of(source: &str) -> Vec<(String, String, String)> {
-    let parts: Vec<&str> = source.split("#[test]").collect();
-    let mut found = Vec::new();
-    for part in parts.iter().skip(1) {
-        let (attrs, rest) = match part.find("fn ") {
-            Some(at) => part.split_at(at),
-            None => continue,
-        };
-        let name: String = rest[3..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
+/// The optional programs: (the program, the `cfg` that `build.rs` sets where it is).
+const TOOLS: [(&str, &str); 17] = [
+    ("pv", "has_pv"),
+    ("python3", "has_python3"),
+    ("rsync", "has_rsync"),
+    ("strace", "has_strace"),
+    ("chromium", "has_chromium"),
+    ("pre-commit", "has_pre_commit"),
+    ("promtool", "has_promtool"),
+    ("kea-dhcp4", "has_kea"),
+    ("kea-dhcp6", "has_kea"),
+    ("dnsmasq", "has_dnsmasq"),
+    ("named-checkzone", "has_named_checkzone"),
+    ("busybox", "has_udhcpc"),
+    ("pgbouncer", "has_pgbouncer"),
+    // Present on most machines, but they need root: mounts, loop devices, network
+    // namespaces.
+    ("mount", "has_root"),
+    ("umount", "has_root"),
+    ("mkfs.ext4", "has_root"),
+    ("ip", "has_root"),
+];
+
+/// What a function needs that is no program it runs: (a mark in its code or in one of its
+/// string literals, the `cfg`).
+const MARKS: [(&str, &str); 2] = [
+    // Every throwaway PostgreSQL cluster is started by this script.
+    ("/.ci/pg-cluster", "has_postgres"),
+    ("load_system_fonts", "has_fonts"),
+];
+
+/// Marks of a function that decides at run time whether it needs a `cfg` (besides
+/// `cfg!(has_TOOL)`): (the mark, the `cfg`).
+const GATES: [(&str, &str); 1] = [("on_postgres()", "has_postgres")];
+
+/// Calls that fail loudly when a tool is missing, besides `require("TOOL")`.
+const REQUIRES: [(&str, &str); 1] = [("require_strace()", "strace")];
+
+fn cfg_of(program: &str) -> Option<&'static str> {
+    TOOLS.iter().find(|(p, _)| *p == program).map(|(_, c)| *c)
+}
+
+/// The README, whose `sh` blocks `tests/readme.rs` runs as one `bash -c` script.
+const README: &str = "README.md";
+
+/// What one function does by itself.
+#[derive(Default, Clone)]
+struct Facts {
+    /// `cfg`s it needs.
+    needs: BTreeSet<&'static str>,
+    /// Tools it runs inside a shell string or script.
+    in_shell: BTreeSet<String>,
+    /// Tools it fails loudly without.
+    requires: BTreeSet<String>,
+    /// `cfg`s it decides about at run time.
+    gates: BTreeSet<&'static str>,
+    /// For a need or a shell tool it has from a callee: that callee.
+    via: BTreeMap<String, usize>,
+    /// It runs `sh -c`/`bash -c` with a script made at run time.
+    dynamic_shell: bool,
+    /// It names `README.md`, whose `sh` blocks such a script may be.
+    readme: bool,
+}
+
+impl Facts {
+    /// Notes that this function runs `program` (in a shell string if `in_shell`); an error
+    /// saying so when the program is unknown.
+    fn runs(&mut self, program: &str, in_shell: bool) -> Result<(), String> {
+        let program = program.rsplit('/').next().unwrap_or(program);
+        if let Some(cfg) = cfg_of(program) {
+            self.needs.insert(cfg);
+            if in_shell {
+                self.in_shell.insert(program.to_owned());
+            }
+        } else if !BASELINE.contains(&program)
+            && !program.contains(['{', '$', ' '])
+            && !program.is_empty()
+        {
+            return Err(format!(
+                "runs `{program}`, which tests/tools.rs does not know: add it to BASELINE \
+                 (every machine that builds the crate has it) or to TOOLS (with its cfg, \
+                 detected in build.rs)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One test binary: its root file and the modules it includes, and their functions.
+struct Crate {
+    sources: Vec<Source>,
+    funcs: Vec<Func>,
+    /// Function name -> indexes in `funcs`.
+    by_name: BTreeMap<String, Vec<usize>>,
+}
+
+impl Crate {
+    fn load(root: &Path) -> Crate {
+        let mut sources = vec![Source::read(root)];
+        let mut i = 0;
+        while i < sources.len() {
+            let path = sources[i].path.clone();
+            let dir = path.parent().expect("a directory").to_owned();
+            let own_dir = if path.file_name().is_some_and(|n| n == "mod.rs") || i == 0 {
+                dir.clone()
+            } else {
+                dir.join(path.file_stem().expect("a stem"))
+            };
+            for (name, at) in sources[i].modules() {
+                let file = match at {
+                    Some(rel) => dir.join(rel),
+                    None => [
+                        own_dir.join(format!("{name}/mod.rs")),
+                        own_dir.join(format!("{name}.rs")),
+                    ]
+                    .into_iter()
+                    .find(|p| p.is_file())
+                    .unwrap_or_else(|| panic!("{}: no file for `mod {name};`", path.display())),
+                };
+                if !sources.iter().any(|s| same_file(&s.path, &file)) {
+                    sources.push(Source::read(&file));
+                }
+            }
+            i += 1;
+        }
+        let funcs: Vec<Func> = sources
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.functions(i))
             .collect();
-        // The function alone: up to its closing brace at the start of a line.
-        let body = rest.split("\n}\n").next().unwrap_or(rest);
-        found.push((name, attrs.to_owned(), body.to_owned()));
+        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, f) in funcs.iter().enumerate() {
+            by_name.entry(f.name.clone()).or_default().push(i);
+        }
+        Crate {
+            sources,
+            funcs,
+            by_name,
+        }
+    }
+
+    fn source(&self, f: &Func) -> &Source {
+        &self.sources[f.file]
+    }
+
+    /// The functions `f` refers to.
+    fn callees(&self, f: &Func) -> Vec<usize> {
+        let src = self.source(f);
+        let signature_start = src.masked[..f.body.start].rfind("fn ").unwrap_or(0);
+        let body = &src.masked[signature_start..f.body.end];
+        let mut out = Vec::new();
+        for r in src.refs(&f.body) {
+            let (Ref::Path(_, name) | Ref::Method(name) | Ref::Bare(name) | Ref::Value(name)) = &r;
+            for &i in self.by_name.get(name).into_iter().flatten() {
+                let g = &self.funcs[i];
+                let hit = match &r {
+                    Ref::Path(q, name) if q == "Self" => {
+                        g.name == *name && g.owner.is_some() && g.owner == f.owner
+                    }
+                    Ref::Path(q, name) => {
+                        g.name == *name
+                            && (g.owner.as_deref() == Some(q.as_str())
+                                || (g.owner.is_none() && self.sources[g.file].module == *q))
+                    }
+                    // A method of a type this function names (or its own): `.count(` is
+                    // an iterator's unless `Db` is in sight.
+                    Ref::Method(name) => {
+                        g.name == *name
+                            && g.has_self
+                            && g.owner.as_ref().is_some_and(|t| {
+                                f.owner.as_ref() == Some(t) || !scan::words(body, t).is_empty()
+                            })
+                    }
+                    Ref::Bare(name) | Ref::Value(name) => g.name == *name && g.owner.is_none(),
+                };
+                if hit {
+                    out.push(i);
+                }
+            }
+        }
+        out
+    }
+
+    /// Helpers that run the program they are given (a parameter or closure argument named
+    /// `program`): (name, its position among the call's arguments, called as a method).
+    fn runners(&self) -> Vec<(String, usize, bool)> {
+        let mut found = Vec::new();
+        for f in &self.funcs {
+            let m = &self.source(f).masked;
+            let signature_start = m[..f.body.start].rfind("fn ").unwrap_or(f.body.start);
+            let signature = &m[signature_start..f.body.start];
+            let params = params(signature);
+            if let Some(at) = params.iter().position(|p| p == "program")
+                && m[f.body.clone()].contains("Command::new(program)")
+            {
+                let at = if f.has_self { at - 1 } else { at };
+                found.push((f.name.clone(), at, f.has_self));
+            }
+        }
+        for src in &self.sources {
+            for at in scan::words(&src.masked, "let") {
+                let rest = &src.masked[at + 3..];
+                let Some((name, rest)) = rest.trim_start().split_once('=') else {
+                    continue;
+                };
+                let rest = rest.trim_start();
+                if let Some(closure) = rest.strip_prefix('|')
+                    && let Some((ps, _)) = closure.split_once('|')
+                {
+                    let ps: Vec<String> = ps
+                        .split(',')
+                        .map(|p| p.split(':').next().unwrap_or("").trim().to_owned())
+                        .collect();
+                    if let Some(i) = ps.iter().position(|p| p == "program") {
+                        found.push((name.trim().to_owned(), i, false));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// What each function does by itself; the unknown programs, as messages.
+    fn facts(&self, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<Facts>, Vec<String>) {
+        let runners = self.runners();
+        let mut unknown = Vec::new();
+        let mut all = Vec::new();
+        for f in &self.funcs {
+            let src = self.source(f);
+            let body = &src.masked[f.body.clone()];
+            let mut facts = Facts::default();
+            // (program, whether a shell runs it), found and to be known.
+            let mut programs: Vec<(String, bool)> = Vec::new();
+            for at in body.match_indices("Command::new(").map(|(i, _)| i) {
+                let at = f.body.start + at + "Command::new(".len();
+                if let Some(lit) = src.lit_after(at) {
+                    programs.push((lit.value.clone(), false));
+                    if lit.value == "sh" || lit.value == "bash" {
+                        match self.shell_string(src, at) {
+                            Some(runs) => programs.extend(runs.into_iter().map(|p| (p, true))),
+                            None => facts.dynamic_shell = true,
+                        }
+                    }
+                }
+            }
+            for (name, index, method) in &runners {
+                for arg in call_args(src, &f.body, name, *method, *index) {
+                    programs.push((arg, false));
+                }
+            }
+            for lit in src.lits_in(&f.body) {
+                let v = &lit.value;
+                if v.starts_with("#!/bin/sh") || v.starts_with("#!/bin/bash") {
+                    programs.extend(shell::programs(v).into_iter().map(|p| (p, true)));
+                }
+                for (script, runs) in scripts {
+                    if v.contains(script.as_str()) {
+                        if script == README {
+                            facts.readme = true;
+                        } else {
+                            programs.extend(runs.iter().map(|p| (p.clone(), true)));
+                        }
+                    }
+                }
+                for (mark, cfg) in MARKS {
+                    if v.contains(mark) {
+                        facts.needs.insert(cfg);
+                    }
+                }
+            }
+            // Argv arrays (`&["busybox", "udhcpc", …]`): only the tools count, since most
+            // arrays are ipamctl's arguments.
+            for words in arrays(src, &f.body) {
+                for p in shell::programs(&words.join(" ")) {
+                    if let Some(cfg) = cfg_of(&p) {
+                        facts.needs.insert(cfg);
+                    }
+                }
+            }
+            for (program, in_shell) in programs {
+                if let Err(e) = facts.runs(&program, in_shell) {
+                    unknown.push(format!("{}: `{}` {e}", src.path.display(), f.name));
+                }
+            }
+            for (mark, cfg) in MARKS {
+                if body.contains(mark) {
+                    facts.needs.insert(cfg);
+                }
+            }
+            for (mark, cfg) in GATES {
+                if body.contains(mark) {
+                    facts.gates.insert(cfg);
+                }
+            }
+            for (_, cfg) in TOOLS.iter().chain(&MARKS) {
+                if body.contains(&format!("cfg!({cfg})")) {
+                    facts.gates.insert(cfg);
+                }
+            }
+            for at in body.match_indices("require(").map(|(i, _)| i) {
+                if let Some(lit) = src.lit_after(f.body.start + at + "require(".len()) {
+                    facts.requires.insert(lit.value.clone());
+                }
+            }
+            for (mark, tool) in REQUIRES {
+                if body.contains(mark) {
+                    facts.requires.insert(tool.to_owned());
+                }
+            }
+            all.push(facts);
+        }
+        (all, unknown)
+    }
+
+    /// The programs of the shell string given to the `sh`/`bash` of `Command::new` at `at`:
+    /// the literal after its `"-c"`, within the statement; `None` when the string is made
+    /// at run time.
+    fn shell_string(&self, src: &Source, at: usize) -> Option<Vec<String>> {
+        let end = src.masked[at..]
+            .find(';')
+            .map_or(src.masked.len(), |e| at + e);
+        let Some(c) = src.lits_in(&(at..end)).find(|l| l.value == "-c") else {
+            return Some(Vec::new());
+        };
+        match src.lit_after(c.at + 4) {
+            Some(script) if script.at < end => Some(shell::programs(&script.value)),
+            _ => None,
+        }
+    }
+
+    /// What each function reaches, through everything it calls.
+    fn reach(&self, facts: &[Facts]) -> Vec<Facts> {
+        let callees: Vec<Vec<usize>> = self.funcs.iter().map(|f| self.callees(f)).collect();
+        let mut reach = facts.to_vec();
+        loop {
+            let mut changed = false;
+            for i in 0..reach.len() {
+                for &j in &callees[i] {
+                    if i == j {
+                        continue;
+                    }
+                    // What the callee decides at run time stays with it.
+                    let from = reach[j].clone();
+                    let r = &mut reach[i];
+                    let before = (r.needs.len(), r.in_shell.len(), r.requires.len());
+                    for cfg in from.needs.difference(&from.gates) {
+                        if r.needs.insert(cfg) {
+                            r.via.insert(cfg.to_string(), j);
+                        }
+                    }
+                    for tool in &from.in_shell {
+                        if cfg_of(tool).is_none_or(|c| !from.gates.contains(c))
+                            && r.in_shell.insert(tool.clone())
+                        {
+                            r.via.insert(tool.clone(), j);
+                        }
+                    }
+                    r.requires.extend(from.requires);
+                    let flags = (r.dynamic_shell, r.readme);
+                    r.dynamic_shell |= from.dynamic_shell;
+                    r.readme |= from.readme;
+                    changed |= before != (r.needs.len(), r.in_shell.len(), r.requires.len())
+                        || flags != (r.dynamic_shell, r.readme);
+                }
+            }
+            if !changed {
+                return reach;
+            }
+        }
+    }
+}
+
+impl Crate {
+    /// How `f` comes to need `what`: ` (via a → b → c)`, or nothing when it does itself.
+    fn path(&self, reach: &[Facts], mut f: usize, what: &str) -> String {
+        let mut names = Vec::new();
+        while let Some(&next) = reach[f].via.get(what) {
+            if names.len() > 20 {
+                break;
+            }
+            let g = &self.funcs[next];
+            names.push(match &g.owner {
+                Some(owner) => format!("{owner}::{}", g.name),
+                None => g.name.clone(),
+            });
+            f = next;
+        }
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(" (via {})", names.join(" → "))
+        }
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    a.canonicalize().ok() == b.canonicalize().ok()
+}
+
+/// The parameter names of a signature `fn name(a: A, b: B) -> …`.
+fn params(signature: &str) -> Vec<String> {
+    let Some(open) = signature.find('(') else {
+        return Vec::new();
+    };
+    let inner = &signature[open + 1..signature.rfind(')').unwrap_or(signature.len())];
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut current = String::new();
+    for c in inner.chars() {
+        match c {
+            '<' | '(' | '[' => depth += 1,
+            '>' | ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    out.push(current);
+    out.iter()
+        .map(|p| {
+            let name = p.split(':').next().unwrap_or("").trim();
+            name.trim_start_matches('&')
+                .trim_start_matches("mut ")
+                .trim()
+                .to_owned()
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The literal arguments at `index` of every call of `name` in `range`.
+fn call_args(
+    src: &Source,
+    range: &std::ops::Range<usize>,
+    name: &str,
+    method: bool,
+    index: usize,
+) -> Vec<String> {
+    let m = &src.masked;
+    let mut out = Vec::new();
+    for at in scan::words(&m[range.clone()], name) {
+        let at = range.start + at;
+        let before = m[..at].trim_end();
+        if method != before.ends_with('.') || before.ends_with("fn") {
+            continue;
+        }
+        let open = at + name.len();
+        if !m[open..].starts_with('(') {
+            continue;
+        }
+        let (mut depth, mut arg, mut start) = (0, 0, open + 1);
+        for (i, c) in m[open..].char_indices() {
+            let i = open + i;
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ',' if depth == 1 => {
+                    if arg == index {
+                        break;
+                    }
+                    arg += 1;
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if arg == index
+            && let Some(lit) = src.lit_after(start)
+            && m[start..lit.at].trim().is_empty()
+        {
+            out.push(lit.value.clone());
+        }
+    }
+    out
+}
+
+/// The arrays of literals in `range` (`["a", "b", …]`), as their words.
+fn arrays(src: &Source, range: &std::ops::Range<usize>) -> Vec<Vec<String>> {
+    let m = &src.masked;
+    let mut out = Vec::new();
+    for (at, _) in m[range.clone()].match_indices('[') {
+        let at = range.start + at;
+        let Some(first) = src.lit_after(at + 1) else {
+            continue;
+        };
+        if !m[at + 1..first.at].trim().is_empty() {
+            continue;
+        }
+        let end = m[at..].find(']').map_or(m.len(), |e| at + e);
+        out.push(src.lits_in(&(at..end)).map(|l| l.value.clone()).collect());
+    }
+    out
+}
+
+/// Every `*.sh` under `tests/`, by file name, with the programs it runs; and the README's
+/// `sh` blocks (which `tests/readme.rs` runs), as `README.md`.
+fn scripts(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut found = BTreeMap::new();
+    if let Ok(readme) = std::fs::read_to_string(dir.join("../README.md")) {
+        let mut blocks = String::new();
+        let mut open = false;
+        for line in readme.lines() {
+            match line.trim_start().strip_prefix("```") {
+                Some(info) => open = !open && info.trim() == "sh",
+                None if open => {
+                    blocks.push_str(line);
+                    blocks.push('\n');
+                }
+                None => {}
+            }
+        }
+        found.insert("README.md".to_owned(), shell::programs(&blocks));
+    }
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)
+            .expect("read a test directory")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "sh") {
+                let text = std::fs::read_to_string(&path).expect("read a script");
+                let name = path
+                    .file_name()
+                    .expect("a name")
+                    .to_string_lossy()
+                    .into_owned();
+                found.insert(name, shell::programs(&text));
+            }
+        }
     }
     found
 }
 
-/// The helper functions a test file defines (outside tests), with their bodies: a test that
-/// calls one inherits what it needs, unless the file asks `cfg!(has_TOOL)` itself and skips
-/// that part at run time.
-fn helpers_needing(source: &str, cfg: &str) -> Vec<String> {
-    let mut helpers = Vec::new();
-    if source.contains(&format!("cfg!({cfg})")) {
-        return helpers;
-    }
-    for (mark, needed) in NEEDS {
-        if needed != cfg {
+/// Does `attrs` ignore the test without `cfg`? `not(has_x)`, or `has_x` inside
+/// `not(all(has_x, has_y))`.
+fn guarded(attrs: &str, cfg: &str) -> bool {
+    // Ignored everywhere (a measurement run by hand), or where the tool is missing.
+    attrs.contains("#[ignore")
+        || attrs.contains("cfg_attr")
+            && [
+                format!("not({cfg})"),
+                format!("{cfg},"),
+                format!(" {cfg})"),
+                format!("({cfg},"),
+            ]
+            .iter()
+            .any(|g| attrs.contains(g.as_str()))
+}
+
+/// The problems of one test binary, and how many of its tests are guarded for a tool.
+fn problems(root: &Path, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<String>, usize) {
+    let krate = Crate::load(root);
+    let (facts, mut problems) = krate.facts(scripts);
+    let reach = krate.reach(&facts);
+    let mut guarded_tests = 0;
+    let file = root.file_name().unwrap_or_default().to_string_lossy();
+    for (i, (f, r)) in krate.funcs.iter().zip(&reach).enumerate() {
+        if !f.is_test() || f.file != 0 {
             continue;
         }
-        for chunk in source.split("\nfn ").skip(1) {
-            let name: String = chunk
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            let body = chunk.split("\n}\n").next().unwrap_or("");
-            if body.contains(mark) && !name.is_empty() {
-                helpers.push(format!("{name}("));
+        let mut r = r.clone();
+        if r.dynamic_shell && r.readme {
+            for program in &scripts[README] {
+                if let Err(e) = r.runs(program, true) {
+                    problems.push(format!("{file}: `{}` (the README's sh blocks) {e}", f.name));
+                }
             }
         }
+        let needs: BTreeSet<_> = r.needs.difference(&r.gates).collect();
+        if !needs.is_empty() {
+            guarded_tests += 1;
+        }
+        for cfg in needs {
+            if !guarded(&f.attrs, cfg) {
+                problems.push(format!(
+                    "{file}: `{}` needs `{cfg}`{} but has no `#[cfg_attr(not({cfg}), ignore = \"needs …\")]`",
+                    f.name,
+                    krate.path(&reach, i, cfg)
+                ));
+            }
+        }
+        for tool in r.in_shell.difference(&r.requires) {
+            problems.push(format!(
+                "{file}: `{}` runs `{tool}` in a shell string{} without `require(\"{tool}\")`: \
+                 where it is missing the shell exits 127 and nothing fails",
+                f.name,
+                krate.path(&reach, i, tool)
+            ));
+        }
     }
-    helpers
+    problems.sort();
+    problems.dedup();
+    (problems, guarded_tests)
+}
+
+fn test_roots(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read tests/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        // This file's own tables name the tools on purpose.
+        .filter(|p| !p.ends_with("tools.rs"))
+        .collect();
+    files.sort();
+    files
 }
 
 #[test]
 fn every_test_that_needs_a_tool_is_ignored_without_it() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let mut missing = Vec::new();
-    let mut guarded = 0;
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("read tests/")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        // This file's own planted cases name the tools on purpose.
-        .filter(|p| !p.ends_with("tools.rs"))
-        .collect();
-    files.sort();
-    for file in files {
-        let source = std::fs::read_to_string(&file).expect("read a test file");
-        let cfgs: Vec<&str> = {
-            let mut c: Vec<&str> = NEEDS.iter().map(|(_, cfg)| *cfg).collect();
-            c.dedup();
-            c
-        };
-        for (name, attrs, body) in tests_of(&source) {
-            for cfg in &cfgs {
-                let marks = NEEDS
-                    .iter()
-                    .filter(|(_, c)| c == cfg)
-                    .map(|(m, _)| m.to_string());
-                let mut uses: Vec<String> = marks.collect();
-                uses.extend(helpers_needing(&source, cfg));
-                if uses.iter().any(|m| body.contains(m.as_str())) {
-                    // `not(has_x)`, or `has_x` inside `not(all(has_x, has_y))`.
-                    let guards = [format!("not({cfg})"), format!("{cfg},"), format!(" {cfg})")];
-                    if guards.iter().any(|g| attrs.contains(g.as_str())) {
-                        guarded += 1;
-                    } else {
-                        missing.push(format!(
-                            "{}: `{name}` needs `{cfg}` but has no `#[cfg_attr(not({cfg}), ignore = \"needs …\")]`",
-                            file.file_name().unwrap_or_default().to_string_lossy()
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    assert!(missing.is_empty(), "{}", missing.join("\n"));
+    let scripts = scripts(&dir);
+    let roots = test_roots(&dir);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let results: Vec<(Vec<String>, usize)> = std::thread::scope(|s| {
+        let chunks: Vec<_> = roots
+            .chunks(roots.len().div_ceil(threads))
+            .map(|chunk| {
+                let scripts = &scripts;
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|r| problems(r, scripts))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        chunks
+            .into_iter()
+            .flat_map(|c| c.join().expect("a checker thread panicked"))
+            .collect()
+    });
+    let mut all: Vec<String> = results.iter().flat_map(|(p, _)| p.clone()).collect();
+    let guarded: usize = results.iter().map(|(_, n)| n).sum();
+    all.sort();
+    all.dedup();
+    assert!(all.is_empty(), "{}", all.join("\n"));
     // The check itself reads something: the PostgreSQL, strace and browser tests are there.
     eprintln!("{guarded} tests need a tool, each guarded");
     assert!(guarded > 40, "only {guarded} guarded tests found");
 }
 
 #[test]
-fn a_test_using_a_tool_without_its_attribute_is_reported() {
-    let planted = "#[test]\nfn uses_the_database() {\n    let db = pg::Db::new();\n}\n";
-    let tests = tests_of(planted);
-    assert_eq!(tests.len(), 1);
-    let (name, attrs, body) = &tests[0];
-    assert_eq!(name, "uses_the_database");
-    assert!(body.contains("Db::new(") && !attrs.contains("not(has_postgres)"));
-    let guarded = "#[test]\n#[cfg_attr(not(has_postgres), ignore = \"needs PostgreSQL\")]\nfn x() { pg::Db::new(); }\n";
-    assert!(tests_of(guarded)[0].1.contains("not(has_postgres)"));
+fn every_cfg_the_tests_ask_for_is_set_by_build_rs() {
+    let build = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("build.rs"))
+        .expect("read build.rs");
+    for (_, cfg) in TOOLS.iter().chain(&MARKS) {
+        assert!(
+            build.contains(&format!("\"{cfg}\"")),
+            "build.rs never sets `{cfg}`"
+        );
+    }
+}
+
+/// Writes `files` (name, text) into a new `tests/`-like directory and checks its first.
+fn planted(files: &[(&str, &str)]) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (name, text) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    problems(&dir.path().join(files[0].0), &scripts(dir.path())).0
+}
+
+#[test]
+fn a_tool_in_a_shell_string_of_a_module_is_found_through_the_calls_that_reach_it() {
+    let world = "pub struct World;\nimpl World {\n    pub fn start() -> World {\n        \
+                 let loops: [(&str, fn()); 1] = [(\"slow\", slow_loop)];\n        World\n    }\n}\n\
+                 fn slow_loop() {\n    let _ = Command::new(\"sh\")\n        .arg(\"-c\")\n        \
+                 .arg(\"pv -qL 600 \\\"$1\\\" > \\\"$2\\\"\")\n        .status();\n}\n";
+    let test = |attrs: &str, body: &str| {
+        format!("mod torture;\nfn storm() {{ {body} }}\n#[test]\n{attrs}fn t() {{ storm(); }}\n")
+    };
+    let bare = planted(&[
+        ("kill.rs", &test("", "World::start();")),
+        ("torture/mod.rs", "pub mod outside;\n"),
+        ("torture/outside.rs", world),
+    ]);
+    assert!(
+        bare.iter().any(|p| p.contains("`t` needs `has_pv`")),
+        "{bare:?}"
+    );
+    assert!(
+        bare.iter()
+            .any(|p| p.contains("`t` runs `pv` in a shell string")),
+        "{bare:?}"
+    );
+    let fixed = planted(&[
+        (
+            "kill.rs",
+            &test(
+                "#[cfg_attr(not(has_pv), ignore = \"needs pv\")]\n",
+                "require(\"pv\"); World::start();",
+            ),
+        ),
+        ("torture/mod.rs", "pub mod outside;\n"),
+        ("torture/outside.rs", world),
+    ]);
+    assert!(fixed.is_empty(), "{fixed:?}");
+}
+
+#[test]
+fn unknown_programs_helpers_argv_arrays_and_scripts_are_all_read() {
+    let found = planted(&[
+        (
+            "x.rs",
+            "fn sh(program: &str, args: &[&str]) { Command::new(program).args(args); }\n\
+             #[test]\nfn a() { Command::new(\"socat\").status(); }\n\
+             #[test]\nfn b() { sh(\"rsync\", &[\"-a\"]); }\n\
+             #[test]\nfn c() { exec(&[\"timeout\", \"20\", \"busybox\", \"udhcpc\"]); }\n\
+             #[test]\nfn d() { run(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/tests/s/go.sh\")); }\n\
+             #[test]\nfn e() { let _ = std::process::Command::new(\"bash\").args([\"-c\", \"nc -l 1\"]); }\n\
+             #[test]\nfn f() { if !cfg!(has_rsync) { return; } sh(\"rsync\", &[]); }\n\
+             #[test]\nfn g() { run(&[\"dhcp\", \"export\", \"--format\", \"dnsmasq\"]); }\n",
+        ),
+        ("s/go.sh", "#!/bin/bash\nset -e\nstrace -f true\n"),
+    ]);
+    let expected = [
+        "`a` runs `socat`",
+        "`b` needs `has_rsync`",
+        "`c` needs `has_udhcpc`",
+        "`d` needs `has_strace`",
+        "`d` runs `strace` in a shell string",
+        "`e` runs `nc`",
+    ];
+    for e in expected {
+        assert!(found.iter().any(|p| p.contains(e)), "{e} not in {found:#?}");
+    }
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
 }

@@ -43,6 +43,10 @@
 // Every test crate uses a different subset of the harness.
 #![allow(dead_code)]
 
+#[path = "../budget/mod.rs"]
+pub mod budget;
+#[path = "../needs/mod.rs"]
+pub mod needs;
 #[path = "../pg/mod.rs"]
 pub mod pg;
 

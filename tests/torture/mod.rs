@@ -13,6 +13,10 @@
 // Every test crate uses a different subset.
 #![allow(dead_code)]
 
+#[path = "../budget/mod.rs"]
+pub mod budget;
+#[path = "../needs/mod.rs"]
+pub mod needs;
 pub mod outside;
 
 use std::collections::{BTreeMap, HashMap};

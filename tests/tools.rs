@@ -781,3 +781,78 @@ fn unknown_programs_helpers_argv_arrays_and_scripts_are_all_read() {
     }
     assert_eq!(found.len(), expected.len(), "{found:#?}");
 }
+
+// ---- The readers themselves ------------------------------------------------------------
+
+#[test]
+fn the_shell_reader_finds_the_programs_of_commands_lists_pipes_and_substitutions() {
+    assert_eq!(shell::programs("pv -qL 600 \"$1\" > \"$2\""), ["pv"]);
+    assert_eq!(
+        shell::programs("find \"$1\" -exec touch -h -d \"$2\" {} +"),
+        ["find", "touch"]
+    );
+    assert_eq!(
+        shell::programs("set -o pipefail; \"$0\" list | head -1 && x=$(rsync -a a b) || echo no"),
+        ["rsync", "set", "head", "echo"]
+    );
+    assert_eq!(
+        shell::programs("case \"$ip\" in 10.1.1.1|*.0) fail x;; a|b) nc -l;;\nesac\nfalse"),
+        ["fail", "nc", "false"]
+    );
+    assert_eq!(
+        shell::programs(
+            "f() { socat a b; }\nif [ -s x ]; then f; fi\n[[ -f a && -d b ]] && cat <<'E'\nnot a command\nE\n"
+        ),
+        ["socat", "[", "cat"]
+    );
+    assert_eq!(
+        shell::programs("timeout 20 busybox udhcpc -f"),
+        ["timeout", "busybox"]
+    );
+    assert_eq!(
+        shell::programs("cmp <(ipamctl x) out.conf # same"),
+        ["ipamctl", "cmp"]
+    );
+    assert_eq!(
+        shell::programs("A=1 B=2 /usr/bin/strace -f x # pv here is a comment"),
+        ["strace"]
+    );
+}
+
+#[test]
+fn the_rust_reader_masks_comments_and_literals_and_finds_functions_and_refs() {
+    let text = "// fn no() {}\nimpl World {\n    pub fn start(x: &str) -> World {\n        let c = '{';\n        Command::new(\"sh\").arg(\"-c\").arg(\"pv -qL 600 \\\"$1\\\"\");\n        run(slow_loop, r#\"}\"#);\n        self.go();\n    }\n}\n#[test]\n#[cfg_attr(not(has_pv), ignore = \"needs pv\")]\nfn t() { World::start(\"x\"); }\n";
+    let (masked, lits) = scan::mask(text);
+    assert_eq!(masked.len(), text.len());
+    assert!(!masked.contains("no()") && !masked.contains("pv -qL"));
+    let values: Vec<&str> = lits.iter().map(|l| l.value.as_str()).collect();
+    assert_eq!(
+        values,
+        ["sh", "-c", "pv -qL 600 \"$1\"", "}", "needs pv", "x"]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.rs");
+    std::fs::write(&path, text).unwrap();
+    let source = Source::read(&path);
+    let fns = source.functions(0);
+    assert_eq!(fns.len(), 2);
+    assert_eq!(fns[0].name, "start");
+    assert_eq!(fns[0].owner.as_deref(), Some("World"));
+    assert!(!fns[0].has_self && !fns[0].is_test());
+    assert!(fns[1].is_test() && fns[1].attrs.contains("not(has_pv)"));
+    let refs = source.refs(&fns[0].body);
+    assert!(refs.contains(&Ref::Value("slow_loop".into())));
+    assert!(refs.contains(&Ref::Bare("run".into())));
+    assert!(refs.contains(&Ref::Method("go".into())));
+    assert!(refs.contains(&Ref::Path("Command".into(), "new".into())));
+    let c = source.lits.iter().find(|l| l.value == "-c").unwrap();
+    assert_eq!(
+        source.lit_after(c.at + 4).unwrap().value,
+        "pv -qL 600 \"$1\""
+    );
+    assert!(
+        source
+            .refs(&fns[1].body)
+            .contains(&Ref::Path("World".into(), "start".into()))
+    );
+}

@@ -43,12 +43,13 @@
 // Every test crate uses a different subset of the harness.
 #![allow(dead_code)]
 
-#[path = "../budget/mod.rs"]
-pub mod budget;
 #[path = "../needs/mod.rs"]
 pub mod needs;
 #[path = "../pg/mod.rs"]
 pub mod pg;
+
+#[allow(unused_imports)]
+pub use pg::budget;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;

@@ -25,7 +25,8 @@ mod scan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use scan::{Func, Ref, Source, shell};
+use scan::krate::{Crate, arrays, call_args};
+use scan::{Ref, Source, shell};
 
 /// Programs on every machine that builds the crate (Debian's essential packages, git, and
 /// the shells' builtins), and the binary under test.
@@ -127,418 +128,158 @@ impl Facts {
     }
 }
 
-/// One test binary: its root file and the modules it includes, and their functions.
-struct Crate {
-    sources: Vec<Source>,
-    funcs: Vec<Func>,
-    /// Function name -> indexes in `funcs`.
-    by_name: BTreeMap<String, Vec<usize>>,
-}
-
-impl Crate {
-    fn load(root: &Path) -> Crate {
-        let mut sources = vec![Source::read(root)];
-        let mut i = 0;
-        while i < sources.len() {
-            let path = sources[i].path.clone();
-            let dir = path.parent().expect("a directory").to_owned();
-            let own_dir = if path.file_name().is_some_and(|n| n == "mod.rs") || i == 0 {
-                dir.clone()
-            } else {
-                dir.join(path.file_stem().expect("a stem"))
-            };
-            for (name, at) in sources[i].modules() {
-                let file = match at {
-                    Some(rel) => dir.join(rel),
-                    None => [
-                        own_dir.join(format!("{name}/mod.rs")),
-                        own_dir.join(format!("{name}.rs")),
-                    ]
-                    .into_iter()
-                    .find(|p| p.is_file())
-                    .unwrap_or_else(|| panic!("{}: no file for `mod {name};`", path.display())),
-                };
-                if !sources.iter().any(|s| same_file(&s.path, &file)) {
-                    sources.push(Source::read(&file));
-                }
-            }
-            i += 1;
-        }
-        let funcs: Vec<Func> = sources
-            .iter()
-            .enumerate()
-            .flat_map(|(i, s)| s.functions(i))
-            .collect();
-        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, f) in funcs.iter().enumerate() {
-            by_name.entry(f.name.clone()).or_default().push(i);
-        }
-        Crate {
-            sources,
-            funcs,
-            by_name,
-        }
-    }
-
-    fn source(&self, f: &Func) -> &Source {
-        &self.sources[f.file]
-    }
-
-    /// The functions `f` refers to.
-    fn callees(&self, f: &Func) -> Vec<usize> {
-        let src = self.source(f);
-        let signature_start = src.masked[..f.body.start].rfind("fn ").unwrap_or(0);
-        let body = &src.masked[signature_start..f.body.end];
-        let mut out = Vec::new();
-        for r in src.refs(&f.body) {
-            let (Ref::Path(_, name) | Ref::Method(name) | Ref::Bare(name) | Ref::Value(name)) = &r;
-            for &i in self.by_name.get(name).into_iter().flatten() {
-                let g = &self.funcs[i];
-                let hit = match &r {
-                    Ref::Path(q, name) if q == "Self" => {
-                        g.name == *name && g.owner.is_some() && g.owner == f.owner
-                    }
-                    Ref::Path(q, name) => {
-                        g.name == *name
-                            && (g.owner.as_deref() == Some(q.as_str())
-                                || (g.owner.is_none() && self.sources[g.file].module == *q))
-                    }
-                    // A method of a type this function names (or its own): `.count(` is
-                    // an iterator's unless `Db` is in sight.
-                    Ref::Method(name) => {
-                        g.name == *name
-                            && g.has_self
-                            && g.owner.as_ref().is_some_and(|t| {
-                                f.owner.as_ref() == Some(t) || !scan::words(body, t).is_empty()
-                            })
-                    }
-                    Ref::Bare(name) | Ref::Value(name) => g.name == *name && g.owner.is_none(),
-                };
-                if hit {
-                    out.push(i);
-                }
-            }
-        }
-        out
-    }
-
-    /// Helpers that run the program they are given (a parameter or closure argument named
-    /// `program`): (name, its position among the call's arguments, called as a method).
-    fn runners(&self) -> Vec<(String, usize, bool)> {
-        let mut found = Vec::new();
-        for f in &self.funcs {
-            let m = &self.source(f).masked;
-            let signature_start = m[..f.body.start].rfind("fn ").unwrap_or(f.body.start);
-            let signature = &m[signature_start..f.body.start];
-            let params = params(signature);
-            if let Some(at) = params.iter().position(|p| p == "program")
-                && m[f.body.clone()].contains("Command::new(program)")
-            {
-                let at = if f.has_self { at - 1 } else { at };
-                found.push((f.name.clone(), at, f.has_self));
-            }
-        }
-        for src in &self.sources {
-            for at in scan::words(&src.masked, "let") {
-                let rest = &src.masked[at + 3..];
-                let Some((name, rest)) = rest.trim_start().split_once('=') else {
-                    continue;
-                };
-                let rest = rest.trim_start();
-                if let Some(closure) = rest.strip_prefix('|')
-                    && let Some((ps, _)) = closure.split_once('|')
-                {
-                    let ps: Vec<String> = ps
-                        .split(',')
-                        .map(|p| p.split(':').next().unwrap_or("").trim().to_owned())
-                        .collect();
-                    if let Some(i) = ps.iter().position(|p| p == "program") {
-                        found.push((name.trim().to_owned(), i, false));
+/// What each function does by itself; the unknown programs, as messages.
+fn facts(krate: &Crate, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<Facts>, Vec<String>) {
+    let runners = krate.runners();
+    let mut unknown = Vec::new();
+    let mut all = Vec::new();
+    for f in &krate.funcs {
+        let src = krate.source(f);
+        let body = &src.masked[f.body.clone()];
+        let mut facts = Facts::default();
+        // (program, whether a shell runs it), found and to be known.
+        let mut programs: Vec<(String, bool)> = Vec::new();
+        for at in body.match_indices("Command::new(").map(|(i, _)| i) {
+            let at = f.body.start + at + "Command::new(".len();
+            if let Some(lit) = src.lit_after(at) {
+                programs.push((lit.value.clone(), false));
+                if lit.value == "sh" || lit.value == "bash" {
+                    match krate.shell_string(src, at) {
+                        Some(runs) => programs.extend(runs.into_iter().map(|p| (p, true))),
+                        None => facts.dynamic_shell = true,
                     }
                 }
             }
         }
-        found
-    }
-
-    /// What each function does by itself; the unknown programs, as messages.
-    fn facts(&self, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<Facts>, Vec<String>) {
-        let runners = self.runners();
-        let mut unknown = Vec::new();
-        let mut all = Vec::new();
-        for f in &self.funcs {
-            let src = self.source(f);
-            let body = &src.masked[f.body.clone()];
-            let mut facts = Facts::default();
-            // (program, whether a shell runs it), found and to be known.
-            let mut programs: Vec<(String, bool)> = Vec::new();
-            for at in body.match_indices("Command::new(").map(|(i, _)| i) {
-                let at = f.body.start + at + "Command::new(".len();
-                if let Some(lit) = src.lit_after(at) {
-                    programs.push((lit.value.clone(), false));
-                    if lit.value == "sh" || lit.value == "bash" {
-                        match self.shell_string(src, at) {
-                            Some(runs) => programs.extend(runs.into_iter().map(|p| (p, true))),
-                            None => facts.dynamic_shell = true,
-                        }
-                    }
-                }
+        for (name, index, method) in &runners {
+            for arg in call_args(src, &f.body, name, *method, *index) {
+                programs.push((arg, false));
             }
-            for (name, index, method) in &runners {
-                for arg in call_args(src, &f.body, name, *method, *index) {
-                    programs.push((arg, false));
-                }
+        }
+        for lit in src.lits_in(&f.body) {
+            let v = &lit.value;
+            if v.starts_with("#!/bin/sh") || v.starts_with("#!/bin/bash") {
+                programs.extend(shell::programs(v).into_iter().map(|p| (p, true)));
             }
-            for lit in src.lits_in(&f.body) {
-                let v = &lit.value;
-                if v.starts_with("#!/bin/sh") || v.starts_with("#!/bin/bash") {
-                    programs.extend(shell::programs(v).into_iter().map(|p| (p, true)));
-                }
-                for (script, runs) in scripts {
-                    if v.contains(script.as_str()) {
-                        if script == README {
-                            facts.readme = true;
-                        } else {
-                            programs.extend(runs.iter().map(|p| (p.clone(), true)));
-                        }
+            for (script, runs) in scripts {
+                if v.contains(script.as_str()) {
+                    if script == README {
+                        facts.readme = true;
+                    } else {
+                        programs.extend(runs.iter().map(|p| (p.clone(), true)));
                     }
-                }
-                for (mark, cfg) in MARKS {
-                    if v.contains(mark) {
-                        facts.needs.insert(cfg);
-                    }
-                }
-            }
-            // Argv arrays (`&["busybox", "udhcpc", …]`): only the tools count, since most
-            // arrays are ipamctl's arguments.
-            for words in arrays(src, &f.body) {
-                for p in shell::programs(&words.join(" ")) {
-                    if let Some(cfg) = cfg_of(&p) {
-                        facts.needs.insert(cfg);
-                    }
-                }
-            }
-            for (program, in_shell) in programs {
-                if let Err(e) = facts.runs(&program, in_shell) {
-                    unknown.push(format!("{}: `{}` {e}", src.path.display(), f.name));
                 }
             }
             for (mark, cfg) in MARKS {
-                if body.contains(mark) {
+                if v.contains(mark) {
                     facts.needs.insert(cfg);
                 }
             }
-            for (mark, cfg) in GATES {
-                if body.contains(mark) {
-                    facts.gates.insert(cfg);
-                }
-            }
-            for (_, cfg) in TOOLS.iter().chain(&MARKS) {
-                if body.contains(&format!("cfg!({cfg})")) {
-                    facts.gates.insert(cfg);
-                }
-            }
-            for at in body.match_indices("require(").map(|(i, _)| i) {
-                if let Some(lit) = src.lit_after(f.body.start + at + "require(".len()) {
-                    facts.requires.insert(lit.value.clone());
-                }
-            }
-            for (mark, tool) in REQUIRES {
-                if body.contains(mark) {
-                    facts.requires.insert(tool.to_owned());
-                }
-            }
-            all.push(facts);
         }
-        (all, unknown)
-    }
-
-    /// The programs of the shell string given to the `sh`/`bash` of `Command::new` at `at`:
-    /// the literal after its `"-c"`, within the statement; `None` when the string is made
-    /// at run time.
-    fn shell_string(&self, src: &Source, at: usize) -> Option<Vec<String>> {
-        let end = src.masked[at..]
-            .find(';')
-            .map_or(src.masked.len(), |e| at + e);
-        let Some(c) = src.lits_in(&(at..end)).find(|l| l.value == "-c") else {
-            return Some(Vec::new());
-        };
-        match src.lit_after(c.at + 4) {
-            Some(script) if script.at < end => Some(shell::programs(&script.value)),
-            _ => None,
-        }
-    }
-
-    /// What each function reaches, through everything it calls.
-    fn reach(&self, facts: &[Facts]) -> Vec<Facts> {
-        let callees: Vec<Vec<usize>> = self.funcs.iter().map(|f| self.callees(f)).collect();
-        let mut reach = facts.to_vec();
-        loop {
-            let mut changed = false;
-            for i in 0..reach.len() {
-                for &j in &callees[i] {
-                    if i == j {
-                        continue;
-                    }
-                    // What the callee decides at run time stays with it.
-                    let from = reach[j].clone();
-                    let r = &mut reach[i];
-                    let before = (r.needs.len(), r.in_shell.len(), r.requires.len());
-                    for cfg in from.needs.difference(&from.gates) {
-                        if r.needs.insert(cfg) {
-                            r.via.insert(cfg.to_string(), j);
-                        }
-                    }
-                    for tool in &from.in_shell {
-                        if cfg_of(tool).is_none_or(|c| !from.gates.contains(c))
-                            && r.in_shell.insert(tool.clone())
-                        {
-                            r.via.insert(tool.clone(), j);
-                        }
-                    }
-                    r.requires.extend(from.requires);
-                    let flags = (r.dynamic_shell, r.readme);
-                    r.dynamic_shell |= from.dynamic_shell;
-                    r.readme |= from.readme;
-                    changed |= before != (r.needs.len(), r.in_shell.len(), r.requires.len())
-                        || flags != (r.dynamic_shell, r.readme);
+        // Argv arrays (`&["busybox", "udhcpc", …]`): only the tools count, since most
+        // arrays are ipamctl's arguments.
+        for words in arrays(src, &f.body) {
+            for p in shell::programs(&words.join(" ")) {
+                if let Some(cfg) = cfg_of(&p) {
+                    facts.needs.insert(cfg);
                 }
             }
-            if !changed {
-                return reach;
+        }
+        for (program, in_shell) in programs {
+            if let Err(e) = facts.runs(&program, in_shell) {
+                unknown.push(format!("{}: `{}` {e}", src.path.display(), f.name));
             }
+        }
+        for (mark, cfg) in MARKS {
+            if body.contains(mark) {
+                facts.needs.insert(cfg);
+            }
+        }
+        for (mark, cfg) in GATES {
+            if body.contains(mark) {
+                facts.gates.insert(cfg);
+            }
+        }
+        for (_, cfg) in TOOLS.iter().chain(&MARKS) {
+            if body.contains(&format!("cfg!({cfg})")) {
+                facts.gates.insert(cfg);
+            }
+        }
+        for at in body.match_indices("require(").map(|(i, _)| i) {
+            if let Some(lit) = src.lit_after(f.body.start + at + "require(".len()) {
+                facts.requires.insert(lit.value.clone());
+            }
+        }
+        for (mark, tool) in REQUIRES {
+            if body.contains(mark) {
+                facts.requires.insert(tool.to_owned());
+            }
+        }
+        all.push(facts);
+    }
+    (all, unknown)
+}
+
+/// What each function reaches, through everything it calls.
+fn reach(krate: &Crate, facts: &[Facts]) -> Vec<Facts> {
+    let callees: Vec<Vec<usize>> = krate.funcs.iter().map(|f| krate.callees(f)).collect();
+    let mut reach = facts.to_vec();
+    loop {
+        let mut changed = false;
+        for i in 0..reach.len() {
+            for &j in &callees[i] {
+                if i == j {
+                    continue;
+                }
+                // What the callee decides at run time stays with it.
+                let from = reach[j].clone();
+                let r = &mut reach[i];
+                let before = (r.needs.len(), r.in_shell.len(), r.requires.len());
+                for cfg in from.needs.difference(&from.gates) {
+                    if r.needs.insert(cfg) {
+                        r.via.insert(cfg.to_string(), j);
+                    }
+                }
+                for tool in &from.in_shell {
+                    if cfg_of(tool).is_none_or(|c| !from.gates.contains(c))
+                        && r.in_shell.insert(tool.clone())
+                    {
+                        r.via.insert(tool.clone(), j);
+                    }
+                }
+                r.requires.extend(from.requires);
+                let flags = (r.dynamic_shell, r.readme);
+                r.dynamic_shell |= from.dynamic_shell;
+                r.readme |= from.readme;
+                changed |= before != (r.needs.len(), r.in_shell.len(), r.requires.len())
+                    || flags != (r.dynamic_shell, r.readme);
+            }
+        }
+        if !changed {
+            return reach;
         }
     }
 }
 
-impl Crate {
-    /// How `f` comes to need `what`: ` (via a → b → c)`, or nothing when it does itself.
-    fn path(&self, reach: &[Facts], mut f: usize, what: &str) -> String {
-        let mut names = Vec::new();
-        while let Some(&next) = reach[f].via.get(what) {
-            if names.len() > 20 {
-                break;
-            }
-            let g = &self.funcs[next];
-            names.push(match &g.owner {
-                Some(owner) => format!("{owner}::{}", g.name),
-                None => g.name.clone(),
-            });
-            f = next;
+/// How `f` comes to need `what`: ` (via a → b → c)`, or nothing when it does itkrate.
+fn path(krate: &Crate, reach: &[Facts], mut f: usize, what: &str) -> String {
+    let mut names = Vec::new();
+    while let Some(&next) = reach[f].via.get(what) {
+        if names.len() > 20 {
+            break;
         }
-        if names.is_empty() {
-            String::new()
-        } else {
-            format!(" (via {})", names.join(" → "))
-        }
+        let g = &krate.funcs[next];
+        names.push(match &g.owner {
+            Some(owner) => format!("{owner}::{}", g.name),
+            None => g.name.clone(),
+        });
+        f = next;
     }
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    a.canonicalize().ok() == b.canonicalize().ok()
-}
-
-/// The parameter names of a signature `fn name(a: A, b: B) -> …`.
-fn params(signature: &str) -> Vec<String> {
-    let Some(open) = signature.find('(') else {
-        return Vec::new();
-    };
-    let inner = &signature[open + 1..signature.rfind(')').unwrap_or(signature.len())];
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut current = String::new();
-    for c in inner.chars() {
-        match c {
-            '<' | '(' | '[' => depth += 1,
-            '>' | ')' | ']' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(std::mem::take(&mut current));
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" (via {})", names.join(" → "))
     }
-    out.push(current);
-    out.iter()
-        .map(|p| {
-            let name = p.split(':').next().unwrap_or("").trim();
-            name.trim_start_matches('&')
-                .trim_start_matches("mut ")
-                .trim()
-                .to_owned()
-        })
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
-/// The literal arguments at `index` of every call of `name` in `range`.
-fn call_args(
-    src: &Source,
-    range: &std::ops::Range<usize>,
-    name: &str,
-    method: bool,
-    index: usize,
-) -> Vec<String> {
-    let m = &src.masked;
-    let mut out = Vec::new();
-    for at in scan::words(&m[range.clone()], name) {
-        let at = range.start + at;
-        let before = m[..at].trim_end();
-        if method != before.ends_with('.') || before.ends_with("fn") {
-            continue;
-        }
-        let open = at + name.len();
-        if !m[open..].starts_with('(') {
-            continue;
-        }
-        let (mut depth, mut arg, mut start) = (0, 0, open + 1);
-        for (i, c) in m[open..].char_indices() {
-            let i = open + i;
-            match c {
-                '(' | '[' | '{' => depth += 1,
-                ')' | ']' | '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                ',' if depth == 1 => {
-                    if arg == index {
-                        break;
-                    }
-                    arg += 1;
-                    start = i + 1;
-                }
-                _ => {}
-            }
-        }
-        if arg == index
-            && let Some(lit) = src.lit_after(start)
-            && m[start..lit.at].trim().is_empty()
-        {
-            out.push(lit.value.clone());
-        }
-    }
-    out
-}
-
-/// The arrays of literals in `range` (`["a", "b", …]`), as their words.
-fn arrays(src: &Source, range: &std::ops::Range<usize>) -> Vec<Vec<String>> {
-    let m = &src.masked;
-    let mut out = Vec::new();
-    for (at, _) in m[range.clone()].match_indices('[') {
-        let at = range.start + at;
-        let Some(first) = src.lit_after(at + 1) else {
-            continue;
-        };
-        if !m[at + 1..first.at].trim().is_empty() {
-            continue;
-        }
-        let end = m[at..].find(']').map_or(m.len(), |e| at + e);
-        out.push(src.lits_in(&(at..end)).map(|l| l.value.clone()).collect());
-    }
-    out
 }
 
 /// Every `*.sh` under `tests/`, by file name, with the programs it runs; and the README's
@@ -602,8 +343,8 @@ fn guarded(attrs: &str, cfg: &str) -> bool {
 /// The problems of one test binary, and how many of its tests are guarded for a tool.
 fn problems(root: &Path, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<String>, usize) {
     let krate = Crate::load(root);
-    let (facts, mut problems) = krate.facts(scripts);
-    let reach = krate.reach(&facts);
+    let (facts, mut problems) = facts(&krate, scripts);
+    let reach = reach(&krate, &facts);
     let mut guarded_tests = 0;
     let file = root.file_name().unwrap_or_default().to_string_lossy();
     for (i, (f, r)) in krate.funcs.iter().zip(&reach).enumerate() {
@@ -627,7 +368,7 @@ fn problems(root: &Path, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<String
                 problems.push(format!(
                     "{file}: `{}` needs `{cfg}`{} but has no `#[cfg_attr(not({cfg}), ignore = \"needs …\")]`",
                     f.name,
-                    krate.path(&reach, i, cfg)
+                    path(&krate, &reach, i, cfg)
                 ));
             }
         }
@@ -636,7 +377,7 @@ fn problems(root: &Path, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<String
                 "{file}: `{}` runs `{tool}` in a shell string{} without `require(\"{tool}\")`: \
                  where it is missing the shell exits 127 and nothing fails",
                 f.name,
-                krate.path(&reach, i, tool)
+                path(&krate, &reach, i, tool)
             ));
         }
     }

@@ -7,6 +7,7 @@
 // Each checker uses a different subset.
 #![allow(dead_code)]
 
+pub mod krate;
 pub mod shell;
 
 use std::collections::BTreeSet;

@@ -1,7 +1,8 @@
 //! One test binary as text: its root file and the modules it includes (`mod x;`, with
 //! `#[path]` too), their functions, who refers to whom, and the literal arguments of the
 //! calls that run programs. Name resolution is by name and by what is in sight, not by
-//! type: it errs toward finding a call that is not there, never the other way.
+//! type: two functions of one name are both called, and a method is found only on a type
+//! the caller names (or its own), so `.count(` is an iterator's unless `Db` is in sight.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,6 +18,8 @@ pub struct Crate {
 }
 
 impl Crate {
+    /// The binary whose root file is `root` (`tests/NAME.rs`), with every module it
+    /// includes, however deep.
     pub fn load(root: &Path) -> Crate {
         let mut sources = vec![Source::read(root)];
         let mut i = 0;
@@ -61,6 +64,7 @@ impl Crate {
         }
     }
 
+    /// The file `f` is in.
     pub fn source(&self, f: &Func) -> &Source {
         &self.sources[f.file]
     }
@@ -84,8 +88,6 @@ impl Crate {
                             && (g.owner.as_deref() == Some(q.as_str())
                                 || (g.owner.is_none() && self.sources[g.file].module == *q))
                     }
-                    // A method of a type this function names (or its own): `.count(` is
-                    // an iterator's unless `Db` is in sight.
                     Ref::Method(name) => {
                         g.name == *name
                             && g.has_self

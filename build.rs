@@ -17,6 +17,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_strace", on_path("strace")),
         ("has_pv", on_path("pv")),
         ("has_rsync", on_path("rsync")),
+        ("has_python3", on_path("python3")),
         (
             "has_pgbouncer",
             on_path("pgbouncer") || Path::new("/usr/sbin/pgbouncer").is_file(),
@@ -25,7 +26,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_chromium", on_path("chromium")),
         ("has_promtool", on_path("promtool")),
         ("has_pre_commit", on_path("pre-commit")),
-        ("has_fonts", Path::new("/usr/share/fonts").is_dir()),
+        ("has_fonts", monospaced_font()),
         ("has_kea", on_path("kea-dhcp4") && on_path("kea-dhcp6")),
         ("has_dnsmasq", on_path("dnsmasq")),
         ("has_named_checkzone", on_path("named-checkzone")),
@@ -53,6 +54,28 @@ fn postgres() -> bool {
             .flatten()
             .any(|v| v.path().join("bin/initdb").is_file())
     })
+}
+
+/// A monospaced font for the SVG map tests to render text with: a `*Mono*` TrueType or
+/// OpenType file among the system's fonts (an empty `/usr/share/fonts` is no font).
+fn monospaced_font() -> bool {
+    fn walk(dir: &Path, depth: usize) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|e| {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().to_lowercase();
+            if path.is_dir() {
+                depth > 0 && walk(&path, depth - 1)
+            } else {
+                name.contains("mono") && (name.ends_with(".ttf") || name.ends_with(".otf"))
+            }
+        })
+    }
+    ["/usr/share/fonts", "/usr/local/share/fonts"]
+        .iter()
+        .any(|d| walk(Path::new(d), 4))
 }
 
 /// Root (bind mounts, loop devices, `chown`): the effective uid of `/proc/self`.

@@ -19,27 +19,14 @@ mod traced;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{Test, code};
+use torture::needs::require;
 use torture::{Outcome, finish};
 use traced::*;
-
-/// Fails (rather than skips) when `tool` is missing: a skipped race proves nothing.
-#[track_caller]
-fn require(tool: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "this test needs `{tool}` (apt-get install {tool}); it is not on PATH"
-    );
-}
 
 /// `cmd` under strace, its trace in `trace` (see [`under_strace_to`]).
 fn under_strace(cmd: &Command, trace: &Path, inject: &str) -> Command {

@@ -364,6 +364,10 @@ fn a_sigkilled_batch_run_again_completes_with_no_owner_holding_two_and_no_orphan
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_pv, has_rsync)),
+    ignore = "needs pv and rsync, the outside world's slow writer and second clone (apt-get install pv rsync)"
+)]
 fn a_batch_with_git_clean_and_cp_alongside_finds_no_violation() {
     let state = State::new();
     let pools = format!(

@@ -99,7 +99,7 @@ impl State {
             .expect("run ipamctl");
         // Every command a finding or hint names works on this state (tests/hints.rs).
         let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
-        common::hints::check(
+        common::hints::run_hinted(
             &common::hints::Context {
                 root: self.tmp.path(),
                 current_dir: Path::new(""),

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::budget::Budget;
 use common::{Test, code, spawn_piped};
 
 /// A public pool `edge` of four candidates with the given `reuseAfter` (none if empty).
@@ -205,7 +206,9 @@ fn a_release_racing_other_owners_claims_never_hands_its_address_over() {
             .replace("gateway: 198.51.100.1", "gateway: 198.51.101.1"),
     );
     let mut t = t.args(["apply", "-f", &wide]).run().then();
-    for round in 0..6 {
+    // Every round, in at most 60 s.
+    let rounds = Budget::new("cooldown rounds", 6, Duration::from_secs(60)).at_least(6);
+    for round in rounds.rounds() {
         let owner = format!("FloatingIP/held-{round}");
         let ran = t.args(["allocate", "wide", "--owner", &owner]).run();
         let address = ran.stdout.trim().to_owned();

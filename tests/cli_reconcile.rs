@@ -4,7 +4,9 @@
 mod common;
 
 use std::process::Stdio;
+use std::time::Duration;
 
+use common::budget::Budget;
 use common::{Test, code, uid};
 
 /// Taken long after every allocation of the fixtures (which have no creation time and so
@@ -248,7 +250,9 @@ fn reconcile_leaves_allocations_younger_than_min_age_alone() {
 /// either way it survives. (Before `--live-as-of`, a claim that landed first was released.)
 #[test]
 fn a_live_list_taken_before_a_concurrent_claim_never_releases_that_claim() {
-    for round in 0..6 {
+    // Every round, in at most 90 s.
+    let rounds = Budget::new("reconcile rounds", 6, Duration::from_secs(90)).at_least(6);
+    for round in rounds.rounds() {
         let test = Test::new("populated").file_store_only();
         let everyone = format!(
             "{}\n{}\n{}\n{}\nNode/10.42.1.0/24\n",
@@ -272,7 +276,7 @@ fn a_live_list_taken_before_a_concurrent_claim_never_releases_that_claim() {
             .expect("start allocate");
         if round >= 2 {
             // Give the claim a head start, so that reconcile lists it in some rounds.
-            std::thread::sleep(std::time::Duration::from_millis(40 * round));
+            std::thread::sleep(std::time::Duration::from_millis(40 * round as u64));
         }
         let reconcile = test
             .command([

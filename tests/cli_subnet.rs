@@ -4,6 +4,9 @@
 
 mod common;
 
+use std::time::Duration;
+
+use common::budget::Budget;
 use common::{Test, code, list_items, spawn_piped};
 
 const NS: [&str; 2] = ["-n", "acme/prod"];
@@ -346,7 +349,9 @@ fn check_reports_overlapping_and_orphan_subnets() {
 #[test]
 fn concurrent_overlapping_subnet_creates_let_exactly_one_in() {
     let t = Test::new("seed").file_store_only();
-    for round in 0..3 {
+    // Every round, in at most 60 s.
+    let rounds = Budget::new("subnet create rounds", 3, Duration::from_secs(60)).at_least(3);
+    for round in rounds.rounds() {
         let children: Vec<_> = (0..6)
             .map(|i| {
                 let name = format!("r{round}-{i}");
@@ -374,7 +379,9 @@ fn concurrent_overlapping_subnet_creates_let_exactly_one_in() {
 #[test]
 fn subnet_delete_never_races_a_claim_into_it() {
     let mut t = Test::new("seed").file_store_only();
-    for round in 0..4 {
+    // Every round, in at most 60 s.
+    let rounds = Budget::new("subnet delete rounds", 4, Duration::from_secs(60)).at_least(4);
+    for round in rounds.rounds() {
         let name = format!("s{round}");
         let cidr = format!("10.42.{}.0/24", 20 + round);
         t = t.args(create(&name, &cidr, &[])).run().then();

@@ -7,8 +7,10 @@ mod common;
 use std::process::Command;
 
 /// Runs `tests/director/SCRIPT` in an empty directory with the binary on PATH: (stdout,
-/// stderr), after asserting it succeeded.
+/// stderr), after asserting it succeeded. The scripts parse JSON with python3, as a
+/// director's automation would.
 fn run_script(script: &str) -> (String, String) {
+    common::needs::require("python3");
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let script = format!("{}/tests/director/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("bash")
@@ -28,6 +30,10 @@ fn run_script(script: &str) -> (String, String) {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_python3),
+    ignore = "needs python3, which the script parses JSON with (apt-get install python3)"
+)]
 fn a_dual_stack_director_claims_each_nic_in_its_subnets_in_one_request() {
     let (stdout, stderr) = run_script("dual_stack.sh");
     assert!(
@@ -37,6 +43,10 @@ fn a_dual_stack_director_claims_each_nic_in_its_subnets_in_one_request() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_python3),
+    ignore = "needs python3, which the script parses JSON with (apt-get install python3)"
+)]
 fn a_directors_bash_automation_ends_with_check_clean_and_the_expected_counts() {
     let (stdout, stderr) = run_script("scenario.sh");
     assert!(

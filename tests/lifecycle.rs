@@ -2,10 +2,16 @@
 //! refusals and the concurrent cases (vpc delete racing allocate, reconcile racing a
 //! re-allocation).
 
+#[path = "budget/mod.rs"]
+mod budget;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use budget::Budget;
 
 const ZONE_POOLS: &str = "\
 apiVersion: pivirt.hu/v1
@@ -324,7 +330,9 @@ fn vpc_delete_refuses_a_pool_not_owned_by_a_vpc() {
 
 #[test]
 fn vpc_delete_racing_allocate_leaves_no_allocation_behind() {
-    for round in 0..5 {
+    // Every round, in at most 60 s.
+    let rounds = Budget::new("vpc delete rounds", 5, Duration::from_secs(60)).at_least(5);
+    for round in rounds.rounds() {
         let state = State::new("");
         state.run(&[
             "vpc",
@@ -643,7 +651,9 @@ fn reconcile_refuses_an_empty_live_list_with_apply() {
 fn reconcile_racing_a_reallocation_never_releases_a_live_owner() {
     // The dead owner's address is released and handed to a live owner while reconcile runs;
     // the guard on the reported owner must keep the live owner's allocation.
-    for round in 0..10 {
+    // Every round, in at most 90 s.
+    let rounds = Budget::new("reconcile rounds", 10, Duration::from_secs(90)).at_least(10);
+    for round in rounds.rounds() {
         let state = State::new(ZONE_POOLS);
         let dead = state
             .run(&["allocate", "zb-1", "--owner", "FloatingIP/dead"])

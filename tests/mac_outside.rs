@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread;
 
+use torture::budget::Budget;
 use torture::{Rng, State, code};
 
 const POOL: &str = "\
@@ -28,7 +29,8 @@ spec:
   kind: public
 ";
 
-/// How many claim rounds run while the world does (each of 16 processes).
+/// How many claim rounds run while the world does (each of 16 processes): 12, in at most
+/// 2 minutes, and at least 4.
 const ROUNDS: usize = 12;
 
 fn holder_mac(i: usize) -> String {
@@ -164,7 +166,8 @@ fn no_mac_is_ever_on_two_allocations_while_the_world_runs() {
     let mut refused = 0;
     let mut claimed = 0;
     let mut taken_in_a_gap = 0;
-    for round in 0..ROUNDS {
+    let rounds = Budget::new("mac rounds", ROUNDS, std::time::Duration::from_secs(120)).at_least(4);
+    for round in rounds.rounds() {
         // Sixteen at once: eight ask for holders' MACs, eight for two MACs of their own.
         let argvs: Vec<Vec<String>> = (0..16)
             .map(|j| {
@@ -249,13 +252,15 @@ fn no_mac_is_ever_on_two_allocations_while_the_world_runs() {
     let check = state.run(&["check"]);
     assert_eq!(check.code, Some(code::OK), "{}", check.describe());
     eprintln!(
-        "seed {seed}: {claimed} claimed ({taken_in_a_gap} at a holder's address in a relabelling gap), {refused} refused; {} cleans, {} cps, {} relabels",
+        "{}; seed {seed}: {claimed} claimed ({taken_in_a_gap} at a holder's address in a relabelling gap), {refused} refused; {} cleans, {} cps, {} relabels",
+        rounds.finish(),
         counts[0].load(Ordering::Relaxed),
         counts[1].load(Ordering::Relaxed),
         counts[2].load(Ordering::Relaxed)
     );
     assert!(
-        refused >= ROUNDS * 8 - 8,
-        "too few claims of held MACs were refused: {refused}"
+        refused >= rounds.done() * 8 - 8,
+        "too few claims of held MACs were refused: {refused} in {} rounds",
+        rounds.done()
     );
 }

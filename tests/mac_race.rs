@@ -309,7 +309,7 @@ fn outside_writers_of_mac_records_never_put_a_mac_on_two_allocations() {
 fn mac_storm_with_the_world(kills: bool, records: bool) {
     let state = lan();
     let root = state.root.clone();
-    let world = World::start(&state, records);
+    let world = Writers::start(&state, records);
     let seed = Rng::from_env_or_time().seed();
     // `IPAMCTL_MAC_STORM_SECS` sets another length.
     let secs = std::env::var("IPAMCTL_MAC_STORM_SECS")
@@ -374,7 +374,7 @@ fn require(tool: &str) {
 }
 
 /// The outside world of this test: loops of real tools on background threads.
-struct World {
+struct Writers {
     stop: Arc<AtomicBool>,
     pause: Arc<RwLock<()>>,
     /// Whether it writes MAC records (`rm`, stale copies).
@@ -390,10 +390,10 @@ const OTHER_MAC: &str = "020000000fff";
 const STABLE_MAC: &str = "020000000ffe";
 const STABLE_FILE: &str = "lan-10-0-0-251.yaml";
 
-impl World {
+impl Writers {
     /// Starts the loops; with `records`, also the `rm` of MAC records and stale copies of
     /// them.
-    fn start(state: &State, records: bool) -> World {
+    fn start(state: &State, records: bool) -> Writers {
         let root = state.root.clone();
         let git = |dir: &Path, args: &[&str]| {
             let out = Command::new("git")
@@ -558,7 +558,7 @@ impl World {
                 }
             }));
         }
-        World {
+        Writers {
             stop,
             pause,
             records,

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
+use common::budget::Budget;
 use common::{Test, assert_one_error, code, uid};
 use torture::{Outcome, State, finish, pool_yaml};
 use traced::*;
@@ -420,8 +421,8 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
     let four = allocate(&test, "FloatingIP/fip-0");
     let rel = allocation_file(&four);
     let flips = AtomicUsize::new(0);
-    let rounds = 10;
-    for round in 0..rounds {
+    let rounds = Budget::new("replacement rounds", 10, Duration::from_secs(120)).at_least(3);
+    for round in rounds.rounds() {
         let churning = AtomicBool::new(true);
         let churned = while_looping(
             || {
@@ -493,6 +494,7 @@ fn git_style_replacements_racing_allocate_and_release_churn_never_hide_the_new_o
         );
         assert_consistent(&test.state());
     }
+    eprintln!("{}", rounds.finish());
 }
 
 // ---- Finding 2: a slow reader's stale fact ----------------------------------------------
@@ -601,8 +603,8 @@ fn storm_state() -> State {
     state
 }
 
-/// `rounds` times, forty `allocate` for one owner at once (a new owner each round) while
-/// `vandal` runs in a loop. Returns what went wrong in each failed round: more (or less) than
+/// `rounds` times (in at most 2 minutes, and at least a third of them), forty `allocate`
+/// for one owner at once (a new owner each round) while `vandal` runs in a loop. Returns what went wrong in each failed round: more (or less) than
 /// one address for the owner in the files, or processes that printed different addresses.
 /// With `errors_allowed`, a process may fail with exit 1 and one `error:` line (the vandal
 /// deleted a file it was writing); a crash never passes.
@@ -612,9 +614,11 @@ fn one_owner_storms(
     errors_allowed: bool,
     vandal: impl Fn() + Sync,
 ) -> Vec<String> {
-    while_looping(vandal, || {
+    let budget = Budget::new("one-owner storms", rounds, Duration::from_secs(120))
+        .at_least(rounds.div_ceil(3));
+    let failed = while_looping(vandal, || {
         let mut failed = Vec::new();
-        for round in 0..rounds {
+        for round in budget.rounds() {
             let owner = format!("FloatingIP/one-{round}");
             let argv: Vec<String> = ["allocate", STORM_POOL, "--owner", owner.as_str()]
                 .map(String::from)
@@ -645,7 +649,9 @@ fn one_owner_storms(
             }
         }
         failed
-    })
+    });
+    eprintln!("{}", budget.finish());
+    failed
 }
 
 /// Finding 3: `rm -f` of every lock file under the state directory, in a loop, while forty
@@ -748,7 +754,8 @@ fn git_clean_never_deletes_a_printed_claim_in_a_new_allocations_directory() {
     while_looping(
         || git_clean(&state.root),
         || {
-            for i in 0..60 {
+            let budget = Budget::new("first claims", 60, Duration::from_secs(90)).at_least(20);
+            for i in budget.rounds() {
                 let ns = format!("ns{i}");
                 let out = state.run(&["-n", &ns, "allocate", "p", "--owner", "FloatingIP/x"]);
                 if out.code != Some(code::OK) {
@@ -1000,9 +1007,12 @@ fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside()
     }
     targets.sort();
 
+    // Every target at least once.
     let cycles = 100;
+    let budget =
+        Budget::new("symlink cycles", cycles, Duration::from_secs(150)).at_least(targets.len());
     let mut escapes = Vec::new();
-    for cycle in 0..cycles {
+    for cycle in budget.rounds() {
         let target = &targets[cycle % targets.len()];
         let to = if target.is_dir() {
             &victim_dir
@@ -1069,6 +1079,7 @@ fn symlinks_swapped_in_at_index_lock_and_temp_paths_never_lead_a_write_outside()
             fs::create_dir(&victim_dir).expect("create the victim directory");
         }
     }
+    eprintln!("{}", budget.finish());
     assert!(
         escapes.is_empty(),
         "{} of {cycles} cycles wrote outside the root:\n{}",

@@ -8,15 +8,18 @@ use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use pg::budget::Budget;
 use pg::{Bouncer, Db, assert_code, stderr};
 
 /// Rounds of 40 allocating processes each, while another connection terminates every
-/// other backend of the database every few milliseconds.
-fn rounds() -> usize {
-    match std::env::var("IPAMCTL_STRESS").as_deref() {
-        Ok("long") => 40,
-        _ => 8,
-    }
+/// other backend of the database every few milliseconds: 8 in at most 90 s (40 in 20
+/// minutes with `IPAMCTL_STRESS=long`), and at least 3.
+fn rounds(label: &str) -> Budget {
+    let (rounds, seconds) = match std::env::var("IPAMCTL_STRESS").as_deref() {
+        Ok("long") => (40, 1200),
+        _ => (8, 90),
+    };
+    Budget::new(label, rounds, std::time::Duration::from_secs(seconds)).at_least(3)
 }
 
 /// Terminates every other backend of `db` in a loop until the returned flag is set; the
@@ -58,7 +61,8 @@ fn terminator(
 fn storm(db: &Db, label: &str, spawn: &dyn Fn(&str) -> Child) -> (usize, usize, Vec<String>) {
     let (stop, killed, thread) = terminator(db);
     let (mut failed, mut unknown, mut lies) = (0, 0, Vec::new());
-    for round in 0..rounds() {
+    let rounds = rounds(label);
+    for round in rounds.rounds() {
         let owners: Vec<String> = (0..40)
             .map(|i| format!("FloatingIP/{label}-{round}-{i}"))
             .collect();
@@ -88,7 +92,8 @@ fn storm(db: &Db, label: &str, spawn: &dyn Fn(&str) -> Child) -> (usize, usize, 
     stop.store(true, Ordering::SeqCst);
     thread.join().unwrap();
     eprintln!(
-        "{label}: {} backends terminated; {failed} exit 1, {unknown} exit 6, {} exit 1 that committed",
+        "{}; {} backends terminated; {failed} exit 1, {unknown} exit 6, {} exit 1 that committed",
+        rounds.finish(),
         killed.load(Ordering::SeqCst),
         lies.len()
     );

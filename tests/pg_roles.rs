@@ -329,7 +329,7 @@ fn is_root() -> bool {
 
 #[test]
 #[cfg_attr(
-    not(has_postgres),
+    not(all(has_postgres, has_pgbouncer)),
     ignore = "needs PostgreSQL and PgBouncer: apt-get install postgresql pgbouncer"
 )]
 fn the_readme_pgbouncer_configuration_serves_claims() {

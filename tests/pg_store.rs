@@ -9,7 +9,9 @@ use std::net::Ipv4Addr;
 use std::process::{Child, Command};
 
 use ipamctl::store::pg::schema::LATEST;
+use pg::budget::Budget;
 use pg::{Bouncer, Db, assert_code, assert_one_error, stderr, stdout};
+use std::time::Duration;
 
 /// Exit codes, as the README documents them.
 mod code {
@@ -538,7 +540,9 @@ fn a_release_racing_other_owners_claims_keeps_its_address_cooling() {
     let db = Db::new();
     let pool = pool_yaml("cool", "10.10.0.0/24", Some("10.10.0.1")) + "  reuseAfter: 1h\n";
     assert_code(&apply(&db, &pool), code::OK);
-    for round in 0..6 {
+    // Every round, in at most 60 s.
+    let rounds = Budget::new("cooling rounds", 6, Duration::from_secs(60)).at_least(6);
+    for round in rounds.rounds() {
         let owner = format!("FloatingIP/held-{round}");
         let address = stdout(&allocate(&db, "cool", &owner)).trim().to_owned();
         let others: Vec<String> = (0..6).map(|i| format!("FloatingIP/r{round}-{i}")).collect();
@@ -1027,16 +1031,18 @@ fn concurrent_inits_create_one_schema() {
     );
 }
 
-/// Rounds of the kill test: 1 by default (40 processes), 15 with `IPAMCTL_STRESS=long`:
+/// Rounds of the kill test: 1 by default (40 processes), 15 in at most 15 minutes with
+/// `IPAMCTL_STRESS=long`:
 ///
 /// ```text
 /// IPAMCTL_STRESS=long cargo test --test pg_store clients_killed -- --nocapture
 /// ```
-fn kill_rounds() -> usize {
-    match std::env::var("IPAMCTL_STRESS").as_deref() {
-        Ok("long") => 15,
-        _ => 1,
-    }
+fn kill_rounds() -> Budget {
+    let (rounds, seconds) = match std::env::var("IPAMCTL_STRESS").as_deref() {
+        Ok("long") => (15, 900),
+        _ => (1, 120),
+    };
+    Budget::new("kill rounds", rounds, Duration::from_secs(seconds)).at_least(1)
 }
 
 /// Clients SIGKILLed at random instants, rounds of 40 processes at once: the round's
@@ -1060,7 +1066,8 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
         code::OK,
     );
     let (mut sent, mut killed, mut previous) = (0, 0, Vec::<String>::new());
-    for round in 0..kill_rounds() {
+    let rounds = kill_rounds();
+    for round in rounds.rounds() {
         let owners: Vec<String> = (0..40 - previous.len().min(20))
             .map(|i| format!("FloatingIP/k-{round}-{i}"))
             .collect();
@@ -1140,7 +1147,10 @@ fn clients_killed_at_random_instants_leave_nothing_half_done() {
         ),
         0
     );
-    eprintln!("SIGKILL sent to {sent} clients; {killed} were still running and died of it");
+    eprintln!(
+        "{}; SIGKILL sent to {sent} clients; {killed} were still running and died of it",
+        rounds.finish()
+    );
 }
 
 #[test]
@@ -1537,7 +1547,8 @@ fn guarded_release_races_never_delete_the_next_owners_allocation() {
     let db = Db::new();
     assert_code(&apply(&db, &pool_yaml("g", "10.24.0.0/29", None)), code::OK);
     let (mut reused, mut refused) = (0, 0);
-    for round in 0..20 {
+    let rounds = Budget::new("release races", 20, Duration::from_secs(60)).at_least(5);
+    for round in rounds.rounds() {
         let a = format!("FloatingIP/a-{round}");
         let b = format!("FloatingIP/b-{round}");
         let claimed = allocate(&db, "g", &a);
@@ -1582,7 +1593,10 @@ fn guarded_release_races_never_delete_the_next_owners_allocation() {
         assert_code(&db.run(["release", "g", "--owner", &b]), code::OK);
         assert_eq!(held(&db, "g"), Vec::<Ipv4Addr>::new(), "round {round}");
     }
-    eprintln!("{reused} of 20 rounds B reused A's address; {refused} stale releases refused");
+    eprintln!(
+        "{}; in {reused} B reused A's address; {refused} stale releases refused",
+        rounds.finish()
+    );
 }
 
 /// Claims through a transaction-pooling PgBouncer stay exact: ipamctl sends no named
@@ -1662,7 +1676,9 @@ fn claims_through_pgbouncer_in_transaction_pooling_stay_exact() {
 )]
 fn same_owner_racing_for_the_last_free_address_never_reads_exhausted() {
     let db = Db::new();
-    for round in 0..4 {
+    // Every round, in at most 60 s.
+    let rounds = Budget::new("last address rounds", 4, Duration::from_secs(60)).at_least(4);
+    for round in rounds.rounds() {
         let pool = format!("last-{round}");
         // 192.0.2.0/30 with gateway .1: one candidate, .2.
         let cidr = format!("192.0.{}.0/30", 2 + round);
@@ -1732,7 +1748,8 @@ fn the_hint_never_passes_a_free_address_while_claims_and_releases_race() {
         );
     }
     let mut next_owner = 0;
-    for round in 0..20 {
+    let rounds = Budget::new("hint rounds", 20, Duration::from_secs(60)).at_least(5);
+    for round in rounds.rounds() {
         let taken = held(&db, "tide");
         // Four held addresses: two spread over the lower part, far below the hint, and the
         // two highest, at the hint, where claims that could not move it leave it behind.

@@ -45,7 +45,12 @@ fn readme() -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_python3),
+    ignore = "needs python3, which an example parses JSON with (apt-get install python3)"
+)]
 fn every_sh_block_of_the_readme_runs() {
+    common::needs::require("python3");
     let blocks = blocks(&readme());
     let runnable: Vec<&Block> = blocks.iter().filter(|b| b.info == "sh").collect();
     let skipped = blocks.iter().filter(|b| b.info == "sh no-run").count();

@@ -49,6 +49,10 @@ fn the_readme_says_what_each_optional_tool_enables_and_how_to_install_it() {
         "loop devices",
         "Kea, dnsmasq, named-checkzone",
         "busybox `udhcpc`",
+        "pv, rsync",
+        "python3",
+        "PgBouncer",
+        "promtool",
     ] {
         let row = tools
             .lines()

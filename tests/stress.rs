@@ -7,7 +7,9 @@
 //! (`torture/outside.rs`: `git clean`, `git pull` of another clone's commits, `cp` and
 //! `touch`).
 //!
-//! CI-sized by default; `IPAMCTL_STRESS=long` runs more rounds with more processes:
+//! CI-sized by default, each test's rounds also ending at 2 minutes (failing below a third of
+//! them); `IPAMCTL_STRESS=long` runs more rounds with more processes, for at most 3 hours
+//! each (`IPAMCTL_STORM_SECONDS=S` sets the time):
 //!
 //! ```text
 //! IPAMCTL_STRESS=long cargo test --release --test stress -- --nocapture
@@ -20,7 +22,9 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
+use std::time::Duration;
 
+use torture::budget::Budget;
 use torture::outside::{self, Slots, World};
 use torture::{Outcome, State, code, long_run, pool_yaml};
 
@@ -38,12 +42,18 @@ struct Stress {
     /// Reader runs that met what the outside world was in the middle of writing: a
     /// warning from `list`, a `check` that found something.
     readers_disturbed: AtomicUsize,
+    /// How many rounds it may run, and for how long.
+    budget: Budget,
     /// What the checks after each round found so far.
     reported: HashSet<String>,
 }
 
 impl Stress {
-    fn new(name: &'static str) -> Stress {
+    /// A test of at most `rounds` rounds, and of at least a third of them, in 2 minutes
+    /// (3 hours for a long run).
+    fn new(name: &'static str, rounds: usize) -> Stress {
+        let limit = Duration::from_secs(if long_run() { 3 * 3600 } else { 120 });
+        let budget = Budget::new(name, rounds, limit).at_least(rounds.div_ceil(3));
         let state = State::new();
         let has_check = state.has_check();
         Stress {
@@ -55,8 +65,14 @@ impl Stress {
             violations: Vec::new(),
             world: None,
             readers_disturbed: AtomicUsize::new(0),
+            budget,
             reported: HashSet::new(),
         }
+    }
+
+    /// The next round's number, while the budget allows one.
+    fn next_round(&self) -> Option<usize> {
+        self.budget.more(self.rounds).then_some(self.rounds)
     }
 
     /// Applies pools before the stress starts; these must succeed (after a retry, if the
@@ -165,6 +181,7 @@ impl Stress {
                 .unwrap_or_default(),
             self.violations.join("\n")
         );
+        eprintln!("{}", self.budget.finish());
     }
 }
 
@@ -320,8 +337,8 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
         (3, 27, 40) // 30 candidates
     };
     let candidates = (1usize << (32 - prefix)) - 2;
-    let mut stress = Stress::new("fill");
-    for r in 0..rounds {
+    let mut stress = Stress::new("fill", rounds);
+    while let Some(r) = stress.next_round() {
         let pool = format!("fill-{r}");
         stress.apply(&pool_yaml(
             &pool,
@@ -422,14 +439,14 @@ fn distinct_owners_fill_a_pool_to_exhaustion() {
 #[test]
 fn same_owner_storms_get_one_address() {
     let (rounds, identities, per_identity) = if long_run() { (30, 4, 24) } else { (3, 2, 16) };
-    let mut stress = Stress::new("storm");
+    let mut stress = Stress::new("storm", rounds);
     stress.apply(&pool_yaml(
         "storm",
         Some("tenant/storm"),
         "10.100.0.0/24",
         &[],
     ));
-    for r in 0..rounds {
+    while let Some(r) = stress.next_round() {
         stress.round(identities * per_identity, |state, found| {
             // Interleaved, so the identities' requests start mixed together.
             let owner = |k: usize| format!("VirtualMachine/vm-{r}-{k}/0");
@@ -487,12 +504,12 @@ fn guarded_release_churn_never_deletes_another_owners_allocation() {
     let (rounds, workers) = if long_run() { (150, 8) } else { (10, 4) };
     let pool = "churn";
     let net = "10.200.0.0/28"; // 14 candidates
-    let mut stress = Stress::new("churn");
+    let mut stress = Stress::new("churn", rounds);
     stress.apply(&pool_yaml(pool, None, net, &[]));
     let history: Vec<std::sync::Mutex<Vec<IpAddr>>> =
         (0..workers).map(|_| Default::default()).collect();
     let conflicts = AtomicUsize::new(0);
-    for r in 0..rounds {
+    while let Some(r) = stress.next_round() {
         stress.round(workers, |state, found| {
             let results: Vec<Vec<String>> = thread::scope(|s| {
                 let handles: Vec<_> = (0..workers)
@@ -606,10 +623,10 @@ fn churn_once(
 #[test]
 fn pool_updates_and_deletes_racing_allocate_strand_nothing() {
     let (rounds, allocators) = if long_run() { (30, 40) } else { (3, 20) };
-    let mut stress = Stress::new("reshape");
+    let mut stress = Stress::new("reshape", rounds);
     let mut applied = 0;
     let mut deleted = 0;
-    for r in 0..rounds {
+    while let Some(r) = stress.next_round() {
         let ns = format!("race/r{r}");
         stress.apply(&format!(
             "{}---\n{}",
@@ -704,6 +721,10 @@ fn pool_updates_and_deletes_racing_allocate_strand_nothing() {
 /// never loses an allocation, the invariants hold after every round, and every process exits
 /// 0, 4 or 5 (or 1 when `git clean` deleted its temporary file; it then runs again).
 #[test]
+#[cfg_attr(
+    not(all(has_pv, has_rsync)),
+    ignore = "needs pv and rsync, the outside world's slow writer and second clone (apt-get install pv rsync)"
+)]
 fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() {
     const NS: &str = "tenant/outside";
     let (rounds, identities, per_identity, workers, fillers) = if long_run() {
@@ -712,7 +733,7 @@ fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() 
         (4, 2, 8, 3, 16)
     };
     let fill_candidates = 14; // a /28
-    let mut stress = Stress::new("outside");
+    let mut stress = Stress::new("outside", rounds);
     stress.apply(&format!(
         "{}---\n{}",
         pool_yaml("storm", Some(NS), "10.60.0.0/20", &[]),
@@ -735,7 +756,7 @@ fn storms_churn_and_fills_keep_the_invariants_while_git_and_cp_work_the_state() 
     });
     let history: Vec<Mutex<Vec<IpAddr>>> = (0..workers).map(|_| Default::default()).collect();
     let conflicts = AtomicUsize::new(0);
-    for r in 0..rounds {
+    while let Some(r) = stress.next_round() {
         let fill = format!("fill-{r}");
         let cidr = format!("10.62.{}.{}/28", r / 16, r % 16 * 16);
         stress.apply(&pool_yaml(&fill, None, &cidr, &[]));

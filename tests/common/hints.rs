@@ -193,12 +193,12 @@ fn judge(command: &str) -> Hinted {
 /// Runs every command the hints in `stdout` and `stderr` name on a copy of `ctx.root`;
 /// panics, naming the hint and what it printed, if one exits 2.
 #[track_caller]
-pub fn check(ctx: &Context<'_>, stdout: &str, stderr: &str) {
+pub fn run_hinted(ctx: &Context<'_>, stdout: &str, stderr: &str) {
     for hint in hints_of(stdout, stderr) {
         for hinted in commands_in(&hint) {
             let verdict = match hinted.skipped {
                 Some(why) => format!("skipped ({why})"),
-                None => run(ctx, &hint, &hinted.command),
+                None => run_hint(ctx, &hint, &hinted.command),
             };
             log(&verdict, &hinted.command);
         }
@@ -221,7 +221,7 @@ fn log(verdict: &str, command: &str) {
 
 /// Runs `command` on a copy of the context's directory; its verdict for the log.
 #[track_caller]
-fn run(ctx: &Context<'_>, hint: &str, command: &str) -> String {
+fn run_hint(ctx: &Context<'_>, hint: &str, command: &str) -> String {
     let copy = tempfile::Builder::new()
         .prefix("ipamctl-hint-")
         .tempdir()

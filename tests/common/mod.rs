@@ -44,8 +44,13 @@
 #![allow(dead_code)]
 
 pub mod hints;
+#[path = "../needs/mod.rs"]
+pub mod needs;
 #[path = "../pg/mod.rs"]
 pub mod pg;
+
+#[allow(unused_imports)]
+pub use pg::budget;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -554,7 +559,7 @@ impl Test {
             );
         }
         // Every hint it printed is a command that works on the state it was printed for.
-        hints::check(
+        hints::run_hinted(
             &hints::Context {
                 root: self.root(),
                 current_dir: &next.current_dir,

@@ -19,6 +19,12 @@ impl Store {
     /// A new state directory (or database, with `db`) holding `manifests`, applied.
     pub fn new(db: bool, manifests: &str) -> Store {
         let store = if db {
+            // Only tests marked `has_postgres` ask for a database (tests/tools.rs reads this
+            // gate: what a database needs is not asked of the state directory's tests).
+            assert!(
+                cfg!(has_postgres),
+                "a database store needs PostgreSQL: mark the test `has_postgres`"
+            );
             Store::Db(pg::Db::new())
         } else {
             let dir = tempfile::tempdir().unwrap();

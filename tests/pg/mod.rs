@@ -9,6 +9,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../budget/mod.rs"]
+pub mod budget;
+
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -13,6 +13,13 @@
 // Every test crate uses a different subset.
 #![allow(dead_code)]
 
+// A test binary may also include `tests/common`, which has them too.
+#[allow(clippy::duplicate_mod)]
+#[path = "../budget/mod.rs"]
+pub mod budget;
+#[allow(clippy::duplicate_mod)]
+#[path = "../needs/mod.rs"]
+pub mod needs;
 pub mod outside;
 
 use std::collections::{BTreeMap, HashMap};

@@ -174,8 +174,19 @@ const LOG_EVENTS: usize = 50_000;
 
 impl World {
     /// Makes the state directory a git working tree with everything in it committed, clones
-    /// it beside the root, and starts the loops.
+    /// it beside the root, and starts the loops. Needs `pv` and `rsync` (a test that starts
+    /// the world carries `#[cfg_attr(not(all(has_pv, has_rsync)), ignore = …)]`): without
+    /// them it fails at once, since `sh -c 'pv … > FILE'` would leave FILE empty for good and
+    /// every claim beside it would wait out its timeout.
     pub fn start(state: &State, config: Config) -> World {
+        let skip = std::env::var("IPAMCTL_WORLD_SKIP").unwrap_or_default();
+        let skipped = |name: &str| skip.split(',').any(|s| s.trim() == name);
+        if !skipped("slow") {
+            super::needs::require("pv");
+        }
+        if !skipped("rsync") {
+            super::needs::require("rsync");
+        }
         let root = state.root.clone();
         let clone = state.outside.join("world-clone");
         let snapshots = state.outside.join("world-snapshots");
@@ -223,8 +234,6 @@ impl World {
             log: Mutex::new(VecDeque::new()),
             samples: Mutex::new(Vec::new()),
         });
-        let skip = std::env::var("IPAMCTL_WORLD_SKIP").unwrap_or_default();
-        let skipped = |name: &str| skip.split(',').any(|s| s.trim() == name);
         let mut threads = Vec::new();
         let loops: [(&str, Loop); 7] = [
             ("clean", clean_loop),

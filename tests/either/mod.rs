@@ -21,10 +21,9 @@ impl Store {
         let store = if db {
             // Only tests marked `has_postgres` ask for a database (tests/tools.rs reads this
             // gate: what a database needs is not asked of the state directory's tests).
-            assert!(
-                cfg!(has_postgres),
-                "a database store needs PostgreSQL: mark the test `has_postgres`"
-            );
+            if !cfg!(has_postgres) {
+                panic!("a database store needs PostgreSQL: mark the test `has_postgres`");
+            }
             Store::Db(pg::Db::new())
         } else {
             let dir = tempfile::tempdir().unwrap();

@@ -233,6 +233,9 @@ impl FsStore {
     /// when the MAC's record names `manifest`'s claim now (or it has no MAC), else the
     /// allocation that holds the MAC, with nothing written. The caller holds the lock of
     /// `manifest`'s owner in the pool (a bulk copy holds none: nothing else runs beside it).
+    // Length: one loop over the record's states (none, ours, a holder's, in flight or stale),
+    // in the order the module docs give them; what a pass learns (the pool read, the stale
+    // record taken over) is carried to the next, and split apart each case would hide it.
     pub(super) fn take_mac(
         &self,
         ns: Option<&Namespace>,

@@ -10,8 +10,9 @@
 //! size breaches them (its defaults refused a list of 40,000 requests, 1.8 MB). What a count
 //! guarded against is bounded here instead: an item at most [`MAX_ITEM_BYTES`] of scalars
 //! and [`MAX_ITEM_VALUES`] values (what one request can hold, as a JSON line is at most
-//! 1 MiB), the text read once per pass, and the events replayed from aliases at most one a
-//! byte of the limit. Anchors keep the library's limits: what an anchor names is kept in
+//! 1 MiB: an item over them is read past, unkept, and is that request's failure, as such a
+//! line is), the text read once per pass, and the events replayed from aliases at most one
+//! a byte of the limit. Anchors keep the library's limits: what an anchor names is kept in
 //! memory until the list ends.
 
 use std::cell::{Cell, RefCell};
@@ -20,7 +21,9 @@ use std::fmt;
 use std::io::Read;
 use std::rc::Rc;
 
-use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 use serde_json::{Map, Number, Value};
 use serde_saphyr::options::AliasLimits;
 use serde_saphyr::{Budget, DuplicateKeyPolicy, Options};
@@ -43,7 +46,7 @@ pub enum ListError {
     TooLarge,
     /// Not UTF-8.
     NotUtf8,
-    /// Not a YAML list, or an item over its limits: `line L column C: message`.
+    /// Not a YAML list: `line L column C: message`.
     Invalid(String),
     /// [`read_list`]'s `each` asked for no more.
     Stopped,
@@ -74,6 +77,9 @@ pub fn check_list(input: impl Read) -> Result<Checked, ListError> {
     })
 }
 
+/// An item of a list: its value, or why it was not kept (larger than a request can be).
+pub type Item = Result<Value, String>;
+
 /// Reads `input`, the text [`check_list`] found to be `checked`, giving `each` every item
 /// as it is parsed, with the line it starts on (from 1) when the list is written one item a
 /// line; stops when `each` returns `false` ([`ListError::Stopped`]). An error is the text
@@ -81,7 +87,7 @@ pub fn check_list(input: impl Read) -> Result<Checked, ListError> {
 pub fn read_list(
     input: impl Read,
     checked: Checked,
-    each: &mut dyn FnMut(Option<usize>, Value) -> bool,
+    each: &mut dyn FnMut(Option<usize>, Item) -> bool,
 ) -> Result<(), ListError> {
     let queue = Rc::new(RefCell::new(VecDeque::new()));
     let mut meter = Meter::new(input, checked.lines.then(|| queue.clone()));
@@ -124,7 +130,7 @@ fn options() -> Options {
 /// Parses the list `meter` reads, giving each item to `each` until it returns `false`.
 fn parse(
     meter: &mut Meter<impl Read>,
-    each: &mut dyn FnMut(Value) -> bool,
+    each: &mut dyn FnMut(Item) -> bool,
 ) -> Result<(), ListError> {
     let stopped = Cell::new(false);
     let parsed =
@@ -145,7 +151,7 @@ fn parse(
 
 /// The list: each item as a bounded [`Value`], handed on.
 struct Items<'a, 'b> {
-    each: &'a mut dyn FnMut(Value) -> bool,
+    each: &'a mut dyn FnMut(Item) -> bool,
     stopped: &'b Cell<bool>,
 }
 
@@ -162,12 +168,20 @@ impl<'de> Visitor<'de> for Items<'_, '_> {
             let left = Left {
                 bytes: Cell::new(MAX_ITEM_BYTES),
                 values: Cell::new(MAX_ITEM_VALUES),
-                index,
+                over: Cell::new(false),
             };
             let Some(value) = seq.next_element_seed(Bounded(&left))? else {
                 return Ok(());
             };
-            if !(self.each)(value) {
+            let item = if left.over.get() {
+                Err(format!(
+                    "item {index} of the list is larger than a request can be \
+                     ({MAX_ITEM_BYTES} bytes of text, {MAX_ITEM_VALUES} values)"
+                ))
+            } else {
+                Ok(value)
+            };
+            if !(self.each)(item) {
                 self.stopped.set(true);
                 return Err(A::Error::custom("stopped"));
             }
@@ -176,36 +190,45 @@ impl<'de> Visitor<'de> for Items<'_, '_> {
     }
 }
 
-/// What one item may still hold.
+/// What one item may still hold; once it is over, what is left of it is read past.
 struct Left {
     bytes: Cell<u64>,
     values: Cell<usize>,
-    /// The item's place in the list, from 0, for the error.
-    index: usize,
+    over: Cell<bool>,
 }
 
 impl Left {
-    /// Takes one value of `bytes` of text from what is left, or refuses the item.
-    fn take<E: serde::de::Error>(&self, bytes: usize) -> Result<(), E> {
+    /// Takes one value of `bytes` of text from what is left: `false` once the item is over.
+    fn take(&self, bytes: usize) -> bool {
         let (values, text) = (self.values.get(), self.bytes.get());
         match (values.checked_sub(1), text.checked_sub(bytes as u64)) {
-            (Some(values), Some(text)) => {
+            (Some(values), Some(text)) if !self.over.get() => {
                 self.values.set(values);
                 self.bytes.set(text);
-                Ok(())
+                true
             }
-            _ => Err(E::custom(format!(
-                "item {} of the list is larger than a request can be \
-                 ({MAX_ITEM_BYTES} bytes of text, {MAX_ITEM_VALUES} values)",
-                self.index
-            ))),
+            _ => {
+                self.over.set(true);
+                false
+            }
         }
     }
 }
 
-/// A JSON value as `serde_json` makes it from YAML, refused once it holds more than what is
-/// [`Left`] for its item.
+/// A JSON value as `serde_json` makes it from YAML, while what is [`Left`] for its item
+/// lasts; `null` after, and the rest of the item read past unkept.
 struct Bounded<'a>(&'a Left);
+
+impl Bounded<'_> {
+    /// `value`, if one more value of `bytes` of text fits in the item.
+    fn keep(&self, bytes: usize, value: impl FnOnce() -> Value) -> Value {
+        if self.0.take(bytes) {
+            value()
+        } else {
+            Value::Null
+        }
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for Bounded<'_> {
     type Value = Value;
@@ -223,43 +246,36 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
-        self.0.take(0)?;
-        Ok(Value::Bool(v))
+        Ok(self.keep(0, || Value::Bool(v)))
     }
 
     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
-        self.0.take(0)?;
-        Ok(Value::Number(v.into()))
+        Ok(self.keep(0, || Value::Number(v.into())))
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
-        self.0.take(0)?;
-        Ok(Value::Number(v.into()))
+        Ok(self.keep(0, || Value::Number(v.into())))
     }
 
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-        self.0.take(0)?;
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+        Ok(self.keep(0, || Number::from_f64(v).map_or(Value::Null, Value::Number)))
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
-        self.0.take(v.len())?;
-        Ok(Value::String(v.to_owned()))
+        Ok(self.keep(v.len(), || Value::String(v.to_owned())))
     }
 
     fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
-        self.0.take(v.len())?;
-        Ok(Value::String(v))
+        let bytes = v.len();
+        Ok(self.keep(bytes, || Value::String(v)))
     }
 
     fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
-        self.0.take(0)?;
-        Ok(Value::Null)
+        Ok(self.keep(0, || Value::Null))
     }
 
     fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
-        self.0.take(0)?;
-        Ok(Value::Null)
+        Ok(self.keep(0, || Value::Null))
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
@@ -267,21 +283,31 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        self.0.take(0)?;
+        if !self.0.take(0) {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        }
         let mut items = Vec::new();
         while let Some(item) = seq.next_element_seed(Bounded(self.0))? {
-            items.push(item);
+            if !self.0.over.get() {
+                items.push(item);
+            }
         }
         Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        self.0.take(0)?;
+        if !self.0.take(0) {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        }
         let mut fields = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            self.0.take(key.len())?;
+            let kept = self.0.take(key.len());
             let value = map.next_value_seed(Bounded(self.0))?;
-            fields.insert(key, value);
+            if kept && !self.0.over.get() {
+                fields.insert(key, value);
+            }
         }
         Ok(Value::Object(fields))
     }
@@ -438,7 +464,7 @@ mod tests {
     }
 
     /// Every item of `text` with its line, read `chunk` bytes at a time.
-    fn items(text: &str, chunk: usize) -> Result<Vec<(Option<usize>, Value)>, ListError> {
+    fn items(text: &str, chunk: usize) -> Result<Vec<(Option<usize>, Item)>, ListError> {
         let reader = || Trickle {
             text: text.as_bytes(),
             chunk,
@@ -460,9 +486,9 @@ mod tests {
             let got = items(text, chunk).unwrap();
             let lines: Vec<Option<usize>> = got.iter().map(|(l, _)| *l).collect();
             assert_eq!(lines, [Some(2), Some(4), Some(6), Some(7)], "chunk {chunk}");
-            assert_eq!(got[0].1["owner"], "é/x/0");
-            assert_eq!(got[1].1["pool"], "q");
-            assert_eq!(got[3].1, "s");
+            assert_eq!(got[0].1.as_ref().unwrap()["owner"], "é/x/0");
+            assert_eq!(got[1].1.as_ref().unwrap()["pool"], "q");
+            assert_eq!(got[3].1, Ok(Value::from("s")));
         }
         // Not one item a line: no lines, rather than wrong ones.
         let flow = items("[{pool: p},\n {pool: q}]\n", 1).unwrap();
@@ -496,13 +522,14 @@ mod tests {
         })
         .unwrap();
         let (line, value) = last.unwrap();
+        let value = value.unwrap();
         assert_eq!(line, Some(2 + 3 * 10_499));
         assert_eq!(value["subnets"][1], "b");
         assert_eq!(value["owner"], "VirtualMachine/vm-10499/0");
     }
 
     #[test]
-    fn a_list_that_is_not_one_or_not_utf8_or_an_item_too_large_is_refused_whole() {
+    fn a_list_that_is_not_one_or_not_utf8_is_refused_whole() {
         let invalid = |text: &[u8]| match check_list(text) {
             Err(ListError::Invalid(why)) => why,
             other => panic!("{other:?}"),
@@ -511,14 +538,6 @@ mod tests {
         let unclosed = invalid(b"- a\n- [b\n");
         assert_eq!(unclosed, "line 2 column 3: unclosed bracket '['");
         assert!(invalid(b"- {a: 1, a: 2}\n").contains("duplicate"));
-        let big = format!("- ok\n- owner: {}\n", "x".repeat(MAX_ITEM_BYTES as usize));
-        assert!(
-            invalid(big.as_bytes()).contains("item 1 of the list is larger than a request can be")
-        );
-        let many = format!("- [{}]\n", "1,".repeat(MAX_ITEM_VALUES));
-        assert!(invalid(many.as_bytes()).contains("item 0 of the list"));
-        let fits = format!("- [{}]\n", "1,".repeat(MAX_ITEM_VALUES - 2));
-        assert_eq!(check_list(fits.as_bytes()).map(|c| c.items), Ok(1));
         // A sequence cut between two reads is UTF-8; a stray byte or a cut end is not.
         for chunk in [1, 2] {
             let text = "- é\n".as_bytes();
@@ -540,5 +559,39 @@ mod tests {
         });
         assert_eq!(read, Err(ListError::Stopped));
         assert_eq!(seen, 2);
+    }
+
+    /// An item over what a request can hold is read past, unkept, and is that item's
+    /// failure alone: the items around it come whole, with their lines.
+    #[test]
+    fn an_item_larger_than_a_request_fails_alone() {
+        let text = "x".repeat(MAX_ITEM_BYTES as usize);
+        let many = "1,".repeat(MAX_ITEM_VALUES);
+        // The list and its values: exactly what an item may hold.
+        let fits = "1,".repeat(MAX_ITEM_VALUES - 1);
+        let list = format!(
+            "- a\n- owner: {text}\n  more: [1, {{b: 2}}]\n- {{v: [{many}], w: 1}}\n- [{fits}]\n- [[[{many}]]]\n- z\n"
+        );
+        let got = items(&list, 4096).unwrap();
+        let lines: Vec<Option<usize>> = got.iter().map(|(l, _)| *l).collect();
+        assert_eq!(
+            lines,
+            [Some(1), Some(2), Some(4), Some(5), Some(6), Some(7)]
+        );
+        assert_eq!(got[0].1, Ok(Value::from("a")));
+        for (i, item) in [(1, &got[1].1), (2, &got[2].1), (4, &got[4].1)] {
+            let why = item.as_ref().unwrap_err();
+            assert!(
+                why.starts_with(&format!(
+                    "item {i} of the list is larger than a request can be"
+                )),
+                "{why}"
+            );
+        }
+        assert_eq!(
+            got[3].1.as_ref().unwrap().as_array().unwrap().len(),
+            MAX_ITEM_VALUES - 1
+        );
+        assert_eq!(got[5].1, Ok(Value::from("z")));
     }
 }

@@ -15,7 +15,8 @@ mod list;
 pub mod conflict;
 
 pub use list::{
-    Checked, ListError, MAX_ITEM_BYTES, MAX_ITEM_VALUES, MAX_LIST_BYTES, check_list, read_list,
+    Checked, Item, ListError, MAX_ITEM_BYTES, MAX_ITEM_VALUES, MAX_LIST_BYTES, check_list,
+    read_list,
 };
 
 use serde::Serialize;

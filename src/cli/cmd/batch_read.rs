@@ -44,7 +44,10 @@ impl Requests {
                 checked,
             } => {
                 let read = std::io::BufReader::new(text);
-                let mut each = |line, value| send((line, Ok(value)));
+                // An item too large to keep is that request's failure, as a line too long is.
+                let mut each = |line, item: yaml::Item| {
+                    send((line, item.map_err(|why| Error::invalid(&file, why))))
+                };
                 match yaml::read_list(read, checked, &mut each) {
                     Ok(()) | Err(ListError::Stopped) => {}
                     // Checked whole, the text no longer is what was checked: someone wrote

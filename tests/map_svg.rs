@@ -137,10 +137,6 @@ fn distinct(colours: &BTreeMap<String, [u8; 3]>, what: &str) {
     not(has_fonts),
     ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
 )]
-#[cfg_attr(
-    not(has_fonts),
-    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
-)]
 fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     let manifest = pool(
         LONG,
@@ -182,20 +178,12 @@ fn an_address_map_keeps_its_text_inside_and_names_each_holder() {
     not(has_fonts),
     ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
 )]
-#[cfg_attr(
-    not(has_fonts),
-    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
-)]
 fn a_tiny_pool_with_a_long_name_is_not_clipped() {
     let (svg, _) = draw(with_pool(&pool(LONG, "198.51.100.4/30", "")), &[LONG]);
     render(&svg, "a /30 with a long name");
 }
 
 #[test]
-#[cfg_attr(
-    not(has_fonts),
-    ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"
-)]
 #[cfg_attr(
     not(has_fonts),
     ignore = "needs a monospaced font: apt-get install fonts-dejavu-core"

@@ -88,7 +88,7 @@ fn unbounded_storms(source: &Source) -> Vec<(usize, String)> {
             if !counted || budgeted {
                 continue;
             }
-            let close = matching(m, open);
+            let close = scan::matching(m, open);
             let body = &m[open..close];
             if STARTS.iter().any(|s| body.contains(s)) && WAITS.iter().any(|w| body.contains(w)) {
                 found.push((m[..at].matches('\n').count() + 1, header));
@@ -96,23 +96,6 @@ fn unbounded_storms(source: &Source) -> Vec<(usize, String)> {
         }
     }
     found
-}
-
-fn matching(m: &str, open: usize) -> usize {
-    let mut depth = 0;
-    for (i, c) in m.bytes().enumerate().skip(open) {
-        match c {
-            b'{' => depth += 1,
-            b'}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            _ => {}
-        }
-    }
-    m.len()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

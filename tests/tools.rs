@@ -424,6 +424,13 @@ fn problems(root: &Path, scripts: &BTreeMap<String, Vec<String>>) -> (Vec<String
                 }
             }
         }
+        // Where two tools are missing, a second `ignore` is an unused attribute (a warning).
+        if scan::words(&f.attrs, "ignore").len() > 1 {
+            problems.push(format!(
+                "{file}: `{}` has two `ignore`s: give it one, `any(not(has_a), not(has_b))`",
+                f.name
+            ));
+        }
         let needs: BTreeSet<_> = r.needs.difference(&r.gates).collect();
         if !needs.is_empty() {
             guarded_tests += 1;
@@ -586,6 +593,17 @@ fn unknown_programs_helpers_argv_arrays_and_scripts_are_all_read() {
         assert!(found.iter().any(|p| p.contains(e)), "{e} not in {found:#?}");
     }
     assert_eq!(found.len(), expected.len(), "{found:#?}");
+}
+
+#[test]
+fn a_test_with_two_ignores_is_reported() {
+    let attr = "#[cfg_attr(not(has_fonts), ignore = \"needs a font\")]\n";
+    let found = planted(&[(
+        "x.rs",
+        &format!("#[test]\n{attr}{attr}fn drawn() {{}}\n#[test]\n{attr}fn once() {{}}\n"),
+    )]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("`drawn` has two `ignore`s"), "{found:?}");
 }
 
 // ---- The readers themselves ------------------------------------------------------------

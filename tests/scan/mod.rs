@@ -345,7 +345,7 @@ fn signature_end(m: &str, at: usize) -> Option<usize> {
 }
 
 /// The offset just past the brace that closes the one at `open`.
-fn matching(m: &str, open: usize) -> usize {
+pub fn matching(m: &str, open: usize) -> usize {
     let mut depth = 0;
     for (i, c) in m.bytes().enumerate().skip(open) {
         match c {

@@ -368,6 +368,63 @@ fn check_reports_a_mac_held_twice_in_a_pool_with_the_fix() {
         .run();
 }
 
+/// A MAC on two allocations of a pool (left by a claim killed after an outside writer
+/// deleted its record, or by a hand edit or a merge): `check --fix` keeps it on the
+/// allocation its record names, even when that is not the lowest address, and removes it
+/// from the other, which keeps its address; with no record, on the one created first, then
+/// the lowest address, and makes its record. Then `check` is clean. Before the fix `check
+/// --fix` left the error (exit 1).
+#[test]
+fn check_fix_keeps_a_mac_held_twice_on_the_allocation_its_record_names() {
+    let test = two_nics().file_store_only();
+    // web-01 (10.0.0.2) is given web-02's MAC, whose record names web-02 (10.0.0.3).
+    edit(
+        &test,
+        "cluster/ipallocations/lan-10-0-0-2.yaml",
+        "mac: \"52:54:00:00:00:02\"",
+        "mac: 02:00:00:00:00:01",
+    );
+    let ran = test.args(["check"]).status(code::FAILURE).run();
+    assert!(ran.stdout.contains("is held by 2"), "{}", ran.stdout);
+    let ran = ran.then().args(["check", "--fix"]).run();
+    assert_eq!(ran.stdout, "");
+    assert!(
+        ran.stderr.contains("removed MAC 02:00:00:00:00:01 from cluster/ipallocations/lan-10-0-0-2.yaml (10.0.0.2 of `VirtualMachine/web-01/0`): cluster/ipallocations/lan-10-0-0-3.yaml keeps it (10.0.0.3 of `VirtualMachine/web-02/0`: its record names it)"),
+        "{}",
+        ran.stderr
+    );
+    let web1 = ran.read("cluster/ipallocations/lan-10-0-0-2.yaml");
+    assert!(!web1.contains("mac:"), "{web1}");
+    assert!(web1.contains("address: \"10.0.0.2\""), "{web1}");
+    let web2 = ran.read("cluster/ipallocations/lan-10-0-0-3.yaml");
+    assert!(web2.contains("mac: 02:00:00:00:00:01"), "{web2}");
+    let ran = ran.then().args(["check"]).run();
+    assert_eq!(ran.stdout, "");
+
+    // Without a record: the one created first (both in one second here), then the lowest
+    // address, keeps it, and its record is made.
+    let test = two_nics().file_store_only();
+    edit(
+        &test,
+        "cluster/ipallocations/lan-10-0-0-3.yaml",
+        "mac: 02:00:00:00:00:01",
+        "mac: \"52:54:00:00:00:02\"",
+    );
+    test.remove("cluster/macs/lan-525400000002");
+    let ran = test.args(["check", "--fix"]).run();
+    assert!(
+        ran.stderr.contains("removed MAC 52:54:00:00:00:02 from cluster/ipallocations/lan-10-0-0-3.yaml (10.0.0.3 of `VirtualMachine/web-02/0`): cluster/ipallocations/lan-10-0-0-2.yaml keeps it (10.0.0.2 of `VirtualMachine/web-01/0`: it was created first)"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(
+        ran.read("cluster/macs/lan-525400000002"),
+        "10.0.0.2\nVirtualMachine web-01/0 -\n"
+    );
+    let ran = ran.then().args(["check"]).run();
+    assert_eq!(ran.stdout, "");
+}
+
 #[test]
 fn check_reports_a_malformed_mac_with_the_fix() {
     let test = two_nics().file_store_only();

@@ -295,7 +295,8 @@ fn sigkill_beside_git_cp_and_rsync_never_puts_a_mac_on_two_allocations() {
 /// copied back (a stale copy, as from another clone), beside the loops above. Nothing is
 /// killed. No MAC is ever on two allocations; `check --fix` makes the records `rm` took.
 /// (Both at once, a kill and an outside write of the same record within the same
-/// milliseconds, is the window README names: `IPAMCTL_MAC_STORM=all` runs it.)
+/// milliseconds, is the window README names: `IPAMCTL_MAC_STORM=all` runs it, counts the
+/// MACs it left on two allocations, and sees `check --fix` settle every one.)
 #[cfg_attr(not(has_rsync), ignore = "needs rsync")]
 #[test]
 fn outside_writers_of_mac_records_never_put_a_mac_on_two_allocations() {
@@ -345,8 +346,23 @@ fn mac_storm_with_the_world(kills: bool, records: bool) {
     assert_eq!(tally.killed.load(Ordering::Relaxed) > 0, kills, "{summary}");
     assert!(tally.claimed.load(Ordering::Relaxed) > 0, "{summary}");
     assert!(tally.released.load(Ordering::Relaxed) > 0, "{summary}");
-    assert_eq!(seen, Vec::<String>::new(), "{summary}");
-    assert_eq!(violations(&state), Vec::<String>::new(), "{summary}");
+    // Kills and outside writers of the records together open the one window `macs.rs`
+    // names (a record deleted or replaced while a claim is between its record and its
+    // allocation, and that claim killed before it reads the record again): a MAC may then
+    // be on two allocations, which `check --fix` settles below. Each alone: never.
+    let window = kills && records;
+    seen.sort();
+    seen.dedup();
+    let at_end = violations(&state);
+    eprintln!(
+        "MACs on two allocations: {} seen during the run, {} at the end",
+        seen.len(),
+        at_end.len()
+    );
+    if !window {
+        assert_eq!(seen, Vec::<String>::new(), "{summary}");
+        assert_eq!(at_end, Vec::<String>::new(), "{summary}");
+    }
     if !records {
         assert_eq!(
             state.scan().mac_records_astray(&root),
@@ -356,8 +372,11 @@ fn mac_storm_with_the_world(kills: bool, records: bool) {
     }
     // What the world's `rm` left unrecorded, `check --fix` records; then every MAC has its
     // record, and `check` finds nothing wrong.
+    // And what the window left on two allocations, `check --fix` settles: the MAC stays on
+    // the allocation its record names.
     let fix = state.run(&["check", "--fix"]);
     assert_eq!(fix.code, Some(code::OK), "{}", fix.describe());
+    assert_eq!(violations(&state), Vec::<String>::new(), "{summary}");
     let scan = torture::Scan::of(&root);
     assert_eq!(scan.mac_records_astray(&root), Vec::<String>::new());
     let stable = scan.held_by(None, "lan", "Node/stable", None);

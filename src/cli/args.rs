@@ -1014,7 +1014,12 @@ pub struct CheckArgs {
     /// Remove leftover temporary files (`.tmp-*`) untouched for 5 minutes and cooldown
     /// records that hold nothing back (each judged again under its pool's lock, so a
     /// release writing a fresh one meanwhile keeps it), printing `removed PATH` to stderr
-    /// for each. Never any other manifest, a lock file or the index.
+    /// for each. Make the record in `<scope>/macs/` of an allocation whose MAC has none. Settle
+    /// a MAC held by two allocations of a pool: it stays on the allocation its record names
+    /// (else the one created first, then the lowest address) and is removed from the others,
+    /// which keep their addresses (`removed MAC M from PATH ...`; give their NICs a MAC with
+    /// `ipamctl mac set`). Each allocation is read again under its owner's lock first. No other
+    /// manifest, lock file or the index is touched.
     #[arg(long)]
     pub fix: bool,
 }

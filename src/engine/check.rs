@@ -101,6 +101,8 @@ pub struct Report {
     idle_records: Vec<(String, PoolRef)>,
     /// Allocations whose MAC has no record, by path.
     unrecorded: Vec<macs::Unrecorded>,
+    /// MACs held by two allocations of a pool, with the one `--fix` keeps each on.
+    held_twice: Vec<macs::HeldTwice>,
 }
 
 impl Report {
@@ -140,12 +142,21 @@ impl Report {
         &self.unrecorded
     }
 
+    /// The MACs held by two allocations of a pool: `--fix` removes each from every
+    /// allocation but the one its record names (else the first created), then makes that
+    /// one's record ([`crate::engine::mac::settle`], which reads each allocation again under
+    /// its owner's lock).
+    pub fn macs_held_twice(&self) -> &[macs::HeldTwice] {
+        &self.held_twice
+    }
+
     /// Drops the findings at `path` (after `--fix` removed it).
     pub fn resolved(&mut self, path: &str) {
         self.findings.retain(|f| f.path != path);
         self.leftovers.retain(|l| l.path != path);
         self.idle_records.retain(|(p, _)| p != path);
         self.unrecorded.retain(|u| u.path != path);
+        self.held_twice.retain(|t| t.keeper.path != path);
     }
 }
 
@@ -215,6 +226,7 @@ pub fn check(store: &FsStore) -> Report {
     related.extend(identity::check_identities(&allocations));
     findings.extend(confirm(root, related, &allocations));
     let (unrecorded_findings, unrecorded) = macs::check_records(root, &allocations);
+    let held_twice = macs::held_twice(root, &allocations);
     findings.extend(unrecorded_findings);
     macs::explain_malformed(&mut findings);
 
@@ -226,6 +238,7 @@ pub fn check(store: &FsStore) -> Report {
         leftovers: layout.leftovers,
         idle_records,
         unrecorded,
+        held_twice,
     }
 }
 

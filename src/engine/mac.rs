@@ -210,3 +210,31 @@ pub fn restore_record(
         }
     })
 }
+
+/// `check --fix` of a MAC held by two allocations of a pool on the file store (a claim
+/// killed after an outside writer deleted or replaced its record, the one window
+/// `store::fs::macs` leaves; a hand edit; a merge of two clones): removes the MAC from
+/// `other`, under its owner's claim lock, if the allocation is still `other`. The owner
+/// keeps its address; its NIC has no MAC in the pool until `mac set` gives it one. `false`:
+/// nothing was changed (the allocation changed meanwhile: `check` judges it anew).
+pub fn settle(
+    store: &dyn Store,
+    ns: Option<&crate::model::Namespace>,
+    other: &AllocationManifest,
+) -> Result<bool> {
+    let pools = std::slice::from_ref(&other.spec.pool);
+    crate::store::atomically(store, || {
+        let _locks = store.lock_claim(ns, pools, &other.spec.owner)?;
+        match crate::store::read::read_allocation(store, ns, &other.metadata.name)? {
+            Some(Ok(now)) if now == *other => {
+                let mut without = other.clone();
+                without.spec.mac = None;
+                Ok(matches!(
+                    store.set_mac(ns, other, &without)?,
+                    crate::store::MacChange::Changed
+                ))
+            }
+            _ => Ok(false),
+        }
+    })
+}

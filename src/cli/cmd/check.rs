@@ -35,6 +35,32 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
                 report.resolved(&path);
             }
         }
+        for twice in report.macs_held_twice().to_vec() {
+            let keeper = &twice.keeper.allocation;
+            let ns = twice.keeper.namespace.as_ref();
+            let mut settled = true;
+            for other in &twice.others {
+                if crate::engine::mac::settle(store, ns, &other.allocation)? {
+                    output::diagnostic(&format!(
+                        "removed MAC {} from {} ({} of `{}`): {} keeps it ({} of `{}`: {})",
+                        keeper.spec.mac.map(|m| m.to_string()).unwrap_or_default(),
+                        other.path,
+                        other.allocation.spec.address,
+                        other.allocation.spec.owner,
+                        twice.keeper.path,
+                        keeper.spec.address,
+                        keeper.spec.owner,
+                        twice.why
+                    ));
+                    report.resolved(&other.path);
+                } else {
+                    settled = false;
+                }
+            }
+            if settled && crate::engine::mac::restore_record(store, ns, keeper)? {
+                report.resolved(&twice.keeper.path);
+            }
+        }
         for u in report.unrecorded_macs().to_vec() {
             if crate::engine::mac::restore_record(store, u.namespace.as_ref(), &u.allocation)? {
                 let mac = u

@@ -171,6 +171,7 @@ fn check_in_snapshot(store: &PgStore, root: &Arc<OwnedFd>) -> Result<Report> {
         leftovers: Vec::new(),
         idle_records,
         unrecorded: Vec::new(),
+        held_twice: Vec::new(),
     })
 }
 

@@ -127,6 +127,79 @@ pub struct Unrecorded {
     pub allocation: AllocationManifest,
 }
 
+/// A MAC held by two or more allocations of one pool (file store), with the allocation
+/// `check --fix` keeps it on ([`crate::engine::mac::settle`]): the one the MAC's record
+/// names, else the one created first (then the lowest address).
+#[derive(Clone, Debug)]
+pub struct HeldTwice {
+    /// The allocation that keeps the MAC.
+    pub keeper: Unrecorded,
+    /// The others, each to lose it.
+    pub others: Vec<Unrecorded>,
+    /// Why the keeper: `its record names it` or `it was created first`.
+    pub why: &'static str,
+}
+
+/// The MACs held twice among `allocations`, each with the allocation its record (read
+/// beneath `root`) names, for `check --fix` to settle. `check_macs` reports them.
+pub(super) fn held_twice(
+    root: &OwnedFd,
+    allocations: &[Decoded<AllocationManifest>],
+) -> Vec<HeldTwice> {
+    let mut holders: HashMap<MacKey<'_>, Vec<Unrecorded>> = HashMap::new();
+    for Decoded { file, manifest } in allocations {
+        let Some(m) = manifest else { continue };
+        let Some(mac) = m.spec.mac else { continue };
+        holders
+            .entry((&file.scope, &m.spec.pool, mac))
+            .or_default()
+            .push(Unrecorded {
+                path: file.rel.clone(),
+                namespace: file.scope.clone(),
+                allocation: m.clone(),
+            });
+    }
+    let mut twice = Vec::new();
+    for ((scope, pool, mac), mut held) in holders {
+        if held.len() < 2 {
+            continue;
+        }
+        let dir = layout::dir_path(ScopeDir::Macs, scope.as_ref());
+        let rel = format!("{dir}/{}", record_name(pool, mac));
+        let record = beneath::open_parent(root, Path::new(&rel))
+            .and_then(|(dir, name)| beneath::read(&dir, name, 4096))
+            .ok()
+            .flatten()
+            .and_then(|r| MacRecord::parse(&r.bytes));
+        let named = record.as_ref().and_then(|r| {
+            held.iter().position(|h| {
+                r.address == h.allocation.spec.address && r.names(&h.allocation.spec.owner)
+            })
+        });
+        let (at, why) = match named {
+            Some(at) => (at, "its record names it"),
+            None => {
+                held.sort_by_key(|h| {
+                    (
+                        h.allocation.metadata.creation_timestamp.is_none(),
+                        h.allocation.metadata.creation_timestamp,
+                        h.allocation.spec.address,
+                    )
+                });
+                (0, "it was created first")
+            }
+        };
+        let keeper = held.remove(at);
+        twice.push(HeldTwice {
+            keeper,
+            others: held,
+            why,
+        });
+    }
+    twice.sort_by(|a, b| a.keeper.path.cmp(&b.keeper.path));
+    twice
+}
+
 /// The file store's MAC records (`store::fs::macs`), as warnings: an allocation whose MAC has
 /// no record (a MAC written by hand, or by an older version whose claim was killed before
 /// its record; a record deleted from outside: the next claim of the MAC reads the pool to

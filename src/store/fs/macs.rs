@@ -93,6 +93,18 @@
 //!   holder (step 1). Deleted *while* another owner's claim reads the pool, between the
 //!   read of the holder's file and the create: that claim wins the MAC too. `check` reports
 //!   an allocation whose MAC has no record, and `check --fix` makes the record again.
+//! - Delete or replace the record of a claim that is between its record and its allocation
+//!   (steps 1 and 2), while the process of that claim is killed before step 4: another
+//!   owner's claim found no holder and made the record its own, and the killed claim's
+//!   allocation lands after. No order of writes closes this: whichever of the two is
+//!   checked last, the outside writer can act after the check and the kill before the next
+//!   one. The killed claim was never answered, and nothing later trusts its allocation's
+//!   MAC: the record names the other holder, so a retry of the killed owner answers exit 4
+//!   naming it ([`crate::engine::mac::check_held`]), every other claim is refused, and the
+//!   exports refuse the MAC held twice. `check` reports it as an error and `check --fix`
+//!   settles it ([`crate::engine::mac::settle`]): the MAC stays on the allocation the record
+//!   names and is removed from the other, which keeps its address. `tests/mac_race.rs`
+//!   (`IPAMCTL_MAC_STORM=all`) counts these and sees `check --fix` settle each.
 //! - Write a record that names another allocation of the MAC's holder's pool (a copy from
 //!   another clone): step 1 reads the pool before believing it stale.
 //! - Relabel a holder's allocation file (unlink, then create) while another owner claims its

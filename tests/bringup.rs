@@ -1,4 +1,4 @@
-//! The director's bring-up (README "A director's bring-up", `bench/bringup` at full size),
+//! The director's bring-up ("A director's bring-up" (`docs/src/batch.md`), `bench/bringup` at full size),
 //! small, on both stores: supernets, 3 tenants with 2 VPCs each drawn from them, dual-stack
 //! VMs claimed in one `allocate -f`; every VM holds one address per family inside its VPC's
 //! ranges, the retry answers `existing` with the same addresses, and on PostgreSQL the

@@ -3,6 +3,7 @@
 //! and `subnet list -o json` print, `--out` replaces the file in one rename, and `--check`
 //! counts what `check` finds. Runs on PostgreSQL too (`IPAMCTL_TEST_STORE=postgres`).
 
+mod book;
 mod common;
 
 use std::collections::BTreeMap;
@@ -291,12 +292,11 @@ fn promtool_accepts_the_exposition() {
 
 /// The README's alerting rules (the `yaml` block of its metrics section).
 fn readme_rules() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
+    let readme = book::text();
     let section = readme
-        .split("\n### Metrics to alert on\n")
+        .split("\n## Metrics to alert on\n")
         .nth(1)
-        .expect("the README has a `### Metrics to alert on` section");
+        .expect("the book has a `## Metrics to alert on` section");
     let block = section
         .split("\n```yaml\n")
         .nth(1)

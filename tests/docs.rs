@@ -1,4 +1,5 @@
-//! The committed man pages under `man/` must match what the clap definitions generate.
+//! The committed man pages under `man/` and completion scripts under `completions/` (what the
+//! Debian package installs) must match what the clap definitions generate.
 //! Regenerate with `IPAMCTL_BLESS=1 cargo test --test docs`.
 
 use std::collections::BTreeSet;
@@ -37,6 +38,36 @@ fn man_pages_are_up_to_date() {
         );
     }
     assert!(generated.contains("ipamctl-allocate.1") && generated.contains("ipamctl-pool-list.1"));
+}
+
+#[test]
+fn completion_scripts_are_up_to_date() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
+    let scripts = ipamctl::cli::docs::completion_scripts();
+    if std::env::var_os("IPAMCTL_BLESS").is_some() {
+        fs::create_dir_all(&dir).unwrap();
+        for (name, text) in &scripts {
+            fs::write(dir.join(name), text).unwrap();
+        }
+    }
+    let committed: BTreeSet<String> = fs::read_dir(&dir)
+        .expect("completions/ exists")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let generated: BTreeSet<String> = scripts.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(
+        committed, generated,
+        "run IPAMCTL_BLESS=1 cargo test --test docs"
+    );
+    for (name, text) in &scripts {
+        let on_disk = fs::read_to_string(dir.join(name)).unwrap();
+        assert!(
+            on_disk == *text,
+            "completions/{name} is stale; run IPAMCTL_BLESS=1 cargo test --test docs"
+        );
+        // Each calls `ipamctl` by name, so one script serves every installation.
+        assert!(text.contains("ipamctl"), "{name}");
+    }
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The state directory under review in git, as the README's "Reviewing the state in git"
+//! The state directory under review in git, as `docs/src/gitops.md` ("Reviewing the state in git")
 //! describes it, with the real `git` binary: a claim is one new file; two clones claiming the
 //! same address meet as an add/add conflict on exactly that file; keeping one side and
 //! re-running `allocate` for the other owner leaves a state `ipamctl check` finds clean.

@@ -4,6 +4,7 @@
 //! PgBouncer" serves claims (the roles' names, the database's, paths and ports replaced by
 //! the test's own; nothing else).
 
+mod book;
 mod common;
 
 use std::process::{Command, Output, Stdio};
@@ -11,9 +12,9 @@ use std::process::{Command, Output, Stdio};
 use common::pg::{self, Db, assert_code, stderr, stdout};
 use common::{assert_one_error, code};
 
+/// The README and the book's pages, one after another.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md")
+    book::text()
 }
 
 /// The first fenced block with info string `info` after the paragraph starting `lead`.

@@ -1,4 +1,4 @@
-//! What the README says a PostgreSQL `vpc delete` does when interrupted: it is one
+//! What `docs/src/postgresql.md` says a PostgreSQL `vpc delete` does when interrupted: it is one
 //! transaction, yet SIGINT stops it between two steps on purpose and commits what it did up
 //! to there, as on a state directory (exit 130, the pool marked, some allocations released),
 //! and running it again finishes the job.

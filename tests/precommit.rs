@@ -4,6 +4,7 @@
 //! Without `pre-commit` on PATH it is ignored, saying how to install it (see `build.rs`); with
 //! `CI=true` it runs, and fails, as `.ci/run` installs pre-commit.
 
+mod book;
 mod common;
 
 use std::path::Path;
@@ -11,8 +12,7 @@ use std::process::{Command, Output};
 
 /// The README's `.pre-commit-config.yaml`: the yaml block holding `repo: local`.
 fn readme_config() -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("read README.md");
+    let readme = book::text();
     readme
         .split("```yaml\n")
         .skip(1)

@@ -1,48 +1,13 @@
-//! The README is run: every fenced `sh` block, in order, as one bash script (`set -euo
-//! pipefail`) in a scratch directory holding a copy of `testdata/demo/`, with the binary
-//! under test first on `PATH`. Blocks marked `sh no-run` are skipped; there must be few.
+//! The README and the book are run: every fenced `sh` block of the README, then of each
+//! page of `docs/src/` in `SUMMARY.md`'s order, as one bash script (`set -euo pipefail`) in a
+//! scratch directory holding a copy of `testdata/demo/`, with the binary under test first on
+//! `PATH`. Blocks marked `sh no-run` are skipped; there must be few.
 
+mod book;
 mod common;
 
 use std::path::Path;
 use std::process::Command;
-
-/// A fenced block of README.md: its info string, first line number and text.
-struct Block {
-    info: String,
-    line: usize,
-    text: String,
-}
-
-fn blocks(markdown: &str) -> Vec<Block> {
-    let mut blocks = Vec::new();
-    let mut open: Option<Block> = None;
-    for (i, line) in markdown.lines().enumerate() {
-        let fence = line.trim_start().strip_prefix("```");
-        match (&mut open, fence) {
-            (None, Some(info)) => {
-                open = Some(Block {
-                    info: info.trim().to_owned(),
-                    line: i + 2,
-                    text: String::new(),
-                })
-            }
-            (Some(_), Some(_)) => blocks.push(open.take().expect("open")),
-            (Some(block), None) => {
-                block.text.push_str(line);
-                block.text.push('\n');
-            }
-            (None, None) => {}
-        }
-    }
-    assert!(open.is_none(), "README.md ends inside a fenced block");
-    blocks
-}
-
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("read README.md")
-}
 
 #[test]
 #[cfg_attr(
@@ -51,22 +16,33 @@ fn readme() -> String {
 )]
 fn every_sh_block_of_the_readme_runs() {
     common::needs::require("python3");
-    let blocks = blocks(&readme());
-    let runnable: Vec<&Block> = blocks.iter().filter(|b| b.info == "sh").collect();
-    let skipped = blocks.iter().filter(|b| b.info == "sh no-run").count();
+    let pages = book::pages();
+    // The README's tour makes the state the book's examples build on.
+    assert_eq!(pages[0].path, "README.md", "the README's blocks run first");
+    let blocks: Vec<(String, book::Block)> = pages
+        .iter()
+        .flat_map(|p| {
+            book::blocks(&p.path, &p.text)
+                .into_iter()
+                .map(|b| (p.path.clone(), b))
+        })
+        .collect();
+    let runnable: Vec<&(String, book::Block)> =
+        blocks.iter().filter(|(_, b)| b.info == "sh").collect();
+    let skipped = blocks.iter().filter(|(_, b)| b.info == "sh no-run").count();
     assert!(
         runnable.len() >= 8,
         "only {} runnable blocks",
         runnable.len()
     );
     assert!(
-        skipped <= 5,
+        skipped <= 6,
         "{skipped} blocks are marked `sh no-run`: make them run"
     );
-    for b in &blocks {
+    for (path, b) in &blocks {
         assert!(
             !b.info.starts_with("sh") || b.info == "sh" || b.info == "sh no-run",
-            "README.md:{}: unknown info string `{}`",
+            "{path}:{}: unknown info string `{}`",
             b.line,
             b.info
         );
@@ -78,8 +54,8 @@ fn every_sh_block_of_the_readme_runs() {
         &scratch.path().join("testdata/demo"),
     );
     let mut script = String::from("set -euo pipefail\n");
-    for b in &runnable {
-        script.push_str(&format!("echo '### README.md:{}' >&2\n", b.line));
+    for (path, b) in &runnable {
+        script.push_str(&format!("echo '### {path}:{}' >&2\n", b.line));
         script.push_str(&b.text);
     }
     let path = common::path_with_bin();
@@ -103,14 +79,14 @@ fn every_sh_block_of_the_readme_runs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let at = stderr
         .lines()
-        .rfind(|l| l.starts_with("### README.md:"))
+        .rfind(|l| l.starts_with("### ") && l.contains(".md:"))
         .unwrap_or("before the first block");
     assert!(
         out.status.success(),
-        "the README's sh blocks fail in the block at {at}\n--- stdout:\n{}--- stderr:\n{stderr}",
+        "the docs' sh blocks fail in the block at {at}\n--- stdout:\n{}--- stderr:\n{stderr}",
         String::from_utf8_lossy(&out.stdout)
     );
     // Every block ran: the last marker is the last block's.
-    let last = runnable.last().expect("runnable blocks");
-    assert_eq!(at, format!("### README.md:{}", last.line));
+    let (path, last) = runnable.last().expect("runnable blocks");
+    assert_eq!(at, format!("### {path}:{}", last.line));
 }

@@ -5,9 +5,11 @@
 
 use std::process::Command;
 
+mod book;
+
+/// The README and the book's pages, one after another.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md")
+    book::text()
 }
 
 #[test]

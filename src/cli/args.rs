@@ -32,6 +32,15 @@ Examples:
   ipamctl release vpc-main \"$IP\" -n acme/prod --owner VirtualMachine/web-01/0
   ipamctl check -o json   # in CI: exit 1 on any error";
 
+/// `ipamctl --version`: the version and the commit it was built from (`build.rs`); `-V` and
+/// the man pages say the version alone.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("IPAMCTL_COMMIT"),
+    ")"
+);
+
 /// IPv4 and IPv6 address management in a git-friendly state directory.
 ///
 /// ipamctl keeps IPv4 and IPv6 pools (IPAMPool) and the addresses handed out from them
@@ -40,7 +49,13 @@ Examples:
 /// without a server: two never get the same address, and an owner that asks twice gets the
 /// same address back.
 #[derive(Debug, Parser)]
-#[command(name = "ipamctl", version, after_help = AFTER_HELP, max_term_width = 100)]
+#[command(
+    name = "ipamctl",
+    version,
+    long_version = LONG_VERSION,
+    after_help = AFTER_HELP,
+    max_term_width = 100
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,

@@ -65,6 +65,24 @@ const EXAMPLES: &[&str] = &[
     "ipamctl check -o json      # in CI: exit 1 on any error",
 ];
 
+/// Every completion script as (file name, text), where bash, zsh and fish look for them:
+/// `completions/` holds them for the Debian package (`tests/docs.rs` keeps them current).
+pub fn completion_scripts() -> Vec<(String, String)> {
+    use crate::cli::Shell;
+    [
+        (Shell::Bash, "ipamctl.bash"),
+        (Shell::Zsh, "_ipamctl"),
+        (Shell::Fish, "ipamctl.fish"),
+    ]
+    .into_iter()
+    .map(|(shell, name)| {
+        let text = crate::cli::cmd::completions::script(shell)
+            .expect("a completion script is written to memory");
+        (name.to_owned(), text)
+    })
+    .collect()
+}
+
 /// Every man page as (file name, roff source).
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let mut pages = Vec::new();

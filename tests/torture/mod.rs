@@ -1,5 +1,5 @@
 //! What the stress, kill and hostile tests share: a fresh state directory driven by real
-//! `ipamctl` processes, many of them at once, and the invariants of README's "Guarantees"
+//! `ipamctl` processes, many of them at once, and the invariants of `docs/src/guarantees.md`
 //! checked from the files themselves (never through ipamctl's own reading code paths, only
 //! its manifest parser).
 //!

@@ -875,7 +875,7 @@ fn slow_loop(shared: &Shared, mut rng: Rng) {
 /// added), and a moment later back the same way (so `git pull` finds the file as it left
 /// it). Only the world's own files, at addresses no test process claims: while the name is
 /// free, any claimer may take the address, and the file's owner has then lost it to an
-/// outside delete (README's Guarantees), not to ipamctl.
+/// outside delete (docs/src/guarantees.md), not to ipamctl.
 fn relabel_loop(shared: &Shared, mut rng: Rng) {
     const LABEL: &str = "    example.com/relabelled: \"yes\"\n";
     let replace = |path: &Path, bytes: &str| -> bool {

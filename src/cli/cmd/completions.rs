@@ -28,14 +28,20 @@ pub fn run(
             hint: Some("drop `-o`: ipamctl completions bash > ipamctl.bash".into()),
         });
     }
-    let shell: &dyn EnvCompleter = match args.shell {
+    crate::cli::output::write(out, &script(args.shell)?)
+}
+
+/// The completion script of `shell`: it calls `ipamctl` by name for the candidates, so the
+/// same script serves every installation (`completions/` holds each, for the package).
+pub fn script(shell: Shell) -> Result<String> {
+    let completer: &dyn EnvCompleter = match shell {
         Shell::Bash => &Bash,
         Shell::Zsh => &Zsh,
         Shell::Fish => &Fish,
     };
     let mut buf = Vec::new();
-    shell
+    completer
         .write_registration(VAR, "ipamctl", "ipamctl", "ipamctl", &mut buf)
         .map_err(|e| Error::io(crate::cli::output::STDOUT, e))?;
-    crate::cli::output::write(out, &String::from_utf8_lossy(&buf))
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }

@@ -8,7 +8,7 @@ mod batch_print;
 mod batch_read;
 mod batch_request;
 mod check;
-mod completions;
+pub(crate) mod completions;
 mod dhcp;
 mod diff;
 mod dns;

@@ -15,8 +15,8 @@
 //! claim whose look-up falls between the two finds nothing. So after its create a claim
 //! lists the pool again and reads the files that appeared since its look-up: if one is the
 //! same owner's, the claim undoes its own file and answers that one
-//! ([`Claim::OwnerHolds`]). A replacement that straddles the whole claim is not seen (README's
-//! Guarantees; `check` reports the duplicate owner).
+//! ([`Claim::OwnerHolds`]). A replacement that straddles the whole claim is not seen
+//! (`docs/src/guarantees.md`; `check` reports the duplicate owner).
 //!
 //! # Undoing only under the owner's lock
 //!
@@ -27,7 +27,7 @@
 //! other file is therefore never a concurrent claim's: it came from outside, and it is the
 //! owner's answer. (The design before kept a lock on the marker too and lost exclusion when
 //! both were replaced at once; it needed a second look, put-backs and relocking after the
-//! fact, and still failed the long stress runs: README's Evidence.)
+//! fact, and still failed the long stress runs: docs/src/evidence.md.)
 //!
 //! The cost is nothing on the common path: only the names that appeared since the look-up
 //! are read.

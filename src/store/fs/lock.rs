@@ -24,7 +24,7 @@
 //! new file, and every process that holds a byte holds it of the same file as every other,
 //! whatever was done to the names meanwhile. Mutual exclusion needs no second look after
 //! the fact (the earlier design locked the marker too, and lost exclusion when `rsync -a`
-//! replaced the marker while `git clean` deleted the lock file: README's Evidence). The cost
+//! replaced the marker while `git clean` deleted the lock file: docs/src/evidence.md). The cost
 //! is only there after a deletion: a process that finds no lock file waits for every
 //! ipamctl process working in the state directory, not only for those holding its byte.
 //!

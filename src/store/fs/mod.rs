@@ -95,7 +95,7 @@
 //! - *an owner's file replaced while a claim for it runs* (`git checkout` unlinks, then
 //!   creates): narrowed by a re-check after the claim's create, which undoes the claim when
 //!   the owner's file came back meanwhile (claims.rs). A replacement that straddles the
-//!   whole claim is left (README's Guarantees; `check` reports the duplicate);
+//!   whole claim is left (docs/src/guarantees.md; `check` reports the duplicate);
 //! - *a special file or a hard link at a manifest's path*: closed by looking before
 //!   opening (`O_PATH`, `fstat`) and refusing anything but a regular file with one name
 //!   ([`beneath::read`]);

@@ -28,8 +28,8 @@
 //! write through a shared `mmap`, and a change to the block device underneath. A file
 //! changed that way during a batch is taken for what it was when last seen, until an event
 //! names it: a claim for its new owner may then take a second address (which `ipamctl
-//! check` reports), as after an outside change that straddles a single claim (README's
-//! Guarantees). No tool that works on a state directory (git, cp, rsync, editors) writes
+//! check` reports), as after an outside change that straddles a single claim
+//! (`docs/src/guarantees.md`). No tool that works on a state directory (git, cp, rsync, editors) writes
 //! that way, and a file with a second name is refused by every read anyway.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

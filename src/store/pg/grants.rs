@@ -1,6 +1,6 @@
 //! What a permission error (SQLSTATE 42501) means for ipamctl's role: the grant that is
 //! missing, as the statement to run, so that `permission denied for schema ipamctl` does not
-//! leave the operator guessing. The grants themselves are listed in the README ("Roles and
+//! leave the operator guessing. The grants themselves are listed in `docs/src/postgresql.md` ("Roles and
 //! grants"): `init` needs `CREATE` on the database (it creates the schema, which its role
 //! then owns); every other command needs `USAGE` on the schema, the four DML privileges on
 //! its tables and `USAGE` on its sequences.

@@ -7,7 +7,6 @@
 mod book;
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Output};
 
 /// The README's `.pre-commit-config.yaml`: the yaml block holding `repo: local`.

@@ -6,7 +6,6 @@
 mod book;
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
 #[test]

@@ -8,65 +8,59 @@ use std::path::Path;
 
 use clap::CommandFactory;
 
-#[test]
-fn man_pages_are_up_to_date() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
-    let pages = ipamctl::cli::docs::man_pages();
+/// Asserts that the directory `dir` (under the crate) holds exactly the `generated` files,
+/// byte for byte; with `IPAMCTL_BLESS` set, writes them there first (removing the others).
+fn committed_as_generated(dir: &str, generated: &[(String, Vec<u8>)]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     if std::env::var_os("IPAMCTL_BLESS").is_some() {
-        fs::create_dir_all(&dir).unwrap();
-        for entry in fs::read_dir(&dir).unwrap() {
+        fs::create_dir_all(&path).unwrap();
+        for entry in fs::read_dir(&path).unwrap() {
             fs::remove_file(entry.unwrap().path()).unwrap();
         }
-        for (name, bytes) in &pages {
-            fs::write(dir.join(name), bytes).unwrap();
+        for (name, bytes) in generated {
+            fs::write(path.join(name), bytes).unwrap();
         }
     }
-    let committed: BTreeSet<String> = fs::read_dir(&dir)
-        .expect("man/ exists")
+    let committed: BTreeSet<String> = fs::read_dir(&path)
+        .unwrap_or_else(|e| panic!("{dir}/: {e}"))
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    let generated: BTreeSet<String> = pages.iter().map(|(n, _)| n.clone()).collect();
+    let names: BTreeSet<String> = generated.iter().map(|(n, _)| n.clone()).collect();
     assert_eq!(
-        committed, generated,
-        "man/ holds other pages than the CLI has; run IPAMCTL_BLESS=1 cargo test --test docs"
+        committed, names,
+        "{dir}/ holds other files than the CLI makes; run IPAMCTL_BLESS=1 cargo test --test docs"
     );
-    for (name, bytes) in &pages {
-        let on_disk = fs::read(dir.join(name)).unwrap();
+    for (name, bytes) in generated {
+        let on_disk = fs::read(path.join(name)).unwrap();
         assert!(
             on_disk == *bytes,
-            "man/{name} is stale; run IPAMCTL_BLESS=1 cargo test --test docs"
+            "{dir}/{name} is stale; run IPAMCTL_BLESS=1 cargo test --test docs"
         );
     }
-    assert!(generated.contains("ipamctl-allocate.1") && generated.contains("ipamctl-pool-list.1"));
+}
+
+#[test]
+fn man_pages_are_up_to_date() {
+    let pages = ipamctl::cli::docs::man_pages();
+    committed_as_generated("man", &pages);
+    let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"ipamctl-allocate.1") && names.contains(&"ipamctl-pool-list.1"));
 }
 
 #[test]
 fn completion_scripts_are_up_to_date() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
-    let scripts = ipamctl::cli::docs::completion_scripts();
-    if std::env::var_os("IPAMCTL_BLESS").is_some() {
-        fs::create_dir_all(&dir).unwrap();
-        for (name, text) in &scripts {
-            fs::write(dir.join(name), text).unwrap();
-        }
-    }
-    let committed: BTreeSet<String> = fs::read_dir(&dir)
-        .expect("completions/ exists")
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let scripts: Vec<(String, Vec<u8>)> = ipamctl::cli::docs::completion_scripts()
+        .into_iter()
+        .map(|(name, text)| (name, text.into_bytes()))
         .collect();
-    let generated: BTreeSet<String> = scripts.iter().map(|(n, _)| n.clone()).collect();
-    assert_eq!(
-        committed, generated,
-        "run IPAMCTL_BLESS=1 cargo test --test docs"
-    );
+    committed_as_generated("completions", &scripts);
+    assert_eq!(scripts.len(), 3);
     for (name, text) in &scripts {
-        let on_disk = fs::read_to_string(dir.join(name)).unwrap();
-        assert!(
-            on_disk == *text,
-            "completions/{name} is stale; run IPAMCTL_BLESS=1 cargo test --test docs"
-        );
-        // Each calls `ipamctl` by name, so one script serves every installation.
+        // Each calls `ipamctl` by name, never the path of the binary that wrote it, so one
+        // script serves every installation.
+        let text = String::from_utf8_lossy(text);
         assert!(text.contains("ipamctl"), "{name}");
+        assert!(!text.contains(env!("CARGO_BIN_EXE_ipamctl")), "{name}: {text}");
     }
 }
 
@@ -150,4 +144,31 @@ fn the_help_epilogue_lists_every_exit_status() {
             "--help lacks exit status {code}"
         );
     }
+}
+
+/// `--version` names the version and the commit the binary was built from (`build.rs`), `-V`
+/// the version alone, as the man pages do.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let run = |flag: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipamctl"))
+            .arg(flag)
+            .output()
+            .expect("run ipamctl");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(run("--version"), format!("ipamctl {version} (commit {head})\n"));
+    assert_eq!(run("-V"), format!("ipamctl {version}\n"));
 }

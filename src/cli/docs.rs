@@ -86,7 +86,12 @@ pub fn completion_scripts() -> Vec<(String, String)> {
 /// Every man page as (file name, roff source).
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let mut pages = Vec::new();
-    let mut root = Cli::command().name("ipamctl").disable_help_subcommand(true);
+    // The version alone: `--version` adds the commit, which would make the committed pages
+    // stale at every commit.
+    let mut root = Cli::command()
+        .name("ipamctl")
+        .long_version(env!("CARGO_PKG_VERSION"))
+        .disable_help_subcommand(true);
     // Propagates the global options into every subcommand, so each page lists them.
     root.build();
     collect(&root, "ipamctl", None, &mut pages);

@@ -201,14 +201,7 @@ pub fn restore_record(
     ns: Option<&crate::model::Namespace>,
     held: &AllocationManifest,
 ) -> Result<bool> {
-    let pools = std::slice::from_ref(&held.spec.pool);
-    crate::store::atomically(store, || {
-        let _locks = store.lock_claim(ns, pools, &held.spec.owner)?;
-        match crate::store::read::read_allocation(store, ns, &held.metadata.name)? {
-            Some(Ok(now)) if now == *held => Ok(store.claim_mac(ns, held)?.is_none()),
-            _ => Ok(false),
-        }
-    })
+    if_unchanged(store, ns, held, || Ok(store.claim_mac(ns, held)?.is_none()))
 }
 
 /// `check --fix` of a MAC held by two allocations of a pool on the file store (a claim
@@ -222,18 +215,29 @@ pub fn settle(
     ns: Option<&crate::model::Namespace>,
     other: &AllocationManifest,
 ) -> Result<bool> {
-    let pools = std::slice::from_ref(&other.spec.pool);
+    if_unchanged(store, ns, other, || {
+        let mut without = other.clone();
+        without.spec.mac = None;
+        Ok(matches!(
+            store.set_mac(ns, other, &without)?,
+            crate::store::MacChange::Changed
+        ))
+    })
+}
+
+/// Runs `fix` under the owner's claim lock in `read`'s pool if the allocation is still as
+/// `check` read it; `false` without running it if it changed meanwhile.
+fn if_unchanged(
+    store: &dyn Store,
+    ns: Option<&crate::model::Namespace>,
+    read: &AllocationManifest,
+    fix: impl Fn() -> Result<bool>,
+) -> Result<bool> {
+    let pools = std::slice::from_ref(&read.spec.pool);
     crate::store::atomically(store, || {
-        let _locks = store.lock_claim(ns, pools, &other.spec.owner)?;
-        match crate::store::read::read_allocation(store, ns, &other.metadata.name)? {
-            Some(Ok(now)) if now == *other => {
-                let mut without = other.clone();
-                without.spec.mac = None;
-                Ok(matches!(
-                    store.set_mac(ns, other, &without)?,
-                    crate::store::MacChange::Changed
-                ))
-            }
+        let _locks = store.lock_claim(ns, pools, &read.spec.owner)?;
+        match crate::store::read::read_allocation(store, ns, &read.metadata.name)? {
+            Some(Ok(now)) if now == *read => fix(),
             _ => Ok(false),
         }
     })

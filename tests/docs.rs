@@ -60,7 +60,10 @@ fn completion_scripts_are_up_to_date() {
         // script serves every installation.
         let text = String::from_utf8_lossy(text);
         assert!(text.contains("ipamctl"), "{name}");
-        assert!(!text.contains(env!("CARGO_BIN_EXE_ipamctl")), "{name}: {text}");
+        assert!(
+            !text.contains(env!("CARGO_BIN_EXE_ipamctl")),
+            "{name}: {text}"
+        );
     }
 }
 
@@ -169,6 +172,9 @@ fn version_names_the_commit_it_was_built_from() {
             |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
         );
     let version = env!("CARGO_PKG_VERSION");
-    assert_eq!(run("--version"), format!("ipamctl {version} (commit {head})\n"));
+    assert_eq!(
+        run("--version"),
+        format!("ipamctl {version} (commit {head})\n")
+    );
     assert_eq!(run("-V"), format!("ipamctl {version}\n"));
 }

@@ -178,3 +178,44 @@ fn version_names_the_commit_it_was_built_from() {
     );
     assert_eq!(run("-V"), format!("ipamctl {version}\n"));
 }
+
+/// Every command's `--help` opens with its own summary, the one its doc comment declares:
+/// a flattened group of flags with a doc comment of its own gave `dhcp export` and `dns
+/// export` the group's "Which subnets an export covers" in place of theirs, and no long help.
+#[test]
+fn every_command_has_its_own_summary() {
+    fn walk(cmd: &clap::Command, path: &str, seen: &mut Vec<(String, String, String)>) {
+        // `help` repeats each command's summary by design.
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let name = format!("{path} {}", sub.get_name());
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            let long = sub
+                .get_long_about()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            assert!(!about.is_empty(), "`{name}` has no summary");
+            seen.push((name.clone(), about, long));
+            walk(sub, &name, seen);
+        }
+    }
+    let mut declared = Vec::new();
+    walk(&ipamctl::cli::Cli::command(), "ipamctl", &mut declared);
+    // As the binary renders them: after clap has built the tree (flattening included).
+    let mut cli = ipamctl::cli::Cli::command();
+    cli.build();
+    let root = cli.get_about().map(|a| a.to_string()).unwrap_or_default();
+    assert!(
+        root.starts_with("IPv4 and IPv6 address management"),
+        "{root}"
+    );
+    let mut rendered = Vec::new();
+    walk(&cli, "ipamctl", &mut rendered);
+    let changed: Vec<String> = declared
+        .iter()
+        .zip(&rendered)
+        .filter(|(d, r)| d.1 != r.1 || (!d.2.is_empty() && d.2 != r.2))
+        .map(|(d, r)| format!("`{}`: declared `{}`, shown `{}`", d.0, d.1, r.1))
+        .collect();
+    assert_eq!(declared.len(), rendered.len());
+    assert_eq!(changed, Vec::<String>::new());
+}

@@ -44,7 +44,8 @@ pub enum DhcpFormat {
     Dnsmasq,
 }
 
-/// Which subnets an export covers (each flag repeatable; all must hold).
+// Which subnets an export covers (each flag repeatable; all must hold). A plain comment:
+// clap takes a flattened group's doc comment for the command's own summary.
 #[derive(Debug, Args, Default)]
 pub struct ExportSelect {
     /// Only this pool (repeatable).

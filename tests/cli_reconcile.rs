@@ -45,6 +45,42 @@ fn reconcile_fed_hostnames_is_exit_2_naming_the_line_and_releases_nothing() {
     );
 }
 
+/// The cap's review hint for a list read from stdin feeds the list again with the same
+/// `--live-as-of` (`--live -` without it is exit 2, so the hint as it was printed failed).
+#[test]
+fn the_cap_hint_for_a_list_on_stdin_names_the_same_live_as_of() {
+    let test = Test::new("populated");
+    let ran = test
+        .args(["reconcile", "--live", "-", "--apply", "--all-kinds"])
+        .args(LATER)
+        .stdin(&only_web01())
+        .fails(code::CONFLICT)
+        .run();
+    assert!(
+        ran.stderr.contains(
+            "review them with `LIST | ipamctl reconcile --live - --live-as-of 2099-01-01T00:00:00Z --all-kinds` (the same list again, no `--apply`)"
+        ),
+        "{}",
+        ran.stderr
+    );
+    // The review runs as hinted, with the list fed again.
+    let ran = ran
+        .then()
+        .args([
+            "reconcile",
+            "--live",
+            "-",
+            "--live-as-of",
+            "2099-01-01T00:00:00Z",
+            "--all-kinds",
+        ])
+        .args(["--min-age", "0"])
+        .stdin(&only_web01())
+        .status(code::FAILURE)
+        .run();
+    assert!(ran.stdout.contains("fip-1"), "{}", ran.stdout);
+}
+
 #[test]
 fn reconcile_apply_refuses_more_than_the_cap_and_says_how_to_raise_it() {
     let test = Test::new("populated");

@@ -386,11 +386,20 @@ fn check_cap(req: &Request, found: &Findings<'_>, unmatched: usize) -> error::Re
                 String::new()
             }
         ),
-        hint: Some(format!(
-            "review them with `ipamctl reconcile --live {}{}` (no `--apply`); if they are all leaks, pass `--max-release {leaked}`",
-            req.source,
-            req.judged.flag()
-        )),
+        hint: Some(if req.source == "-" {
+            // A list on stdin is fed again, taken at the same instant (`--live -` needs it).
+            format!(
+                "review them with `LIST | ipamctl reconcile --live - --live-as-of {}{}` (the same list again, no `--apply`); if they are all leaks, pass `--max-release {leaked}`",
+                humantime::format_rfc3339_seconds(req.freshness.live_as_of),
+                req.judged.flag()
+            )
+        } else {
+            format!(
+                "review them with `ipamctl reconcile --live {}{}` (no `--apply`); if they are all leaks, pass `--max-release {leaked}`",
+                req.source,
+                req.judged.flag()
+            )
+        }),
     })
 }
 

@@ -209,13 +209,21 @@ pub fn restore_record(
 /// `store::fs::macs` leaves; a hand edit; a merge of two clones): removes the MAC from
 /// `other`, under its owner's claim lock, if the allocation is still `other`. The owner
 /// keeps its address; its NIC has no MAC in the pool until `mac set` gives it one. `false`:
-/// nothing was changed (the allocation changed meanwhile: `check` judges it anew).
+/// nothing was changed (`other`, or the `keeper` that keeps the MAC, changed meanwhile:
+/// `check` judges them anew).
 pub fn settle(
     store: &dyn Store,
     ns: Option<&crate::model::Namespace>,
+    keeper: &AllocationManifest,
     other: &AllocationManifest,
 ) -> Result<bool> {
     if_unchanged(store, ns, other, || {
+        // Still held twice: the keeper still holds the MAC as read (else a release or a `mac
+        // set` made `other` the only holder, and it keeps it).
+        match crate::store::read::read_allocation(store, ns, &keeper.metadata.name)? {
+            Some(Ok(now)) if now == *keeper => {}
+            _ => return Ok(false),
+        }
         let mut without = other.clone();
         without.spec.mac = None;
         Ok(matches!(

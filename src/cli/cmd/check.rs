@@ -40,7 +40,7 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
             let ns = twice.keeper.namespace.as_ref();
             let mut settled = true;
             for other in &twice.others {
-                if crate::engine::mac::settle(store, ns, &other.allocation)? {
+                if crate::engine::mac::settle(store, ns, keeper, &other.allocation)? {
                     output::diagnostic(&format!(
                         "removed MAC {} from {} ({} of `{}`): {} keeps it ({} of `{}`: {})",
                         keeper.spec.mac.map(|m| m.to_string()).unwrap_or_default(),

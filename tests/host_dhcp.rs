@@ -50,7 +50,32 @@ impl Net {
         );
         net.exec_ok(&net.server, &["ip", "link", "set", &vs, "up"]);
         net.exec_ok(&net.client, &["ip", "link", "set", "lo", "up"]);
+        // Both ends up, and the server's end running (carrier), before any server starts:
+        // Kea opens its sockets once, at start, and skips an interface that is not running
+        // (`DHCPSRV_OPEN_SOCKET_FAIL … is not running`: no lease, 1 CI run in many).
+        net.exec_ok(&net.client, &["ip", "link", "set", &vc, "up"]);
+        net.wait_running(&net.server.clone(), &vs);
         net
+    }
+
+    /// Waits (at most 5 s) until `dev` in namespace `ns` has a carrier (`LOWER_UP`).
+    fn wait_running(&self, ns: &str, dev: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let out = self
+                .exec(ns, &["ip", "link", "show", "dev", dev])
+                .output()
+                .expect("run ip link show");
+            let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+            if shown.contains("LOWER_UP") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{dev} has no carrier after 5 s: {shown}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     fn server_if(&self) -> String {

@@ -657,7 +657,7 @@ fn comments_are_not_imports() {
 
 #[test]
 fn the_stores_do_not_import_each_other() {
-    let found = planted("store/fs/lock.rs", "use crate::store::pg::PgStore;");
+    let found = planted("store/fs/lock/mod.rs", "use crate::store::pg::PgStore;");
     assert!(
         found
             .iter()

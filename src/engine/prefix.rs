@@ -5,7 +5,7 @@
 //! # Race safety
 //!
 //! Two claims never hold overlapping prefixes. On the file store the pool's exclusive lock
-//! (see `store/fs/lock.rs`) is held from the read of the pool's claims to the exclusive
+//! (see `store/fs/lock/`) is held from the read of the pool's claims to the exclusive
 //! create of the new claim's file, so no other ipamctl process decides in between; the
 //! file's exclusive create (its name is the prefix) closes the same-prefix race against a
 //! writer that takes no lock. An outside writer (a `git pull` bringing an overlapping

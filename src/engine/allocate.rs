@@ -320,12 +320,12 @@ pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Re
         mac::refuse_without_nic(&req.owner)?;
     }
     if req.dry_run {
-        return decide(store, req, None, warnings);
+        return allocate_under_locks(store, req, None, warnings);
     }
     let ns = req.pool.namespace.as_ref();
     let pools = std::slice::from_ref(&req.pool.name);
     store::atomically(store, || match claim_locks(store, ns, pools, &req.owner)? {
-        Some(locks) => decide(store, req, Some(locks), warnings),
+        Some(locks) => allocate_under_locks(store, req, Some(locks), warnings),
         None => allocate_read_only(store, req, warnings),
     })
 }
@@ -440,7 +440,7 @@ fn request_subnet(store: &dyn Store, req: &Request) -> Result<Option<SubnetManif
 /// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run), which
 /// it holds until it returns: on the file store until then, on a database until the unit of
 /// work ends.
-fn decide(
+fn allocate_under_locks(
     store: &dyn Store,
     req: &Request,
     _locks: Option<ClaimLock>,

@@ -18,7 +18,7 @@
 //! The file store's [`Locks`]: a pool, a scope, and the locks of a claim, which are the
 //! pools' locks (shared) and then, because nothing on disk arbitrates between two requests
 //! for one owner, the owner's lock in each pool. The owner's lock is also taken by a release
-//! (`claims.rs`). Every guard holds a [`Hold::File`](crate::store::Hold::File); the order
+//! (`claims.rs`). Every guard holds a [`Hold::UntilDropped`](crate::store::Hold::UntilDropped); the order
 //! they are taken in is [`crate::store::guard`]'s.
 
 mod fence;

@@ -39,7 +39,7 @@ struct Shared {
     whole: Arc<Whole>,
 }
 
-/// One hold of a lock ([`Hold::File`]): the byte is unlocked when the last hold of it in
+/// One hold of a lock ([`Hold::UntilDropped`]): the byte is unlocked when the last hold of it in
 /// this process is dropped (or when the process dies).
 #[derive(Debug)]
 struct FileHold {
@@ -75,7 +75,7 @@ impl Registry {
             .iter_mut()
             .map(|(&offset, shared)| {
                 shared.holds += 1;
-                Hold::File(Box::new(FileHold {
+                Hold::UntilDropped(Box::new(FileHold {
                     registry: Arc::clone(registry),
                     offset,
                 }))
@@ -148,7 +148,7 @@ impl FsStore {
                 },
             );
         }
-        Ok(Hold::File(Box::new(FileHold {
+        Ok(Hold::UntilDropped(Box::new(FileHold {
             registry: Arc::clone(&self.locks),
             offset,
         })))

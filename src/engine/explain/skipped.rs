@@ -1,11 +1,12 @@
-//! `allocate --dry-run --explain`: why the chosen address is the first one a request can get
-//! in its pool's pick order, as the list of the addresses before it in that order (lower
-//! ones for `pick: lowest`; from the owner's hashed start upward and around for `hashed`)
-//! and the reason each was skipped.
+//! Why each address before the chosen one was skipped (`allocate --dry-run --explain`):
+//! the chosen address is the first one a request can get in its pool's pick order, shown
+//! as the list of the addresses before it in that order (lower ones for `pick: lowest`;
+//! from the owner's hashed start upward and around for `hashed`) and the reason each was
+//! skipped.
 //!
-//! Pure, like [`crate::model::candidates`]: the caller supplies the pool, the request's narrowing and the
-//! taken addresses (a directory listing), and looks up the holders of only those taken
-//! addresses that end up on the lines shown.
+//! Pure, like [`crate::model::candidates`]: the caller supplies the pool, the request's
+//! narrowing and the taken addresses (a directory listing), and looks up the holders of
+//! only those taken addresses that end up on the lines shown (`super::explain_request`).
 
 use std::net::IpAddr;
 
@@ -111,7 +112,7 @@ pub struct Request<'a> {
 /// # Examples
 ///
 /// ```
-/// # use ipamctl::engine::explain::{explain, Reason, Request};
+/// # use ipamctl::engine::explain::skipped::{explain, Reason, Request};
 /// # let spec: ipamctl::model::PoolSpec = serde_json::from_str(
 /// #     r#"{"cidr":"10.0.0.0/29","kind":"public","gateway":"10.0.0.1"}"#).unwrap();
 /// let taken = ["10.0.0.2".parse().unwrap()];

@@ -1,8 +1,9 @@
 //! `-o name`: what each object is called on an `ipallocation/<name>` or `ipampool/<name>`
 //! line ([`Named`]), and the wrappers that carry a name for mixed lists.
 
-use crate::model::{AllocationManifest, PoolManifest};
 use serde::Serialize;
+
+use crate::model::{AllocationManifest, PoolManifest};
 
 /// An object with a kubectl resource name: `ipampool/<name>`, `ipallocation/<name>`.
 pub trait Named {

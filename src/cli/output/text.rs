@@ -1,10 +1,12 @@
 //! Plain text out: writing to stdout (a closed pipe named as such), kubectl-style tables
 //! (comfy-table, no borders, numbers right-aligned) and blocks of `key: value` lines.
 
-use crate::error::{Error, Result};
+use std::io::Write;
+
 use comfy_table::presets::NOTHING;
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Width};
-use std::io::Write;
+
+use crate::error::{Error, Result};
 
 /// Where command output goes; errors writing it (a closed pipe) carry this name.
 pub const STDOUT: &str = "<stdout>";

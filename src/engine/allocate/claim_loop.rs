@@ -2,10 +2,13 @@
 //! exclusively, moving on when another claimer wins an address (invariant 1 of
 //! [`crate::engine`]), and the error that names who holds an address asked for.
 
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
 use super::{Allocated, Request, check_held, pick};
 use crate::engine::cooldown;
 use crate::engine::identity;
-use crate::engine::mac::{self};
+use crate::engine::mac;
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::cooldown::Cooling;
@@ -13,8 +16,6 @@ use crate::model::taken::Taken;
 use crate::model::{AllocationManifest, Timestamp, allocation_name};
 use crate::store::read::read_allocation;
 use crate::store::{Claim, FreeIter, ObjectKind, Store};
-use std::collections::VecDeque;
-use std::net::IpAddr;
 
 /// Where a claim's walk starts and whether it covers the pool whole (see [`claim`]).
 #[derive(Clone, Copy, Debug)]

@@ -28,6 +28,7 @@ use crate::engine::git::{Repo, Status};
 use crate::error::Result;
 use crate::model::layout::locate;
 use crate::store::fs::FsStore;
+
 /// What changed from `old` to `new` (a commit, or the working tree with `None`), with the
 /// conflicts against `other` (the base branch's tip, when it moved on since `old`).
 pub fn diff(

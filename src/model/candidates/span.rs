@@ -1,8 +1,9 @@
 //! Addresses as `u128` ordinals and inclusive spans of them: the arithmetic every
 //! [`super::Candidates`] answer is made of, one implementation for both families.
 
-use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
 
 /// An inclusive range of addresses as `u128`s (of one family, known from context).
 pub type Span = (u128, u128);

@@ -2,11 +2,12 @@
 //! serialization failure or a deadlock (at most [`super::MAX_ATTEMPTS`] runs, with a
 //! growing, jittered pause), and a failed `COMMIT` told apart from an outcome unknown.
 
-use crate::error::{Error, Result};
-use postgres::Client;
 use std::time::Duration;
 
+use postgres::Client;
+
 use super::{COMMIT, MAX_ATTEMPTS, PgStore, one_line, retryable};
+use crate::error::{Error, Result};
 
 impl PgStore {
     /// A failed `COMMIT` as an error: the server's refusal (a serialization failure, say)

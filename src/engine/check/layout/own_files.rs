@@ -2,12 +2,13 @@
 //! (`ipallocations/.index/`), scratch and temporary files, leftovers of an interrupted
 //! delete, and the names of lock files, current and from ipamctl 0.1.
 
+use std::os::fd::OwnedFd;
+
 use super::{Item, Kind, Walker};
 use crate::engine::check::{Leftover, Severity, is_old, modified};
 use crate::model::PoolName;
 use crate::store::fs::beneath;
 use crate::store::fs::{HINTS_SUFFIX, INDEX_SUFFIX, TMP_PREFIX};
-use std::os::fd::OwnedFd;
 
 impl Walker {
     /// `ipallocations/.index/`: the derived owner index and hints. Its contents are

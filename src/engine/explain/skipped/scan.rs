@@ -2,10 +2,11 @@
 //! for each address the reason that blocks it and how far that reason runs, so that no
 //! prefix is ever enumerated address by address.
 
+use ipnet::IpNet;
+
 use super::{Reason, Request};
 use crate::model::candidates::{Span, address, ordinal};
 use crate::model::subnet::off_limits_role;
-use ipnet::IpNet;
 
 /// The spans a walk passed before `chosen` (ordinals) in a pool whose addresses are `pool`:
 /// from the pool's first address (or `start`) up to the address before `chosen`, wrapping

@@ -1,9 +1,10 @@
 //! `ipamctl report`: every pool of a store with its usage, its map, its free ranges, its
 //! stored subnets and its largest holders, as data or as one self-contained HTML page
 //! (inline CSS and SVG, no script, nothing fetched) for a wiki or a CI artifact. Pure: it
-//! takes what was read. Counts are written as the tables write them ([`readable_count`]:
-//! `2^64 - 4`), the exact value in the JSON and in the page's tooltips. This file computes
-//! the data; [`html`] renders the page.
+//! takes what was read. Counts are written as the tables write them
+//! ([`readable_count`](crate::model::candidates::readable_count): `2^64 - 4`), the exact
+//! value in the JSON and in the page's tooltips. This file computes the data; [`html`]
+//! renders the page.
 
 pub mod html;
 

@@ -1,10 +1,11 @@
 //! `ipamctl allocate -f FILE` and `ipamctl release -f FILE`: many requests in one process.
 //!
 //! Each request is turned into the command line it stands for and parsed by the very clap
-//! types of `allocate` and `release` (`batch_request.rs`), then run by `allocate_request` and `release_request` (the
-//! code the single command runs, and nothing else): every request meets the same
-//! validation, locks, arbiters and unit of work as one `ipamctl allocate` would. What one
-//! process saves is the start, the connection, and what the store keeps between requests.
+//! types of `allocate` and `release` (`batch_request.rs`), then run by `allocate_request`
+//! and `release_request` (the code the single command runs, and nothing else): every
+//! request meets the same validation, locks, arbiters and unit of work as one `ipamctl
+//! allocate` would. What one process saves is the start, the connection, and what the
+//! store keeps between requests.
 //!
 //! A request is a JSON object on a line of its own, or an item of a YAML list
 //! (`batch_read.rs`). A request that is not valid is that request's failure, exit 2, named

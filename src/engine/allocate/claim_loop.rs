@@ -28,11 +28,11 @@ pub(super) struct Walk {
 }
 
 /// Claims the first free candidate of `pool` for `req.owner` in the pick's order (`walk`),
-/// moving on when another claimer wins an address; `None` when no candidate is left. The caller holds the claim's
-/// locks ([`ClaimLock`]), and found that the owner holds nothing here, the pool's
-/// allocations holding `taken` as far as its look-up saw. On a store where the owner's
-/// constraint arbitrates instead of a lock, a concurrent request for the same owner may win:
-/// its allocation is then the answer ([`Claim::OwnerHolds`]).
+/// moving on when another claimer wins an address; `None` when no candidate is left. The
+/// caller holds the claim's locks ([`ClaimLock`](crate::store::ClaimLock)), and found that
+/// the owner holds nothing here, the pool's allocations holding `taken` as far as its
+/// look-up saw. On a store where the owner's constraint arbitrates instead of a lock, a
+/// concurrent request for the same owner may win: its allocation is then the answer ([`Claim::OwnerHolds`]).
 pub(super) fn claim(
     store: &dyn Store,
     req: &Request,

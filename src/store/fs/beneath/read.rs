@@ -162,7 +162,7 @@ pub(super) fn walk(root: impl AsFd, rel: &Path, create: bool) -> Confined<OwnedF
 
 /// Splits `rel` (relative, made of plain names, at least one) into the handle of its parent
 /// directory, opened beneath `root` as [`open_dir`] does, and its last name, for a call that
-/// acts on that name relative to the handle ([`stat`], [`read`], [`remove`]). Calls made on the
+/// acts on that name relative to the handle ([`stat`], [`read`], [`remove`](super::remove)). Calls made on the
 /// one handle act in the one directory, whatever is renamed or planted on the way meanwhile.
 pub fn open_parent(root: impl AsFd, rel: &Path) -> Confined<(OwnedFd, &OsStr)> {
     let plain = rel

@@ -62,7 +62,7 @@ pub(super) fn parse_line<K: Key>(line: &[u8], at: usize) -> Option<(K, Option<En
     ))
 }
 
-/// The owner in `text` (as [`owner_text`] writes it), validated as a manifest's would be.
+/// The owner in `text` (as [`owner_text`](super::owner_text) writes it), validated as a manifest's would be.
 pub fn parse_owner(text: &str) -> Option<Owner> {
     let (kind, name, uid) = owner_fields(text)?;
     let uid = match uid {

@@ -241,7 +241,7 @@ fn write_locked(ino: u64) -> bool {
 /// undid their own file and each printed the other's address: fip-twice held nothing. The fix after
 /// that (undo only under anchors still in place) passed here but kept failing the long runs.
 /// Now the second claim is not let in at all: the lock file is made again only once the first
-/// is done (`lock.rs`), so the second looks after the first's create, and both print the one
+/// is done (`src/store/fs/lock/fence.rs`), so the second looks after the first's create, and both print the one
 /// address fip-twice holds.
 #[cfg(feature = "failpoints")]
 #[test]

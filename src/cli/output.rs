@@ -6,172 +6,23 @@
 //! `-o name` prints `ipallocation/<name>` or `ipampool/<name>` lines; a changing command
 //! prints each object it touched with `status.action` in JSON and YAML, and
 //! `kind/name action` lines in table form.
+//!
+//! Plain text and tables are in `output/text.rs`, the `-o name` of each object in
+//! `output/named.rs`; JSON, YAML, lists and changes here.
+
+mod named;
+mod text;
+
+pub use named::{Held, Named, Whole};
+pub use text::{Blocks, STDOUT, line, table, write};
 
 use std::io::Write;
 
-use comfy_table::presets::NOTHING;
-use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::Serialize;
 
 use crate::cli::{ColorChoice, OutputFormat};
 use crate::error::{Error, Result};
-use crate::model::{AllocationManifest, PoolManifest};
 use crate::yaml;
-
-/// Where command output goes; errors writing it (a closed pipe) carry this name.
-pub const STDOUT: &str = "<stdout>";
-
-/// Writes `text` to `out`.
-pub fn write(out: &mut dyn Write, text: &str) -> Result<()> {
-    out.write_all(text.as_bytes())
-        .map_err(|e| Error::io(STDOUT, e))
-}
-
-/// Writes one line.
-pub fn line(out: &mut dyn Write, text: &str) -> Result<()> {
-    write(out, &format!("{text}\n"))
-}
-
-/// A plain, kubectl-style table: upper-case headers (none with `--no-headers`), columns
-/// separated by spaces, no borders. Columns listed in `right` are right-aligned (numbers).
-pub fn table(
-    headers: &[&str],
-    rows: Vec<Vec<String>>,
-    right: &[usize],
-    no_headers: bool,
-) -> String {
-    let headers = (!no_headers).then_some(headers);
-    render(&styled(headers, rows, right))
-}
-
-/// [`table`]'s table of `rows`.
-fn styled(headers: Option<&[&str]>, rows: Vec<Vec<String>>, right: &[usize]) -> Table {
-    let mut table = Table::new();
-    table
-        .load_style(NOTHING)
-        .set_content_arrangement(ContentArrangement::Disabled);
-    if let Some(headers) = headers {
-        table.set_header(headers.to_vec());
-    }
-    for row in rows {
-        table.add_row(row);
-    }
-    dress(&mut table, right);
-    table
-}
-
-/// Aligns `table`'s columns (those of `right` to the right) and pads each with two blanks.
-fn dress(table: &mut Table, right: &[usize]) {
-    for &i in right {
-        if let Some(column) = table.column_mut(i) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    for column in table.column_iter_mut() {
-        column.set_padding((0, 2));
-    }
-}
-
-/// The lines of `table`, each without its trailing blanks.
-fn render(table: &Table) -> String {
-    let mut text: String = table
-        .lines()
-        .map(|l| l.trim_end().to_owned())
-        .collect::<Vec<_>>()
-        .join("\n");
-    text.push('\n');
-    text
-}
-
-/// A [`table`] printed as its rows come, a block of [`Blocks::ROWS`] rows at a time, so that
-/// a table of any length holds one block in memory. Each block is printed as [`table`] would
-/// print it, its columns at least as wide as they were in the blocks before, so a table of
-/// one block is [`table`]'s, byte for byte. The header is printed over the first block, and
-/// again over a block that widened a column (the rows above no longer line up with it).
-pub struct Blocks {
-    headers: &'static [&'static str],
-    right: &'static [usize],
-    no_headers: bool,
-    /// Each column's width so far, but the last's (nothing follows it to line up).
-    widths: Vec<u16>,
-    rows: Vec<Vec<String>>,
-    /// Whether a block was printed.
-    started: bool,
-}
-
-impl Blocks {
-    /// The most rows a block holds.
-    pub const ROWS: usize = 1000;
-
-    /// A table of `headers` (see [`table`]), nothing printed yet.
-    pub fn new(
-        headers: &'static [&'static str],
-        right: &'static [usize],
-        no_headers: bool,
-    ) -> Blocks {
-        let mut widths = vec![0; headers.len().saturating_sub(1)];
-        if !no_headers {
-            let header = styled(Some(headers), Vec::new(), &[]);
-            for (w, h) in widths.iter_mut().zip(header.column_max_content_widths()) {
-                *w = h;
-            }
-        }
-        Blocks {
-            headers,
-            right,
-            no_headers,
-            widths,
-            rows: Vec::with_capacity(Self::ROWS),
-            started: false,
-        }
-    }
-
-    /// Adds `row`, printing the block it fills.
-    pub fn push(&mut self, out: &mut dyn Write, row: Vec<String>) -> Result<()> {
-        self.rows.push(row);
-        if self.rows.len() < Self::ROWS {
-            return Ok(());
-        }
-        self.block(out)
-    }
-
-    /// Prints the rows not printed yet; a table of no rows at all is its header alone.
-    pub fn finish(&mut self, out: &mut dyn Write) -> Result<()> {
-        if self.started && self.rows.is_empty() {
-            return Ok(());
-        }
-        self.block(out)
-    }
-
-    fn block(&mut self, out: &mut dyn Write) -> Result<()> {
-        let rows = std::mem::replace(&mut self.rows, Vec::with_capacity(Self::ROWS));
-        let mut table = styled(None, rows, self.right);
-        let mut grown = false;
-        for (w, c) in self
-            .widths
-            .iter_mut()
-            .zip(table.column_max_content_widths())
-        {
-            grown |= c > *w;
-            *w = (*w).max(c);
-        }
-        if !self.no_headers && (!self.started || grown) {
-            // A block of no rows has its columns from the header alone.
-            table.set_header(self.headers.to_vec());
-            dress(&mut table, self.right);
-        }
-        for (i, &width) in self.widths.iter().enumerate() {
-            if let Some(column) = table.column_mut(i) {
-                // The bound counts the padding.
-                let width = Width::Fixed(width.saturating_add(2));
-                column.set_constraint(ColumnConstraint::LowerBoundary(width));
-            }
-        }
-        self.started = true;
-        write(out, &render(&table))?;
-        out.flush().map_err(|e| Error::io(STDOUT, e))
-    }
-}
 
 /// Writes `value` as pretty JSON with a trailing newline, streamed rather than built in
 /// memory first (`list -o json` of 50,000 allocations is tens of megabytes).
@@ -291,84 +142,6 @@ pub fn write_names<T: Named>(out: &mut dyn Write, items: &[T]) -> Result<()> {
         text.push('\n');
     }
     write(out, &text)
-}
-
-/// An object with a kubectl resource name: `ipampool/<name>`, `ipallocation/<name>`.
-pub trait Named {
-    /// `kind/name`, the kind in lower case, as `-o name` and the change lines print it.
-    fn resource(&self) -> String;
-}
-
-impl Named for PoolManifest {
-    fn resource(&self) -> String {
-        format!("ipampool/{}", self.metadata.name)
-    }
-}
-
-impl Named for AllocationManifest {
-    fn resource(&self) -> String {
-        format!("ipallocation/{}", self.metadata.name)
-    }
-}
-
-/// An address allocation or a prefix claim, for the views that show both (`list`,
-/// `release` by selectors): serialized as the manifest itself.
-#[derive(Clone, Copy, Debug, Serialize)]
-#[serde(untagged)]
-pub enum Held<'a> {
-    /// An `IPAllocation`.
-    Address(&'a AllocationManifest),
-    /// An `IPPrefixClaim`.
-    Prefix(&'a crate::model::prefix_claim::PrefixClaimManifest),
-}
-
-impl Named for Held<'_> {
-    fn resource(&self) -> String {
-        match self {
-            Held::Address(m) => m.resource(),
-            Held::Prefix(m) => m.resource(),
-        }
-    }
-}
-
-impl Named for crate::model::prefix_claim::PrefixClaimManifest {
-    fn resource(&self) -> String {
-        format!("ipprefixclaim/{}", self.metadata.name)
-    }
-}
-
-impl Named for crate::model::subnet::SubnetManifest {
-    fn resource(&self) -> String {
-        format!("subnet/{}", self.metadata.name)
-    }
-}
-
-impl<T: Named + ?Sized> Named for &T {
-    fn resource(&self) -> String {
-        (**self).resource()
-    }
-}
-
-/// A store a command wrote as a whole (`init`, `export`, `import`): a state directory named
-/// by its path, or a database's schema; with the counts of what was copied, if any.
-#[derive(Clone, Debug, Serialize)]
-pub struct Whole {
-    /// `StateDirectory` or `Schema`.
-    pub kind: &'static str,
-    /// The directory's path, or the schema's name.
-    pub name: String,
-    /// The schema's version (a database only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<i32>,
-    /// What an export or import copied.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub copied: Option<crate::engine::transfer::Copied>,
-}
-
-impl Named for Whole {
-    fn resource(&self) -> String {
-        format!("{}/{}", self.kind.to_lowercase(), self.name)
-    }
 }
 
 /// What a changing command did (or, in a dry run, would do) to an object, as

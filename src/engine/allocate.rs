@@ -2,8 +2,11 @@
 //! its `spec.pick` (the lowest, or from the owner's hashed start: [`pick`]), claimed
 //! exclusively, or the address the owner already holds (invariants 1, 2 and 6 of
 //! [`crate::engine`]).
+//!
+//! This file holds the request and the checks run under the claim's locks; the loop that
+//! claims is in `allocate/claim_loop.rs`, the owner look-ups in `allocate/owners.rs`, the
+//! hashed start in `allocate/pick.rs` and the zone form in `allocate/zone.rs`.
 
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -16,18 +19,21 @@ use crate::engine::subnet;
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
-use crate::model::cooldown::Cooling;
 use crate::model::subnet::{SubnetManifest, off_limits_role, pool_candidates};
-use crate::model::taken::Taken;
 use crate::model::{
     AllocationManifest, Namespace, Owner, OwnerFilter, PoolManifest, PoolName, PoolRef, SubnetName,
-    Timestamp, allocation_name,
 };
-use crate::store::read::{load_pool, read_allocation};
-use crate::store::{self, Claim, ClaimLock, FreeIter, LockMode, ObjectKind, OwnerLookup, Store};
+use crate::store::read::load_pool;
+use crate::store::{self, ClaimLock, LockMode, ObjectKind, Store};
 
+mod claim_loop;
+mod owners;
 mod pick;
 mod zone;
+
+use claim_loop::{Walk, claim};
+use owners::find_owner;
+pub use owners::{allocations_of, lookup_owner};
 pub use pick::walk_start;
 pub use zone::allocate_zone;
 
@@ -79,22 +85,6 @@ pub fn unparsable(store: &dyn Store, ns: Option<&Namespace>, name: &str, why: &s
         why,
         "its address stays taken",
     )
-}
-
-/// Finds the allocation `owner` holds in `pool`, with a warning for each broken file seen
-/// on the way.
-fn find_owner(
-    store: &dyn Store,
-    pool: &PoolRef,
-    owner: &Owner,
-    warnings: &mut Warnings,
-) -> Result<OwnerLookup> {
-    let ns = pool.namespace.as_ref();
-    let lookup = store.find_owner(ns, &pool.name, owner)?;
-    for (name, why) in &lookup.broken {
-        warnings.push(unparsable(store, ns, name, why));
-    }
-    Ok(lookup)
 }
 
 /// Fails closed when an allocation of the pool that does not parse may be `owner`'s: its
@@ -320,12 +310,12 @@ pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Re
         mac::refuse_without_nic(&req.owner)?;
     }
     if req.dry_run {
-        return decide(store, req, None, warnings);
+        return allocate_under_locks(store, req, None, warnings);
     }
     let ns = req.pool.namespace.as_ref();
     let pools = std::slice::from_ref(&req.pool.name);
     store::atomically(store, || match claim_locks(store, ns, pools, &req.owner)? {
-        Some(locks) => decide(store, req, Some(locks), warnings),
+        Some(locks) => allocate_under_locks(store, req, Some(locks), warnings),
         None => allocate_read_only(store, req, warnings),
     })
 }
@@ -440,7 +430,7 @@ fn request_subnet(store: &dyn Store, req: &Request) -> Result<Option<SubnetManif
 /// The part of [`allocate`] that runs under the claim's locks (`None` for a dry run), which
 /// it holds until it returns: on the file store until then, on a database until the unit of
 /// work ends.
-fn decide(
+fn allocate_under_locks(
     store: &dyn Store,
     req: &Request,
     _locks: Option<ClaimLock>,
@@ -585,176 +575,4 @@ fn allocate_read_only(
             "the state directory became writable meanwhile; try again",
         )),
     }
-}
-
-/// Where a claim's walk starts and whether it covers the pool whole (see [`claim`]).
-#[derive(Clone, Copy, Debug)]
-struct Walk {
-    /// The hashed start ([`pick::start`]); `None`: lowest first.
-    start: Option<u128>,
-    /// The candidates are the pool's own (no `--within`, `--reserved`, `--address`, subnet
-    /// or cooling address), so that a store may keep a low-water hint from the answer.
-    whole_pool: bool,
-}
-
-/// Claims the first free candidate of `pool` for `req.owner` in the pick's order (`walk`),
-/// moving on when another claimer wins an address; `None` when no candidate is left. The caller holds the claim's
-/// locks ([`ClaimLock`]), and found that the owner holds nothing here, the pool's
-/// allocations holding `taken` as far as its look-up saw. On a store where the owner's
-/// constraint arbitrates instead of a lock, a concurrent request for the same owner may win:
-/// its allocation is then the answer ([`Claim::OwnerHolds`]).
-fn claim(
-    store: &dyn Store,
-    req: &Request,
-    candidates: &Candidates,
-    taken: &Taken,
-    walk: Walk,
-    cooling: &Cooling,
-) -> Result<Option<Allocated>> {
-    let pool = &req.pool;
-    let ns = pool.namespace.as_ref();
-    let free = free_for(store, req, candidates, taken, walk, cooling)?;
-    let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
-    loop {
-        let addr = match free.next() {
-            Some(addr) => addr?,
-            None => match put_off.pop_front() {
-                Some(addr) => addr,
-                None => break,
-            },
-        };
-        let mut manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
-        manifest.spec.mac = req.mac.and_then(|choice| mac::resolve(choice, addr));
-        // Written once, by the claim: `reconcile` never releases what a live list taken
-        // before it could not have named.
-        manifest.metadata.creation_timestamp = Some(Timestamp::now());
-        if req.dry_run {
-            return Ok(Some(Allocated::WouldCreate(manifest)));
-        }
-        failpoint!("allocate-before-claim");
-        match store.claim(ns, &manifest)? {
-            Claim::Claimed => {
-                // A record left behind (a crash before this) is harmless: its address is
-                // held, and the next release of it replaces the record.
-                if cooling.own == Some(addr) || cooling.stale.contains(&addr) {
-                    cooldown::forget(store, pool, addr)?;
-                }
-                return Ok(Some(Allocated::Created(manifest)));
-            }
-            Claim::OwnerHolds(held) => {
-                check_held(&held, req, None)?;
-                mac::check_held(store, &held, req.mac, &req.pool, true)?;
-                return Ok(Some(Allocated::Existing(*held)));
-            }
-            // The MAC is the NIC's, whichever address it gets: no other candidate helps.
-            Claim::MacHeld(holder) => return Err(mac::held_by(&holder, pool)),
-            // A request for the name under another uid won the race (on a database, whose
-            // unique index on the name arbitrates it).
-            Claim::NameHeld(holder) => {
-                return Err(identity::holds_the_name(pool, &req.owner, &holder));
-            }
-            Claim::AddressTaken if req.address.is_some() => {
-                return Err(held_by_other(store, req, addr));
-            }
-            // Lost the race for this address to another claimer: try the next one. Claimers
-            // that lost together would race together for each next address too, every loser
-            // paying a durable write for it (64 processes filling a /24 made 3,086 attempts
-            // for 254 addresses). So from the second loss on, a random number of free
-            // candidates (fewer than 2, 4, … 32) is put off until the others ran out: the
-            // first try is still the first free, and nothing free is ever skipped for good.
-            Claim::AddressTaken => {
-                lost += 1;
-                for _ in 0..random_below(1 << (lost - 1).min(5)) {
-                    match free.next() {
-                        Some(addr) => put_off.push_back(addr?),
-                        None => break,
-                    }
-                }
-            }
-        }
-    }
-    Ok(None)
-}
-
-/// The addresses [`claim`] tries, in order: the address this owner released within the
-/// cooldown window (if it may have it), then the free candidates in the pick's order
-/// ([`pick::free_in_order`]); with `--address`, that address alone (exit 4 if someone
-/// holds it).
-fn free_for<'a>(
-    store: &'a dyn Store,
-    req: &Request,
-    candidates: &Candidates,
-    taken: &Taken,
-    walk: Walk,
-    cooling: &Cooling,
-) -> Result<FreeIter<'a>> {
-    let pool = &req.pool;
-    let ns = pool.namespace.as_ref();
-    let own = cooling.own.filter(|a| {
-        candidates.contains(*a) && !taken.contains(*a) && req.address.is_none_or(|r| r == *a)
-    });
-    let free: FreeIter<'a> = match req.address {
-        // `--address`: that address or nothing, and a holder is a conflict, not exhaustion.
-        Some(addr) => {
-            let name = allocation_name(&pool.name, addr);
-            if taken.contains(addr) || store.get(ObjectKind::Allocation, ns, &name)?.is_some() {
-                return Err(held_by_other(store, req, addr));
-            }
-            Box::new(std::iter::once(Ok(addr)))
-        }
-        None => {
-            // What the look-up saw taken is cut out here; the store finds the rest itself.
-            let untaken = candidates
-                .clone()
-                .without_spans(taken.runs(candidates.is_v6()));
-            pick::free_in_order(store, ns, &pool.name, untaken, walk.start, walk.whole_pool)?
-        }
-    };
-    Ok(Box::new(own.map(Ok).into_iter().chain(free)))
-}
-
-/// A random number below `n` (a power of two, at most 256).
-fn random_below(n: u32) -> u32 {
-    u32::from(uuid::Uuid::new_v4().as_bytes()[0]) % n
-}
-
-fn held_by_other(store: &dyn Store, req: &Request, addr: IpAddr) -> Error {
-    let name = allocation_name(&req.pool.name, addr);
-    let holder = match read_allocation(store, req.pool.namespace.as_ref(), &name) {
-        Ok(Some(Ok(m))) => format!("by `{}`", m.spec.owner),
-        _ => "already".to_owned(),
-    };
-    Error::conflict(format!("{addr} in pool `{}` is held {holder}", req.pool))
-}
-
-/// Every allocation of scope `ns` (of `pool` only, if given) whose owner passes `filter`,
-/// sorted by pool and address; each broken file is a warning added to `warnings`. Reads
-/// only the files the store cannot rule out.
-pub fn allocations_of(
-    store: &dyn Store,
-    ns: Option<&Namespace>,
-    pool: Option<&PoolName>,
-    filter: &OwnerFilter,
-    warnings: &mut Warnings,
-) -> Result<Vec<AllocationManifest>> {
-    let mut found = Vec::new();
-    for f in store.find_allocations(ns, pool, filter)? {
-        match f.parsed {
-            Ok(m) => found.push(m),
-            Err(why) => warnings.push(unparsable(store, ns, &f.name, &why)),
-        }
-    }
-    found.sort_by(|a, b| (&a.spec.pool, a.spec.address).cmp(&(&b.spec.pool, b.spec.address)));
-    Ok(found)
-}
-
-/// Looks up the owner's allocation without locking or writing (for `--dry-run` and reads);
-/// each broken file seen on the way is a warning added to `warnings`.
-pub fn lookup_owner(
-    store: &dyn Store,
-    pool: &PoolRef,
-    owner: &Owner,
-    warnings: &mut Warnings,
-) -> Result<Option<AllocationManifest>> {
-    Ok(find_owner(store, pool, owner, warnings)?.held)
 }

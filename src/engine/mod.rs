@@ -95,7 +95,6 @@ pub mod diff;
 pub mod dns;
 pub mod doomed;
 pub mod explain;
-pub mod explained;
 pub mod git;
 pub mod hint;
 pub mod history;

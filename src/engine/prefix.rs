@@ -5,7 +5,7 @@
 //! # Race safety
 //!
 //! Two claims never hold overlapping prefixes. On the file store the pool's exclusive lock
-//! (see `store/fs/lock.rs`) is held from the read of the pool's claims to the exclusive
+//! (see `store/fs/lock/`) is held from the read of the pool's claims to the exclusive
 //! create of the new claim's file, so no other ipamctl process decides in between; the
 //! file's exclusive create (its name is the prefix) closes the same-prefix race against a
 //! writer that takes no lock. An outside writer (a `git pull` bringing an overlapping
@@ -43,7 +43,7 @@ pub enum Want {
 /// A claim's outcome: the manifest, and whether this call created it (`false`: the owner
 /// held it already).
 #[derive(Clone, Debug)]
-pub struct Claimed {
+pub struct HeldPrefix {
     /// The claim as stored.
     pub manifest: PrefixClaimManifest,
     /// Whether this call wrote it.
@@ -60,7 +60,7 @@ pub fn claim_prefix(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want
 }
 
 /// [`claim_prefix`] with the stored manifest and whether it was created.
-pub fn claim(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<Claimed> {
+pub fn claim(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> Result<HeldPrefix> {
     claim_annotated(store, pool, owner, want, &BTreeMap::new())
 }
 
@@ -71,7 +71,7 @@ pub fn claim_annotated(
     owner: &Owner,
     want: Want,
     annotations: &BTreeMap<String, String>,
-) -> Result<Claimed> {
+) -> Result<HeldPrefix> {
     let len = match want {
         Want::Length(len) => Some(len),
         Want::Exact(_) => None,
@@ -91,7 +91,7 @@ pub fn claim_annotated(
                         "`{owner}` already holds {} in pool `{pool}`; release it before claiming {p}",
                         held.spec.prefix
                     ))),
-                    _ => Ok(Some(Claimed {
+                    _ => Ok(Some(HeldPrefix {
                         manifest: held,
                         created: false,
                     })),
@@ -124,7 +124,7 @@ pub fn claim_annotated(
             if created {
                 forget_cooled(store, pool, prefix, &cooling)?;
             }
-            Ok(created.then_some(Claimed {
+            Ok(created.then_some(HeldPrefix {
                 manifest: claim,
                 created: true,
             }))

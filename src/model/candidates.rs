@@ -6,72 +6,22 @@
 //! families share one implementation, 255.255.255.255 and ffff:…:ffff need no special case,
 //! nothing overflows, and no prefix is ever enumerated: every answer costs time in the
 //! number of blocked intervals, whatever the prefix's size.
+//!
+//! The `u128` span arithmetic is in `candidates/span.rs`, how counts are written in
+//! `candidates/count.rs`.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+mod count;
+mod span;
+
+pub use count::{MAX_EXACT_JSON, exact, readable_count, readable_with_exact};
+use span::merge;
+pub use span::{Span, address, host_span, ordinal, span_len, span_of};
+
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 
 use crate::model::PoolSpec;
-
-/// An inclusive range of addresses as `u128`s (of one family, known from context).
-pub type Span = (u128, u128);
-
-/// An address as a number: an IPv4 address is its `u32` value, an IPv6 address its `u128`.
-pub fn ordinal(addr: IpAddr) -> u128 {
-    match addr {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    }
-}
-
-/// The address of ordinal `n` in the family of `like` (for IPv4, `n` fits 32 bits).
-pub fn address(v6: bool, n: u128) -> IpAddr {
-    if v6 {
-        IpAddr::V6(Ipv6Addr::from(n))
-    } else {
-        IpAddr::V4(Ipv4Addr::from(n as u32))
-    }
-}
-
-/// All addresses of `net`, as ordinals.
-pub fn span_of(net: IpNet) -> Span {
-    (ordinal(net.network()), ordinal(net.broadcast()))
-}
-
-/// The usable host addresses of `net`. IPv4, as `ipnet`'s `hosts()` yields them: without
-/// network and broadcast for prefixes shorter than /31; both addresses of a /31; the one of
-/// a /32. IPv6 has no broadcast: every address but the subnet-router anycast address (the
-/// all-zeros one, RFC 4291 §2.6.1) for prefixes shorter than /127; every address of a /127
-/// (RFC 6164) and of a /128.
-pub fn host_span(net: IpNet) -> Span {
-    let (first, last) = span_of(net);
-    match net {
-        IpNet::V4(_) if net.prefix_len() >= 31 => (first, last),
-        IpNet::V4(_) => (first + 1, last - 1),
-        IpNet::V6(_) if net.prefix_len() >= 127 => (first, last),
-        IpNet::V6(_) => (first + 1, last),
-    }
-}
-
-/// Sorts and merges overlapping or adjacent spans.
-fn merge(mut spans: Vec<Span>) -> Vec<Span> {
-    spans.sort_unstable();
-    let mut merged: Vec<Span> = Vec::with_capacity(spans.len());
-    for (lo, hi) in spans {
-        match merged.last_mut() {
-            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
-            _ => merged.push((lo, hi)),
-        }
-    }
-    merged
-}
-
-/// The number of addresses in `span`; saturates at `u128::MAX` for the whole IPv6 space
-/// (2^128 addresses), which no pool has: `::/0` has no subnet-router anycast address to
-/// hand out either.
-pub fn span_len(&(lo, hi): &Span) -> u128 {
-    (hi - lo).saturating_add(1)
-}
 
 /// The addresses a request may be given, ascending.
 #[derive(Clone, Debug)]
@@ -337,44 +287,6 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// The largest integer every JSON reader holds exactly (an IEEE double's 53 bits).
-pub const MAX_EXACT_JSON: u128 = 1 << 53;
-
-/// A count as a JSON number when a double holds it exactly, else as a decimal string: how
-/// every count of every JSON (and YAML) output is written (`serialize_with`).
-pub fn exact<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
-    match u64::try_from(*n) {
-        Ok(n) if u128::from(n) <= MAX_EXACT_JSON => s.serialize_u64(n),
-        _ => s.collect_str(n),
-    }
-}
-
-/// A count for a table: exact up to a million million, else as a power of two minus what
-/// is missing (`2^64 - 1`) when that is short, else SI-scaled (`1.8e19`). The exact value
-/// is in the JSON.
-pub fn readable_count(n: u128) -> String {
-    if n < 1_000_000_000_000 {
-        return n.to_string();
-    }
-    let up = n.checked_next_power_of_two().unwrap_or(0);
-    let bits = if up == 0 { 128 } else { up.trailing_zeros() };
-    let missing = if up == 0 { u128::MAX - n + 1 } else { up - n };
-    match missing {
-        0 => format!("2^{bits}"),
-        m if m < 1_000 => format!("2^{bits} - {m}"),
-        _ => format!("{:.1e}", n as f64),
-    }
-}
-
-/// A count as [`readable_count`] writes it, with the exact value after it when that differs
-/// (`2^64 - 4 (18446744073709551612)`): how a `show` page's `Key: value` lines write one.
-pub fn readable_with_exact(n: u128) -> String {
-    match readable_count(n) {
-        short if short == n.to_string() => short,
-        short => format!("{short} ({n})"),
-    }
-}
-
 impl Usage {
     /// The usage of a pool whose allocations hold `taken`.
     pub fn of(spec: &PoolSpec, taken: &[IpAddr]) -> Usage {
@@ -425,29 +337,13 @@ impl Usage {
     }
 }
 
-/// Builders shared by the unit tests of the modules that reason about pools.
 #[cfg(test)]
-pub(crate) mod testing {
-    use std::net::IpAddr;
-
-    use crate::model::PoolSpec;
-
-    /// A public pool's spec.
-    pub fn spec(cidr: &str, gateway: Option<&str>, exclude: &[&str]) -> PoolSpec {
-        let json = serde_json::json!({
-            "cidr": cidr, "kind": "public", "gateway": gateway, "exclude": exclude,
-        });
-        serde_json::from_value(json).unwrap()
-    }
-
-    /// Parsed addresses.
-    pub fn addrs(list: &[&str]) -> Vec<IpAddr> {
-        list.iter().map(|a| a.parse().unwrap()).collect()
-    }
-}
+pub(crate) mod testing;
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
     use super::*;
     use proptest::prelude::*;
 

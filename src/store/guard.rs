@@ -32,14 +32,15 @@ pub enum LockMode {
 /// What keeps one lock held, and until when.
 #[derive(Debug)]
 pub enum Hold {
-    /// The file store's hold of a byte-range lock (open file descriptions of its lock
-    /// files): the lock goes when the last guard of that byte in the process is dropped
-    /// (the descriptors close), or when the process dies, however it dies.
-    File(Box<dyn std::fmt::Debug + Send + Sync>),
-    /// A row lock of the database transaction of the surrounding unit of work
-    /// ([`crate::store::Units::atomically`]): it goes when that unit commits or rolls back,
-    /// never before. Dropping the guard releases nothing.
-    Transaction,
+    /// Held until the guard drops (the file store's byte-range locks, open file
+    /// descriptions of its lock file): the lock goes when the last guard of that byte in
+    /// the process is dropped (the descriptors close), or when the process dies, however
+    /// it dies.
+    UntilDropped(Box<dyn std::fmt::Debug + Send + Sync>),
+    /// Held until the unit of work ends (a database's row locks, in the transaction of the
+    /// surrounding unit of work, [`crate::store::Units::atomically`]): the lock goes when
+    /// that unit commits or rolls back, never before. Dropping the guard releases nothing.
+    UntilUnitEnds,
 }
 
 /// One pool locked shared or exclusive ([`LockMode`]), held as its [`Hold`] says: until

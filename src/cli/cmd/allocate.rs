@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::cli::cmd::prefix::Claimed;
+use crate::cli::cmd::prefix::PrefixOutcome;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::allocate::{Allocated, Request};
@@ -18,9 +18,9 @@ pub fn run(
     args: &AllocateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    match decide(store, g, args)? {
+    match allocate_request(store, g, args)? {
         Got::Addresses(allocated) => render(&allocated, g, out),
-        Got::Prefix(Claimed::Held(manifest, created)) => {
+        Got::Prefix(PrefixOutcome::Held(manifest, created)) => {
             if g.output.is_none() {
                 return output::line(out, &manifest.spec.prefix.to_string());
             }
@@ -31,7 +31,7 @@ pub fn run(
             };
             output::write_changes(out, g.output, &[Change::new(*manifest, action)], true)
         }
-        Got::Prefix(Claimed::Would(prefix)) => output::line(out, &prefix.to_string()),
+        Got::Prefix(PrefixOutcome::Would(prefix)) => output::line(out, &prefix.to_string()),
     }
 }
 
@@ -40,13 +40,17 @@ pub(super) enum Got {
     /// One allocation per pool, in the order of the pools (one for a pool or a zone).
     Addresses(Vec<Allocated>),
     /// A child prefix of a supernet pool.
-    Prefix(Claimed),
+    Prefix(PrefixOutcome),
 }
 
 /// One `allocate` request, whichever form (a pool, several, a zone, a child prefix): the
 /// single command and each request of `allocate -f` run this, and nothing else, so a
 /// request in a batch meets exactly the rules, locks and arbiters of the command line.
-pub(super) fn decide(store: &dyn Store, g: &GlobalArgs, args: &AllocateArgs) -> Result<Got> {
+pub(super) fn allocate_request(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &AllocateArgs,
+) -> Result<Got> {
     let owner = super::flag(
         "--owner",
         Owner::parse(
@@ -172,7 +176,7 @@ pub(super) fn mac_choice(text: &str) -> Result<MacChoice> {
 /// `--explain`: why the dry run's address is the one (on stderr). An exhausted pool is
 /// explained too, before its error is reported.
 fn explain(store: &dyn Store, req: &Request, allocated: &Result<Allocated>) -> Result<()> {
-    for line in crate::engine::explained::explain_request(store, req, allocated)? {
+    for line in crate::engine::explain::explain_request(store, req, allocated)? {
         output::diagnostic(&line.to_string());
     }
     Ok(())

@@ -1,10 +1,11 @@
 //! `ipamctl allocate -f FILE` and `ipamctl release -f FILE`: many requests in one process.
 //!
 //! Each request is turned into the command line it stands for and parsed by the very clap
-//! types of `allocate` and `release` (`batch_request.rs`), then run by their `decide` (the
-//! code the single command runs, and nothing else): every request meets the same
-//! validation, locks, arbiters and unit of work as one `ipamctl allocate` would. What one
-//! process saves is the start, the connection, and what the store keeps between requests.
+//! types of `allocate` and `release` (`batch_request.rs`), then run by `allocate_request`
+//! and `release_request` (the code the single command runs, and nothing else): every
+//! request meets the same validation, locks, arbiters and unit of work as one `ipamctl
+//! allocate` would. What one process saves is the start, the connection, and what the
+//! store keeps between requests.
 //!
 //! A request is a JSON object on a line of its own, or an item of a YAML list
 //! (`batch_read.rs`). A request that is not valid is that request's failure, exit 2, named
@@ -53,7 +54,7 @@ pub fn allocate(
             namespace: parsed.1,
             ..g.clone()
         };
-        let got = super::allocate::decide(store, &g, &parsed.0)?;
+        let got = super::allocate::allocate_request(store, &g, &parsed.0)?;
         Ok(Done::allocated(got))
     };
     each(stores, g, file, ALLOCATE, &inherited, &command, &run, out)
@@ -87,7 +88,7 @@ pub fn release(
             namespace,
             ..g.clone()
         };
-        let freed = super::release::decide(store, &g, &parsed)?;
+        let freed = super::release::release_request(store, &g, &parsed)?;
         Ok(Done::released(freed, parsed.dry_run))
     };
     each(stores, g, file, RELEASE, &inherited, &command, &run, out)

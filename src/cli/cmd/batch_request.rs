@@ -111,7 +111,7 @@ pub enum Done {
 impl Done {
     pub(super) fn allocated(got: super::allocate::Got) -> Done {
         use super::allocate::Got;
-        use super::prefix::Claimed;
+        use super::prefix::PrefixOutcome;
         use crate::cli::output::Action;
         match got {
             Got::Addresses(allocated) => {
@@ -131,7 +131,7 @@ impl Done {
                     .collect();
                 Done::Held(addresses, key, action)
             }
-            Got::Prefix(Claimed::Held(m, created)) => {
+            Got::Prefix(PrefixOutcome::Held(m, created)) => {
                 let action = if created {
                     Action::Created
                 } else {
@@ -139,7 +139,7 @@ impl Done {
                 };
                 Done::Held(vec![m.spec.prefix.to_string()], "prefix", action)
             }
-            Got::Prefix(Claimed::Would(p)) => {
+            Got::Prefix(PrefixOutcome::Would(p)) => {
                 Done::Held(vec![p.to_string()], "prefix", Action::WouldCreate)
             }
         }

@@ -9,21 +9,21 @@ use crate::model::{Owner, OwnerFilter, PoolName, PoolRef};
 use crate::store::Store;
 
 /// What a child-prefix request got.
-pub(super) enum Claimed {
+pub(super) enum PrefixOutcome {
     /// The owner's prefix, and whether this request claimed it.
     Held(Box<PrefixClaimManifest>, bool),
     /// `--dry-run`: the prefix the claim would answer.
     Would(ipnet::IpNet),
 }
 
-/// The child-prefix form of [`super::allocate::decide`]: `--prefix-length N` or
+/// The child-prefix form of [`super::allocate::allocate_request`]: `--prefix-length N` or
 /// `--prefix PREFIX` of one supernet pool.
 pub(super) fn allocate(
     store: &dyn Store,
     g: &GlobalArgs,
     args: &AllocateArgs,
     owner: Owner,
-) -> Result<Claimed> {
+) -> Result<PrefixOutcome> {
     let [pool] = args.pools.as_slice() else {
         return Err(Error::usage(
             "--prefix-length and --prefix claim from one pool; name exactly one",
@@ -45,10 +45,13 @@ pub(super) fn allocate(
         crate::cli::output::diagnostic(&format!(
             "dry run: `{owner}` would hold {prefix} in pool `{pool}`; nothing written"
         ));
-        return Ok(Claimed::Would(prefix));
+        return Ok(PrefixOutcome::Would(prefix));
     }
     let claimed = crate::engine::prefix::claim(store, &pool, &owner, want)?;
-    Ok(Claimed::Held(Box::new(claimed.manifest), claimed.created))
+    Ok(PrefixOutcome::Held(
+        Box::new(claimed.manifest),
+        claimed.created,
+    ))
 }
 
 /// The prefix claims of the scopes `-n` names (every scope without it) whose owner passes

@@ -17,7 +17,7 @@ pub fn run(
     args: &ReleaseArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let freed = decide(store, g, args)?;
+    let freed = release_request(store, g, args)?;
     if let Some(note) = &freed.note {
         output::diagnostic(note);
     }
@@ -44,7 +44,7 @@ pub(super) struct Freed {
 
 /// One `release` request, whichever form (`POOL ADDRESS`, `POOL PREFIX`, selectors): the
 /// single command and each request of `release -f` run this, and nothing else.
-pub(super) fn decide(
+pub(super) fn release_request(
     store: &(dyn Store + Sync),
     g: &GlobalArgs,
     args: &ReleaseArgs,

@@ -85,7 +85,7 @@ pub fn run(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()>
         }
     }
     if g.format == Some(FormatArg::Html) {
-        return output::write(out, &report::html("ipamctl report", &pools));
+        return output::write(out, &report::html::page("ipamctl report", &pools));
     }
     if output::write_list(out, g.output, &pools)? {
         return Ok(());

@@ -11,7 +11,8 @@ use crate::model::{Owner, PoolName, PoolRef};
 use crate::store::read::load_pool;
 use crate::store::{self, ObjectKind, Store};
 
-use super::{Allocated, Request, Walk, claim, find_owner, pick, refuse_if_broken_names};
+use super::claim_loop::{Walk, claim};
+use super::{Allocated, Request, find_owner, pick, refuse_if_broken_names};
 
 /// Claims a floating IP from the public pools of `zone`, in name order, moving to the next
 /// pool when one is exhausted. Idempotent across the zone: an owner holding an address in

@@ -6,7 +6,10 @@
 //! The walk owns `cluster/`, `namespaces/` and the root's `.ipamctl`, `.gitignore` and
 //! `.tmp-*`; everything else at the root (a README, `.git`, CI configuration: the state
 //! directory is often the root of a GitOps repository) is left alone. Inside what it owns,
-//! every entry is either part of the layout or a finding.
+//! every entry is either part of the layout or a finding. ipamctl's own files (the derived
+//! index, scratch, leftovers, lock names) are judged in `layout/own_files.rs`.
+
+mod own_files;
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
@@ -18,13 +21,14 @@ use rustix::fs::FileType;
 
 use super::{Finding, Leftover, Severity};
 use crate::model::layout::{CLUSTER, NAMESPACES, ScopeDir};
-use crate::model::{Namespace, ObjectKind, PoolName};
+use crate::model::{Namespace, ObjectKind};
 use crate::store::fs::beneath::{self, Refused};
 use crate::store::fs::{
-    FsStore, GITIGNORE, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX, MARKER, TMP_PREFIX,
-    beneath::DELETING_PREFIX,
+    FsStore, GITIGNORE, INDEX_DIR, MARKER, TMP_PREFIX, beneath::DELETING_PREFIX,
 };
 use crate::yaml::MAX_MANIFEST_BYTES;
+
+use own_files::is_pool_lock;
 
 const GITIGNORE_FILE: &str = ".gitignore";
 /// How deep below a directory the walk looks for a namespace laid out by hand: a namespace
@@ -485,63 +489,6 @@ impl Walker {
             }
         }
     }
-
-    /// `ipallocations/.index/`: the derived owner index and hints. Its contents are
-    /// a cache (git-ignored, rebuilt on demand), so only their names are checked.
-    fn index(&mut self, parent: &OwnedFd, dir: &Item) {
-        let Some(fd) = self.open(parent, dir) else {
-            return;
-        };
-        for item in self.entries(&fd, &dir.rel) {
-            let name = item.name.as_str();
-            if item.kind == Kind::File && name.starts_with(TMP_PREFIX) {
-                self.leftover(&fd, &item);
-                continue;
-            }
-            let known = match item.kind {
-                Kind::File => pool_of(name, INDEX_SUFFIX).is_some() || is_old_index_file(name),
-                Kind::Dir => pool_of(name, HINTS_SUFFIX).is_some(),
-                Kind::Symlink | Kind::Other => false,
-            };
-            if !known {
-                self.foreign(
-                    &item,
-                    "not one of ipamctl's index files; ipamctl ignores it",
-                );
-            }
-        }
-    }
-
-    /// A temporary file `item` of `dir`, dated by an `fstatat` that does not follow.
-    /// `<root>/.index/`: its `.tmp-*` files are leftovers; the rest is a cache nobody reviews.
-    fn scratch(&mut self, parent: &OwnedFd, dir: &Item) {
-        let Some(fd) = self.open(parent, dir) else {
-            return;
-        };
-        for item in self.entries(&fd, &dir.rel) {
-            if item.kind == Kind::File && item.name.starts_with(TMP_PREFIX) {
-                self.leftover(&fd, &item);
-            }
-        }
-    }
-
-    fn leftover(&mut self, dir: &OwnedFd, item: &Item) {
-        let Ok(Some(stat)) = beneath::stat(dir, &item.raw) else {
-            return; // gone since the listing: the write it belonged to finished
-        };
-        let modified = super::modified(&stat);
-        let old = super::is_old(modified, self.now);
-        let message = if old {
-            "leftover temporary file of an interrupted write, older than 5 minutes; `ipamctl check --fix` removes it"
-        } else {
-            "temporary file of a write in progress or one interrupted moments ago; `ipamctl check --fix` removes it once it is 5 minutes old"
-        };
-        self.finding(Severity::Warning, item.rel.clone(), message);
-        self.out.leftovers.push(Leftover {
-            path: item.rel.clone(),
-            modified,
-        });
-    }
 }
 
 /// Whether the directory `name` of `parent`, or one at most `depth` levels below it, holds a
@@ -568,48 +515,4 @@ fn holds_scope(parent: &OwnedFd, name: &OsString, depth: usize) -> bool {
         }
     });
     holds || (depth > 0 && below.iter().any(|n| holds_scope(&dir, n, depth - 1)))
-}
-
-/// `.lock` (the scope lock) or `.<pool>.lock` (a pool lock).
-fn is_pool_lock(name: &str) -> bool {
-    name == ".lock"
-        || name
-            .strip_prefix('.')
-            .and_then(|n| n.strip_suffix(".lock"))
-            .is_some_and(|pool| PoolName::new(pool).is_ok())
-}
-
-/// What ipamctl 0.1 kept in `.index/` (a journal and owner lock stripes `<pool>.lock-NN`):
-/// unused now, and harmless.
-fn is_old_index_file(name: &str) -> bool {
-    name == "journal"
-        || name.rsplit_once(".lock-").is_some_and(|(pool, stripe)| {
-            PoolName::new(pool).is_ok()
-                && stripe.len() == 2
-                && stripe.bytes().all(|b| b.is_ascii_digit())
-        })
-}
-
-/// The pool name of `<pool><suffix>`, if valid.
-fn pool_of<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
-    name.strip_suffix(suffix)
-        .filter(|pool| PoolName::new(pool).is_ok())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lock_and_index_names_are_recognised() {
-        assert!(is_pool_lock(".lock"));
-        assert!(is_pool_lock(".vpc-main.lock"));
-        assert!(!is_pool_lock(".Vpc.lock"));
-        assert!(!is_pool_lock("vpc-main.lock"));
-        assert!(is_old_index_file("vpc-main.lock-07"));
-        assert!(!is_old_index_file("vpc-main.lock-7"));
-        assert!(!is_old_index_file(".lock-07"));
-        assert_eq!(pool_of("vpc-main.owners", ".owners"), Some("vpc-main"));
-        assert_eq!(pool_of("vpc-main.log", ".owners"), None);
-    }
 }

@@ -23,7 +23,7 @@
 //! - **Two requests' locks, but never a wait.** The next request takes its own locks while
 //!   the earlier one's are still held: only locks granted at once. A lock it would have to
 //!   wait for, or a byte it wants exclusively that is held shared, it takes only after the
-//!   earlier names are durable and their locks gone (`lock.rs`, `FsStore::lock`): a wait
+//!   earlier names are durable and their locks gone (`lock/registry.rs`, `FsStore::lock`): a wait
 //!   while holding an earlier request's locks could close a cycle with another process
 //!   that takes them in the usual order, and an undo's exclusive lock of a pool would be
 //!   refused as an upgrade of the process's own shared hold.

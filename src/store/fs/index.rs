@@ -38,19 +38,28 @@
 //! `<key>` is an address (`10.0.0.1`) in an allocations index, a prefix (`2001:db8::/64`)
 //! in a prefix claims index.
 //!
+//! The status a record vouches with, and when a read is racily clean, are in
+//! `index/stamp.rs`; reading a line of the file in `index/line.rs`.
+//!
 //! `w` marks a file that is exactly the manifest ipamctl writes for its pool, address and
 //! owner, so a reader may rebuild it unread; `w<secs>` the same with that
 //! `metadata.creationTimestamp` (seconds since the epoch), as every claim now writes.
+
+mod line;
+mod stamp;
 
 use std::fmt::{Display, Write as _};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use rustix::fs::Stat;
 
 use crate::model::{Owner, OwnerFilter};
-use crate::store::fs::seal::{parse_hex, seal};
+use crate::store::fs::seal::seal;
+
+pub use line::parse_owner;
+use line::{owner_fields, parse_address, parse_line, parse_u64};
+pub use stamp::{COARSE_NS, RACY_NS, Stamp, nanos};
 
 /// First word of an index file, with its format version.
 const HEADER: &str = "ipamctl-index 3";
@@ -76,80 +85,6 @@ impl Key for IpNet {
         let net = IpNet::new(parse_address(&text[..slash])?, len).ok()?;
         (net.trunc() == net).then_some(net)
     }
-}
-
-/// How much older than the start of its read a file's ctime must be for the read to be
-/// recorded: more than the coarsest clock tick a file system stamps files with (10 ms at
-/// `HZ=100`), with room for the clock to advance between the stamp and our reading of it.
-pub const RACY_NS: i64 = 100_000_000;
-
-/// The margin for a file whose times are whole seconds: its file system stamps files to the
-/// second (ext2/3, ext4 with 128-byte inodes, many FUSE and network file systems) or to two
-/// (FAT), so a change later in the same second, or the next, can leave its status as it
-/// was. Two seconds of granularity and the ordinary margin on top.
-pub const COARSE_NS: i64 = 2_000_000_000 + RACY_NS;
-
-/// What a `stat` of an allocation file shows, as far as the index compares it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stamp {
-    /// Inode number.
-    pub ino: u64,
-    /// Size in bytes.
-    pub size: u64,
-    /// Modification time in nanoseconds since the epoch (saturating past the year 2262).
-    pub mtime: i64,
-    /// Change time in nanoseconds since the epoch (saturating past the year 2262).
-    pub ctime: i64,
-}
-
-impl Stamp {
-    /// The stamp of a status.
-    pub fn of(stat: &Stat) -> Stamp {
-        Stamp {
-            ino: stat.st_ino,
-            size: u64::try_from(stat.st_size).unwrap_or(u64::MAX),
-            mtime: nanos(stat.st_mtime, stat.st_mtime_nsec),
-            ctime: nanos(stat.st_ctime, stat.st_ctime_nsec),
-        }
-    }
-
-    /// May a read of this file, begun at `read_start` (ns since the epoch), be recorded?
-    /// Only if its last change is older than the read by more than its file system's
-    /// timestamp granularity ([`Stamp::margin`]): a change after the read then cannot leave
-    /// the status as recorded.
-    pub fn settled(&self, read_start: i64) -> bool {
-        self.ctime < read_start.saturating_sub(self.margin())
-    }
-
-    /// Did the file change within `window` before `at` (ns since the epoch), allowing for
-    /// its file system's timestamp granularity? A one-second stamp of 12:00:00 may be a
-    /// change at 12:00:00.999.
-    pub fn changed_within(&self, at: i64, window: i64) -> bool {
-        let extra = self.margin() - RACY_NS;
-        self.ctime > at.saturating_sub(window.saturating_add(extra))
-    }
-
-    /// How far apart a change and a read must be for the read to vouch for the status: the
-    /// coarsest tick of a file system with fine timestamps ([`RACY_NS`]), or, for a file
-    /// whose change and modification times are both whole seconds, [`COARSE_NS`]. A file
-    /// system with nanosecond stamps gives whole seconds to one file in a billion, which then
-    /// only waits longer to be recorded. (Whole seconds is how the stamps look on ext4 with
-    /// 128-byte inodes; detecting it per file needs no `statfs` and follows a state directory
-    /// copied between file systems.)
-    pub fn margin(&self) -> i64 {
-        let whole = |ns: i64| ns.rem_euclid(1_000_000_000) == 0;
-        if whole(self.ctime) && whole(self.mtime) {
-            COARSE_NS
-        } else {
-            RACY_NS
-        }
-    }
-}
-
-/// Seconds and nanoseconds as nanoseconds since the epoch, saturating.
-pub fn nanos(secs: i64, nsec: u64) -> i64 {
-    secs.saturating_mul(1_000_000_000)
-        .saturating_add(i64::try_from(nsec).unwrap_or(0))
 }
 
 /// An owner as the index writes it: `<kind> <name> <uid or ->` (none of the three holds a
@@ -486,121 +421,6 @@ impl<K: Key> Index<K> {
 /// Does the recorded `record` say exactly what `learnt` does?
 pub fn same(record: Option<RecordRef<'_>>, learnt: &Record) -> bool {
     record == Some(learnt.as_ref())
-}
-
-// Byte-wise, one pass over the line: a look-up parses one line per allocation of the pool,
-// 50,000 at a time. `at` is the line's offset in the file, for the owner's range.
-fn parse_line<K: Key>(line: &[u8], at: usize) -> Option<(K, Option<Entry<K>>)> {
-    let mut rest = line;
-    let mut field = || {
-        let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-        let (field, tail) = rest.split_at(end);
-        rest = tail.get(1..).unwrap_or_default();
-        field
-    };
-    let address = K::parse(field())?;
-    let ino = field();
-    if ino == b"-" {
-        return field().is_empty().then_some((address, None));
-    }
-    let stamp = Stamp {
-        ino: parse_u64(ino)?,
-        size: parse_u64(field())?,
-        mtime: parse_i64(field())?,
-        ctime: parse_i64(field())?,
-    };
-    let (whole, created) = match field() {
-        b"w" => (true, None),
-        b"-" => (false, None),
-        [b'w', secs @ ..] => (true, Some(parse_u64(secs)?)),
-        _ => return None,
-    };
-    let head_len = line.len() - rest.len() - 1;
-    let (sealed, owner) = rest.split_at(rest.len().min(16));
-    rest = owner.get(1..).unwrap_or_default();
-    if rest.is_empty()
-        || owner.first() != Some(&b' ')
-        || sealed.len() != 16
-        || parse_hex(sealed)? != seal(&line[..head_len], rest)
-    {
-        // An owner (or a status) edited by hand: the line vouches for nothing, and the file
-        // is read.
-        return None;
-    }
-    let start = at + (line.len() - rest.len());
-    Some((
-        address,
-        Some(Entry {
-            address,
-            stamp,
-            owner: (
-                u32::try_from(start).ok()?,
-                u32::try_from(at + line.len()).ok()?,
-            ),
-            whole,
-            created,
-        }),
-    ))
-}
-
-/// The owner in `text` (as [`owner_text`] writes it), validated as a manifest's would be.
-pub fn parse_owner(text: &str) -> Option<Owner> {
-    let (kind, name, uid) = owner_fields(text)?;
-    let uid = match uid {
-        "-" => None,
-        uid => Some(crate::model::Uid::new(uid).ok()?),
-    };
-    Owner::new(kind.parse().ok()?, name, uid).ok()
-}
-
-/// The three fields of an owner text, when it has exactly three and none is empty.
-fn owner_fields(text: &str) -> Option<(&str, &str, &str)> {
-    let mut parts = text.split(' ');
-    let fields = (parts.next()?, parts.next()?, parts.next()?);
-    let complete = parts.next().is_none()
-        && !fields.0.is_empty()
-        && !fields.1.is_empty()
-        && !fields.2.is_empty();
-    complete.then_some(fields)
-}
-
-fn parse_u64(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 20 {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, &b| {
-        b.is_ascii_digit()
-            .then(|| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
-            .flatten()
-    })
-}
-
-fn parse_i64(digits: &[u8]) -> Option<i64> {
-    match digits.strip_prefix(b"-") {
-        Some(rest) => i64::try_from(parse_u64(rest)?).ok().map(|n| -n),
-        None => i64::try_from(parse_u64(digits)?).ok(),
-    }
-}
-
-fn parse_address(text: &[u8]) -> Option<IpAddr> {
-    if text.contains(&b':') {
-        // IPv6 records are written as `Display` writes the address; `std` reads it back.
-        return std::str::from_utf8(text)
-            .ok()?
-            .parse::<std::net::Ipv6Addr>()
-            .ok()
-            .map(IpAddr::V6);
-    }
-    let mut octets = [0u8; 4];
-    let mut parts = text.split(|&b| b == b'.');
-    for octet in &mut octets {
-        let part = parts.next()?;
-        if part.len() > 3 || (part.len() > 1 && part[0] == b'0') {
-            return None;
-        }
-        *octet = u8::try_from(parse_u64(part)?).ok()?;
-    }
-    parts.next().is_none().then_some(IpAddr::from(octets))
 }
 
 #[cfg(test)]

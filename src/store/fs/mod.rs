@@ -6,7 +6,7 @@
 //! ```text
 //! <root>/.ipamctl                                 marker: identifies the root, layout version
 //! <root>/.index/lock-<inode of the root>          every lock is a byte range of it, fenced by a
-//!                                                 flock of the root directory (lock.rs)
+//!                                                 flock of the root directory (lock/)
 //! <root>/.gitignore                               keeps the dot-files below out of git
 //! <root>/cluster/ipampools/<pool>.yaml            public pools
 //! <root>/cluster/ipallocations/<pool>-<a-b-c-d>.yaml
@@ -168,7 +168,6 @@ mod flush;
 pub mod index;
 mod kind;
 pub mod lock;
-mod lock_holder;
 pub mod macs;
 mod objects;
 mod prefix_claims;

@@ -1,5 +1,5 @@
 //! Locks in PostgreSQL ([`Locks`]): row locks of the unit of work's transaction, which last
-//! until it commits or rolls back ([`Hold::Transaction`]); and the unit of work itself
+//! until it commits or rolls back ([`Hold::UntilUnitEnds`]); and the unit of work itself
 //! ([`Units`]). A claim locks only its pools' rows, `FOR SHARE`: the unique owner
 //! constraint arbitrates between requests for one owner, so no owner is locked.
 
@@ -17,7 +17,7 @@ impl Locks for PgStore {
         mode: LockMode,
     ) -> Result<PoolLock> {
         self.lock_pool_row(ns, pool, mode)?;
-        Ok(PoolLock::new(Hold::Transaction))
+        Ok(PoolLock::new(Hold::UntilUnitEnds))
     }
 
     fn lock_scope(&self, ns: Option<&Namespace>) -> Result<ScopeLock> {
@@ -32,7 +32,7 @@ impl Locks for PgStore {
                 &[&ns],
             )
         })?;
-        Ok(ScopeLock::new(Hold::Transaction))
+        Ok(ScopeLock::new(Hold::UntilUnitEnds))
     }
 
     fn lock_claim(
@@ -54,7 +54,7 @@ impl Locks for PgStore {
                 }
             }
         }
-        let held = pools.iter().map(|_| Hold::Transaction).collect();
+        let held = pools.iter().map(|_| Hold::UntilUnitEnds).collect();
         Ok(ClaimLock::new(held, Vec::new()))
     }
 
@@ -68,7 +68,7 @@ impl Locks for PgStore {
         // The unit's first round trip locks the pool and reads ahead the owner's claim and
         // the free space (`prefix_free.rs`); later in a unit, the lock alone.
         self.lock_prefix_claim_row(ns, pool, owner, len)?;
-        Ok(PoolLock::new(Hold::Transaction))
+        Ok(PoolLock::new(Hold::UntilUnitEnds))
     }
 }
 

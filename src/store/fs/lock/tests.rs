@@ -1,6 +1,9 @@
 //! The file store's locks, tested in one process: collisions, deleted lock files, reuse of
 //! a held byte, and the owner's two locks.
 
+use std::time::Duration;
+
+use crate::error::Error;
 // By its path, not `super::*`: the same items, named as the layer check reads paths.
 use crate::store::fs::lock::*;
 

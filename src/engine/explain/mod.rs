@@ -1,11 +1,14 @@
 //! `allocate --dry-run --explain` read from the store: the pool, its subnets, the addresses
-//! taken and cooling, handed to the pure [`crate::engine::explain`], and the holders of the
-//! taken addresses on the lines shown, read one by one.
+//! taken and cooling, handed to the pure [`skipped`] (why each address before the chosen
+//! one was skipped), and the holders of the taken addresses on the lines shown, read one
+//! by one.
+
+pub mod skipped;
 
 use std::net::IpAddr;
 
 use crate::engine::allocate::{Allocated, Request};
-use crate::engine::explain::{self, DEFAULT_CAP};
+use crate::engine::explain::skipped::DEFAULT_CAP;
 use crate::error::{Error, Result};
 use crate::model::allocation_name;
 use crate::store::Store;
@@ -62,7 +65,7 @@ pub fn explain_request(
         req.pool, pool.spec.cidr
     )];
     let cooling = crate::engine::cooldown::cooling(store, &req.pool, &pool, &req.owner)?.blocked;
-    let input = explain::Request {
+    let input = skipped::Request {
         spec: &pool.spec,
         within: within_net,
         reserved: &req.reserved,
@@ -71,7 +74,7 @@ pub fn explain_request(
         subnets: &subnets,
         start: start.map(crate::model::candidates::ordinal),
     };
-    let explanation = explain::explain(&input, chosen, DEFAULT_CAP);
+    let explanation = skipped::explain(&input, chosen, DEFAULT_CAP);
     lines.extend(explanation.render(&mut |addr| holder(store, req, addr)));
     Ok(lines)
 }

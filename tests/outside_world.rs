@@ -347,7 +347,7 @@ fn a_returned_file_is_given_way_to_when_only_the_marker_was_replaced() {
 }
 
 /// The same return of the owner's file, to a batch: there a claim's re-check reads the files
-/// its view of the pool saw change since its look-up (`src/store/fs/view.rs`), not a new
+/// its view of the pool saw change since its look-up (`src/store/fs/owner/view.rs`), not a new
 /// listing. The first request is a dry run for another owner (its whole scan starts the
 /// view); the second, fip-r's, creates the low address and waits before its re-check, while
 /// fip-r's file comes back. The claim undoes the low address and answers fip-r's.

@@ -460,7 +460,7 @@ pub trait Units {
     /// Says that many requests follow in this process (`allocate -f`, `release -f`), run by
     /// `workers` stores at once (this one among them): the store may keep what it learns
     /// from one for the next, as long as what it keeps stays as true as what it would read
-    /// again (the file store's watch: `fs/watch.rs`), and may group them
+    /// again (the file store's watch: `fs/owner/watch.rs`), and may group them
     /// ([`Units::grouped`]). Each request is still its own unit of work.
     fn batch(&self, workers: usize) {
         let _ = workers;

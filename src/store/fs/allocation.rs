@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 use crate::model::{AllocationManifest, Namespace};
 use crate::store::fs::FsStore;
 use crate::store::fs::beneath::{self, Refused, refused};
-use crate::store::fs::index::Stamp;
-use crate::store::fs::kind::{Allocations, Kind};
+use crate::store::fs::owner::index::Stamp;
+use crate::store::fs::owner::kind::{Allocations, Kind};
 use crate::yaml::MAX_MANIFEST_BYTES;
 
 /// How long after its last change an allocation file that does not parse may still be a
@@ -161,7 +161,7 @@ impl FsStore {
             } else {
                 changing = true;
             }
-            let coarse = read.stamp.margin() - crate::store::fs::index::RACY_NS;
+            let coarse = read.stamp.margin() - crate::store::fs::owner::index::RACY_NS;
             if started - begun > STALL_WINDOW_NS + 500_000_000 + coarse {
                 let why = match &read.parsed {
                     Err(why) => format!("{why}, and it"),

@@ -32,12 +32,10 @@
 //! The cost is nothing on the common path: only the names that appeared since the look-up
 //! are read.
 
-use std::net::IpAddr;
-
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
 use crate::store::fs::FsStore;
-use crate::store::fs::lock::{Target, scope_text};
+use crate::store::fs::lock::Target;
 use crate::store::read::read_allocation;
 use crate::store::{
     Audit, Claim, Claims, LockMode, MacChange, ObjectKind, Objects, Release, Units,
@@ -215,125 +213,6 @@ impl Claims for FsStore {
     }
 }
 
-impl FsStore {
-    /// Records what an owner look-up that found nothing saw taken, for the claim after it.
-    pub(super) fn remember_looked(
-        &self,
-        ns: Option<&Namespace>,
-        pool: &crate::model::PoolName,
-        key: u64,
-        taken: Vec<IpAddr>,
-    ) {
-        let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
-        let at = (scope_text(ns).to_owned(), pool.as_str().to_owned(), key);
-        looked.insert(at, taken);
-    }
-
-    /// After a claim's create (the claim's owner lock held): if the owner's file came back
-    /// while the claim ran, undoes the claim and returns that file's allocation (see the
-    /// module docs for why no other ipamctl claim can have made it).
-    fn yield_to_returned_owner(
-        &self,
-        ns: Option<&Namespace>,
-        manifest: &AllocationManifest,
-    ) -> Result<Option<AllocationManifest>> {
-        let spec = &manifest.spec;
-        let at = (
-            scope_text(ns).to_owned(),
-            spec.pool.as_str().to_owned(),
-            spec.owner.key(),
-        );
-        let looked = self
-            .looked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&at);
-        // Without a look-up to compare with (a claim made without one), nothing is read.
-        let Some(taken) = looked else {
-            return Ok(None);
-        };
-        let Some(other) = self.appeared_for_owner(ns, manifest, &taken)? else {
-            return Ok(None);
-        };
-        failpoint!("claim-before-undo");
-        self.undo_claim(ns, manifest)?;
-        Ok(Some(other))
-    }
-
-    /// An allocation of the same owner in the pool that was not there when the claim's
-    /// look-up ran (a file the look-up, which saw `taken`, did not see), settled, if any.
-    /// Only the names that appeared since are read, so this costs one listing.
-    fn appeared_for_owner(
-        &self,
-        ns: Option<&Namespace>,
-        manifest: &AllocationManifest,
-        taken: &[IpAddr],
-    ) -> Result<Option<AllocationManifest>> {
-        failpoint!("claim-before-recheck");
-        let spec = &manifest.spec;
-        let Some(dir) = self.dir(ObjectKind::Allocation, ns, false)? else {
-            return Ok(None);
-        };
-        let pool = spec.pool.as_str();
-        // In a batch, the files that changed since the look-up are the view's unknown ones.
-        if let Some(changed) = self.changed_in_view(&dir, pool) {
-            for address in changed {
-                if address != spec.address
-                    && let Some(m) = self.owners_file(&dir, ns, manifest, address)?
-                {
-                    return Ok(Some(m));
-                }
-            }
-            return Ok(None);
-        }
-        let listed = self
-            .pool_names(&dir, Some(pool))?
-            .remove(pool)
-            .unwrap_or_default();
-        // Both ascending (a scan's `taken` is in listing order): one merge, not a search of
-        // `taken` per listed file (which was a tenth of a batch's time at 50,000). Were
-        // `taken` out of order, a name would only be read needlessly, never skipped.
-        let mut seen = taken.iter().peekable();
-        for address in listed {
-            while seen.next_if(|&&t| t < address).is_some() {}
-            if address == spec.address || seen.next_if_eq(&&address).is_some() {
-                continue;
-            }
-            if let Some(m) = self.owners_file(&dir, ns, manifest, address)? {
-                return Ok(Some(m));
-            }
-        }
-        Ok(None)
-    }
-
-    /// The allocation at `address` of `manifest`'s pool, read whole, if it is of the same
-    /// owner.
-    fn owners_file(
-        &self,
-        dir: &std::os::fd::OwnedFd,
-        ns: Option<&Namespace>,
-        manifest: &AllocationManifest,
-        address: IpAddr,
-    ) -> Result<Option<AllocationManifest>> {
-        let spec = &manifest.spec;
-        let file = format!(
-            "{}.yaml",
-            crate::model::allocation_name(&spec.pool, address)
-        );
-        Ok(match self.read_whole(dir, ns, &file)? {
-            Some(read)
-                if read
-                    .parsed
-                    .as_ref()
-                    .is_ok_and(|m| m.spec.owner == spec.owner && m.spec.address == address) =>
-            {
-                read.parsed.ok()
-            }
-            _ => None,
-        })
-    }
-}
-
 impl Units for FsStore {
     /// Runs `work` as it is: each write is durable on its own, and the locks `work` takes
     /// keep its steps apart from other processes'.
@@ -341,10 +220,10 @@ impl Units for FsStore {
         work()
     }
 
-    /// Watches the allocation directories the batch scans (`watch.rs`), and makes its
+    /// Watches the allocation directories the batch scans (`owner/watch.rs`), and makes its
     /// claims' names durable behind it (`flush.rs`).
     fn batch(&self, _workers: usize) {
-        *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = super::watch::Watch::new();
+        *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = super::owner::watch::Watch::new();
         let _ = self.flusher.set(super::flush::Flusher::default());
     }
 

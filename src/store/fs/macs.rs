@@ -125,9 +125,9 @@ use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName, Uid};
 use crate::store::fs::FsStore;
 use crate::store::fs::beneath::{self, Removed, WriteMode};
-use crate::store::fs::index::owner_text;
 use crate::store::fs::lock::Target;
 use crate::store::fs::objects::write_error;
+use crate::store::fs::owner::index::owner_text;
 use crate::store::{LockMode, Queries};
 
 /// The directory of MAC records in each scope, beside `ipallocations/`: a segment no

@@ -16,7 +16,7 @@
 //! <root>/{cluster,namespaces/<ns segments>}/cooldown/<pool>-<a-b-c-d>.yaml   recent releases
 //! <root>/{cluster,namespaces/<ns segments>}/ipprefixclaims/<pool>-<a-b-c-d>-<len>.yaml   child prefixes of supernets
 //! <root>/{cluster,namespaces/<ns segments>}/macs/<pool>-<12 hex digits>   who holds a MAC in a pool (macs.rs)
-//! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (index.rs)
+//! <root>/.index/<allocations dir>/<pool>.idx     owner index, stat-validated (owner/index.rs)
 //! <root>/.index/<allocations dir>/<pool>.owners/<key>   owner key -> address hint
 //! <root>/.index/<ipprefixclaims dir>/<pool>.idx  a supernet's owner index, keyed by prefix
 //! <root>/.index/.tmp-*                            temporary files of writes in flight
@@ -36,8 +36,8 @@
 //!
 //! The protocols live with their code: the write protocol, and the crash window each step
 //! closes, in `objects.rs`; owner look-ups, and why an outside writer cannot fool them, in
-//! `queries.rs` (the scan behind them in `scan.rs`, the derived files it keeps in
-//! `derived.rs`, the format of the owner index in [`index`]); claims and guarded releases
+//! [`owner`] (the look-up itself in `owner/queries.rs`, the scan behind it in
+//! `owner/scan.rs`, the format of the owner index in [`owner::index`]); claims and guarded releases
 //! in `claims.rs`; MACs held once per pool (MAC records, the window each step closes and
 //! what an outside writer can still do) in `macs.rs`; locks in [`lock`].
 //!
@@ -50,7 +50,7 @@
 //!    change of the pool runs until step 4; like every lock, it survives `git clean` and
 //!    `rsync` (`tests/adversary.rs` holds a prefix claim inside it while both run);
 //! 2. list `ipprefixclaims/` and find the owner's claim, if any (then it is the answer),
-//!    by the owner index keyed by prefix (`prefix_claims.rs`): only the files whose status
+//!    by the owner index keyed by prefix (`owner/prefix_claims.rs`): only the files whose status
 //!    differs from their record, and the owner's own, are read;
 //! 3. choose the prefix from the listed names and the pool's excludes (best fit);
 //! 4. create the claim's file exclusively (temporary file, fsync, link without replacing,
@@ -78,7 +78,7 @@
 //! - *a stamp that repeats*: the index trusts a record while the file's status is the
 //!   recorded one; a change in the same clock tick as the recording read leaves it so.
 //!   Closed by recording only files changed longer ago than the file system's timestamp
-//!   granularity, which whole-second stamps reveal ([`index::Stamp::margin`]);
+//!   granularity, which whole-second stamps reveal ([`owner::index::Stamp::margin`]);
 //! - *a file in flight*: a file rewritten in place passes through prefixes, and a prefix
 //!   can parse as another owner. Closed by trusting a file that parses only if its bytes
 //!   are exactly ipamctl's output or it has not changed for 2 s (the stall window: a
@@ -111,10 +111,10 @@
 //! `allocate -f` and `release -f` run many requests in one process, each as its own claim
 //! or release, with every lock and re-check above. What one process keeps between them is
 //! the status of each allocation file and the names of each allocation directory it has
-//! listed (`watch.rs`): read once per batch and directory, then kept true by an inotify
+//! listed (`owner/watch.rs`): read once per batch and directory, then kept true by an inotify
 //! watch added before the first listing, so that a request lists and `stat`s only what
 //! changed since the last. After a pool's first whole scan it also keeps the owner of each
-//! of the pool's files that no event named since (`view.rs`): an owner look-up then reads
+//! of the pool's files that no event named since (`owner/view.rs`): an owner look-up then reads
 //! only the files that changed and the owner's own, and a claim's re-check after its create
 //! reads the files that changed since its look-up, instead of a new listing. An outside write during a batch (`git pull`, `git checkout`,
 //! `git clean`, `cp` over a file, `rsync`, `rm`, `touch`, an editor) raises an event before
@@ -149,7 +149,7 @@
 //! - a change that keeps a file's inode, size, mtime and ctime to the nanosecond (a clock
 //!   stepped back onto the very instant of an earlier write of the same length);
 //! - an edit of an index line that also makes its seal again (an edit of the owner alone
-//!   voids the line: [`index`]);
+//!   voids the line: [`owner::index`]);
 //! - deleting the lock file while it is held and putting it back by an outside copy of
 //!   this very checkout's `.index/` before its holders finish ([`lock`]);
 //! - an allocation written by hand under a name that does not match its address: its name's
@@ -163,20 +163,11 @@
 mod allocation;
 pub mod beneath;
 mod claims;
-mod derived;
 mod flush;
-pub mod index;
-mod kind;
 pub mod lock;
 pub mod macs;
 mod objects;
-mod prefix_claims;
-mod queries;
-mod scan;
-mod seal;
-mod view;
-mod view_scan;
-mod watch;
+pub mod owner;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -226,8 +217,8 @@ pub struct FsStore {
     /// The locks this process holds through this store ([`lock`]).
     locks: Arc<lock::Registry>,
     /// In a batch, what the scans saw of each allocation directory, kept true by inotify
-    /// (`watch.rs`); `None` outside a batch.
-    watch: Mutex<Option<watch::Watch>>,
+    /// (`owner/watch.rs`); `None` outside a batch.
+    watch: Mutex<Option<owner::watch::Watch>>,
     /// In a batch, the claims whose names are made durable behind it (`flush.rs`); unset
     /// outside a batch, where every claim waits for its own.
     flusher: std::sync::OnceLock<flush::Flusher>,

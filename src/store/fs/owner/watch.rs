@@ -42,8 +42,8 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use crate::model::parse_allocation_name;
 use crate::model::taken::Taken;
 use crate::store::fs::beneath;
-use crate::store::fs::index::{Index, Stamp};
-use crate::store::fs::view::View;
+use crate::store::fs::owner::index::{Index, Stamp};
+use crate::store::fs::owner::view::View;
 
 /// `statfs` magic numbers of the file systems whose every change inotify reports.
 const LOCAL: &[u64] = &[
@@ -56,7 +56,7 @@ const LOCAL: &[u64] = &[
 ];
 
 /// A directory, by device and inode.
-pub(super) type DirId = (u64, u64);
+pub(in crate::store::fs) type DirId = (u64, u64);
 
 /// What the batch remembers of one watched directory.
 #[derive(Debug, Default)]
@@ -93,7 +93,7 @@ const INDEX_SLACK: usize = 64;
 
 /// The watches of one batch.
 #[derive(Debug)]
-pub(super) struct Watch {
+pub(in crate::store::fs) struct Watch {
     inotify: OwnedFd,
     dirs: HashMap<DirId, Seen>,
     /// Directories that cannot be watched (not local, limits, removed): real look-ups.
@@ -104,7 +104,7 @@ pub(super) struct Watch {
 
 impl Watch {
     /// A new set of watches; `None` when inotify is not available.
-    pub(super) fn new() -> Option<Watch> {
+    pub(in crate::store::fs) fn new() -> Option<Watch> {
         let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
         Some(Watch {
             inotify,
@@ -116,7 +116,7 @@ impl Watch {
 
     /// Reads the queue, then returns `dir`'s id if it is watched (adding the watch if it is
     /// the first look), `None` if its look-ups must be real.
-    pub(super) fn watched(&mut self, dir: &OwnedFd) -> Option<DirId> {
+    pub(in crate::store::fs) fn watched(&mut self, dir: &OwnedFd) -> Option<DirId> {
         self.drain();
         let stat = rustix::fs::fstat(dir).ok()?;
         let id = (stat.st_dev, stat.st_ino);
@@ -156,7 +156,7 @@ impl Watch {
     }
 
     /// The names of `id`, listing the directory with `list` the first time.
-    pub(super) fn names<E>(
+    pub(in crate::store::fs) fn names<E>(
         &mut self,
         id: DirId,
         list: impl FnOnce() -> Result<BTreeSet<Box<[u8]>>, E>,
@@ -172,7 +172,7 @@ impl Watch {
 
     /// The addresses of `pool`'s allocations in `id`, ascending (the names listed with
     /// `list` the first time).
-    pub(super) fn pool_addresses<E>(
+    pub(in crate::store::fs) fn pool_addresses<E>(
         &mut self,
         id: DirId,
         pool: &str,
@@ -197,7 +197,7 @@ impl Watch {
 
     /// `pool`'s index as last read, unless it lacks more than [`INDEX_SLACK`] of the
     /// `listed` files; else `load`'s, kept for the next request.
-    pub(super) fn index(
+    pub(in crate::store::fs) fn index(
         &mut self,
         id: DirId,
         pool: &str,
@@ -217,18 +217,18 @@ impl Watch {
 
     /// How many times the queue was read: what is learnt by a look that began at this
     /// generation is kept only if it is still the generation.
-    pub(super) fn generation(&self) -> u64 {
+    pub(in crate::store::fs) fn generation(&self) -> u64 {
         self.generation
     }
 
     /// The batch's view of `pool`'s owners in `id` (`view.rs`), if it has one.
-    pub(super) fn view(&self, id: DirId, pool: &str) -> Option<&View> {
+    pub(in crate::store::fs) fn view(&self, id: DirId, pool: &str) -> Option<&View> {
         self.dirs.get(&id)?.views.get(pool)
     }
 
     /// The view of `pool` in `id`, to keep what a look begun at `generation` learnt: only if
     /// the queue was not read since.
-    pub(super) fn view_since(
+    pub(in crate::store::fs) fn view_since(
         &mut self,
         id: DirId,
         pool: &str,
@@ -242,7 +242,13 @@ impl Watch {
 
     /// Starts the view of `pool` in `id` from a whole scan begun at `generation` (see
     /// [`Watch::view_since`]).
-    pub(super) fn seed(&mut self, id: DirId, pool: &str, generation: u64, view: View) {
+    pub(in crate::store::fs) fn seed(
+        &mut self,
+        id: DirId,
+        pool: &str,
+        generation: u64,
+        view: View,
+    ) {
         if generation != self.generation {
             return;
         }
@@ -253,19 +259,26 @@ impl Watch {
 
     /// The remembered status of `name` in `id`, if there is one; and the generation to give
     /// [`Watch::remember`] with a status read now.
-    pub(super) fn status(&self, id: DirId, name: &[u8]) -> (Option<Option<Stamp>>, u64) {
+    pub(in crate::store::fs) fn status(
+        &self,
+        id: DirId,
+        name: &[u8],
+    ) -> (Option<Option<Stamp>>, u64) {
         let known = self.statuses(id).and_then(|stats| stats.get(name).copied());
         (known, self.generation)
     }
 
     /// Every remembered status of `id`'s files (see [`Watch::status`]), for a look at many.
-    pub(super) fn statuses(&self, id: DirId) -> Option<&HashMap<Box<[u8]>, Option<Stamp>>> {
+    pub(in crate::store::fs) fn statuses(
+        &self,
+        id: DirId,
+    ) -> Option<&HashMap<Box<[u8]>, Option<Stamp>>> {
         self.dirs.get(&id).map(|seen| &seen.stats)
     }
 
     /// The remembered statuses of `pool`'s allocation files in `id`, by address (see
     /// [`Watch::status`]): the same as [`Watch::statuses`] holds for them.
-    pub(super) fn pool_statuses(
+    pub(in crate::store::fs) fn pool_statuses(
         &self,
         id: DirId,
         pool: &str,
@@ -276,7 +289,7 @@ impl Watch {
     /// Remembers the status of `name`, read with a real `stat` when the generation was
     /// `generation`: only if the queue was not read since (an event it held may have
     /// raced that `stat`).
-    pub(super) fn remember(
+    pub(in crate::store::fs) fn remember(
         &mut self,
         id: DirId,
         name: &[u8],

@@ -10,10 +10,10 @@ use crate::model::{Namespace, Owner};
 use crate::store::fs::FsStore;
 use crate::store::fs::allocation::now_ns;
 use crate::store::fs::beneath::refused;
-use crate::store::fs::index::{name_text, owner_text};
-use crate::store::fs::kind::Allocations;
-use crate::store::fs::scan::Hit;
-use crate::store::fs::watch::DirId;
+use crate::store::fs::owner::index::{name_text, owner_text};
+use crate::store::fs::owner::kind::Allocations;
+use crate::store::fs::owner::scan::Hit;
+use crate::store::fs::owner::watch::DirId;
 
 impl FsStore {
     /// An owner look-up's scan of `pool` in the batch's watched `dir`, from the pool's view:
@@ -21,7 +21,7 @@ impl FsStore {
     /// and the owner's that may be `owner`'s (read now, as a scan's hits are). `None` when
     /// the batch has no view of the pool (not in a batch, not watched, or not scanned yet):
     /// the caller scans.
-    pub(super) fn scan_view(
+    pub(in crate::store::fs) fn scan_view(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
@@ -100,7 +100,11 @@ impl FsStore {
 
     /// The files of `pool` in the batch's watched `dir` whose owner changed or was never
     /// known, after reading the watch's queue; `None` without a view of the pool.
-    pub(super) fn changed_in_view(&self, dir: &OwnedFd, pool: &str) -> Option<Vec<IpAddr>> {
+    pub(in crate::store::fs) fn changed_in_view(
+        &self,
+        dir: &OwnedFd,
+        pool: &str,
+    ) -> Option<Vec<IpAddr>> {
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         let w = watch.as_mut()?;
         let id = w.watched(dir)?;

@@ -45,7 +45,9 @@
 //! owner, so a reader may rebuild it unread; `w<secs>` the same with that
 //! `metadata.creationTimestamp` (seconds since the epoch), as every claim now writes.
 
+mod file;
 mod line;
+mod seal;
 mod stamp;
 
 use std::fmt::{Display, Write as _};
@@ -55,7 +57,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::model::{Owner, OwnerFilter};
-use crate::store::fs::seal::seal;
+use crate::store::fs::owner::index::seal::seal;
 
 pub use line::parse_owner;
 use line::{owner_fields, parse_address, parse_line, parse_u64};

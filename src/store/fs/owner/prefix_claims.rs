@@ -1,6 +1,6 @@
 //! The owner look-up of a supernet pool's prefix claims on the filesystem
 //! ([`crate::store::Queries::find_prefix_owner`]): the allocations' owner index and scan
-//! (`scan.rs`, [`crate::store::fs::index`]), keyed by prefix instead of address.
+//! (`scan.rs`, [`crate::store::fs::owner::index`]), keyed by prefix instead of address.
 //!
 //! A look-up lists `ipprefixclaims/` once (the names give every claimed prefix) and `stat`s
 //! each of the pool's files: a file whose status equals its record in
@@ -20,8 +20,8 @@ use crate::model::prefix_claim::{PrefixClaimManifest, parse_prefix_claim_name, p
 use crate::model::{Namespace, Owner, PoolName, Timestamp};
 use crate::store::fs::FsStore;
 use crate::store::fs::beneath::{self, refused};
-use crate::store::fs::index::{self, Index};
-use crate::store::fs::kind::Kind;
+use crate::store::fs::owner::index::{self, Index};
+use crate::store::fs::owner::kind::Kind;
 use crate::store::{ObjectKind, PrefixLookup};
 use crate::yaml;
 
@@ -72,7 +72,7 @@ impl Kind for PrefixClaims<'_> {
 
 impl FsStore {
     /// See [`crate::store::Queries::find_prefix_owner`].
-    pub(super) fn find_prefix_claim(
+    pub(in crate::store::fs) fn find_prefix_claim(
         &self,
         ns: Option<&Namespace>,
         pool: &PoolName,

@@ -32,12 +32,12 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
-use crate::store::fs::index::name_text;
+use crate::store::fs::owner::index::name_text;
 
 /// The owners of one pool's allocation files, as far as the batch knows them (owners as
-/// [`crate::store::fs::index::owner_text`]).
+/// [`crate::store::fs::owner::index::owner_text`]).
 #[derive(Debug, Default)]
-pub(super) struct View {
+pub(in crate::store::fs) struct View {
     /// The owner each known file names.
     owner_of: HashMap<IpAddr, Box<str>>,
     /// The known files by owner's name ([`name_text`]: an owner and its namesakes share
@@ -51,7 +51,7 @@ pub(super) struct View {
 
 impl View {
     /// A view of the files of a scan: each address with its owner, or `None` if unknown.
-    pub(super) fn seeded(files: Vec<(IpAddr, Option<Box<str>>)>) -> View {
+    pub(in crate::store::fs) fn seeded(files: Vec<(IpAddr, Option<Box<str>>)>) -> View {
         let mut view = View::default();
         for (address, owner) in files {
             match owner {
@@ -65,7 +65,7 @@ impl View {
     }
 
     /// An event named the file at `address`: its owner is unknown until it is read again.
-    pub(super) fn forget(&mut self, address: IpAddr) {
+    pub(in crate::store::fs) fn forget(&mut self, address: IpAddr) {
         self.unlearn(address);
         self.unknown.insert(address);
     }
@@ -100,19 +100,19 @@ impl View {
 
     /// The files a look-up for an owner whose [`name_text`] is `name` reads: the unknown
     /// ones, the owner's and its namesakes'.
-    pub(super) fn to_read(&self, name: &str) -> Vec<IpAddr> {
+    pub(in crate::store::fs) fn to_read(&self, name: &str) -> Vec<IpAddr> {
         let mut files: Vec<IpAddr> = self.unknown.iter().copied().collect();
         files.extend(self.owners.get(name).into_iter().flatten().copied());
         files
     }
 
     /// The files whose owner is not known.
-    pub(super) fn unknown(&self) -> Vec<IpAddr> {
+    pub(in crate::store::fs) fn unknown(&self) -> Vec<IpAddr> {
         self.unknown.iter().copied().collect()
     }
 
     /// Keeps what a look-up learnt: each file's owner, or `None` for a file gone.
-    pub(super) fn learn(&mut self, learnt: Vec<(IpAddr, Option<Box<str>>)>) {
+    pub(in crate::store::fs) fn learn(&mut self, learnt: Vec<(IpAddr, Option<Box<str>>)>) {
         for (address, owner) in learnt {
             match owner {
                 Some(owner) => self.know(address, owner),

@@ -8,7 +8,7 @@
 //!    size: the idempotent path. A wrong or stale hint only costs the next step.
 //! 2. *Scan:* list the directory and `stat` each of P's files; a file whose status equals
 //!    its index record exactly is known to belong to the recorded owner; every other file
-//!    is read (and recorded if it is old enough, see [`crate::store::fs::index`]). Files that may be
+//!    is read (and recorded if it is old enough, see [`crate::store::fs::owner::index`]). Files that may be
 //!    O's, or hold O's name under another uid ([`OwnerLookup::namesake`]), are read. So the
 //!    answer always rests on files as they are now, or on records that the files' present
 //!    status vouches for.
@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::model::candidates::Candidates;
 use crate::model::{Namespace, Owner, OwnerFilter, PoolName};
 use crate::store::fs::FsStore;
-use crate::store::fs::index;
+use crate::store::fs::owner::index;
 use crate::store::{Found, FreeIter, ObjectKind, OwnerLookup, PrefixLookup, Queries};
 
 impl Queries for FsStore {
@@ -40,7 +40,7 @@ impl Queries for FsStore {
         let key = owner.key();
         if let Some(address) = self.hint(ns, pool, key) {
             let name = crate::model::allocation_name(pool, address);
-            let started = super::allocation::now_ns();
+            let started = crate::store::fs::allocation::now_ns();
             if let Some(read) = self.read_allocation(&dir, ns, &format!("{name}.yaml"))?
                 && read.settled(started)
                 && let Ok(m) = read.parsed

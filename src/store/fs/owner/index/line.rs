@@ -3,9 +3,9 @@
 
 use std::net::IpAddr;
 
+use super::seal::{parse_hex, seal};
 use super::{Entry, Key, Stamp};
 use crate::model::Owner;
-use crate::store::fs::seal::{parse_hex, seal};
 
 // Byte-wise, one pass over the line: a look-up parses one line per allocation of the pool,
 // 50,000 at a time. `at` is the line's offset in the file, for the owner's range.

@@ -1,23 +1,22 @@
-//! The derived files under `.index/`: each pool's owner index (its format is
-//! [`crate::store::fs::index`]; one for a pool's allocations, one for a supernet's prefix
-//! claims) and each owner's address hint. Both are advice: read best
-//! effort, written best effort, never trusted without the allocation file they name.
+//! The owner index's files under `.index/`: each pool's owner index (its format is
+//! [`super`]; one for a pool's allocations, one for a supernet's prefix claims), read best
+//! effort and written best effort: an index is advice, never trusted without the file's
+//! present status.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use crate::model::{Namespace, PoolName};
 use crate::store::ObjectKind;
 use crate::store::fs::beneath::{self, Refused, WriteMode};
-use crate::store::fs::index::{Change, Index, Key};
-use crate::store::fs::{FsStore, HINTS_SUFFIX, INDEX_DIR, INDEX_SUFFIX};
+use crate::store::fs::owner::index::{Change, Index, Key};
+use crate::store::fs::{FsStore, INDEX_DIR, INDEX_SUFFIX};
 
 impl FsStore {
     /// The index of `pool` in the `kind` directory `dir`: empty if it is missing or
     /// unreadable (an index is only ever a cost saved).
-    pub(super) fn load_index<K: Key>(
+    pub(in crate::store::fs) fn load_index<K: Key>(
         &self,
         kind: ObjectKind,
         dir: &OwnedFd,
@@ -40,7 +39,7 @@ impl FsStore {
     }
 
     /// The allocation indexes of `pool`, or of every pool of `ns` that has one, by pool name.
-    pub(super) fn load_indexes(
+    pub(in crate::store::fs) fn load_indexes(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
@@ -72,7 +71,7 @@ impl FsStore {
 
     /// Appends `changes` to the pool's index of `kind` objects, or rewrites it whole when
     /// it is missing or mostly history.
-    pub(super) fn save_index<K: Key>(
+    pub(in crate::store::fs) fn save_index<K: Key>(
         &self,
         kind: ObjectKind,
         ns: Option<&Namespace>,
@@ -105,7 +104,7 @@ impl FsStore {
 
     /// The index directory of the `kind` objects of `ns`: `.index/<objects dir>` (created
     /// with `create`).
-    pub(super) fn index_dir(
+    pub(in crate::store::fs) fn index_dir(
         &self,
         kind: ObjectKind,
         ns: Option<&Namespace>,
@@ -117,42 +116,5 @@ impl FsStore {
         } else {
             beneath::open_dir(&self.fd, &rel)
         }
-    }
-
-    /// The address `key`'s hint names in `pool`, if any.
-    pub(super) fn hint(&self, ns: Option<&Namespace>, pool: &PoolName, key: u64) -> Option<IpAddr> {
-        let index_dir = self.index_dir(ObjectKind::Allocation, ns, false).ok()?;
-        let hints =
-            beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
-        let file = beneath::read(&hints, format!("{key:016x}"), 64).ok()??;
-        std::str::from_utf8(&file.bytes)
-            .ok()?
-            .strip_suffix('\n')?
-            .parse()
-            .ok()
-    }
-
-    /// Records `address` as `key`'s hint (best effort).
-    pub(super) fn write_hint(
-        &self,
-        ns: Option<&Namespace>,
-        pool: &PoolName,
-        key: u64,
-        address: IpAddr,
-    ) {
-        failpoint!("index-before-hint");
-        let _ = self
-            .index_dir(ObjectKind::Allocation, ns, true)
-            .and_then(|index_dir| beneath::subdir(index_dir, &format!("{pool}{HINTS_SUFFIX}")))
-            .and_then(|hints| {
-                beneath::write(
-                    hints,
-                    &format!("{key:016x}"),
-                    format!("{address}\n").as_bytes(),
-                    WriteMode::Replace,
-                    false,
-                    &beneath::beside,
-                )
-            });
     }
 }

@@ -6,12 +6,12 @@ use std::net::IpAddr;
 
 use crate::model::{AllocationManifest, Namespace, Owner, PoolName, Timestamp};
 use crate::store::ObjectKind;
-use crate::store::fs::index::Key;
+use crate::store::fs::owner::index::Key;
 use crate::yaml;
 
 /// A kind of object a scan looks at, for one pool: how its files are named, decoded and
 /// rebuilt. Everything else (the index, the status check, what is recorded) is the scan's.
-pub(super) trait Kind: Sync {
+pub(in crate::store::fs) trait Kind: Sync {
     /// What a file's name spells, and the index keys its record by.
     type Key: Key;
     /// What a file holds.
@@ -44,13 +44,13 @@ pub(super) trait Kind: Sync {
 }
 
 /// Allocations of one pool, keyed by address.
-pub(super) struct Allocations<'a> {
+pub(in crate::store::fs) struct Allocations<'a> {
     /// The pool as its files spell it.
-    pub(super) pool: &'a str,
+    pub(in crate::store::fs) pool: &'a str,
     /// The pool's name, when it is a valid one (else nothing is rebuilt).
-    pub(super) pool_name: Option<PoolName>,
+    pub(in crate::store::fs) pool_name: Option<PoolName>,
     /// The scope.
-    pub(super) ns: Option<&'a Namespace>,
+    pub(in crate::store::fs) ns: Option<&'a Namespace>,
 }
 
 impl Kind for Allocations<'_> {

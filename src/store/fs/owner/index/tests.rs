@@ -1,8 +1,8 @@
 //! The owner index's file format: rendering, parsing, and what a record vouches for.
 
 // By its path, not `super::*`: the same items, named as the layer check reads paths.
-use crate::store::fs::index::line::parse_i64;
-use crate::store::fs::index::*;
+use crate::store::fs::owner::index::line::parse_i64;
+use crate::store::fs::owner::index::*;
 
 fn record(ino: u64, owner: &str) -> Record {
     Record {

@@ -1,6 +1,6 @@
 //! The scan behind every owner look-up and owner-filter query: list a pool's files, rule
 //! out without reading those whose status matches their index record, read the rest, and
-//! record what was learnt (see "Owner look-ups" in [`crate::store::fs::queries`]). One scan
+//! record what was learnt (see "Owner look-ups" in [`crate::store::fs::owner::queries`]). One scan
 //! serves every kind of object that has an owner index ([`Kind`]): allocations, keyed by
 //! address, and prefix claims of supernet pools, keyed by prefix.
 
@@ -14,9 +14,9 @@ use crate::store::ObjectKind;
 use crate::store::fs::FsStore;
 use crate::store::fs::allocation::now_ns;
 use crate::store::fs::beneath::{self, refused};
-use crate::store::fs::index::{self, Change, Index, Record, RecordRef, Stamp};
-use crate::store::fs::kind::{Allocations, Kind};
-use crate::store::fs::watch::DirId;
+use crate::store::fs::owner::index::{self, Change, Index, Record, RecordRef, Stamp};
+use crate::store::fs::owner::kind::{Allocations, Kind};
+use crate::store::fs::owner::watch::DirId;
 use crate::store::parallel::parallel_map;
 
 /// One file as a scan's first pass saw it.
@@ -41,24 +41,25 @@ enum Look<M, K> {
 /// A file read by a scan that may be a write in flight (see
 /// [`crate::store::fs::allocation::ReadFile::settled`]): whatever it parsed as, it is a
 /// hit, for the caller to read again as a whole.
-pub(super) type InFlight = bool;
+pub(in crate::store::fs) type InFlight = bool;
 
 /// A manifest as a scan returns it: boxed, so that tens of thousands of them move through
 /// the scan's vectors as pointers.
-pub(super) type Boxed<M = AllocationManifest> = std::result::Result<Box<M>, String>;
+pub(in crate::store::fs) type Boxed<M = AllocationManifest> = std::result::Result<Box<M>, String>;
 
 /// What a scan found.
-pub(super) struct Scanned<K = IpAddr, M = AllocationManifest> {
+pub(in crate::store::fs) struct Scanned<K = IpAddr, M = AllocationManifest> {
     /// The keys (addresses) the pool's files hold.
-    pub(super) taken: Vec<K>,
+    pub(in crate::store::fs) taken: Vec<K>,
     /// The files whose owner may be wanted, every file that does not parse, and every file
     /// that may be in flight, read now (the flag: in flight).
-    pub(super) hits: Vec<Hit<K, M>>,
+    pub(in crate::store::fs) hits: Vec<Hit<K, M>>,
 }
 
 /// A file a scan read ([`Scanned::hits`]): its key, its object name, what it parsed as, and
 /// whether it may be in flight.
-pub(super) type Hit<K = IpAddr, M = AllocationManifest> = (K, String, Boxed<M>, InFlight);
+pub(in crate::store::fs) type Hit<K = IpAddr, M = AllocationManifest> =
+    (K, String, Boxed<M>, InFlight);
 
 impl<K, M> Default for Scanned<K, M> {
     fn default() -> Self {
@@ -73,7 +74,7 @@ impl FsStore {
     /// The allocations of `pool` among `addresses` (ascending, as listed): the addresses
     /// they hold, and the files whose owner may pass `wanted` (given an owner as
     /// [`index::owner_text`]), read now: [`FsStore::scan_of`] for allocations.
-    pub(super) fn scan(
+    pub(in crate::store::fs) fn scan(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
@@ -93,7 +94,7 @@ impl FsStore {
     /// the keys they hold, and the files whose owner may pass `wanted` (given an owner as
     /// [`index::owner_text`]), read now. A file is ruled out without being read only when
     /// its status matches its index record. Records what it learnt (best effort).
-    pub(super) fn scan_of<T: Kind>(
+    pub(in crate::store::fs) fn scan_of<T: Kind>(
         &self,
         kind: &T,
         dir: &OwnedFd,
@@ -272,7 +273,7 @@ impl FsStore {
 
     /// The allocations of `pool` in `dir` by address (ascending), and the pool's index:
     /// both at once, the index read while the directory is listed.
-    pub(super) fn names_and_index(
+    pub(in crate::store::fs) fn names_and_index(
         &self,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
@@ -309,7 +310,7 @@ impl FsStore {
     /// The addresses of the allocations in `dir`, ascending, by pool (only `pool`'s if
     /// given). Only names of the canonical form count (see [`parse_allocation_name`]), so
     /// [`Allocations`]' `name` gives each one's file name back.
-    pub(super) fn pool_names(
+    pub(in crate::store::fs) fn pool_names(
         &self,
         kind_dir: &OwnedFd,
         pool: Option<&str>,
@@ -350,7 +351,7 @@ impl FsStore {
     }
 
     /// Manifest names (`<name>.yaml`, not dot-files) in an object directory.
-    pub(super) fn names(&self, dir: &OwnedFd) -> Result<Vec<String>> {
+    pub(in crate::store::fs) fn names(&self, dir: &OwnedFd) -> Result<Vec<String>> {
         let mut names = Vec::new();
         beneath::each_name(dir, |name, _| {
             if let Some(stem) = name.strip_suffix(b".yaml").and_then(beneath::utf8)
@@ -478,7 +479,7 @@ impl FsStore {
                 id,
                 pool,
                 generation,
-                crate::store::fs::view::View::seeded(seed),
+                crate::store::fs::owner::view::View::seeded(seed),
             );
         }
     }
@@ -522,7 +523,7 @@ impl FsStore {
 
     /// Calls `each` with every name in `dir`: from the batch's memory when it watches
     /// `dir` (`watch.rs`), else listed now.
-    pub(super) fn each_listed(
+    pub(in crate::store::fs) fn each_listed(
         &self,
         dir: &OwnedFd,
         mut each: impl FnMut(&[u8]),
@@ -543,7 +544,7 @@ impl FsStore {
 }
 
 /// Every name in `dir`, listed now.
-pub(super) fn list_names(
+pub(in crate::store::fs) fn list_names(
     dir: &OwnedFd,
 ) -> beneath::Confined<std::collections::BTreeSet<Box<[u8]>>> {
     let mut names = std::collections::BTreeSet::new();

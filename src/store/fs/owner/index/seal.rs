@@ -1,4 +1,4 @@
-//! The seal of an owner index record ([`crate::store::fs::index`]): what makes a line edited
+//! The seal of an owner index record ([`crate::store::fs::owner::index`]): what makes a line edited
 //! by hand vouch for nothing.
 
 /// A record's seal: FNV-1a (64 bits) of its status fields and its owner, so that a line

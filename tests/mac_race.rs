@@ -286,7 +286,7 @@ fn racing_claims_releases_and_mac_set_never_put_a_mac_on_two_allocations() {
 #[cfg_attr(not(has_rsync), ignore = "needs rsync")]
 #[test]
 fn sigkill_beside_git_cp_and_rsync_never_puts_a_mac_on_two_allocations() {
-    require("rsync");
+    torture::needs::require("rsync");
     mac_storm_with_the_world(true, false);
 }
 
@@ -300,7 +300,7 @@ fn sigkill_beside_git_cp_and_rsync_never_puts_a_mac_on_two_allocations() {
 #[cfg_attr(not(has_rsync), ignore = "needs rsync")]
 #[test]
 fn outside_writers_of_mac_records_never_put_a_mac_on_two_allocations() {
-    require("rsync");
+    torture::needs::require("rsync");
     let all = std::env::var("IPAMCTL_MAC_STORM").is_ok_and(|v| v == "all");
     mac_storm_with_the_world(all, true);
 }
@@ -381,15 +381,6 @@ fn mac_storm_with_the_world(kills: bool, records: bool) {
     assert_eq!(scan.mac_records_astray(&root), Vec::<String>::new());
     let stable = scan.held_by(None, "lan", "Node/stable", None);
     assert_eq!(stable, ["10.0.0.251".parse::<std::net::IpAddr>().unwrap()]);
-}
-
-/// Fails under `CI=true` when `tool` is missing (elsewhere the test is ignored without it).
-fn require(tool: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(found, "{tool} is needed");
 }
 
 /// The outside world of this test: loops of real tools on background threads.

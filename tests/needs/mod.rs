@@ -20,7 +20,22 @@ pub fn require(tool: &str) {
         .is_ok_and(|s| s.success());
     assert!(
         found,
-        "this test needs `{tool}`, which is not on PATH (apt-get install {tool}; .ci/run \
-         installs it)"
+        "this test needs `{tool}`, which is not on PATH ({}; .ci/run installs it)",
+        install(tool)
     );
+}
+
+/// How to install `tool` on Debian: the package is not always named after the command.
+fn install(tool: &str) -> String {
+    match tool {
+        "node" => "apt-get install nodejs".into(),
+        "man" => "apt-get install man-db".into(),
+        "named-checkzone" => "apt-get install bind9-utils".into(),
+        "cargo-deb" => "cargo install --locked cargo-deb".into(),
+        "kea-dhcp4" => "apt-get install kea-dhcp4-server".into(),
+        "dnsmasq" => "apt-get install dnsmasq-base".into(),
+        "promtool" => "apt-get install prometheus".into(),
+        "psql" | "pg_ctl" | "initdb" => "apt-get install postgresql".into(),
+        other => format!("apt-get install {other}"),
+    }
 }

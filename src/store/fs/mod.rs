@@ -166,6 +166,7 @@ mod claims;
 mod derived;
 mod flush;
 pub mod index;
+mod inspect;
 mod kind;
 pub mod lock;
 pub mod macs;

@@ -418,7 +418,11 @@ mod tests {
         let store =
             crate::store::registry::open(&Location::Dir(Some(root.to_owned())), &config).unwrap();
         let dir = store.state_dir().expect("a state directory");
-        let file = |rel: String, stem: &str| ManifestFile::row(rel, None, stem);
+        // A file no longer on disk reads as gone, as one released since the walk does.
+        let file = |rel: String, stem: &str| {
+            dir.file(&rel, None, stem)
+                .unwrap_or_else(|| ManifestFile::row(rel, None, stem))
+        };
         let pools = vec![Decoded {
             file: file("cluster/ipampools/p.yaml".into(), "p"),
             manifest: Some(yaml::decode_pool(&POOL.replace("CIDR", cidr)).unwrap()),

@@ -39,7 +39,9 @@
 //! `queries.rs` (the scan behind them in `scan.rs`, the derived files it keeps in
 //! `derived.rs`, the format of the owner index in [`index`]); claims and guarded releases
 //! in `claims.rs`; MACs held once per pool (MAC records, the window each step closes and
-//! what an outside writer can still do) in `macs.rs`; locks in [`lock`].
+//! what an outside writer can still do) in `macs.rs`; locks in [`lock`]; the walk `check`
+//! reads, and the rest of what makes the file store a state directory
+//! ([`crate::store::StateDir`]), in `inspect/`.
 //!
 //! # Prefix claims of supernet pools
 //!

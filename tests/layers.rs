@@ -1,7 +1,8 @@
 //! The five layers, checked from the sources as Cargo would check separate crates: every
 //! `crate::` path a file names (in `use` lines, in code, and in the `schema_with`/`with`
 //! strings of serde and schemars attributes) must point at its own layer or one below it,
-//! `store::fs` and `store::pg` never name each other, no two files import each other in a
+//! `store::fs` and `store::pg` never name each other, `engine` names neither (it reaches them
+//! through the store's capabilities), no two files import each other in a
 //! circle, only `engine` (and the stores themselves) take locks or units of work, no clap and
 //! no printing below `cli`, command handlers do not call the store, and no file or function
 //! grows past its size without a comment that says why.
@@ -440,6 +441,17 @@ fn violations(sources: &BTreeMap<String, String>) -> Vec<String> {
                     "src/{path}:{line}: {me} imports `crate::{joined}` ({other} is its sibling)"
                 ));
             }
+            // The engine reaches what one store alone can do through the store's
+            // capabilities (`store::capability`), never by naming the store.
+            if layer == Some("engine")
+                && named.len() > 1
+                && named[0] == "store"
+                && matches!(named[1].as_str(), "fs" | "pg")
+            {
+                found.push(format!(
+                    "src/{path}:{line}: engine imports `crate::{joined}`; reach it through a capability of `Store`"
+                ));
+            }
             if let Some(to) = file_of(&named, &files)
                 && to != *path
             {
@@ -673,6 +685,36 @@ fn the_stores_do_not_import_each_other() {
             .iter()
             .any(|v| v.contains("store::fs imports `crate::store::pg::PgStore`")),
         "{found:?}"
+    );
+}
+
+#[test]
+fn the_engine_does_not_name_a_store() {
+    for (path, text) in [
+        // Files of their own, so that no import already there answers for the planted one.
+        ("engine/planted.rs", "use crate::store::fs::FsStore;"),
+        (
+            "engine/check/planted.rs",
+            "use crate::store::{Store, pg::PgStore};",
+        ),
+        ("engine/diff/planted.rs", "use crate::store::{self, fs};"),
+        (
+            "engine/planted/mod.rs",
+            "fn f() { crate::store::pg::conninfo::is_postgres(\"\"); }",
+        ),
+    ] {
+        let found = planted(path, text);
+        assert!(
+            found.iter().any(|v| v.contains(&format!("src/{path}:"))
+                && v.contains("engine imports `crate::store::")),
+            "{path}: {found:?}"
+        );
+    }
+    // A doc link is no import.
+    let before = violations(&crate_sources());
+    assert_eq!(
+        planted("engine/history.rs", "//! [`crate::store::fs`]"),
+        before
     );
 }
 

@@ -1,72 +1,45 @@
 //! `ipamctl check`: read-only validation of a whole state directory, the operator's fsck and
 //! a GitOps repository's CI gate.
 //!
-//! [`check`] walks the directory itself (it must see what the [`crate::store::Store`] trait
-//! hides: dot-files, stray files, symlinks) in `layout`, reads every manifest once, and
-//! then checks them against their paths and each other in `rules`. It never writes; the only
-//! write of the command is [`remove_leftover`], behind `--fix`.
-//!
-//! Every file and directory is reached through the root's handle ([`FsStore::root_fd`]) with
-//! [`crate::store::fs::beneath`]: relative, one handle at a time, never following a symlink, so
-//! nothing planted inside the state directory leads a read or the `--fix` unlink outside it.
+//! [`check`] asks the store what it has. On a state directory
+//! ([`crate::store::StateDir`]) the store walks the directory itself (it must see what
+//! [`crate::store::Objects`] hides: dot-files, stray files, symlinks, temporary files) and
+//! hands back its notes and the manifest files it found; the check reads every manifest
+//! once and then checks them against their paths and each other in `rules`, asks the store
+//! what each MAC's record says (`macs`), and reads again what looks broken (`confirm`).
+//! On a database ([`crate::store::Database`]) it reads every object in one snapshot
+//! (`objects`) and adds the database's own findings. It never writes; the only write of the
+//! command is [`remove_leftover`], behind `--fix`.
 
-mod db;
 mod elsewhere;
 mod identity;
-mod layout;
 pub mod macs;
+mod objects;
 mod prefixes;
 mod ranges;
 mod rules;
 
-pub use db::check_database;
-pub(crate) use db::unreadable_namespace;
-
 use std::collections::HashSet;
-use std::io::ErrorKind;
-use std::os::fd::OwnedFd;
-use std::path::{Component, Path};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use rustix::fs::{FileType, Stat};
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+pub use crate::store::inspect::Severity;
+
+use crate::error::Result;
 use crate::model::AllocationManifest;
 use crate::model::PoolRef;
-use crate::store::fs::beneath::{self, Refused};
-use crate::store::fs::{FsStore, TMP_PREFIX};
+use crate::store::inspect::{Leftover, ManifestFile, Note};
 use crate::store::parallel::parallel_map;
+use crate::store::{StateDir, Store};
+use crate::yaml;
 use crate::yaml::conflict::{self, Elsewhere};
-use crate::yaml::{self, MAX_MANIFEST_BYTES};
-
-use layout::ManifestFile;
 
 /// How long a temporary file must have been left untouched before `--fix` calls it garbage.
 /// A write fsyncs and renames its temporary file within moments of creating it, so a file
 /// this old belongs to a process that died (or one stalled so long that failing its write
 /// is the better outcome: the rename then fails and it reports an error; nothing is lost).
 pub const LEFTOVER_MIN_AGE: Duration = Duration::from_secs(5 * 60);
-
-/// How bad a finding is. Errors fail the check (exit 1); warnings do not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The state is wrong: ipamctl may refuse to work with it or hand out a wrong address.
-    Error,
-    /// Something ipamctl ignores, but that someone should look at.
-    Warning,
-}
-
-impl std::fmt::Display for Severity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        })
-    }
-}
 
 /// One problem, at one path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -80,11 +53,14 @@ pub struct Finding {
     pub message: String,
 }
 
-/// A temporary file (`.tmp-*`) the walk found, with its modification time.
-#[derive(Clone, Debug)]
-struct Leftover {
-    path: String,
-    modified: SystemTime,
+impl From<Note> for Finding {
+    fn from(note: Note) -> Finding {
+        Finding {
+            severity: note.severity,
+            path: note.path,
+            message: note.message,
+        }
+    }
 }
 
 /// The outcome of [`check`].
@@ -166,22 +142,37 @@ fn is_old(modified: SystemTime, now: SystemTime) -> bool {
         .is_ok_and(|age| age >= LEFTOVER_MIN_AGE)
 }
 
-/// The modification time a status shows.
-fn modified(stat: &Stat) -> SystemTime {
-    let nanos = Duration::from_nanos(stat.st_mtime_nsec);
-    match u64::try_from(stat.st_mtime) {
-        Ok(secs) => UNIX_EPOCH + Duration::from_secs(secs) + nanos,
-        Err(_) => UNIX_EPOCH - Duration::from_secs(stat.st_mtime.unsigned_abs()) + nanos,
+/// The finding of a temporary file the walk found, by its age at `now`.
+fn leftover_finding(leftover: &Leftover, now: SystemTime) -> Finding {
+    let message = if is_old(leftover.modified, now) {
+        "leftover temporary file of an interrupted write, older than 5 minutes; `ipamctl check --fix` removes it"
+    } else {
+        "temporary file of a write in progress or one interrupted moments ago; `ipamctl check --fix` removes it once it is 5 minutes old"
+    };
+    Finding {
+        severity: Severity::Warning,
+        path: leftover.path.clone(),
+        message: message.to_owned(),
     }
 }
 
-/// Checks the state directory of `store` without writing to it. See the module docs and
-/// `ipamctl check --help` for what is checked. Unreadable files and directories are findings,
-/// not failures; files removed while the check runs are skipped.
-pub fn check(store: &FsStore) -> Report {
-    let root = store.root_fd();
-    let layout = layout::walk(store.root(), root, SystemTime::now());
-    let mut findings = layout.findings;
+/// Checks what `store` holds without writing to it: its state directory, else every object
+/// in one snapshot of its database (`objects`). See the module docs and `ipamctl check
+/// --help` for what is checked. On a state directory, unreadable files and directories are
+/// findings, not failures, and files removed while the check runs are skipped.
+pub fn check(store: &dyn Store) -> Result<Report> {
+    match store.state_dir() {
+        Some(dir) => Ok(check_dir(dir)),
+        None => objects::check_objects(store),
+    }
+}
+
+/// [`check`] of a state directory.
+fn check_dir(dir: &dyn StateDir) -> Report {
+    let layout = dir.walk();
+    let now = SystemTime::now();
+    let mut findings: Vec<Finding> = layout.notes.into_iter().map(Finding::from).collect();
+    findings.extend(layout.leftovers.iter().map(|l| leftover_finding(l, now)));
     let pool_count = layout.pools.len();
     let allocation_count = layout.allocations.len();
 
@@ -224,9 +215,9 @@ pub fn check(store: &FsStore) -> Report {
     let mut related = rules::check_allocations(&allocations, &known, &mut findings);
     related.extend(macs::check_macs(&allocations, &known));
     related.extend(identity::check_identities(&allocations));
-    findings.extend(confirm(root, related, &allocations));
-    let (unrecorded_findings, unrecorded) = macs::check_records(root, &allocations);
-    let held_twice = macs::held_twice(root, &allocations);
+    findings.extend(confirm(dir, related, &allocations));
+    let (unrecorded_findings, unrecorded) = macs::check_records(dir, &allocations);
+    let held_twice = macs::held_twice(dir, &allocations);
     findings.extend(unrecorded_findings);
     macs::explain_malformed(&mut findings);
 
@@ -251,7 +242,7 @@ pub fn check(store: &FsStore) -> Report {
 /// made anew from those reads alone (the same rules): a finding that was an artefact of
 /// the timing does not survive, a real one does. Costs nothing when there is no finding.
 fn confirm(
-    root: &OwnedFd,
+    dir: &dyn StateDir,
     related: Vec<Finding>,
     allocations: &[Decoded<AllocationManifest>],
 ) -> Vec<Finding> {
@@ -273,19 +264,9 @@ fn confirm(
         .collect::<HashSet<_>>()
         .into_iter()
         .filter_map(|(scope, pool)| {
-            let rel = rules::pool_path(scope, pool);
             // As in the walk, a pool that is not a regular file beneath the root (one behind
             // a symlinked directory, say) is no pool.
-            let (dir, name) = beneath::open_parent(root, Path::new(&rel)).ok()?;
-            let stat = beneath::stat(&dir, name).ok()??;
-            let name = name.to_owned();
-            (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| ManifestFile {
-                rel,
-                dir: Arc::new(dir),
-                name,
-                scope: scope.cloned(),
-                stem: pool.to_string(),
-            })
+            dir.file(&rules::pool_path(scope, pool), scope, pool.as_str())
         })
         .collect();
     pool_files.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -303,73 +284,12 @@ fn confirm(
     confirmed
 }
 
-/// Removes the temporary file at `path` (relative to the root of `store`) if it still is one
+/// Removes the temporary file at `path` (relative to the root of `dir`) if it still is one
 /// and is still at least [`LEFTOVER_MIN_AGE`] old at `now`. Returns whether it removed it; a
 /// file that is gone already, or no longer beneath the root as a regular file, is not an
-/// error.
-pub fn remove_leftover(store: &FsStore, path: &str, now: SystemTime) -> Result<bool> {
-    let rel = Path::new(path);
-    let inside = rel.components().all(|c| matches!(c, Component::Normal(_)));
-    let is_temp = rel
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(TMP_PREFIX));
-    if !inside || !is_temp {
-        return Ok(false);
-    }
-    let full = store.root().join(rel);
-    let failed = |why: Refused| match why {
-        Refused::Io(e) if e.kind() != ErrorKind::NotFound => Err(Error::io(&full, e)),
-        // Gone, or its directory replaced by a symlink or a file: nothing of the state's
-        // is there to remove.
-        _ => Ok(false),
-    };
-    // Resolved again from the root, not through the walk's handle: the scan may be minutes
-    // old, and a directory it listed may since have been moved out of the root.
-    let (dir, name) = match beneath::open_parent(store.root_fd(), rel) {
-        Ok(opened) => opened,
-        Err(why) => return failed(why),
-    };
-    let stat = match beneath::stat(&dir, name) {
-        Ok(Some(stat)) => stat,
-        Ok(None) => return Ok(false),
-        Err(why) => return failed(why),
-    };
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
-        || !is_old(modified(&stat), now)
-    {
-        return Ok(false);
-    }
-    // Removed relative to the handle just looked through, and only the file judged: it is
-    // taken from its name first and unlinked only if what was taken is still an old regular
-    // file (a write that reused the name meanwhile gets its file back). No directory fsync:
-    // if a crash undoes this unlink, the next `--fix` removes it again.
-    let Some(name) = name.to_str() else {
-        return Ok(false);
-    };
-    let mut ours = |taken: &beneath::ReadFile| is_old(modified(&taken.stat), now);
-    match beneath::remove_if(&dir, name, false, &mut ours) {
-        Ok(removed) => Ok(removed == beneath::Removed::Deleted),
-        Err(why) => failed(why),
-    }
-}
-
-/// Reads one manifest file as text, relative to its directory's handle and without following
-/// a symlink; `None` if it vanished since the walk (a concurrent release), so that a check
-/// running beside other commands never reports a torn state.
-fn read_manifest(file: &ManifestFile) -> std::result::Result<Option<String>, String> {
-    let read = match beneath::read(&*file.dir, &file.name, MAX_MANIFEST_BYTES) {
-        Ok(None) => return Ok(None),
-        Ok(Some(read)) => read,
-        // The walk saw a regular file; a symlink put in its place since is reported, never
-        // followed.
-        Err(Refused::Symlink) => return Err(layout::SYMLINK.to_owned()),
-        Err(Refused::Io(e)) => return Err(format!("cannot read: {e}")),
-        Err(other) => return Err(other.reason()),
-    };
-    String::from_utf8(read.bytes)
-        .map(Some)
-        .map_err(|_| "is not UTF-8 text".to_owned())
+/// error ([`StateDir::remove_leftover`]).
+pub fn remove_leftover(dir: &dyn StateDir, path: &str, now: SystemTime) -> Result<bool> {
+    dir.remove_leftover(path, &|modified| is_old(modified, now))
 }
 
 /// A manifest file with what reading it gave: the manifest, or `None` after a finding.
@@ -399,7 +319,7 @@ fn read_all_with<T: Send>(
     elsewhere: &(dyn Fn(&AllocationManifest) -> Elsewhere + Sync),
 ) -> Vec<Decoded<T>> {
     let outcomes = parallel_map(&files, |file| {
-        let text = read_manifest(file)?;
+        let text = file.read_text()?;
         Ok(text.map(|text| {
             decode(&text).map_err(|why| {
                 // A conflicted allocation: say how to resolve it, with the path.
@@ -442,7 +362,10 @@ fn error(path: &str, message: impl Into<String>) -> Finding {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::store::registry::Location;
 
     #[test]
     fn only_files_untouched_for_five_minutes_are_old() {
@@ -472,6 +395,7 @@ mod tests {
     /// A state directory holding pool `p` as `cidr` and the allocations `on_disk`.
     fn state(cidr: &str, on_disk: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".ipamctl"), "layout: 1\n").unwrap();
         let pools = dir.path().join("cluster/ipampools");
         let allocations = dir.path().join("cluster/ipallocations");
         std::fs::create_dir_all(&pools).unwrap();
@@ -487,16 +411,17 @@ mod tests {
     /// What a first pass read: pool `p` as `cidr` and `allocations`, which the disk may no
     /// longer hold. Returns its two-file findings after confirmation against `root`.
     fn first_pass_then_confirm(root: &Path, cidr: &str, read: &[(&str, &str)]) -> Vec<Finding> {
-        let root: OwnedFd = std::fs::File::open(root).unwrap().into();
+        let config = crate::store::registry::Config {
+            workers: 1,
+            warn: &|_| {},
+        };
+        let store =
+            crate::store::registry::open(&Location::Dir(Some(root.to_owned())), &config).unwrap();
+        let dir = store.state_dir().expect("a state directory");
+        // A file no longer on disk reads as gone, as one released since the walk does.
         let file = |rel: String, stem: &str| {
-            let (dir, name) = beneath::open_parent(&root, Path::new(&rel)).unwrap();
-            ManifestFile {
-                dir: Arc::new(dir),
-                name: name.to_owned(),
-                rel,
-                scope: None,
-                stem: stem.to_owned(),
-            }
+            dir.file(&rel, None, stem)
+                .unwrap_or_else(|| ManifestFile::row(rel, None, stem))
         };
         let pools = vec![Decoded {
             file: file("cluster/ipampools/p.yaml".into(), "p"),
@@ -519,7 +444,7 @@ mod tests {
         let related = rules::check_allocations(&allocations, &known, &mut findings);
         assert!(findings.is_empty(), "{findings:?}");
         assert!(!related.is_empty(), "the first pass sees a problem");
-        confirm(&root, related, &allocations)
+        confirm(dir, related, &allocations)
     }
 
     #[test]
@@ -556,18 +481,5 @@ mod tests {
             kept[0].message.contains("is outside pool `p`'s prefix"),
             "{kept:?}"
         );
-    }
-
-    #[test]
-    fn remove_leftover_refuses_paths_outside_the_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = dir.path().join(".tmp-outside");
-        std::fs::write(&outside, "x").unwrap();
-        let root = dir.path().join("state");
-        FsStore::init(&root).unwrap();
-        let store = FsStore::open(&root).unwrap();
-        let later = SystemTime::now() + 2 * LEFTOVER_MIN_AGE;
-        assert!(!remove_leftover(&store, "../.tmp-outside", later).unwrap());
-        assert!(outside.exists());
     }
 }

@@ -12,8 +12,7 @@ use crate::error::Result;
 use crate::model::layout;
 use crate::model::prefix_claim::{PrefixClaimManifest, prefix_claim_name};
 use crate::model::{AllocationManifest, Namespace, ObjectKind, Owner, OwnerFilter, PoolName};
-use crate::store::Store;
-use crate::store::fs::FsStore;
+use crate::store::{StateDir, Store};
 use crate::yaml;
 
 /// One claim, release or in-place edit of an allocation.
@@ -151,8 +150,21 @@ fn entry(h: &Held, action: &str, date: &str, author: &str, commit: Option<(&str,
     }
 }
 
+/// The history of `subject` in `scopes` of `store`, newest first: from git when the store
+/// is a state directory, else from the store's own audit log.
+pub fn of(
+    store: &dyn Store,
+    scopes: &[Option<Namespace>],
+    subject: &Subject,
+) -> Result<Vec<Entry>> {
+    match store.state_dir() {
+        Some(dir) => from_git(dir, scopes, subject),
+        None => from_events(store, scopes, subject),
+    }
+}
+
 /// From a database's events table (`store`'s own audit log), newest first.
-pub fn from_events(
+fn from_events(
     store: &dyn Store,
     scopes: &[Option<Namespace>],
     subject: &Subject,
@@ -174,14 +186,14 @@ pub fn from_events(
     Ok(entries)
 }
 
-/// From `git log` of the allocation files of `scopes` in the state directory `store`,
-/// newest first.
-pub fn from_git(
-    store: &FsStore,
+/// From `git log` of the allocation files of `scopes` in the state directory `dir`, newest
+/// first.
+fn from_git(
+    dir: &dyn StateDir,
     scopes: &[Option<Namespace>],
     subject: &Subject,
 ) -> Result<Vec<Entry>> {
-    let repo = Repo::open(store.root())?;
+    let repo = Repo::open(dir.root())?;
     // Only commits whose diff mentions the uid or the owner's name can matter: git's
     // pickaxe skips the rest without the blobs being read here.
     let pickaxe = match (&subject.filter.uid, &subject.filter.kind_name) {

@@ -3,6 +3,14 @@
 //! locks). Each takes its own locks and unit of work, written against
 //! [`Store`](crate::store::Store); nothing outside `engine` and `store` takes a lock. Warnings come back as values.
 //!
+//! The engine never names a store (`tests/layers.rs` fails on an engine file that imports
+//! `store::fs` or `store::pg`). What only one kind of store can do it asks of the store
+//! ([`Capabilities`](crate::store::Capabilities)): `check` walks a
+//! [`StateDir`](crate::store::StateDir) or reads a [`Database`](crate::store::Database) in one
+//! snapshot, `diff` and `history` run git in the state directory's root, `export` asks the
+//! database which namespaces it leaves out. What a store finds about itself comes back as
+//! store values ([`crate::store::inspect`]) that `check` turns into its report.
+//!
 //! # Invariants
 //!
 //! 1. No two allocations hold the same address of a pool: an allocation's name is

@@ -16,8 +16,6 @@ use crate::engine::warning::{Warning, Warnings};
 use crate::engine::{holders, prefix};
 use crate::error::{Error, Result};
 use crate::model::{Namespace, PoolName, allocation_name};
-use crate::store::fs::FsStore;
-use crate::store::pg::PgStore;
 use crate::store::{self, Claim, LockMode, ObjectKind, Store};
 use crate::yaml;
 
@@ -217,12 +215,13 @@ pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
 /// `export`: [`copy_all`], but an object that does not validate (a row a hand made
 /// unreadable) is left out with a warning, as the file store's commands go on past a
 /// broken file: the rest of the database is still worth a state directory. So are the
-/// objects of a namespace that is none ([`PgStore::unreadable_namespaces`]), which no scope
-/// reaches: one warning per namespace and kind.
-pub fn export(from: &PgStore, to: &dyn Store, warnings: &mut Warnings) -> Result<Copied> {
-    for (kind, ns, rows) in from.unreadable_namespaces()? {
-        let why = check::unreadable_namespace(&ns, kind, rows);
-        warnings.push(Warning::new(format!("{why}; not exported")));
+/// objects of a namespace that is none ([`store::Database::unreadable_namespaces`]), which
+/// no scope reaches: one warning per namespace and kind.
+pub fn export(from: &dyn Store, to: &dyn Store, warnings: &mut Warnings) -> Result<Copied> {
+    if let Some(database) = from.database() {
+        for note in database.unreadable_namespaces()? {
+            warnings.push(Warning::new(format!("{}; not exported", note.message)));
+        }
     }
     copy(from, to, Some(warnings))
 }
@@ -300,8 +299,8 @@ const NAMED_FILES: usize = 10;
 /// `import` of a state directory: refused whole (exit 2, nothing written) when `ipamctl
 /// check` finds any error in it, the message naming the files (the first
 /// [`NAMED_FILES`], and how many more); else [`import`]. Warnings do not stop it.
-pub fn import_dir(from: &FsStore, to: &dyn Store) -> Result<Copied> {
-    let report = check::check(from);
+pub fn import_dir(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
+    let report = check::check(from)?;
     let errors: Vec<_> = report
         .findings
         .iter()
@@ -322,7 +321,7 @@ pub fn import_dir(from: &FsStore, to: &dyn Store) -> Result<Copied> {
             named.push(format!("and {} more", files.len() - NAMED_FILES));
         }
         return Err(Error::invalid(
-            from.root().display().to_string(),
+            from.describe(),
             format!(
                 "`ipamctl check` finds {} error{} in {} file{}: {}; nothing imported (run `ipamctl -d DIR check` and fix them first)",
                 errors.len(),

@@ -1,8 +1,12 @@
 //! Storage of manifests behind the [`Store`] trait, cut by concern: object bytes
 //! ([`Objects`]), typed queries of allocations ([`Queries`]), the claims and releases that
 //! arbitrate addresses ([`Claims`]), locks with guards that say what they hold
-//! ([`Locks`], [`guard`]), the unit of work ([`Units`]) and a store's own audit log
-//! ([`Audit`]). The engine takes `&dyn Store`, which is all six.
+//! ([`Locks`], [`guard`]), the unit of work ([`Units`]), a store's own audit log
+//! ([`Audit`]) and what only one kind of store can do ([`Capabilities`]: a state
+//! directory's walk and root, a database's snapshot and self-inspection, in [`capability`],
+//! with what they find in [`inspect`]). The engine takes `&dyn Store`, which is all seven,
+//! and never names an implementation. [`registry::open`] is the one place that opens a store
+//! from where it is (a directory, or a database's URL).
 //!
 //! Objects are keyed by (kind, namespace, name). The filesystem implementation is
 //! [`fs::FsStore`], where the file name is the arbiter of every claim; [`pg::PgStore`] keeps
@@ -10,11 +14,14 @@
 //! owner constraint. How an implementation keeps its indexes honest, and the locks only it
 //! needs (the file store's per-owner lock), stay inside it.
 
+pub mod capability;
 pub mod fs;
 pub mod guard;
+pub mod inspect;
 pub mod parallel;
 pub mod pg;
 pub mod read;
+pub mod registry;
 
 use std::net::IpAddr;
 
@@ -25,6 +32,7 @@ use crate::model::taken::Taken;
 use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
 
 pub use crate::model::ObjectKind;
+pub use crate::store::capability::{Capabilities, Database, StateDir};
 pub use crate::store::guard::{ClaimLock, Hold, LockMode, PoolLock, ScopeLock};
 
 /// An allocation as read: its manifest, or why the stored object is no manifest.
@@ -149,9 +157,9 @@ pub fn atomically<T>(store: &dyn Store, mut work: impl FnMut() -> Result<T>) -> 
 /// Storage of pools and allocations: every concern below. Every method is safe to call
 /// from many processes at once, and no answer rests on anything but the stored objects as
 /// they are when it is given.
-pub trait Store: Objects + Queries + Claims + Locks + Units + Audit {}
+pub trait Store: Objects + Queries + Claims + Locks + Units + Audit + Capabilities {}
 
-impl<T: Objects + Queries + Claims + Locks + Units + Audit + ?Sized> Store for T {}
+impl<T: Objects + Queries + Claims + Locks + Units + Audit + Capabilities + ?Sized> Store for T {}
 
 /// Object bytes: every kind of object by (kind, namespace, name).
 pub trait Objects {

@@ -8,21 +8,39 @@ use crate::cli::output;
 use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::engine::check::{self, Finding, Report, Severity};
 use crate::error::{Error, Result, exit};
-use crate::store::fs::FsStore;
-use crate::store::pg::PgStore;
-use crate::store::{ObjectKind, Objects};
+use crate::store::{ObjectKind, StateDir, Store};
 
-pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Write) -> Result<i32> {
+/// `ipamctl check`: of the state directory, or ([`run_database`]) of a database.
+pub fn run(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &CheckArgs,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    match store.state_dir() {
+        Some(dir) => run_dir(store, dir, g, args, out),
+        None => run_database(store, g, args, out),
+    }
+}
+
+/// `ipamctl check [--fix]` of the state directory `dir` of `store`.
+fn run_dir(
+    store: &dyn Store,
+    dir: &dyn StateDir,
+    g: &GlobalArgs,
+    args: &CheckArgs,
+    out: &mut dyn Write,
+) -> Result<i32> {
     if g.namespace.is_some() {
         return Err(Error::usage(
             "`check` always checks the whole state directory; drop `--namespace`",
         ));
     }
-    let mut report = check::check(store);
+    let mut report = check::check(store)?;
     if args.fix {
         let now = SystemTime::now();
         for path in report.fixable(now) {
-            if check::remove_leftover(store, &path, now)? {
+            if check::remove_leftover(dir, &path, now)? {
                 output::diagnostic(&format!("removed {path}"));
                 report.resolved(&path);
             }
@@ -75,7 +93,7 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
         }
     }
     render(out, g, &report.findings)?;
-    output::diagnostic(&summary(&report, &store.root().display().to_string()).to_string());
+    output::diagnostic(&summary(&report, &store.describe()).to_string());
     Ok(if report.count(Severity::Error) > 0 {
         exit::FAILURE
     } else {
@@ -84,10 +102,10 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &CheckArgs, out: &mut dyn Writ
 }
 
 /// `ipamctl --store URL check`: the same rules, output and exit codes on a database
-/// ([`check::check_database`]). `--fix` removes temporary files and prunes cooldown records
+/// ([`check::check`]). `--fix` removes temporary files and prunes cooldown records
 /// of a state directory; a database has neither to remove.
-pub fn run_database(
-    store: &PgStore,
+fn run_database(
+    store: &dyn Store,
     g: &GlobalArgs,
     args: &CheckArgs,
     out: &mut dyn Write,
@@ -102,9 +120,9 @@ pub fn run_database(
             "`--fix` removes a state directory's leftover files; a database has none (each finding says how to fix it in psql)",
         ));
     }
-    let report = check::check_database(store)?;
+    let report = check::check(store)?;
     render(out, g, &report.findings)?;
-    output::diagnostic(&summary(&report, store.describe()).to_string());
+    output::diagnostic(&summary(&report, &store.describe()).to_string());
     Ok(if report.count(Severity::Error) > 0 {
         exit::FAILURE
     } else {

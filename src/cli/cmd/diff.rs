@@ -8,11 +8,12 @@ use crate::engine::diff::{self, Diff, short};
 use crate::engine::git::Repo;
 use crate::engine::range_holder::Holders;
 use crate::error::{Result, exit};
-use crate::store::fs::FsStore;
+use crate::store::Store;
 use crate::yaml;
 
-pub fn run(store: &FsStore, g: &GlobalArgs, args: &DiffArgs, out: &mut dyn Write) -> Result<i32> {
-    let repo = Repo::open(store.root())?;
+pub fn run(store: &dyn Store, g: &GlobalArgs, args: &DiffArgs, out: &mut dyn Write) -> Result<i32> {
+    let dir = store.state_dir().expect("`diff` opens a state directory");
+    let repo = Repo::open(dir.root())?;
     let head = args.head.as_deref().map(|h| repo.commit(h)).transpose()?;
     let base = match &args.base {
         Some(b) => repo.commit(b)?,
@@ -47,7 +48,7 @@ pub fn run(store: &FsStore, g: &GlobalArgs, args: &DiffArgs, out: &mut dyn Write
     })
 }
 
-fn render(store: &FsStore, d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+fn render(store: &dyn Store, d: &Diff, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     if g.format == Some(FormatArg::Markdown) {
         return output::write(out, &markdown(d));
     }

@@ -7,10 +7,11 @@ use crate::cli::{GlobalArgs, OutputFormat, TransferArgs};
 use crate::engine::transfer;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
+use crate::store::Store;
 use crate::store::fs::FsStore;
-use crate::store::pg::PgStore;
+use crate::store::registry::{self, Location};
 
-pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
+pub fn run(db: &dyn Store, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
     if g.namespace.is_some() {
         return Err(Error::usage(
             "`export` writes every namespace; drop `--namespace`",
@@ -33,12 +34,13 @@ pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Writ
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     FsStore::init(dir)?;
-    let target = FsStore::open(dir)?;
+    let target = registry::open(&Location::Dir(Some(dir.clone())), &super::config(1))?;
     let mut copied = None;
     let mut warnings = Warnings::default();
-    db.snapshot(&mut || {
+    let database = db.database().expect("`export` opens a database");
+    database.snapshot(&mut || {
         warnings = Warnings::default();
-        copied = Some(transfer::export(db, &target, &mut warnings)?);
+        copied = Some(transfer::export(db, &*target, &mut warnings)?);
         Ok(())
     })?;
     let copied = copied.expect("the snapshot ran the copy");

@@ -11,7 +11,6 @@ use crate::engine::range_holder::Holders;
 use crate::error::Result;
 use crate::model::PoolName;
 use crate::store::Store;
-use crate::store::fs::FsStore;
 
 impl Named for Entry {
     fn resource(&self) -> String {
@@ -55,14 +54,7 @@ pub fn run(
         filter: super::owner_filter(args.owner.as_deref(), args.uid.as_deref())?,
     };
     let scopes = super::scopes(store, g)?;
-    let entries = match super::database(g)? {
-        Some(_) => history::from_events(store, &scopes, &subject)?,
-        None => history::from_git(
-            &FsStore::discover(g.state_dir.as_deref())?,
-            &scopes,
-            &subject,
-        )?,
-    };
+    let entries = history::of(store, &scopes, &subject)?;
     if entries.is_empty() {
         output::diagnostic("No history found.");
     }

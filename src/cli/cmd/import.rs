@@ -6,17 +6,17 @@ use crate::cli::output::{self, Action, Change, Whole};
 use crate::cli::{GlobalArgs, OutputFormat, TransferArgs};
 use crate::engine::transfer;
 use crate::error::{Error, Result};
-use crate::store::fs::FsStore;
-use crate::store::pg::PgStore;
+use crate::store::Store;
+use crate::store::registry::{self, Location};
 
-pub fn run(db: &PgStore, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
+pub fn run(db: &dyn Store, g: &GlobalArgs, args: &TransferArgs, out: &mut dyn Write) -> Result<()> {
     if g.namespace.is_some() {
         return Err(Error::usage(
             "`import` reads every namespace; drop `--namespace`",
         ));
     }
-    let source = FsStore::open(&args.dir)?;
-    let copied = transfer::import_dir(&source, db)?;
+    let source = registry::open(&Location::Dir(Some(args.dir.clone())), &super::config(1))?;
+    let copied = transfer::import_dir(&*source, db)?;
     // A diagnostic, as `check`'s summary is: every kind, so that it adds up with what was
     // already there.
     output::diagnostic(&format!(

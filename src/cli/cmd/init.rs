@@ -7,15 +7,17 @@ use crate::cli::{GlobalArgs, InitArgs};
 use crate::error::{Error, Result};
 use crate::store::fs::FsStore;
 use crate::store::pg::PgStore;
+use crate::store::registry::Location;
 
 pub fn run(g: &GlobalArgs, args: &InitArgs, out: &mut dyn Write) -> Result<()> {
-    let (made, action) = if let Some(url) = super::database(g)? {
+    let (made, action) = if let Location::Database(url) = super::location(g)? {
         if args.dir.is_some() {
             return Err(Error::usage(
                 "`init DIR` makes a state directory; with `--store` it takes no directory",
             ));
         }
-        let (before, now, shown) = PgStore::init(&super::target(url)?)?;
+        let target = crate::store::registry::target(&url, &super::config(1))?;
+        let (before, now, shown) = PgStore::init(&target)?;
         let (action, note) = match before {
             Some(v) if v == now => (
                 Action::Unchanged,

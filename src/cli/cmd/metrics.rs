@@ -13,8 +13,6 @@ use crate::engine::metrics::{self, Metric, Problems, Value};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::store::fs::FsStore;
-use crate::store::pg::PgStore;
 
 pub fn run(g: &GlobalArgs, args: &MetricsArgs, out: &mut dyn Write) -> Result<()> {
     // `-o table`, the default form, is the text itself; there is no other.
@@ -24,22 +22,12 @@ pub fn run(g: &GlobalArgs, args: &MetricsArgs, out: &mut dyn Write) -> Result<()
             hint: Some("the same figures as JSON: ipamctl pool list -o json".into()),
         });
     }
-    // `check` needs the store's own type (it walks a directory, or reads a snapshot).
-    match super::database(g)? {
-        Some(url) => {
-            let store = PgStore::open(&super::target(url)?)?;
-            let problems = args
-                .check
-                .then(|| crate::engine::check::check_database(&store))
-                .transpose()?;
-            emit(&store, g, args, problems.as_ref(), out)
-        }
-        None => {
-            let store = FsStore::discover(g.state_dir.as_deref())?;
-            let problems = args.check.then(|| crate::engine::check::check(&store));
-            emit(&store, g, args, problems.as_ref(), out)
-        }
-    }
+    let store = super::open(g)?;
+    let problems = args
+        .check
+        .then(|| crate::engine::check::check(&*store))
+        .transpose()?;
+    emit(&*store, g, args, problems.as_ref(), out)
 }
 
 fn emit(

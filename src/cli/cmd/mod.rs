@@ -38,8 +38,7 @@ use crate::error::{Error, Result, exit};
 use crate::model::PoolRef;
 use crate::model::{Namespace, OwnerFilter, PoolName, Uid, parse_addr, parse_net};
 use crate::store::Store;
-use crate::store::fs::FsStore;
-use crate::store::pg::{PgStore, Target, conninfo};
+use crate::store::registry::{self, Config, Location};
 
 /// Runs a parsed command line, writing to stdout; returns the exit code on success.
 pub fn run(cli: Cli) -> Result<i32> {
@@ -57,14 +56,9 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
     let g = &cli.global;
     let done = match cli.command {
         // The one command whose exit code is a result, not an error: findings exit 1.
-        Command::Check(args) => {
-            return match database(g)? {
-                Some(url) => check::run_database(&PgStore::open(&target(url)?)?, g, &args, out),
-                None => check::run(&open_dir(g, "check")?, g, &args, out),
-            };
-        }
+        Command::Check(args) => return check::run(&*open(g)?, g, &args, out),
         // Exit 1 when something changed, as `git diff --exit-code`.
-        Command::Diff(args) => return diff::run(&open_dir(g, "diff")?, g, &args, out),
+        Command::Diff(args) => return diff::run(&*open_dir(g, "diff")?, g, &args, out),
         // Report mode is a CI gate: leaks found exit 1.
         Command::Reconcile(args) => return reconcile::run(&*open(g)?, g, &args, out),
         Command::History(args) => history::run(&*open(g)?, g, &args, out),
@@ -95,8 +89,8 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Metrics(args) => metrics::run(g, &args, out),
         Command::Dhcp(command) => dhcp::run(&*open(g)?, g, &command, out),
         Command::Dns(command) => dns::run(&*open(g)?, g, &command, out),
-        Command::Export(args) => export::run(&open_database(g, "export")?, g, &args, out),
-        Command::Import(args) => import::run(&open_database(g, "import")?, g, &args, out),
+        Command::Export(args) => export::run(&*open_database(g, "export")?, g, &args, out),
+        Command::Import(args) => import::run(&*open_database(g, "import")?, g, &args, out),
     };
     done.map(|()| exit::OK)
 }
@@ -143,28 +137,15 @@ fn data_format(cli: &Cli) -> Result<Option<OutputFormat>> {
     })
 }
 
-/// The store the global options select: a database with `--store`, else the state
-/// directory.
+/// The store the global options select ([`location`]), opened by the store registry.
 fn open(g: &GlobalArgs) -> Result<Box<dyn Store + Sync>> {
-    Ok(match database(g)? {
-        Some(url) => Box::new(PgStore::open(&target(url)?)?),
-        None => Box::new(FsStore::discover(g.state_dir.as_deref())?),
-    })
+    registry::open(&location(g)?, &config(1))
 }
 
 /// The stores a batch (`-f`) runs on: `jobs` connections to a database (default
 /// [`BATCH_JOBS`]), or the one state directory, whose batch runs one request at a time.
 fn open_batch(g: &GlobalArgs, jobs: Option<u16>) -> Result<Vec<Box<dyn Store + Sync>>> {
-    Ok(match database(g)? {
-        Some(url) => {
-            let stores = PgStore::open_batch(&target(url)?, jobs.unwrap_or(BATCH_JOBS).into())?;
-            stores
-                .into_iter()
-                .map(|s| Box::new(s) as Box<dyn Store + Sync>)
-                .collect()
-        }
-        None => vec![Box::new(FsStore::discover(g.state_dir.as_deref())?)],
-    })
+    registry::open_workers(&location(g)?, &config(jobs.unwrap_or(BATCH_JOBS).into()))
 }
 
 /// `--jobs` is for a batch: clap's `requires = "file"` is not checked when an argument
@@ -183,34 +164,39 @@ fn no_jobs_without_file(jobs: Option<u16>) -> Result<()> {
 /// requests run in input order, each seeing what the ones before it did.
 const BATCH_JOBS: u16 = 1;
 
-/// The database `url` names, ready to connect, once what getting ready noticed (a password
-/// file others may read) is printed.
-fn target(url: &str) -> Result<Target> {
-    let target = Target::new(url)?;
-    let mut warnings = Warnings::default();
-    for w in target.warnings() {
-        warnings.push(Warning::new(w.as_str()));
+/// How the registry opens a store for `workers` workers: what getting a database ready
+/// noticed (a password file others may read) is printed before it connects.
+fn config(workers: usize) -> Config<'static> {
+    Config {
+        workers,
+        warn: &|w| {
+            let mut warnings = Warnings::default();
+            warnings.push(Warning::new(w));
+            crate::cli::output::warn(&warnings);
+        },
     }
-    crate::cli::output::warn(&warnings);
-    Ok(target)
 }
 
-/// The database, for the commands that only a database has.
-fn open_database(g: &GlobalArgs, command: &str) -> Result<PgStore> {
-    match database(g)? {
-        Some(url) => PgStore::open(&target(url)?),
-        None => Err(Error::Usage {
+/// The database, for the commands that only a database has (`export`, `import`): refused
+/// before anything is opened when the options name a state directory.
+fn open_database(g: &GlobalArgs, command: &str) -> Result<Box<dyn Store + Sync>> {
+    let at = location(g)?;
+    if !at.is_database() {
+        return Err(Error::Usage {
             message: format!(
                 "`{command}` moves state between a database and a state directory: it needs `--store URL`"
             ),
             hint: Some(format!("ipamctl --store postgresql://… {command} DIR")),
-        }),
+        });
     }
+    registry::open(&at, &config(1))
 }
 
-/// The state directory, for the commands that only a state directory has.
-fn open_dir(g: &GlobalArgs, command: &str) -> Result<FsStore> {
-    if database(g)?.is_some() {
+/// The state directory, for the commands that only a state directory has (`diff`):
+/// refused before anything is opened when the options name a database.
+fn open_dir(g: &GlobalArgs, command: &str) -> Result<Box<dyn Store + Sync>> {
+    let at = location(g)?;
+    if at.is_database() {
         let why = "a database has no git history; `history` reads its events table";
         return Err(Error::Usage {
             message: format!("`{command}` reads a state directory; {why}"),
@@ -219,14 +205,15 @@ fn open_dir(g: &GlobalArgs, command: &str) -> Result<FsStore> {
             ),
         });
     }
-    FsStore::discover(g.state_dir.as_deref())
+    registry::open(&at, &config(1))
 }
 
-/// `--store`, validated: a PostgreSQL connection string, never together with
-/// `--state-dir`. `None` selects the state directory.
-fn database(g: &GlobalArgs) -> Result<Option<&str>> {
+/// Where the store is: a database with `--store` (a PostgreSQL connection string, never
+/// together with `--state-dir`), else the state directory (`-d`, or found from the current
+/// directory up).
+fn location(g: &GlobalArgs) -> Result<Location> {
     let Some(url) = g.store.as_deref() else {
-        return Ok(None);
+        return Ok(Location::Dir(g.state_dir.clone()));
     };
     if g.state_dir.is_some() {
         return Err(Error::Usage {
@@ -237,20 +224,14 @@ fn database(g: &GlobalArgs) -> Result<Option<&str>> {
             ),
         });
     }
-    if !conninfo::is_postgres(url) {
-        return Err(Error::Usage {
-            // Never the string itself: whatever it is, it may hold a password.
-            message: format!(
-                "`--store` is not a PostgreSQL connection string: {}",
-                conninfo::why_not_postgres(url)
-            ),
-            hint: Some(
-                "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"
-                    .into(),
-            ),
-        });
-    }
-    Ok(Some(url))
+    Location::database(url).map_err(|why| Error::Usage {
+        // Never the string itself: whatever it is, it may hold a password.
+        message: format!("`--store` is not a PostgreSQL connection string: {why}"),
+        hint: Some(
+            "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"
+                .into(),
+        ),
+    })
 }
 
 /// Turns a validation message about a flag's value into an exit-2 error naming the flag.

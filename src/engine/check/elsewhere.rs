@@ -11,7 +11,7 @@ use crate::model::{AllocationManifest, Namespace, PoolKind, PoolManifest, parse_
 use crate::yaml::conflict::Elsewhere;
 
 use super::Decoded;
-use super::layout::ManifestFile;
+use crate::store::inspect::ManifestFile;
 
 /// One pool as the advice needs it.
 struct Pool {

@@ -11,17 +11,13 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use std::os::fd::OwnedFd;
-use std::path::Path;
-
 use super::rules::{KnownPool, PoolKey};
 use super::{Decoded, Finding, Severity, error};
 use crate::engine::hint;
-use crate::model::layout::{self, ScopeDir};
 use crate::model::mac::Mac;
 use crate::model::{AllocationManifest, Namespace, Owner, PoolName};
-use crate::store::fs::beneath;
-use crate::store::fs::macs::{MacRecord, record_name};
+use crate::store::StateDir;
+use crate::store::inspect::RecordSays;
 
 /// The hint appended to a finding of an allocation whose `spec.mac` does not parse.
 pub(super) const MALFORMED_FIX: &str = "fix spec.mac to six hex octets of a unicast MAC (e.g. '52:54:00:12:34:56', quoted) or remove the line, then set it with `ipamctl mac set POOL ADDRESS --owner KIND/NAME --mac MAC`";
@@ -140,10 +136,10 @@ pub struct HeldTwice {
     pub why: &'static str,
 }
 
-/// The MACs held twice among `allocations`, each with the allocation its record (read
-/// beneath `root`) names, for `check --fix` to settle. `check_macs` reports them.
+/// The MACs held twice among `allocations`, each with the allocation its record (asked of
+/// `dir`) names, for `check --fix` to settle. `check_macs` reports them.
 pub(super) fn held_twice(
-    root: &OwnedFd,
+    dir: &dyn StateDir,
     allocations: &[Decoded<AllocationManifest>],
 ) -> Vec<HeldTwice> {
     let mut holders: HashMap<MacKey<'_>, Vec<Unrecorded>> = HashMap::new();
@@ -160,21 +156,12 @@ pub(super) fn held_twice(
             });
     }
     let mut twice = Vec::new();
-    for ((scope, pool, mac), mut held) in holders {
+    for ((scope, _, _), mut held) in holders {
         if held.len() < 2 {
             continue;
         }
-        let dir = layout::dir_path(ScopeDir::Macs, scope.as_ref());
-        let rel = format!("{dir}/{}", record_name(pool, mac));
-        let record = beneath::open_parent(root, Path::new(&rel))
-            .and_then(|(dir, name)| beneath::read(&dir, name, 4096))
-            .ok()
-            .flatten()
-            .and_then(|r| MacRecord::parse(&r.bytes));
-        let named = record.as_ref().and_then(|r| {
-            held.iter().position(|h| {
-                r.address == h.allocation.spec.address && r.names(&h.allocation.spec.owner)
-            })
+        let named = held.iter().position(|h| {
+            dir.mac_record(scope.as_ref(), &h.allocation).says == RecordSays::This { exactly: true }
         });
         let (at, why) = match named {
             Some(at) => (at, "its record names it"),
@@ -205,12 +192,12 @@ pub(super) fn held_twice(
 /// its record; a record deleted from outside: the next claim of the MAC reads the pool to
 /// find it, but one that reads it at the same instant as the deletion does not), or whose
 /// record names another claim (the MAC is held twice, or the record is stale and the next
-/// claim of the MAC takes it over). A record is read beneath `root` like a manifest.
+/// claim of the MAC takes it over). The store reads the record ([`StateDir::mac_record`]).
 ///
 /// Also returns the allocations whose MAC has no record, by path, for `check --fix` to make
 /// their records ([`crate::engine::mac::restore_record`]).
 pub(super) fn check_records(
-    root: &OwnedFd,
+    dir: &dyn StateDir,
     allocations: &[Decoded<AllocationManifest>],
 ) -> (Vec<Finding>, Vec<Unrecorded>) {
     let mut findings = Vec::new();
@@ -218,28 +205,16 @@ pub(super) fn check_records(
     for Decoded { file, manifest } in allocations {
         let Some(m) = manifest else { continue };
         let Some(mac) = m.spec.mac else { continue };
-        let dir = layout::dir_path(ScopeDir::Macs, file.scope.as_ref());
-        let rel = format!("{dir}/{}", record_name(&m.spec.pool, mac));
-        let read = beneath::open_parent(root, Path::new(&rel))
-            .and_then(|(dir, name)| beneath::read(&dir, name, 4096));
+        let seen = dir.mac_record(file.scope.as_ref(), m);
+        let rel = &seen.path;
         let owner = &m.spec.owner;
-        let message = match read {
-            Ok(Some(r)) => match MacRecord::parse(&r.bytes) {
-                Some(record)
-                    if record.address == m.spec.address
-                        && (record.owner.is_none() || record.names(owner)) =>
-                {
-                    continue;
-                }
-                _ => format!(
-                    "MAC {mac}'s record `{rel}` names {}, not this allocation ({} of `{owner}`); if the MAC is not held twice (an error of its own), the record is stale and the next claim of the MAC takes it over",
-                    String::from_utf8_lossy(&r.bytes)
-                        .trim_end()
-                        .replace('\n', " of "),
-                    m.spec.address
-                ),
-            },
-            Ok(None) | Err(_) => {
+        let message = match seen.says {
+            RecordSays::This { .. } => continue,
+            RecordSays::Another(held) => format!(
+                "MAC {mac}'s record `{rel}` names {held}, not this allocation ({} of `{owner}`); if the MAC is not held twice (an error of its own), the record is stale and the next claim of the MAC takes it over",
+                m.spec.address
+            ),
+            RecordSays::Missing => {
                 unrecorded.push(Unrecorded {
                     path: file.rel.clone(),
                     namespace: file.scope.clone(),

@@ -27,13 +27,13 @@ use crate::engine::diff::read::{Reader, Tree};
 use crate::engine::git::{Repo, Status};
 use crate::error::Result;
 use crate::model::layout::locate;
-use crate::store::fs::FsStore;
+use crate::store::Store;
 
 /// What changed from `old` to `new` (a commit, or the working tree with `None`), with the
 /// conflicts against `other` (the base branch's tip, when it moved on since `old`).
 pub fn diff(
     repo: &Repo,
-    store: &FsStore,
+    store: &dyn Store,
     old: &str,
     new: Option<&str>,
     other: Option<&str>,

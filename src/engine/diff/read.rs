@@ -8,8 +8,7 @@ use crate::model::layout::{self, ScopeDir, locate, object_path as path_of};
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::SubnetManifest;
 use crate::model::{AllocationManifest, Namespace, PoolManifest};
-use crate::store::fs::FsStore;
-use crate::store::{ObjectKind, Objects};
+use crate::store::{ObjectKind, Store};
 use crate::yaml;
 
 /// A tree to read manifests from.
@@ -23,7 +22,7 @@ pub(super) enum Tree<'a> {
 /// store, beneath the state directory's handle).
 pub(super) struct Reader<'a> {
     pub(super) repo: &'a Repo,
-    pub(super) store: &'a FsStore,
+    pub(super) store: &'a dyn Store,
 }
 
 impl Reader<'_> {

@@ -39,7 +39,9 @@
 //! [`owner`] (the look-up itself in `owner/queries.rs`, the scan behind it in
 //! `owner/scan.rs`, the format of the owner index in [`owner::index`]); claims and guarded releases
 //! in `claims.rs`; MACs held once per pool (MAC records, the window each step closes and
-//! what an outside writer can still do) in `macs.rs`; locks in [`lock`].
+//! what an outside writer can still do) in `macs.rs`; locks in [`lock`]; the walk `check`
+//! reads, and the rest of what makes the file store a state directory
+//! ([`crate::store::StateDir`]), in `inspect/`.
 //!
 //! # Prefix claims of supernet pools
 //!
@@ -164,6 +166,7 @@ mod allocation;
 pub mod beneath;
 mod claims;
 mod flush;
+mod inspect;
 pub mod lock;
 pub mod macs;
 mod objects;

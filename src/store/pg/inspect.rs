@@ -3,7 +3,8 @@
 //! their manifest (possible only by hand, and only before migrations 6 and 11 or with their
 //! triggers disabled),
 //! pools whose count ledger disagrees with their rows, and each pool's low-water hint. The
-//! rules over manifests are the engine's, the same as on a state directory.
+//! rules over manifests are the engine's, the same as on a state directory; `findings.rs`
+//! turns these into the notes `check` reports.
 
 use std::net::IpAddr;
 

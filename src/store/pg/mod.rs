@@ -39,6 +39,7 @@
 mod claims;
 mod connect;
 pub mod conninfo;
+mod findings;
 mod free;
 mod grants;
 mod group;

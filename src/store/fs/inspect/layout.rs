@@ -1,7 +1,8 @@
-//! The walk of `ipamctl check`: every entry under the state directory, classified against
-//! the layout of [`crate::store::fs`] without following a single symlink. Every directory is
-//! opened beneath its parent's handle and every file stated or read relative to its
-//! directory's handle ([`crate::store::fs::beneath`]); no path is resolved from the top.
+//! The walk of a state directory ([`crate::store::capability::StateDir::walk`], which
+//! `ipamctl check` reads): every entry under the root, classified against the file store's
+//! layout without following a single symlink. Every directory is opened beneath its
+//! parent's handle and every file stated or read relative to its directory's handle
+//! ([`crate::store::fs::beneath`]); no path is resolved from the top.
 //!
 //! The walk owns `cluster/`, `namespaces/` and the root's `.ipamctl`, `.gitignore` and
 //! `.tmp-*`; everything else at the root (a README, `.git`, CI configuration: the state
@@ -15,17 +16,17 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use rustix::fs::FileType;
 
-use super::{Finding, Leftover, Severity};
+use super::DirHandle;
 use crate::model::layout::{CLUSTER, NAMESPACES, ScopeDir};
 use crate::model::{Namespace, ObjectKind};
 use crate::store::fs::beneath::{self, Refused};
 use crate::store::fs::{
     FsStore, GITIGNORE, INDEX_DIR, MARKER, TMP_PREFIX, beneath::DELETING_PREFIX,
 };
+use crate::store::inspect::{ManifestFile, Note, ReadAgain, Severity, Walked};
 use crate::yaml::MAX_MANIFEST_BYTES;
 
 use own_files::is_pool_lock;
@@ -38,46 +39,19 @@ pub(super) const SYMLINK: &str =
     "is a symlink; ipamctl never follows symlinks inside the state directory";
 const FOREIGN: &str = "not part of the state directory layout; ipamctl ignores it";
 
-/// A manifest file found by the walk, not read yet.
-#[derive(Clone, Debug)]
-pub(super) struct ManifestFile {
-    /// Path relative to the root, `/`-separated.
-    pub rel: String,
-    /// The directory that holds it, opened beneath the root by the walk.
-    pub dir: Arc<OwnedFd>,
-    /// Its name in `dir`, to open relative to that handle.
-    pub name: OsString,
-    /// The scope the path puts it in (`None` = `cluster/`).
-    pub scope: Option<Namespace>,
-    /// The file name without `.yaml`: the object's name as the tool knows it.
-    pub stem: String,
-}
-
-/// What the walk found.
-#[derive(Debug, Default)]
-pub(super) struct Layout {
-    pub findings: Vec<Finding>,
-    pub pools: Vec<ManifestFile>,
-    pub allocations: Vec<ManifestFile>,
-    pub subnets: Vec<ManifestFile>,
-    pub cooldown: Vec<ManifestFile>,
-    pub prefix_claims: Vec<ManifestFile>,
-    pub leftovers: Vec<Leftover>,
-}
-
 /// An entry of a directory, typed from the directory entry itself (or `fstatat` without
 /// following, where the file system does not say): a symlink is seen, never followed.
-struct Item {
+pub(super) struct Item {
     /// The name as text (lossy), for matching and findings.
-    name: String,
+    pub(super) name: String,
     /// The name as the directory holds it, to open relative to the directory's handle.
-    raw: OsString,
-    rel: String,
-    kind: Kind,
+    pub(super) raw: OsString,
+    pub(super) rel: String,
+    pub(super) kind: Kind,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     File,
     Dir,
     Symlink,
@@ -108,24 +82,22 @@ impl Item {
 }
 
 /// Walks the state directory at `root` (its path, for the marker) through `root_fd`, its
-/// handle. `now` dates the temporary files found.
-pub(super) fn walk(root: &Path, root_fd: &OwnedFd, now: SystemTime) -> Layout {
+/// handle.
+pub(super) fn walk(root: &Path, root_fd: &OwnedFd) -> Walked {
     let mut walker = Walker {
-        now,
-        out: Layout::default(),
+        out: Walked::default(),
     };
     walker.root(root, root_fd);
     walker.out
 }
 
-struct Walker {
-    now: SystemTime,
-    out: Layout,
+pub(super) struct Walker {
+    pub(super) out: Walked,
 }
 
 impl Walker {
-    fn finding(&mut self, severity: Severity, path: String, message: impl Into<String>) {
-        self.out.findings.push(Finding {
+    pub(super) fn finding(&mut self, severity: Severity, path: String, message: impl Into<String>) {
+        self.out.notes.push(Note {
             severity,
             path,
             message: message.into(),
@@ -135,7 +107,7 @@ impl Walker {
     /// Opens the directory `item` of `parent`, relative to `parent`'s handle, without
     /// following a symlink. A directory replaced since the listing is a finding (a symlink)
     /// or, removed by a concurrent command, `None` without one.
-    fn open(&mut self, parent: impl AsFd, item: &Item) -> Option<OwnedFd> {
+    pub(super) fn open(&mut self, parent: impl AsFd, item: &Item) -> Option<OwnedFd> {
         match beneath::open_dir(parent, Path::new(&item.raw)) {
             Ok(fd) => Some(fd),
             Err(e) if e.is_not_found() => None,
@@ -166,7 +138,7 @@ impl Walker {
 
     /// The entries of the directory `dir` (at `rel`), sorted by name; an unreadable
     /// directory is a finding.
-    fn entries(&mut self, dir: &OwnedFd, rel: &str) -> Vec<Item> {
+    pub(super) fn entries(&mut self, dir: &OwnedFd, rel: &str) -> Vec<Item> {
         let mut items = Vec::new();
         let listed = beneath::each_name(dir, |raw, file_type| {
             let raw = beneath::os(raw);
@@ -199,7 +171,7 @@ impl Walker {
 
     /// A symlink is an error wherever the walk meets one; anything else that the layout does
     /// not have is a warning with `message`.
-    fn foreign(&mut self, item: &Item, message: &str) {
+    pub(super) fn foreign(&mut self, item: &Item, message: &str) {
         match item.kind {
             Kind::Symlink => self.finding(Severity::Error, item.rel.clone(), SYMLINK),
             Kind::Other => self.finding(
@@ -358,8 +330,9 @@ impl Walker {
     }
 
     /// A scope's `macs/`: the file store's MAC records (`store::fs::macs`), derived from the
-    /// allocations that hold each MAC, which `check` reads itself (`check::macs`), so the
-    /// files are not checked one by one here. A directory among them is a namespace made by
+    /// allocations that hold each MAC, which `check` asks about itself
+    /// ([`crate::store::capability::StateDir::mac_record`]), so the files are not checked one
+    /// by one here. A directory among them is a namespace made by
     /// hand (`<scope>/macs/…`), and sits where a record may have to go.
     fn macs(&mut self, parent: &OwnedFd, dir: &Item, scope: Option<&Namespace>) {
         let Some(fd) = self.open(parent, dir) else {
@@ -433,15 +406,17 @@ impl Walker {
             return;
         };
         // Shared by the files found here, which are read through it.
-        let fd = Arc::new(fd);
-        for item in self.entries(&fd, &dir.rel) {
+        let fd = Arc::new(DirHandle(fd));
+        let shared: Arc<dyn ReadAgain> = fd.clone();
+        let fd = &fd.0;
+        for item in self.entries(fd, &dir.rel) {
             let name = item.name.as_str();
             match item.kind {
                 Kind::File if !name.starts_with('.') && name.ends_with(".yaml") => {
                     let file = ManifestFile {
                         stem: name.trim_end_matches(".yaml").to_owned(),
                         rel: item.rel,
-                        dir: Arc::clone(&fd),
+                        dir: Some(Arc::clone(&shared)),
                         name: item.raw,
                         scope: scope.clone(),
                     };
@@ -453,7 +428,7 @@ impl Walker {
                         ObjectKind::PrefixClaim => self.out.prefix_claims.push(file),
                     }
                 }
-                Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(&fd, &item),
+                Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(fd, &item),
                 Kind::File if name.starts_with(DELETING_PREFIX) => self.foreign(
                     &item,
                     "a file ipamctl was deleting when it was interrupted (it was taken from its \
@@ -462,7 +437,7 @@ impl Walker {
                 ),
                 Kind::File if what == ObjectKind::Pool && is_pool_lock(name) => {}
                 Kind::Dir if what == ObjectKind::Allocation && name == INDEX_DIR => {
-                    self.index(&fd, &item);
+                    self.index(fd, &item);
                 }
                 Kind::File | Kind::Dir if name.starts_with('.') => self.foreign(
                     &item,
@@ -479,7 +454,7 @@ impl Walker {
                 Kind::Dir => {
                     let layout = ScopeDir::Objects(what);
                     if self
-                        .in_scope_dir(&fd, &item, scope.as_ref(), layout, "")
+                        .in_scope_dir(fd, &item, scope.as_ref(), layout, "")
                         .is_none()
                     {
                         self.foreign(&item, "unexpected directory; ipamctl ignores it");

@@ -1,14 +1,15 @@
-//! ipamctl's own files inside the layout, as `check` walks them: the derived owner index
+//! ipamctl's own files inside the layout, as the walk meets them: the derived owner index
 //! (`ipallocations/.index/`), scratch and temporary files, leftovers of an interrupted
 //! delete, and the names of lock files, current and from ipamctl 0.1.
 
 use std::os::fd::OwnedFd;
 
+use super::super::modified;
 use super::{Item, Kind, Walker};
-use crate::engine::check::{Leftover, Severity, is_old, modified};
 use crate::model::PoolName;
 use crate::store::fs::beneath;
 use crate::store::fs::{HINTS_SUFFIX, INDEX_SUFFIX, TMP_PREFIX};
+use crate::store::inspect::Leftover;
 
 impl Walker {
     /// `ipallocations/.index/`: the derived owner index and hints. Its contents are
@@ -37,7 +38,6 @@ impl Walker {
         }
     }
 
-    /// A temporary file `item` of `dir`, dated by an `fstatat` that does not follow.
     /// `<root>/.index/`: its `.tmp-*` files are leftovers; the rest is a cache nobody reviews.
     pub(super) fn scratch(&mut self, parent: &OwnedFd, dir: &Item) {
         let Some(fd) = self.open(parent, dir) else {
@@ -50,21 +50,15 @@ impl Walker {
         }
     }
 
+    /// A temporary file `item` of `dir`, dated by an `fstatat` that does not follow: how
+    /// old is old enough to be garbage is the caller's to judge.
     pub(super) fn leftover(&mut self, dir: &OwnedFd, item: &Item) {
         let Ok(Some(stat)) = beneath::stat(dir, &item.raw) else {
             return; // gone since the listing: the write it belonged to finished
         };
-        let modified = modified(&stat);
-        let old = is_old(modified, self.now);
-        let message = if old {
-            "leftover temporary file of an interrupted write, older than 5 minutes; `ipamctl check --fix` removes it"
-        } else {
-            "temporary file of a write in progress or one interrupted moments ago; `ipamctl check --fix` removes it once it is 5 minutes old"
-        };
-        self.finding(Severity::Warning, item.rel.clone(), message);
         self.out.leftovers.push(Leftover {
             path: item.rel.clone(),
-            modified,
+            modified: modified(&stat),
         });
     }
 }

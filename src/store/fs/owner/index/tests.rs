@@ -50,7 +50,7 @@ fn renders_and_parses_back_with_appended_changes() {
         Change::Set(a, record(11, "FloatingIP fip-1 -")),
     ];
     let mut text = Index::empty(2049).render_with(&start);
-    assert!(text.starts_with("ipamctl-index 3 2049\n10.0.0.1 11 "));
+    assert!(text.starts_with("ipamctl-index 4 2049\n10.0.0.1 11 "));
     let changes = [
         Change::Forget(a),
         Change::Set(b, record(13, WEB)),

@@ -104,8 +104,10 @@ impl FsStore {
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned<T::Key, T::Manifest>> {
         let read_start = now_ns();
+        // The keys and their records side by side, not zipped into a third vector: at
+        // 50,000 files that vector was 4.8 MB of a claim's peak (issue 47).
         let (records, unlisted) = index.join(&keys);
-        let listed: Vec<_> = keys.iter().copied().zip(records).collect();
+        let listed = |i: usize| (keys[i], records[i]);
         let (watched, generation) = match self.watched_at(dir) {
             Some((id, generation)) => (Some(id), generation),
             None => (None, 0),
@@ -120,19 +122,19 @@ impl FsStore {
         // (A flag a file, not a `Look`: no pool's worth of enum values to fill and drop per
         // request.)
         let known = match watched {
-            Some(id) => self.ruled_out(kind, (id, pool), &listed, wanted),
+            Some(id) => self.ruled_out(kind, (id, pool), (&keys, &records), wanted),
             None => Vec::new(),
         };
         let is_known = |i: usize| known.get(i).copied().unwrap_or(false);
-        let rest: Vec<usize> = (0..listed.len()).filter(|&i| !is_known(i)).collect();
+        let rest: Vec<usize> = (0..keys.len()).filter(|&i| !is_known(i)).collect();
         let mut read = parallel_map(&rest, |&i| {
-            let look = self.look(kind, (dir, watched), ns, listed[i], wanted);
-            look.map(|look| learnt(kind, listed[i], look, read_start, wanted))
+            let look = self.look(kind, (dir, watched), ns, listed(i), wanted);
+            look.map(|look| learnt(kind, listed(i), look, read_start, wanted))
         })
         .into_iter();
         let mut scanned = Scanned::default();
         let mut changes: Vec<Change<T::Key>> = unlisted.into_iter().map(Change::Forget).collect();
-        for (i, &(key, record)) in listed.iter().enumerate() {
+        for (i, (&key, &record)) in keys.iter().zip(&records).enumerate() {
             let look = if is_known(i) {
                 Look::Known
             } else {
@@ -183,9 +185,10 @@ impl FsStore {
         &self,
         kind: &T,
         (id, pool): (DirId, &str),
-        listed: &[(T::Key, Option<RecordRef<'_>>)],
+        (keys, records): (&[T::Key], &[Option<RecordRef<'_>>]),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Vec<bool> {
+        let listed = || keys.iter().copied().zip(records.iter().copied());
         let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         let Some(w) = watch.as_ref() else {
             return Vec::new();
@@ -196,12 +199,11 @@ impl FsStore {
         };
         // Allocations: one walk of the pool's statuses in address order, beside the listing.
         if let Some(statuses) = w.pool_statuses(id, pool)
-            && listed.iter().all(|&(key, _)| T::address(key).is_some())
+            && keys.iter().all(|&key| T::address(key).is_some())
         {
             let mut known = statuses.iter().peekable();
-            return listed
-                .iter()
-                .map(|&(key, record)| {
+            return listed()
+                .map(|(key, record)| {
                     let Some(address) = T::address(key) else {
                         return false;
                     };
@@ -215,9 +217,8 @@ impl FsStore {
             return Vec::new();
         };
         let mut file = String::new();
-        listed
-            .iter()
-            .map(|&(key, record)| {
+        listed()
+            .map(|(key, record)| {
                 if record.is_none() {
                     return false;
                 }

@@ -1,0 +1,53 @@
+//! Benchmark only: which layers of the owner look-up a process bypasses, to measure what
+//! each one earns (`bench/owner-layers`). Read from `IPAMCTL_BENCH_SKIP` (a comma-separated
+//! list of `hint`, `looked`, `index`, `view`, `watch`), here and nowhere else, and only in
+//! a build with the `bench-layers` feature: without it every layer is always asked, and
+//! this compiles to a constant. A bypassed layer is neither read nor written; the look-up
+//! falls back to what the layer stands in front of (see [`super`]), so every answer stays
+//! right, only slower or faster.
+
+/// A layer of the owner look-up that a benchmark may bypass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "bench-layers"), allow(dead_code))]
+pub(in crate::store::fs) enum Layer {
+    Hint,
+    Looked,
+    Index,
+    View,
+    Watch,
+}
+
+/// Whether this process bypasses `layer` (always `false` without `bench-layers`).
+#[cfg(not(feature = "bench-layers"))]
+#[inline(always)]
+pub(in crate::store::fs) const fn skipped(_layer: Layer) -> bool {
+    false
+}
+
+/// Whether this process bypasses `layer`: named in `IPAMCTL_BENCH_SKIP`. An unknown name
+/// ends the process (exit 2), so that a misspelt variant is never timed as another.
+#[cfg(feature = "bench-layers")]
+pub(in crate::store::fs) fn skipped(layer: Layer) -> bool {
+    static SKIP: std::sync::OnceLock<Vec<Layer>> = std::sync::OnceLock::new();
+    SKIP.get_or_init(|| {
+        let names = std::env::var("IPAMCTL_BENCH_SKIP").unwrap_or_default();
+        names
+            .split(',')
+            .filter(|n| !n.is_empty())
+            .map(|name| match name {
+                "hint" => Layer::Hint,
+                "looked" => Layer::Looked,
+                "index" => Layer::Index,
+                "view" => Layer::View,
+                "watch" => Layer::Watch,
+                other => {
+                    eprintln!(
+                        "error: IPAMCTL_BENCH_SKIP names `{other}`; the layers are hint, looked, index, view, watch"
+                    );
+                    std::process::exit(2)
+                }
+            })
+            .collect()
+    })
+    .contains(&layer)
+}

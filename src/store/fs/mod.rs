@@ -207,6 +207,7 @@ impl FsStore {
     /// invalid [`lock::LOCK_TIMEOUT_VAR`], whether or not the command waits for a lock.
     pub fn open(root: &Path) -> Result<FsStore> {
         lock::timeout()?;
+        owner::check_skip()?;
         let store = FsStore::at(root)?;
         let marker = root.join(MARKER);
         match beneath::read(&store.fd, MARKER, 4096) {

@@ -103,4 +103,4 @@ mod view;
 mod view_scan;
 pub(super) mod watch;
 
-pub(super) use skip::{Layer, skipped};
+pub(super) use skip::{Layer, check as check_skip, skipped};

@@ -31,6 +31,8 @@
 //!
 //! The cost is nothing on the common path: only the names that appeared since the look-up
 //! are read.
+//!
+//! Every race of the owner look-up, and where it is closed: [`crate::store::fs::owner`].
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
@@ -223,7 +225,10 @@ impl Units for FsStore {
     /// Watches the allocation directories the batch scans (`owner/watch.rs`), and makes its
     /// claims' names durable behind it (`flush.rs`).
     fn batch(&self, _workers: usize) {
-        *self.watch.lock().unwrap_or_else(|e| e.into_inner()) = super::owner::watch::Watch::new();
+        if !super::owner::skipped(super::owner::Layer::Watch) {
+            *self.watch.lock().unwrap_or_else(|e| e.into_inner()) =
+                super::owner::watch::Watch::new();
+        }
         let _ = self.flusher.set(super::flush::Flusher::default());
     }
 

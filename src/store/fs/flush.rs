@@ -17,16 +17,14 @@
 //!   disk or absent, and the same file again answers `existing` or claims anew.
 //! - **No other process sees more than it saw before.** Every lock this process holds when
 //!   a name is made is held one more time until that name is durable
-//!   ([`super::lock::Registry::hold_all`]), so the owner's lock and the pool's go only
+//!   ([`super::lock::Registry::keep_all`]), so the owner's lock and the pool's go only
 //!   then, as they did when the claim waited. Before, as now, a reader that takes no lock
 //!   (`list`) may see a claim whose directory is not yet `fsync`ed.
 //! - **Two requests' locks, but never a wait.** The next request takes its own locks while
 //!   the earlier one's are still held: only locks granted at once. A lock it would have to
 //!   wait for, or a byte it wants exclusively that is held shared, it takes only after the
-//!   earlier names are durable and their locks gone (`lock/registry.rs`, `FsStore::lock`): a wait
-//!   while holding an earlier request's locks could close a cycle with another process
-//!   that takes them in the usual order, and an undo's exclusive lock of a pool would be
-//!   refused as an upgrade of the process's own shared hold.
+//!   earlier names are durable and their locks gone: the lock registry keeps that rule for
+//!   every hold kept past its work, and knows nothing of this file (`lock/registry.rs`).
 //! - **The bytes are never behind the name:** they are `fsync`ed before the rename, as
 //!   always. Only the directory's `fsync` moves.
 //! - A claim that takes a MAC writes the MAC's record, durably, before its file
@@ -104,7 +102,7 @@ impl Flusher {
 
     /// Waits until every directory queued so far is durable and its locks released; a
     /// failed `fsync` is left for [`Flusher::settle`] to report, with its group.
-    pub(super) fn wait_synced(&self) -> Result<()> {
+    fn wait_synced(&self) -> Result<()> {
         let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let target = state.sent;
         while state.synced < target {

@@ -77,27 +77,9 @@
 //!   ([`beneath::remove_if`]): the name is renamed away in one step, what was taken is
 //!   judged, and it is unlinked only if it is the file checked, else renamed back without
 //!   replacing anything (objects.rs);
-//! - *a stamp that repeats*: the index trusts a record while the file's status is the
-//!   recorded one; a change in the same clock tick as the recording read leaves it so.
-//!   Closed by recording only files changed longer ago than the file system's timestamp
-//!   granularity, which whole-second stamps reveal ([`owner::index::Stamp::margin`]);
-//! - *a file in flight*: a file rewritten in place passes through prefixes, and a prefix
-//!   can parse as another owner. Closed by trusting a file that parses only if its bytes
-//!   are exactly ipamctl's output or it has not changed for 2 s (the stall window: a
-//!   rewrite in two writes 1.5 s apart whose first stops inside the owner's name gave the
-//!   owner a second address when this was half a second, issue 31); a file that does not
-//!   parse is judged broken after half a second unchanged, an empty one after 2 s
-//!   (allocation.rs). Releases apply the rule to the bytes, with half a second
-//!   (`engine::release`);
-//! - *a file that names the owner but is no manifest*: a claim fails closed (exit 1,
-//!   naming the file) when a file of the pool that does not parse names the owner's uid, or
-//!   its kind and name, whatever its size: a file over a manifest's 1 MiB is searched too
-//!   (up to 64 MiB; a larger one may be anyone's, and fails every claim in its pool closed
-//!   until it is removed) (`engine::allocate`);
-//! - *an owner's file replaced while a claim for it runs* (`git checkout` unlinks, then
-//!   creates): narrowed by a re-check after the claim's create, which undoes the claim when
-//!   the owner's file came back meanwhile (claims.rs). A replacement that straddles the
-//!   whole claim is left (docs/src/guarantees.md; `check` reports the duplicate);
+//! - *the owner look-up's windows* (a stamp that repeats, a file in flight, a file that
+//!   names the owner but is no manifest, an owner's file replaced while a claim for it runs,
+//!   a change during a batch): each, and where it is closed, in [`owner`];
 //! - *a special file or a hard link at a manifest's path*: closed by looking before
 //!   opening (`O_PATH`, `fstat`) and refusing anything but a regular file with one name
 //!   ([`beneath::read`]);
@@ -111,20 +93,16 @@
 //! # In a batch
 //!
 //! `allocate -f` and `release -f` run many requests in one process, each as its own claim
-//! or release, with every lock and re-check above. What one process keeps between them is
-//! the status of each allocation file and the names of each allocation directory it has
-//! listed (`owner/watch.rs`): read once per batch and directory, then kept true by an inotify
-//! watch added before the first listing, so that a request lists and `stat`s only what
-//! changed since the last. After a pool's first whole scan it also keeps the owner of each
-//! of the pool's files that no event named since (`owner/view.rs`): an owner look-up then reads
-//! only the files that changed and the owner's own, and a claim's re-check after its create
-//! reads the files that changed since its look-up, instead of a new listing. An outside write during a batch (`git pull`, `git checkout`,
-//! `git clean`, `cp` over a file, `rsync`, `rm`, `touch`, an editor) raises an event before
-//! it returns, and the next request reads what it named: it can do no more than between
-//! two single commands. What a batch cannot see that a single command would: a write
-//! through a second hard link made from another directory, or through a shared `mmap`,
-//! during the batch; a directory on a file system that is not local (NFS, CIFS, FUSE,
-//! overlay) is never remembered, and an overflowing event queue drops the memory.
+//! or release, with every lock and re-check above. What one process keeps between them (the
+//! listing, statuses and owners of the allocation files, kept true by an inotify watch) is
+//! the batch view and the watch of the owner look-up ([`owner`]): an outside write during a batch
+//! (`git pull`, `git checkout`, `git clean`, `cp` over a file, `rsync`, `rm`, `touch`, an
+//! editor) raises an event before it returns, and the next request reads what it named, so
+//! it can do no more than between two single commands. What a batch cannot see that a
+//! single command would: a write through a second hard link made from another directory,
+//! or through a shared `mmap`, during the batch; a directory on a file system that is not
+//! local (NFS, CIFS, FUSE, overlay) is never remembered, and an overflowing event queue
+//! drops the memory.
 //!
 //! A batch's claim also does not wait for its directory's `fsync` (`flush.rs`): its bytes
 //! are synced before its name is made, as always, and the directory is synced on a thread
@@ -232,6 +210,7 @@ impl FsStore {
     /// invalid [`lock::LOCK_TIMEOUT_VAR`], whether or not the command waits for a lock.
     pub fn open(root: &Path) -> Result<FsStore> {
         lock::timeout()?;
+        owner::check_skip()?;
         let store = FsStore::at(root)?;
         let marker = root.join(MARKER);
         match beneath::read(&store.fd, MARKER, 4096) {

@@ -226,7 +226,7 @@ impl FsStore {
         }
         .map_err(|e| write_error(self.path(kind, ns, &file), e))?;
         if let Some(flusher) = flusher.filter(|_| created) {
-            flusher.defer(dir, super::lock::Registry::hold_all(&self.locks));
+            flusher.defer(dir, super::lock::Registry::keep_all(&self.locks));
         }
         Ok(created)
     }

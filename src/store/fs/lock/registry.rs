@@ -6,6 +6,14 @@
 //! for a byte held shared by the same process is refused, exit 1: no claim does it, and an
 //! upgrade could deadlock with another upgrader.) The registry also keeps this process's
 //! hold on the state directory as a whole (`fence.rs`) for as long as any byte is held.
+//!
+//! Holds can be kept past the work that took them ([`Registry::keep_all`]: a batch keeps a
+//! claim's locks until its name is durable, `flush.rs`). While any is kept, a lock that
+//! is not granted at once is waited for only after every kept hold is gone: a wait while
+//! holding an earlier request's locks would be out of the order every process takes them
+//! in (a process that holds what this one waits for, and waits for what it keeps, would
+//! stall both until the timeout), and an exclusive lock of a byte kept shared would be
+//! refused as an upgrade.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +31,8 @@ use crate::store::{Hold, LockMode};
 #[derive(Debug, Default)]
 pub(in crate::store::fs) struct Registry {
     held: Mutex<Held>,
+    /// Signalled when the last kept hold goes.
+    unkept: std::sync::Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -30,6 +40,8 @@ struct Held {
     bytes: HashMap<i64, Shared>,
     /// The hold on the whole while any byte is held: every byte is locked through it.
     whole: std::sync::Weak<Whole>,
+    /// How many holds [`Registry::keep_all`] made are not dropped yet.
+    kept: usize,
 }
 
 #[derive(Debug)]
@@ -45,11 +57,19 @@ struct Shared {
 struct FileHold {
     registry: Arc<Registry>,
     offset: i64,
+    /// Made by [`Registry::keep_all`].
+    kept: bool,
 }
 
 impl Drop for FileHold {
     fn drop(&mut self) {
         let mut held = self.registry.held.lock().unwrap_or_else(|e| e.into_inner());
+        if self.kept {
+            held.kept -= 1;
+            if held.kept == 0 {
+                self.registry.unkept.notify_all();
+            }
+        }
         let Some(shared) = held.bytes.get_mut(&self.offset) else {
             return;
         };
@@ -68,42 +88,62 @@ impl Drop for FileHold {
 impl Registry {
     /// One more hold of every byte this process holds now, kept until the result is
     /// dropped: a batch's claim whose name is made durable later (`flush.rs`) keeps its
-    /// locks until then. Never waits: each byte is held already.
-    pub(in crate::store::fs) fn hold_all(registry: &Arc<Registry>) -> Vec<Hold> {
+    /// locks until then. Never waits: each byte is held already. Until every kept hold is
+    /// dropped, [`FsStore::lock`] waits for no lock (see the module docs).
+    pub(in crate::store::fs) fn keep_all(registry: &Arc<Registry>) -> Vec<Hold> {
         let mut held = registry.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.bytes
+        let Held { bytes, kept, .. } = &mut *held;
+        bytes
             .iter_mut()
             .map(|(&offset, shared)| {
                 shared.holds += 1;
+                *kept += 1;
                 Hold::UntilDropped(Box::new(FileHold {
                     registry: Arc::clone(registry),
                     offset,
+                    kept: true,
                 }))
             })
             .collect()
+    }
+
+    /// Whether any hold [`Registry::keep_all`] made is not dropped yet.
+    fn keeps_any(&self) -> bool {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).kept > 0
+    }
+
+    /// Waits until no kept hold is left, or `deadline`.
+    fn wait_unkept(&self, deadline: Instant) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        while held.kept > 0 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            held = match self.unkept.wait_timeout(held, left) {
+                Ok((held, _)) => held,
+                Err(e) => e.into_inner().0,
+            };
+        }
     }
 }
 
 impl FsStore {
     /// Locks `target` through this store's hold on the whole (`fence.rs`), or
-    /// reuses this process's hold of the same byte.
+    /// reuses this process's hold of the same byte, waiting until the lock timeout.
     ///
-    /// In a batch, the locks of the requests whose names are not durable yet are held too
-    /// (`flush.rs`): a request must not wait for a lock while they are, or it would wait
-    /// holding an earlier request's locks, out of the order every process takes them in
-    /// (a process that holds what it waits for, and waits for what the batch holds, would
-    /// stall both until the timeout), nor take exclusively a byte they hold shared (an undo
-    /// of a dual-stack claim locks a pool with `reuseAfter` exclusively). So a lock granted
-    /// at once is taken; any other is taken only once those names are durable and their
-    /// locks gone.
+    /// While holds are kept ([`Registry::keep_all`]), a lock granted at once is taken; any
+    /// other only once every kept hold is gone (an undo of a dual-stack claim locks a pool
+    /// with `reuseAfter` exclusively, which a kept shared hold would refuse), within the
+    /// same timeout.
     pub(in crate::store::fs) fn lock(&self, target: Target<'_>, mode: LockMode) -> Result<Hold> {
-        if let Some(flusher) = self.flusher.get() {
+        let deadline = Instant::now() + timeout()?;
+        if self.locks.keeps_any() {
             if let Ok(hold) = self.lock_by(target, mode, Instant::now()) {
                 return Ok(hold);
             }
-            flusher.wait_synced()?;
+            self.locks.wait_unkept(deadline);
         }
-        self.lock_by(target, mode, Instant::now() + timeout()?)
+        self.lock_by(target, mode, deadline)
     }
 
     /// [`FsStore::lock`], waiting until `deadline` at most.
@@ -151,6 +191,7 @@ impl FsStore {
         Ok(Hold::UntilDropped(Box::new(FileHold {
             registry: Arc::clone(&self.locks),
             offset,
+            kept: false,
         })))
     }
 

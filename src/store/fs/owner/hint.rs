@@ -8,6 +8,7 @@ use std::path::Path;
 use crate::model::{Namespace, PoolName};
 use crate::store::ObjectKind;
 use crate::store::fs::beneath::{self, WriteMode};
+use crate::store::fs::owner::skip::{Layer, skipped};
 use crate::store::fs::{FsStore, HINTS_SUFFIX};
 
 impl FsStore {
@@ -18,6 +19,9 @@ impl FsStore {
         pool: &PoolName,
         key: u64,
     ) -> Option<IpAddr> {
+        if skipped(Layer::Hint) {
+            return None;
+        }
         let index_dir = self.index_dir(ObjectKind::Allocation, ns, false).ok()?;
         let hints =
             beneath::open_dir(&index_dir, Path::new(&format!("{pool}{HINTS_SUFFIX}"))).ok()?;
@@ -38,6 +42,9 @@ impl FsStore {
         address: IpAddr,
     ) {
         failpoint!("index-before-hint");
+        if skipped(Layer::Hint) {
+            return;
+        }
         let _ = self
             .index_dir(ObjectKind::Allocation, ns, true)
             .and_then(|index_dir| beneath::subdir(index_dir, &format!("{pool}{HINTS_SUFFIX}")))

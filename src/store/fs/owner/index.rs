@@ -44,6 +44,8 @@
 //! `w` marks a file that is exactly the manifest ipamctl writes for its pool, address and
 //! owner, so a reader may rebuild it unread; `w<secs>` the same with that
 //! `metadata.creationTimestamp` (seconds since the epoch), as every claim now writes.
+//!
+//! Every race of the owner look-up, and where it is closed: [`crate::store::fs::owner`].
 
 mod file;
 mod line;

@@ -1,19 +1,26 @@
 //! Owner look-ups and owner-filter queries on the filesystem ([`Queries`]).
 //!
-//! # Owner look-ups, and why an outside writer cannot fool them
+//! # Owner look-ups
 //!
-//! The allocation files are the only truth. A look-up for owner O in pool P ([`Queries::find_owner`]):
+//! A look-up for owner O in pool P ([`Queries::find_owner`]) asks the layers of [`super`] in
+//! its order, each answer resting on files as they are now or on records that the files'
+//! present status vouches for:
 //! 1. *Hint:* read O's hint, then the one allocation file it names; if that file (read now)
-//!    names O at that address, that is O's allocation. Two small reads, whatever the pool's
-//!    size: the idempotent path. A wrong or stale hint only costs the next step.
-//! 2. *Scan:* list the directory and `stat` each of P's files; a file whose status equals
-//!    its index record exactly is known to belong to the recorded owner; every other file
-//!    is read (and recorded if it is old enough, see [`crate::store::fs::owner::index`]). Files that may be
-//!    O's, or hold O's name under another uid ([`OwnerLookup::namesake`]), are read. So the
-//!    answer always rests on files as they are now, or on records that the files' present
-//!    status vouches for.
+//!    names O at that address, settled, that is O's allocation. Two small reads, whatever
+//!    the pool's size: the idempotent path. A wrong or stale hint only costs the next step.
+//! 2. *View* (in a batch that has scanned P): the addresses taken, and as hits the files no
+//!    event named since the batch saw them whose owner it does not know or knows as O or a
+//!    namesake of O ([`OwnerLookup::namesake`]).
+//! 3. *Scan* (otherwise): list the directory and `stat` each of P's files; a file whose
+//!    status equals its index record exactly is known to belong to the recorded owner
+//!    ([`crate::store::fs::owner::index`]); every other file is read (and recorded if it
+//!    is old enough), and so are the files that may be O's or a namesake's.
 //!
-//! A supernet pool's prefix claims have the same look-up, keyed by prefix
+//! Every hit that does not parse or may be in flight is then read again whole. A found
+//! allocation is written as O's hint; a look-up that found none leaves what it saw taken
+//! for the claim's re-check (`recheck.rs`).
+//!
+//! A supernet pool's prefix claims have step 3 alone, keyed by prefix
 //! ([`Queries::find_prefix_owner`], `prefix_claims.rs`).
 //!
 //! The uid and owner-filter queries ([`Queries::find_allocations`]) are the same scan over the

@@ -10,6 +10,8 @@ use crate::model::{AllocationManifest, Namespace};
 use crate::store::ObjectKind;
 use crate::store::fs::FsStore;
 use crate::store::fs::lock::scope_text;
+use crate::store::fs::owner::index;
+use crate::store::fs::owner::skip::{Layer, skipped};
 
 impl FsStore {
     /// Records what an owner look-up that found nothing saw taken, for the claim after it.
@@ -18,8 +20,12 @@ impl FsStore {
         ns: Option<&Namespace>,
         pool: &crate::model::PoolName,
         key: u64,
-        taken: Vec<IpAddr>,
+        mut taken: Vec<IpAddr>,
     ) {
+        if skipped(Layer::Looked) {
+            // Only that a look-up ran is kept: the re-check then scans (`by_scan`).
+            taken = Vec::new();
+        }
         let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
         let at = (scope_text(ns).to_owned(), pool.as_str().to_owned(), key);
         looked.insert(at, taken);
@@ -82,6 +88,9 @@ impl FsStore {
             }
             return Ok(None);
         }
+        if skipped(Layer::Looked) {
+            return self.by_scan(&dir, ns, manifest);
+        }
         let listed = self
             .pool_names(&dir, Some(pool))?
             .remove(pool)
@@ -96,6 +105,29 @@ impl FsStore {
                 continue;
             }
             if let Some(m) = self.owners_file(&dir, ns, manifest, address)? {
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Without the `looked` map (a benchmark's bypass, [`skipped`]): another allocation of
+    /// `manifest`'s owner in its pool, found as a look-up finds one, by a scan of the pool.
+    fn by_scan(
+        &self,
+        dir: &std::os::fd::OwnedFd,
+        ns: Option<&Namespace>,
+        manifest: &AllocationManifest,
+    ) -> Result<Option<AllocationManifest>> {
+        let spec = &manifest.spec;
+        let pool = spec.pool.as_str();
+        let listed = self.names_and_index(dir, ns, pool)?;
+        let name = index::name_text(&index::owner_text(&spec.owner)).to_owned();
+        let scanned = self.scan(dir, ns, pool, listed, &|t| index::name_text(t) == name)?;
+        for (address, ..) in scanned.hits {
+            if address != spec.address
+                && let Some(m) = self.owners_file(dir, ns, manifest, address)?
+            {
                 return Ok(Some(m));
             }
         }

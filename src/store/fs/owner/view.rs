@@ -28,6 +28,8 @@
 //!
 //! What the view does not see is what the watch does not (`watch.rs`): a file changed with
 //! no event on its directory.
+//!
+//! Every race of the owner look-up, and where it is closed: [`crate::store::fs::owner`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;

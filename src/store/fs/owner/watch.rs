@@ -31,6 +31,8 @@
 //! check` reports), as after an outside change that straddles a single claim
 //! (`docs/src/guarantees.md`). No tool that works on a state directory (git, cp, rsync, editors) writes
 //! that way, and a file with a second name is refused by every read anyway.
+//!
+//! Every race of the owner look-up, and where it is closed: [`crate::store::fs::owner`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::mem::MaybeUninit;

@@ -11,6 +11,7 @@ use crate::model::{Namespace, PoolName};
 use crate::store::ObjectKind;
 use crate::store::fs::beneath::{self, Refused, WriteMode};
 use crate::store::fs::owner::index::{Change, Index, Key};
+use crate::store::fs::owner::skip::{Layer, skipped};
 use crate::store::fs::{FsStore, INDEX_DIR, INDEX_SUFFIX};
 
 impl FsStore {
@@ -24,6 +25,9 @@ impl FsStore {
         pool: &str,
     ) -> Index<K> {
         let dev = rustix::fs::fstat(dir).map_or(0, |s| s.st_dev);
+        if skipped(Layer::Index) {
+            return Index::empty(dev);
+        }
         self.index_dir(kind, ns, false)
             .ok()
             .and_then(|index_dir| {
@@ -80,6 +84,9 @@ impl FsStore {
         changes: &[Change<K>],
     ) -> std::result::Result<(), Refused> {
         failpoint!("index-before-write");
+        if skipped(Layer::Index) {
+            return Ok(());
+        }
         let index_dir = self.index_dir(kind, ns, true)?;
         let file = format!("{pool}{INDEX_SUFFIX}");
         if index.lines > 0

@@ -194,7 +194,7 @@ pub struct FsStore {
     dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
     /// What the last owner look-up of each (scope, pool, owner key) saw taken: a claim that
     /// follows it reads only the files that appeared since (see `claims.rs`).
-    looked: Mutex<HashMap<(String, String, u64), Vec<std::net::IpAddr>>>,
+    looked: Mutex<HashMap<(String, String, u64), owner::Looked>>,
     /// The locks this process holds through this store ([`lock`]).
     locks: Arc<lock::Registry>,
     /// In a batch, what the scans saw of each allocation directory, kept true by inotify

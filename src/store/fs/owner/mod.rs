@@ -91,6 +91,7 @@
 //!
 //! What an outside writer can still do to any command: the list in [`super`].
 
+mod appeared;
 mod hint;
 pub mod index;
 pub(super) mod kind;
@@ -103,4 +104,5 @@ mod view;
 mod view_scan;
 pub(super) mod watch;
 
+pub(super) use recheck::Looked;
 pub(super) use skip::{Layer, check as check_skip, skipped};

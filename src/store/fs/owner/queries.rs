@@ -30,6 +30,7 @@ use crate::error::Result;
 use crate::model::candidates::Candidates;
 use crate::model::{Namespace, Owner, OwnerFilter, PoolName};
 use crate::store::fs::FsStore;
+use crate::store::fs::owner::appeared::Appeared;
 use crate::store::fs::owner::index;
 use crate::store::{Found, FreeIter, ObjectKind, OwnerLookup, PrefixLookup, Queries};
 
@@ -61,12 +62,20 @@ impl Queries for FsStore {
         // A batch's re-check reads what its view saw change since (`view.rs`), not a listing
         // against what this saw taken: nothing to remember. (Were the view dropped
         // meanwhile, the re-check would read every file: slow, never wrong.)
+        let mut appeared = None;
         let (hits, listed_taken) = match self.scan_view(&dir, ns, pool, owner)? {
             Some((taken, hits)) => {
                 lookup.taken = taken;
                 (hits, Vec::new())
             }
             None => {
+                // Before the listing: the re-check learns from it what appeared since. Not in
+                // a batch, which has its own watch, and whose look-ups that leave no claim
+                // would each hold an inotify instance (128 a user, by default) until the
+                // next look-up of their owner.
+                if !self.batching() {
+                    appeared = Appeared::watch(&dir);
+                }
                 let listed = self.names_and_index(&dir, ns, pool.as_str())?;
                 let text = index::owner_text(owner);
                 // The owner's files and its namesakes': the name is one identity per pool.
@@ -103,7 +112,7 @@ impl Queries for FsStore {
         if let Some(held) = &lookup.held {
             self.write_hint(ns, pool, key, held.spec.address);
         } else {
-            self.remember_looked(ns, pool, key, listed_taken);
+            self.remember_looked(ns, pool, key, listed_taken, appeared);
         }
         Ok(lookup)
     }

@@ -1,7 +1,8 @@
 //! The claim's re-check after its create, and the memory it compares with (the `looked`
-//! map): what the owner's last look-up that found nothing saw taken, so that the re-check
-//! reads only the names that appeared since. Why the re-check exists, and why its undo is
-//! safe: `claims.rs`.
+//! map): what the owner's last look-up that found nothing saw taken, and the watch that
+//! look-up set on the directory (`appeared.rs`), so that the re-check reads only the names
+//! that appeared since, learnt from the watch's queue or, without one, from a listing. Why
+//! the re-check exists, and why its undo is safe: `claims.rs`.
 
 use std::net::IpAddr;
 
@@ -10,8 +11,18 @@ use crate::model::{AllocationManifest, Namespace};
 use crate::store::ObjectKind;
 use crate::store::fs::FsStore;
 use crate::store::fs::lock::scope_text;
+use crate::store::fs::owner::appeared::Appeared;
 use crate::store::fs::owner::index;
 use crate::store::fs::owner::skip::{Layer, skipped};
+
+/// What an owner look-up that found nothing leaves for the claim after it.
+#[derive(Debug)]
+pub(in crate::store::fs) struct Looked {
+    /// The addresses it saw taken, ascending.
+    taken: Vec<IpAddr>,
+    /// The names made in the directory since it began, when that can be known.
+    appeared: Option<Appeared>,
+}
 
 impl FsStore {
     /// Records what an owner look-up that found nothing saw taken, for the claim after it.
@@ -21,6 +32,7 @@ impl FsStore {
         pool: &crate::model::PoolName,
         key: u64,
         mut taken: Vec<IpAddr>,
+        appeared: Option<Appeared>,
     ) {
         if skipped(Layer::Looked) {
             // Only that a look-up ran is kept: the re-check then scans (`by_scan`).
@@ -28,7 +40,7 @@ impl FsStore {
         }
         let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
         let at = (scope_text(ns).to_owned(), pool.as_str().to_owned(), key);
-        looked.insert(at, taken);
+        looked.insert(at, Looked { taken, appeared });
     }
 
     /// After a claim's create (the claim's owner lock held): if the owner's file came back
@@ -51,10 +63,10 @@ impl FsStore {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&at);
         // Without a look-up to compare with (a claim made without one), nothing is read.
-        let Some(taken) = looked else {
+        let Some(looked) = looked else {
             return Ok(None);
         };
-        let Some(other) = self.appeared_for_owner(ns, manifest, &taken)? else {
+        let Some(other) = self.appeared_for_owner(ns, manifest, &looked)? else {
             return Ok(None);
         };
         failpoint!("claim-before-undo");
@@ -64,12 +76,13 @@ impl FsStore {
 
     /// An allocation of the same owner in the pool that was not there when the claim's
     /// look-up ran (a file the look-up, which saw `taken`, did not see), settled, if any.
-    /// Only the names that appeared since are read, so this costs one listing.
+    /// Only the names that appeared since are read: those the look-up's watch reported, or
+    /// without it, those of one listing that the look-up did not see.
     fn appeared_for_owner(
         &self,
         ns: Option<&Namespace>,
         manifest: &AllocationManifest,
-        taken: &[IpAddr],
+        looked: &Looked,
     ) -> Result<Option<AllocationManifest>> {
         failpoint!("claim-before-recheck");
         let spec = &manifest.spec;
@@ -91,6 +104,16 @@ impl FsStore {
         if skipped(Layer::Looked) {
             return self.by_scan(&dir, ns, manifest);
         }
+        if let Some(made) = looked.appeared.as_ref().and_then(|a| a.in_pool(pool)) {
+            for address in made {
+                if address != spec.address
+                    && let Some(m) = self.owners_file(&dir, ns, manifest, address)?
+                {
+                    return Ok(Some(m));
+                }
+            }
+            return Ok(None);
+        }
         let listed = self
             .pool_names(&dir, Some(pool))?
             .remove(pool)
@@ -98,7 +121,7 @@ impl FsStore {
         // Both ascending (a scan's `taken` is in listing order): one merge, not a search of
         // `taken` per listed file (which was a tenth of a batch's time at 50,000). Were
         // `taken` out of order, a name would only be read needlessly, never skipped.
-        let mut seen = taken.iter().peekable();
+        let mut seen = looked.taken.iter().peekable();
         for address in listed {
             while seen.next_if(|&&t| t < address).is_some() {}
             if address == spec.address || seen.next_if_eq(&&address).is_some() {

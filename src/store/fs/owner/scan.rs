@@ -460,6 +460,14 @@ fn stem(file: &str) -> &str {
 impl FsStore {
     /// `dir`'s id when the batch watches it (`watch.rs`), after reading the watch's queue,
     /// and the watch's generation then.
+    /// Is this store running a batch (which keeps its watch, `watch.rs`)?
+    pub(in crate::store::fs) fn batching(&self) -> bool {
+        self.watch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     fn watched_at(&self, dir: &OwnedFd) -> Option<(DirId, u64)> {
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         let w = watch.as_mut()?;

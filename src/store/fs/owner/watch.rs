@@ -57,6 +57,11 @@ const LOCAL: &[u64] = &[
     0xF2F5_2010, // F2FS
 ];
 
+/// Is `dir` on a file system whose every change inotify reports ([`LOCAL`])?
+pub(in crate::store::fs) fn is_local(dir: &OwnedFd) -> bool {
+    rustix::fs::fstatfs(dir).is_ok_and(|fs| LOCAL.contains(&(fs.f_type as u64)))
+}
+
 /// A directory, by device and inode.
 pub(in crate::store::fs) type DirId = (u64, u64);
 
@@ -128,7 +133,7 @@ impl Watch {
         if self.refused.contains(&id) {
             return None;
         }
-        let local = rustix::fs::fstatfs(dir).is_ok_and(|fs| LOCAL.contains(&(fs.f_type as u64)));
+        let local = is_local(dir);
         let mask = WatchFlags::CREATE
             | WatchFlags::DELETE
             | WatchFlags::MOVED_FROM

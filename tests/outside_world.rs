@@ -311,6 +311,23 @@ fn fip_r_file_gone(test: &Test) -> (String, String, String, String) {
     (low, addr, rel, saved)
 }
 
+/// A claim for fip-r (its file gone: [`fip_r_file_gone`]), started and held before its
+/// re-check once it has created `low`: its arguments, for [`finish`], and the process.
+#[cfg(feature = "failpoints")]
+fn fip_r_claim_before_recheck(test: &Test, low: &str) -> ([&'static str; 4], Child) {
+    let args = ["allocate", POOL, "--owner", "FloatingIP/fip-r"];
+    let mut claim = ipamctl_cmd(test, &args);
+    claim.env("FAILPOINTS", "claim-before-recheck=sleep(2000)");
+    claim.env("IPAMCTL_LOCK_TIMEOUT", "60");
+    let claim = spawn(claim);
+    assert!(
+        wait_until(Duration::from_secs(10), || test
+            .exists(&allocation_file(low))),
+        "the claim never created {low}"
+    );
+    (args, claim)
+}
+
 /// The marker alone replaced (`rsync -a` from another clone) while a claim runs changes
 /// nothing: the lock file still excludes every other claim of the owner, so a file of the
 /// owner that comes back meanwhile (a relabelling `git checkout`: unlink, then create) is
@@ -325,16 +342,7 @@ fn a_returned_file_is_given_way_to_when_only_the_marker_was_replaced() {
     let test = Test::new("seed");
     let state = test.state();
     let (low, addr, rel, saved) = fip_r_file_gone(&test);
-    let args = ["allocate", POOL, "--owner", "FloatingIP/fip-r"];
-    let mut claim = ipamctl_cmd(&test, &args);
-    claim.env("FAILPOINTS", "claim-before-recheck=sleep(2000)");
-    claim.env("IPAMCTL_LOCK_TIMEOUT", "60");
-    let claim = spawn(claim);
-    assert!(
-        wait_until(Duration::from_secs(10), || test
-            .exists(&allocation_file(&low))),
-        "the claim never created {low}"
-    );
+    let (args, claim) = fip_r_claim_before_recheck(&test, &low);
     test.write(&rel, &saved);
     let marker = state.join(".ipamctl");
     let copy = state.join(".ipamctl.synced");
@@ -358,15 +366,7 @@ fn a_file_renamed_back_while_a_claim_runs_is_given_way_to() {
     let test = Test::new("seed");
     let state = test.state();
     let (low, addr, rel, saved) = fip_r_file_gone(&test);
-    let args = ["allocate", POOL, "--owner", "FloatingIP/fip-r"];
-    let mut claim = ipamctl_cmd(&test, &args);
-    claim.env("FAILPOINTS", "claim-before-recheck=sleep(2000)");
-    let claim = spawn(claim);
-    assert!(
-        wait_until(Duration::from_secs(10), || test
-            .exists(&allocation_file(&low))),
-        "the claim never created {low}"
-    );
+    let (args, claim) = fip_r_claim_before_recheck(&test, &low);
     let path = state.join(&rel);
     let temporary = path.with_file_name(".fip-r.yaml.rsync-tmp");
     fs::write(&temporary, &saved).expect("write the temporary file");

@@ -35,6 +35,25 @@ pub(super) fn explain_malformed(findings: &mut [Finding]) {
 /// A MAC in one pool of one scope.
 type MacKey<'a> = (&'a Option<Namespace>, &'a PoolName, Mac);
 
+/// The allocations that hold each MAC of each pool, by file (path, manifest): what
+/// [`check_macs`] reports and [`held_twice`] settles.
+fn by_mac(
+    allocations: &[Decoded<AllocationManifest>],
+) -> HashMap<MacKey<'_>, Vec<(&str, &AllocationManifest)>> {
+    let mut holders: HashMap<MacKey<'_>, Vec<(&str, &AllocationManifest)>> = HashMap::new();
+    for Decoded { file, manifest } in allocations {
+        if let Some(m) = manifest
+            && let Some(mac) = m.spec.mac
+        {
+            holders
+                .entry((&file.scope, &m.spec.pool, mac))
+                .or_default()
+                .push((&file.rel, m));
+        }
+    }
+    holders
+}
+
 /// The MAC findings that relate allocations to each other and to their pool (returned, for
 /// the caller to confirm with fresh reads, as [`super::rules::check_allocations`]'s).
 pub(super) fn check_macs(
@@ -42,21 +61,22 @@ pub(super) fn check_macs(
     pools: &HashMap<PoolKey<'_>, KnownPool<'_>>,
 ) -> Vec<Finding> {
     let mut related = Vec::new();
-    let mut holders: HashMap<MacKey<'_>, Vec<(IpAddr, &Owner, &str)>> = HashMap::new();
     let mut owned: HashMap<(&Option<Namespace>, &Owner), Vec<IpAddr>> = HashMap::new();
     for Decoded { file, manifest } in allocations {
-        let Some(m) = manifest else { continue };
-        owned
-            .entry((&file.scope, &m.spec.owner))
-            .or_default()
-            .push(m.spec.address);
-        if let Some(mac) = m.spec.mac {
-            holders
-                .entry((&file.scope, &m.spec.pool, mac))
+        if let Some(m) = manifest {
+            owned
+                .entry((&file.scope, &m.spec.owner))
                 .or_default()
-                .push((m.spec.address, &m.spec.owner, &file.rel));
+                .push(m.spec.address);
         }
     }
+    let holders = by_mac(allocations).into_iter().map(|(key, held)| {
+        let held: Vec<(IpAddr, &Owner, &str)> = held
+            .into_iter()
+            .map(|(rel, m)| (m.spec.address, &m.spec.owner, rel))
+            .collect();
+        (key, held)
+    });
     for ((scope, pool, mac), mut held) in holders {
         if held.len() > 1 {
             held.sort();
@@ -142,24 +162,19 @@ pub(super) fn held_twice(
     dir: &dyn StateDir,
     allocations: &[Decoded<AllocationManifest>],
 ) -> Vec<HeldTwice> {
-    let mut holders: HashMap<MacKey<'_>, Vec<Unrecorded>> = HashMap::new();
-    for Decoded { file, manifest } in allocations {
-        let Some(m) = manifest else { continue };
-        let Some(mac) = m.spec.mac else { continue };
-        holders
-            .entry((&file.scope, &m.spec.pool, mac))
-            .or_default()
-            .push(Unrecorded {
-                path: file.rel.clone(),
-                namespace: file.scope.clone(),
-                allocation: m.clone(),
-            });
-    }
     let mut twice = Vec::new();
-    for ((scope, _, _), mut held) in holders {
+    for ((scope, _, _), held) in by_mac(allocations) {
         if held.len() < 2 {
             continue;
         }
+        let mut held: Vec<Unrecorded> = held
+            .into_iter()
+            .map(|(rel, m)| Unrecorded {
+                path: rel.to_owned(),
+                namespace: scope.clone(),
+                allocation: m.clone(),
+            })
+            .collect();
         let named = held.iter().position(|h| {
             dir.mac_record(scope.as_ref(), &h.allocation).says == RecordSays::This { exactly: true }
         });

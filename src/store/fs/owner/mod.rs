@@ -14,7 +14,7 @@
 //! | 2 | batch view (`view.rs`, `view_scan.rs`) | memory of one `allocate -f`/`release -f`, after P's first whole scan in it | which files no event named since they were seen, and whose they were: only the unknown ones and O's are read | an inotify event naming the file (it becomes unknown); a queue overflow or the directory going drops the view | 3 |
 //! | 3 | scan (`scan.rs`) over the owner index (`index.rs`, `index/`) | `.index/<allocations dir>/<P>.idx`, every command | "file F is owner X's" for every file whose status (inode, size, mtime, ctime, to the nanosecond) equals its record; those and O's are ruled out or rebuilt unread, the rest read | any change of the file's status; a line whose seal does not match | reading the file |
 //! | – | watch (`watch.rs`) | memory of one batch, under 3 (and 2) | a directory's listing and each file's status, as of the last real `ls`/`stat`, while no event named it | an event naming the name; overflow drops it; not used off a local file system | a real listing and `stat` |
-//! | – | `looked` map (`recheck.rs`) | memory of one process, after a look-up that found nothing | what that look-up saw taken, for the claim's re-check after its create: it reads only the names that appeared since (in a batch, the view's unknown files instead) | taken by the claim that follows; replaced by the next look-up of the same owner | no look-up, no re-check |
+//! | – | `looked` map (`recheck.rs`) | memory of one process, after a look-up that found nothing | what that look-up saw taken, for the claim's re-check after its create: it reads only the names that appeared since: those an inotify watch set before the look-up's listing reported (`appeared.rs`), else those of a new listing the look-up did not see (in a batch, the view's unknown files instead) | taken by the claim that follows; replaced by the next look-up of the same owner | no look-up, no re-check |
 //!
 //! What a look-up does with them (`queries.rs`):
 //! 1. *Hint.* Read O's hint, then the one file it names: if it names O at that address,
@@ -72,8 +72,9 @@
 //!   larger one may be anyone's, and fails every claim in its pool closed until it is
 //!   removed) (`engine::allocate`).
 //! - *O's file replaced while a claim for O runs* (`git checkout`: unlink, then create):
-//!   after its create, the claim re-reads what appeared since its look-up (the `looked`
-//!   map, or the batch's view) and undoes itself if O's file came back; safe because O's
+//!   after its create, the claim re-reads what appeared since its look-up (the names the
+//!   look-up's watch reported, `appeared.rs`; without one, a listing against the `looked`
+//!   map; in a batch, the view) and undoes itself if O's file came back; safe because O's
 //!   lock keeps every other ipamctl claim of O out (`claims.rs`, `recheck.rs`). A
 //!   replacement that straddles the whole claim is left: `check` reports the duplicate.
 //! - *In a batch, a change between two requests*: the watch is added before the directory

@@ -97,6 +97,7 @@ mod hint;
 pub mod index;
 pub(super) mod kind;
 mod prefix_claims;
+mod prestat;
 mod queries;
 mod recheck;
 mod scan;

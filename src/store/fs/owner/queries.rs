@@ -143,7 +143,13 @@ impl Queries for FsStore {
                 None => self.load_index(ObjectKind::Allocation, &dir, ns, &pool),
             };
             let hits = self
-                .scan(&dir, ns, &pool, (addresses, index), &wanted)?
+                .scan(
+                    &dir,
+                    ns,
+                    &pool,
+                    (addresses, index, Default::default()),
+                    &wanted,
+                )?
                 .hits;
             found.reserve(hits.len());
             for (_, name, parsed, _) in hits {

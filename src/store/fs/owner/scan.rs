@@ -14,8 +14,9 @@ use crate::store::ObjectKind;
 use crate::store::fs::FsStore;
 use crate::store::fs::allocation::now_ns;
 use crate::store::fs::beneath::{self, refused};
-use crate::store::fs::owner::index::{self, Change, Index, Record, RecordRef, Stamp};
+use crate::store::fs::owner::index::{self, At, Change, Index, Record, RecordRef, Stamp};
 use crate::store::fs::owner::kind::{Allocations, Kind};
+use crate::store::fs::owner::prestat::Prestat;
 use crate::store::fs::owner::watch::DirId;
 use crate::store::parallel::parallel_map;
 
@@ -79,7 +80,7 @@ impl FsStore {
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-        listed: (Vec<IpAddr>, Index),
+        (addresses, index, prestat): (Vec<IpAddr>, Index, Prestat),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned> {
         let kind = Allocations {
@@ -87,13 +88,15 @@ impl FsStore {
             pool_name: PoolName::new(pool).ok(),
             ns,
         };
-        self.scan_of(&kind, dir, ns, pool, listed, wanted)
+        self.scan_of(&kind, dir, ns, pool, (addresses, index), &prestat, wanted)
     }
 
     /// The files of `pool` among `keys` (ascending, as listed) in `kind`'s directory `dir`:
     /// the keys they hold, and the files whose owner may pass `wanted` (given an owner as
     /// [`index::owner_text`]), read now. A file is ruled out without being read only when
-    /// its status matches its index record. Records what it learnt (best effort).
+    /// its status (taken now, or ahead in `prestat`, by position) matches its index
+    /// record. Records what it learnt (best effort).
+    #[allow(clippy::too_many_arguments)] // Length: the scan's inputs, each used once.
     pub(in crate::store::fs) fn scan_of<T: Kind>(
         &self,
         kind: &T,
@@ -101,13 +104,14 @@ impl FsStore {
         ns: Option<&Namespace>,
         pool: &str,
         (keys, index): (Vec<T::Key>, Index<T::Key>),
+        prestat: &Prestat,
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned<T::Key, T::Manifest>> {
         let read_start = now_ns();
         // The keys and their records side by side, not zipped into a third vector: at
         // 50,000 files that vector was 4.8 MB of a claim's peak (issue 47).
         let (records, unlisted) = index.join(&keys);
-        let listed = |i: usize| (keys[i], records[i]);
+        let listed = |i: usize| (keys[i], records[i].map(|at| index.at(at)));
         let (watched, generation) = match self.watched_at(dir) {
             Some((id, generation)) => (Some(id), generation),
             None => (None, 0),
@@ -122,19 +126,26 @@ impl FsStore {
         // (A flag a file, not a `Look`: no pool's worth of enum values to fill and drop per
         // request.)
         let known = match watched {
-            Some(id) => self.ruled_out(kind, (id, pool), (&keys, &records), wanted),
+            Some(id) => self.ruled_out(kind, (id, pool), (&keys, &records, &index), wanted),
             None => Vec::new(),
         };
         let is_known = |i: usize| known.get(i).copied().unwrap_or(false);
         let rest: Vec<usize> = (0..keys.len()).filter(|&i| !is_known(i)).collect();
         let mut read = parallel_map(&rest, |&i| {
-            let look = self.look(kind, (dir, watched), ns, listed(i), wanted);
+            let look = self.look(
+                kind,
+                (dir, watched),
+                ns,
+                (listed(i), prestat.get(i)),
+                wanted,
+            );
             look.map(|look| learnt(kind, listed(i), look, read_start, wanted))
         })
         .into_iter();
         let mut scanned = Scanned::default();
         let mut changes: Vec<Change<T::Key>> = unlisted.into_iter().map(Change::Forget).collect();
-        for (i, (&key, &record)) in keys.iter().zip(&records).enumerate() {
+        for i in 0..keys.len() {
+            let (key, record) = listed(i);
             let look = if is_known(i) {
                 Look::Known
             } else {
@@ -185,10 +196,13 @@ impl FsStore {
         &self,
         kind: &T,
         (id, pool): (DirId, &str),
-        (keys, records): (&[T::Key], &[Option<RecordRef<'_>>]),
+        (keys, records, index): (&[T::Key], &[Option<At>], &Index<T::Key>),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Vec<bool> {
-        let listed = || keys.iter().copied().zip(records.iter().copied());
+        let listed = || {
+            let records = records.iter().map(|r| r.map(|at| index.at(at)));
+            keys.iter().copied().zip(records)
+        };
         let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         let Some(w) = watch.as_ref() else {
             return Vec::new();
@@ -237,13 +251,17 @@ impl FsStore {
         kind: &T,
         (dir, watched): (&OwnedFd, Option<DirId>),
         ns: Option<&Namespace>,
-        (key, record): (T::Key, Option<RecordRef<'_>>),
+        ((key, record), taken): ((T::Key, Option<RecordRef<'_>>), Option<Option<Stamp>>),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Look<T::Manifest, T::Key>> {
         let mut file = kind.name(key);
         file.push_str(".yaml");
         if let Some(record) = record {
-            match self.status(dir, watched, &file) {
+            let status = match taken {
+                Some(stamp) => Ok(stamp),
+                None => self.status(dir, watched, &file),
+            };
+            match status {
                 Ok(Some(stamp)) if stamp == record.stamp => {
                     if !wanted(record.owner) {
                         return Ok(Look::Known);
@@ -279,7 +297,7 @@ impl FsStore {
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-    ) -> Result<(Vec<IpAddr>, Index)> {
+    ) -> Result<(Vec<IpAddr>, Index, Prestat)> {
         {
             let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(w) = watch.as_mut()
@@ -293,19 +311,10 @@ impl FsStore {
                 let index = w.index(id, pool, addresses.len(), || {
                     self.load_index(ObjectKind::Allocation, dir, ns, pool)
                 });
-                return Ok((addresses, index));
+                return Ok((addresses, index, Prestat::default()));
             }
         }
-        std::thread::scope(|s| {
-            let index = s.spawn(|| self.load_index(ObjectKind::Allocation, dir, ns, pool));
-            let addresses = self
-                .pool_names(dir, Some(pool))
-                .map(|mut by_pool| by_pool.remove(pool).unwrap_or_default());
-            let index = index
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            Ok((addresses?, index))
-        })
+        self.list_index_and_stat(dir, ns, pool)
     }
 
     /// The addresses of the allocations in `dir`, ascending, by pool (only `pool`'s if

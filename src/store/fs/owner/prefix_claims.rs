@@ -94,10 +94,10 @@ impl FsStore {
             prefixes.map(|p| (p, index))
         })?;
         let text = index::owner_text(owner);
+        let (prefixes, index) = listed;
         let no_prestat = Default::default();
-        let scanned = self.scan_of(&kind, &dir, ns, pool.as_str(), listed, &no_prestat, &|t| {
-            t == text
-        })?;
+        let listed = (prefixes, index, &no_prestat);
+        let scanned = self.scan_of(&kind, &dir, ns, pool.as_str(), listed, &|t| t == text)?;
         lookup.taken = scanned.taken;
         for (_, name, mut parsed, in_flight) in scanned.hits {
             if parsed.is_err() || in_flight {

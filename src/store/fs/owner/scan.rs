@@ -39,6 +39,12 @@ enum Look<M, K> {
     Gone,
 }
 
+/// A listed file's key and its index record, if any.
+type Listed<'a, K> = (K, Option<RecordRef<'a>>);
+
+/// The listed keys, where each one's record is in the index, and the index.
+type Joined<'a, K> = (&'a [K], &'a [Option<At>], &'a Index<K>);
+
 /// A file read by a scan that may be a write in flight (see
 /// [`crate::store::fs::allocation::ReadFile::settled`]): whatever it parsed as, it is a
 /// hit, for the caller to read again as a whole.
@@ -88,7 +94,7 @@ impl FsStore {
             pool_name: PoolName::new(pool).ok(),
             ns,
         };
-        self.scan_of(&kind, dir, ns, pool, (addresses, index), &prestat, wanted)
+        self.scan_of(&kind, dir, ns, pool, (addresses, index, &prestat), wanted)
     }
 
     /// The files of `pool` among `keys` (ascending, as listed) in `kind`'s directory `dir`:
@@ -96,15 +102,13 @@ impl FsStore {
     /// [`index::owner_text`]), read now. A file is ruled out without being read only when
     /// its status (taken now, or ahead in `prestat`, by position) matches its index
     /// record. Records what it learnt (best effort).
-    #[allow(clippy::too_many_arguments)] // Length: the scan's inputs, each used once.
     pub(in crate::store::fs) fn scan_of<T: Kind>(
         &self,
         kind: &T,
         dir: &OwnedFd,
         ns: Option<&Namespace>,
         pool: &str,
-        (keys, index): (Vec<T::Key>, Index<T::Key>),
-        prestat: &Prestat,
+        (keys, index, prestat): (Vec<T::Key>, Index<T::Key>, &Prestat),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Scanned<T::Key, T::Manifest>> {
         let read_start = now_ns();
@@ -196,7 +200,7 @@ impl FsStore {
         &self,
         kind: &T,
         (id, pool): (DirId, &str),
-        (keys, records, index): (&[T::Key], &[Option<At>], &Index<T::Key>),
+        (keys, records, index): Joined<'_, T::Key>,
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Vec<bool> {
         let listed = || {
@@ -251,7 +255,7 @@ impl FsStore {
         kind: &T,
         (dir, watched): (&OwnedFd, Option<DirId>),
         ns: Option<&Namespace>,
-        ((key, record), taken): ((T::Key, Option<RecordRef<'_>>), Option<Option<Stamp>>),
+        ((key, record), taken): (Listed<'_, T::Key>, Option<Option<Stamp>>),
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Look<T::Manifest, T::Key>> {
         let mut file = kind.name(key);

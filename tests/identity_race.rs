@@ -78,7 +78,7 @@ fn assert_one_won(store: &Store, n: usize, outs: &[Output]) {
         "{}",
         pg::stderr(lost)
     );
-    let holders = held(&store);
+    let holders = held(store);
     assert_eq!(
         holders.get(&format!("vm-{n}/0")).map(Vec::len),
         Some(1),

@@ -13,6 +13,10 @@
 //! removed and made again in between (`git checkout`) has an event too, where the listing,
 //! which skips what the look-up saw, reads it only if its address was free before.
 //!
+//! A batch sets none: it has its own watch and view (`watch.rs`, `view.rs`), and its
+//! look-ups that leave no claim (dry runs, refusals) would each hold an inotify instance,
+//! 128 a user by default, until the next look-up of their owner.
+//!
 //! When it is not used, the re-check lists the directory as before: the directory is not
 //! on a local file system (where another host's change raises no event: [`super::watch`]),
 //! inotify is not available or out of watches, `/proc` is not mounted, or the queue

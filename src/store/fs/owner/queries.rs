@@ -69,13 +69,8 @@ impl Queries for FsStore {
                 (hits, Vec::new())
             }
             None => {
-                // Before the listing: the re-check learns from it what appeared since. Not in
-                // a batch, which has its own watch, and whose look-ups that leave no claim
-                // would each hold an inotify instance (128 a user, by default) until the
-                // next look-up of their owner.
-                if !self.batching() {
-                    appeared = Appeared::watch(&dir);
-                }
+                // Before the listing, for the re-check (`appeared.rs`; not in a batch).
+                appeared = (!self.batching()).then(|| Appeared::watch(&dir)).flatten();
                 let listed = self.names_and_index(&dir, ns, pool.as_str())?;
                 let text = index::owner_text(owner);
                 // The owner's files and its namesakes': the name is one identity per pool.

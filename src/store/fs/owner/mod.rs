@@ -26,6 +26,10 @@
 //!    the watch in a batch), rule out each file whose status (in a batch, the remembered
 //!    one) equals its record and whose owner is neither O nor a namesake, read the rest, and
 //!    append what was learnt to the index. A batch's first whole scan seeds the view.
+//!    Outside a batch the index is read on a second thread while P is listed, and the
+//!    files' statuses are taken as soon as the listing ends, that thread joining once its
+//!    index is parsed (`prestat.rs`); a look-up that finds nothing first sets a watch for
+//!    its claim's re-check (`appeared.rs`).
 //!
 //! Then every hit that does not parse or may be in flight is read again whole
 //! (`allocation.rs`), and the answer is O's file, else its namesake's, with the broken files

@@ -415,6 +415,83 @@ fn a_new_owners_claim_lists_its_pool_once() {
     );
 }
 
+/// A command whose look-ups leave no claim holds one inotify watch at a time: a claim by
+/// zone looks the owner up in each pool of the zone in turn (three here, with every
+/// address excluded, then one with room), and each look-up that finds nothing sets a watch
+/// for its claim's re-check (`src/store/fs/owner/appeared.rs`). Holding all of them would
+/// take an inotify instance a pool from the user's 128 until the command exits. Counted
+/// under strace: instances made, and the most open at once. (Failed before: four open.)
+#[test]
+#[cfg_attr(not(has_strace), ignore = "needs strace (apt-get install strace)")]
+fn a_claim_by_zone_holds_one_watch_at_a_time() {
+    require_strace();
+    let _serial = serial();
+    let test = Test::new("seed");
+    // The cluster's allocations directory exists (a pool without one has no look-up).
+    allocate(&test, "FloatingIP/fip-before");
+    for (i, net) in [
+        "198.51.100.8",
+        "198.51.100.16",
+        "198.51.100.24",
+        "198.51.100.64",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let exclude = if i < 3 {
+            format!("  exclude: [{net}/29]\n")
+        } else {
+            String::new()
+        };
+        test.write(
+            &format!("cluster/ipampools/zp-{i}.yaml"),
+            &format!(
+                "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: zp-{i}\nspec:\n  cidr: {net}/29\n  kind: public\n  zone: zz\n{exclude}"
+            ),
+        );
+    }
+    let trace = test.state().with_file_name("zone.strace");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=inotify_init1,close", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_ipamctl"))
+        .arg("-d")
+        .arg(test.state())
+        .args(["allocate", "--zone", "zz", "--owner", "FloatingIP/fip-zone"])
+        .output()
+        .expect("run strace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "198.51.100.65\n");
+    let (mut open, mut most, mut made) = (Vec::new(), 0, 0);
+    for line in fs::read_to_string(&trace).expect("read the trace").lines() {
+        let Some((call, result)) = line.rsplit_once(" = ") else {
+            continue;
+        };
+        if call.contains("inotify_init1(") && !result.starts_with('-') {
+            made += 1;
+            open.push(result.trim().to_owned());
+            most = most.max(open.len());
+        } else if let Some(fd) = call
+            .split("close(")
+            .nth(1)
+            .and_then(|r| r.trim().strip_suffix(')'))
+        {
+            open.retain(|o| o != fd.trim());
+        }
+    }
+    assert_eq!(
+        made,
+        4,
+        "one watch a pool looked up:\n{}",
+        fs::read_to_string(&trace).unwrap()
+    );
+    assert_eq!(most, 1, "the command held {most} inotify watches at once");
+}
+
 /// The same return of the owner's file, to a batch: there a claim's re-check reads the files
 /// its view of the pool saw change since its look-up (`src/store/fs/owner/view.rs`), not a new
 /// listing. The first request is a dry run for another owner (its whole scan starts the

@@ -30,7 +30,6 @@ use crate::error::Result;
 use crate::model::candidates::Candidates;
 use crate::model::{Namespace, Owner, OwnerFilter, PoolName};
 use crate::store::fs::FsStore;
-use crate::store::fs::owner::appeared::Appeared;
 use crate::store::fs::owner::index;
 use crate::store::{Found, FreeIter, ObjectKind, OwnerLookup, PrefixLookup, Queries};
 
@@ -69,8 +68,8 @@ impl Queries for FsStore {
                 (hits, Vec::new())
             }
             None => {
-                // Before the listing, for the re-check (`appeared.rs`; not in a batch).
-                appeared = (!self.batching()).then(|| Appeared::watch(&dir)).flatten();
+                // Before the listing, for the re-check.
+                appeared = self.watch_for_recheck(&dir);
                 let listed = self.names_and_index(&dir, ns, pool.as_str())?;
                 let text = index::owner_text(owner);
                 // The owner's files and its namesakes': the name is one identity per pool.

@@ -5,6 +5,7 @@
 //! the re-check exists, and why its undo is safe: `claims.rs`.
 
 use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 
 use crate::error::Result;
 use crate::model::{AllocationManifest, Namespace};
@@ -41,6 +42,23 @@ impl FsStore {
         let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
         let at = (scope_text(ns).to_owned(), pool.as_str().to_owned(), key);
         looked.insert(at, Looked { taken, appeared });
+    }
+
+    /// A watch for the re-check of the claim that follows a look-up in `dir`, set before
+    /// the look-up lists it (`appeared.rs`); none in a batch. One at a time: a claim follows
+    /// its own look-up, and a command whose look-ups leave no claim (a zone's pools tried
+    /// one by one, each exhausted) would otherwise hold an inotify instance a pool, of the
+    /// user's 128. An earlier look-up's re-check, should it come, lists the directory.
+    pub(in crate::store::fs) fn watch_for_recheck(&self, dir: &OwnedFd) -> Option<Appeared> {
+        if self.batching() {
+            return None;
+        }
+        let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
+        for earlier in looked.values_mut() {
+            earlier.appeared = None;
+        }
+        drop(looked);
+        Appeared::watch(dir)
     }
 
     /// After a claim's create (the claim's owner lock held): if the owner's file came back
@@ -138,7 +156,7 @@ impl FsStore {
     /// `manifest`'s owner in its pool, found as a look-up finds one, by a scan of the pool.
     fn by_scan(
         &self,
-        dir: &std::os::fd::OwnedFd,
+        dir: &OwnedFd,
         ns: Option<&Namespace>,
         manifest: &AllocationManifest,
     ) -> Result<Option<AllocationManifest>> {
@@ -161,7 +179,7 @@ impl FsStore {
     /// owner.
     fn owners_file(
         &self,
-        dir: &std::os::fd::OwnedFd,
+        dir: &OwnedFd,
         ns: Option<&Namespace>,
         manifest: &AllocationManifest,
         address: IpAddr,

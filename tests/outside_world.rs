@@ -377,6 +377,28 @@ fn a_file_renamed_back_while_a_claim_runs_is_given_way_to() {
     assert_consistent(&state);
 }
 
+/// `ipamctl -d STATE ARGS` under `strace -f -e trace=CALLS`, which must succeed: its
+/// stdout and the trace.
+fn traced_claim(test: &Test, calls: &str, args: &[&str]) -> (String, String) {
+    let trace = test.state().with_file_name("claim.strace");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", &format!("trace={calls}"), "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_ipamctl"))
+        .arg("-d")
+        .arg(test.state())
+        .args(args)
+        .output()
+        .expect("run strace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (stdout, fs::read_to_string(&trace).expect("read the trace"))
+}
+
 /// A new owner's claim lists its pool's directory once: its re-check after the create reads
 /// the names that appeared since its look-up from the inotify watch that look-up set, not
 /// from a second listing (issue 47: at 50,000 files the second listing took the claim over
@@ -389,22 +411,11 @@ fn a_new_owners_claim_lists_its_pool_once() {
     let _serial = serial();
     let test = Test::new("seed");
     allocate(&test, "FloatingIP/fip-before");
-    let trace = test.state().with_file_name("claim.strace");
-    let out = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=getdents64", "-o"])
-        .arg(&trace)
-        .arg(env!("CARGO_BIN_EXE_ipamctl"))
-        .arg("-d")
-        .arg(test.state())
-        .args(["allocate", POOL, "--owner", "FloatingIP/fip-once"])
-        .output()
-        .expect("run strace");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (_, trace) = traced_claim(
+        &test,
+        "getdents64",
+        &["allocate", POOL, "--owner", "FloatingIP/fip-once"],
     );
-    let trace = fs::read_to_string(&trace).expect("read the trace");
     let listings = trace
         .lines()
         .filter(|l| l.contains("getdents64") && l.trim_end().ends_with("= 0"))
@@ -450,24 +461,14 @@ fn a_claim_by_zone_holds_one_watch_at_a_time() {
             ),
         );
     }
-    let trace = test.state().with_file_name("zone.strace");
-    let out = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=inotify_init1,close", "-o"])
-        .arg(&trace)
-        .arg(env!("CARGO_BIN_EXE_ipamctl"))
-        .arg("-d")
-        .arg(test.state())
-        .args(["allocate", "--zone", "zz", "--owner", "FloatingIP/fip-zone"])
-        .output()
-        .expect("run strace");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, trace) = traced_claim(
+        &test,
+        "inotify_init1,close",
+        &["allocate", "--zone", "zz", "--owner", "FloatingIP/fip-zone"],
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "198.51.100.65\n");
+    assert_eq!(stdout, "198.51.100.65\n");
     let (mut open, mut most, mut made) = (Vec::new(), 0, 0);
-    for line in fs::read_to_string(&trace).expect("read the trace").lines() {
+    for line in trace.lines() {
         let Some((call, result)) = line.rsplit_once(" = ") else {
             continue;
         };

@@ -525,3 +525,90 @@ fn list_names_a_vpcs_range_and_uplink_by_the_vpc() {
     assert_eq!(range["spec"]["owner"]["uid"], uid.as_str());
     assert!(items.iter().all(|i| i.get("status").is_none()), "{list}");
 }
+
+/// Issue 44, item 5: `vpc create --mac-prefix` gives the VPC's pools their `macPrefix`, so
+/// `allocate --mac auto` works on a fresh VPC without editing a pool; one per pool, IPv4's
+/// first, a dual stack's two different; again with another prefix is a conflict naming it.
+#[test]
+fn vpc_create_mac_prefix_lets_mac_auto_work_in_the_vpc() {
+    let create = ["vpc", "create", "a", "-n", "t"];
+    let dual = ["--cidr", "10.70.0.0/16", "--cidr", "fd00:70::/48"];
+    let ran = Test::new("empty")
+        .args(create)
+        .args(dual)
+        .args(["--mac-prefix", "52:54:00", "--mac-prefix", "52:54:00"])
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(ran.stderr.contains("different prefixes"), "{}", ran.stderr);
+    let ran = ran
+        .then()
+        .args(create)
+        .args(["--cidr", "10.70.0.0/16", "--mac-prefix", "52:54:00"])
+        .args(["--mac-prefix", "02:42:ac"])
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(ran.stderr.contains("at most one per pool"), "{}", ran.stderr);
+    let ran = ran
+        .then()
+        .args(create)
+        .args(dual)
+        .args(["--mac-prefix", "53:54:00"])
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(ran.stderr.contains("53:54:00"), "{}", ran.stderr);
+    let ran = ran
+        .then()
+        .args(create)
+        .args(dual)
+        .args(["--mac-prefix", "52:54:00", "--mac-prefix", "02:42:ac"])
+        .run();
+    let ran = ran
+        .then()
+        .args(["allocate", "vpc-a", "vpc-a-v6", "-n", "t", "--mac", "auto"])
+        .args(["--owner", "VirtualMachine/web/0", "-o", "json"])
+        .run();
+    let macs: Vec<String> = common::list_items(&ran.stdout)
+        .iter()
+        .map(|a| a["spec"]["mac"].as_str().unwrap_or("none").to_owned())
+        .collect();
+    assert_eq!(macs, ["52:54:00:46:00:01", "52:54:00:46:00:01"], "{}", ran.stdout);
+    let ran = ran
+        .then()
+        .args(["allocate", "vpc-a-v6", "-n", "t", "--mac", "auto"])
+        .args(["--owner", "VirtualMachine/db/0"])
+        .run();
+    let ran = ran
+        .then()
+        .args(["list", "-n", "t", "--owner", "VirtualMachine/db/0", "-o", "json"])
+        .run();
+    let mac = common::list_items(&ran.stdout)[0]["spec"]["mac"].clone();
+    assert!(
+        mac.as_str().is_some_and(|m| m.starts_with("02:42:ac:")),
+        "{mac}"
+    );
+    let ran = ran
+        .then()
+        .args(create)
+        .args(dual)
+        .args(["--mac-prefix", "52:54:00", "--mac-prefix", "02:42:ac"])
+        .stderr("ipampool/vpc-a existing\nipampool/vpc-a-v6 existing\n")
+        .unchanged()
+        .run();
+    let ran = ran
+        .then()
+        .args(create)
+        .args(dual)
+        .args(["--mac-prefix", "52:54:01"])
+        .fails(code::CONFLICT)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr
+            .contains("pool `t/vpc-a` has macPrefix 52:54:00, not macPrefix 52:54:01"),
+        "{}",
+        ran.stderr
+    );
+}

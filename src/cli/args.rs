@@ -900,6 +900,13 @@ pub struct VpcCreateArgs {
     #[arg(long, value_name = "UID")]
     pub uid: Option<String>,
 
+    /// The pools' `spec.macPrefix` (three octets, locally administered and unicast, e.g.
+    /// 52:54:00), so that `allocate --mac auto` derives MACs in them. Once per pool, IPv4's
+    /// first; a dual-stack VPC's two must differ (exit 2). Again on an existing VPC it must
+    /// match its pools' (exit 4 otherwise).
+    #[arg(long, value_name = "PREFIX")]
+    pub mac_prefix: Vec<String>,
+
     /// Check and print the pool that would be created; create nothing.
     #[arg(long)]
     pub dry_run: bool,

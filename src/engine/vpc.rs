@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::engine::prefix;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
+use crate::model::mac::MacPrefix;
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::vpc::{
     RANGE_ANNOTATION, VPC_KIND, belongs_to, check_name, name_of, pool_name, range_annotation,
@@ -54,6 +55,9 @@ pub struct CreateRequest {
     pub pools: Vec<(PoolRef, Range)>,
     /// `--uid`: the uid to give it (else a new UUID, or the uid of the pools that exist).
     pub uid: Option<Uid>,
+    /// `--mac-prefix`: the `spec.macPrefix` of its pools, in their order (IPv4 first), so
+    /// that `allocate --mac auto` works in them; fewer than pools leaves the rest without.
+    pub mac_prefixes: Vec<MacPrefix>,
     /// Decide, but write nothing and take no lock.
     pub dry_run: bool,
 }
@@ -91,6 +95,7 @@ pub fn router(uid: &Uid) -> Owner {
 /// name is another's.
 pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
     check_name(&req.name).map_err(|why| Error::invalid("vpc create", why))?;
+    check_mac_prefixes(req)?;
     let work = || -> Result<Created> {
         let _scope = (!req.dry_run)
             .then(|| store.lock_scope(Some(&req.namespace)))
@@ -104,7 +109,7 @@ pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
         };
         let mut pools = Vec::new();
         let mut claims = Vec::new();
-        for ((pool, range), found) in req.pools.iter().zip(existing) {
+        for (at, ((pool, range), found)) in req.pools.iter().zip(existing).enumerate() {
             if let Some((m, _)) = found {
                 pools.push((m, Made::Existing));
                 continue;
@@ -117,7 +122,7 @@ pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
                     cidr
                 }
             };
-            let m = pool_manifest(req, pool, cidr, &uid);
+            let m = pool_manifest(req, pool, cidr, &uid, req.mac_prefixes.get(at).copied());
             m.validate().map_err(|e| Error::invalid("vpc create", e))?;
             if !req.dry_run
                 && !store.create(
@@ -222,17 +227,65 @@ fn existing_pools(
     req: &CreateRequest,
 ) -> Result<Vec<Option<(PoolManifest, Uid)>>> {
     let mut existing = Vec::new();
-    for (pool, range) in &req.pools {
+    for (at, (pool, range)) in req.pools.iter().enumerate() {
         existing.push(match load_pool(store, pool) {
             Ok(m) => {
                 let (fits, asked) = fits(store, range, &m)?;
-                Some(same_vpc(req, pool, m, fits, &asked)?)
+                let found = same_vpc(req, pool, m, fits, &asked)?;
+                same_mac_prefix(req, pool, &found.0, req.mac_prefixes.get(at))?;
+                Some(found)
             }
             Err(Error::NotFound { .. }) => None,
             Err(e) => return Err(e),
         });
     }
     Ok(existing)
+}
+
+/// Exit 2 for more `--mac-prefix`es than pools, or for a dual-stack VPC's two alike: a
+/// dual-stack owner's `--mac auto` MAC is derived from its IPv4 address and also held in
+/// the IPv6 pool, where, under the same prefix, an IPv6-only owner's could be derived alike.
+fn check_mac_prefixes(req: &CreateRequest) -> Result<()> {
+    let (given, pools) = (req.mac_prefixes.len(), req.pools.len());
+    if given > pools {
+        return Err(Error::invalid(
+            "--mac-prefix",
+            format!("give at most one per pool of the VPC, IPv4's first ({given} for {pools})"),
+        ));
+    }
+    if let [v4, v6] = req.mac_prefixes.as_slice()
+        && v4 == v6
+    {
+        return Err(Error::invalid(
+            "--mac-prefix",
+            format!("give the IPv4 and IPv6 pools different prefixes, not {v4} twice: a dual-stack NIC's `--mac auto` MAC, derived from its IPv4 address, is held in the IPv6 pool too"),
+        ));
+    }
+    Ok(())
+}
+
+/// Exit 4 when the VPC's existing pool `m` has another `spec.macPrefix` than the one asked
+/// for (none asked for agrees with any: a retry without the flag finds the VPC it made).
+fn same_mac_prefix(
+    req: &CreateRequest,
+    pool: &PoolRef,
+    m: &PoolManifest,
+    asked: Option<&MacPrefix>,
+) -> Result<()> {
+    match (asked, m.spec.mac_prefix) {
+        (Some(asked), has) if has != Some(*asked) => Err(Error::Conflict {
+            message: format!(
+                "VPC `{}` already exists in namespace `{}` and its pool `{pool}` has {}, not macPrefix {asked}",
+                req.name,
+                req.namespace,
+                has.map_or("no macPrefix".to_owned(), |p| format!("macPrefix {p}")),
+            ),
+            hint: Some(
+                "create the VPC without `--mac-prefix` to keep the pool as it is, or edit its `spec.macPrefix` and `ipamctl apply -f FILE`".into(),
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Whether the existing VPC pool `m` has the range asked for (a range from a supernet: a
@@ -267,7 +320,13 @@ fn uid_of(req: &CreateRequest, existing: &[Option<(PoolManifest, Uid)>]) -> Resu
 }
 
 /// The manifest of the VPC's private pool `pool` of range `cidr`, owned by uid `uid`.
-fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) -> PoolManifest {
+fn pool_manifest(
+    req: &CreateRequest,
+    pool: &PoolRef,
+    cidr: IpNet,
+    uid: &Uid,
+    mac_prefix: Option<MacPrefix>,
+) -> PoolManifest {
     PoolManifest {
         api_version: API_VERSION.into(),
         kind: POOL_KIND.into(),
@@ -293,7 +352,7 @@ fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) ->
             exclude: Vec::new(),
             zone: None,
             reuse_after: None,
-            mac_prefix: None,
+            mac_prefix,
             pick: Default::default(),
         },
     }

@@ -9,6 +9,7 @@ use crate::cli::{GlobalArgs, OutputFormat, VpcCommand, VpcCreateArgs, VpcDeleteA
 use crate::engine::vpc::{CreateRequest, Made, Range, Removal, Vpc};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
+use crate::model::mac::MacPrefix;
 use crate::model::vpc::pool_name;
 use crate::model::{Namespace, PoolName, PoolRef, Uid};
 use crate::store::Store;
@@ -61,6 +62,11 @@ fn create(
         Some(uid) => Some(super::flag("--uid", Uid::parse_uuid(uid))?),
         None => None,
     };
+    let mac_prefixes = args
+        .mac_prefix
+        .iter()
+        .map(|p| super::flag("--mac-prefix", MacPrefix::parse(p)))
+        .collect::<Result<Vec<_>>>()?;
     let (ns, _) = vpc_pool(g, &args.name, false)?;
     let pools = ranges(store, g, args, &ns)?;
     let req = CreateRequest {
@@ -68,6 +74,7 @@ fn create(
         namespace: ns,
         pools,
         uid,
+        mac_prefixes,
         dry_run: args.dry_run,
     };
     let created = crate::engine::vpc::create(store, &req)?;

@@ -800,3 +800,69 @@ fn mac_set_with_the_holders_name_but_another_uid_names_the_uids() {
         ran.stderr
     );
 }
+
+/// Issue 44, item 7: `list --host-name NAME` finds a NIC by the name DHCP and DNS give it
+/// (any case), in every pool it holds an address in; both owners that derive one name (the
+/// clash the exports refuse) are listed; a name that is no label is exit 2.
+#[test]
+fn list_by_host_name_finds_the_nics_addresses_in_every_pool() {
+    let mut t = pools();
+    for (pool, owner) in [
+        ("lan", WEB1),
+        ("lan6", WEB1),
+        ("lan", "VirtualMachine/web-01/2"),
+        ("plain", "Node/web-01-2"),
+        ("plain", "FloatingIP/web-01"),
+    ] {
+        t = t.args(["allocate", pool, "--owner", owner]).run().then();
+    }
+    let owners = |ran: &common::Ran| -> Vec<String> {
+        list_items(&ran.stdout)
+            .iter()
+            .map(|a| {
+                let spec = &a["spec"];
+                format!(
+                    "{} {} {}/{}",
+                    spec["pool"].as_str().unwrap_or("?"),
+                    spec["address"].as_str().unwrap_or("?"),
+                    spec["owner"]["kind"].as_str().unwrap_or("?"),
+                    spec["owner"]["name"].as_str().unwrap_or("?"),
+                )
+            })
+            .collect()
+    };
+    let ran = t
+        .args(["list", "--host-name", "WEB-01", "-o", "json"])
+        .run();
+    assert_eq!(
+        owners(&ran),
+        [
+            "lan 10.0.0.2 VirtualMachine/web-01/0",
+            "lan6 2001:db8:6::1 VirtualMachine/web-01/0"
+        ],
+        "{}",
+        ran.stdout
+    );
+    let ran = ran
+        .then()
+        .args(["list", "--host-name", "web-01-2", "-o", "json"])
+        .run();
+    assert_eq!(
+        owners(&ran),
+        [
+            "lan 10.0.0.3 VirtualMachine/web-01/2",
+            "plain 10.9.0.1 Node/web-01-2"
+        ],
+        "{}",
+        ran.stdout
+    );
+    let ran = ran
+        .then()
+        .args(["list", "--host-name", "db"])
+        .stderr("No allocations found.\n")
+        .run();
+    ran.then()
+        .args(["list", "--host-name", "web_01"])
+        .fails(code::INVALID)
+        .run();
+}

@@ -549,7 +549,11 @@ fn vpc_create_mac_prefix_lets_mac_auto_work_in_the_vpc() {
         .fails(code::INVALID)
         .unchanged()
         .run();
-    assert!(ran.stderr.contains("at most one per pool"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("at most one per pool"),
+        "{}",
+        ran.stderr
+    );
     let ran = ran
         .then()
         .args(create)
@@ -574,7 +578,12 @@ fn vpc_create_mac_prefix_lets_mac_auto_work_in_the_vpc() {
         .iter()
         .map(|a| a["spec"]["mac"].as_str().unwrap_or("none").to_owned())
         .collect();
-    assert_eq!(macs, ["52:54:00:46:00:01", "52:54:00:46:00:01"], "{}", ran.stdout);
+    assert_eq!(
+        macs,
+        ["52:54:00:46:00:01", "52:54:00:46:00:01"],
+        "{}",
+        ran.stdout
+    );
     let ran = ran
         .then()
         .args(["allocate", "vpc-a-v6", "-n", "t", "--mac", "auto"])
@@ -582,7 +591,15 @@ fn vpc_create_mac_prefix_lets_mac_auto_work_in_the_vpc() {
         .run();
     let ran = ran
         .then()
-        .args(["list", "-n", "t", "--owner", "VirtualMachine/db/0", "-o", "json"])
+        .args([
+            "list",
+            "-n",
+            "t",
+            "--owner",
+            "VirtualMachine/db/0",
+            "-o",
+            "json",
+        ])
         .run();
     let mac = common::list_items(&ran.stdout)[0]["spec"]["mac"].clone();
     assert!(

@@ -718,6 +718,13 @@ pub struct ListArgs {
     #[arg(long, value_name = "MAC")]
     pub mac: Option<String>,
 
+    /// Only the allocations of the NIC with this host name, the name DHCP hands the guest
+    /// and DNS gives its addresses (any case): `web-01` is `VirtualMachine/web-01/0` or
+    /// `Node/web-01`, `web-01-2` is NIC 2 of `web-01` (or a VM or Node so named, which the
+    /// exports refuse as a clash).
+    #[arg(long, value_name = "NAME")]
+    pub host_name: Option<String>,
+
     #[command(flatten)]
     pub select: Selectors,
 }

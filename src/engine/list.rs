@@ -7,6 +7,7 @@ use ipnet::IpNet;
 
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
+use crate::model::host_name::host_name;
 use crate::model::selector::LabelSelector;
 use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolName, PoolRef};
 use crate::store::read::{load_pool, pool_not_found};
@@ -29,6 +30,9 @@ pub struct Query {
     pub labels: Option<LabelSelector>,
     /// `list --mac`: only the allocation holding this MAC (`spec.mac`).
     pub mac: Option<crate::model::mac::Mac>,
+    /// `list --host-name`: only the allocations whose owner's NIC has this host name
+    /// ([`host_name`]), the name DHCP hands the guest and DNS gives its addresses.
+    pub host_name: Option<String>,
 }
 
 impl Query {
@@ -36,6 +40,10 @@ impl Query {
     fn keeps(&self, m: &AllocationManifest) -> bool {
         self.address.is_none_or(|a| a == m.spec.address)
             && self.mac.is_none_or(|mac| m.spec.mac == Some(mac))
+            && self
+                .host_name
+                .as_ref()
+                .is_none_or(|h| host_name(&m.spec.owner).is_ok_and(|n| n == *h))
             && self.within.is_none_or(|w| w.contains(&m.spec.address))
             && self
                 .labels

@@ -258,7 +258,9 @@ fn check_mac_prefixes(req: &CreateRequest) -> Result<()> {
     {
         return Err(Error::invalid(
             "--mac-prefix",
-            format!("give the IPv4 and IPv6 pools different prefixes, not {v4} twice: a dual-stack NIC's `--mac auto` MAC, derived from its IPv4 address, is held in the IPv6 pool too"),
+            format!(
+                "give the IPv4 and IPv6 pools different prefixes, not {v4} twice: a dual-stack NIC's `--mac auto` MAC, derived from its IPv4 address, is held in the IPv6 pool too"
+            ),
         ));
     }
     Ok(())

@@ -60,6 +60,14 @@ pub fn host_name(owner: &Owner) -> Result<String, String> {
     Ok(host)
 }
 
+/// A host name as a user types it (`list --host-name`): one RFC 1123 label, in any case
+/// (DNS names are compared without it), given back lowercase as [`host_name`] derives them.
+pub fn parse(s: &str) -> Result<String, String> {
+    let name = s.to_ascii_lowercase();
+    check_label(&name).map_err(|why| format!("host name `{s}` {why}"))?;
+    Ok(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

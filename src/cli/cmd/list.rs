@@ -10,6 +10,7 @@ use crate::engine::list::{self, Query};
 use crate::engine::range_holder::{Holders, VpcHolder};
 use crate::engine::warning::Warnings;
 use crate::error::Result;
+use crate::model::host_name;
 use crate::model::mac::Mac;
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::selector::LabelSelector;
@@ -42,6 +43,7 @@ pub fn query(pool: Option<&str>, address: Option<&str>, select: &Selectors) -> R
             .map(|l| super::flag("--selector", LabelSelector::parse(l)))
             .transpose()?,
         mac: None,
+        host_name: None,
     })
 }
 
@@ -71,6 +73,11 @@ pub fn run(
         .as_deref()
         .map(|m| super::flag("--mac", Mac::parse(m)))
         .transpose()?;
+    query.host_name = args
+        .host_name
+        .as_deref()
+        .map(|h| super::flag("--host-name", host_name::parse(h)))
+        .transpose()?;
     if let Some(name) = &args.subnet {
         // A stored subnet is its pool and its prefix.
         let (pool, cidr) = super::subnet::pool_and_prefix(store, g, name)?;
@@ -83,6 +90,7 @@ pub fn run(
         && query.within.is_none()
         && query.labels.is_none()
         && query.mac.is_none()
+        && query.host_name.is_none()
     {
         super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
     } else {

@@ -11,8 +11,9 @@ use std::process::{Command, Stdio};
 
 use common::{Test, code, list_items};
 
-/// Pools and a subnet beside the `dual-stack` fixture's: a supernet, a pool with a
-/// cooldown, a stored IPv6 subnet.
+/// Pools and subnets beside the `dual-stack` fixture's: a supernet, a pool with a
+/// cooldown and two subnets of it (the released address is in `cool-low`), a stored IPv6
+/// subnet.
 const EXTRA: &str = r#"apiVersion: pivirt.hu/v1
 kind: IPAMPool
 metadata: {name: carrier-v6}
@@ -33,6 +34,16 @@ spec:
   pool: vpc-main-v6
   cidr: "fd00:42:0:1::/64"
   gateway: "fd00:42:0:1::1"
+---
+apiVersion: pivirt.hu/v1
+kind: Subnet
+metadata: {name: cool-low}
+spec: {pool: cool4, cidr: 192.0.2.0/30}
+---
+apiVersion: pivirt.hu/v1
+kind: Subnet
+metadata: {name: cool-high}
+spec: {pool: cool4, cidr: 192.0.2.4/30}
 "#;
 
 /// The `dual-stack` fixture with [`EXTRA`] applied, a prefix claimed from the supernet, an
@@ -218,16 +229,34 @@ fn metric_values_equal_pool_list_and_subnet_list_json() {
             .run()
             .stdout,
     );
-    assert_eq!(subnets.len(), 1);
-    let s = &subnets[0];
-    let labels =
+    assert_eq!(subnets.len(), 3);
+    let web6 =
         "namespace=\"acme/prod\",pool=\"vpc-main-v6\",subnet=\"web6\",family=\"ipv6\",zone=\"\"";
-    same_usage(&all, "subnet", labels, &s["status"]);
-    assert_eq!(
-        value(&all, "ipamctl_subnet_allocated_addresses", labels),
-        "2"
-    );
-    assert_eq!(all["ipamctl_subnet_capacity_addresses"].len(), 1);
+    let cool = |name: &str| {
+        format!("namespace=\"\",pool=\"cool4\",subnet=\"{name}\",family=\"ipv4\",zone=\"zone-b\"")
+    };
+    for s in &subnets {
+        let labels = match s["metadata"]["name"].as_str() {
+            Some("web6") => web6.to_owned(),
+            Some(name) => cool(name),
+            None => panic!("a subnet without a name: {s}"),
+        };
+        same_usage(&all, "subnet", &labels, &s["status"]);
+    }
+    assert_eq!(value(&all, "ipamctl_subnet_allocated_addresses", web6), "2");
+    assert_eq!(all["ipamctl_subnet_capacity_addresses"].len(), 3);
+    // A subnet counts the cooldown records of its own addresses: FloatingIP/a's 192.0.2.1.
+    for (labels, cooling) in [
+        (web6.to_owned(), "0"),
+        (cool("cool-low"), "1"),
+        (cool("cool-high"), "0"),
+    ] {
+        assert_eq!(
+            value(&all, "ipamctl_subnet_cooldown_records", &labels),
+            cooling,
+            "{labels}"
+        );
+    }
     // Without `--check`, no check figures (they cost a read of every manifest).
     assert!(!text.contains("ipamctl_check_problems"));
 }
@@ -309,7 +338,7 @@ fn readme_rules() -> String {
     not(has_promtool),
     ignore = "needs promtool: apt-get install prometheus"
 )]
-fn the_readme_alerting_rules_pass_promtool_and_fire_before_a_pool_runs_out() {
+fn the_readme_alerting_rules_pass_promtool_and_fire_before_a_pool_or_a_subnet_runs_out() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("ipamctl-rules.yaml");
     std::fs::write(&rules, readme_rules()).unwrap();
@@ -319,6 +348,9 @@ fn the_readme_alerting_rules_pass_promtool_and_fire_before_a_pool_runs_out() {
     // forecast, and a pool at rest fires neither.
     let labels = r#"namespace="acme/prod",pool="vpc-main",family="ipv4",zone="""#;
     let quiet = r#"namespace="",pool="quiet",family="ipv4",zone="""#;
+    // A VPC's /16 pool with room to spare and its /24 subnet `db` running out: only the
+    // subnet's rules fire.
+    let subnet = r#"namespace="acme/prod",pool="vpc-main",subnet="db",family="ipv4",zone="""#;
     let tests = format!(
         r#"rule_files: [ipamctl-rules.yaml]
 evaluation_interval: 1m
@@ -359,9 +391,44 @@ tests:
           - exp_labels: {{severity: critical, {}}}
             exp_annotations:
               summary: "pool vpc-main in namespace 'acme/prod' runs out within a day at this rate"
+  - interval: 1m
+    input_series:
+      - series: 'ipamctl_pool_capacity_addresses{{{labels}}}'
+        values: '65534x90'
+      - series: 'ipamctl_pool_free_addresses{{{labels}}}'
+        values: '65400-2x90'
+      - series: 'ipamctl_pool_cooldown_records{{{labels}}}'
+        values: '0x90'
+      - series: 'ipamctl_subnet_capacity_addresses{{{subnet}}}'
+        values: '253x90'
+      - series: 'ipamctl_subnet_free_addresses{{{subnet}}}'
+        values: '60-0.5x90'
+      - series: 'ipamctl_subnet_cooldown_records{{{subnet}}}'
+        values: '0x90'
+    alert_rule_test:
+      - eval_time: 90m
+        alertname: IpamctlPoolNearlyFull
+        exp_alerts: []
+      - eval_time: 90m
+        alertname: IpamctlPoolRunsOutSoon
+        exp_alerts: []
+      - eval_time: 90m
+        alertname: IpamctlSubnetNearlyFull
+        exp_alerts:
+          - exp_labels: {{severity: warning, {}}}
+            exp_annotations:
+              summary: "subnet db of pool vpc-main in namespace 'acme/prod' has 15 free addresses left"
+      - eval_time: 60m
+        alertname: IpamctlSubnetRunsOutSoon
+        exp_alerts:
+          - exp_labels: {{severity: critical, {}}}
+            exp_annotations:
+              summary: "subnet db of pool vpc-main in namespace 'acme/prod' runs out within a day at this rate"
 "#,
         yaml_labels(labels),
         yaml_labels(labels),
+        yaml_labels(subnet),
+        yaml_labels(subnet),
     );
     let file = dir.path().join("tests.yaml");
     std::fs::write(&file, tests).unwrap();

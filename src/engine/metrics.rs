@@ -64,6 +64,8 @@ pub fn collect(
 ) -> Result<Vec<Metric>> {
     let mut m = Metrics::default();
     let pools = crate::engine::pool::list(store, scopes, warnings)?;
+    // The addresses each address pool's cooldown records keep now, for its subnets' count.
+    let mut cooling_in = Vec::new();
     for (manifest, usage) in &pools {
         let pool = PoolRef {
             namespace: manifest.metadata.namespace.clone(),
@@ -81,7 +83,9 @@ pub fn collect(
             addresses(&mut m.pool, &labels, usage);
         }
         let cooling = cooling_records(store, &pool, manifest)?;
-        m.pool_cooldown.push(sample(&labels, Value::Count(cooling)));
+        m.pool_cooldown
+            .push(sample(&labels, Value::Count(cooling.len() as u128)));
+        cooling_in.push((pool, cooling));
     }
     for (subnet, status) in crate::engine::subnet_usage::list(store, scopes, None)? {
         let zone = pools
@@ -98,6 +102,16 @@ pub fn collect(
             ("zone", zone.unwrap_or_default()),
         ];
         addresses(&mut m.subnet, &labels, &status.usage);
+        let cooling = cooling_in
+            .iter()
+            .find(|(p, _)| p.namespace == subnet.metadata.namespace && p.name == subnet.spec.pool)
+            .map_or(0, |(_, kept)| {
+                kept.iter()
+                    .filter(|at| at.is_some_and(|a| subnet.spec.cidr.contains(&a)))
+                    .count()
+            });
+        m.subnet_cooldown
+            .push(sample(&labels, Value::Count(cooling as u128)));
     }
     Ok(m.finish(problems))
 }
@@ -108,6 +122,7 @@ struct Metrics {
     pool: AddressMetrics,
     subnet: AddressMetrics,
     pool_cooldown: Vec<Sample>,
+    subnet_cooldown: Vec<Sample>,
     claimed: Vec<Sample>,
     largest_length: Vec<Sample>,
     largest_addresses: Vec<Sample>,
@@ -189,6 +204,11 @@ impl Metrics {
                 "ipamctl_pool_cooldown_records",
                 "Cooldown records that keep an address (a supernet's: a prefix) from other owners now, within the pool's reuseAfter.",
                 self.pool_cooldown,
+            ),
+            metric(
+                "ipamctl_subnet_cooldown_records",
+                "Cooldown records that keep an address of the subnet from other owners now, within its pool's reuseAfter.",
+                self.subnet_cooldown,
             ),
             metric(
                 "ipamctl_supernet_claimed_prefixes",
@@ -302,27 +322,33 @@ fn family(cidr: IpNet) -> &'static str {
     }
 }
 
-/// How many cooldown records of `pool` keep what they name from other owners now (none
-/// without `reuseAfter`); one that cannot be read keeps it, as it does for a claim.
-fn cooling_records(store: &dyn Store, pool: &PoolRef, m: &PoolManifest) -> Result<u128> {
+/// The cooldown records of `pool` that keep what they name from other owners now (none
+/// without `reuseAfter`; one that cannot be read keeps it, as it does for a claim), each
+/// with its address (`None`: a supernet's record, which keeps a prefix).
+fn cooling_records(
+    store: &dyn Store,
+    pool: &PoolRef,
+    m: &PoolManifest,
+) -> Result<Vec<Option<IpAddr>>> {
     let Some(window) = &m.spec.reuse_after else {
-        return Ok(0);
+        return Ok(Vec::new());
     };
     let now = SystemTime::now();
     let keeps =
         |r: &Option<CooldownRecord>| r.as_ref().is_none_or(|r| r.cooling(window.duration(), now));
-    let n = if m.spec.kind == PoolKind::Supernet {
+    Ok(if m.spec.kind == PoolKind::Supernet {
         crate::engine::cooldown::prefix_records(store, pool)?
             .iter()
             .filter(|(_, r)| keeps(r))
-            .count()
+            .map(|_| None)
+            .collect()
     } else {
         crate::engine::cooldown::records(store, pool)?
-            .iter()
+            .into_iter()
             .filter(|(_, r)| keeps(r))
-            .count()
-    };
-    Ok(n as u128)
+            .map(|(address, _)| Some(address))
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -7,9 +7,8 @@ mod book;
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 
-use common::{Test, code, list_items};
+use common::{Test, code, list_items, promtool};
 
 /// Pools and subnets beside the `dual-stack` fixture's: a supernet, a pool with a
 /// cooldown and two subnets of it (the released address is in `cool-low`), a stored IPv6
@@ -277,32 +276,6 @@ fn the_same_state_gives_the_same_bytes() {
     let first = ran.stdout.clone();
     let again = ran.then().args(["metrics", "--check"]).run();
     assert_eq!(again.stdout, first);
-}
-
-/// Runs `promtool ARGS`, feeding it `stdin`; panics with its output unless it succeeds.
-#[track_caller]
-fn promtool(args: &[&str], stdin: &str) {
-    use std::io::Write;
-    let mut child = Command::new("promtool")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("wait for promtool");
-    assert!(
-        out.status.success(),
-        "promtool {args:?} refused it:\n{}{}\n--- input:\n{stdin}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

@@ -1069,6 +1069,12 @@ pub struct MetricsArgs {
     /// allocations it costs seconds where the rest costs milliseconds.
     #[arg(long)]
     pub check: bool,
+
+    /// Also compare a DHCP server's lease file with the allocations, as `ipamctl dhcp
+    /// leases` does, and export each kind of drift per subnet (`ipamctl_dhcp_lease_drift`);
+    /// FORMAT is `kea4`, `kea6` or `dnsmasq` (repeatable: one per server).
+    #[arg(long, value_name = "FORMAT=FILE")]
+    pub dhcp_leases: Vec<String>,
 }
 
 // `ipamctl schema`.

@@ -31,6 +31,21 @@ pub enum DhcpCommand {
     /// addresses carry two MACs (a `mac set` interrupted between its pools), with the `mac
     /// set` that gives it one. Same state, same bytes: sorted, no timestamp.
     Export(DhcpExportArgs),
+    /// Compare a DHCP server's lease file with the allocations: what the guests leased.
+    ///
+    /// Reads Kea's memfile (`--format kea4`: `kea-leases4.csv`; `kea6`: `kea-leases6.csv`)
+    /// or dnsmasq's lease file (`dnsmasq`, both families), and reports, on the segments
+    /// (subnets, and pools without subnets) of the scope, every drift: `unheld`, a current
+    /// lease of an address no allocation holds (released, or never claimed); `other-mac`, a
+    /// current lease of a held address to another MAC than its allocation's; `never-leased`,
+    /// a reservation (an allocation with a MAC) whose address the file has no lease of (the
+    /// guest never came up); `expired`, a lease past its end (at `--at`, default now) or
+    /// reclaimed that the server still records. Leases outside every segment of the scope
+    /// are counted, not judged. A summary goes to stderr.
+    ///
+    /// Exit 0 without drift, 1 with drift (a CI gate or a cron alert, as `check` is); a
+    /// malformed lease file is exit 2 naming its line. Nothing is written anywhere.
+    Leases(DhcpLeasesArgs),
 }
 
 /// The formats of `dhcp export`.
@@ -70,6 +85,29 @@ pub struct DhcpExportArgs {
     /// The interfaces Kea listens on (repeatable) [default: `*`, every interface].
     #[arg(long = "interface", value_name = "IF")]
     pub interfaces: Vec<String>,
+}
+
+// `ipamctl dhcp leases`.
+#[derive(Debug, Args)]
+pub struct DhcpLeasesArgs {
+    /// The server that wrote the lease file: `kea4`, `kea6` (Kea's memfile CSV) or
+    /// `dnsmasq` (its lease file, IPv4 and IPv6).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: DhcpFormat,
+
+    /// The lease file, as the server writes it (Kea's `lease-database` `name`, dnsmasq's
+    /// `--dhcp-leasefile`): a regular file, read and never written; `-` reads stdin (`ssh
+    /// host cat /var/lib/kea/kea-leases4.csv | ipamctl dhcp leases --format kea4 -`).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    #[command(flatten)]
+    pub select: ExportSelect,
+
+    /// Judge the leases' ends at this instant, RFC 3339 in UTC (e.g. `2026-12-07T00:00:00Z`:
+    /// which leases will have lapsed by then) [default: now].
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
 }
 
 /// `ipamctl dns ...`.

@@ -24,7 +24,8 @@ pub enum Family {
 }
 
 impl Family {
-    fn serves(self, address: IpAddr) -> bool {
+    /// Whether a server of this family serves `address`.
+    pub fn serves(self, address: IpAddr) -> bool {
         match self {
             Family::V4 => address.is_ipv4(),
             Family::V6 => address.is_ipv6(),

@@ -108,6 +108,7 @@ pub mod hint;
 pub mod history;
 pub mod holders;
 pub mod identity;
+pub mod leases;
 pub mod list;
 pub mod mac;
 pub mod metrics;

@@ -12,6 +12,7 @@ pub mod cooldown;
 pub mod host_name;
 pub mod kind;
 pub mod layout;
+pub mod lease;
 pub mod mac;
 pub mod manifest;
 pub mod names;

@@ -660,3 +660,29 @@ pub fn spawn_piped(mut cmd: Command) -> std::process::Child {
         .spawn()
         .expect("spawn ipamctl")
 }
+
+/// Runs `promtool ARGS`, feeding it `stdin`; panics with its output unless it succeeds.
+#[track_caller]
+pub fn promtool(args: &[&str], stdin: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("wait for promtool");
+    assert!(
+        out.status.success(),
+        "promtool {args:?} refused it:\n{}{}\n--- input:\n{stdin}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

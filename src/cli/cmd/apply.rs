@@ -21,7 +21,9 @@ fn read_input(file: &str) -> Result<String> {
     let read = if file == "-" {
         std::io::stdin().take(limit + 1).read_to_end(&mut bytes)
     } else {
-        open_regular(file)?.take(limit + 1).read_to_end(&mut bytes)
+        open_regular(file, "-f -")?
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
     };
     read.map_err(|e| Error::io(file, e))?;
     if bytes.len() as u64 > limit {
@@ -34,8 +36,9 @@ fn read_input(file: &str) -> Result<String> {
 }
 
 /// Opens `file` for reading if it is a regular file (symlinks followed: the path is the
-/// user's own, not one inside the state directory).
-pub(super) fn open_regular(file: &str) -> Result<std::fs::File> {
+/// user's own, not one inside the state directory). `stdin` is how the command reads
+/// stdin instead (`-f -`), which a FIFO's error suggests.
+pub(super) fn open_regular(file: &str, stdin: &str) -> Result<std::fs::File> {
     // O_NONBLOCK: opening a FIFO without a writer would otherwise wait for one. O_NOCTTY: a
     // terminal device must not become the controlling terminal just by being opened. Neither
     // changes how a regular file reads.
@@ -52,7 +55,7 @@ pub(super) fn open_regular(file: &str) -> Result<std::fs::File> {
         // message; nothing is read from what it describes.
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
             return Err(match std::fs::metadata(file) {
-                Ok(meta) if !meta.is_file() => not_regular(file, meta.file_type()),
+                Ok(meta) if !meta.is_file() => not_regular(file, meta.file_type(), stdin),
                 _ => Error::io(file, e),
             });
         }
@@ -63,12 +66,12 @@ pub(super) fn open_regular(file: &str) -> Result<std::fs::File> {
     if meta.is_file() {
         Ok(f)
     } else {
-        Err(not_regular(file, meta.file_type()))
+        Err(not_regular(file, meta.file_type(), stdin))
     }
 }
 
 /// `FILE: is a FIFO, not a regular file`, and so on for each kind of special file.
-fn not_regular(file: &str, kind: std::fs::FileType) -> Error {
+fn not_regular(file: &str, kind: std::fs::FileType, stdin: &str) -> Error {
     let what = if kind.is_dir() {
         "a directory"
     } else if kind.is_fifo() {
@@ -76,10 +79,9 @@ fn not_regular(file: &str, kind: std::fs::FileType) -> Error {
         // for one a wait without end: stdin is where a pipe goes.
         return Error::Usage {
             message: format!("{file}: is a FIFO, not a regular file"),
-            hint: Some(
-                "to read from a pipe, give `-f -` and the pipe on stdin (`cmd | ipamctl … -f -`)"
-                    .into(),
-            ),
+            hint: Some(format!(
+                "to read from a pipe, give `{stdin}` and the pipe on stdin (`cmd | ipamctl … {stdin}`)"
+            )),
         };
     } else if kind.is_socket() {
         "a socket"

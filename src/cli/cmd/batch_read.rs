@@ -73,7 +73,7 @@ pub(super) fn requests(file: &str) -> Result<Requests> {
     let (mut input, whole): (Box<dyn BufRead + Send>, Option<std::fs::File>) = if file == "-" {
         (Box::new(std::io::BufReader::new(std::io::stdin())), None)
     } else {
-        let opened = super::apply::open_regular(file)?;
+        let opened = super::apply::open_regular(file, "-f -")?;
         let read = opened.try_clone().map_err(|e| Error::io(file, e))?;
         (Box::new(std::io::BufReader::new(read)), Some(opened))
     };

@@ -7,12 +7,17 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::cli::output;
-use crate::cli::{GlobalArgs, MetricsArgs, OutputFormat};
+use crate::cli::{DhcpFormat, GlobalArgs, MetricsArgs, OutputFormat};
 use crate::engine::check::{Report, Severity};
+use crate::engine::dhcp::Family;
+use crate::engine::leases;
 use crate::engine::metrics::{self, Metric, Problems, Value};
+use crate::engine::segments::Scope;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
+use crate::model::lease::Lease;
 use crate::store::Store;
+use clap::ValueEnum;
 
 pub fn run(g: &GlobalArgs, args: &MetricsArgs, out: &mut dyn Write) -> Result<()> {
     // `-o table`, the default form, is the text itself; there is no other.
@@ -22,19 +27,65 @@ pub fn run(g: &GlobalArgs, args: &MetricsArgs, out: &mut dyn Write) -> Result<()
             hint: Some("the same figures as JSON: ipamctl pool list -o json".into()),
         });
     }
+    let sources = lease_sources(&args.dhcp_leases)?;
     let store = super::open(g)?;
     let problems = args
         .check
         .then(|| crate::engine::check::check(&*store))
         .transpose()?;
-    emit(&*store, g, args, problems.as_ref(), out)
+    emit(&*store, g, args, problems.as_ref(), &sources, out)
+}
+
+/// A `--dhcp-leases FORMAT=FILE`: the format's name and what its file holds, read and
+/// parsed before the store is opened (a malformed file is exit 2 naming its line).
+struct LeaseSource {
+    name: &'static str,
+    family: Family,
+    leases: Vec<Lease>,
+}
+
+fn lease_sources(flags: &[String]) -> Result<Vec<LeaseSource>> {
+    let mut sources = Vec::new();
+    for flag in flags {
+        let Some((format, file)) = flag.split_once('=') else {
+            return Err(Error::invalid(
+                "--dhcp-leases",
+                format!(
+                    "`{}` is not FORMAT=FILE (e.g. `kea4=/var/lib/kea/kea-leases4.csv`)",
+                    flag.escape_debug()
+                ),
+            ));
+        };
+        let format = DhcpFormat::from_str(format, false).map_err(|_| {
+            Error::invalid(
+                "--dhcp-leases",
+                format!(
+                    "`{}` is no lease file format; give `kea4`, `kea6` or `dnsmasq`",
+                    format.escape_debug()
+                ),
+            )
+        })?;
+        let (lease_format, family) = super::dhcp_leases::formats(format);
+        let name = match format {
+            DhcpFormat::Kea4 => "kea4",
+            DhcpFormat::Kea6 => "kea6",
+            DhcpFormat::Dnsmasq => "dnsmasq",
+        };
+        sources.push(LeaseSource {
+            name,
+            family,
+            leases: super::dhcp_leases::read(file, lease_format)?,
+        });
+    }
+    Ok(sources)
 }
 
 fn emit(
-    store: &dyn Store,
+    store: &(dyn Store + Sync),
     g: &GlobalArgs,
     args: &MetricsArgs,
     report: Option<&Report>,
+    sources: &[LeaseSource],
     out: &mut dyn Write,
 ) -> Result<()> {
     let scopes = super::scopes(store, g)?;
@@ -44,12 +95,40 @@ fn emit(
     });
     let mut warnings = Warnings::default();
     let collected = metrics::collect(store, &scopes, problems, &mut warnings);
+    let drift = lease_drift(store, &scopes, sources, &mut warnings);
     output::warn(&warnings);
-    let text = exposition(&collected?);
+    let mut collected = collected?;
+    if let Some(drift) = drift? {
+        collected.push(drift);
+    }
+    let text = exposition(&collected);
     match &args.out {
         Some(path) => replace_file(path, &text),
         None => output::write(out, &text),
     }
+}
+
+/// `ipamctl_dhcp_lease_drift` of `sources` over `scopes`, now; `None` without any.
+fn lease_drift(
+    store: &(dyn Store + Sync),
+    scopes: &[Option<crate::model::Namespace>],
+    sources: &[LeaseSource],
+    warnings: &mut Warnings,
+) -> Result<Option<Metric>> {
+    if sources.is_empty() {
+        return Ok(None);
+    }
+    let scope = Scope {
+        scopes: Some(scopes.to_vec()),
+        ..Scope::default()
+    };
+    let now = crate::model::Timestamp::now().secs();
+    let mut reports = Vec::new();
+    for s in sources {
+        let report = leases::compare(store, &scope, s.family, &s.leases, now, warnings)?;
+        reports.push((s.name, report));
+    }
+    Ok(Some(leases::drift_metric(&reports)))
 }
 
 /// `metrics` in the text exposition format: each metric's `# HELP` and `# TYPE gauge`

@@ -10,6 +10,7 @@ mod batch_request;
 mod check;
 pub(crate) mod completions;
 mod dhcp;
+mod dhcp_leases;
 mod diff;
 mod dns;
 mod export;
@@ -61,6 +62,10 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Diff(args) => return diff::run(&*open_dir(g, "diff")?, g, &args, out),
         // Report mode is a CI gate: leaks found exit 1.
         Command::Reconcile(args) => return reconcile::run(&*open(g)?, g, &args, out),
+        // Drift found exits 1, as `check`'s findings do.
+        Command::Dhcp(crate::cli::DhcpCommand::Leases(args)) => {
+            return dhcp_leases::run(&*open(g)?, g, &args, out);
+        }
         Command::History(args) => history::run(&*open(g)?, g, &args, out),
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, g.output, out),

@@ -250,6 +250,26 @@ WITH changed AS (
 SELECT count(*) FROM changed";
 
 impl Audit for PgStore {
+    /// The newest event's `at` (the server's `now()` when its change's transaction began)
+    /// and the server's clock.
+    fn changed(&self, scopes: Option<&[Option<Namespace>]>) -> Result<crate::store::Changed> {
+        let keys: Option<Vec<String>> =
+            scopes.map(|s| s.iter().map(|ns| ns_key(ns.as_ref()).to_owned()).collect());
+        let row = self.single(|c| {
+            c.one(
+                "SELECT floor(extract(epoch FROM max(at)))::bigint,
+                        floor(extract(epoch FROM clock_timestamp()))::bigint
+                 FROM ipamctl.events
+                 WHERE $2 OR namespace = ANY($1)",
+                &[&keys.unwrap_or_default(), &scopes.is_none()],
+            )
+        })?;
+        Ok(crate::store::Changed {
+            newest: row.get(0),
+            now: row.get(1),
+        })
+    }
+
     fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
         self.events(ns, ALLOCATION_KIND, |bytes| parse(bytes).ok())
     }

@@ -62,7 +62,35 @@ pub fn run(
     let zones = dns::settled(store, &scope, args.reverse_enclosing, &mut warnings);
     output::warn(&warnings);
     let (zones, stamp) = zones?;
-    for n in &ns {
+    glue(&ns, &zone, &zones)?;
+    let soa = Soa {
+        ns: &ns,
+        mailbox: &mailbox,
+        args,
+    };
+    let dir = open_out(&args.out)?;
+    let writes = plan(&dir, &soa, &zone, &zones, zone_dir.as_deref(), stamp)?;
+    let mut report = String::new();
+    for (file, text, action) in &writes {
+        if *action != "unchanged" {
+            beneath::write(
+                &dir,
+                file,
+                text.as_bytes(),
+                WriteMode::Replace,
+                true,
+                &|| None,
+            )
+            .map_err(|e| hostile(&args.out.join(file), e))?;
+        }
+        let _ = writeln!(report, "{file} {action}");
+    }
+    output::write(out, &report)
+}
+
+/// Refuses a name server inside the zone that no exported host is: it would have no address.
+fn glue(ns: &[String], zone: &str, zones: &dns::Zones) -> Result<()> {
+    for n in ns {
         if let Some(host) = n.strip_suffix(&format!(".{zone}"))
             && !zones.forward.iter().any(|(h, _)| h == host)
         {
@@ -77,69 +105,58 @@ pub fn run(
             });
         }
     }
-    let soa = Soa {
-        ns: &ns,
-        mailbox: &mailbox,
-        args,
-    };
+    Ok(())
+}
+
+/// Every file of the export with its text and action (`created`, `configured`, or
+/// `unchanged`, not to be written), each file in `dir` looked at and its serial decided
+/// before anything is written.
+fn plan(
+    dir: &OwnedFd,
+    soa: &Soa<'_>,
+    zone: &str,
+    zones: &dns::Zones,
+    zone_dir: Option<&str>,
+    stamp: u32,
+) -> Result<Vec<(String, String, &'static str)>> {
+    let args = soa.args;
     let mut files = vec![(
         format!("{zone}.zone"),
-        zone.clone(),
+        zone.to_owned(),
         forward(&zones.forward),
     )];
     for (name, records) in &zones.reverse {
-        files.push((
-            format!("{name}.zone"),
-            name.clone(),
-            reverse(&zone, records),
-        ));
+        files.push((format!("{name}.zone"), name.clone(), reverse(zone, records)));
     }
-    let dir = open_out(&args.out)?;
     let at = |file: &str| args.out.join(file);
-    // Every file looked at and its serial decided before anything is written.
-    let mut writes: Vec<(String, String, &'static str)> = Vec::new();
+    let mut writes = Vec::new();
     let mut conf = format!("{CONF_HEADER}.\n");
     for (file, name, records) in &files {
         let marked = soa.render(name, records);
-        let found = look(&dir, file, &at(file), ZONE_HEADER)?;
-        let plan = serial(found, &marked, stamp, args, &at(file))?;
+        let found = look(dir, file, &at(file), ZONE_HEADER)?;
+        let path = match zone_dir {
+            Some(d) => format!("{d}/{file}"),
+            None => file.clone(),
+        };
         let _ = writeln!(
             conf,
             "zone \"{name}\" {{ type primary; file \"{}\"; }};",
-            quote(&match &zone_dir {
-                Some(d) => format!("{d}/{file}"),
-                None => file.clone(),
-            })
+            quote(&path)
         );
-        writes.push(match plan {
+        writes.push(match serial(found, &marked, stamp, args, &at(file))? {
             Some((number, action)) => (file.clone(), with_serial(&marked, number), action),
             None => (file.clone(), String::new(), "unchanged"),
         });
     }
-    let conf_action = match look(&dir, "named.conf", &at("named.conf"), CONF_HEADER)? {
-        Found::Ours { text, .. } if text == conf => "unchanged",
+    let action = match look(dir, "named.conf", &at("named.conf"), CONF_HEADER)? {
+        Found::Ours { text } if text == conf => "unchanged",
         Found::Ours { .. } => "configured",
         Found::Absent => "created",
         Found::Foreign { .. } if args.replace_foreign => "configured",
         Found::Foreign { .. } => return Err(foreign(&at("named.conf"), None)),
     };
-    writes.push(("named.conf".into(), conf, conf_action));
-    let mut report = String::new();
-    for (file, text, action) in &writes {
-        if *action != "unchanged" {
-            beneath::write(
-                &dir,
-                file,
-                text.as_bytes(),
-                WriteMode::Replace,
-                true,
-                &|| None,
-            )
-            .map_err(|e| hostile(&at(file), e))?;
-        }
-        let _ = writeln!(report, "{file} {action}");
-    }
-    output::write(out, &report)
+    writes.push(("named.conf".into(), conf, action));
+    Ok(writes)
 }
 
 /// A domain name from a flag: lowercase RFC 1123 labels joined by `.`, a trailing `.`

@@ -28,7 +28,9 @@ pub(super) fn changed(store: &FsStore, scopes: Option<&[Option<Namespace>]>) -> 
     let mut dirs: Vec<(String, bool)> = Vec::new();
     match scopes {
         None => {
-            dirs.push((String::new(), false));
+            // Not the root's own time: other files live beside the layout there (zones
+            // rendered into the checkout, a README), and its two directories are never
+            // removed by ipamctl.
             dirs.push((CLUSTER.to_owned(), true));
             dirs.push((NAMESPACES.to_owned(), true));
         }

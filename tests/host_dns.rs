@@ -14,9 +14,9 @@ use host::{Lab, validates};
 
 const ZONE: &str = "lab.example.com";
 
-/// `dns export` of every pool into `out` (extra arguments after).
-fn export(lab: &Lab, out: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
+/// The arguments of `dns export` of every pool into `out`.
+fn export_args(out: &Path) -> Vec<&str> {
+    vec![
         "dns",
         "export",
         "--zone",
@@ -26,7 +26,12 @@ fn export(lab: &Lab, out: &Path, extra: &[&str]) -> Output {
         "--ns",
         "ns1.example.net",
         "--reverse-enclosing",
-    ];
+    ]
+}
+
+/// `dns export` of every pool into `out` (extra arguments after).
+fn export(lab: &Lab, out: &Path, extra: &[&str]) -> Output {
+    let mut args = export_args(out);
     args.extend(extra);
     lab.run(&args)
 }
@@ -131,14 +136,9 @@ fn serials_never_go_back_across_fresh_directories_on_postgres() {
 fn ns_is_required_and_the_usage_says_so() {
     let lab = Lab::new();
     let out = lab.tmp.path().join("zones");
-    let o = lab.run(&[
-        "dns",
-        "export",
-        "--zone",
-        ZONE,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    // Without the last three arguments: `--ns NAME` and `--reverse-enclosing`.
+    let args = export_args(&out);
+    let o = lab.run(&args[..args.len() - 3]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("--ns <NAME>"), "{err}");
@@ -354,17 +354,7 @@ fn a_planted_fifo_symlink_or_device_at_any_path_is_refused_naming_it() {
                 }
             };
             plant(&at, &secret);
-            let mut cmd = lab.cmd(&[
-                "dns",
-                "export",
-                "--zone",
-                ZONE,
-                "--out",
-                out.to_str().unwrap(),
-                "--ns",
-                "ns1.example.net",
-                "--reverse-enclosing",
-            ]);
+            let mut cmd = lab.cmd(&export_args(&out));
             cmd.stdin(Stdio::null());
             let (took, o) = bounded(cmd, Duration::from_secs(10));
             let err = String::from_utf8_lossy(&o.stderr);

@@ -405,3 +405,52 @@ fn mknod(at: &Path) {
         .expect("run mknod");
     assert!(status.success());
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn on_postgres_an_export_waits_for_a_write_begun_before_the_newest_change() {
+    let lab = Lab::new().into_database();
+    let db = lab.database().expect("a database");
+    let mut other = db.sql();
+    // A write in flight: its event is dated when its transaction began, and not visible.
+    let mut tx = other.transaction().expect("begin");
+    tx.execute(
+        "INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+         VALUES ('test', 'claimed', '', 'Test', 'in-flight', ''::bytea)",
+        &[],
+    )
+    .expect("insert an event");
+    std::thread::sleep(Duration::from_millis(1100));
+    // A change after it began, committed: the newest the export can see.
+    lab.nic("lab", "VirtualMachine/later/0", None);
+    let out = lab.tmp.path().join("zones");
+    let mut cmd = lab.cmd(&export_args(&out));
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Past the second of the newest change, the export still waits for the open write:
+    // done now, its serial could be the one a render after the write's commit gets.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "the export finished while a write begun before its serial's second was open"
+    );
+    tx.commit().expect("commit");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "still waiting");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    check_zones(&out);
+}

@@ -454,3 +454,47 @@ fn on_postgres_an_export_waits_for_a_write_begun_before_the_newest_change() {
     assert!(status.success(), "{err}");
     check_zones(&out);
 }
+
+/// A subnet made, then removed, in a pool that holds NICs outside it: the forward zone
+/// loses them (they lie in no subnet), then has them back; each render's serial is higher.
+fn a_subnet_made_or_removed_raises_the_serial(lab: &Lab) {
+    let forward = |n: usize| {
+        let dir = lab.tmp.path().join(format!("subnet-{n}"));
+        let o = export(lab, &dir, &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(dir.join("lab.example.com.zone")).unwrap();
+        (serial(&text), text.contains("web-01-1 IN A 192.0.2.3"))
+    };
+    let (first, held) = forward(1);
+    assert!(held);
+    lab.ok(&[
+        "subnet",
+        "create",
+        "high",
+        "--pool",
+        "lab",
+        "--cidr",
+        "192.0.2.128/25",
+    ]);
+    let (second, held) = forward(2);
+    assert!(!held, "the NICs below .128 lie in no subnet now");
+    assert!(second > first, "{first} then {second}");
+    lab.ok(&["subnet", "delete", "high"]);
+    let (third, held) = forward(3);
+    assert!(held);
+    assert!(third > second, "{second} then {third}");
+}
+
+#[test]
+fn a_subnet_made_or_removed_raises_the_serial_on_the_file_store() {
+    a_subnet_made_or_removed_raises_the_serial(&Lab::new());
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_subnet_made_or_removed_raises_the_serial_on_postgres() {
+    a_subnet_made_or_removed_raises_the_serial(&Lab::new().into_database());
+}

@@ -498,3 +498,23 @@ fn a_subnet_made_or_removed_raises_the_serial_on_the_file_store() {
 fn a_subnet_made_or_removed_raises_the_serial_on_postgres() {
     a_subnet_made_or_removed_raises_the_serial(&Lab::new().into_database());
 }
+
+#[test]
+fn a_state_dated_in_the_future_is_refused_at_once() {
+    let lab = Lab::new();
+    let pool = lab.state().join("cluster/ipampools/lab.yaml");
+    let status = Command::new("touch")
+        .args(["-d", "@4000000000"])
+        .arg(&pool)
+        .status()
+        .expect("run touch");
+    assert!(status.success());
+    let mut cmd = lab.cmd(&export_args(&lab.tmp.path().join("zones")));
+    cmd.stdin(Stdio::null());
+    let (took, o) = bounded(cmd, Duration::from_secs(5));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(took.is_some(), "still waiting after 5 s: {err}");
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("ahead of the clock"), "{err}");
+    assert!(!lab.tmp.path().join("zones").exists());
+}

@@ -84,6 +84,10 @@ pub fn zones(
 /// How long [`settled`] waits for the state to hold still.
 const SETTLE: Duration = Duration::from_secs(10);
 
+/// How far ahead of the store's clock its newest change may be dated (seconds) before the
+/// export refuses it: a change is never dated later than when it was made.
+const FUTURE: i64 = 2;
+
 /// [`zones`], with the serial their state gives: the newest change to the scopes exported
 /// (a Unix time in seconds; 1 for a store that records none).
 ///
@@ -103,6 +107,20 @@ pub fn settled(
     loop {
         let before = store.changed(scopes)?;
         let newest = before.newest.unwrap_or(0);
+        if newest > before.now.saturating_add(FUTURE) {
+            // Waiting would not help, and a serial from it would not rise with the changes
+            // made until that time.
+            return Err(Error::Conflict {
+                message: format!(
+                    "the state's newest change is dated {} s ahead of the clock that dates its changes: a serial taken from it would not rise with the next change",
+                    newest - before.now
+                ),
+                hint: Some(
+                    "set the clock right, or bring the file's time back (`touch` the files dated ahead)"
+                        .into(),
+                ),
+            });
+        }
         if before.now > newest {
             let mut seen = Warnings::default();
             let read = zones(store, scope, enclosing, &mut seen)?;

@@ -316,7 +316,7 @@ fn a_planted_fifo_symlink_or_device_at_any_path_is_refused_naming_it() {
     std::fs::write(&secret, "secret\n").unwrap();
     // Past the second of the state's last change, so no run waits for it to settle.
     std::thread::sleep(Duration::from_millis(1100));
-    let plants: [(&str, fn(&Path, &Path)); 5] = [
+    let plants: [(&str, Plant); 5] = [
         ("a FIFO", |at, _| mkfifo(at)),
         ("a symlink to /dev/zero", |at, _| {
             std::os::unix::fs::symlink("/dev/zero", at).unwrap()
@@ -390,6 +390,9 @@ fn a_planted_fifo_symlink_or_device_at_any_path_is_refused_naming_it() {
     assert_eq!(o.status.code(), Some(4));
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
 }
+
+/// Plants something at its first path (the second: a file outside, for links to it).
+type Plant = fn(&Path, &Path);
 
 fn mkfifo(at: &Path) {
     let status = Command::new("mkfifo").arg(at).status().expect("run mkfifo");

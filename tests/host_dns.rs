@@ -275,6 +275,25 @@ fn a_foreign_zone_is_never_rewritten_lower() {
     assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(err.contains("no SOA serial"), "{err}");
     assert_eq!(std::fs::read_to_string(&zone).unwrap(), "; not a zone\n");
+    // A named.conf someone else wrote: refused the same way, replaced when asked.
+    std::fs::remove_file(&zone).unwrap();
+    let conf = out.join("named.conf");
+    std::fs::write(&conf, "options { directory \"/var/named\"; };\n").unwrap();
+    let o = export(&lab, &out, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains(&conf.display().to_string()), "{err}");
+    assert!(
+        std::fs::read_to_string(&conf)
+            .unwrap()
+            .starts_with("options")
+    );
+    export_ok(&lab, &out, &["--replace-foreign"]);
+    assert!(
+        std::fs::read_to_string(&conf)
+            .unwrap()
+            .starts_with("// Written by")
+    );
 }
 
 /// Runs `cmd`, killed if it takes longer than `limit`: the time it took, or `None` if killed.

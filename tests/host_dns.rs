@@ -474,7 +474,7 @@ fn on_postgres_an_export_waits_for_a_write_begun_before_the_newest_change() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(status.success(), "{err}");
-    check_zones(&out);
+    assert!(serials(&out).iter().all(|(_, n)| *n > 1_700_000_000));
 }
 
 /// A subnet made, then removed, in a pool that holds NICs outside it: the forward zone

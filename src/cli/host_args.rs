@@ -124,13 +124,22 @@ pub enum DnsCommand {
     /// boundaries (RFC 3596), each inside the subnet (a /20 gives the /24 zones that hold
     /// addresses). An IPv4 subnet longer than a /24 is exit 2 unless `--reverse-enclosing`
     /// says you serve its whole /24 (RFC 2317 delegation is not written). Files are
-    /// `DIR/ZONE.zone`, `DIR/<reverse zone>.zone` and `DIR/named.conf`, each written
-    /// atomically (a temporary file renamed over it); `named-checkzone` accepts them.
+    /// `DIR/ZONE.zone`, `DIR/<reverse zone>.zone` and `DIR/named.conf`, which names each
+    /// zone file relative to `--zone-dir` (bare, for named's `directory`, without it);
+    /// `named-checkzone` and `named-checkconf` accept them.
     ///
-    /// The SOA serial counts changes: a zone file already in DIR whose records are the ones
-    /// now exported is left as it is (serial and all); one whose records differ is written
-    /// with its serial plus one; a new zone starts at 1 (`--serial` sets it). Stdout lists
-    /// each file with `created`, `configured` or `unchanged`.
+    /// The SOA serial is derived from the state, not from DIR: the Unix time (in seconds)
+    /// of the newest change the store records in the exported scopes (a file's or
+    /// directory's modification time; a database's newest event). So every render of the
+    /// same state gives the same serial, in any directory, and a change gives a higher one.
+    /// A zone file already in DIR with the same records is left as it is; one ipamctl wrote
+    /// with other records gets at least its serial plus one. A zone file ipamctl did not
+    /// write is exit 4 unless `--replace-foreign`, and then gets a serial above its own.
+    ///
+    /// DIR is written and nothing else: it and every file in it are opened without
+    /// following a symlink; a symlink, FIFO, device, directory or hard link where a file
+    /// goes is exit 4, naming it; each file is replaced atomically (a new file renamed over
+    /// it). Stdout lists each file with `created`, `configured` or `unchanged`.
     Export(DnsExportArgs),
 }
 
@@ -148,10 +157,21 @@ pub struct DnsExportArgs {
     #[command(flatten)]
     pub select: ExportSelect,
 
-    /// The name servers of every zone (repeatable) [default: `ns.ZONE`]. One inside ZONE
-    /// must be an exported host name (its address records are the glue).
-    #[arg(long = "ns", value_name = "NAME")]
+    /// The name servers of every zone (repeatable; required: only you know which server
+    /// serves them). One inside ZONE must be an exported host name (its address records
+    /// are the glue).
+    #[arg(long = "ns", value_name = "NAME", required = true)]
     pub ns: Vec<String>,
+
+    /// The directory named reads the zone files from, as `named.conf` names them [default:
+    /// none, bare file names, relative to named's `directory` option].
+    #[arg(long, value_name = "DIR")]
+    pub zone_dir: Option<String>,
+
+    /// Replace a file in DIR that ipamctl did not write (a zone file gets a serial above
+    /// its own) instead of refusing it.
+    #[arg(long)]
+    pub replace_foreign: bool,
 
     /// The SOA's responsible mailbox, as a name [default: `hostmaster.ZONE`].
     #[arg(long, value_name = "NAME")]
@@ -177,8 +197,8 @@ pub struct DnsExportArgs {
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     pub minimum: u32,
 
-    /// The serial of a zone whose records changed or that is new [default: the file's
-    /// serial plus one, or 1].
+    /// The serial of a zone whose records changed or that is new [default: the state's
+    /// newest change, as a Unix time; at least the serial of the file in DIR plus one].
     #[arg(long, value_name = "N")]
     pub serial: Option<u32>,
 

@@ -10,9 +10,15 @@
 //! that is refused unless the operator says they serve the whole /24 (`enclosing`); RFC 2317
 //! classless delegation is not written. A zone inside another zone of the export (a /24
 //! subnet of a /16 pool) is folded into the outer one.
+//!
+//! The SOA serial is derived from the state, not from the directory the zones are rendered
+//! into ([`settled`]): the second of the newest change the store records in the exported
+//! scopes, as a Unix time. A fresh checkout or a fresh directory renders the same serial
+//! for the same state, and any change after a render is dated a later second.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use crate::engine::segments::{self, Scope, Segment};
 use crate::engine::warning::Warnings;
@@ -73,6 +79,68 @@ pub fn zones(
         forward,
         reverse: fold(ptr),
     })
+}
+
+/// How long [`settled`] waits for the state to hold still.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// How far ahead of the store's clock its newest change may be dated (seconds) before the
+/// export refuses it: a change is never dated later than when it was made.
+const FUTURE: i64 = 2;
+
+/// [`zones`], with the serial their state gives: the newest change to the scopes exported
+/// (a Unix time in seconds; 1 for a store that records none).
+///
+/// A change dated in the same second as the serial, but made after the zones were read,
+/// would get the same serial for other records. So the state is read only once the store's
+/// clock is past the second of its newest change, and read again if a change came in while
+/// it was read: any change after that is dated a later second, so a later render gets a
+/// strictly higher serial. A state that does not hold still for [`SETTLE`] is exit 4.
+pub fn settled(
+    store: &(dyn Store + Sync),
+    scope: &Scope,
+    enclosing: bool,
+    warnings: &mut Warnings,
+) -> Result<(Zones, u32)> {
+    let scopes = scope.scopes.as_deref();
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let before = store.changed(scopes)?;
+        let newest = before.newest.unwrap_or(0);
+        if newest > before.now.saturating_add(FUTURE) {
+            // Waiting would not help, and a serial from it would not rise with the changes
+            // made until that time.
+            return Err(Error::Conflict {
+                message: format!(
+                    "the state's newest change is dated {} s ahead of the clock that dates its changes: a serial taken from it would not rise with the next change",
+                    newest - before.now
+                ),
+                hint: Some(
+                    "set the clock right, or bring the file's time back (`touch` the files dated ahead)"
+                        .into(),
+                ),
+            });
+        }
+        if before.now > newest {
+            let mut seen = Warnings::default();
+            let read = zones(store, scope, enclosing, &mut seen)?;
+            if store.changed(scopes)?.newest == before.newest {
+                warnings.extend(seen);
+                let serial = u32::try_from(newest).unwrap_or(u32::MAX).max(1);
+                return Ok((read, serial));
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Conflict {
+                message: format!(
+                    "the state kept changing for {} s while the zones were read: no serial is sure to be higher than the last render's",
+                    SETTLE.as_secs()
+                ),
+                hint: Some("run `ipamctl dns export` again when the changes have stopped".into()),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The length of `segment`'s reverse zones, in bits of the address.

@@ -514,8 +514,26 @@ fn no_history() -> crate::error::Error {
     }
 }
 
+/// When a store's objects last changed, by the store's own clock, in whole seconds since the
+/// Unix epoch: what `dns export` derives its SOA serials from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Changed {
+    /// The newest change to the scopes asked about (a write, a removal); `None` if the
+    /// store records none.
+    pub newest: Option<i64>,
+    /// The time now, by the clock that dated the changes: a change made from now on is
+    /// dated at least this second.
+    pub now: i64,
+}
+
 /// A store's own audit log.
 pub trait Audit {
+    /// The newest change to the objects of `scopes` (`None`: every scope, and the scopes
+    /// themselves coming and going). A file store: the newest modification time of the
+    /// scopes' directories and files (a removal changes its directory's), the kernel's
+    /// clock; a database: its events table's newest `at`, the server's clock.
+    fn changed(&self, scopes: Option<&[Option<Namespace>]>) -> Result<Changed>;
+
     /// Every recorded claim and release of the allocations of scope `ns`, oldest first,
     /// from the store's own audit log. A store that keeps none (the file store, whose
     /// history is git's) says so: exit 2.

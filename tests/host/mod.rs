@@ -114,6 +114,11 @@ impl Lab {
         self
     }
 
+    /// The database, after [`Lab::into_database`].
+    pub fn database(&self) -> Option<&pg::Db> {
+        self.db.as_ref()
+    }
+
     /// `ipamctl` on the state directory (`-d`), or on the database.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = match &self.db {

@@ -1,11 +1,21 @@
 //! `ipamctl dns export`: the zones [`crate::engine::dns`] computes, written as zone files and
-//! a `named.conf` fragment, each atomically, with SOA serials that change only when a zone's
-//! content does.
+//! a `named.conf` fragment, each atomically, with SOA serials derived from the state (see
+//! [`dns::settled`]).
+//!
+//! `--out` is a directory this command writes into and nothing more: it is opened without
+//! following a symlink, and every file in it is read through that handle with `O_NOFOLLOW`
+//! and only if it is a regular file with one name (no FIFO, device, socket, directory or
+//! hard link: [`beneath::read`]), then replaced by a new file renamed over it
+//! ([`beneath::write`]). Every file is looked at before any is written, so a refusal
+//! leaves the directory as it was.
 
 use std::fmt::Write as _;
 use std::io::Write;
 use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
 
 use crate::cli::output;
 use crate::cli::{DnsCommand, DnsExportArgs, GlobalArgs};
@@ -14,9 +24,19 @@ use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::names::check_label;
 use crate::store::Store;
+use crate::store::fs::beneath::{self, Refused, WriteMode};
 
 /// Stands for the serial while two renderings of a zone are compared.
 const SERIAL_MARK: &str = "SERIAL";
+
+/// The first line of every zone file this command writes: what tells its files from others.
+const ZONE_HEADER: &str = "; Written by `ipamctl dns export`";
+
+/// The first line of the `named.conf` it writes.
+const CONF_HEADER: &str = "// Written by `ipamctl dns export`";
+
+/// The largest file in `--out` that is read to compare it: anything larger is no zone of ours.
+const READ_LIMIT: u64 = 256 << 20;
 
 pub fn run(
     store: &(dyn Store + Sync),
@@ -27,23 +47,50 @@ pub fn run(
     let DnsCommand::Export(args) = command;
     super::dhcp::no_data_form("dns export", "zone files and lists them", g)?;
     let zone = domain("--zone", &args.zone)?;
-    let ns: Vec<String> = match args.ns.as_slice() {
-        [] => vec![format!("ns.{zone}")],
-        given => given
-            .iter()
-            .map(|n| domain("--ns", n))
-            .collect::<Result<_>>()?,
-    };
+    let ns: Vec<String> = args
+        .ns
+        .iter()
+        .map(|n| domain("--ns", n))
+        .collect::<Result<_>>()?;
     let mailbox = match &args.mailbox {
         Some(m) => domain("--mailbox", m)?,
         None => format!("hostmaster.{zone}"),
     };
+    let zone_dir = args.zone_dir.as_deref().map(zone_dir).transpose()?;
     let scope = super::dhcp::scope(store, g, &args.select)?;
     let mut warnings = Warnings::default();
-    let zones = dns::zones(store, &scope, args.reverse_enclosing, &mut warnings);
+    let zones = dns::settled(store, &scope, args.reverse_enclosing, &mut warnings);
     output::warn(&warnings);
-    let zones = zones?;
-    for n in &ns {
+    let (zones, stamp) = zones?;
+    glue(&ns, &zone, &zones)?;
+    let soa = Soa {
+        ns: &ns,
+        mailbox: &mailbox,
+        args,
+    };
+    let dir = open_out(&args.out)?;
+    let writes = plan(&dir, &soa, &zone, &zones, zone_dir.as_deref(), stamp)?;
+    let mut report = String::new();
+    for (file, text, action) in &writes {
+        if *action != "unchanged" {
+            beneath::write(
+                &dir,
+                file,
+                text.as_bytes(),
+                WriteMode::Replace,
+                true,
+                &|| None,
+            )
+            .map_err(|e| hostile(&args.out.join(file), e))?;
+        }
+        let _ = writeln!(report, "{file} {action}");
+    }
+    output::write(out, &report)
+}
+
+/// Refuses a name server inside the zone that no exported host is: it would have no address.
+fn glue(ns: &[String], zone: &str, zones: &dns::Zones) -> Result<()> {
+    for n in ns {
         if let Some(host) = n.strip_suffix(&format!(".{zone}"))
             && !zones.forward.iter().any(|(h, _)| h == host)
         {
@@ -58,40 +105,58 @@ pub fn run(
             });
         }
     }
-    let soa = Soa {
-        ns: &ns,
-        mailbox: &mailbox,
-        args,
-    };
+    Ok(())
+}
+
+/// Every file of the export with its text and action (`created`, `configured`, or
+/// `unchanged`, not to be written), each file in `dir` looked at and its serial decided
+/// before anything is written.
+fn plan(
+    dir: &OwnedFd,
+    soa: &Soa<'_>,
+    zone: &str,
+    zones: &dns::Zones,
+    zone_dir: Option<&str>,
+    stamp: u32,
+) -> Result<Vec<(String, String, &'static str)>> {
+    let args = soa.args;
     let mut files = vec![(
         format!("{zone}.zone"),
-        zone.clone(),
+        zone.to_owned(),
         forward(&zones.forward),
     )];
     for (name, records) in &zones.reverse {
-        files.push((
-            format!("{name}.zone"),
-            name.clone(),
-            reverse(&zone, records),
-        ));
+        files.push((format!("{name}.zone"), name.clone(), reverse(zone, records)));
     }
-    let dir = &args.out;
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let dir = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
-    let mut report = String::new();
-    let mut conf = String::from("// Written by `ipamctl dns export`.\n");
+    let at = |file: &str| args.out.join(file);
+    let mut writes = Vec::new();
+    let mut conf = format!("{CONF_HEADER}.\n");
     for (file, name, records) in &files {
-        let action = write_zone(&dir, file, &soa.render(name, records), args.serial)?;
-        let _ = writeln!(report, "{file} {action}");
+        let marked = soa.render(name, records);
+        let found = look(dir, file, &at(file), ZONE_HEADER)?;
+        let path = match zone_dir {
+            Some(d) => format!("{d}/{file}"),
+            None => file.clone(),
+        };
         let _ = writeln!(
             conf,
             "zone \"{name}\" {{ type primary; file \"{}\"; }};",
-            dir.join(file).display()
+            quote(&path)
         );
+        writes.push(match serial(found, &marked, stamp, args, &at(file))? {
+            Some((number, action)) => (file.clone(), with_serial(&marked, number), action),
+            None => (file.clone(), String::new(), "unchanged"),
+        });
     }
-    let action = write_if_changed(&dir, "named.conf", &conf)?;
-    let _ = writeln!(report, "named.conf {action}");
-    output::write(out, &report)
+    let action = match look(dir, "named.conf", &at("named.conf"), CONF_HEADER)? {
+        Found::Ours { text } if text == conf => "unchanged",
+        Found::Ours { .. } => "configured",
+        Found::Absent => "created",
+        Found::Foreign { .. } if args.replace_foreign => "configured",
+        Found::Foreign { .. } => return Err(foreign(&at("named.conf"), None)),
+    };
+    writes.push(("named.conf".into(), conf, action));
+    Ok(writes)
 }
 
 /// A domain name from a flag: lowercase RFC 1123 labels joined by `.`, a trailing `.`
@@ -103,6 +168,33 @@ fn domain(flag: &str, s: &str) -> Result<String> {
             .map_err(|why| Error::invalid(flag, format!("`{s}`: the label `{label}` {why}")))?;
     }
     Ok(name)
+}
+
+/// `--zone-dir`, without a trailing `/`: any text a `named.conf` string can hold (a control
+/// character, a newline among them, is exit 2).
+fn zone_dir(dir: &str) -> Result<String> {
+    if let Some(c) = dir.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(
+            "--zone-dir",
+            format!(
+                "`{}` holds the control character {c:?}, which named.conf cannot quote",
+                dir.escape_debug()
+            ),
+        ));
+    }
+    if dir.is_empty() {
+        return Err(Error::invalid("--zone-dir", "is empty"));
+    }
+    Ok(match dir.trim_end_matches('/') {
+        "" => "/".into(),
+        d => d.into(),
+    })
+}
+
+/// `s` as the inside of a `named.conf` quoted string: `\` and `"` escaped, as BIND's lexer
+/// reads them.
+fn quote(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 struct Soa<'a> {
@@ -117,7 +209,7 @@ impl Soa<'_> {
     fn render(&self, zone: &str, records: &str) -> String {
         let a = self.args;
         let mut text = format!(
-            "; Written by `ipamctl dns export`: the serial changes only when the rest does.\n\
+            "{ZONE_HEADER}: the serial is the state's newest change.\n\
              $ORIGIN {zone}.\n$TTL {}\n@ IN SOA {}. {}. (\n    {SERIAL_MARK} ; serial\n    \
              {} ; refresh\n    {} ; retry\n    {} ; expire\n    {} ; minimum\n    )\n",
             a.ttl, self.ns[0], self.mailbox, a.refresh, a.retry, a.expire, a.minimum
@@ -147,8 +239,16 @@ fn reverse(zone: &str, records: &[(String, String)]) -> String {
     text
 }
 
+fn with_serial(marked: &str, serial: u32) -> String {
+    marked.replacen(
+        &format!("    {SERIAL_MARK} ; serial\n"),
+        &format!("    {serial} ; serial\n"),
+        1,
+    )
+}
+
 /// The serial written in a zone file by [`Soa::render`], and the file with it replaced by
-/// the mark; `None` for a file this command did not write.
+/// the mark.
 fn serial_of(text: &str) -> Option<(u32, String)> {
     let line = text.lines().find(|l| l.ends_with(" ; serial"))?;
     let serial: u32 = line.trim().strip_suffix(" ; serial")?.parse().ok()?;
@@ -160,58 +260,159 @@ fn serial_of(text: &str) -> Option<(u32, String)> {
     Some((serial, marked))
 }
 
-/// Writes zone `file` unless the file there has the same content apart from its serial; a
-/// changed zone gets `serial` or the old serial plus one, a new one `serial` or 1.
-fn write_zone(dir: &Path, file: &str, marked: &str, serial: Option<u32>) -> Result<&'static str> {
-    let path = dir.join(file);
-    let old = match std::fs::read_to_string(&path) {
-        Ok(text) => serial_of(&text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io(path, e)),
-    };
-    let (number, action) = match old {
-        Some((_, ref was)) if was == marked => return Ok("unchanged"),
-        Some((n, _)) => (serial.unwrap_or(n.wrapping_add(1)), "configured"),
-        None if path.exists() => (serial.unwrap_or(1), "configured"),
-        None => (serial.unwrap_or(1), "created"),
-    };
-    let text = marked.replacen(
-        &format!("    {SERIAL_MARK} ; serial\n"),
-        &format!("    {number} ; serial\n"),
-        1,
-    );
-    atomic_write(dir, file, &text)?;
-    Ok(action)
+/// The serial of the first SOA record of a zone file anyone wrote: the third field after
+/// `SOA` (after the primary server and the mailbox), comments and parentheses aside.
+fn soa_serial(text: &str) -> Option<u32> {
+    let mut fields = text
+        .lines()
+        .flat_map(|l| {
+            l.split(';')
+                .next()
+                .unwrap_or_default()
+                .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        })
+        .filter(|f| !f.is_empty());
+    fields.position(|f| f.eq_ignore_ascii_case("SOA"))?;
+    fields.nth(2)?.parse().ok()
 }
 
-/// Writes `file` unless it holds `text` already.
-fn write_if_changed(dir: &Path, file: &str, text: &str) -> Result<&'static str> {
-    let path = dir.join(file);
-    match std::fs::read_to_string(&path) {
-        Ok(old) if old == text => Ok("unchanged"),
-        Ok(_) => atomic_write(dir, file, text).map(|()| "configured"),
-        Err(_) => atomic_write(dir, file, text).map(|()| "created"),
+/// What a name in `--out` holds.
+enum Found {
+    Absent,
+    /// A file this command wrote (it starts with the header).
+    Ours {
+        text: String,
+    },
+    /// Any other regular file, with its SOA serial if one can be read.
+    Foreign {
+        serial: Option<u32>,
+    },
+}
+
+/// Reads `name` in `dir` (`path` for messages): a symlink, FIFO, device, socket,
+/// directory or hard link is refused (exit 4) without being opened for reading.
+fn look(dir: &OwnedFd, name: &str, path: &Path, header: &str) -> Result<Found> {
+    let Some(file) = beneath::read(dir, name, READ_LIMIT).map_err(|e| hostile(path, e))? else {
+        return Ok(Found::Absent);
+    };
+    let text = String::from_utf8_lossy(&file.bytes).into_owned();
+    Ok(if text.starts_with(header) {
+        Found::Ours { text }
+    } else {
+        Found::Foreign {
+            serial: soa_serial(&text),
+        }
+    })
+}
+
+/// The serial and action of a zone whose file would be `marked`, given what `found` there;
+/// `None` to leave it as it is.
+fn serial(
+    found: Found,
+    marked: &str,
+    stamp: u32,
+    args: &DnsExportArgs,
+    path: &Path,
+) -> Result<Option<(u32, &'static str)>> {
+    let mine = |s: u32| args.serial.unwrap_or(s);
+    Ok(match found {
+        Found::Absent => Some((mine(stamp), "created")),
+        Found::Ours { text } => match serial_of(&text) {
+            // The same records: left as they are, unless a render elsewhere (or a fresh
+            // one) would serve them at a higher serial than this file.
+            Some((old, was)) if was == marked && (old >= stamp || args.serial.is_some()) => None,
+            Some((_, was)) if was == marked => Some((stamp, "configured")),
+            // Never below what this directory served, whatever the state's clock says.
+            Some((old, _)) => Some((mine(stamp.max(old.saturating_add(1))), "configured")),
+            None => Some((mine(stamp), "configured")),
+        },
+        Found::Foreign { serial } => match (serial, args.replace_foreign) {
+            (Some(old), true) => Some((mine(stamp).max(old.saturating_add(1)), "configured")),
+            (serial, _) => return Err(foreign(path, Some(serial))),
+        },
+    })
+}
+
+/// A file in `--out` this command did not write: `serial` is `Some` for a zone file (with
+/// its SOA serial, if it has one).
+fn foreign(path: &Path, serial: Option<Option<u32>>) -> Error {
+    let (what, hint) = match serial {
+        None => (
+            "is a named.conf that `ipamctl dns export` did not write".to_owned(),
+            "move it aside, or add --replace-foreign to replace it",
+        ),
+        Some(Some(n)) => (
+            format!("is a zone file that `ipamctl dns export` did not write, at serial {n}"),
+            "move it aside, or add --replace-foreign to replace it with a higher serial",
+        ),
+        Some(None) => (
+            "is a file that `ipamctl dns export` did not write, and has no SOA serial it can read, so no serial is sure to be higher".to_owned(),
+            "move it aside",
+        ),
+    };
+    Error::Conflict {
+        message: format!("`{}` {what}", path.display()),
+        hint: Some(hint.into()),
     }
 }
 
-/// A temporary file in `dir`, synced, renamed over `file`: a name server reloading meanwhile
-/// reads the old zone or the new one, never half of one.
-fn atomic_write(dir: &Path, file: &str, text: &str) -> Result<()> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".tmp-{file}-"))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir, e))?;
-    // A zone file is read by the name server's user: not the 0600 of a temporary file.
-    use std::os::unix::fs::PermissionsExt;
-    tmp.write_all(text.as_bytes())
-        .and_then(|()| {
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-        })
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| Error::io(tmp.path(), e))?;
-    let target = dir.join(file);
-    tmp.persist(&target)
-        .map_err(|e| Error::io(&target, e.error))?;
-    Ok(())
+/// A refusal of a path in `--out`: an I/O error as such, a symlink, special file or hard
+/// link as exit 4 naming it.
+fn hostile(path: &Path, why: Refused) -> Error {
+    let what = match why {
+        Refused::Io(e) => return Error::io(path, e),
+        Refused::Symlink => "is a symlink".to_owned(),
+        Refused::NotADirectory => "is not a directory".to_owned(),
+        Refused::NotAFile(what) => format!("is {what}, not a regular file"),
+        Refused::TooLarge(n) => format!("is larger than {n} bytes"),
+        Refused::HardLink(n) => format!("has {n} names (hard links)"),
+    };
+    Error::Conflict {
+        message: format!(
+            "`{}` {what}: `dns export` reads and replaces only regular files and never follows a symlink in --out",
+            path.display()
+        ),
+        hint: Some("remove it, or give another --out".into()),
+    }
+}
+
+/// Opens `--out` (made if missing, with its parents) as a directory handle: the directory
+/// itself is opened with `O_NOFOLLOW | O_DIRECTORY` beneath its parent, so a symlink or a
+/// FIFO planted there is refused, never followed or opened.
+fn open_out(out: &Path) -> Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name()) else {
+        // `/`, `.` or `..`: no name of its own that could have been planted.
+        return rustix::fs::open(out, flags, Mode::empty()).map_err(|e| Error::io(out, e.into()));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let up =
+        rustix::fs::open(parent, flags, Mode::empty()).map_err(|e| Error::io(parent, e.into()))?;
+    beneath::open_or_create_dir(&up, Path::new(name)).map_err(|e| hostile(out, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_soa_serial_is_read_across_lines_and_comments() {
+        let text = "$TTL 1\n@ IN SOA ns. host. ( ; start\n 2026120601 ; serial\n 1 1 1 1 )\n";
+        assert_eq!(soa_serial(text), Some(2_026_120_601));
+        assert_eq!(soa_serial("@ 300 IN soa a. b. 7 1 1 1 1\n"), Some(7));
+        assert_eq!(soa_serial("; SOA\nwww IN A 192.0.2.1\n"), None);
+    }
+
+    #[test]
+    fn named_conf_strings_escape_quotes_and_backslashes() {
+        assert_eq!(quote(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert!(zone_dir("a\nb").is_err());
+        assert_eq!(zone_dir("/var/lib/bind/").unwrap(), "/var/lib/bind");
+        assert_eq!(zone_dir("/").unwrap(), "/");
+    }
 }

@@ -258,5 +258,9 @@ impl Units for FsStore {
 /// few enough that results still stream.
 const GROUP: usize = 16;
 
-/// A state directory's history is git's: the default answer says so.
-impl Audit for FsStore {}
+/// A state directory's history is git's: the default answers say so.
+impl Audit for FsStore {
+    fn changed(&self, scopes: Option<&[Option<Namespace>]>) -> Result<crate::store::Changed> {
+        super::changed::changed(self, scopes)
+    }
+}

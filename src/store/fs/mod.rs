@@ -142,6 +142,7 @@
 
 mod allocation;
 pub mod beneath;
+mod changed;
 mod claims;
 mod flush;
 mod inspect;

@@ -250,6 +250,38 @@ WITH changed AS (
 SELECT count(*) FROM changed";
 
 impl Audit for PgStore {
+    /// The newest event's `at` (the server's `now()` when its change's transaction began)
+    /// and the server's clock, held back to the start of the oldest other transaction that
+    /// has written and not yet ended: its events, dated when it began, are not visible yet,
+    /// so the clock is not past their second until it commits or rolls back. (Its start is
+    /// visible to the same role, or with `pg_read_all_stats`; a transaction that has not
+    /// written yet has no `backend_xid`, and an ipamctl write is one statement after its
+    /// reads.)
+    fn changed(&self, scopes: Option<&[Option<Namespace>]>) -> Result<crate::store::Changed> {
+        let keys: Option<Vec<String>> =
+            scopes.map(|s| s.iter().map(|ns| ns_key(ns.as_ref()).to_owned()).collect());
+        let row = self.single(|c| {
+            // The activity a transaction reads is a snapshot kept until it ends, and the
+            // reading transaction stays open between calls.
+            c.exec("SELECT pg_stat_clear_snapshot()", &[])?;
+            c.one(
+                "SELECT floor(extract(epoch FROM max(at)))::bigint,
+                        floor(extract(epoch FROM least(clock_timestamp(), (
+                            SELECT min(xact_start) FROM pg_stat_activity
+                            WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+                              AND datname = current_database()
+                        ))))::bigint
+                 FROM ipamctl.events
+                 WHERE $2 OR namespace = ANY($1)",
+                &[&keys.unwrap_or_default(), &scopes.is_none()],
+            )
+        })?;
+        Ok(crate::store::Changed {
+            newest: row.get(0),
+            now: row.get(1),
+        })
+    }
+
     fn allocation_events(&self, ns: Option<&Namespace>) -> Result<Vec<Event>> {
         self.events(ns, ALLOCATION_KIND, |bytes| parse(bytes).ok())
     }

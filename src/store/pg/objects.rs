@@ -21,13 +21,23 @@ use crate::yaml;
 const DELETE_OBJECT: &str = "
 WITH gone AS (
     DELETE FROM ipamctl.objects WHERE kind = $1 AND namespace = $2 AND name = $3
-    RETURNING namespace, pool
+    RETURNING namespace, pool, manifest
 ), hint AS (
     UPDATE ipamctl.pool_hints h SET low_water = NULL, epoch = h.epoch + 1
     FROM gone
     WHERE $1 = 'Subnet' AND h.namespace = gone.namespace AND h.pool = gone.pool
+), event AS (
+    INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+    SELECT $4, 'pool updated', namespace, $1, $3, manifest FROM gone WHERE $1 = 'Subnet'
 )
 SELECT count(*) FROM gone";
+
+/// A subnet written: the layout of its pool changed, logged as `pool updated` of kind
+/// `Subnet` (the events' actions are fixed by the schema), so that what is derived from the
+/// layout (`dns export`'s serials, [`crate::store::Audit::changed`]) sees it.
+const SUBNET_EVENT: &str = "
+INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+VALUES ($1, 'pool updated', $2, $3, $4, $5)";
 
 fn object_kind(kind: ObjectKind) -> &'static str {
     match kind {
@@ -139,6 +149,12 @@ impl PgStore {
                     &[&k, &n, &name, &pool, &bytes, &prefix],
                 )?
             };
+            if kind == ObjectKind::Subnet && written > 0 {
+                c.exec(
+                    SUBNET_EVENT,
+                    &[&self.client_id.as_str(), &n, &k, &name, &bytes],
+                )?;
+            }
             if kind == ObjectKind::PrefixClaim && !create_only {
                 // A claim replaced in place: no pool's kept free space can vouch for it.
                 c.exec(
@@ -375,9 +391,9 @@ impl Objects for PgStore {
                 }
                 let k = object_kind(kind);
                 self.run(|c| {
-                    // A prefix claim's release is an event of the audit log (above); other
-                    // kinds' deletes are not (the log records claims and pools).
-                    let row = c.one(DELETE_OBJECT, &[&k, &ns, &name])?;
+                    // A prefix claim's release is an event of the audit log (above), and so
+                    // is a subnet's removal (its pool's layout); a cooldown record's is not.
+                    let row = c.one(DELETE_OBJECT, &[&k, &ns, &name, &id])?;
                     Ok(row.get::<_, i64>(0) > 0)
                 })
             }

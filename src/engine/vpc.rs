@@ -295,6 +295,7 @@ fn pool_manifest(req: &CreateRequest, pool: &PoolRef, cidr: IpNet, uid: &Uid) ->
             reuse_after: None,
             mac_prefix: None,
             pick: Default::default(),
+            dhcp: Default::default(),
         },
     }
 }

@@ -10,6 +10,7 @@ mod batch_request;
 mod check;
 pub(crate) mod completions;
 mod dhcp;
+mod dhcp_options;
 mod diff;
 mod dns;
 mod export;

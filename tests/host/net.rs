@@ -1,0 +1,195 @@
+//! Two network namespaces joined by a veth pair, a DHCP server on one side and busybox's
+//! `udhcpc` on the other: what a guest is told. Removed however the test ends, with every
+//! process it started; every wait bounded. (The pattern of `tests/host_dhcp.rs`, whose
+//! script reports the address, router and host name only; this one reports every option.)
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// The namespaces, veth and processes of one run; `Drop` removes them all.
+pub struct Net {
+    server: String,
+    client: String,
+    children: Vec<Child>,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Net {
+    /// `S` holds the server's end with 192.0.2.250/24; `C` the client's end, down.
+    pub fn new(tag: &str) -> Net {
+        let id = format!("{}{tag}", std::process::id() % 100_000);
+        let net = Net {
+            server: format!("ipamctl-s{id}"),
+            client: format!("ipamctl-c{id}"),
+            children: Vec::new(),
+        };
+        let (vs, vc) = (format!("vs{id}"), format!("vc{id}"));
+        ip(&["netns", "add", &net.server]);
+        ip(&["netns", "add", &net.client]);
+        ip(&["link", "add", &vs, "type", "veth", "peer", "name", &vc]);
+        ip(&["link", "set", &vs, "netns", &net.server]);
+        ip(&["link", "set", &vc, "netns", &net.client]);
+        net.exec_ok(&net.server, &["ip", "link", "set", "lo", "up"]);
+        net.exec_ok(
+            &net.server,
+            &["ip", "addr", "add", "192.0.2.250/24", "dev", &vs],
+        );
+        net.exec_ok(&net.server, &["ip", "link", "set", &vs, "up"]);
+        net.exec_ok(&net.client, &["ip", "link", "set", "lo", "up"]);
+        // Both ends up, and the server's end running (carrier), before any server starts:
+        // Kea opens its sockets once, at start, and skips an interface that is not running
+        // (`DHCPSRV_OPEN_SOCKET_FAIL … is not running`: no lease, 1 CI run in many).
+        net.exec_ok(&net.client, &["ip", "link", "set", &vc, "up"]);
+        net.wait_running(&net.server.clone(), &vs);
+        net
+    }
+
+    /// Waits (at most 5 s) until `dev` in namespace `ns` has a carrier (`LOWER_UP`).
+    fn wait_running(&self, ns: &str, dev: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let out = self
+                .exec(ns, &["ip", "link", "show", "dev", dev])
+                .output()
+                .expect("run ip link show");
+            let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+            if shown.contains("LOWER_UP") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{dev} has no carrier after 5 s: {shown}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    pub fn server_if(&self) -> String {
+        format!("vs{}", &self.server["ipamctl-s".len()..])
+    }
+
+    fn client_if(&self) -> String {
+        format!("vc{}", &self.client["ipamctl-c".len()..])
+    }
+
+    fn exec(&self, ns: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns]).args(args);
+        cmd
+    }
+
+    fn exec_ok(&self, ns: &str, args: &[&str]) {
+        let out = self.exec(ns, args).output().expect("run ip netns exec");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts a server in the server's namespace; it is killed when the test ends.
+    pub fn serve(&mut self, args: &[&str], env: &[(&str, &Path)], log: &Path) {
+        let mut cmd = self.exec(&self.server.clone(), args);
+        let log = std::fs::File::create(log).expect("create the server's log");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("the log again"))
+            .stderr(log)
+            .spawn()
+            .expect("start the DHCP server");
+        self.children.push(child);
+    }
+
+    fn stop_servers(&mut self) {
+        for mut c in self.children.drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Runs udhcpc on the client's end with `mac`: what its script saw on `bound`, or
+    /// `None` when it got no lease. At most about 12 seconds (6 tries, 1 s apart, then
+    /// `timeout`'s bound).
+    pub fn ask(&self, mac: &str, dir: &Path) -> Option<String> {
+        let vc = self.client_if();
+        self.exec_ok(&self.client, &["ip", "link", "set", &vc, "down"]);
+        self.exec_ok(&self.client, &["ip", "link", "set", &vc, "address", mac]);
+        self.exec_ok(&self.client, &["ip", "link", "set", &vc, "up"]);
+        let seen = dir.join(format!("bound-{}", mac.replace(':', "")));
+        let script = dir.join("udhcpc.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n[ \"$1\" = bound ] && echo \"ip=$ip mask=$mask router=$router hostname=$hostname dns=$dns domain=$domain mtu=$mtu ntp=$ntpsrv routes=$staticroutes lease=$lease\" > {}\nexit 0\n",
+                seen.display()
+            ),
+        )
+        .expect("write the udhcpc script");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .expect("make the script executable");
+        let _ = std::fs::remove_file(&seen);
+        let script = script.to_str().expect("UTF-8");
+        let out = self
+            .exec(
+                &self.client,
+                &[
+                    "timeout",
+                    "20",
+                    "busybox",
+                    "udhcpc",
+                    "-f",
+                    "-q",
+                    "-n",
+                    "-t",
+                    "6",
+                    "-T",
+                    "1",
+                    "-O",
+                    "mtu",
+                    "-O",
+                    "ntpsrv",
+                    "-O",
+                    "staticroutes",
+                    "-i",
+                    &vc,
+                    "-s",
+                    script,
+                ],
+            )
+            .output()
+            .expect("run udhcpc");
+        match std::fs::read_to_string(&seen) {
+            Ok(text) => {
+                assert!(
+                    out.status.success(),
+                    "udhcpc: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                Some(text.trim().to_owned())
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.stop_servers();
+        // Deleting a namespace deletes the veth end in it, and so the pair.
+        for ns in [&self.server, &self.client] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! End to end, a guest is told the options of its subnet: `spec.dhcp` of pool `lab` (DNS
+//! servers, domain, MTU, NTP server, lease time) and an extra route, served by dnsmasq and
+//! by Kea from `ipamctl dhcp export`, read by busybox's `udhcpc` in a network namespace with
+//! a NIC's MAC. Only TEST-NET addresses, only namespaces this test made (removed however it
+//! ends, with every process it started), every wait bounded.
+
+mod host;
+
+use host::Lab;
+use host::net::Net;
+
+/// Pool `lab` of [`host::POOLS`] with options.
+const LAB_WITH_OPTIONS: &str = "\
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata: {name: lab}
+spec:
+  cidr: 192.0.2.0/24
+  kind: public
+  gateway: 192.0.2.1
+  dhcp:
+    dnsServers: [192.0.2.53, 198.51.100.53]
+    domain: lab.example
+    leaseTime: 2h
+    mtu: 1400
+    ntpServers: [192.0.2.123]
+    routes:
+    - {to: 198.51.100.0/24, via: 192.0.2.254}
+";
+
+/// What udhcpc's script sees for `web-01` (MAC :01): its address, router and name, and
+/// every option. `routes` is the classless static routes option: the default route via the
+/// gateway first (a client that gets option 121 ignores `routers`), then the extra one.
+const WEB01: &str = "ip=192.0.2.2 mask=24 router=192.0.2.1 hostname=web-01 \
+dns=192.0.2.53 198.51.100.53 domain=lab.example mtu=1400 ntp=192.0.2.123 \
+routes=0.0.0.0/0 192.0.2.1 198.51.100.0/24 192.0.2.254 lease=7200";
+
+fn lab_with_export(format: &str) -> (Lab, std::path::PathBuf) {
+    let lab = Lab::new();
+    lab.apply(LAB_WITH_OPTIONS);
+    let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", "lab"]);
+    let path = lab.file(&format!("{format}.conf"), &text);
+    (lab, path)
+}
+
+#[test]
+#[cfg_attr(
+    any(not(has_root), not(has_dnsmasq), not(has_udhcpc)),
+    ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs busybox's udhcpc: apt-get install busybox"
+)]
+fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
+    let (lab, conf) = lab_with_export("dnsmasq");
+    let dir = lab.tmp.path();
+    let mut net = Net::new("o");
+    let vs = net.server_if();
+    net.serve(
+        &[
+            "dnsmasq",
+            "--keep-in-foreground",
+            &format!("--conf-file={}", conf.display()),
+            "--port=0",
+            "--no-resolv",
+            "--no-hosts",
+            "--bind-interfaces",
+            &format!("--interface={vs}"),
+            "--except-interface=lo",
+            "--user=root",
+            &format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()),
+            &format!("--pid-file={}", dir.join("dnsmasq.pid").display()),
+        ],
+        &[],
+        &dir.join("server.log"),
+    );
+    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    assert_eq!(
+        net.ask("52:54:00:00:00:01", dir).as_deref(),
+        Some(WEB01),
+        "{}",
+        log()
+    );
+}
+
+#[test]
+#[cfg_attr(
+    any(not(has_root), not(has_kea), not(has_udhcpc)),
+    ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox"
+)]
+fn kea_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
+    let (lab, conf) = lab_with_export("kea4");
+    let dir = lab.tmp.path();
+    let mut net = Net::new("p");
+    // The export as it is, but for what a test server needs: its own interface and a lease
+    // file in the temporary directory.
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
+    config["Dhcp4"]["interfaces-config"]["interfaces"] = serde_json::json!([net.server_if()]);
+    config["Dhcp4"]["lease-database"] = serde_json::json!({
+        "type": "memfile", "persist": true,
+        "name": dir.join("kea-leases4.csv").to_str().unwrap(),
+    });
+    let conf = lab.file("kea4-test.json", &config.to_string());
+    net.serve(
+        &["kea-dhcp4", "-c", conf.to_str().unwrap()],
+        &[("KEA_LOCKFILE_DIR", dir), ("KEA_PIDFILE_DIR", dir)],
+        &dir.join("server.log"),
+    );
+    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    assert_eq!(
+        net.ask("52:54:00:00:00:01", dir).as_deref(),
+        Some(WEB01),
+        "{}",
+        log()
+    );
+}

@@ -338,3 +338,72 @@ fn check_reports_a_hand_edited_option_and_an_inherited_route_out_of_reach() {
         ran.stderr
     );
 }
+
+/// `program ARGS` in `dir` with a fixed git identity; its stdout, asserting exit `status`.
+#[track_caller]
+fn in_repo(dir: &std::path::Path, program: &str, args: &[&str], status: i32) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Ada")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.org")
+        .env("GIT_COMMITTER_NAME", "Ada")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.org")
+        .env_remove("IPAMCTL_STATE_DIR")
+        .env_remove("IPAMCTL_STORE")
+        .output()
+        .expect("run it");
+    assert_eq!(
+        out.status.code(),
+        Some(status),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn diff_shows_a_branch_that_changes_options_and_history_reads_through_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let git = |args: &[&str]| in_repo(dir, "git", args, 0);
+    let ipamctl = |args: &[&str], status: i32| {
+        let mut full = vec!["-d", "state"];
+        full.extend_from_slice(args);
+        in_repo(dir, common::BIN, &full, status)
+    };
+    git(&["init", "-q", "-b", "main"]);
+    ipamctl(&["init", "state"], 0);
+    std::fs::write(dir.join("pools.yaml"), POOLS).unwrap();
+    ipamctl(&["apply", "-f", "pools.yaml"], 0);
+    let address = ipamctl(
+        &["allocate", "lab", "--owner", "VirtualMachine/web-01/0"],
+        0,
+    );
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "Pools with options"]);
+    git(&["checkout", "-qb", "feature"]);
+    let changed = edited("mtu: 1400", "mtu: 9000").replace("leaseTime: 1h", "leaseTime: 4h");
+    std::fs::write(dir.join("pools.yaml"), changed).unwrap();
+    ipamctl(&["apply", "-f", "pools.yaml"], 0);
+    git(&["commit", "-qam", "Jumbo frames, longer leases on web"]);
+    let diff: Value =
+        serde_json::from_str(&ipamctl(&["diff", "main", "feature", "-o", "json"], 1)).unwrap();
+    let changes: Vec<(&str, &str)> = diff["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["change"].as_str().unwrap(), c["object"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("pool-changed", "ipampool/lab"),
+            ("subnet-changed", "subnet/web")
+        ]
+    );
+    let history = ipamctl(&["history", address.trim(), "-o", "json"], 0);
+    assert!(history.contains("web-01/0"), "{history}");
+}

@@ -112,3 +112,27 @@ fn kea_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
         log()
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn postgres_keeps_the_options_and_exports_the_file_stores_bytes() {
+    let lab = Lab::new();
+    lab.apply(LAB_WITH_OPTIONS);
+    let formats = ["kea4", "kea6", "dnsmasq"];
+    let on_files = formats.map(|f| lab.stdout(&["dhcp", "export", "--format", f]));
+    assert!(on_files[0].contains("\"interface-mtu\""), "{}", on_files[0]);
+    let db = lab.into_database();
+    let on_db = formats.map(|f| db.stdout(&["dhcp", "export", "--format", f]));
+    assert_eq!(on_db, on_files);
+    // The pool as the database holds it, through `export`: the options as written.
+    let out = db.tmp.path().join("exported");
+    db.ok(&["export", out.to_str().unwrap()]);
+    let pool = std::fs::read_to_string(out.join("cluster/ipampools/lab.yaml")).unwrap();
+    assert!(
+        pool.contains("  dhcp:\n    dnsServers:\n    - \"192.0.2.53\"\n    - \"198.51.100.53\"\n    domain: lab.example\n    leaseTime: 2h\n    mtu: 1400\n"),
+        "{pool}"
+    );
+}

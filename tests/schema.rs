@@ -314,11 +314,19 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
         ),
         (
             "domain with an underscore",
-            with(pool_with_options(), "spec/dhcp/domain", Some(json!("a_b.example"))),
+            with(
+                pool_with_options(),
+                "spec/dhcp/domain",
+                Some(json!("a_b.example")),
+            ),
         ),
         (
             "DNS server not an address",
-            with(pool_with_options(), "spec/dhcp/dnsServers", Some(json!(["ns1"]))),
+            with(
+                pool_with_options(),
+                "spec/dhcp/dnsServers",
+                Some(json!(["ns1"])),
+            ),
         ),
         (
             "route without a router",
@@ -330,7 +338,11 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
         ),
         (
             "lease time not a duration",
-            with(pool_with_options(), "spec/dhcp/leaseTime", Some(json!("soon"))),
+            with(
+                pool_with_options(),
+                "spec/dhcp/leaseTime",
+                Some(json!("soon")),
+            ),
         ),
     ];
     let allocations = [

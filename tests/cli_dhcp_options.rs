@@ -248,19 +248,25 @@ fn bad_options_are_refused_naming_the_field_and_nothing_is_written() {
         ),
     ];
     for (yaml, message) in cases {
-        let test = Test::new("empty");
-        let file = test.input("pools.yaml", &yaml);
-        let ran = test
-            .args(["apply", "-f", &file])
-            .fails(code::INVALID)
-            .unchanged()
-            .run();
-        assert!(
-            ran.stderr.contains(message),
-            "want `{message}` in:\n{}",
-            ran.stderr
-        );
+        refused(Test::new("empty"), &yaml, message);
     }
+}
+
+/// `apply` of `yaml` on `test`: exit 2 with `message`, nothing written.
+#[track_caller]
+fn refused(test: Test, yaml: &str, message: &str) -> Test {
+    let file = test.input("refused.yaml", yaml);
+    let ran = test
+        .args(["apply", "-f", &file])
+        .fails(code::INVALID)
+        .unchanged()
+        .run();
+    assert!(
+        ran.stderr.contains(message),
+        "want `{message}` in:\n{}",
+        ran.stderr
+    );
+    ran.then()
 }
 
 #[test]
@@ -275,19 +281,19 @@ fn a_pools_route_must_reach_every_subnet_that_inherits_it() {
         "    routes:\n    - {to: 198.51.100.0/24, via: 203.0.113.126}\n",
         "",
     );
-    let test = Test::new("empty");
-    let file = test.input("pools.yaml", &yaml);
-    let ran = test
-        .args(["apply", "-f", &file])
-        .fails(code::INVALID)
-        .unchanged()
-        .run();
-    assert!(
-        ran.stderr
-            .contains("subnet `web` (203.0.113.0/25) of pool `edge`: spec.dhcp.routes of pool `edge`: via `203.0.113.200` is outside `203.0.113.0/25`; give the subnet routes of its own"),
-        "{}",
-        ran.stderr
+    let message = "subnet `web` (203.0.113.0/25) of pool `edge`: spec.dhcp.routes of pool `edge`: via `203.0.113.200` is outside `203.0.113.0/25`; give the subnet routes of its own";
+    refused(Test::new("empty"), &yaml, message);
+    // The same route added to the pool later, over the stored subnet: refused for it too.
+    let before = POOLS.replace(
+        "    routes:\n    - {to: 198.51.100.0/24, via: 203.0.113.126}\n",
+        "",
     );
+    let test = Test::new("empty");
+    let file = test.input("before.yaml", &before);
+    let test = test.args(["apply", "-f", &file]).run().then();
+    let edge_alone = yaml.split("---\n").nth(1).expect("pool `edge`");
+    assert!(edge_alone.contains("name: edge}"), "{edge_alone}");
+    refused(test, edge_alone, message);
 }
 
 #[test]

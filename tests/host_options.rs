@@ -52,28 +52,10 @@ fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
     let (lab, conf) = lab_with_export("dnsmasq");
     let dir = lab.tmp.path();
     let mut net = Net::new("o");
-    let vs = net.server_if();
-    net.serve(
-        &[
-            "dnsmasq",
-            "--keep-in-foreground",
-            &format!("--conf-file={}", conf.display()),
-            "--port=0",
-            "--no-resolv",
-            "--no-hosts",
-            "--bind-interfaces",
-            &format!("--interface={vs}"),
-            "--except-interface=lo",
-            "--user=root",
-            &format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()),
-            &format!("--pid-file={}", dir.join("dnsmasq.pid").display()),
-        ],
-        &[],
-        &dir.join("server.log"),
-    );
+    net.serve_dnsmasq(&conf, dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
     assert_eq!(
-        net.ask("52:54:00:00:00:01", dir).as_deref(),
+        net.ask_options("52:54:00:00:00:01", dir).as_deref(),
         Some(WEB01),
         "{}",
         log()
@@ -89,24 +71,10 @@ fn kea_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
     let (lab, conf) = lab_with_export("kea4");
     let dir = lab.tmp.path();
     let mut net = Net::new("p");
-    // The export as it is, but for what a test server needs: its own interface and a lease
-    // file in the temporary directory.
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
-    config["Dhcp4"]["interfaces-config"]["interfaces"] = serde_json::json!([net.server_if()]);
-    config["Dhcp4"]["lease-database"] = serde_json::json!({
-        "type": "memfile", "persist": true,
-        "name": dir.join("kea-leases4.csv").to_str().unwrap(),
-    });
-    let conf = lab.file("kea4-test.json", &config.to_string());
-    net.serve(
-        &["kea-dhcp4", "-c", conf.to_str().unwrap()],
-        &[("KEA_LOCKFILE_DIR", dir), ("KEA_PIDFILE_DIR", dir)],
-        &dir.join("server.log"),
-    );
+    net.serve_kea("kea-dhcp4", &conf, dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
     assert_eq!(
-        net.ask("52:54:00:00:00:01", dir).as_deref(),
+        net.ask_options("52:54:00:00:00:01", dir).as_deref(),
         Some(WEB01),
         "{}",
         log()

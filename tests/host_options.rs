@@ -6,6 +6,8 @@
 
 mod host;
 
+use std::path::Path;
+
 use host::Lab;
 use host::net::Net;
 
@@ -35,12 +37,23 @@ const WEB01: &str = "ip=192.0.2.2 mask=24 router=192.0.2.1 hostname=web-01 \
 dns=192.0.2.53 198.51.100.53 domain=lab.example mtu=1400 ntp=192.0.2.123 \
 routes=0.0.0.0/0 192.0.2.1 198.51.100.0/24 192.0.2.254 lease=7200";
 
-fn lab_with_export(format: &str) -> (Lab, std::path::PathBuf) {
+/// Serves the export in `format` (with `serve`) and asks with web-01's MAC: the guest must
+/// be told [`WEB01`].
+fn guest_is_told(format: &str, tag: &str, serve: fn(&mut Net, &Path, &Path)) {
     let lab = Lab::new();
     lab.apply(LAB_WITH_OPTIONS);
     let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", "lab"]);
-    let path = lab.file(&format!("{format}.conf"), &text);
-    (lab, path)
+    let conf = lab.file(&format!("{format}.conf"), &text);
+    let dir = lab.tmp.path();
+    let mut net = Net::new(tag);
+    serve(&mut net, &conf, dir);
+    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    assert_eq!(
+        net.ask_options("52:54:00:00:00:01", dir).as_deref(),
+        Some(WEB01),
+        "{}",
+        log()
+    );
 }
 
 #[test]
@@ -49,17 +62,9 @@ fn lab_with_export(format: &str) -> (Lab, std::path::PathBuf) {
     ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
-    let (lab, conf) = lab_with_export("dnsmasq");
-    let dir = lab.tmp.path();
-    let mut net = Net::new("o");
-    net.serve_dnsmasq(&conf, dir);
-    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-    assert_eq!(
-        net.ask_options("52:54:00:00:00:01", dir).as_deref(),
-        Some(WEB01),
-        "{}",
-        log()
-    );
+    guest_is_told("dnsmasq", "o", |net, conf, dir| {
+        net.serve_dnsmasq(conf, dir)
+    });
 }
 
 #[test]
@@ -68,17 +73,9 @@ fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn kea_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
-    let (lab, conf) = lab_with_export("kea4");
-    let dir = lab.tmp.path();
-    let mut net = Net::new("p");
-    net.serve_kea("kea-dhcp4", &conf, dir);
-    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-    assert_eq!(
-        net.ask_options("52:54:00:00:00:01", dir).as_deref(),
-        Some(WEB01),
-        "{}",
-        log()
-    );
+    guest_is_told("kea4", "p", |net, conf, dir| {
+        net.serve_kea("kea-dhcp4", conf, dir)
+    });
 }
 
 #[test]

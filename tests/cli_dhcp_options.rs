@@ -397,17 +397,24 @@ fn diff_shows_a_branch_that_changes_options_and_history_reads_through_them() {
     git(&["commit", "-qam", "Jumbo frames, longer leases on web"]);
     let diff: Value =
         serde_json::from_str(&ipamctl(&["diff", "main", "feature", "-o", "json"], 1)).unwrap();
-    let changes: Vec<(&str, &str)> = diff["changes"]
+    let changes: Vec<(&str, &str, &str)> = diff["changes"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["change"].as_str().unwrap(), c["object"].as_str().unwrap()))
+        .map(|c| {
+            (
+                c["change"].as_str().unwrap(),
+                c["object"].as_str().unwrap(),
+                c["was"].as_str().unwrap(),
+            )
+        })
         .collect();
+    // What changed is named, field by field (not "metadata").
     assert_eq!(
         changes,
         [
-            ("pool-changed", "ipampool/lab"),
-            ("subnet-changed", "subnet/web")
+            ("pool-changed", "ipampool/lab", "dhcp.mtu 1400 -> 9000"),
+            ("subnet-changed", "subnet/web", "dhcp.leaseTime 1h -> 4h"),
         ]
     );
     let history = ipamctl(&["history", address.trim(), "-o", "json"], 0);

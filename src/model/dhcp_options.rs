@@ -108,6 +108,36 @@ impl DhcpOptions {
         }
     }
 
+    /// Each field as (`dhcp.<field>`, its value as written, `-` when unset), in manifest
+    /// order: how `diff` names what changed.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let list = |a: &[IpAddr]| {
+            let all: Vec<String> = a.iter().map(IpAddr::to_string).collect();
+            format!("[{}]", all.join(", "))
+        };
+        let routes: Vec<String> = self
+            .routes
+            .iter()
+            .map(|r| format!("{} via {}", r.to, r.via))
+            .collect();
+        vec![
+            ("dhcp.dnsServers", list(&self.dns_servers)),
+            (
+                "dhcp.domain",
+                self.domain.clone().unwrap_or_else(|| "-".into()),
+            ),
+            (
+                "dhcp.leaseTime",
+                self.lease_time
+                    .as_ref()
+                    .map_or("-".into(), |l| l.to_string()),
+            ),
+            ("dhcp.mtu", self.mtu.map_or("-".into(), |m| m.to_string())),
+            ("dhcp.ntpServers", list(&self.ntp_servers)),
+            ("dhcp.routes", format!("[{}]", routes.join(", "))),
+        ]
+    }
+
     /// Checks the options of a range `cidr` (the pool's or subnet's); each message names
     /// the field (`spec.dhcp.mtu: …`) and the value.
     pub fn validate(&self, cidr: IpNet) -> Result<(), String> {

@@ -101,3 +101,41 @@ fn postgres_keeps_the_options_and_exports_the_file_stores_bytes() {
         "{pool}"
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn postgres_check_reports_an_option_edited_in_the_database() {
+    let db = host::pg::Db::new();
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    db.apply(tmp.path(), host::POOLS);
+    db.apply(tmp.path(), LAB_WITH_OPTIONS);
+    db.assert_check_clean();
+    // A hand edit of the row, past every writer of ipamctl.
+    db.sql()
+        .execute(
+            "UPDATE ipamctl.pools SET manifest = convert_to(replace(convert_from(manifest, 'UTF8'), \
+             'mtu: 1400', 'mtu: 40'), 'UTF8') WHERE name = 'lab'",
+            &[],
+        )
+        .expect("edit the row");
+    let out = db.run(["check"]);
+    host::pg::assert_code(&out, 1);
+    let report = host::pg::stdout(&out);
+    assert!(
+        report.contains("spec.dhcp.mtu: 40 is out of range; an IPv4 MTU is 68 to 65535"),
+        "{report}"
+    );
+    // And no server is told it: the export skips the pool, as it skips any pool it cannot
+    // read, with a warning naming the field.
+    let out = db.run(["dhcp", "export", "--format", "kea4"]);
+    host::pg::assert_code(&out, 0);
+    assert!(
+        host::pg::stderr(&out).contains("warning: ipampool lab: spec.dhcp.mtu: 40 is out of range"),
+        "{}",
+        host::pg::stderr(&out)
+    );
+    assert!(!host::pg::stdout(&out).contains("interface-mtu"));
+}

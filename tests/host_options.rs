@@ -78,6 +78,65 @@ fn kea_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
     });
 }
 
+/// Pool `lab-v6` of [`host::POOLS`] with the options DHCPv6 carries.
+const LAB_V6_WITH_OPTIONS: &str = "\
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata: {name: lab-v6}
+spec:
+  cidr: '2001:db8:1::/64'
+  kind: public
+  dhcp:
+    dnsServers: ['2001:db8:1::53']
+    domain: lab.example
+    ntpServers: ['2001:db8:1::123']
+";
+
+/// What dhclient's script sees for `web-01` (MAC :01) over DHCPv6.
+const WEB01_V6: &str =
+    "ip6=2001:db8:1::1/128 dns=2001:db8:1::53 domain=lab.example. ntp=2001:db8:1::123";
+
+/// Serves the IPv6 export in `format` (with `serve`) and asks with web-01's MAC over
+/// DHCPv6: the guest must be told [`WEB01_V6`].
+fn guest_is_told_v6(format: &str, tag: &str, serve: fn(&mut Net, &Path, &Path)) {
+    let lab = Lab::new();
+    lab.apply(LAB_V6_WITH_OPTIONS);
+    let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", "lab-v6"]);
+    let conf = lab.file(&format!("{format}.conf"), &text);
+    let dir = lab.tmp.path();
+    let mut net = Net::new(tag);
+    serve(&mut net, &conf, dir);
+    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    assert_eq!(
+        net.ask6_options("52:54:00:00:00:01", dir).as_deref(),
+        Some(WEB01_V6),
+        "{}",
+        log()
+    );
+}
+
+#[test]
+#[cfg_attr(
+    any(not(has_root), not(has_kea), not(has_dhclient)),
+    ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs ISC dhclient: apt-get install isc-dhcp-client"
+)]
+fn kea6_tells_the_guest_its_dns_servers_domain_and_ntp() {
+    guest_is_told_v6("kea6", "q", |net, conf, dir| {
+        net.serve_kea("kea-dhcp6", conf, dir)
+    });
+}
+
+#[test]
+#[cfg_attr(
+    any(not(has_root), not(has_dnsmasq), not(has_dhclient)),
+    ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs ISC dhclient: apt-get install isc-dhcp-client"
+)]
+fn dnsmasq_tells_the_dhcpv6_guest_its_dns_servers_domain_and_ntp() {
+    guest_is_told_v6("dnsmasq", "r", |net, conf, dir| {
+        net.serve_dnsmasq(conf, dir)
+    });
+}
+
 #[test]
 #[cfg_attr(
     not(has_postgres),

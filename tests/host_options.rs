@@ -37,20 +37,34 @@ const WEB01: &str = "ip=192.0.2.2 mask=24 router=192.0.2.1 hostname=web-01 \
 dns=192.0.2.53 198.51.100.53 domain=lab.example mtu=1400 ntp=192.0.2.123 \
 routes=0.0.0.0/0 192.0.2.1 198.51.100.0/24 192.0.2.254 lease=7200";
 
-/// Serves the export in `format` (with `serve`) and asks with web-01's MAC: the guest must
-/// be told [`WEB01`].
-fn guest_is_told(format: &str, tag: &str, serve: fn(&mut Net, &Path, &Path)) {
+/// How a test starts the server of an export (`conf`, its files in `dir`).
+type Serve = fn(&mut Net, &Path, &Path);
+/// How a client asks with a MAC: [`Net::ask_options`] or [`Net::ask6_options`].
+type Ask = fn(&Net, &str, &Path) -> Option<String>;
+
+/// Applies `options` (a pool of [`host::POOLS`] with `spec.dhcp`), serves the export of
+/// `pool` in `format` with `serve` (and its tag for the namespaces), and asks with web-01's
+/// MAC: the guest must be told
+/// `expected`.
+fn guest_is_told(
+    options: &str,
+    pool: &str,
+    format: &str,
+    serve: (Serve, &str),
+    ask: Ask,
+    expected: &str,
+) {
     let lab = Lab::new();
-    lab.apply(LAB_WITH_OPTIONS);
-    let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", "lab"]);
+    lab.apply(options);
+    let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", pool]);
     let conf = lab.file(&format!("{format}.conf"), &text);
     let dir = lab.tmp.path();
-    let mut net = Net::new(tag);
-    serve(&mut net, &conf, dir);
+    let mut net = Net::new(serve.1);
+    (serve.0)(&mut net, &conf, dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
     assert_eq!(
-        net.ask_options("52:54:00:00:00:01", dir).as_deref(),
-        Some(WEB01),
+        ask(&net, "52:54:00:00:00:01", dir).as_deref(),
+        Some(expected),
         "{}",
         log()
     );
@@ -62,9 +76,16 @@ fn guest_is_told(format: &str, tag: &str, serve: fn(&mut Net, &Path, &Path)) {
     ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
-    guest_is_told("dnsmasq", "o", |net, conf, dir| {
-        net.serve_dnsmasq(conf, dir)
-    });
+    let serve: Serve = |net, conf, dir| net.serve_dnsmasq(conf, dir);
+    let options = LAB_WITH_OPTIONS;
+    guest_is_told(
+        options,
+        "lab",
+        "dnsmasq",
+        (serve, "o"),
+        Net::ask_options,
+        WEB01,
+    );
 }
 
 #[test]
@@ -73,9 +94,16 @@ fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn kea_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
-    guest_is_told("kea4", "p", |net, conf, dir| {
-        net.serve_kea("kea-dhcp4", conf, dir)
-    });
+    let serve: Serve = |net, conf, dir| net.serve_kea("kea-dhcp4", conf, dir);
+    let options = LAB_WITH_OPTIONS;
+    guest_is_told(
+        options,
+        "lab",
+        "kea4",
+        (serve, "p"),
+        Net::ask_options,
+        WEB01,
+    );
 }
 
 /// Pool `lab-v6` of [`host::POOLS`] with the options DHCPv6 carries.
@@ -96,34 +124,22 @@ spec:
 const WEB01_V6: &str =
     "ip6=2001:db8:1::1/128 dns=2001:db8:1::53 domain=lab.example. ntp=2001:db8:1::123";
 
-/// Serves the IPv6 export in `format` (with `serve`) and asks with web-01's MAC over
-/// DHCPv6: the guest must be told [`WEB01_V6`].
-fn guest_is_told_v6(format: &str, tag: &str, serve: fn(&mut Net, &Path, &Path)) {
-    let lab = Lab::new();
-    lab.apply(LAB_V6_WITH_OPTIONS);
-    let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", "lab-v6"]);
-    let conf = lab.file(&format!("{format}.conf"), &text);
-    let dir = lab.tmp.path();
-    let mut net = Net::new(tag);
-    serve(&mut net, &conf, dir);
-    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-    assert_eq!(
-        net.ask6_options("52:54:00:00:00:01", dir).as_deref(),
-        Some(WEB01_V6),
-        "{}",
-        log()
-    );
-}
-
 #[test]
 #[cfg_attr(
     any(not(has_root), not(has_kea), not(has_dhclient)),
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs ISC dhclient: apt-get install isc-dhcp-client"
 )]
 fn kea6_tells_the_guest_its_dns_servers_domain_and_ntp() {
-    guest_is_told_v6("kea6", "q", |net, conf, dir| {
-        net.serve_kea("kea-dhcp6", conf, dir)
-    });
+    let serve: Serve = |net, conf, dir| net.serve_kea("kea-dhcp6", conf, dir);
+    let options = LAB_V6_WITH_OPTIONS;
+    guest_is_told(
+        options,
+        "lab-v6",
+        "kea6",
+        (serve, "q"),
+        Net::ask6_options,
+        WEB01_V6,
+    );
 }
 
 #[test]
@@ -132,9 +148,16 @@ fn kea6_tells_the_guest_its_dns_servers_domain_and_ntp() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs ISC dhclient: apt-get install isc-dhcp-client"
 )]
 fn dnsmasq_tells_the_dhcpv6_guest_its_dns_servers_domain_and_ntp() {
-    guest_is_told_v6("dnsmasq", "r", |net, conf, dir| {
-        net.serve_dnsmasq(conf, dir)
-    });
+    let serve: Serve = |net, conf, dir| net.serve_dnsmasq(conf, dir);
+    let options = LAB_V6_WITH_OPTIONS;
+    guest_is_told(
+        options,
+        "lab-v6",
+        "dnsmasq",
+        (serve, "r"),
+        Net::ask6_options,
+        WEB01_V6,
+    );
 }
 
 #[test]

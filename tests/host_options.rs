@@ -44,8 +44,7 @@ type Ask = fn(&Net, &str, &Path) -> Option<String>;
 
 /// Applies `options` (a pool of [`host::POOLS`] with `spec.dhcp`), serves the export of
 /// `pool` in `format` with `serve` (and its tag for the namespaces), and asks with web-01's
-/// MAC: the guest must be told
-/// `expected`.
+/// MAC: the guest must be told `expected`.
 fn guest_is_told(
     options: &str,
     pool: &str,

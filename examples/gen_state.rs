@@ -110,6 +110,7 @@ fn pool_manifest(name: &PoolName, ns: &Namespace, cidr: ipnet::IpNet) -> PoolMan
             reuse_after: None,
             mac_prefix: None,
             pick: Default::default(),
+            dhcp: Default::default(),
         },
     }
 }

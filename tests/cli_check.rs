@@ -338,7 +338,7 @@ fn unknown_fields_are_errors() {
         (
             "error",
             "cluster/ipampools/typo.yaml",
-            "line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter, macPrefix, pick",
+            "line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter, macPrefix, pick, dhcp",
         ),
         (
             "error",

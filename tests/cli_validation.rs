@@ -61,7 +61,7 @@ fn unknown_spec_field_is_refused_not_ignored() {
         "",
         "  cidr: 192.0.2.0/24\n  kind: public\n  excludes: [192.0.2.5]\n",
     ));
-    insta::assert_snapshot!(err, @"error: <stdin>: document 1: line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter, macPrefix, pick");
+    insta::assert_snapshot!(err, @"error: <stdin>: document 1: line 8 column 3: unknown field `excludes`, expected one of cidr, kind, prefixLengths, gateway, exclude, zone, reuseAfter, macPrefix, pick, dhcp");
 }
 
 #[test]

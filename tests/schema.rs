@@ -155,6 +155,19 @@ fn pool() -> Value {
     })
 }
 
+/// [`pool`] with every DHCP option.
+fn pool_with_options() -> Value {
+    with(
+        pool(),
+        "spec/dhcp",
+        Some(json!({
+            "dnsServers": ["10.42.0.53"], "domain": "prod.acme.example", "leaseTime": "12h",
+            "mtu": 1450, "ntpServers": ["10.42.0.123"],
+            "routes": [{ "to": "198.51.100.0/24", "via": "10.42.0.254" }],
+        })),
+    )
+}
+
 fn allocation() -> Value {
     json!({
         "apiVersion": "pivirt.hu/v1",
@@ -218,6 +231,7 @@ fn library_accepts(kind: SchemaKind, value: &Value) -> bool {
 fn the_examples_are_valid_for_both_the_schema_and_ipamctl() {
     for (kind, value) in [
         (SchemaKind::Ipampool, pool()),
+        (SchemaKind::Ipampool, pool_with_options()),
         (SchemaKind::Ipallocation, allocation()),
         (SchemaKind::Ipprefixclaim, prefix_claim()),
     ] {
@@ -290,6 +304,46 @@ fn manifests_ipamctl_refuses_are_invalid_against_the_schema() {
             with(pool(), "spec/exclude", Some(json!(["10.42.0.0/33"]))),
         ),
         ("missing spec", with(pool(), "spec", None)),
+        (
+            "unknown DHCP option",
+            with(pool_with_options(), "spec/dhcp/tftp", Some(json!("x"))),
+        ),
+        (
+            "MTU below IPv4's 68",
+            with(pool_with_options(), "spec/dhcp/mtu", Some(json!(60))),
+        ),
+        (
+            "domain with an underscore",
+            with(
+                pool_with_options(),
+                "spec/dhcp/domain",
+                Some(json!("a_b.example")),
+            ),
+        ),
+        (
+            "DNS server not an address",
+            with(
+                pool_with_options(),
+                "spec/dhcp/dnsServers",
+                Some(json!(["ns1"])),
+            ),
+        ),
+        (
+            "route without a router",
+            with(
+                pool_with_options(),
+                "spec/dhcp/routes",
+                Some(json!([{ "to": "198.51.100.0/24" }])),
+            ),
+        ),
+        (
+            "lease time not a duration",
+            with(
+                pool_with_options(),
+                "spec/dhcp/leaseTime",
+                Some(json!("soon")),
+            ),
+        ),
     ];
     let allocations = [
         (

@@ -98,6 +98,7 @@ fn apply_locked<'m>(
         };
         plan.push((Applied::Pool(pool), put));
     }
+    refuse_unreachable_routes(store, input)?;
     if !dry_run {
         write_pools(store, &plan)?;
     }
@@ -171,6 +172,34 @@ fn put_subnet(
 }
 
 /// The pool a manifest describes.
+/// Exit 2 when a subnet a pool of the input will hold (stored, or as the input gives it)
+/// inherits a route of that pool whose router it cannot reach ([`SubnetManifest::dhcp`]),
+/// naming the subnet.
+fn refuse_unreachable_routes(store: &dyn Store, input: &Manifests) -> Result<()> {
+    for pool in input
+        .pools
+        .iter()
+        .filter(|p| !p.spec.dhcp.routes.is_empty())
+    {
+        let pref = pool_ref(pool);
+        let stored = subnet::of_pool(store, &pref)?;
+        let replaced = |s: &&SubnetManifest| {
+            input.subnets.iter().any(|i| {
+                i.metadata.namespace == s.metadata.namespace && i.metadata.name == s.metadata.name
+            })
+        };
+        let held = stored
+            .iter()
+            .filter(|s| !replaced(s))
+            .chain(input.subnets.iter().filter(|s| s.pool() == pref));
+        for s in held {
+            s.dhcp(pool)
+                .map_err(|why| Error::invalid(s.describe(), why))?;
+        }
+    }
+    Ok(())
+}
+
 fn pool_ref(pool: &PoolManifest) -> PoolRef {
     PoolRef {
         namespace: pool.metadata.namespace.clone(),

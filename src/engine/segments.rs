@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use crate::engine::list::{self, Query};
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
+use crate::model::dhcp_options::DhcpOptions;
 use crate::model::host_name::host_name;
 use crate::model::mac::Mac;
 use crate::model::subnet::SubnetManifest;
@@ -43,6 +44,9 @@ pub struct Segment {
     pub cidr: IpNet,
     /// The subnet's gateway (the pool's, for a pool without subnets), if any.
     pub gateway: Option<IpAddr>,
+    /// What its guests are told: the subnet's `spec.dhcp` over its pool's (the pool's, for
+    /// a pool without subnets).
+    pub options: DhcpOptions,
     /// In 1..=2^32-1, unique among the segments of the scopes read, and the same on every
     /// run while the segment exists: see [`assign_ids`].
     pub id: u32,
@@ -192,23 +196,39 @@ fn read_segments(
                         subnet: None,
                         cidr: pool.spec.cidr,
                         gateway: pool.spec.gateway,
+                        options: pool.spec.dhcp.clone(),
                         id: 0,
                     },
                     pool.metadata.creation_timestamp,
                 )),
-                Some(subnets) => all.extend(subnets.iter().filter_map(|s| {
-                    Some((
-                        Segment {
-                            namespace: ns.clone(),
-                            pool: name.clone(),
-                            subnet: Some(SubnetName::new(&s.metadata.name).ok()?),
-                            cidr: s.spec.cidr,
-                            gateway: s.spec.gateway,
-                            id: 0,
-                        },
-                        s.metadata.creation_timestamp,
-                    ))
-                })),
+                Some(subnets) => {
+                    for s in subnets {
+                        let Ok(subnet) = SubnetName::new(&s.metadata.name) else {
+                            continue;
+                        };
+                        // A hand edit `check` reports: no server is told an unreachable route.
+                        let options = s.dhcp(&pool).map_err(|why| {
+                            let at = store.locate(
+                                crate::store::ObjectKind::Subnet,
+                                ns.as_ref(),
+                                &s.metadata.name,
+                            );
+                            Error::invalid(at, why)
+                        })?;
+                        all.push((
+                            Segment {
+                                namespace: ns.clone(),
+                                pool: name.clone(),
+                                subnet: Some(subnet),
+                                cidr: s.spec.cidr,
+                                gateway: s.spec.gateway,
+                                options,
+                                id: 0,
+                            },
+                            s.metadata.creation_timestamp,
+                        ));
+                    }
+                }
             }
         }
     }
@@ -369,6 +389,7 @@ mod tests {
             subnet: subnet.map(|s| SubnetName::new(s).unwrap()),
             cidr: "192.0.2.0/24".parse().unwrap(),
             gateway: None,
+            options: DhcpOptions::default(),
             id: 0,
         }
     }

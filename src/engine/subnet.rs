@@ -155,6 +155,9 @@ fn check(store: &dyn Store, subnet: &SubnetManifest, update: bool) -> Result<Put
     let ns = pool.namespace.as_ref();
     let manifest = load_pool(store, &pool)?;
     refuse_supernet(&manifest, &pool)?;
+    subnet
+        .dhcp(&manifest)
+        .map_err(|why| Error::invalid(subnet.describe(), why))?;
     let cidr = subnet.spec.cidr;
     if !manifest.spec.cidr.contains(&cidr) {
         return Err(Error::conflict(format!(

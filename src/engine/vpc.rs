@@ -308,6 +308,7 @@ fn pool_manifest(
             reuse_after: None,
             mac_prefix,
             pick: Default::default(),
+            dhcp: Default::default(),
         },
     }
 }

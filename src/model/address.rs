@@ -83,6 +83,26 @@ pub(crate) mod serde_ip {
         }
     }
 
+    pub mod addrs {
+        //! A list of addresses, each as [`addr`] writes and reads it.
+        use super::*;
+        struct One<'a>(&'a IpAddr);
+        impl Serialize for One<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                addr::serialize(self.0, s)
+            }
+        }
+        pub fn serialize<S: Serializer>(a: &[IpAddr], s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(a.iter().map(One))
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpAddr>, D::Error> {
+            Vec::<String>::deserialize(d)?
+                .iter()
+                .map(|s| parse_addr(s).map_err(serde::de::Error::custom))
+                .collect()
+        }
+    }
+
     pub mod net {
         use super::*;
         pub fn serialize<S: Serializer>(n: &IpNet, s: S) -> Result<S::Ok, S::Error> {

@@ -9,6 +9,7 @@ pub mod address;
 pub mod allocation;
 pub mod candidates;
 pub mod cooldown;
+pub mod dhcp_options;
 pub mod host_name;
 pub mod kind;
 pub mod layout;

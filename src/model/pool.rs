@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::model::address::{Exclude, family_name, serde_ip};
+use crate::model::dhcp_options::DhcpOptions;
 use crate::model::mac::MacPrefix;
 use crate::model::manifest::{API_VERSION, Metadata, POOL_KIND};
 use crate::model::names::{Namespace, PoolName, check_label};
@@ -92,6 +93,11 @@ pub struct PoolSpec {
     /// prefixes by best fit.
     #[serde(default, skip_serializing_if = "Pick::is_lowest")]
     pub pick: Pick,
+    /// What a DHCP server tells the guests of this pool and, as a default field by field,
+    /// of its subnets: DNS servers, domain, lease time, MTU, NTP servers, extra routes.
+    /// Not for a supernet.
+    #[serde(default, skip_serializing_if = "DhcpOptions::is_empty")]
+    pub dhcp: DhcpOptions,
 }
 
 impl PoolSpec {
@@ -103,6 +109,9 @@ impl PoolSpec {
                 "spec.pick: a supernet hands out prefixes by best fit; `pick: {}` is for pools of addresses",
                 self.pick
             ));
+        }
+        if self.kind == PoolKind::Supernet && !self.dhcp.is_empty() {
+            return Err("spec.dhcp: a supernet hands out prefixes and serves no guest; give the options to the pools or subnets made of its prefixes".into());
         }
         if self.kind != PoolKind::Supernet {
             return match self.prefix_lengths {
@@ -224,7 +233,7 @@ impl PoolManifest {
         if let Some(zone) = &spec.zone {
             check_label(zone).map_err(|why| format!("spec.zone: `{zone}` {why}"))?;
         }
-        Ok(())
+        spec.dhcp.validate(spec.cidr)
     }
 }
 

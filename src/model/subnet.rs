@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::address::Exclude;
 use crate::model::address::serde_ip;
 use crate::model::candidates::{Candidates, address, host_span, ordinal, span_of};
+use crate::model::dhcp_options::DhcpOptions;
 pub use crate::model::kind::SUBNET_KIND;
 use crate::model::manifest::{API_VERSION, Metadata};
 use crate::model::names::{PoolName, SubnetName};
@@ -47,6 +48,10 @@ pub struct SubnetSpec {
     /// Addresses or prefixes of the subnet never handed out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reserved: Vec<Exclude>,
+    /// What a DHCP server tells the guests of this subnet; each field set here replaces
+    /// the pool's ([`SubnetManifest::dhcp`]).
+    #[serde(default, skip_serializing_if = "DhcpOptions::is_empty")]
+    pub dhcp: DhcpOptions,
 }
 
 /// A `Subnet` manifest.
@@ -99,6 +104,7 @@ impl SubnetManifest {
                 cidr,
                 gateway: Some(gateway.unwrap_or_else(|| first_host(cidr))),
                 reserved,
+                dhcp: DhcpOptions::default(),
             },
         }
         .normalized()
@@ -222,7 +228,23 @@ impl SubnetManifest {
                 return Err(format!("spec.reserved: `{entry}` is outside `{cidr}`"));
             }
         }
-        Ok(())
+        self.spec.dhcp.validate(cidr)
+    }
+
+    /// The options its guests are told: its own `spec.dhcp` over its pool's. The rule every
+    /// writer of a subnet or pool (apply, import, `subnet create`) and `check` apply to the
+    /// pair: a route the subnet inherits has its router inside the subnet, or no guest of
+    /// the subnet could reach it. The message names the pool; the caller names the subnet.
+    pub fn dhcp(&self, pool: &PoolManifest) -> std::result::Result<DhcpOptions, String> {
+        if self.spec.dhcp.routes.is_empty() {
+            pool.spec.dhcp.check_routes(self.spec.cidr).map_err(|why| {
+                format!(
+                    "spec.dhcp.routes of pool `{}`: {why}; give the subnet routes of its own",
+                    pool.metadata.name
+                )
+            })?;
+        }
+        Ok(self.spec.dhcp.over(&pool.spec.dhcp))
     }
 }
 

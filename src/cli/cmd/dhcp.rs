@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::net::IpAddr;
 
 use ipnet::IpNet;
 use serde_json::{Value, json};
@@ -148,12 +147,12 @@ fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String]) -> String {
             let mut m = serde_json::Map::new();
             m.insert("id".into(), json!(s.segment.id));
             m.insert("subnet".into(), json!(s.segment.cidr.to_string()));
-            // DHCPv6 has no router option: routers announce themselves (RAs).
-            if v4 && let Some(gw) = s.segment.gateway {
-                m.insert(
-                    "option-data".into(),
-                    json!([{ "name": "routers", "data": gw.to_string() }]),
-                );
+            let options = super::dhcp_options::kea_option_data(&s.segment, v4);
+            if !options.is_empty() {
+                m.insert("option-data".into(), Value::Array(options));
+            }
+            for (key, value) in super::dhcp_options::kea_lifetimes(&s.segment, v4) {
+                m.insert(key.into(), value);
             }
             m.insert("reservations".into(), Value::Array(reservations));
             m.insert("user-context".into(), context(&s.segment));
@@ -187,26 +186,25 @@ fn dnsmasq(subnets: &[DhcpSubnet], hosts: &[Host]) -> String {
     );
     for s in subnets {
         let tag = format!("ipamctl-{}", s.segment.id);
+        let lease = super::dhcp_options::dnsmasq_lease(&s.segment);
         let _ = writeln!(text, "\n# {} {}", s.segment.label(), s.segment.cidr);
         for range in ranges(s) {
             let _ = match range {
                 IpNet::V4(n) => writeln!(
                     text,
-                    "dhcp-range=set:{tag},{},static,{}",
+                    "dhcp-range=set:{tag},{},static,{}{lease}",
                     n.network(),
                     n.netmask()
                 ),
                 IpNet::V6(n) => writeln!(
                     text,
-                    "dhcp-range=set:{tag},{},static,{}",
+                    "dhcp-range=set:{tag},{},static,{}{lease}",
                     n.network(),
                     n.prefix_len()
                 ),
             };
         }
-        if let Some(gw @ IpAddr::V4(_)) = s.segment.gateway {
-            let _ = writeln!(text, "dhcp-option=tag:{tag},option:router,{gw}");
-        }
+        text.push_str(&super::dhcp_options::dnsmasq_lines(&s.segment, &tag));
     }
     if !hosts.is_empty() {
         text.push('\n');

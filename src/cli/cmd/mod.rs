@@ -11,6 +11,7 @@ mod check;
 pub(crate) mod completions;
 mod dhcp;
 mod dhcp_leases;
+mod dhcp_options;
 mod diff;
 mod dns;
 mod export;

@@ -82,6 +82,12 @@ pub(super) fn check_subnets(
                         ),
                     ));
                 }
+                // The options its guests are told: what it inherits must fit it.
+                if let Some(p) = known.manifest()
+                    && let Err(why) = m.dhcp(p)
+                {
+                    findings.push(error(&file.rel, why));
+                }
             }
         }
         by_pool

@@ -259,12 +259,14 @@ fn range_change(change: &mut Change, old: Option<&Read>, new: Option<&Read>) -> 
 fn subnet_changes(was: &SubnetManifest, now: &SubnetManifest) -> String {
     let show = |s: &SubnetManifest| -> Vec<(&'static str, String)> {
         let reserved: Vec<String> = s.spec.reserved.iter().map(|e| e.to_string()).collect();
-        vec![
+        let mut fields = vec![
             ("pool", s.spec.pool.to_string()),
             ("cidr", s.spec.cidr.to_string()),
             ("gateway", s.gateway().to_string()),
             ("reserved", format!("[{}]", reserved.join(", "))),
-        ]
+        ];
+        fields.extend(s.spec.dhcp.fields());
+        fields
     };
     field_changes(show(was), show(now))
 }
@@ -322,6 +324,9 @@ fn pool_changes(was: &PoolManifest, now: &PoolManifest) -> String {
             ("zone", s.zone.clone().unwrap_or_else(|| "-".into())),
             ("pick", s.pick.to_string()),
         ]
+        .into_iter()
+        .chain(s.dhcp.fields())
+        .collect()
     };
     field_changes(show(was), show(now))
 }

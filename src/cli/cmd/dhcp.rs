@@ -3,6 +3,7 @@
 //! list comes sorted from the engine, JSON objects are written with sorted keys, and nothing
 //! depends on the time or the machine.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write;
@@ -247,9 +248,26 @@ fn dnsmasq(subnets: &[DhcpSubnet], hosts: &[Host]) -> String {
         if let Some(v6) = h.v6 {
             let _ = write!(text, ",[{v6}]");
         }
-        let _ = writeln!(text, ",{}", h.host);
+        let _ = writeln!(text, ",{}", dnsmasq_name(&h.host));
     }
     text
+}
+
+/// `host` as a `dhcp-host` field dnsmasq reads as a host name. dnsmasq's option.c tells the
+/// fields apart by their form: one with `:` is a MAC, `id:`, `set:` or `tag:`; one with `.`
+/// that parses is an IPv4 address; `[…]` an IPv6 one; a bare `ignore` disables the MAC, and
+/// `infinite` or digits with an optional `s`/`m`/`h`/`d`/`w` (`7`, `45m`, `12h`) are a
+/// lease time. An RFC 1123 label can take only the last three forms; such a name is given
+/// a trailing dot, which dnsmasq reads as a name (the dot holds it apart from a keyword)
+/// and then drops (an empty domain is none), so the guest is told the name itself.
+fn dnsmasq_name(host: &str) -> Cow<'_, str> {
+    let digits = host.strip_suffix(['s', 'm', 'h', 'd', 'w']).unwrap_or(host);
+    let lease_time = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    if lease_time || host == "ignore" || host == "infinite" {
+        Cow::Owned(format!("{host}."))
+    } else {
+        Cow::Borrowed(host)
+    }
 }
 
 /// The `dhcp-range`s of a subnet. dnsmasq's IPv6 ranges are /64 or longer: an IPv6 subnet
@@ -264,5 +282,24 @@ fn ranges(s: &DhcpSubnet) -> Vec<IpNet> {
             .into_iter()
             .collect(),
         cidr => vec![cidr],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dnsmasq_name;
+
+    #[test]
+    fn dnsmasq_keywords_get_a_dot_and_names_stay() {
+        for keyword in [
+            "ignore", "infinite", "7", "12h", "45m", "3w", "0s", "1d", "120",
+        ] {
+            assert_eq!(dnsmasq_name(keyword), format!("{keyword}."));
+        }
+        for name in [
+            "web-01", "h", "s", "7a", "a7", "12hh", "h12", "ignored", "1-2", "12x",
+        ] {
+            assert_eq!(dnsmasq_name(name), name);
+        }
     }
 }

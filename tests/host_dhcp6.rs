@@ -8,7 +8,7 @@
 mod host;
 
 use host::Lab;
-use host::netns::Net;
+use host::netns::{Net, server_log};
 
 #[test]
 #[cfg_attr(
@@ -32,7 +32,7 @@ fn kea6_serving_the_export_gives_a_directly_attached_guest_its_address() {
     ]);
     let conf = lab.file("kea6.json", &text);
     net.serve_kea("kea-dhcp6", &conf, dir);
-    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    let log = || server_log(dir);
     assert_eq!(
         net.ask6("52:54:00:00:00:01", dir).as_deref(),
         Some("ip6=2001:db8:1::1/128"),
@@ -66,7 +66,7 @@ fn dnsmasq_serving_the_export_gives_a_dhcpv6_guest_its_address() {
     let text = lab.stdout(&["dhcp", "export", "--format", "dnsmasq", "--pool", "lab-v6"]);
     let conf = lab.file("dnsmasq.conf", &text);
     net.serve_dnsmasq(&conf, dir);
-    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    let log = || server_log(dir);
     assert_eq!(
         net.ask6("52:54:00:00:00:01", dir).as_deref(),
         Some("ip6=2001:db8:1::1/128"),

@@ -7,8 +7,10 @@
 
 mod host;
 
+use std::path::Path;
+
 use host::Lab;
-use host::netns::Net;
+use host::netns::{Net, server_log};
 
 /// The owners whose names are dnsmasq keywords, with their MACs.
 const KEYWORDS: [(&str, &str); 5] = [
@@ -33,6 +35,15 @@ fn lab_with_keywords() -> (Lab, Vec<(&'static str, &'static str, String)>) {
         })
         .collect();
     (lab, nodes)
+}
+
+/// Asks for each node's MAC with udhcpc, and asserts it gets its address, the router and
+/// its own name.
+fn each_gets_its_address_and_name(net: &Net, nodes: &[(&str, &str, String)], dir: &Path) {
+    for (name, mac, address) in nodes {
+        let want = format!("ip={address} mask=24 router=192.0.2.1 hostname={name}");
+        assert_eq!(net.ask(mac, dir), Some(want), "{name}: {}", server_log(dir));
+    }
 }
 
 #[test]
@@ -67,11 +78,7 @@ fn dnsmasq_gives_a_guest_named_like_a_keyword_its_address_and_name() {
     let conf = lab.file("dnsmasq.conf", &text);
     let mut net = Net::new("kd");
     net.serve_dnsmasq(&conf, dir);
-    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-    for (name, mac, address) in &nodes {
-        let want = format!("ip={address} mask=24 router=192.0.2.1 hostname={name}");
-        assert_eq!(net.ask(mac, dir), Some(want), "{name}: {}", log());
-    }
+    each_gets_its_address_and_name(&net, &nodes, dir);
 }
 
 #[test]
@@ -96,9 +103,5 @@ fn kea_gives_a_guest_named_like_a_keyword_its_address_and_name() {
     ]);
     let conf = lab.file("kea4.json", &text);
     net.serve_kea("kea-dhcp4", &conf, dir);
-    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-    for (name, mac, address) in &nodes {
-        let want = format!("ip={address} mask=24 router=192.0.2.1 hostname={name}");
-        assert_eq!(net.ask(mac, dir), Some(want), "{name}: {}", log());
-    }
+    each_gets_its_address_and_name(&net, &nodes, dir);
 }

@@ -303,6 +303,11 @@ impl Net {
     }
 }
 
+/// What the servers started with `dir` wrote (empty if nothing yet): for messages.
+pub fn server_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+}
+
 /// An executable shell script `name` in `dir` running `body`, exiting 0; its path.
 fn script(dir: &Path, name: &str, body: &str) -> String {
     let path = dir.join(name);

@@ -94,7 +94,10 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 /// the segment created earlier (`metadata.creationTimestamp`, then the text) keeps the hash
 /// and the later one takes the next free value: adding a segment never moves an existing
 /// one's id, and ids change only when a colliding segment is removed (about one chance in
-/// 8,600 among 1,000 segments).
+/// 8,600 among 1,000 segments). A segment without a time sorts first; the writers of a new
+/// pool or subnet record its time exactly when it would otherwise sort before a segment
+/// whose id it would take ([`Existing::moved_by`], [`crate::engine::created`]), so a name
+/// chosen to collide cannot move an existing id either.
 fn assign_ids(segments: &mut [(Segment, Option<Timestamp>)]) {
     let key = |s: &Segment| {
         format!(
@@ -114,6 +117,64 @@ fn assign_ids(segments: &mut [(Segment, Option<Timestamp>)]) {
         }
         segments[i].0.id = id;
     }
+}
+
+/// Every segment of the state with its creation time, to ask whether a new one would move
+/// an existing id ([`Existing::moved_by`]).
+pub struct Existing(Vec<(Segment, Option<Timestamp>)>);
+
+impl Existing {
+    /// Reads every pool and subnet of every scope.
+    pub fn read(store: &dyn Store) -> Result<Existing> {
+        Ok(Existing(read_segments(
+            store,
+            &store.scopes()?,
+            &mut Warnings::default(),
+        )?))
+    }
+
+    /// Whether a new segment, the pool `pool` of `namespace` (`subnet: None`, a pool without
+    /// subnets) or its subnet `subnet`, written without a creation time, would move the id
+    /// of an existing segment ([`assign_ids`]: one without a time counts as the oldest, and
+    /// of two without, the key text decides). Its writer then records the time it was
+    /// created, so that it sorts after every existing segment and takes a free id.
+    pub fn moved_by(
+        &self,
+        namespace: Option<&Namespace>,
+        pool: &PoolName,
+        subnet: Option<&SubnetName>,
+    ) -> bool {
+        let same = |s: &Segment| {
+            s.namespace.as_ref() == namespace && s.pool == *pool && s.subnet.as_ref() == subnet
+        };
+        let mut all: Vec<(Segment, Option<Timestamp>)> =
+            self.0.iter().filter(|(s, _)| !same(s)).cloned().collect();
+        assign_ids(&mut all);
+        let before: Vec<u32> = all.iter().map(|(s, _)| s.id).collect();
+        all.push((
+            Segment {
+                namespace: namespace.cloned(),
+                pool: pool.clone(),
+                subnet: subnet.cloned(),
+                cidr: IpNet::default(),
+                gateway: None,
+                id: 0,
+            },
+            None,
+        ));
+        assign_ids(&mut all);
+        all.iter().zip(&before).any(|((s, _), id)| s.id != *id)
+    }
+}
+
+/// [`Existing::moved_by`] on the state as it stands.
+pub fn moves_an_id(
+    store: &dyn Store,
+    namespace: Option<&Namespace>,
+    pool: &PoolName,
+    subnet: Option<&SubnetName>,
+) -> Result<bool> {
+    Ok(Existing::read(store)?.moved_by(namespace, pool, subnet))
 }
 
 /// The segments of `scope` with the NICs on them: allocations of a `VirtualMachine` or
@@ -168,7 +229,7 @@ pub fn placed(
 /// Every segment of `scopes` (supernets hold no addresses and give none), id not yet set,
 /// with the creation time of the subnet or pool it is.
 fn read_segments(
-    store: &(dyn Store + Sync),
+    store: &dyn Store,
     scopes: &[Option<Namespace>],
     warnings: &mut Warnings,
 ) -> Result<Vec<(Segment, Option<Timestamp>)>> {

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::engine::{created, segments};
 use crate::error::{Error, Result};
 use crate::model::prefix::{NoRoom, best_fit};
 use crate::model::subnet::SubnetManifest;
@@ -120,11 +121,21 @@ pub fn put_locked(
     dry_run: bool,
 ) -> Result<Put> {
     subnet.validate().map_err(|e| Error::invalid("subnet", e))?;
-    let put = check(store, subnet, update)?;
+    let ns = subnet.metadata.namespace.as_ref();
+    let old = read(store, ns, &subnet.metadata.name)?;
+    let mut subnet = subnet.clone();
+    created::keep(&mut subnet.metadata, old.as_ref().map(|o| &o.metadata));
+    let put = check(store, &subnet, update)?;
     if dry_run || put == Put::Unchanged {
         return Ok(put);
     }
-    let ns = subnet.metadata.namespace.as_ref();
+    if put == Put::Created {
+        let name =
+            SubnetName::new(&subnet.metadata.name).map_err(|e| Error::invalid("subnet", e))?;
+        let moves = segments::moves_an_id(store, ns, &subnet.spec.pool, Some(&name))?;
+        created::record(&mut subnet.metadata, moves);
+    }
+    let subnet = &subnet;
     let bytes = yaml::encode(subnet);
     if put == Put::Created {
         if !store.create(

@@ -117,7 +117,16 @@ pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
                     cidr
                 }
             };
-            let m = pool_manifest(req, pool, cidr, &uid);
+            let mut m = pool_manifest(req, pool, cidr, &uid);
+            if !req.dry_run {
+                let moves = crate::engine::segments::moves_an_id(
+                    store,
+                    Some(&req.namespace),
+                    &pool.name,
+                    None,
+                )?;
+                crate::engine::created::record(&mut m.metadata, moves);
+            }
             m.validate().map_err(|e| Error::invalid("vpc create", e))?;
             if !req.dry_run
                 && !store.create(

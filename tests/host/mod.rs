@@ -152,6 +152,34 @@ impl Lab {
         String::from_utf8(self.ok(args).stdout).expect("UTF-8")
     }
 
+    /// Every manifest of the state directory with its bytes, by path (not the dot-files:
+    /// the store's own caches and locks): equal before and after a command means it changed
+    /// nothing a reviewer would see.
+    pub fn state_files(&self) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(dir: &Path, out: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).expect("read a state directory") {
+                let path = entry.expect("a directory entry").path();
+                if path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                {
+                    continue;
+                }
+                if path.is_dir() {
+                    walk(&path, out);
+                } else {
+                    out.insert(
+                        path.clone(),
+                        std::fs::read(&path).expect("read a state file"),
+                    );
+                }
+            }
+        }
+        let mut files = std::collections::BTreeMap::new();
+        walk(&self.state(), &mut files);
+        files
+    }
+
     /// Writes `text` to a file in the temporary directory; returns its path.
     pub fn file(&self, name: &str, text: &str) -> PathBuf {
         let path = self.tmp.path().join(name);

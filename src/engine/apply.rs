@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashSet};
 use serde::Serialize;
 
 use crate::engine::subnet::{self, Put};
-use crate::engine::{created, holders, segments};
+use crate::engine::{created, holders, subnet_ids};
 use crate::error::{Error, Result};
 use crate::model::subnet::SubnetManifest;
 use crate::model::{Namespace, PoolKind, PoolManifest, PoolName, PoolRef};
@@ -108,7 +108,7 @@ fn plan_pool(
     store: &dyn Store,
     pool: &PoolManifest,
     dry_run: bool,
-    segments: &mut Option<segments::Existing>,
+    segments: &mut Option<subnet_ids::Existing>,
 ) -> Result<(Put, PoolManifest)> {
     let old = existing(store, &pool_ref(pool))?;
     if let Some(old) = &old {
@@ -125,7 +125,7 @@ fn plan_pool(
             if !dry_run {
                 let existing = match segments {
                     Some(e) => e,
-                    None => segments.insert(segments::Existing::read(store)?),
+                    None => segments.insert(subnet_ids::Existing::read(store)?),
                 };
                 let moves = existing.moved_by(new.metadata.namespace.as_ref(), &new.name(), None);
                 created::record(&mut new.metadata, moves);

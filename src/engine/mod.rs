@@ -119,6 +119,7 @@ pub mod reconcile;
 pub mod release;
 pub mod segments;
 pub mod subnet;
+pub mod subnet_ids;
 pub mod subnet_usage;
 pub mod transfer;
 pub mod vpc;

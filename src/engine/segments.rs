@@ -3,12 +3,13 @@
 //! numeric id, and each allocation of a NIC placed on its segment with its host name. What
 //! `dhcp export` and `dns export` share ([`crate::engine::dhcp`], [`crate::engine::dns`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
 use crate::engine::list::{self, Query};
+use crate::engine::subnet_ids;
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::host_name::host_name;
@@ -81,100 +82,24 @@ pub struct Nic {
 /// Segments in (namespace, pool, subnet prefix) order, each with its NICs in address order.
 pub type Placed = Vec<(Segment, Vec<Nic>)>;
 
-/// FNV-1a, 32 bits: a hash whose value is fixed by its definition, so an id computed today is
-/// the one computed by any later ipamctl (std's hasher promises no such thing).
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5, |h: u32, &b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
-}
-
-/// Gives each segment its id: the FNV-1a hash of `namespace \0 pool \0 subnet` (the parts
-/// cannot hold a NUL, so two segments never hash the same text), 0 read as 1. On a collision
-/// the segment created earlier (`metadata.creationTimestamp`, then the text) keeps the hash
-/// and the later one takes the next free value: adding a segment never moves an existing
-/// one's id, and ids change only when a colliding segment is removed (about one chance in
-/// 8,600 among 1,000 segments). A segment without a time sorts first; the writers of a new
-/// pool or subnet record its time exactly when it would otherwise sort before a segment
-/// whose id it would take ([`Existing::moved_by`], [`crate::engine::created`]), so a name
-/// chosen to collide cannot move an existing id either.
+/// Gives each segment its id ([`subnet_ids::assign`]).
 fn assign_ids(segments: &mut [(Segment, Option<Timestamp>)]) {
-    let key = |s: &Segment| {
-        format!(
-            "{}\0{}\0{}",
-            s.namespace.as_ref().map_or("", |n| n.as_str()),
-            s.pool,
-            s.subnet.as_ref().map_or("", |n| n.as_str())
-        )
-    };
-    let mut order: Vec<usize> = (0..segments.len()).collect();
-    order.sort_by_key(|&i| (segments[i].1, key(&segments[i].0)));
-    let mut taken = BTreeSet::new();
-    for i in order {
-        let mut id = fnv1a(key(&segments[i].0).as_bytes()).max(1);
-        while !taken.insert(id) {
-            id = id.checked_add(1).unwrap_or(1);
-        }
-        segments[i].0.id = id;
+    let keys: Vec<(String, Option<Timestamp>)> = segments
+        .iter()
+        .map(|(s, created)| (key(s), *created))
+        .collect();
+    for ((s, _), id) in segments.iter_mut().zip(subnet_ids::assign(&keys)) {
+        s.id = id;
     }
 }
 
-/// Every segment of the state with its creation time, to ask whether a new one would move
-/// an existing id ([`Existing::moved_by`]).
-pub struct Existing(Vec<(Segment, Option<Timestamp>)>);
-
-impl Existing {
-    /// Reads every pool and subnet of every scope.
-    pub fn read(store: &dyn Store) -> Result<Existing> {
-        Ok(Existing(read_segments(
-            store,
-            &store.scopes()?,
-            &mut Warnings::default(),
-        )?))
-    }
-
-    /// Whether a new segment, the pool `pool` of `namespace` (`subnet: None`, a pool without
-    /// subnets) or its subnet `subnet`, written without a creation time, would move the id
-    /// of an existing segment ([`assign_ids`]: one without a time counts as the oldest, and
-    /// of two without, the key text decides). Its writer then records the time it was
-    /// created, so that it sorts after every existing segment and takes a free id.
-    pub fn moved_by(
-        &self,
-        namespace: Option<&Namespace>,
-        pool: &PoolName,
-        subnet: Option<&SubnetName>,
-    ) -> bool {
-        let same = |s: &Segment| {
-            s.namespace.as_ref() == namespace && s.pool == *pool && s.subnet.as_ref() == subnet
-        };
-        let mut all: Vec<(Segment, Option<Timestamp>)> =
-            self.0.iter().filter(|(s, _)| !same(s)).cloned().collect();
-        assign_ids(&mut all);
-        let before: Vec<u32> = all.iter().map(|(s, _)| s.id).collect();
-        all.push((
-            Segment {
-                namespace: namespace.cloned(),
-                pool: pool.clone(),
-                subnet: subnet.cloned(),
-                cidr: IpNet::default(),
-                gateway: None,
-                id: 0,
-            },
-            None,
-        ));
-        assign_ids(&mut all);
-        all.iter().zip(&before).any(|((s, _), id)| s.id != *id)
-    }
-}
-
-/// [`Existing::moved_by`] on the state as it stands.
-pub fn moves_an_id(
-    store: &dyn Store,
-    namespace: Option<&Namespace>,
-    pool: &PoolName,
-    subnet: Option<&SubnetName>,
-) -> Result<bool> {
-    Ok(Existing::read(store)?.moved_by(namespace, pool, subnet))
+/// The text a segment's id is the hash of ([`subnet_ids::key`]).
+fn key(s: &Segment) -> String {
+    subnet_ids::key(
+        s.namespace.as_ref(),
+        &s.pool,
+        s.subnet.as_ref().map(SubnetName::as_str),
+    )
 }
 
 /// The segments of `scope` with the NICs on them: allocations of a `VirtualMachine` or
@@ -435,13 +360,6 @@ mod tests {
     }
 
     #[test]
-    fn fnv1a_is_the_published_function() {
-        // The FNV test vectors: "" and "a".
-        assert_eq!(fnv1a(b""), 0x811c_9dc5);
-        assert_eq!(fnv1a(b"a"), 0xe40c_292c);
-    }
-
-    #[test]
     fn ids_do_not_move_when_a_segment_is_added() {
         let mut two = vec![(seg("a", None), None), (seg("b", Some("web")), None)];
         assign_ids(&mut two);
@@ -463,7 +381,8 @@ mod tests {
         // The same key twice stands in for two keys that collide.
         let mut both = vec![(seg("a", None), Some(new)), (seg("a", None), Some(old))];
         assign_ids(&mut both);
-        assert_eq!(both[1].0.id, fnv1a(b"\0a\0"));
-        assert_eq!(both[0].0.id, fnv1a(b"\0a\0") + 1);
+        let hash = subnet_ids::fnv1a(b"\0a\0");
+        assert_eq!(both[1].0.id, hash);
+        assert_eq!(both[0].0.id, hash + 1);
     }
 }

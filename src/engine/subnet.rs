@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::engine::{created, segments};
+use crate::engine::{created, subnet_ids};
 use crate::error::{Error, Result};
 use crate::model::prefix::{NoRoom, best_fit};
 use crate::model::subnet::SubnetManifest;
@@ -47,15 +47,7 @@ pub fn load(
 
 /// Reads a subnet; `None` when it does not exist, exit 2 when it does not parse.
 fn read(store: &dyn Store, ns: Option<&Namespace>, name: &str) -> Result<Option<SubnetManifest>> {
-    let Some(bytes) = store.get(ObjectKind::Subnet, ns, name)? else {
-        return Ok(None);
-    };
-    let at = || store.locate(ObjectKind::Subnet, ns, name);
-    let text =
-        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
-    yaml::decode_subnet(text)
-        .map(Some)
-        .map_err(|e| Error::invalid(at(), e))
+    crate::store::read::read_subnet(store, ns, name)
 }
 
 /// The subnets of scope `ns` (of `pool` only, if given), in name order.
@@ -130,9 +122,11 @@ pub fn put_locked(
         return Ok(put);
     }
     if put == Put::Created {
-        let name =
-            SubnetName::new(&subnet.metadata.name).map_err(|e| Error::invalid("subnet", e))?;
-        let moves = segments::moves_an_id(store, ns, &subnet.spec.pool, Some(&name))?;
+        let moves = subnet_ids::Existing::read(store)?.moved_by(
+            ns,
+            &subnet.spec.pool,
+            Some(&subnet.metadata.name),
+        );
         created::record(&mut subnet.metadata, moves);
     }
     let subnet = &subnet;

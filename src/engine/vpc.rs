@@ -119,12 +119,11 @@ pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
             };
             let mut m = pool_manifest(req, pool, cidr, &uid);
             if !req.dry_run {
-                let moves = crate::engine::segments::moves_an_id(
-                    store,
+                let moves = crate::engine::subnet_ids::Existing::read(store)?.moved_by(
                     Some(&req.namespace),
                     &pool.name,
                     None,
-                )?;
+                );
                 crate::engine::created::record(&mut m.metadata, moves);
             }
             m.validate().map_err(|e| Error::invalid("vpc create", e))?;

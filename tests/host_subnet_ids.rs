@@ -8,7 +8,6 @@
 mod host;
 
 use host::Lab;
-use serde_json::Value;
 
 /// FNV-1a of `lab \0 hosts \0 web`, which `evil \0 ceynmgdc \0` hashes to too.
 const WEB_ID: u64 = 0xd428_ee91;
@@ -35,19 +34,7 @@ fn lab() -> Lab {
 
 /// The Kea4 subnet ids of the whole export, by prefix.
 fn ids(lab: &Lab) -> Vec<(String, u64)> {
-    let text = lab.stdout(&["dhcp", "export", "--format", "kea4"]);
-    let v: Value = serde_json::from_str(&text).expect("JSON");
-    v["Dhcp4"]["subnet4"]
-        .as_array()
-        .expect("subnet4")
-        .iter()
-        .map(|s| {
-            (
-                s["subnet"].as_str().unwrap().to_owned(),
-                s["id"].as_u64().unwrap(),
-            )
-        })
-        .collect()
+    host::kea4_ids(&lab.stdout(&["dhcp", "export", "--format", "kea4"]))
 }
 
 fn web_id(lab: &Lab) -> u64 {

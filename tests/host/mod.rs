@@ -196,6 +196,22 @@ fn suffix(address: &str) -> String {
     }
 }
 
+/// The (prefix, id) of every `subnet4` of a Kea4 export, in its order.
+pub fn kea4_ids(kea4: &str) -> Vec<(String, u64)> {
+    let v: serde_json::Value = serde_json::from_str(kea4).expect("JSON");
+    v["Dhcp4"]["subnet4"]
+        .as_array()
+        .expect("subnet4")
+        .iter()
+        .map(|s| {
+            (
+                s["subnet"].as_str().expect("a prefix").to_owned(),
+                s["id"].as_u64().expect("an id"),
+            )
+        })
+        .collect()
+}
+
 /// Runs a validator; panics with its output unless it exits 0.
 #[track_caller]
 pub fn validates(program: &str, args: &[&Path]) {

@@ -31,7 +31,7 @@ fn kea6_serving_the_export_gives_a_directly_attached_guest_its_address() {
         &vs,
     ]);
     let conf = lab.file("kea6.json", &text);
-    net.serve_kea("kea-dhcp6", &conf, dir);
+    net.serve_kea6(&conf, dir);
     let log = || server_log(dir);
     assert_eq!(
         net.ask6("52:54:00:00:00:01", dir).as_deref(),

@@ -102,6 +102,6 @@ fn kea_gives_a_guest_named_like_a_keyword_its_address_and_name() {
         &vs,
     ]);
     let conf = lab.file("kea4.json", &text);
-    net.serve_kea("kea-dhcp4", &conf, dir);
+    net.serve_kea4(&conf, dir);
     each_gets_its_address_and_name(&net, &nodes, dir);
 }

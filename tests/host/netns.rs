@@ -5,10 +5,11 @@
 //! addresses, only namespaces made here (removed, with every process started, however the
 //! test ends), every wait bounded.
 //!
-//! (tests/host_dhcp.rs has its own IPv4-only copy of the link, from before this module.)
+//! The API is that of the IPv4 link the lease tests brought (tests/host/net.rs on `main`),
+//! plus IPv6 on the link, `serve_kea6` and `ask6`: the two are meant to become one.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -141,9 +142,12 @@ impl Net {
         self.children.push(child);
     }
 
-    /// Starts dnsmasq on the server's end with `conf`, its files in `dir`.
-    pub fn serve_dnsmasq(&mut self, conf: &Path, dir: &Path) {
+    /// Serves the dnsmasq configuration `conf` on the server's end, with its lease file at
+    /// `dir/dnsmasq.leases` (returned) and its log at `dir/server.log`.
+    pub fn serve_dnsmasq(&mut self, conf: &Path, dir: &Path) -> PathBuf {
         let vs = self.server_if();
+        let leases = dir.join("dnsmasq.leases");
+        let pid = dir.join("dnsmasq.pid");
         self.serve(
             &[
                 "dnsmasq",
@@ -156,40 +160,51 @@ impl Net {
                 &format!("--interface={vs}"),
                 "--except-interface=lo",
                 "--user=root",
-                &format!("--dhcp-leasefile={}", dir.join("dnsmasq.leases").display()),
-                &format!("--pid-file={}", dir.join("dnsmasq.pid").display()),
+                &format!("--dhcp-leasefile={}", leases.display()),
+                &format!("--pid-file={}", pid.display()),
             ],
             &[],
             &dir.join("server.log"),
         );
+        leases
     }
 
-    /// Starts Kea (`kea-dhcp4` or `kea-dhcp6`) with the export `conf` as it is, but for a
-    /// lease file in `dir` and a DHCPv6 server DUID kept in memory (a test server's only
-    /// changes: it writes nothing outside `dir`).
-    pub fn serve_kea(&mut self, program: &str, conf: &Path, dir: &Path) {
-        let root = if program == "kea-dhcp4" {
-            "Dhcp4"
-        } else {
-            "Dhcp6"
+    /// Serves the Kea `Dhcp4` export `conf` as it is (its `--interface` names the server's
+    /// end), but for a memfile lease file at `dir/kea-leases4.csv` (returned); its log at
+    /// `dir/server.log`.
+    pub fn serve_kea4(&mut self, conf: &Path, dir: &Path) -> PathBuf {
+        self.serve_kea("Dhcp4", conf, dir)
+    }
+
+    /// [`Net::serve_kea4`] for a `Dhcp6` export (lease file `dir/kea-leases6.csv`), with the
+    /// server's DUID kept in memory (a test server writes nothing outside `dir`).
+    pub fn serve_kea6(&mut self, conf: &Path, dir: &Path) -> PathBuf {
+        self.serve_kea("Dhcp6", conf, dir)
+    }
+
+    fn serve_kea(&mut self, root: &str, conf: &Path, dir: &Path) -> PathBuf {
+        let (program, leases) = match root {
+            "Dhcp4" => ("kea-dhcp4", dir.join("kea-leases4.csv")),
+            _ => ("kea-dhcp6", dir.join("kea-leases6.csv")),
         };
         let mut config: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(conf).expect("read the export"))
-                .expect("JSON");
+                .expect("the export is JSON");
         config[root]["lease-database"] = serde_json::json!({
-            "type": "memfile", "persist": true,
-            "name": dir.join(format!("{program}.leases.csv")).to_str().expect("UTF-8"),
+            "type": "memfile", "persist": true, "lfc-interval": 0,
+            "name": leases.to_str().expect("UTF-8"),
         });
         if root == "Dhcp6" {
             config[root]["server-id"] = serde_json::json!({"type": "LLT", "persist": false});
         }
         let conf = dir.join(format!("{program}-test.json"));
-        std::fs::write(&conf, config.to_string()).expect("write the server's configuration");
+        std::fs::write(&conf, config.to_string()).expect("write the test configuration");
         self.serve(
             &[program, "-c", conf.to_str().expect("UTF-8")],
             &[("KEA_LOCKFILE_DIR", dir), ("KEA_PIDFILE_DIR", dir)],
             &dir.join("server.log"),
         );
+        leases
     }
 
     /// The client's end with `mac`, down and up again (a new link-local address).

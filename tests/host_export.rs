@@ -111,20 +111,7 @@ fn the_same_state_gives_the_same_bytes_and_a_new_subnet_moves_no_id() {
     let lab = Lab::new();
     let first = exports(&lab);
     assert_eq!(exports(&lab), first);
-    let ids = |kea4: &str| -> Vec<(String, u64)> {
-        let v: Value = serde_json::from_str(kea4).expect("JSON");
-        v["Dhcp4"]["subnet4"]
-            .as_array()
-            .expect("subnet4")
-            .iter()
-            .map(|s| {
-                (
-                    s["subnet"].as_str().unwrap().to_owned(),
-                    s["id"].as_u64().unwrap(),
-                )
-            })
-            .collect()
-    };
+    let ids = host::kea4_ids;
     let before = ids(&first[0]);
     lab.apply(
         "apiVersion: pivirt.hu/v1\nkind: Subnet\nmetadata: {name: api}\nspec: {pool: edge, cidr: 203.0.113.128/25}\n",

@@ -6,10 +6,10 @@
 
 mod host;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use host::Lab;
-use host::net::Net;
+use host::netns::Net;
 
 /// (drift, address) of each item of `dhcp leases -o json`.
 fn drifts(json: &str) -> Vec<(String, String)> {
@@ -57,18 +57,17 @@ fn pair(kind: &str, address: &str) -> (String, String) {
 /// nothing; then a reservation is added that no guest asks for (`never-leased`), web-01/1 is
 /// released (its lease is `unheld`), web-01/0's MAC is changed (its lease is `other-mac`);
 /// two days on, every lease is `expired`.
-fn leases_drift(format: &str, lab: Lab) {
-    let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", "lab"]);
+fn leases_drift(format: &str, serve: fn(&mut Net, &Path, &Path) -> PathBuf, lab: Lab) {
+    let mut net = Net::new(&format[..1]);
+    let vs = net.server_if();
+    let mut args = vec!["dhcp", "export", "--format", format, "--pool", "lab"];
+    if format == "kea4" {
+        args.extend_from_slice(&["--interface", &vs]);
+    }
+    let text = lab.stdout(&args);
     let conf = lab.file(&format!("{format}.conf"), &text);
     let dir = lab.tmp.path().to_owned();
-    let mut net = Net::new(&format[..1]);
-    let leases = if format == "dnsmasq" {
-        net.serve_dnsmasq(&conf, &dir);
-        dir.join("dnsmasq.leases")
-    } else {
-        net.serve_kea("kea-dhcp4", &conf, &dir);
-        dir.join("kea-dhcp4.leases.csv")
-    };
+    let leases = serve(&mut net, &conf, &dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
     for mac in ["52:54:00:00:00:01", "52:54:00:00:00:02"] {
         assert!(
@@ -162,7 +161,7 @@ fn leases_drift(format: &str, lab: Lab) {
     ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn dnsmasq_leases_report_each_drift() {
-    leases_drift("dnsmasq", Lab::new());
+    leases_drift("dnsmasq", Net::serve_dnsmasq, Lab::new());
 }
 
 #[test]
@@ -171,7 +170,7 @@ fn dnsmasq_leases_report_each_drift() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn kea_leases_report_each_drift() {
-    leases_drift("kea4", Lab::new());
+    leases_drift("kea4", Net::serve_kea4, Lab::new());
 }
 
 #[test]
@@ -180,5 +179,5 @@ fn kea_leases_report_each_drift() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox; needs PostgreSQL: apt-get install postgresql"
 )]
 fn kea_leases_report_each_drift_on_postgres() {
-    leases_drift("kea4", Lab::new().into_database());
+    leases_drift("kea4", Net::serve_kea4, Lab::new().into_database());
 }

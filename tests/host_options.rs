@@ -9,7 +9,7 @@ mod host;
 use std::path::Path;
 
 use host::Lab;
-use host::net::Net;
+use host::netns::Net;
 
 /// Pool `lab` of [`host::POOLS`] with options.
 const LAB_WITH_OPTIONS: &str = "\
@@ -38,7 +38,7 @@ dns=192.0.2.53 198.51.100.53 domain=lab.example mtu=1400 ntp=192.0.2.123 \
 routes=0.0.0.0/0 192.0.2.1 198.51.100.0/24 192.0.2.254 lease=7200";
 
 /// How a test starts the server of an export (`conf`, its files in `dir`).
-type Serve = fn(&mut Net, &Path, &Path);
+type Serve = fn(&mut Net, &Path, &Path) -> std::path::PathBuf;
 /// How a client asks with a MAC: [`Net::ask_options`] or [`Net::ask6_options`].
 type Ask = fn(&Net, &str, &Path) -> Option<String>;
 
@@ -55,10 +55,15 @@ fn guest_is_told(
 ) {
     let lab = Lab::new();
     lab.apply(options);
-    let text = lab.stdout(&["dhcp", "export", "--format", format, "--pool", pool]);
+    let mut net = Net::new(serve.1);
+    let vs = net.server_if();
+    let mut args = vec!["dhcp", "export", "--format", format, "--pool", pool];
+    if format.starts_with("kea") {
+        args.extend_from_slice(&["--interface", &vs]);
+    }
+    let text = lab.stdout(&args);
     let conf = lab.file(&format!("{format}.conf"), &text);
     let dir = lab.tmp.path();
-    let mut net = Net::new(serve.1);
     (serve.0)(&mut net, &conf, dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
     assert_eq!(
@@ -75,7 +80,7 @@ fn guest_is_told(
     ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
-    let serve: Serve = |net, conf, dir| net.serve_dnsmasq(conf, dir);
+    let serve: Serve = Net::serve_dnsmasq;
     let options = LAB_WITH_OPTIONS;
     guest_is_told(
         options,
@@ -93,7 +98,7 @@ fn dnsmasq_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn kea_tells_the_guest_its_dns_servers_domain_mtu_ntp_and_routes() {
-    let serve: Serve = |net, conf, dir| net.serve_kea("kea-dhcp4", conf, dir);
+    let serve: Serve = Net::serve_kea4;
     let options = LAB_WITH_OPTIONS;
     guest_is_told(
         options,
@@ -129,7 +134,7 @@ const WEB01_V6: &str =
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs ISC dhclient: apt-get install isc-dhcp-client"
 )]
 fn kea6_tells_the_guest_its_dns_servers_domain_and_ntp() {
-    let serve: Serve = |net, conf, dir| net.serve_kea("kea-dhcp6", conf, dir);
+    let serve: Serve = Net::serve_kea6;
     let options = LAB_V6_WITH_OPTIONS;
     guest_is_told(
         options,
@@ -147,7 +152,7 @@ fn kea6_tells_the_guest_its_dns_servers_domain_and_ntp() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs ISC dhclient: apt-get install isc-dhcp-client"
 )]
 fn dnsmasq_tells_the_dhcpv6_guest_its_dns_servers_domain_and_ntp() {
-    let serve: Serve = |net, conf, dir| net.serve_dnsmasq(conf, dir);
+    let serve: Serve = Net::serve_dnsmasq;
     let options = LAB_V6_WITH_OPTIONS;
     guest_is_told(
         options,

@@ -18,7 +18,10 @@ pub enum DhcpCommand {
     /// one `subnet4` per stored subnet (per pool for a pool without subnets) with an
     /// explicit `id`, the gateway as its `routers` option, no dynamic pools, and
     /// `reservations` of `hw-address`, `ip-address` and `hostname`. `kea6` is the same as
-    /// `{"Dhcp6": ...}` (`subnet6`, `ip-addresses`, reservations found by `hw-address`).
+    /// `{"Dhcp6": ...}` (`subnet6`, `ip-addresses`, reservations found by `hw-address`),
+    /// each `subnet6` on the link `--interface` names (Kea selects a directly attached
+    /// client's DHCPv6 subnet by it): without one only relayed clients are served (a
+    /// warning), and several are exit 2.
     /// `dnsmasq` is a configuration file: a `dhcp-range=...,static` and the router per
     /// subnet (tagged by the subnet's id), and one `dhcp-host=MAC,ADDRESS[,[V6]],HOSTNAME`
     /// per NIC. The id of a subnet is a hash of its namespace, pool and name, the same on
@@ -29,7 +32,9 @@ pub enum DhcpCommand {
     /// is exit 2, naming it; two owners with one host name, or one MAC held twice (within a
     /// subnet; for dnsmasq, anywhere), are exit 4 naming both. For dnsmasq so is a NIC whose
     /// addresses carry two MACs (a `mac set` interrupted between its pools), with the `mac
-    /// set` that gives it one. Same state, same bytes: sorted, no timestamp.
+    /// set` that gives it one. Two subnets that overlap (two tenants' VPCs over one range)
+    /// are exit 4 naming both, whatever the format: no server accepts both, so export per
+    /// network (`-n NS`, `--pool`, `--subnet`). Same state, same bytes: sorted, no timestamp.
     Export(DhcpExportArgs),
     /// Compare a DHCP server's lease file with the allocations: what the guests leased.
     ///
@@ -82,7 +87,8 @@ pub struct DhcpExportArgs {
     #[command(flatten)]
     pub select: ExportSelect,
 
-    /// The interfaces Kea listens on (repeatable) [default: `*`, every interface].
+    /// The interfaces Kea listens on (repeatable) [default: `*`, every interface]. For
+    /// `kea6`, give one: it is also every `subnet6`'s `interface`.
     #[arg(long = "interface", value_name = "IF")]
     pub interfaces: Vec<String>,
 }

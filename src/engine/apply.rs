@@ -7,8 +7,8 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde::Serialize;
 
-use crate::engine::holders;
 use crate::engine::subnet::{self, Put};
+use crate::engine::{created, holders, subnet_ids};
 use crate::error::{Error, Result};
 use crate::model::subnet::SubnetManifest;
 use crate::model::{Namespace, PoolKind, PoolManifest, PoolName, PoolRef};
@@ -77,30 +77,17 @@ fn apply_locked<'m>(
     }
     check_overlaps(store, pools)?;
     let mut plan = Vec::new();
+    // Each pool as it is written: with the creation time ipamctl records, not the input's.
+    let mut written = Vec::new();
+    let mut existing_segments = None;
     for pool in pools {
-        let old = existing(store, &pool_ref(pool))?;
-        if let Some(old) = &old {
-            // A pool being deleted is not brought back by an apply that lacks the mark.
-            crate::engine::doomed::refuse(old, &pool_ref(pool))?;
-        }
-        let put = match old {
-            None => {
-                // Allocations can outlive their pool (its manifest deleted by hand): a pool
-                // created over them must hold them, as an update must.
-                holders::refuse_breaking(store, None, pool)?;
-                Put::Created
-            }
-            Some(old) if old == *pool => Put::Unchanged,
-            Some(old) => {
-                holders::refuse_breaking(store, Some(&old), pool)?;
-                Put::Configured
-            }
-        };
+        let (put, new) = plan_pool(store, pool, dry_run, &mut existing_segments)?;
         plan.push((Applied::Pool(pool), put));
+        written.push(new);
     }
     refuse_unreachable_routes(store, input)?;
     if !dry_run {
-        write_pools(store, &plan)?;
+        write_pools(store, &plan, &written)?;
     }
     // Subnets after their pools: a subnet may be of a pool the same input creates. A dry
     // run checks them against the pools as stored.
@@ -113,6 +100,46 @@ fn apply_locked<'m>(
     drop(scope_locks);
     drop(pool_locks);
     Ok(plan)
+}
+
+/// What `apply` does to `pool`, and the pool as it is written: the stored creation time on
+/// an update, and on a creation one only if the new pool would move an existing segment's
+/// DHCP subnet id ([`created`]; the segments are read once per input, into `segments`).
+fn plan_pool(
+    store: &dyn Store,
+    pool: &PoolManifest,
+    dry_run: bool,
+    segments: &mut Option<subnet_ids::Existing>,
+) -> Result<(Put, PoolManifest)> {
+    let old = existing(store, &pool_ref(pool))?;
+    if let Some(old) = &old {
+        // A pool being deleted is not brought back by an apply that lacks the mark.
+        crate::engine::doomed::refuse(old, &pool_ref(pool))?;
+    }
+    let mut new = pool.clone();
+    created::keep(&mut new.metadata, old.as_ref().map(|o| &o.metadata));
+    let put = match old {
+        None => {
+            // Allocations can outlive their pool (its manifest deleted by hand): a pool
+            // created over them must hold them, as an update must.
+            holders::refuse_breaking(store, None, &new)?;
+            if !dry_run {
+                let existing = match segments {
+                    Some(e) => e,
+                    None => segments.insert(subnet_ids::Existing::read(store)?),
+                };
+                let moves = existing.moved_by(new.metadata.namespace.as_ref(), &new.name(), None);
+                created::record(&mut new.metadata, moves);
+            }
+            Put::Created
+        }
+        Some(old) if old == new => Put::Unchanged,
+        Some(old) => {
+            holders::refuse_breaking(store, Some(&old), &new)?;
+            Put::Configured
+        }
+    };
+    Ok((put, new))
 }
 
 /// The pools `apply` locks, in lock order: those of the input, and those of its subnets (a
@@ -131,12 +158,14 @@ fn pools_locked(input: &Manifests) -> BTreeSet<(Option<Namespace>, PoolName)> {
         .collect()
 }
 
-/// Writes every pool of `plan` that is not unchanged.
-fn write_pools(store: &dyn Store, plan: &[(Applied<'_>, Put)]) -> Result<()> {
-    for (applied, put) in plan {
-        let Applied::Pool(pool) = applied else {
-            continue;
-        };
+/// Writes every pool of `plan` that is not unchanged, as `written` has it (the pools of
+/// `plan`, in order, as they are stored).
+fn write_pools(
+    store: &dyn Store,
+    plan: &[(Applied<'_>, Put)],
+    written: &[PoolManifest],
+) -> Result<()> {
+    for ((_, put), pool) in plan.iter().zip(written) {
         if *put != Put::Unchanged {
             let ns = pool.metadata.namespace.as_ref();
             store.replace(

@@ -60,9 +60,11 @@ pub struct DhcpSubnet {
 
 /// The reservations of `scope` for `family`: every segment of that family (also one without
 /// reservations, so that a NIC added later only adds a line), in namespace, pool and prefix
-/// order. A MAC held twice on one segment (a hand edit; the allocator refuses it) is exit 4
-/// naming both holders: no DHCP server can honour both. A MAC on a multicast address is
-/// exit 2.
+/// order. Two segments that overlap (the private pools of two tenants over one range, the
+/// normal case) are exit 4 naming both: one server cannot serve them, and Kea and dnsmasq
+/// refuse the file. A MAC held twice on one segment (a hand edit; the allocator refuses it)
+/// is exit 4 naming both holders: no DHCP server can honour both. A MAC on a multicast
+/// address is exit 2.
 pub fn reservations(
     store: &(dyn Store + Sync),
     scope: &Scope,
@@ -107,7 +109,42 @@ pub fn reservations(
             reservations,
         });
     }
+    refuse_overlaps(&out)?;
     Ok(out)
+}
+
+/// Exit 4 naming the first two segments of `subnets` whose prefixes overlap. One DHCP
+/// server cannot tell which of them a client on the wire belongs to: Kea refuses the second
+/// `subnet4` with that prefix, dnsmasq a second `dhcp-host` of one address. A tenant's
+/// network has its own server (or relay): export it alone.
+fn refuse_overlaps(subnets: &[DhcpSubnet]) -> Result<()> {
+    let mut by_start: Vec<&Segment> = subnets.iter().map(|s| &s.segment).collect();
+    by_start.sort_by_key(|s| (s.cidr.network(), s.cidr.prefix_len()));
+    // Two prefixes nest or are disjoint: in order of their first address, a segment overlaps
+    // an earlier one only if it starts inside the last one met (an IPv4 address sorts
+    // before every IPv6 one).
+    let mut last: Option<&Segment> = None;
+    for s in by_start {
+        if let Some(w) = last
+            && w.cidr.contains(&s.cidr.network())
+        {
+            return Err(Error::Conflict {
+                message: format!(
+                    "{} ({}) overlaps {} ({}): one DHCP server cannot serve both (Kea and dnsmasq refuse the file)",
+                    w.label(),
+                    w.cidr,
+                    s.label(),
+                    s.cidr
+                ),
+                hint: Some(
+                    "export for the server on each network: one namespace (`-n NS`), or one pool or subnet (`--pool P`, `--subnet S`)"
+                        .into(),
+                ),
+            });
+        }
+        last = Some(s);
+    }
+    Ok(())
 }
 
 fn twice(first: &Reservation, second: &Reservation) -> Error {

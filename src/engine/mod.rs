@@ -84,11 +84,11 @@
 //! | `release POOL ADDRESS` | `release::release_address` | `pool`, exclusive (the owner's lock inside the store's release) | 5; a cooldown record before the delete |
 //! | `release` by selector | `release::release_each` | as `release POOL ADDRESS` for each address; an owner's addresses in several pools: first each `pool` (exclusive with a cooldown, else shared), then `claim` in all of them, held for all its releases | 5; a cooldown record before the delete; a claim of the owner in several pools comes wholly before or after |
 //! | `release SUPERNET PREFIX` | `prefix::release_prefix`, `prefix::release_each` | `pool`, exclusive | 5 for prefixes; the cooldown record |
-//! | `apply` | `apply::apply` | `scope` (each written), then `pool` (each written, exclusive) | 6; a changed pool still holds its allocations, subnets and prefix claims; public pools do not overlap; a subnet reaches the routers of the DHCP routes it inherits from its pool (`SubnetManifest::dhcp`) |
+//! | `apply` | `apply::apply` | `scope` (each written), then `pool` (each written, exclusive) | 6; a changed pool still holds its allocations, subnets and prefix claims; public pools do not overlap; a subnet reaches the routers of the DHCP routes it inherits from its pool (`SubnetManifest::dhcp`); a new pool moves no DHCP subnet id (`created`) |
 //! | `pool delete` | `pool::delete` | `scope`, then `pool`, exclusive | 6; nothing held is orphaned; serial with `vpc create`/`vpc delete` |
-//! | `subnet create` | `subnet::put`, `subnet::carve` | `pool`, exclusive | subnets of a pool do not overlap and stay inside it; it reaches the routers of the DHCP routes it inherits |
+//! | `subnet create` | `subnet::put`, `subnet::carve` | `pool`, exclusive | subnets of a pool do not overlap and stay inside it; it reaches the routers of the DHCP routes it inherits; a new subnet moves no DHCP subnet id (`created`) |
 //! | `subnet delete` | `subnet::delete` | `pool`, exclusive | no claim runs against a half-deleted subnet |
-//! | `vpc create` | `vpc::create` | `scope`; `prefix-claim` in the supernet | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete` |
+//! | `vpc create` | `vpc::create` | `scope`; `prefix-claim` in the supernet | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete`; a new pool moves no DHCP subnet id (`created`) |
 //! | `vpc delete` | `vpc::delete` | `scope`; `pool`, exclusive, for each of its pools (then as `release`) | only objects of the VPC's uid are touched; pools marked before they are emptied |
 //! | `check --fix` (cooldown) | `cooldown::prune` | `pool`, exclusive | a record a release wrote since `check` looked is kept |
 //! | `import` | `transfer::import_dir` | `scope` (every scope), then `pool` (every pool, exclusive) | serial with every writer of those scopes and pools |
@@ -98,6 +98,7 @@ pub mod allocate;
 pub mod apply;
 pub mod check;
 pub mod cooldown;
+pub mod created;
 pub mod dhcp;
 pub mod diff;
 pub mod dns;
@@ -119,6 +120,7 @@ pub mod reconcile;
 pub mod release;
 pub mod segments;
 pub mod subnet;
+pub mod subnet_ids;
 pub mod subnet_usage;
 pub mod transfer;
 pub mod vpc;

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::engine::{created, subnet_ids};
 use crate::error::{Error, Result};
 use crate::model::prefix::{NoRoom, best_fit};
 use crate::model::subnet::SubnetManifest;
@@ -46,15 +47,7 @@ pub fn load(
 
 /// Reads a subnet; `None` when it does not exist, exit 2 when it does not parse.
 fn read(store: &dyn Store, ns: Option<&Namespace>, name: &str) -> Result<Option<SubnetManifest>> {
-    let Some(bytes) = store.get(ObjectKind::Subnet, ns, name)? else {
-        return Ok(None);
-    };
-    let at = || store.locate(ObjectKind::Subnet, ns, name);
-    let text =
-        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
-    yaml::decode_subnet(text)
-        .map(Some)
-        .map_err(|e| Error::invalid(at(), e))
+    crate::store::read::read_subnet(store, ns, name)
 }
 
 /// The subnets of scope `ns` (of `pool` only, if given), in name order.
@@ -120,11 +113,23 @@ pub fn put_locked(
     dry_run: bool,
 ) -> Result<Put> {
     subnet.validate().map_err(|e| Error::invalid("subnet", e))?;
-    let put = check(store, subnet, update)?;
+    let ns = subnet.metadata.namespace.as_ref();
+    let old = read(store, ns, &subnet.metadata.name)?;
+    let mut subnet = subnet.clone();
+    created::keep(&mut subnet.metadata, old.as_ref().map(|o| &o.metadata));
+    let put = check(store, &subnet, update)?;
     if dry_run || put == Put::Unchanged {
         return Ok(put);
     }
-    let ns = subnet.metadata.namespace.as_ref();
+    if put == Put::Created {
+        let moves = subnet_ids::Existing::read(store)?.moved_by(
+            ns,
+            &subnet.spec.pool,
+            Some(&subnet.metadata.name),
+        );
+        created::record(&mut subnet.metadata, moves);
+    }
+    let subnet = &subnet;
     let bytes = yaml::encode(subnet);
     if put == Put::Created {
         if !store.create(

@@ -122,7 +122,15 @@ pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
                     cidr
                 }
             };
-            let m = pool_manifest(req, pool, cidr, &uid, req.mac_prefixes.get(at).copied());
+            let mut m = pool_manifest(req, pool, cidr, &uid, req.mac_prefixes.get(at).copied());
+            if !req.dry_run {
+                let moves = crate::engine::subnet_ids::Existing::read(store)?.moved_by(
+                    Some(&req.namespace),
+                    &pool.name,
+                    None,
+                );
+                crate::engine::created::record(&mut m.metadata, moves);
+            }
             m.validate().map_err(|e| Error::invalid("vpc create", e))?;
             if !req.dry_run
                 && !store.create(

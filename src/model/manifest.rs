@@ -30,7 +30,9 @@ pub struct Metadata {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Namespace>,
     /// When the object was created (allocations: written once, by the claim), RFC 3339 in
-    /// UTC with second precision. Absent in state written by older versions.
+    /// UTC with second precision. Absent in state written by older versions. On a pool
+    /// or subnet ipamctl sets it (`apply` drops one given) only when its DHCP subnet id would
+    /// otherwise move an existing one's (`engine::created`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::model::schema::fields::timestamp")]
     pub creation_timestamp: Option<Timestamp>,

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use crate::error::{Error, Result};
+use crate::model::subnet::SubnetManifest;
 use crate::model::suggest::nearest;
 use crate::model::{Namespace, PoolManifest, PoolRef, pool_addresses};
 use crate::store::{ObjectKind, Store};
@@ -36,6 +37,23 @@ pub fn read_allocation(
             .map_err(|_| "is not UTF-8 text".to_owned())
             .and_then(yaml::decode_allocation),
     ))
+}
+
+/// Reads a subnet; `None` when it does not exist, exit 2 when it does not parse.
+pub fn read_subnet(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    name: &str,
+) -> Result<Option<SubnetManifest>> {
+    let Some(bytes) = store.get(ObjectKind::Subnet, ns, name)? else {
+        return Ok(None);
+    };
+    let at = || store.locate(ObjectKind::Subnet, ns, name);
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::invalid(at(), "is not UTF-8 text"))?;
+    yaml::decode_subnet(text)
+        .map(Some)
+        .map_err(|e| Error::invalid(at(), e))
 }
 
 /// Reads a pool manifest; `NotFound` (with a hint naming other scopes that have a pool of

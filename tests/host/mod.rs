@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub mod net;
+pub mod netns;
 #[path = "../pg/mod.rs"]
 pub mod pg;
 
@@ -157,6 +157,34 @@ impl Lab {
         String::from_utf8(self.ok(args).stdout).expect("UTF-8")
     }
 
+    /// Every manifest of the state directory with its bytes, by path (not the dot-files:
+    /// the store's own caches and locks): equal before and after a command means it changed
+    /// nothing a reviewer would see.
+    pub fn state_files(&self) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(dir: &Path, out: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).expect("read a state directory") {
+                let path = entry.expect("a directory entry").path();
+                if path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                {
+                    continue;
+                }
+                if path.is_dir() {
+                    walk(&path, out);
+                } else {
+                    out.insert(
+                        path.clone(),
+                        std::fs::read(&path).expect("read a state file"),
+                    );
+                }
+            }
+        }
+        let mut files = std::collections::BTreeMap::new();
+        walk(&self.state(), &mut files);
+        files
+    }
+
     /// Writes `text` to a file in the temporary directory; returns its path.
     pub fn file(&self, name: &str, text: &str) -> PathBuf {
         let path = self.tmp.path().join(name);
@@ -171,6 +199,22 @@ fn suffix(address: &str) -> String {
         std::net::IpAddr::V4(a) => a.octets().map(|o| o.to_string()).join("-"),
         std::net::IpAddr::V6(a) => a.segments().map(|s| format!("{s:04x}")).join("-"),
     }
+}
+
+/// The (prefix, id) of every `subnet4` of a Kea4 export, in its order.
+pub fn kea4_ids(kea4: &str) -> Vec<(String, u64)> {
+    let v: serde_json::Value = serde_json::from_str(kea4).expect("JSON");
+    v["Dhcp4"]["subnet4"]
+        .as_array()
+        .expect("subnet4")
+        .iter()
+        .map(|s| {
+            (
+                s["subnet"].as_str().expect("a prefix").to_owned(),
+                s["id"].as_u64().expect("an id"),
+            )
+        })
+        .collect()
 }
 
 /// Runs a validator; panics with its output unless it exits 0.

@@ -3,6 +3,7 @@
 //! list comes sorted from the engine, JSON objects are written with sorted keys, and nothing
 //! depends on the time or the machine.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write;
@@ -16,7 +17,7 @@ use clap::ValueEnum;
 use crate::cli::{DhcpCommand, DhcpExportArgs, DhcpFormat, ExportSelect, GlobalArgs, OutputFormat};
 use crate::engine::dhcp::{self, DhcpSubnet, Family, Host};
 use crate::engine::segments::{Scope, Segment};
-use crate::engine::warning::Warnings;
+use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::{PoolName, SubnetName};
 use crate::store::Store;
@@ -92,9 +93,14 @@ fn export(
         DhcpFormat::Kea4 | DhcpFormat::Kea6 => {
             let v4 = args.format == DhcpFormat::Kea4;
             let family = if v4 { Family::V4 } else { Family::V6 };
+            let link = if v4 {
+                None
+            } else {
+                link_of_subnets6(&args.interfaces, &mut warnings)?
+            };
             let subnets = dhcp::reservations(store, &scope, family, &mut warnings);
             output::warn(&warnings);
-            kea(&subnets?, v4, &args.interfaces)
+            kea(&subnets?, v4, &args.interfaces, link)
         }
         DhcpFormat::Dnsmasq => {
             let found = dhcp::hosts_by_mac(store, &scope, &mut warnings);
@@ -104,6 +110,30 @@ fn export(
         }
     };
     output::write(out, &text)
+}
+
+/// The `interface` of every `subnet6`: Kea selects the DHCPv6 subnet of a client that is
+/// not relayed only by it (a DHCPv6 packet from a link-local address says nothing of the
+/// subnet), so a `subnet6` without one serves relayed clients alone. One `--interface` is
+/// the link of every subnet exported; none is a warning (relayed clients only); several
+/// are exit 2, since nothing says which subnet is on which link.
+fn link_of_subnets6<'a>(
+    interfaces: &'a [String],
+    warnings: &mut Warnings,
+) -> Result<Option<&'a str>> {
+    match interfaces {
+        [] => {
+            warnings.push(Warning::new(
+                "no `--interface`: Kea serves a `subnet6` without one to relayed clients only; give the interface the subnets are on (`--interface IF`) for directly attached clients",
+            ));
+            Ok(None)
+        }
+        [one] => Ok(Some(one)),
+        _ => Err(Error::Usage {
+            message: "`--format kea6` takes one `--interface`: it is the link of every `subnet6` exported, and Kea picks a directly attached client's subnet by it".into(),
+            hint: Some("export the subnets of each link apart: `--subnet S --interface IF` (or `--pool P`, `-n NS`)".into()),
+        }),
+    }
 }
 
 /// Where a subnet came from, for the people reading the configuration.
@@ -119,8 +149,9 @@ fn context(s: &Segment) -> Value {
     json!({ "ipamctl": c })
 }
 
-/// A Kea `Dhcp4` (`v4`) or `Dhcp6` configuration: reservations only, no dynamic pools.
-fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String]) -> String {
+/// A Kea `Dhcp4` (`v4`) or `Dhcp6` configuration: reservations only, no dynamic pools;
+/// each `subnet6` on `link` ([`link_of_subnets6`]).
+fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String], link: Option<&str>) -> String {
     let interfaces: Vec<&str> = match interfaces {
         [] => vec!["*"],
         given => given.iter().map(String::as_str).collect(),
@@ -146,6 +177,9 @@ fn kea(subnets: &[DhcpSubnet], v4: bool, interfaces: &[String]) -> String {
                 .collect();
             let mut m = serde_json::Map::new();
             m.insert("id".into(), json!(s.segment.id));
+            if let Some(link) = link {
+                m.insert("interface".into(), json!(link));
+            }
             m.insert("subnet".into(), json!(s.segment.cidr.to_string()));
             let options = super::dhcp_options::kea_option_data(&s.segment, v4);
             if !options.is_empty() {
@@ -217,9 +251,26 @@ fn dnsmasq(subnets: &[DhcpSubnet], hosts: &[Host]) -> String {
         if let Some(v6) = h.v6 {
             let _ = write!(text, ",[{v6}]");
         }
-        let _ = writeln!(text, ",{}", h.host);
+        let _ = writeln!(text, ",{}", dnsmasq_name(&h.host));
     }
     text
+}
+
+/// `host` as a `dhcp-host` field dnsmasq reads as a host name. dnsmasq's option.c tells the
+/// fields apart by their form: one with `:` is a MAC, `id:`, `set:` or `tag:`; one with `.`
+/// that parses is an IPv4 address; `[…]` an IPv6 one; a bare `ignore` disables the MAC, and
+/// `infinite` or digits with an optional `s`/`m`/`h`/`d`/`w` (`7`, `45m`, `12h`) are a
+/// lease time. An RFC 1123 label can take only the last three forms; such a name is given
+/// a trailing dot, which dnsmasq reads as a name (the dot holds it apart from a keyword)
+/// and then drops (an empty domain is none), so the guest is told the name itself.
+fn dnsmasq_name(host: &str) -> Cow<'_, str> {
+    let digits = host.strip_suffix(['s', 'm', 'h', 'd', 'w']).unwrap_or(host);
+    let lease_time = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    if lease_time || host == "ignore" || host == "infinite" {
+        Cow::Owned(format!("{host}."))
+    } else {
+        Cow::Borrowed(host)
+    }
 }
 
 /// The `dhcp-range`s of a subnet. dnsmasq's IPv6 ranges are /64 or longer: an IPv6 subnet
@@ -234,5 +285,24 @@ fn ranges(s: &DhcpSubnet) -> Vec<IpNet> {
             .into_iter()
             .collect(),
         cidr => vec![cidr],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dnsmasq_name;
+
+    #[test]
+    fn dnsmasq_keywords_get_a_dot_and_names_stay() {
+        for keyword in [
+            "ignore", "infinite", "7", "12h", "45m", "3w", "0s", "1d", "120",
+        ] {
+            assert_eq!(dnsmasq_name(keyword), format!("{keyword}."));
+        }
+        for name in [
+            "web-01", "h", "s", "7a", "a7", "12hh", "h12", "ignored", "1-2", "12x",
+        ] {
+            assert_eq!(dnsmasq_name(name), name);
+        }
     }
 }

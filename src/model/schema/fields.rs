@@ -278,7 +278,7 @@ pub(crate) fn timestamp(_: &mut SchemaGenerator) -> Schema {
         "type": ["string", "null"],
         "format": "date-time",
         "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-        "description": "When the object was created (for an allocation: the claim), RFC 3339 in UTC to the second, e.g. `2026-12-01T07:00:00Z`. Absent in state written by older versions.",
+        "description": "When the object was created (for an allocation: the claim), RFC 3339 in UTC to the second, e.g. `2026-12-01T07:00:00Z`. Absent in state written by older versions. On a pool or subnet ipamctl sets it (`apply` drops one given) only when its DHCP subnet id would otherwise move an existing one's: the older keeps its id, and one without a time counts as the oldest.",
     })
 }
 

@@ -181,3 +181,68 @@ fn kea_leases_report_each_drift() {
 fn kea_leases_report_each_drift_on_postgres() {
     leases_drift("kea4", Net::serve_kea4, Lab::new().into_database());
 }
+
+/// Kea6's memfile, written by Kea6 serving the IPv6 export to ISC `dhclient -6`: web-01's
+/// lease is no drift while it holds the address and `unheld` once it is released; a
+/// reservation nobody asks for is `never-leased`.
+#[test]
+#[cfg_attr(
+    any(not(has_root), not(has_kea), not(has_dhclient)),
+    ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs ISC dhclient: apt-get install isc-dhcp-client"
+)]
+fn kea6_leases_report_each_drift() {
+    let lab = Lab::new();
+    let mut net = Net::new("6");
+    let vs = net.server_if();
+    let text = lab.stdout(&[
+        "dhcp",
+        "export",
+        "--format",
+        "kea6",
+        "--pool",
+        "lab-v6",
+        "--interface",
+        &vs,
+    ]);
+    let conf = lab.file("kea6.conf", &text);
+    let dir = lab.tmp.path().to_owned();
+    let leases = net.serve_kea6(&conf, &dir);
+    let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    let got = net.ask6("52:54:00:00:00:01", &dir);
+    assert_eq!(got.as_deref(), Some("ip6=2001:db8:1::1/128"), "{}", log());
+    net.stop_servers();
+    let args = |extra: &[&str]| {
+        let mut a = vec!["dhcp", "leases", "--format", "kea6"];
+        a.push(leases.to_str().expect("UTF-8"));
+        a.extend_from_slice(&["--pool", "lab-v6", "-o", "name"]);
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = lab.run(&a);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&[]);
+    assert_eq!((code, stdout.as_str()), (Some(0), ""), "{stderr}");
+    lab.ok(&[
+        "allocate",
+        "lab-v6",
+        "--owner",
+        "VirtualMachine/idle/0",
+        "--mac",
+        "52:54:00:00:00:0b",
+    ]);
+    lab.ok(&["release", "lab-v6", "--owner", "VirtualMachine/web-01/0"]);
+    let (code, stdout, stderr) = run(&[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        stdout, "unheld/2001:db8:1::1\nnever-leased/2001:db8:1::2\n",
+        "{stderr}"
+    );
+}

@@ -124,9 +124,10 @@ spec:
     ntpServers: ['2001:db8:1::123']
 ";
 
-/// What dhclient's script sees for `web-01` (MAC :01) over DHCPv6.
+/// What dhclient's script sees for `web-01` (MAC :01) over DHCPv6: its host name is the
+/// reservation's, though the client proposed `guest`.
 const WEB01_V6: &str =
-    "ip6=2001:db8:1::1/128 dns=2001:db8:1::53 domain=lab.example. ntp=2001:db8:1::123";
+    "ip6=2001:db8:1::1/128 dns=2001:db8:1::53 domain=lab.example. ntp=2001:db8:1::123 host=web-01";
 
 #[test]
 #[cfg_attr(

@@ -276,14 +276,17 @@ impl Net {
         self.dhclient6(mac, dir, "", "")
     }
 
-    /// [`Net::ask6`], asking also for DNS servers, the domain search list and SNTP servers:
-    /// `ip6=… dns=… domain=… ntp=…`.
+    /// [`Net::ask6`], asking also for DNS servers, the domain search list and SNTP servers,
+    /// and proposing the host name `guest` in a Client FQDN option (DHCPv6 tells a host name
+    /// only in reply to one): `ip6=… dns=… domain=… ntp=… host=…`, the host name being the
+    /// one the server answered with.
     pub fn ask6_options(&self, mac: &str, dir: &Path) -> Option<String> {
         self.dhclient6(
             mac,
             dir,
-            " dns=$new_dhcp6_name_servers domain=$new_dhcp6_domain_search ntp=$new_dhcp6_sntp_servers",
-            "request dhcp6.name-servers, dhcp6.domain-search, dhcp6.sntp-servers;\n",
+            " dns=$new_dhcp6_name_servers domain=$new_dhcp6_domain_search ntp=$new_dhcp6_sntp_servers host=$new_fqdn_hostname",
+            "send fqdn.fqdn \"guest\";\nsend fqdn.server-update on;\n\
+             request dhcp6.name-servers, dhcp6.domain-search, dhcp6.sntp-servers, dhcp6.fqdn;\n",
         )
     }
 

@@ -123,7 +123,7 @@ fn each_drift_is_a_row_and_drift_exits_1() {
         .run();
     let items = common::list_items(&ran.stdout);
     assert_eq!(items.len(), 1, "{}", ran.stdout);
-    assert_eq!(items[0]["drift"], "never-leased");
+    assert_eq!(items[0]["kind"], "never-leased");
     assert_eq!(items[0]["owner"], "VirtualMachine/web-02/0");
     assert_eq!(items[0]["mac"], "52:54:00:00:00:02");
     // Read from stdin, after web-02 has leased too: no drift, exit 0, nothing on stdout.

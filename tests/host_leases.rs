@@ -20,7 +20,7 @@ fn drifts(json: &str) -> Vec<(String, String)> {
         .iter()
         .map(|i| {
             (
-                i["drift"].as_str().unwrap_or("?").to_owned(),
+                i["kind"].as_str().unwrap_or("?").to_owned(),
                 i["address"].as_str().unwrap_or("?").to_owned(),
             )
         })
@@ -57,8 +57,11 @@ fn pair(kind: &str, address: &str) -> (String, String) {
 /// nothing; then a reservation is added that no guest asks for (`never-leased`), web-01/1 is
 /// released (its lease is `unheld`), web-01/0's MAC is changed (its lease is `other-mac`);
 /// two days on, every lease is `expired`.
-fn leases_drift(format: &str, serve: fn(&mut Net, &Path, &Path) -> PathBuf, lab: Lab) {
-    let mut net = Net::new(&format[..1]);
+///
+/// `tag` names the test's namespaces (unique among the tests of this file, which run at
+/// once).
+fn leases_drift(format: &str, tag: &str, serve: fn(&mut Net, &Path, &Path) -> PathBuf, lab: Lab) {
+    let mut net = Net::new(tag);
     let vs = net.server_if();
     let mut args = vec!["dhcp", "export", "--format", format, "--pool", "lab"];
     if format == "kea4" {
@@ -161,7 +164,7 @@ fn leases_drift(format: &str, serve: fn(&mut Net, &Path, &Path) -> PathBuf, lab:
     ignore = "needs root: network namespaces (run as root, or in CI); needs dnsmasq: apt-get install dnsmasq-base; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn dnsmasq_leases_report_each_drift() {
-    leases_drift("dnsmasq", Net::serve_dnsmasq, Lab::new());
+    leases_drift("dnsmasq", "ld", Net::serve_dnsmasq, Lab::new());
 }
 
 #[test]
@@ -170,7 +173,7 @@ fn dnsmasq_leases_report_each_drift() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox"
 )]
 fn kea_leases_report_each_drift() {
-    leases_drift("kea4", Net::serve_kea4, Lab::new());
+    leases_drift("kea4", "lk", Net::serve_kea4, Lab::new());
 }
 
 #[test]
@@ -179,7 +182,7 @@ fn kea_leases_report_each_drift() {
     ignore = "needs root: network namespaces (run as root, or in CI); needs Kea: apt-get install kea-dhcp4-server kea-dhcp6-server; needs busybox's udhcpc: apt-get install busybox; needs PostgreSQL: apt-get install postgresql"
 )]
 fn kea_leases_report_each_drift_on_postgres() {
-    leases_drift("kea4", Net::serve_kea4, Lab::new().into_database());
+    leases_drift("kea4", "lp", Net::serve_kea4, Lab::new().into_database());
 }
 
 /// Kea6's memfile, written by Kea6 serving the IPv6 export to ISC `dhclient -6`: web-01's
@@ -192,7 +195,7 @@ fn kea_leases_report_each_drift_on_postgres() {
 )]
 fn kea6_leases_report_each_drift() {
     let lab = Lab::new();
-    let mut net = Net::new("6");
+    let mut net = Net::new("l6");
     let vs = net.server_if();
     let text = lab.stdout(&[
         "dhcp",

@@ -243,6 +243,17 @@ fn cases() -> Vec<Case> {
             Shape::List,
         ),
         case("report", populated, &["report"], Shape::List),
+        Case {
+            // A lease of an address nobody holds: drift, exit 1 as `check`'s findings.
+            stdin: Some("4102444800 52:54:00:00:00:99 203.0.113.200 guest *\n"),
+            status: code::FAILURE,
+            ..case(
+                "dhcp leases",
+                populated,
+                &["dhcp", "leases", "--format", "dnsmasq", "-"],
+                Shape::List,
+            )
+        },
         case(
             "schema",
             Store::Dir(None),

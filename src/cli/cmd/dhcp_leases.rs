@@ -119,11 +119,14 @@ fn summary(report: &Report) -> String {
     )
 }
 
-/// One drift as JSON and YAML show it.
+/// One drift as JSON and YAML show it: its kind of drift as `kind` and its address as
+/// `name`, so that `-o name` prints `unheld/192.0.2.9` as every command prints
+/// `kind/name`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Item {
-    drift: &'static str,
+    kind: &'static str,
+    name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     namespace: Option<String>,
     pool: String,
@@ -147,7 +150,7 @@ struct Item {
 impl Named for Item {
     /// `-o name`: `unheld/192.0.2.3`.
     fn resource(&self) -> String {
-        format!("{}/{}", self.drift, self.address)
+        format!("{}/{}", self.kind, self.name)
     }
 }
 
@@ -155,7 +158,8 @@ impl Item {
     fn of(d: &Drift) -> Item {
         let lease = d.lease.as_ref();
         Item {
-            drift: d.kind.as_str(),
+            kind: d.kind.as_str(),
+            name: d.address.to_string(),
             namespace: d.segment.namespace.as_ref().map(|n| n.to_string()),
             pool: d.segment.pool.to_string(),
             subnet: d.segment.subnet.as_ref().map(|s| s.to_string()),
@@ -178,7 +182,7 @@ fn table(items: &[Item], g: &GlobalArgs) -> String {
         .iter()
         .map(|i| {
             vec![
-                i.drift.to_owned(),
+                i.kind.to_owned(),
                 output::or_dash(i.namespace.as_ref()),
                 i.pool.clone(),
                 output::or_dash(i.subnet.as_ref()),

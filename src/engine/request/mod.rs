@@ -23,6 +23,8 @@ pub mod field;
 mod input;
 mod release;
 mod select;
+#[cfg(test)]
+mod tests;
 
 pub use allocate::{AllocateInput, AllocateRequest, Claimed};
 pub use input::Defaults;

@@ -58,9 +58,17 @@ impl ReleaseInput {
     ) -> Result<ReleaseInput> {
         let read = || -> std::result::Result<ReleaseInput, String> {
             let mut f = fields(deserializer, FIELDS, &[])?;
+            // `pool` and `address` are the command line's two positional arguments, in
+            // that order, whichever field holds them.
+            let mut positional = f.texts("pool")?;
+            positional.extend(f.texts("address")?);
+            if let Some(extra) = positional.get(2) {
+                return Err(format!("unexpected argument '{extra}' found"));
+            }
+            let mut positional = positional.into_iter();
             Ok(ReleaseInput {
-                pool: f.text("pool", "[POOL]")?,
-                address: f.text("address", "[ADDRESS]")?,
+                pool: positional.next(),
+                address: positional.next(),
                 namespace: f.inherited_text("namespace", "--namespace <NS>", defaults.namespace)?,
                 select: SelectInput {
                     owner: f.text("owner", "--owner <KIND/NAME>")?,

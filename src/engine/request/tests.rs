@@ -100,3 +100,16 @@ fn the_constructor_refuses_what_the_command_lines_parser_refuses() {
     let e = ReleaseRequest::new(&input).unwrap_err();
     assert!(e.to_string().contains("<ADDRESS>"), "{e}");
 }
+
+#[test]
+fn a_releases_pool_and_address_fill_the_two_positional_arguments_in_order() {
+    let d = Defaults::default();
+    let got = ReleaseInput::read(json!({"pool": ["v4", "10.0.0.1"], "force": true}), &d).unwrap();
+    assert_eq!(got.pool.as_deref(), Some("v4"));
+    assert_eq!(got.address.as_deref(), Some("10.0.0.1"));
+    let e = ReleaseInput::read(json!({"pool": ["v4", "a"], "address": "b"}), &d).unwrap_err();
+    assert!(
+        e.to_string().contains("unexpected argument 'b' found"),
+        "{e}"
+    );
+}

@@ -818,3 +818,32 @@ fn a_long_file_needs_its_reason_in_its_header() {
         "a function's reason is not the file's"
     );
 }
+
+/// One request path (issue 42): a batch's line becomes the engine's typed request
+/// (`engine::request`) by the constructor the single command uses, never a command line
+/// that clap parses again (the batch files name no clap), and the engine builds the request.
+#[test]
+fn the_batch_builds_no_command_line() {
+    let sources = crate_sources();
+    let batch: Vec<_> = sources
+        .iter()
+        .filter(|(path, _)| path.starts_with("cli/cmd/batch"))
+        .collect();
+    assert!(
+        batch.len() >= 2,
+        "the batch's files moved: update this test"
+    );
+    for (path, source) in batch {
+        let code = strip_comments(source);
+        for word in ["clap", "FromArgMatches", "argv"] {
+            assert!(
+                !code.contains(word),
+                "{path} names `{word}`: a batch's request is built by engine::request, not parsed as a command line"
+            );
+        }
+    }
+    let request = sources
+        .get("engine/request/mod.rs")
+        .expect("the typed requests live in engine/request/");
+    assert!(request.contains("pub use allocate::{AllocateInput, AllocateRequest"));
+}

@@ -459,3 +459,54 @@ fn a_batch_that_loses_one_of_four_connections_runs_the_rest_on_the_other_three()
     );
     assert_eq!(answered(&again), held(&db));
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_group_run_again_one_by_one_prints_each_requests_warning_once() {
+    let (db, tmp, _file) = setup(0);
+    let claims = tmp.path().join("claims.jsonl");
+    let lines: String = (0..3)
+        .map(|i| format!("{{\"pools\":[\"v4\",\"v6\"],\"owner\":\"FloatingIP/f{i}\"}}\n"))
+        .collect();
+    std::fs::write(&claims, lines).unwrap();
+    let out = db.run(["allocate", "-f", claims.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // f0's IPv6 row does not decode: releasing f0 warns about it. f1's first release fails
+    // with a serialization failure: the group breaks and its three requests run again, one
+    // by one.
+    db.sql()
+        .batch_execute(
+            "ALTER TABLE ipamctl.allocations DISABLE TRIGGER USER;
+             UPDATE ipamctl.allocations SET manifest = 'not: [an allocation'
+                 WHERE owner_name = 'f0' AND pool = 'v6';
+             ALTER TABLE ipamctl.allocations ENABLE TRIGGER USER;
+             CREATE SEQUENCE public.freed;
+             CREATE FUNCTION public.fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF OLD.owner_name = 'f1' AND nextval('public.freed') = 1 THEN
+                     RAISE EXCEPTION 'made to fail' USING ERRCODE = 'serialization_failure';
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER fail_once AFTER DELETE ON ipamctl.allocations
+                 FOR EACH ROW EXECUTE FUNCTION public.fail_once();",
+        )
+        .unwrap();
+    let file = tmp.path().join("release.jsonl");
+    let lines: String = (0..3)
+        .map(|i| format!("{{\"owner\":\"FloatingIP/f{i}\"}}\n"))
+        .collect();
+    std::fs::write(&file, lines).unwrap();
+    let out = db.run(["release", "-f", file.to_str().unwrap(), "-o", "json"]);
+    assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+    assert_eq!(results(&out).len(), 3, "{}", stdout(&out));
+    assert!(db.count("SELECT last_value FROM public.freed") >= 2);
+    // One warning, as the single command releasing f0 prints: not one more because its
+    // group ran again.
+    let err = stderr(&out);
+    let warned = err.lines().filter(|l| l.starts_with("warning:")).count();
+    assert_eq!(warned, 1, "{err}");
+}

@@ -118,6 +118,8 @@ pub mod prefix;
 pub mod range_holder;
 pub mod reconcile;
 pub mod release;
+pub mod request;
+pub mod scopes;
 pub mod segments;
 pub mod subnet;
 pub mod subnet_ids;

@@ -1,10 +1,11 @@
 //! `ipamctl allocate -f FILE` and `ipamctl release -f FILE`: many requests in one process.
 //!
-//! Each request is turned into the command line it stands for and parsed by the very clap
-//! types of `allocate` and `release` (`batch_request.rs`), then run by `allocate_request`
-//! and `release_request` (the code the single command runs, and nothing else): every
-//! request meets the same validation, locks, arbiters and unit of work as one `ipamctl
-//! allocate` would. What one process saves is the start, the connection, and what the
+//! Each request is read with serde into the engine's input and made a typed request by the
+//! constructor the single command uses (`batch_request.rs`, [`crate::engine::request`]),
+//! then run by the engine as the single command's is, and nothing else: every request
+//! meets the same validation, locks, arbiters and unit of work as one `ipamctl allocate`
+//! would. Its warnings and notes come back as values, printed once per request (a group
+//! run again one by one prints only the second run's). What one process saves is the start, the connection, and what the
 //! store keeps between requests.
 //!
 //! A request is a JSON object on a line of its own, or an item of a YAML list
@@ -19,14 +20,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
-use clap::Args;
 use serde_json::Value;
 
 use super::batch_print::{Outcome, Printer};
 use super::batch_read::{Read, requests};
-use super::batch_request::{ALLOCATE, Done, Flag, Inherited, RELEASE, Run, argv, parse};
+use super::batch_request::{Done, Kind, Typed};
 use crate::cli::output;
 use crate::cli::{AllocateArgs, GlobalArgs, ReleaseArgs};
+use crate::engine::request::Defaults;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -39,25 +40,12 @@ pub fn allocate(
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let inherited = Inherited {
+    let defaults = Defaults {
         namespace: g.namespace.as_deref(),
-        switches: &[],
         dry_run: args.dry_run,
+        ignore_not_found: false,
     };
-    let command = || {
-        let command = clap::Command::new("allocate").no_binary_name(true);
-        GlobalArgs::augment_args(AllocateArgs::augment_args(command))
-    };
-    let run = |store: &(dyn Store + Sync), command: &mut clap::Command, argv, g: &GlobalArgs| {
-        let parsed = parse::<AllocateArgs>(command, argv)?;
-        let g = GlobalArgs {
-            namespace: parsed.1,
-            ..g.clone()
-        };
-        let got = super::allocate::allocate_request(store, &g, &parsed.0)?;
-        Ok(Done::allocated(got))
-    };
-    each(stores, g, file, ALLOCATE, &inherited, &command, &run, out)
+    each(stores, g, file, (Kind::Allocate, &defaults), out)
 }
 
 /// `release -f FILE`.
@@ -68,31 +56,16 @@ pub fn release(
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let switches: &[&str] = if args.ignore_not_found {
-        &["ignoreNotFound"]
-    } else {
-        &[]
-    };
-    let inherited = Inherited {
+    let defaults = Defaults {
         namespace: g.namespace.as_deref(),
-        switches,
         dry_run: args.dry_run,
+        ignore_not_found: args.ignore_not_found,
     };
-    let command = || {
-        let command = clap::Command::new("release").no_binary_name(true);
-        GlobalArgs::augment_args(ReleaseArgs::augment_args(command))
-    };
-    let run = |store: &(dyn Store + Sync), command: &mut clap::Command, argv, g: &GlobalArgs| {
-        let (parsed, namespace) = parse::<ReleaseArgs>(command, argv)?;
-        let g = GlobalArgs {
-            namespace,
-            ..g.clone()
-        };
-        let freed = super::release::release_request(store, &g, &parsed)?;
-        Ok(Done::released(freed, parsed.dry_run))
-    };
-    each(stores, g, file, RELEASE, &inherited, &command, &run, out)
+    each(stores, g, file, (Kind::Release, &defaults), out)
 }
+
+/// Which requests a batch holds, and what its command line gives them.
+type Context<'a> = (Kind, &'a Defaults<'a>);
 
 /// Reads the requests of `file` and runs each through `run`, printing each result as it
 /// comes, in input order ([`Printer`]; the table a block of rows at a time). SIGINT or
@@ -113,15 +86,11 @@ pub fn release(
 /// What the batch holds at any time is bounded whatever the number of requests: one read
 /// ahead, the requests in flight and the results that wait for an earlier one (a group's
 /// worth a worker), and one block of the table.
-#[allow(clippy::too_many_arguments)]
 fn each(
     stores: &[Box<dyn Store + Sync>],
     g: &GlobalArgs,
     file: &str,
-    fields: &[(&str, Flag)],
-    inherited: &Inherited<'_>,
-    command: &(dyn Fn() -> clap::Command + Sync),
-    run: &Run<'_>,
+    context: Context<'_>,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let requests = requests(file)?;
@@ -135,14 +104,7 @@ fn each(
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     std::thread::spawn(move || requests.feed(&mut |request| tx.send(request).is_ok()));
     let mut printer = Printer::new(g);
-    let failed_to_print = dispatch(
-        stores,
-        (g, fields, inherited, command, run),
-        &mut printer,
-        out,
-        &rx,
-        &stop,
-    );
+    let failed_to_print = dispatch(stores, context, &mut printer, out, &rx, &stop);
     if let Some(store) = stores.first() {
         store.batch_done();
     }
@@ -163,23 +125,13 @@ fn each(
     printer.end(out)
 }
 
-/// What every request of a batch is run with: the batch's global options, the request's
-/// fields and what the command line gives them, the command's clap types, and how to run it.
-type Context<'a> = (
-    &'a GlobalArgs,
-    &'a [(&'a str, Flag)],
-    &'a Inherited<'a>,
-    &'a (dyn Fn() -> clap::Command + Sync),
-    &'a Run<'a>,
-);
-
 /// Hands the requests `rx` reads to one worker per store, in input order and at most one in
 /// flight per worker, and prints their results in input order as the ones before them are
 /// done. Stops reading at a signal or at a result it could not print (returned), once the
 /// requests in flight are done: each of them is whole.
 fn dispatch(
     stores: &[Box<dyn Store + Sync>],
-    (g, fields, inherited, command, run): Context<'_>,
+    context: Context<'_>,
     printer: &mut Printer,
     out: &mut dyn Write,
     rx: &Receiver<Read>,
@@ -197,9 +149,7 @@ fn dispatch(
     std::thread::scope(|scope| {
         for store in stores {
             let (queue, done_tx) = (&queue, done_tx.clone());
-            let mut command = command();
-            let context = (g, fields, inherited, run);
-            scope.spawn(move || work(&**store, &mut command, context, queue, &done_tx));
+            scope.spawn(move || work(&**store, context, queue, &done_tx));
         }
         drop(done_tx);
         let mut pending = BTreeMap::new();
@@ -249,13 +199,13 @@ fn dispatch(
     failed_to_print
 }
 
-/// A request as a worker holds it: its place, and the command line it stands for (or why
-/// it stands for none: that is its result, and it never reaches the store).
+/// A request as a worker holds it: its place, and the typed request (or why the line is
+/// none: that is its result, and it never reaches the store).
 struct Job {
     index: usize,
     line: Option<usize>,
     owner: Option<String>,
-    argv: Result<Vec<String>>,
+    request: Result<Typed>,
 }
 
 /// One worker: runs the requests it is handed on its store until the queue closes, a group
@@ -266,20 +216,18 @@ struct Job {
 /// the last one `working` counts: the others run the rest, instead of this one failing
 /// each at once (one connection of four lost used to fail 1,390 of 3,000 requests). The
 /// last one goes on, so that every request still gets its result.
-#[allow(clippy::too_many_arguments)]
 fn work(
     store: &(dyn Store + Sync),
-    command: &mut clap::Command,
-    (g, fields, inherited, run): (&GlobalArgs, &[(&str, Flag)], &Inherited<'_>, &Run<'_>),
+    context: Context<'_>,
     (queue, working, stop): &(Mutex<Receiver<(usize, Read)>>, AtomicUsize, &AtomicBool),
     done: &Sender<Outcome>,
 ) {
     let size = store.group_size();
     // A group takes no more after a signal, or once stdout's reader is gone (`dispatch`).
     let more = || !stop.load(Ordering::Relaxed) && !output::reader_gone();
-    let next = |wait: bool| (wait || more()).then(|| take(queue, wait, fields, inherited))?;
-    let mut one = |job: &Job| match &job.argv {
-        Ok(argv) => Some(run(store, command, argv.clone(), g)),
+    let next = |wait: bool| (wait || more()).then(|| take(queue, wait, context))?;
+    let one = |job: &Job| match &job.request {
+        Ok(request) => Some(request.run(store)),
         Err(_) => None,
     };
     while let Some(first) = next(true) {
@@ -296,30 +244,38 @@ fn work(
             }
             Ok(())
         });
-        let results: Vec<Option<Result<Done>>> = match grouped {
+        let results: Vec<Option<crate::engine::request::Outcome<Done>>> = match grouped {
             Ok(()) => results,
             // Each request that succeeded in the group may or may not stand now.
             Err(Error::OutcomeUnknown { message }) => results
                 .into_iter()
-                .map(|r| match r {
-                    Some(Ok(_)) => Some(Err(Error::OutcomeUnknown {
-                        message: message.clone(),
-                    })),
-                    r => r,
+                .map(|r| {
+                    r.map(|mut r| {
+                        if r.result.is_ok() {
+                            r.result = Err(Error::OutcomeUnknown {
+                                message: message.clone(),
+                            });
+                        }
+                        r
+                    })
                 })
                 .collect(),
-            // Nothing of the group stands: each request runs again on its own.
-            Err(_) => jobs.iter().map(&mut one).collect(),
+            // Nothing of the group stands: each request runs again on its own, and only
+            // what that run noticed is told.
+            Err(_) => jobs.iter().map(one).collect(),
         };
         for (job, result) in jobs.into_iter().zip(results) {
             let outcome = Outcome {
                 index: job.index,
                 line: job.line,
                 owner: job.owner,
-                result: match (job.argv, result) {
-                    (Ok(_), Some(result)) => result,
+                result: match (job.request, result) {
+                    (Ok(_), Some(result)) => {
+                        super::tell(&result);
+                        result.result
+                    }
                     (Err(e), _) => Err(e),
-                    (Ok(_), None) => unreachable!("a request with a command line ran"),
+                    (Ok(_), None) => unreachable!("a typed request ran"),
                 },
             };
             if done.send(outcome).is_err() {
@@ -341,8 +297,7 @@ fn work(
 fn take(
     queue: &Mutex<Receiver<(usize, Read)>>,
     wait: bool,
-    fields: &[(&str, Flag)],
-    inherited: &Inherited<'_>,
+    (kind, defaults): Context<'_>,
 ) -> Option<Job> {
     // A worker that panicked holding the lock leaves the queue as it was. Without `wait`,
     // a lock held is a worker waiting in `recv` for a request: none is queued, and blocking
@@ -367,12 +322,12 @@ fn take(
         .and_then(|r| r.get("owner"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let argv = request.and_then(|r| argv(&r, fields, inherited));
+    let request = request.and_then(|r| kind.request(r, defaults));
     Some(Job {
         index,
         line,
         owner,
-        argv,
+        request,
     })
 }
 

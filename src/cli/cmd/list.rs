@@ -13,38 +13,23 @@ use crate::error::Result;
 use crate::model::host_name;
 use crate::model::mac::Mac;
 use crate::model::prefix_claim::PrefixClaimManifest;
-use crate::model::selector::LabelSelector;
-use crate::model::{AllocationManifest, Metadata, Owner, OwnerKind, PoolName};
+use crate::model::{AllocationManifest, Metadata, Owner, OwnerKind};
 use crate::store::Store;
 
 /// The selectors, validated as a [`Query`] (exit 2 on a malformed one).
 pub fn query(pool: Option<&str>, address: Option<&str>, select: &Selectors) -> Result<Query> {
-    let mut filter = super::owner_filter(select.owner.as_deref(), select.uid.as_deref())?;
-    if let Some(kind) = &select.kind {
-        let kind = super::flag("--kind", kind.parse::<OwnerKind>())?;
-        filter = super::flag("--kind", filter.with_kind(kind))?;
+    crate::engine::request::query(pool, address, &select_input(select))
+}
+
+/// The selectors as the engine takes them.
+pub(super) fn select_input(select: &Selectors) -> crate::engine::request::SelectInput {
+    crate::engine::request::SelectInput {
+        kind: select.kind.clone(),
+        owner: select.owner.clone(),
+        uid: select.uid.clone(),
+        within: select.within.clone(),
+        labels: select.labels.clone(),
     }
-    Ok(Query {
-        pool: pool
-            .map(|p| super::flag("--pool", PoolName::new(p)))
-            .transpose()?,
-        address: address
-            .map(|a| super::address("--address", a))
-            .transpose()?,
-        filter,
-        within: select
-            .within
-            .as_deref()
-            .map(|w| super::prefix("--within", w))
-            .transpose()?,
-        labels: select
-            .labels
-            .as_deref()
-            .map(|l| super::flag("--selector", LabelSelector::parse(l)))
-            .transpose()?,
-        mac: None,
-        host_name: None,
-    })
 }
 
 /// The allocations `query` selects in the scopes of `-n` (see [`list::collect`]), with the
@@ -92,7 +77,12 @@ pub fn run(
         && query.mac.is_none()
         && query.host_name.is_none()
     {
-        super::prefix::matching(store, g, query.pool.as_ref(), &query.filter)?
+        crate::engine::request::prefix_claims(
+            store,
+            super::namespace(g)?,
+            query.pool.as_ref(),
+            &query.filter,
+        )?
     } else {
         Vec::new()
     };

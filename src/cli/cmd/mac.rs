@@ -23,7 +23,7 @@ pub fn run(
             "--owner",
             Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
         )?,
-        mac: super::allocate::mac_choice(&args.mac)?,
+        mac: crate::engine::request::field::mac_choice(&args.mac)?,
     };
     let set = crate::engine::mac::set(store, &req)?;
     let changes: Vec<Change<_>> = set

@@ -23,7 +23,6 @@ mod mac;
 mod metrics;
 mod pool;
 mod pool_status;
-mod prefix;
 mod reconcile;
 mod release;
 mod report;
@@ -35,10 +34,10 @@ mod vpc;
 use std::io::Write;
 
 use crate::cli::{Cli, Command, FormatArg, GlobalArgs, OutputFormat, PoolCommand};
+use crate::engine::request::field::{address, flag, owner_filter, prefix, uid};
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result, exit};
-use crate::model::PoolRef;
-use crate::model::{Namespace, OwnerFilter, PoolName, Uid, parse_addr, parse_net};
+use crate::model::{Namespace, PoolRef};
 use crate::store::Store;
 use crate::store::registry::{self, Config, Location};
 
@@ -240,69 +239,20 @@ fn location(g: &GlobalArgs) -> Result<Location> {
     })
 }
 
-/// Turns a validation message about a flag's value into an exit-2 error naming the flag.
-fn flag<T>(name: &str, parsed: std::result::Result<T, String>) -> Result<T> {
-    parsed.map_err(|e| Error::invalid(name, e))
-}
-
 /// `-n`, validated.
 fn namespace(g: &GlobalArgs) -> Result<Option<Namespace>> {
-    g.namespace
-        .as_deref()
-        .map(|ns| flag("--namespace", Namespace::new(ns)))
-        .transpose()
+    crate::engine::request::field::namespace(g.namespace.as_deref())
 }
 
 /// The pool named on the command line, in the `-n` scope.
 fn pool_ref(g: &GlobalArgs, pool: &str) -> Result<PoolRef> {
-    Ok(PoolRef {
-        namespace: namespace(g)?,
-        name: flag("POOL", PoolName::new(pool))?,
-    })
+    crate::engine::request::field::pool_ref(g.namespace.as_deref(), pool)
 }
 
-/// `--uid`, validated: a UUID (see [`Uid::parse_uuid`]), kept lowercase.
-fn uid(uid: Option<&str>) -> Result<Option<Uid>> {
-    uid.map(|u| flag("--uid", Uid::parse_uuid(u))).transpose()
-}
-
-/// `--owner`/`--uid` as a filter.
-fn owner_filter(owner: Option<&str>, uid_flag: Option<&str>) -> Result<OwnerFilter> {
-    flag("--owner", OwnerFilter::new(owner, uid(uid_flag)?))
-}
-
-/// An address flag or argument.
-fn address(name: &str, s: &str) -> Result<std::net::IpAddr> {
-    flag(name, parse_addr(s))
-}
-
-/// A prefix flag.
-fn prefix(name: &str, s: &str) -> Result<ipnet::IpNet> {
-    flag(name, parse_net(s))
-}
-
-/// The scopes a command over many pools covers: `-n NS` alone, else every scope. A
-/// namespace that holds no pool and no allocation does not exist: exit 3, not an empty
-/// answer that would hide a typo.
+/// The scopes a command over many pools covers: `-n NS` alone, else every scope (see
+/// [`crate::engine::scopes::scopes`]).
 fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
-    let all = store.scopes()?;
-    match namespace(g)? {
-        Some(ns) if all.contains(&Some(ns.clone())) => Ok(vec![Some(ns)]),
-        Some(ns) => {
-            let known: Vec<String> = all.iter().flatten().map(|n| n.to_string()).collect();
-            let hint =
-                match crate::model::suggest::nearest(ns.as_str(), known.iter().map(String::as_str))
-                {
-                    Some(near) => format!("did you mean `{near}`?"),
-                    None => "`ipamctl pool list` shows the pools of every namespace".into(),
-                };
-            Err(Error::NotFound {
-                message: format!("namespace `{ns}` not found: it holds no pool and no allocation"),
-                hint: Some(hint),
-            })
-        }
-        None => Ok(all),
-    }
+    crate::engine::scopes::scopes(store, namespace(g)?)
 }
 
 /// The scopes of a command that asks the store about every scope at once when not given
@@ -311,9 +261,21 @@ pub(super) fn named_scopes(
     store: &dyn Store,
     g: &GlobalArgs,
 ) -> Result<Option<Vec<Option<Namespace>>>> {
-    match g.namespace {
-        Some(_) => scopes(store, g).map(Some),
-        None => Ok(None),
+    crate::engine::scopes::named_scopes(store, namespace(g)?)
+}
+
+/// Prints what a request noticed (its warnings, then its notes), once, and gives its
+/// result.
+fn told<T>(outcome: crate::engine::request::Outcome<T>) -> Result<T> {
+    tell(&outcome);
+    outcome.result
+}
+
+/// Prints a request's warnings, then its notes, on stderr.
+fn tell<T>(outcome: &crate::engine::request::Outcome<T>) {
+    crate::cli::output::warn(&outcome.warnings);
+    for note in &outcome.notes {
+        crate::cli::output::diagnostic(note);
     }
 }
 

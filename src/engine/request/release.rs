@@ -1,0 +1,405 @@
+//! `release` as a value: [`ReleaseInput`] is the request as a user gives it,
+//! [`ReleaseRequest::new`] holds every rule that makes it a request of one form (`POOL
+//! ADDRESS`, `POOL PREFIX`, selectors), and [`ReleaseRequest::run`] releases it, with its
+//! warnings as values.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Deserializer};
+
+use super::Outcome;
+use super::field::{address, namespace, pool_ref, prefix};
+use super::input::{Defaults, fields};
+use super::select::{SelectInput, query};
+use crate::engine::list::Query;
+use crate::engine::release::Released;
+use crate::engine::warning::Warnings;
+use crate::error::{Error, Result};
+use crate::model::prefix_claim::PrefixClaimManifest;
+use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef};
+use crate::store::Store;
+
+/// A `release` request as a user gives it: text, unchecked. A batch line's fields are
+/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `force`, `ignoreNotFound` and
+/// `dryRun` (`--within` and `-l` are the command line's only).
+#[derive(Clone, Debug, Default)]
+pub struct ReleaseInput {
+    pub pool: Option<String>,
+    /// An address, or in a supernet pool a prefix in CIDR form.
+    pub address: Option<String>,
+    /// `-n`: the scope.
+    pub namespace: Option<String>,
+    pub select: SelectInput,
+    pub force: bool,
+    pub ignore_not_found: bool,
+    pub dry_run: bool,
+}
+
+/// The fields of a batch's `release` request, in the order they are checked.
+const FIELDS: &[&str] = &[
+    "pool",
+    "address",
+    "namespace",
+    "owner",
+    "uid",
+    "kind",
+    "force",
+    "ignoreNotFound",
+    "dryRun",
+];
+
+impl ReleaseInput {
+    /// Reads one request of a batch with `deserializer`, the batch's command line giving
+    /// what the request leaves out (`defaults`); exit 2 saying why for one that is not a
+    /// request.
+    pub fn read<'de, D: Deserializer<'de>>(
+        deserializer: D,
+        defaults: &Defaults<'_>,
+    ) -> Result<ReleaseInput> {
+        let read = || -> std::result::Result<ReleaseInput, String> {
+            let mut f = fields(deserializer, FIELDS, &[])?;
+            // `pool` and `address` are the command line's two positional arguments, in
+            // that order, whichever field holds them.
+            let mut positional = f.texts("pool")?;
+            positional.extend(f.texts("address")?);
+            if let Some(extra) = positional.get(2) {
+                return Err(format!("unexpected argument '{extra}' found"));
+            }
+            let mut positional = positional.into_iter();
+            Ok(ReleaseInput {
+                pool: positional.next(),
+                address: positional.next(),
+                namespace: f.inherited_text("namespace", "--namespace <NS>", defaults.namespace)?,
+                select: SelectInput {
+                    owner: f.text("owner", "--owner <KIND/NAME>")?,
+                    uid: f.text("uid", "--uid <UUID>")?,
+                    kind: f.text("kind", "--kind <KIND>")?,
+                    ..SelectInput::default()
+                },
+                force: f.switch("force")?.unwrap_or(false),
+                ignore_not_found: f
+                    .inherited_switch("ignoreNotFound", defaults.ignore_not_found)?,
+                dry_run: defaults.dry_run || f.switch("dryRun")?.unwrap_or(false),
+            })
+        };
+        read().map_err(Error::usage)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReleaseInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        ReleaseInput::read(deserializer, &Defaults::default())
+            .map_err(|e| serde::de::Error::custom(e.to_string()))
+    }
+}
+
+/// A `release` request, valid in every way that does not need the store.
+#[derive(Debug)]
+pub struct ReleaseRequest {
+    dry_run: bool,
+    form: Form,
+}
+
+/// The forms of a `release` request.
+#[derive(Debug)]
+enum Form {
+    /// `POOL ADDRESS`, guarded by the owner filter unless `force`.
+    Address {
+        pool: PoolRef,
+        address: IpAddr,
+        guard: OwnerFilter,
+        unguarded: bool,
+        force: bool,
+    },
+    /// `POOL PREFIX` of a supernet pool, guarded alike.
+    Prefix {
+        pool: PoolRef,
+        prefix: ipnet::IpNet,
+        guard: OwnerFilter,
+        force: bool,
+    },
+    /// Every allocation and prefix claim the selectors pick, in the scope if given.
+    Selected {
+        scope: Option<Namespace>,
+        query: Query,
+        ignore_not_found: bool,
+    },
+}
+
+/// What one `release` request released (or, in a dry run, would release).
+#[derive(Debug, Default)]
+pub struct Freed {
+    pub addresses: Vec<AllocationManifest>,
+    pub prefixes: Vec<PrefixClaimManifest>,
+    /// Why nothing was released, as the single command says it on stderr (`note: …`); a
+    /// batch sums its requests' up in one line instead.
+    pub note: Option<String>,
+}
+
+impl ReleaseRequest {
+    /// The request `input` stands for, or exit 2 saying why it stands for none: every rule
+    /// of `release` that needs no store, whoever asks.
+    pub fn new(input: &ReleaseInput) -> Result<ReleaseRequest> {
+        if input.force && input.address.is_none() {
+            return Err(Error::usage(
+                "the following required arguments were not provided: <ADDRESS>",
+            ));
+        }
+        let select = &input.select;
+        let ns = input.namespace.as_deref();
+        let form = match (&input.pool, &input.address) {
+            (Some(pool), Some(addr)) => {
+                if select.within.is_some() || select.labels.is_some() {
+                    return Err(Error::usage(
+                        "`--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it",
+                    ));
+                }
+                let guard = query(None, None, select)?.filter;
+                let pool = pool_ref(ns, pool)?;
+                if addr.contains('/') {
+                    Form::Prefix {
+                        pool,
+                        prefix: prefix("PREFIX", addr)?,
+                        guard,
+                        force: input.force,
+                    }
+                } else {
+                    Form::Address {
+                        pool,
+                        address: address("ADDRESS", addr)?,
+                        guard,
+                        unguarded: select.owner.is_none()
+                            && select.uid.is_none()
+                            && select.kind.is_none(),
+                        force: input.force,
+                    }
+                }
+            }
+            (pool, None) if !select.is_empty() => Form::Selected {
+                query: query(pool.as_deref(), None, select)?,
+                scope: namespace(ns)?,
+                ignore_not_found: input.ignore_not_found,
+            },
+            _ => return Err(Error::Usage {
+                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
+                hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
+            }),
+        };
+        Ok(ReleaseRequest {
+            dry_run: input.dry_run,
+            form,
+        })
+    }
+
+    /// Is this a dry run (nothing is released)?
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// Releases what the request names, in its own units of work: the one thing the single
+    /// command, each request of a batch and a server's request run. Warnings (broken files
+    /// passed over) come back beside the result, also when it failed.
+    pub fn run(&self, store: &(dyn Store + Sync)) -> Outcome<Freed> {
+        let mut warnings = Warnings::default();
+        let result = self.release(store, &mut warnings);
+        Outcome {
+            result,
+            warnings,
+            notes: Vec::new(),
+        }
+    }
+
+    fn release(&self, store: &(dyn Store + Sync), warnings: &mut Warnings) -> Result<Freed> {
+        let dry_run = self.dry_run;
+        match &self.form {
+            Form::Prefix {
+                pool,
+                prefix,
+                guard,
+                force,
+            } => {
+                let prefixes = release_prefix(store, pool, *prefix, guard, *force, dry_run)?;
+                let note = prefixes.is_empty().then(|| {
+                    format!("note: {prefix} in pool `{pool}` is not claimed; nothing to release")
+                });
+                Ok(Freed {
+                    prefixes,
+                    note,
+                    ..Freed::default()
+                })
+            }
+            Form::Address {
+                pool,
+                address,
+                guard,
+                unguarded,
+                force,
+            } => {
+                if *unguarded && !force {
+                    refuse_unguarded(store, pool, *address)?;
+                }
+                let addresses = release_one(store, pool, address, guard, dry_run)?;
+                let note = addresses.is_empty().then(|| {
+                    format!("note: {address} in pool `{pool}` is not allocated; nothing to release")
+                });
+                Ok(Freed {
+                    addresses,
+                    note,
+                    ..Freed::default()
+                })
+            }
+            Form::Selected {
+                scope,
+                query,
+                ignore_not_found,
+            } => release_selected(store, scope, query, *ignore_not_found, dry_run, warnings),
+        }
+    }
+}
+
+/// `release` by selectors (in the query's pool, if given): every allocation and prefix
+/// claim they pick, each guarded by its owner; none is exit 3, or a note with
+/// `ignore_not_found`.
+fn release_selected(
+    store: &(dyn Store + Sync),
+    scope: &Option<Namespace>,
+    query: &Query,
+    ignore_not_found: bool,
+    dry_run: bool,
+    warnings: &mut Warnings,
+) -> Result<Freed> {
+    let scopes = crate::engine::scopes::named_scopes(store, scope.clone())?;
+    let held = crate::engine::list::collect(store, scopes.as_deref(), query, warnings)?;
+    // Prefix claims have no address or labels to select by: only owner selectors pick them.
+    let prefixes = if query.within.is_none() && query.labels.is_none() {
+        super::select::prefix_claims(store, scope.clone(), query.pool.as_ref(), &query.filter)?
+    } else {
+        Vec::new()
+    };
+    let mut note = None;
+    if held.is_empty() && prefixes.is_empty() {
+        if !ignore_not_found {
+            return Err(Error::NotFound {
+                message: "no allocation matches the selectors; nothing released".into(),
+                hint: Some("`ipamctl list` with the same selectors shows what they pick; `--ignore-not-found` makes this exit 0 for a release that may have happened already".into()),
+            });
+        }
+        note = Some("note: no allocation matches; nothing to release".into());
+    }
+    // Each allocation guarded by its exact owner, so an address re-allocated to someone
+    // else in the meantime is left alone; all in one unit of work.
+    let addresses = if dry_run {
+        held
+    } else {
+        crate::engine::release::release_each(store, &held)?
+    };
+    let prefixes = if dry_run {
+        prefixes
+    } else {
+        crate::engine::prefix::release_each(store, &prefixes)?
+    };
+    Ok(Freed {
+        addresses,
+        prefixes,
+        note,
+    })
+}
+
+/// `POOL ADDRESS` without `--owner`, `--uid` or `--kind`: exit 2 naming the holder, whose
+/// owner the user then types (a mistyped address then frees nobody's). An address nobody
+/// holds goes on to the release, which says so.
+fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: IpAddr) -> Result<()> {
+    let Some(owner) = crate::engine::release::holder(store, pool, addr)? else {
+        return Ok(());
+    };
+    Err(Error::Usage {
+        message: format!(
+            "release of {addr} in pool `{pool}` names no owner; it is held by `{owner}`{}",
+            owner
+                .uid()
+                .map(|u| format!(" (uid {u})"))
+                .unwrap_or_default()
+        ),
+        hint: Some(format!(
+            "guard it with its owner, which it then frees only if it still holds it: {}; or pass `--force` to release it whoever holds it",
+            crate::engine::hint::release(pool, addr, &owner)
+        )),
+    })
+}
+
+/// Does the pool manifest exist? (Release works without it; it only sharpens errors.)
+fn pool_spec(store: &dyn Store, pool: &PoolRef) -> Result<Option<crate::model::PoolManifest>> {
+    match crate::store::read::load_pool(store, pool) {
+        Ok(p) => Ok(Some(p)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `release POOL ADDRESS`: the allocation released (none when nobody holds it).
+fn release_one(
+    store: &dyn Store,
+    pool: &PoolRef,
+    addr: &IpAddr,
+    guard: &OwnerFilter,
+    dry_run: bool,
+) -> Result<Vec<AllocationManifest>> {
+    let spec = pool_spec(store, pool)?;
+    if let Some(spec) = &spec
+        && !spec.spec.cidr.contains(addr)
+    {
+        return Err(Error::invalid(
+            "ADDRESS",
+            format!("{addr} is outside pool `{pool}` ({})", spec.spec.cidr),
+        ));
+    }
+    let released = if dry_run {
+        crate::engine::release::would_release(store, pool, *addr, guard)?
+    } else {
+        crate::engine::release::release_address(store, pool, *addr, guard)?
+    };
+    match released {
+        Released::Deleted(m) => Ok(vec![*m]),
+        Released::NotHeld if spec.is_none() => Err(crate::store::read::pool_not_found(store, pool)),
+        // Nobody holds it: the caller says so.
+        Released::NotHeld => Ok(Vec::new()),
+    }
+}
+
+/// `release POOL PREFIX`: guarded as an address release is (exit 2 naming the holder when
+/// no `--owner`/`--uid`/`--kind` is given and no `--force`). Nothing, when nobody claims it.
+fn release_prefix(
+    store: &dyn Store,
+    pool: &PoolRef,
+    prefix: ipnet::IpNet,
+    guard: &OwnerFilter,
+    force: bool,
+    dry_run: bool,
+) -> Result<Vec<PrefixClaimManifest>> {
+    if guard.is_empty() && !force {
+        let claims = crate::engine::prefix::pool_claims(store, pool)?;
+        if let Some(c) = claims.iter().find(|c| c.spec.prefix == prefix) {
+            let owner = &c.spec.owner;
+            let uid = owner
+                .uid()
+                .map(|u| format!(" --uid {u}"))
+                .unwrap_or_default();
+            return Err(Error::Usage {
+                message: format!(
+                    "release of {prefix} in pool `{pool}` names no owner; it is held by `{owner}`"
+                ),
+                hint: Some(format!(
+                    "guard it with `--owner {owner}{uid}`, or pass `--force` to release it whoever holds it"
+                )),
+            });
+        }
+    }
+    match crate::engine::prefix::release_prefix(store, pool, prefix, guard, dry_run)? {
+        Some(m) => Ok(vec![m]),
+        // Nobody claims it (in a pool that exists): the caller says so.
+        None => {
+            crate::store::read::load_pool(store, pool)?;
+            Ok(Vec::new())
+        }
+    }
+}

@@ -103,6 +103,7 @@ pub mod dhcp;
 pub mod diff;
 pub mod dns;
 pub mod doomed;
+pub mod executor;
 pub mod explain;
 pub mod git;
 pub mod hint;

@@ -5,6 +5,7 @@ use std::io::Write;
 use crate::cli::output::{self, Action, Change};
 use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::allocate::Allocated;
+use crate::engine::executor::{Done, Executor, Request};
 use crate::engine::request::{AllocateInput, AllocateRequest, Claimed};
 use crate::error::Result;
 use crate::store::Store;
@@ -15,8 +16,11 @@ pub fn run(
     args: &AllocateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let request = AllocateRequest::new(&input(g, args))?;
-    match super::told(request.run(store))? {
+    let request = Request::Allocate(Box::new(AllocateRequest::new(&input(g, args))?));
+    let Done::Claimed(claimed) = super::told(Executor::one(store, &request))? else {
+        unreachable!("an allocate request claims")
+    };
+    match claimed {
         Claimed::Addresses(allocated) => render(&allocated, g, out),
         Claimed::Prefix(manifest, created) => {
             if g.output.is_none() {

@@ -9,11 +9,11 @@
 use serde_json::Value;
 
 use crate::cli::output;
+use crate::engine::executor::{self, Request};
 use crate::engine::request::{
-    AllocateInput, AllocateRequest, Claimed, Defaults, Freed, Outcome, ReleaseInput, ReleaseRequest,
+    AllocateInput, AllocateRequest, Claimed, Defaults, Freed, ReleaseInput, ReleaseRequest,
 };
 use crate::error::Result;
-use crate::store::Store;
 
 /// Which command's requests a batch holds.
 #[derive(Clone, Copy)]
@@ -22,56 +22,37 @@ pub(super) enum Kind {
     Release,
 }
 
-/// One request of a batch, typed.
-pub(super) enum Typed {
-    Allocate(Box<AllocateRequest>),
-    Release(Box<ReleaseRequest>),
-}
-
 impl Kind {
     /// The request `line` stands for, the batch's command line giving what it leaves out.
-    pub(super) fn request(self, line: Value, defaults: &Defaults<'_>) -> Result<Typed> {
+    pub(super) fn request(self, line: Value, defaults: &Defaults<'_>) -> Result<Request> {
         Ok(match self {
             Kind::Allocate => {
                 let input = AllocateInput::read(line, defaults)?;
-                Typed::Allocate(Box::new(AllocateRequest::new(&input)?))
+                Request::Allocate(Box::new(AllocateRequest::new(&input)?))
             }
             Kind::Release => {
                 let input = ReleaseInput::read(line, defaults)?;
-                Typed::Release(Box::new(ReleaseRequest::new(&input)?))
+                Request::Release(Box::new(ReleaseRequest::new(&input)?))
             }
         })
     }
 }
 
-impl Typed {
-    /// Runs the request on `store`: what the single command runs, and nothing else.
-    pub(super) fn run(&self, store: &(dyn Store + Sync)) -> Outcome<Done> {
-        match self {
-            Typed::Allocate(request) => done(request.run(store), Done::allocated),
-            Typed::Release(request) => {
-                let dry_run = request.dry_run();
-                done(request.run(store), |freed| Done::released(freed, dry_run))
-            }
-        }
-    }
-}
-
-/// `outcome` with its result made a [`Done`] by `make`.
-fn done<T>(outcome: Outcome<T>, make: impl FnOnce(T) -> Done) -> Outcome<Done> {
-    Outcome {
-        result: outcome.result.map(make),
-        warnings: outcome.warnings,
-        notes: outcome.notes,
-    }
-}
-
-/// What one request did.
+/// What one request did, as a batch prints it.
 pub enum Done {
     /// `allocate`: the addresses (one per pool) or the prefix, and what was done.
     Held(Vec<String>, &'static str, output::Action),
     /// `release`: what was released (nothing: `unchanged`).
     Freed(Vec<String>, &'static str, output::Action),
+}
+
+impl From<executor::Done> for Done {
+    fn from(done: executor::Done) -> Done {
+        match done {
+            executor::Done::Claimed(got) => Done::allocated(got),
+            executor::Done::Freed(freed, dry_run) => Done::released(freed, dry_run),
+        }
+    }
 }
 
 impl Done {

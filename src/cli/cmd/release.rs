@@ -4,6 +4,7 @@ use std::io::Write;
 
 use crate::cli::output::{self, Action, Change, Held};
 use crate::cli::{GlobalArgs, ReleaseArgs};
+use crate::engine::executor::{Done, Executor, Request};
 use crate::engine::request::{ReleaseInput, ReleaseRequest};
 use crate::error::Result;
 use crate::store::Store;
@@ -14,8 +15,10 @@ pub fn run(
     args: &ReleaseArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let request = ReleaseRequest::new(&input(g, args))?;
-    let freed = super::told(request.run(store))?;
+    let request = Request::Release(Box::new(ReleaseRequest::new(&input(g, args))?));
+    let Done::Freed(freed, _) = super::told(Executor::one(store, &request))? else {
+        unreachable!("a release request frees")
+    };
     if let Some(note) = &freed.note {
         output::diagnostic(note);
     }

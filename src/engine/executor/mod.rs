@@ -1,0 +1,227 @@
+//! The executor: runs typed requests ([`Request`]: an `allocate` or a `release`, built by
+//! [`crate::engine::request`]'s constructors) on one store or several, and hands back each
+//! request's [`Finished`] outcome in input order, its warnings and notes as values. The
+//! single command runs one request ([`Executor::one`]); a batch (`allocate -f`,
+//! `release -f`) feeds a stream of them through a channel ([`Executor::run`]) and prints
+//! what comes back; a server will feed its requests the same way. Nothing here prints.
+//!
+//! What [`Executor::run`] owns:
+//! - **Workers.** One thread per store: a state directory's batch has one, so its requests
+//!   run one after another in input order; a database's has one per connection (`--jobs`).
+//!   Requests are handed out in input order, at most a group's worth in flight per worker,
+//!   and come back in input order as the ones before them are done (a group's once it
+//!   committed). Two requests race exactly as two processes do: the store's arbiter decides.
+//! - **Groups** ([`crate::store::Units::grouped`]): on one connection, the requests waiting
+//!   when one is done join its group, one transaction under savepoints; on the file store,
+//!   the group's directory `fsync`s are deferred to its end. A group that fails as a whole
+//!   runs each of its requests again on its own, and only what that run noticed is told; a
+//!   group whose commit's outcome is unknown makes each success in it unknown.
+//! - **The hand-off** ([`crate::store::Units::lost`]): a worker whose connection is lost
+//!   stops taking requests unless it is the last one working; the others run the rest.
+//! - **The stop flag** (set by SIGINT or SIGTERM in the front end), and a front end's
+//!   reader gone (`closed`): no request starts after either; the ones in flight finish, each
+//!   whole.
+//!
+//! What it holds at any time is bounded whatever the number of requests: the requests in
+//! flight and the outcomes that wait for an earlier one (a group's worth a worker).
+
+mod worker;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::engine::request::{
+    AllocateRequest, Claimed, Freed, Outcome, ReleaseRequest,
+};
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// One typed request.
+pub enum Request {
+    Allocate(Box<AllocateRequest>),
+    Release(Box<ReleaseRequest>),
+}
+
+/// What one request did.
+#[derive(Debug)]
+pub enum Done {
+    /// An `allocate`'s claim.
+    Claimed(Claimed),
+    /// A `release`'s, and whether it was a dry run.
+    Freed(Freed, bool),
+}
+
+impl Request {
+    /// Runs the request on `store`, on its own (its own unit of work).
+    fn run(&self, store: &(dyn Store + Sync)) -> Outcome<Done> {
+        match self {
+            Request::Allocate(request) => done(request.run(store), Done::Claimed),
+            Request::Release(request) => {
+                let dry_run = request.dry_run();
+                done(request.run(store), |freed| Done::Freed(freed, dry_run))
+            }
+        }
+    }
+}
+
+/// `outcome` with its result made a [`Done`] by `make`.
+fn done<T>(outcome: Outcome<T>, make: impl FnOnce(T) -> Done) -> Outcome<Done> {
+    Outcome {
+        result: outcome.result.map(make),
+        warnings: outcome.warnings,
+        notes: outcome.notes,
+    }
+}
+
+/// A request as the executor takes it: what the front end keeps of it (`meta`, handed back
+/// with its outcome), and the typed request, or why the input stands for none (that is its
+/// outcome, and it never reaches a store).
+pub struct Job<M> {
+    pub meta: M,
+    pub request: Result<Request>,
+}
+
+/// One request's outcome, in input order.
+pub struct Finished<M> {
+    /// The request's place in the input, from 0.
+    pub index: usize,
+    pub meta: M,
+    pub outcome: Outcome<Done>,
+}
+
+/// Why [`Executor::run`] stopped taking requests before its input ended (besides the stop
+/// flag, which the caller holds).
+#[derive(Debug)]
+pub enum Halt {
+    /// `closed` said the front end's reader is gone, with `started` requests handed out.
+    Closed { started: usize },
+    /// The front end refused an outcome (`deliver` failed): its error.
+    Refused(Error),
+}
+
+/// Runs requests on `stores` (one per worker), until `stop` is set or `closed` says the
+/// reader of the outcomes is gone.
+pub struct Executor<'a> {
+    pub stores: &'a [Box<dyn Store + Sync>],
+    pub stop: &'a AtomicBool,
+    pub closed: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// How a worker takes its requests: the queue, the workers still taking, and whether the
+/// requests waiting may still start.
+struct Queue<'a, J> {
+    rx: Mutex<Receiver<(usize, J)>>,
+    working: AtomicUsize,
+    more: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Executor<'_> {
+    /// The single command: `request` alone on `store`, as a batch's worker runs each.
+    pub fn one(store: &(dyn Store + Sync), request: &Request) -> Outcome<Done> {
+        request.run(store)
+    }
+
+    /// Runs the requests `input` brings, each made a [`Job`] by `prepare` on the worker that
+    /// runs it, and hands each outcome to `deliver` in input order, every one that started,
+    /// with whether the run has halted by then ([`Halt`]: the front end may pass it over
+    /// then, as a batch does once its stdout is gone). Stops taking requests when `input`
+    /// ends, at the stop flag, when `closed` says so, or at an outcome `deliver` refused
+    /// (the first such halt is returned), once the requests in flight are done: each of
+    /// them is whole.
+    /// Tells the stores a batch runs on them ([`crate::store::Units::batch`]) for the time
+    /// of the run.
+    pub fn run<J: Send, M: Send>(
+        &self,
+        input: &Receiver<J>,
+        prepare: &(dyn Fn(J) -> Job<M> + Sync),
+        deliver: &mut dyn FnMut(Finished<M>, bool) -> Result<()>,
+    ) -> Option<Halt> {
+        for store in self.stores {
+            store.batch(self.stores.len());
+        }
+        let halt = self.dispatch(input, prepare, deliver);
+        if let Some(store) = self.stores.first() {
+            store.batch_done();
+        }
+        halt
+    }
+
+    /// Hands what `input` reads to one worker per store, in input order and at most a
+    /// group's worth in flight per worker, and delivers the outcomes in input order.
+    fn dispatch<J: Send, M: Send>(
+        &self,
+        input: &Receiver<J>,
+        prepare: &(dyn Fn(J) -> Job<M> + Sync),
+        deliver: &mut dyn FnMut(Finished<M>, bool) -> Result<()>,
+    ) -> Option<Halt> {
+        let tick = Duration::from_millis(100);
+        // A worker's group is made of the requests already handed out when it is ready.
+        let most: usize = self.stores.iter().map(|s| s.group_size().max(1)).sum();
+        // How many outcomes were delivered.
+        let mut delivered = 0;
+        let mut halt = None;
+        let (work_tx, work_rx) = std::sync::mpsc::channel::<(usize, J)>();
+        // A group takes no more after a signal, or once the reader is gone.
+        let more = || !self.stop.load(Ordering::Relaxed) && !(self.closed)();
+        let queue = Queue {
+            rx: Mutex::new(work_rx),
+            working: AtomicUsize::new(self.stores.len()),
+            more: &more,
+        };
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<Finished<M>>();
+        std::thread::scope(|scope| {
+            for store in self.stores {
+                let (queue, done_tx) = (&queue, done_tx.clone());
+                scope.spawn(move || worker::work(&**store, queue, prepare, &done_tx));
+            }
+            drop(done_tx);
+            let mut pending = BTreeMap::new();
+            let mut sent = 0;
+            let mut reading = true;
+            loop {
+                while let Some(f) = pending.remove(&delivered) {
+                    delivered += 1;
+                    let refused = deliver(f, halt.is_some()).err();
+                    if halt.is_none() {
+                        halt = refused.map(Halt::Refused);
+                    }
+                }
+                if halt.is_some() || self.stop.load(Ordering::Relaxed) {
+                    reading = false;
+                }
+                let in_flight = sent - delivered - pending.len();
+                if !reading && in_flight == 0 {
+                    break;
+                }
+                if !reading || in_flight >= most {
+                    if let Ok(f) = done_rx.recv_timeout(tick) {
+                        pending.insert(f.index, f);
+                    }
+                    continue;
+                }
+                match input.recv_timeout(tick) {
+                    // No request starts once the reader is gone (one in flight finishes).
+                    Ok(_) if (self.closed)() => {
+                        halt.get_or_insert(Halt::Closed { started: sent });
+                        reading = false;
+                    }
+                    Ok(job) => {
+                        if work_tx.send((sent, job)).is_ok() {
+                            sent += 1;
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => reading = false,
+                }
+                while let Ok(f) = done_rx.try_recv() {
+                    pending.insert(f.index, f);
+                }
+            }
+            drop(work_tx);
+        });
+        halt
+    }
+}

@@ -847,3 +847,40 @@ fn the_batch_builds_no_command_line() {
         .expect("the typed requests live in engine/request/");
     assert!(request.contains("pub use allocate::{AllocateInput, AllocateRequest"));
 }
+
+/// One executor (issue 42): the command line runs requests only through the engine's
+/// executor (`engine/executor/`): no front-end file groups a store's requests, hands off a
+/// lost connection's, tells a store a batch runs, or runs a request by hand; the single
+/// `allocate` and `release` are the executor with one request.
+#[test]
+fn the_command_line_runs_requests_through_the_executor() {
+    let sources = crate_sources();
+    let machinery = [
+        ".grouped(",
+        ".group_size(",
+        ".lost()",
+        ".batch(",
+        ".batch_done(",
+        "request.run(",
+    ];
+    for (path, source) in sources.iter().filter(|(p, _)| p.starts_with("cli/")) {
+        let code = strip_comments(source);
+        for word in machinery {
+            assert!(
+                !code.contains(word),
+                "{path} calls `{word}`: running requests is the engine's executor's (engine/executor/)"
+            );
+        }
+    }
+    for command in ["cli/cmd/allocate.rs", "cli/cmd/release.rs"] {
+        let code = strip_comments(&sources[command]);
+        assert!(
+            code.contains("Executor::one("),
+            "{command} runs its request without the executor"
+        );
+    }
+    assert!(
+        strip_comments(&sources["cli/cmd/batch.rs"]).contains("executor.run("),
+        "the batch runs its requests without the executor"
+    );
+}

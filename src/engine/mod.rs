@@ -93,6 +93,11 @@
 //! | `check --fix` (cooldown) | `cooldown::prune` | `pool`, exclusive | a record a release wrote since `check` looked is kept |
 //! | `import` | `transfer::import_dir` | `scope` (every scope), then `pool` (every pool, exclusive) | serial with every writer of those scopes and pools |
 //! | `export DIR` | `transfer::export` | `none`: it writes a new, empty state directory made by the same command, which no other process works in | — |
+//!
+//! `allocate` and `release`, alone or many (`allocate -f`, `release -f`), reach their rows
+//! through the executor ([`executor`]), which takes no lock of its own: it runs each
+//! request on one store (a worker's), where the request takes its row's locks, inside the
+//! store's group of requests where the store groups them ([`Units::grouped`](crate::store::Units::grouped)).
 
 pub mod allocate;
 pub mod apply;

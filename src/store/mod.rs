@@ -481,7 +481,7 @@ pub trait Units {
 
     /// This store can run nothing more (a database connection that closed: every unit on it
     /// would fail at once). A batch's worker on it then stops taking requests while another
-    /// worker can run them (`cli/cmd/batch.rs`).
+    /// worker can run them (`engine/executor/`).
     fn lost(&self) -> bool {
         false
     }

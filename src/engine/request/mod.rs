@@ -11,12 +11,11 @@
 //! front end prints once per request (a batch's group run again one by one prints only
 //! the second run's).
 //!
-//! What is left for the executor step (issue 42): running many requests on one store or
-//! several (the batch's worker threads and groups of one transaction, the re-run of a
-//! failed group one by one, the hand-off from a lost connection, the stop flag) still lives
-//! in `cli/cmd/batch.rs`. It moves here as one executor that takes typed requests and
-//! returns outcomes in input order; the single command is then the executor with one
-//! request, the batch the executor plus an ordered printer, and the server calls the same.
+//! Many requests run through the executor ([`crate::engine::executor`]): on one store or
+//! several, the batch's worker threads and groups of one transaction, the re-run of a
+//! failed group one by one, the hand-off from a lost connection and the stop flag, with
+//! the outcomes in input order. The single command is the executor with one request, the
+//! batch the executor plus an ordered printer, and the server will call the same.
 
 mod allocate;
 pub mod field;

@@ -112,7 +112,9 @@ fn each(
             owner,
             result: result.map(Into::into),
         };
-        printer.print(out, &o).map_err(|e| unread(e, printer.done()))
+        printer
+            .print(out, &o)
+            .map_err(|e| unread(e, printer.done()))
     };
     let halt = executor.run(&rx, &prepare, &mut deliver);
     match halt {

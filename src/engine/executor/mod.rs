@@ -28,14 +28,12 @@
 mod worker;
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::engine::request::{
-    AllocateRequest, Claimed, Freed, Outcome, ReleaseRequest,
-};
+use crate::engine::request::{AllocateRequest, Claimed, Freed, Outcome, ReleaseRequest};
 use crate::error::{Error, Result};
 use crate::store::Store;
 

@@ -22,11 +22,11 @@ use serde_json::Value;
 
 use super::batch_print::{Outcome, Printer};
 use super::batch_read::{Read, requests};
-use super::batch_request::Kind;
+use super::batch_request::{Done, Kind};
 use crate::cli::output;
 use crate::cli::{AllocateArgs, GlobalArgs, ReleaseArgs};
-use crate::engine::executor::{Executor, Finished, Halt, Job};
-use crate::engine::request::Defaults;
+use crate::engine::executor::{self, Executor, Finished, Front, Halt, Job};
+use crate::engine::request::{self, Defaults};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -99,7 +99,17 @@ fn each(
         closed: &output::reader_gone,
     };
     let prepare = |read: Read| job(read, context);
-    let mut deliver = |f: Finished<Meta>, halted: bool| {
+    // The printed values are made on the worker, as the request's result comes.
+    let conclude = |o: request::Outcome<executor::Done>| request::Outcome {
+        result: o.result.map(Done::from),
+        warnings: o.warnings,
+        notes: o.notes,
+    };
+    let front = Front {
+        prepare: &prepare,
+        conclude: &conclude,
+    };
+    let mut deliver = |f: Finished<Meta, request::Outcome<Done>>, halted: bool| {
         super::tell(&f.outcome);
         if halted {
             // Stdout is gone: what is left is passed over, its warnings told.
@@ -110,13 +120,13 @@ fn each(
             index: f.index,
             line,
             owner,
-            result: result.map(Into::into),
+            result,
         };
         printer
             .print(out, &o)
             .map_err(|e| unread(e, printer.done()))
     };
-    let halt = executor.run(&rx, &prepare, &mut deliver);
+    let halt = executor.run(&rx, &front, &mut deliver);
     match halt {
         Some(Halt::Refused(e)) => return Err(e),
         Some(Halt::Closed { started }) => return Err(unread(output::closed(), started)),

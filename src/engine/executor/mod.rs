@@ -82,12 +82,21 @@ pub struct Job<M> {
     pub request: Result<Request>,
 }
 
-/// One request's outcome, in input order.
-pub struct Finished<M> {
+/// One request's outcome, in input order, as the front end's `conclude` made it.
+pub struct Finished<M, O> {
     /// The request's place in the input, from 0.
     pub index: usize,
     pub meta: M,
-    pub outcome: Outcome<Done>,
+    pub outcome: O,
+}
+
+/// What a front end gives [`Executor::run`] to run on the workers: `prepare` makes what
+/// the input brings a [`Job`], and `conclude` makes a request's outcome what the front end
+/// keeps of it (a batch: the values it prints), so that neither weighs on the thread that
+/// delivers the outcomes in order.
+pub struct Front<'a, J, M, O> {
+    pub prepare: &'a (dyn Fn(J) -> Job<M> + Sync),
+    pub conclude: &'a (dyn Fn(Outcome<Done>) -> O + Sync),
 }
 
 /// Why [`Executor::run`] stopped taking requests before its input ended (besides the stop
@@ -122,8 +131,9 @@ impl Executor<'_> {
         request.run(store)
     }
 
-    /// Runs the requests `input` brings, each made a [`Job`] by `prepare` on the worker that
-    /// runs it, and hands each outcome to `deliver` in input order, every one that started,
+    /// Runs the requests `input` brings, each made a [`Job`] by `front.prepare` on the
+    /// worker that runs it (its outcome made the front end's by `front.conclude` there), and
+    /// hands each outcome to `deliver` in input order, every one that started,
     /// with whether the run has halted by then ([`Halt`]: the front end may pass it over
     /// then, as a batch does once its stdout is gone). Stops taking requests when `input`
     /// ends, at the stop flag, when `closed` says so, or at an outcome `deliver` refused
@@ -131,16 +141,16 @@ impl Executor<'_> {
     /// them is whole.
     /// Tells the stores a batch runs on them ([`crate::store::Units::batch`]) for the time
     /// of the run.
-    pub fn run<J: Send, M: Send>(
+    pub fn run<J: Send, M: Send, O: Send>(
         &self,
         input: &Receiver<J>,
-        prepare: &(dyn Fn(J) -> Job<M> + Sync),
-        deliver: &mut dyn FnMut(Finished<M>, bool) -> Result<()>,
+        front: &Front<'_, J, M, O>,
+        deliver: &mut dyn FnMut(Finished<M, O>, bool) -> Result<()>,
     ) -> Option<Halt> {
         for store in self.stores {
             store.batch(self.stores.len());
         }
-        let halt = self.dispatch(input, prepare, deliver);
+        let halt = self.dispatch(input, front, deliver);
         if let Some(store) = self.stores.first() {
             store.batch_done();
         }
@@ -149,11 +159,11 @@ impl Executor<'_> {
 
     /// Hands what `input` reads to one worker per store, in input order and at most a
     /// group's worth in flight per worker, and delivers the outcomes in input order.
-    fn dispatch<J: Send, M: Send>(
+    fn dispatch<J: Send, M: Send, O: Send>(
         &self,
         input: &Receiver<J>,
-        prepare: &(dyn Fn(J) -> Job<M> + Sync),
-        deliver: &mut dyn FnMut(Finished<M>, bool) -> Result<()>,
+        front: &Front<'_, J, M, O>,
+        deliver: &mut dyn FnMut(Finished<M, O>, bool) -> Result<()>,
     ) -> Option<Halt> {
         let tick = Duration::from_millis(100);
         // A worker's group is made of the requests already handed out when it is ready.
@@ -169,11 +179,11 @@ impl Executor<'_> {
             working: AtomicUsize::new(self.stores.len()),
             more: &more,
         };
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<Finished<M>>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<Finished<M, O>>();
         std::thread::scope(|scope| {
             for store in self.stores {
                 let (queue, done_tx) = (&queue, done_tx.clone());
-                scope.spawn(move || worker::work(&**store, queue, prepare, &done_tx));
+                scope.spawn(move || worker::work(&**store, queue, front, &done_tx));
             }
             drop(done_tx);
             let mut pending = BTreeMap::new();

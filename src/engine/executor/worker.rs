@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 
-use super::{Done, Finished, Job, Queue};
+use super::{Done, Finished, Front, Job, Queue};
 use crate::engine::request::Outcome;
 use crate::engine::warning::Warnings;
 use crate::error::Error;
@@ -18,14 +18,14 @@ use crate::store::Store;
 /// `working` counts: the others run the rest, instead of this one failing each at once (one
 /// connection of four lost used to fail 1,390 of 3,000 requests). The last one goes on, so
 /// that every request still gets its outcome.
-pub(super) fn work<J, M>(
+pub(super) fn work<J, M, O>(
     store: &(dyn Store + Sync),
     queue: &Queue<'_, J>,
-    prepare: &(dyn Fn(J) -> Job<M> + Sync),
-    done: &Sender<Finished<M>>,
+    front: &Front<'_, J, M, O>,
+    done: &Sender<Finished<M, O>>,
 ) {
     let size = store.group_size();
-    let next = |wait: bool| (wait || (queue.more)()).then(|| take(queue, wait, prepare))?;
+    let next = |wait: bool| (wait || (queue.more)()).then(|| take(queue, wait, front.prepare))?;
     let one = |job: &(usize, Job<M>)| match &job.1.request {
         Ok(request) => Some(request.run(store)),
         Err(_) => None,
@@ -61,7 +61,7 @@ pub(super) fn work<J, M>(
             let finished = Finished {
                 index,
                 meta: job.meta,
-                outcome,
+                outcome: (front.conclude)(outcome),
             };
             if done.send(finished).is_err() {
                 return;

@@ -15,17 +15,7 @@ use host::netns::{Net, server_log};
 /// The lab's export of pool `lab` in `format`, for a Kea listening on `interface`.
 fn lab_with_export(format: &str, interface: &str) -> (Lab, PathBuf) {
     let lab = Lab::new();
-    let text = lab.stdout(&[
-        "dhcp",
-        "export",
-        "--format",
-        format,
-        "--pool",
-        "lab",
-        "--interface",
-        interface,
-    ]);
-    let path = lab.file(&format!("{format}.conf"), &text);
+    let path = lab.export(format, "lab", interface);
     (lab, path)
 }
 

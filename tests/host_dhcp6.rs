@@ -20,17 +20,8 @@ fn kea6_serving_the_export_gives_a_directly_attached_guest_its_address() {
     let dir = lab.tmp.path();
     let mut net = Net::new("6k");
     let vs = net.server_if();
-    let text = lab.stdout(&[
-        "dhcp",
-        "export",
-        "--format",
-        "kea6",
-        "--pool",
-        "lab-v6",
-        "--interface",
-        &vs,
-    ]);
-    let conf = lab.file("kea6.json", &text);
+    let conf = lab.export("kea6", "lab-v6", &vs);
+    let text = std::fs::read_to_string(&conf).expect("the export");
     net.serve_kea6(&conf, dir);
     let log = || server_log(dir);
     assert_eq!(

@@ -63,12 +63,7 @@ fn pair(kind: &str, address: &str) -> (String, String) {
 fn leases_drift(format: &str, tag: &str, serve: fn(&mut Net, &Path, &Path) -> PathBuf, lab: Lab) {
     let mut net = Net::new(tag);
     let vs = net.server_if();
-    let mut args = vec!["dhcp", "export", "--format", format, "--pool", "lab"];
-    if format == "kea4" {
-        args.extend_from_slice(&["--interface", &vs]);
-    }
-    let text = lab.stdout(&args);
-    let conf = lab.file(&format!("{format}.conf"), &text);
+    let conf = lab.export(format, "lab", &vs);
     let dir = lab.tmp.path().to_owned();
     let leases = serve(&mut net, &conf, &dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
@@ -197,41 +192,25 @@ fn kea6_leases_report_each_drift() {
     let lab = Lab::new();
     let mut net = Net::new("l6");
     let vs = net.server_if();
-    let text = lab.stdout(&[
-        "dhcp",
-        "export",
-        "--format",
-        "kea6",
-        "--pool",
-        "lab-v6",
-        "--interface",
-        &vs,
-    ]);
-    let conf = lab.file("kea6.conf", &text);
+    let conf = lab.export("kea6", "lab-v6", &vs);
     let dir = lab.tmp.path().to_owned();
     let leases = net.serve_kea6(&conf, &dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
     let got = net.ask6("52:54:00:00:00:01", &dir);
     assert_eq!(got.as_deref(), Some("ip6=2001:db8:1::1/128"), "{}", log());
     net.stop_servers();
-    let args = |extra: &[&str]| {
-        let mut a = vec!["dhcp", "leases", "--format", "kea6"];
-        a.push(leases.to_str().expect("UTF-8"));
-        a.extend_from_slice(&["--pool", "lab-v6", "-o", "name"]);
-        a.extend_from_slice(extra);
-        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
-    };
-    let run = |extra: &[&str]| {
-        let a = args(extra);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let out = lab.run(&a);
+    let file = leases.to_str().expect("UTF-8");
+    let run = || {
+        let out = lab.run(&[
+            "dhcp", "leases", "--format", "kea6", file, "--pool", "lab-v6", "-o", "name",
+        ]);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (code, stdout, stderr) = run(&[]);
+    let (code, stdout, stderr) = run();
     assert_eq!((code, stdout.as_str()), (Some(0), ""), "{stderr}");
     lab.ok(&[
         "allocate",
@@ -242,7 +221,7 @@ fn kea6_leases_report_each_drift() {
         "52:54:00:00:00:0b",
     ]);
     lab.ok(&["release", "lab-v6", "--owner", "VirtualMachine/web-01/0"]);
-    let (code, stdout, stderr) = run(&[]);
+    let (code, stdout, stderr) = run();
     assert_eq!(code, Some(1), "{stderr}");
     assert_eq!(
         stdout, "unheld/2001:db8:1::1\nnever-leased/2001:db8:1::2\n",

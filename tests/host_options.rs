@@ -57,12 +57,7 @@ fn guest_is_told(
     lab.apply(options);
     let mut net = Net::new(serve.1);
     let vs = net.server_if();
-    let mut args = vec!["dhcp", "export", "--format", format, "--pool", pool];
-    if format.starts_with("kea") {
-        args.extend_from_slice(&["--interface", &vs]);
-    }
-    let text = lab.stdout(&args);
-    let conf = lab.file(&format!("{format}.conf"), &text);
+    let conf = lab.export(format, pool, &vs);
     let dir = lab.tmp.path();
     (serve.0)(&mut net, &conf, dir);
     let log = || std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();

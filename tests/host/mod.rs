@@ -191,6 +191,22 @@ impl Lab {
         std::fs::write(&path, text).expect("write a file");
         path
     }
+
+    /// `dhcp export --format FORMAT --pool POOL --interface INTERFACE` (the server's end of
+    /// a [`netns::Net`]), written to `FORMAT.conf` in the lab's directory: its path.
+    pub fn export(&self, format: &str, pool: &str, interface: &str) -> PathBuf {
+        let text = self.stdout(&[
+            "dhcp",
+            "export",
+            "--format",
+            format,
+            "--pool",
+            pool,
+            "--interface",
+            interface,
+        ]);
+        self.file(&format!("{format}.conf"), &text)
+    }
 }
 
 /// The allocation-name suffix of an address (`192-0-2-2`, or eight 4-digit groups).

@@ -686,17 +686,6 @@ pub struct Selectors {
     pub labels: Option<String>,
 }
 
-impl Selectors {
-    /// True when no selector was given.
-    pub fn is_empty(&self) -> bool {
-        self.kind.is_none()
-            && self.owner.is_none()
-            && self.uid.is_none()
-            && self.within.is_none()
-            && self.labels.is_none()
-    }
-}
-
 // `ipamctl list`.
 #[derive(Debug, Args, Default)]
 pub struct ListArgs {

@@ -20,6 +20,8 @@ pub mod exit {
     /// The outcome is unknown: the connection to the database was lost after the change
     /// was sent to be committed. Running the same command again is safe.
     pub const UNKNOWN: i32 = 6;
+    /// Refused by a server: no token, a wrong or revoked one, or a verb the token lacks.
+    pub const DENIED: i32 = 7;
     /// Stopped by SIGINT or SIGTERM between two steps (128 + SIGINT, as a shell reports it).
     pub const INTERRUPTED: i32 = 130;
 }
@@ -94,6 +96,16 @@ pub enum Error {
     /// sends after it committed): the change may or may not have been made. `message` says so, naming the server.
     #[error("{message}")]
     OutcomeUnknown { message: String },
+    /// A server's caller gave no token, or one the server does not know (or revoked).
+    #[error("{message}")]
+    Unauthenticated { message: String },
+    /// A server's caller lacks the verb in a namespace it may see (outside its scope is
+    /// [`Error::NotFound`], never this).
+    #[error("{message}")]
+    Forbidden { message: String },
+    /// A request over one of a server's limits (the message names the limit's flag).
+    #[error("{message}")]
+    Limit { message: String },
 }
 
 /// The library's result type.
@@ -111,6 +123,8 @@ impl Error {
             Error::Exhausted { .. } | Error::NoRoom { .. } => exit::EXHAUSTED,
             Error::OutcomeUnknown { .. } => exit::UNKNOWN,
             Error::Interrupted { .. } => exit::INTERRUPTED,
+            Error::Unauthenticated { .. } | Error::Forbidden { .. } => exit::DENIED,
+            Error::Limit { .. } => exit::INVALID,
             Error::Io { .. }
             | Error::ReadOnly { .. }
             | Error::Corrupt { .. }
@@ -135,7 +149,10 @@ impl Error {
             | Error::NoRoom { .. }
             | Error::Io { .. }
             | Error::Corrupt { .. }
-            | Error::Database { .. } => None,
+            | Error::Database { .. }
+            | Error::Unauthenticated { .. }
+            | Error::Forbidden { .. }
+            | Error::Limit { .. } => None,
             Error::ReadOnly { .. } => Some(
                 "only `allocate` for an owner that holds an address, and reading commands, work on a read-only state directory",
             ),

@@ -125,6 +125,7 @@ pub mod range_holder;
 pub mod reconcile;
 pub mod release;
 pub mod request;
+pub mod scope;
 pub mod scopes;
 pub mod segments;
 pub mod subnet;

@@ -591,6 +591,71 @@ fn a_claim_with_a_mac_killed_at_any_step_never_leaves_the_mac_on_two_allocations
     }
 }
 
+/// A claim of a MAC that found no record, held between that read and its record's create
+/// while another owner claims the MAC whole and an outside `rm` deletes that owner's record,
+/// is refused the MAC, naming the holder: the pool is read for a holder after the record is
+/// made, not before (the storm of `tests/mac_race.rs` found the old order putting one MAC
+/// on two allocations with `rm` of records alone). Needs
+/// `cargo test --features failpoints --test cli_mac`.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_claim_held_before_its_record_while_the_holders_record_is_removed_is_refused() {
+    let test = pools().file_store_only();
+    let state = test.state();
+    // The held claim asks for an address of its own, so that nothing but the MAC stands
+    // between the two claims.
+    let command = |owner: &str, failpoint: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["-d", state.to_str().unwrap()])
+            .args(allocate("lan", owner, "02:00:00:00:00:01"));
+        if failpoint.is_some() {
+            cmd.args(["--address", "10.0.0.9"]);
+        }
+        match failpoint {
+            Some(p) => cmd.env("FAILPOINTS", p),
+            None => cmd.env_remove("FAILPOINTS"),
+        };
+        cmd
+    };
+    let held = command(WEB2, Some("claim-before-mac-record=sleep(3000)"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough for the held claim to read that no record exists (were it not there yet,
+    // it would read the holder's record below and be refused either way).
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let holder = command(WEB1, None).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&holder.stdout), "10.0.0.2\n");
+    std::fs::remove_file(state.join("cluster/macs/lan-020000000001")).unwrap();
+    let held = held.wait_with_output().unwrap();
+    assert_eq!(held.status.code(), Some(code::CONFLICT), "{held:?}");
+    assert!(
+        String::from_utf8_lossy(&held.stderr)
+            .contains("held in pool `lan` by `VirtualMachine/web-01/0`"),
+        "{held:?}"
+    );
+    let with_mac: Vec<String> = std::fs::read_dir(state.join("cluster/ipallocations"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .filter(|text| text.contains("02:00:00:00:00:01"))
+        .collect();
+    assert_eq!(with_mac.len(), 1, "{with_mac:?}");
+    // The record `rm` took is `check`'s to report and `check --fix`'s to make again.
+    let checked = test.args(["check"]).run();
+    assert!(
+        checked.stdout.contains("has no record"),
+        "{}",
+        checked.stdout
+    );
+    let fixed = checked.then().args(["check", "--fix"]).run();
+    eprintln!("{}", fixed.stdout);
+    assert_eq!(
+        std::fs::read_to_string(state.join("cluster/macs/lan-020000000001")).unwrap(),
+        "10.0.0.2\nVirtualMachine web-01/0 -\n"
+    );
+}
+
 /// `diff` shows a MAC changed in place as `mac-changed` (not a conflict), and `history` as
 /// `mac changed`, with the MAC.
 #[test]
@@ -668,7 +733,7 @@ fn check_warns_of_a_mac_without_its_record_and_fix_makes_it() {
     test.remove("cluster/macs/lan-020000000001");
     let ran = test.args(["check"]).run();
     assert!(
-        ran.stdout.contains("warning   cluster/ipallocations/lan-10-0-0-3.yaml  MAC 02:00:00:00:00:01 has no record `cluster/macs/lan-020000000001` (deleted, or a MAC written by hand): a claim of the MAC by another owner at the instant of a deletion could be given it; `ipamctl check --fix` makes the record"),
+        ran.stdout.contains("warning   cluster/ipallocations/lan-10-0-0-3.yaml  MAC 02:00:00:00:00:01 has no record `cluster/macs/lan-020000000001` (deleted, or a MAC written by hand): each claim of the MAC by another owner reads the whole pool to find its holder; `ipamctl check --fix` makes the record"),
         "{}",
         ran.stdout
     );

@@ -204,8 +204,8 @@ pub(super) fn held_twice(
 
 /// The file store's MAC records (`store::fs::macs`), as warnings: an allocation whose MAC has
 /// no record (a MAC written by hand, or by an older version whose claim was killed before
-/// its record; a record deleted from outside: the next claim of the MAC reads the pool to
-/// find it, but one that reads it at the same instant as the deletion does not), or whose
+/// its record; a record deleted from outside: each claim of the MAC by another owner makes the
+/// record and then reads the pool, and finds it), or whose
 /// record names another claim (the MAC is held twice, or the record is stale and the next
 /// claim of the MAC takes it over). The store reads the record ([`StateDir::mac_record`]).
 ///
@@ -236,7 +236,7 @@ pub(super) fn check_records(
                     allocation: m.clone(),
                 });
                 format!(
-                    "MAC {mac} has no record `{rel}` (deleted, or a MAC written by hand): a claim of the MAC by another owner at the instant of a deletion could be given it; `ipamctl check --fix` makes the record"
+                    "MAC {mac} has no record `{rel}` (deleted, or a MAC written by hand): each claim of the MAC by another owner reads the whole pool to find its holder; `ipamctl check --fix` makes the record"
                 )
             }
         };

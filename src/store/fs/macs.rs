@@ -31,13 +31,18 @@
 //! allocation after**, so that an allocation ipamctl wrote with a MAC always has the
 //! record that guards it, at every instant, whatever kills the process.
 //! 1. Read the MAC's record ([`FsStore::take_mac`]).
-//!    - None: the MAC may still be held by an allocation whose record an outside writer
-//!      deleted (`rm`), or that an older version wrote before its record: every
-//!      allocation of the pool is read for the MAC first, and a holder found is answered
-//!      [`crate::store::Claim::MacHeld`]. Else the record is created exclusively, naming
-//!      this claim ([`beneath::write`], create-only, durable). Of all claimers of one MAC
-//!      at once, exactly one creates it: this is the arbiter. Refused, the record made
-//!      meanwhile is judged.
+//!    - None: the record is created exclusively, naming this claim ([`beneath::write`],
+//!      create-only, durable). Of all claimers of one MAC at once, exactly one creates it:
+//!      this is the arbiter. Refused, the record made meanwhile is judged. Made, every
+//!      allocation of the pool is then read for the MAC (a file that does not parse is read
+//!      again whole): the MAC may still be held by an allocation whose record an outside
+//!      writer deleted (`rm`), or that an older version wrote before its record. A holder
+//!      found is answered [`crate::store::Claim::MacHeld`], and this claim's record deleted
+//!      (only if still its bytes). The pool is read *after* the record is made, never
+//!      before: an allocation that holds the MAC by then is seen, and one made after is a
+//!      claim's that reads the record after its allocation (step 4) and finds this one's.
+//!      Read before (as until issue 42's session), a holder whose record `rm` deleted
+//!      between that read and the create went unseen, and the MAC was on two allocations.
 //!    - It names this claim's owner: it is ours (a claim of ours killed before its
 //!      allocation, or retried after another address was taken): it is rewritten to name
 //!      this address if it names another. Nobody else changes a record naming an owner
@@ -89,10 +94,9 @@
 //!
 //! # What an outside writer can still do
 //!
-//! - Delete a live record (`rm`): the next claim of the MAC reads the pool and finds the
-//!   holder (step 1). Deleted *while* another owner's claim reads the pool, between the
-//!   read of the holder's file and the create: that claim wins the MAC too. `check` reports
-//!   an allocation whose MAC has no record, and `check --fix` makes the record again.
+//! - Delete a live record (`rm`): the next claim of the MAC makes the record and then reads
+//!   the pool, and finds the holder (step 1). `check` warns of an allocation whose MAC has
+//!   no record, and `check --fix` makes the record again.
 //! - Delete or replace the record of a claim that is between its record and its allocation
 //!   (steps 1 and 2), while the process of that claim is killed before step 4: another
 //!   owner's claim found no holder and made the record its own, and the killed claim's
@@ -269,23 +273,29 @@ impl FsStore {
         };
         // The stale record this claim took over, if any: (its bytes, the address it named).
         let mut took: Option<(Vec<u8>, IpAddr)> = None;
-        // The pool was read for another holder of the MAC, and none was found.
-        let mut scanned = false;
         for _ in 0..TAKEOVERS {
             // Read first: a record that names this claim already (a retried claim, an owner
             // asking again) costs one read, not a durable write.
             let read = beneath::read(&*dir, &name, 4096).map_err(|e| write_error(path(), e))?;
             let Some(read) = read else {
-                if !scanned {
-                    if let Some(holder) = self.holding_in_pool(ns, manifest)? {
-                        return Ok(Some(holder));
-                    }
-                    scanned = true;
-                }
                 failpoint!("claim-before-mac-record");
                 let created = write(text.as_bytes(), WriteMode::CreateOnly)?;
                 if !created {
                     continue; // another claimer's, just made: judge it
+                }
+                failpoint!("mac-record-made");
+                // The pool is read for another holder *after* the record is ours, never
+                // before: an allocation that holds the MAC by then is seen, and one made
+                // after belongs to a claim that reads the record after its allocation
+                // (step 4) and finds this one's. Read before, a holder whose record an
+                // outside `rm` deleted between that read and this create went unseen.
+                if let Some(holder) = self.holding_in_pool(ns, manifest)? {
+                    beneath::remove_if(&*dir, &name, true, &mut |t| t.bytes == text.as_bytes())
+                        .map_err(|e| write_error(path(), e))?;
+                    if let Some((stale, _)) = took {
+                        write(&stale, WriteMode::CreateOnly)?;
+                    }
+                    return Ok(Some(holder));
                 }
                 // Step 3: the holder the stale record named may have been away for an
                 // instant (a checkout relabelling its file: unlink, then create) while this
@@ -337,12 +347,8 @@ impl FsStore {
             if let Some(holder) = self.record_holder(ns, &spec.pool, mac, record.as_ref())? {
                 return Ok(Some(holder));
             }
-            if !scanned {
-                if let Some(holder) = self.holding_in_pool(ns, manifest)? {
-                    return Ok(Some(holder));
-                }
-                scanned = true;
-            }
+            // Stale: taken over. The pool is read for another holder once the record is
+            // this claim's (above).
             let stale = read.bytes;
             let removed = beneath::remove_if(&*dir, &name, true, &mut |taken| taken.bytes == stale)
                 .map_err(|e| write_error(path(), e))?;
@@ -471,18 +477,37 @@ impl FsStore {
     }
 
     /// An allocation of `manifest`'s pool that holds its MAC, other than `manifest`'s own
-    /// claim, reading every allocation of the pool.
+    /// claim, reading every allocation of the pool. A file that does not parse (one `cp` or
+    /// an editor is rewriting in place) is read again whole before it is passed over: it
+    /// may be the holder.
     fn holding_in_pool(
         &self,
         ns: Option<&Namespace>,
         manifest: &AllocationManifest,
     ) -> Result<Option<AllocationManifest>> {
         let spec = &manifest.spec;
+        let holds = |m: &AllocationManifest| m.spec.mac == spec.mac && !is_claim(m, manifest);
         let found = self.find_allocations(ns, Some(&spec.pool), &OwnerFilter::default())?;
-        Ok(found.into_iter().find_map(|f| match f.parsed {
-            Ok(m) if m.spec.mac == spec.mac && !is_claim(&m, manifest) => Some(m),
-            _ => None,
-        }))
+        let mut torn = Vec::new();
+        for f in found {
+            match f.parsed {
+                Ok(m) if holds(&m) => return Ok(Some(m)),
+                Ok(_) => {}
+                Err(_) => torn.push(f.name),
+            }
+        }
+        let Some(dir) = self.dir(crate::store::ObjectKind::Allocation, ns, false)? else {
+            return Ok(None);
+        };
+        for name in torn {
+            if let Some(read) = self.read_whole(&dir, ns, &format!("{name}.yaml"))?
+                && let Ok(m) = read.parsed
+                && holds(&m)
+            {
+                return Ok(Some(m));
+            }
+        }
+        Ok(None)
     }
 }
 

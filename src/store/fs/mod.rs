@@ -135,8 +135,8 @@
 //! - an allocation written by hand under a name that does not match its address: its name's
 //!   address stays taken, but it is not taken for its owner's allocation (the owner may be
 //!   given another); `check` reports the mismatch;
-//! - a MAC record removed at the instant another owner's claim of its MAC reads the pool, or
-//!   a MAC given to a second allocation by hand or by a merge: the MAC is then on two
+//! - a MAC record removed or replaced while its claim is killed between its record and its
+//!   allocation, or a MAC given to a second allocation by hand or by a merge: the MAC is then on two
 //!   allocations of a pool, which `check` reports (`macs.rs`); `check` warns of a MAC
 //!   without its record, and `check --fix` makes it.
 

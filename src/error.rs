@@ -21,7 +21,7 @@ pub mod exit {
     /// was sent to be committed. Running the same command again is safe.
     pub const UNKNOWN: i32 = 6;
     /// Refused by a server: no token, a wrong or revoked one, or a verb the token lacks.
-    pub const DENIED: i32 = 7;
+    pub const DENIED: i32 = 8;
     /// Stopped by SIGINT or SIGTERM between two steps (128 + SIGINT, as a shell reports it).
     pub const INTERRUPTED: i32 = 130;
 }

@@ -555,6 +555,14 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "MAC|auto", conflicts_with_all = ["zone", "prefix_length", "prefix"])]
     pub mac: Option<String>,
 
+    /// Claim a lease that lapses DURATION from now (`90s`, `15m`, `1h`, `7d`) unless the
+    /// owner asks again with `--ttl` (or runs `ipamctl renew`), which renews it: the same
+    /// address, a new `spec.expiresAt`. A lapsed lease is released by `reconcile --expired
+    /// --apply` after its grace. Without `--ttl` a claim never lapses, and asking again
+    /// leaves a lease as it is. On PostgreSQL the database server's clock decides.
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["prefix_length", "prefix"])]
+    pub ttl: Option<String>,
+
     /// Explain on stderr why the address is the one chosen (the one claimed, or with
     /// `--dry-run` the one that would be), listing each lower address and why it is skipped
     /// (network or broadcast, subnet-router anycast, outside `--within`, gateway, excluded,
@@ -713,6 +721,12 @@ pub struct ListArgs {
     /// exports refuse as a clash).
     #[arg(long, value_name = "NAME")]
     pub host_name: Option<String>,
+
+    /// Only the leases that have lapsed (`spec.expiresAt` passed, by the store's clock:
+    /// this machine's, or the database server's), still held until `reconcile --expired
+    /// --apply` releases them.
+    #[arg(long)]
+    pub expired: bool,
 
     #[command(flatten)]
     pub select: Selectors,
@@ -936,8 +950,31 @@ pub struct VpcDeleteArgs {
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
     /// The owners that still exist: `KIND/NAME` or a uid per line; `-` reads stdin.
-    #[arg(long, value_name = "FILE")]
-    pub live: String,
+    #[arg(long, value_name = "FILE", required_unless_present = "expired")]
+    pub live: Option<String>,
+
+    /// Instead of a live list: the leases (`allocate --ttl`) whose `expiresAt` plus
+    /// `--grace` has passed, by the store's clock (this machine's; the database server's
+    /// on PostgreSQL), in the namespace (`-n`, `-A`) and `--pool` selected. Each is judged
+    /// again as it is released, so a renewal that lands first keeps its lease (`skipped`).
+    /// `--min-age` and `--max-release` do not apply: a lapsed lease is its owner's own
+    /// statement. A released lease goes through the pool's cooldown (`reuseAfter`).
+    #[arg(long, conflicts_with_all = ["live", "kind", "all_kinds", "allow_empty", "live_as_of"])]
+    pub expired: bool,
+
+    /// With `--expired`: how long after `expiresAt` a lease is released: the margin for a
+    /// late renewal and for the clocks of hosts that share a state directory (`0s` allowed).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5m",
+        requires = "expired"
+    )]
+    pub grace: String,
+
+    /// With `--expired`: only this pool's leases.
+    #[arg(long, value_name = "POOL", requires = "expired")]
+    pub pool: Option<String>,
 
     /// Judge the allocations of owners of this kind (VirtualMachine, FloatingIP, VPC, Node)
     /// against the list [default: only the kinds the list names: those of its `KIND/NAME`

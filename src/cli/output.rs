@@ -163,6 +163,8 @@ pub enum Action {
     Deleted,
     /// `reconcile` without `--apply`: the owner no longer exists.
     Leaked,
+    /// `reconcile --expired` without `--apply`: the lease lapsed more than its grace ago.
+    Lapsed,
     /// `reconcile --apply`: the allocation changed since it was found leaked; kept.
     Skipped,
     /// Dry run: would be created.
@@ -186,6 +188,7 @@ impl Action {
             Action::Released => "released",
             Action::Deleted => "deleted",
             Action::Leaked => "leaked",
+            Action::Lapsed => "lapsed",
             Action::Skipped => "skipped",
             Action::WouldCreate => "would-create",
             Action::WouldConfigure => "would-configure",

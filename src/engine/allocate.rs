@@ -56,6 +56,8 @@ pub struct Request {
     pub dry_run: bool,
     /// `--mac`: the MAC of the owner's NIC, stored as `spec.mac` (a NIC's owner only).
     pub mac: Option<MacChoice>,
+    /// `--ttl`: a lease ([`crate::engine::lease`]); asked again, it is renewed.
+    pub ttl: Option<std::time::Duration>,
 }
 
 /// What `allocate` did.
@@ -449,6 +451,8 @@ fn allocate_under_locks(
     if let Some(held) = lookup.held {
         check_held(&held, req, subnet.as_ref())?;
         mac::check_held(store, &held, req.mac, &req.pool, !req.dry_run)?;
+        let ns = req.pool.namespace.as_ref();
+        let held = crate::engine::lease::renewed(store, ns, held, req.ttl, req.dry_run)?;
         return Ok(Allocated::Existing(held));
     }
     if let Some(holder) = &lookup.namesake {
@@ -493,6 +497,8 @@ fn allocate_under_locks(
         if let Some(held) = again.held {
             check_held(&held, req, subnet.as_ref())?;
             mac::check_held(store, &held, req.mac, &req.pool, true)?;
+            let ns = req.pool.namespace.as_ref();
+            let held = crate::engine::lease::renewed(store, ns, held, req.ttl, false)?;
             claimed = Some(Allocated::Existing(held));
         } else if let Some(holder) = &again.namesake {
             return Err(identity::holds_the_name(&req.pool, &req.owner, holder));

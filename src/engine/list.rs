@@ -33,12 +33,17 @@ pub struct Query {
     /// `list --host-name`: only the allocations whose owner's NIC has this host name
     /// ([`host_name`]), the name DHCP hands the guest and DNS gives its addresses.
     pub host_name: Option<String>,
+    /// `list --expired`: only the leases lapsed at this instant (the store's clock).
+    pub lapsed_at: Option<crate::model::Timestamp>,
 }
 
 impl Query {
     /// Does `m` pass the selectors the store did not apply?
     fn keeps(&self, m: &AllocationManifest) -> bool {
         self.address.is_none_or(|a| a == m.spec.address)
+            && self
+                .lapsed_at
+                .is_none_or(|now| m.spec.lapsed(now, std::time::Duration::ZERO))
             && self.mac.is_none_or(|mac| m.spec.mac == Some(mac))
             && self
                 .host_name

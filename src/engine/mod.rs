@@ -115,6 +115,7 @@ pub mod hint;
 pub mod history;
 pub mod holders;
 pub mod identity;
+pub mod lease;
 pub mod leases;
 pub mod list;
 pub mod mac;

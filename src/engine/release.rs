@@ -31,7 +31,32 @@ pub fn release_address(
     addr: IpAddr,
     guard: &OwnerFilter,
 ) -> Result<Released> {
-    release_with(store, pool, addr, guard, false)
+    release_with(store, pool, addr, guard, Mode::Plain)
+}
+
+/// [`release_address`] of a lease found lapsed `grace` ago (`reconcile --expired`): the
+/// owner's exactly, and only while it still lapses when the store deletes it (judged again
+/// there: [`crate::store::Claims::release`]'s `lapsed`). A lease renewed meanwhile is
+/// [`Released::NotHeld`] as far as this release goes: it is left.
+pub fn release_lapsed(
+    store: &dyn Store,
+    pool: &PoolRef,
+    lease: &AllocationManifest,
+    grace: Duration,
+) -> Result<Released> {
+    let guard = OwnerFilter::exactly(&lease.spec.owner);
+    release_with(store, pool, lease.spec.address, &guard, Mode::Lapsed(grace))
+}
+
+/// How a release judges what it deletes.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// As asked, with the pool's cooldown.
+    Plain,
+    /// In a pool being removed: no lock, no cooldown record.
+    Doomed,
+    /// A lease, only while it lapses this long before the store's clock.
+    Lapsed(Duration),
 }
 
 /// [`release_address`] for a caller that holds the pool's lock exclusively and is removing
@@ -42,7 +67,7 @@ pub fn release_in_doomed_pool(
     addr: IpAddr,
     guard: &OwnerFilter,
 ) -> Result<Released> {
-    release_with(store, pool, addr, guard, true)
+    release_with(store, pool, addr, guard, Mode::Doomed)
 }
 
 fn release_with(
@@ -50,12 +75,12 @@ fn release_with(
     pool: &PoolRef,
     addr: IpAddr,
     guard: &OwnerFilter,
-    doomed: bool,
+    mode: Mode,
 ) -> Result<Released> {
     // Each turn of the loop releases the allocation as it read it; if it changed hands before
     // the store's release confirmed it, go round again with the new owner.
     for _ in 0..16 {
-        match store::atomically(store, || release_attempt(store, pool, addr, guard, doomed))? {
+        match store::atomically(store, || release_attempt(store, pool, addr, guard, mode))? {
             Some(released) => return Ok(released),
             None => continue,
         }
@@ -71,14 +96,31 @@ fn release_attempt(
     pool: &PoolRef,
     addr: IpAddr,
     guard: &OwnerFilter,
-    doomed: bool,
+    mode: Mode,
 ) -> Result<Option<Released>> {
     let ns = pool.namespace.as_ref();
     let name = allocation_name(&pool.name, addr);
     let Some(parsed) = read_whole_allocation(store, ns, &name)? else {
         return Ok(Some(Released::NotHeld));
     };
-    let manifest = guarded(store, pool, addr, parsed, guard)?;
+    let manifest = match guarded(store, pool, addr, parsed, guard) {
+        Ok(manifest) => manifest,
+        // A lease's address claimed by another owner since: not this release's.
+        Err(Error::Conflict { .. }) if matches!(mode, Mode::Lapsed(_)) => {
+            return Ok(Some(Released::NotHeld));
+        }
+        Err(e) => return Err(e),
+    };
+    let lapsed = match mode {
+        Mode::Lapsed(grace) => {
+            if !manifest.spec.lapsed(store.clock()?, grace) {
+                return Ok(Some(Released::NotHeld)); // renewed since it was judged
+            }
+            Some(grace)
+        }
+        Mode::Plain | Mode::Doomed => None,
+    };
+    let doomed = matches!(mode, Mode::Doomed);
     // With a cooldown, no claim may run between the record and the delete: the pool's lock,
     // exclusive, taken before the store's release takes the owner's (the order every claim
     // takes them in).
@@ -95,7 +137,7 @@ fn release_attempt(
         }
         Ok(())
     };
-    Ok(match store.release(ns, &manifest, &mut record)? {
+    Ok(match store.release(ns, &manifest, lapsed, &mut record)? {
         Release::Deleted => Some(Released::Deleted(Box::new(manifest))),
         Release::Gone => Some(Released::NotHeld),
         Release::Changed => None,

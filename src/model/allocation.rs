@@ -14,6 +14,7 @@ use crate::model::manifest::{
 };
 use crate::model::names::{Namespace, PoolName};
 use crate::model::owner::Owner;
+use crate::model::time::Timestamp;
 
 /// `spec` of an `IPAllocation`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -31,6 +32,21 @@ pub struct AllocationSpec {
     /// what a DHCP server matches the NIC by. Held by at most one allocation of the pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<Mac>,
+    /// When the claim lapses unless its owner renews it (`allocate --ttl`, `renew`), in
+    /// RFC 3339 UTC; none: it never lapses. A lapsed lease is still held until `reconcile
+    /// --expired --apply` (or a server's reaper) releases it, `--grace` after this instant.
+    #[serde(rename = "expiresAt", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub expires_at: Option<Timestamp>,
+}
+
+impl AllocationSpec {
+    /// Whether the claim is a lease that has lapsed `grace` before `now`: its `expiresAt`
+    /// plus `grace` is not after `now`.
+    pub fn lapsed(&self, now: Timestamp, grace: std::time::Duration) -> bool {
+        self.expires_at
+            .is_some_and(|at| at.time() + grace <= now.time())
+    }
 }
 
 /// An `IPAllocation` manifest. Only ipamctl writes these.
@@ -217,6 +233,7 @@ impl AllocationManifest {
                 address,
                 owner,
                 mac: None,
+                expires_at: None,
             },
         }
     }

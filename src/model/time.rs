@@ -47,6 +47,11 @@ impl Timestamp {
             .map_or(0, |d| d.as_secs())
     }
 
+    /// `d` after this instant, truncated to the second.
+    pub fn after(self, d: std::time::Duration) -> Timestamp {
+        Timestamp::truncated(self.0 + d)
+    }
+
     /// The instant `secs` seconds after the epoch.
     pub fn from_secs(secs: u64) -> Timestamp {
         Timestamp(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))

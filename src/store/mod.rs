@@ -239,6 +239,14 @@ pub trait Objects {
 
 /// Typed queries of allocations, answered from the stored objects as they are.
 pub trait Queries: Objects {
+    /// The clock that decides leases (`expiresAt`): this machine's on the file store
+    /// (hosts sharing a directory through git each have their own: `--grace` is the
+    /// margin), the database server's on PostgreSQL, so that every client of one database
+    /// judges a lease by one clock.
+    fn clock(&self) -> Result<crate::model::Timestamp> {
+        Ok(crate::model::Timestamp::now())
+    }
+
     /// The allocation `owner` (kind, name and uid exactly) holds in `pool`, read just now;
     /// when it holds none, the allocation that holds its name under another identity, if
     /// any ([`OwnerLookup::namesake`]), and the addresses the pool's allocations hold (see
@@ -371,12 +379,32 @@ pub trait Claims {
     /// there); its error is returned, nothing deleted. The file store takes the lock of
     /// `expected`'s owner and reads the file again under it; a database reads the row
     /// and deletes it with a `DELETE` guarded by the owner's columns.
+    ///
+    /// With `lapsed` (a lease's release, `reconcile --expired`), only while the allocation
+    /// still lapses that long before the store's clock ([`Queries::clock`]), judged at the
+    /// delete: the file store under the owner's lock with the file read again, a database
+    /// in the `DELETE`'s own condition. A renewal that came first makes it
+    /// [`Release::Changed`].
     fn release(
         &self,
         ns: Option<&Namespace>,
         expected: &AllocationManifest,
+        lapsed: Option<std::time::Duration>,
         before_delete: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Release>;
+
+    /// Rewrites the allocation `expected` names as `updated` (the same pool, address,
+    /// owner and MAC; a lease's new `expiresAt`) if it is still `expected`: `false`
+    /// (nothing written) if not. The caller holds the [`ClaimLock`] of the owner in the
+    /// pool, so no release of the owner runs beside it on the file store; a database
+    /// guards the `UPDATE` by the row's bytes, and a release's conditional `DELETE` waits
+    /// for it and then finds the lease renewed.
+    fn renew(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        updated: &AllocationManifest,
+    ) -> Result<bool>;
 
     /// Makes sure the store's arbiter holds `held`'s MAC for it: `held` is an allocation the
     /// owner holds already, found by a look-up; on the file store its MAC's record may have

@@ -40,6 +40,10 @@ pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
         Some(mac) => Some(Mac::parse(mac).ok()?),
         None => None,
     };
+    let expires_at = match lines.optional_field("  expiresAt: ")? {
+        Some(at) => Some(Timestamp::parse(at).ok()?),
+        None => None,
+    };
     lines.end()?;
     Some(AllocationManifest {
         api_version,
@@ -50,6 +54,7 @@ pub(super) fn parse_allocation(text: &str) -> Option<AllocationManifest> {
             address,
             owner,
             mac,
+            expires_at,
         },
     })
 }

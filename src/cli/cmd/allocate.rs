@@ -54,6 +54,7 @@ fn input(g: &GlobalArgs, args: &AllocateArgs) -> AllocateInput {
         prefix: args.prefix.clone(),
         dry_run: args.dry_run,
         explain: args.explain,
+        ttl: args.ttl.clone(),
     }
 }
 

@@ -63,6 +63,9 @@ pub fn run(
         .as_deref()
         .map(|h| super::flag("--host-name", host_name::parse(h)))
         .transpose()?;
+    if args.expired {
+        query.lapsed_at = Some(store.clock()?);
+    }
     if let Some(name) = &args.subnet {
         // A stored subnet is its pool and its prefix.
         let (pool, cidr) = super::subnet::pool_and_prefix(store, g, name)?;
@@ -76,6 +79,7 @@ pub fn run(
         && query.labels.is_none()
         && query.mac.is_none()
         && query.host_name.is_none()
+        && query.lapsed_at.is_none()
     {
         crate::engine::request::prefix_claims(
             store,
@@ -133,7 +137,7 @@ fn render_with_prefixes(
                 m.spec.pool.as_str(),
                 m.spec.prefix.to_string(),
                 &m.spec.owner,
-                None,
+                (None, None),
                 vpc,
             )
         })
@@ -156,13 +160,13 @@ fn vpc_of(
 
 /// The table of held addresses or prefixes: namespace, pool, `at` (the address or prefix),
 /// owner (a VPC router's as its VPC, `VPC tenant-1/prod/a1`) and uid; `-o wide` adds the
-/// MAC (of addresses), the object's name and labels.
+/// MAC and the lease's `EXPIRES` (of addresses), the object's name and labels.
 fn held_table(rows: Vec<HeldRow<'_>>, at: &str, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let wide = g.output == Some(OutputFormat::Wide);
     let macs = at == "ADDRESS";
     let rows = rows
         .into_iter()
-        .map(|(meta, pool, held, owner, mac, vpc)| {
+        .map(|(meta, pool, held, owner, (mac, expires), vpc)| {
             let holder = match vpc {
                 Some(v) => format!("VPC {}/{}", v.namespace, v.name),
                 None => owner.to_string(),
@@ -177,6 +181,7 @@ fn held_table(rows: Vec<HeldRow<'_>>, at: &str, g: &GlobalArgs, out: &mut dyn Wr
             if wide {
                 if macs {
                     row.push(output::or_dash(mac.as_ref()));
+                    row.push(output::or_dash(expires.as_ref()));
                 }
                 row.push(meta.name.clone());
                 row.push(output::labels(&meta.labels));
@@ -187,20 +192,21 @@ fn held_table(rows: Vec<HeldRow<'_>>, at: &str, g: &GlobalArgs, out: &mut dyn Wr
     let mut headers = vec!["NAMESPACE", "POOL", at, "OWNER", "UID"];
     if wide {
         if macs {
-            headers.push("MAC");
+            headers.extend(["MAC", "EXPIRES"]);
         }
         headers.extend(["NAME", "LABELS"]);
     }
     output::write(out, &output::table(&headers, rows, &[], g.no_headers))
 }
 
-/// One row of [`held_table`]: metadata, pool, address or prefix, owner, MAC, VPC.
+/// One row of [`held_table`]: metadata, pool, address or prefix, owner, (MAC, lease
+/// expiry), VPC.
 type HeldRow<'a> = (
     &'a Metadata,
     &'a str,
     String,
     &'a Owner,
-    Option<Mac>,
+    (Option<Mac>, Option<crate::model::Timestamp>),
     Option<VpcHolder>,
 );
 
@@ -234,7 +240,7 @@ fn render(
                 m.spec.pool.as_str(),
                 m.spec.address.to_string(),
                 &m.spec.owner,
-                m.spec.mac,
+                (m.spec.mac, m.spec.expires_at),
                 vpc,
             )
         })

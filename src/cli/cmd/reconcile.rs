@@ -39,7 +39,11 @@ fn read_live(file: &str) -> Result<(String, Option<SystemTime>)> {
 }
 
 /// When the live list was taken: `--live-as-of`, else the file's modification time.
-fn live_as_of(args: &ReconcileArgs, modified: Option<SystemTime>) -> Result<SystemTime> {
+fn live_as_of(
+    args: &ReconcileArgs,
+    live: &str,
+    modified: Option<SystemTime>,
+) -> Result<SystemTime> {
     match (&args.live_as_of, modified) {
         (Some(at), _) => super::flag(
             "--live-as-of",
@@ -49,24 +53,23 @@ fn live_as_of(args: &ReconcileArgs, modified: Option<SystemTime>) -> Result<Syst
         ),
         (None, Some(modified)) => Ok(modified),
         (None, None) => Err(Error::Usage {
-            message: format!("`--live {}` needs `--live-as-of TIME`: a list read from stdin or a pipe has no modification time that says when it was taken, and an allocation claimed after that must not be released", args.live),
+            message: format!("`--live {}` needs `--live-as-of TIME`: a list read from stdin or a pipe has no modification time that says when it was taken, and an allocation claimed after that must not be released", live),
             hint: Some("take the time before listing: `T=$(date -u +%FT%TZ); virsh list --all --uuid | ipamctl reconcile --live - --live-as-of \"$T\"`".into()),
         }),
     }
 }
 
 /// The arguments, validated, in the order they were always checked.
-fn request(args: &ReconcileArgs) -> Result<Request> {
-    let (text, modified) = read_live(&args.live)?;
-    let live =
-        LiveSet::parse(&text).map_err(|e| Error::invalid(format!("--live {}", args.live), e))?;
+fn request(args: &ReconcileArgs, source: &str) -> Result<Request> {
+    let (text, modified) = read_live(source)?;
+    let live = LiveSet::parse(&text).map_err(|e| Error::invalid(format!("--live {source}"), e))?;
     let judged = match args.kind.as_deref() {
         Some(k) => Judged::Kind(super::flag("--kind", k.parse::<OwnerKind>())?),
         None if args.all_kinds => Judged::All,
         None => Judged::Listed,
     };
     let freshness = Freshness {
-        live_as_of: live_as_of(args, modified)?,
+        live_as_of: live_as_of(args, source, modified)?,
         min_age: super::flag(
             "--min-age",
             humantime::parse_duration(&args.min_age).map_err(|e| {
@@ -87,7 +90,7 @@ fn request(args: &ReconcileArgs) -> Result<Request> {
     }
     Ok(Request {
         live,
-        source: args.live.clone(),
+        source: source.to_owned(),
         judged,
         freshness,
         cap,
@@ -102,7 +105,10 @@ pub fn run(
     args: &ReconcileArgs,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let req = request(args)?;
+    let Some(source) = args.live.as_deref() else {
+        return expired(store, g, args, out);
+    };
+    let req = request(args, source)?;
     let scopes = super::named_scopes(store, g)?;
     let mut warnings = Warnings::default();
     let done = reconcile(store, scopes.as_deref(), &req, &mut warnings);
@@ -120,6 +126,74 @@ pub fn run(
         .leaked
         .iter()
         .map(|(m, verdict)| Change::new(m, action(*verdict)))
+        .collect();
+    if output::write_list(out, g.output, &rows)? || rows.is_empty() {
+        return Ok(code);
+    }
+    table(&rows, g, out)?;
+    Ok(code)
+}
+
+/// `reconcile --expired`: the lapsed leases, reported, or released with `--apply`; as a
+/// live list's run, report mode exits 1 when it finds any.
+fn expired(
+    store: &(dyn Store + Sync),
+    g: &GlobalArgs,
+    args: &ReconcileArgs,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    use crate::engine::lease::{Reaped, parse_grace, reap};
+    let grace = parse_grace(&args.grace)?;
+    let pool = args
+        .pool
+        .as_deref()
+        .map(|p| super::flag("--pool", crate::model::PoolName::new(p)))
+        .transpose()?;
+    let scopes = super::named_scopes(store, g)?;
+    let mut warnings = Warnings::default();
+    let done = reap(
+        store,
+        scopes.as_deref(),
+        pool.as_ref(),
+        grace,
+        (args.apply, args.dry_run),
+        &mut warnings,
+    );
+    output::warn(&warnings);
+    let done = done?;
+    let released = done
+        .lapsed
+        .iter()
+        .filter(|(_, v)| matches!(v, Reaped::Released | Reaped::WouldRelease))
+        .count();
+    output::diagnostic(&format!(
+        "checked {} leases: {} lapsed more than {} ago, {released} {}",
+        done.leases,
+        done.lapsed.len(),
+        args.grace,
+        if args.dry_run && args.apply {
+            "would be released"
+        } else {
+            "released"
+        }
+    ));
+    let code = if !args.apply && !done.lapsed.is_empty() {
+        exit::FAILURE
+    } else {
+        exit::OK
+    };
+    let rows: Vec<_> = done
+        .lapsed
+        .iter()
+        .map(|(m, verdict)| {
+            let action = match verdict {
+                Reaped::Lapsed => Action::Lapsed,
+                Reaped::Released => Action::Released,
+                Reaped::WouldRelease => Action::WouldRelease,
+                Reaped::Skipped => Action::Skipped,
+            };
+            Change::new(m, action)
+        })
         .collect();
     if output::write_list(out, g.output, &rows)? || rows.is_empty() {
         return Ok(code);

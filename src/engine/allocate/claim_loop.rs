@@ -45,6 +45,7 @@ pub(super) fn claim(
     let ns = pool.namespace.as_ref();
     let free = free_for(store, req, candidates, taken, walk, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
+    let expires_at = crate::engine::lease::expiry(store, req.ttl)?;
     loop {
         let addr = match free.next() {
             Some(addr) => addr?,
@@ -55,6 +56,7 @@ pub(super) fn claim(
         };
         let mut manifest = AllocationManifest::new(&pool.name, ns, addr, req.owner.clone());
         manifest.spec.mac = req.mac.and_then(|choice| mac::resolve(choice, addr));
+        manifest.spec.expires_at = expires_at;
         // Written once, by the claim: `reconcile` never releases what a live list taken
         // before it could not have named.
         manifest.metadata.creation_timestamp = Some(Timestamp::now());
@@ -74,7 +76,8 @@ pub(super) fn claim(
             Claim::OwnerHolds(held) => {
                 check_held(&held, req, None)?;
                 mac::check_held(store, &held, req.mac, &req.pool, true)?;
-                return Ok(Some(Allocated::Existing(*held)));
+                let held = crate::engine::lease::renewed(store, ns, *held, req.ttl, false)?;
+                return Ok(Some(Allocated::Existing(held)));
             }
             // The MAC is the NIC's, whichever address it gets: no other candidate helps.
             Claim::MacHeld(holder) => return Err(mac::held_by(&holder, pool)),

@@ -26,14 +26,14 @@ pub fn allocate_zone(
     store: &dyn Store,
     zone: &str,
     owner: &Owner,
-    dry_run: bool,
+    (dry_run, ttl): (bool, Option<std::time::Duration>),
     warnings: &mut Warnings,
 ) -> Result<Allocated> {
     if dry_run {
-        return allocate_zone_now(store, zone, owner, dry_run, warnings);
+        return allocate_zone_now(store, zone, owner, (dry_run, ttl), warnings);
     }
     store::atomically(store, || {
-        allocate_zone_now(store, zone, owner, dry_run, warnings)
+        allocate_zone_now(store, zone, owner, (dry_run, ttl), warnings)
     })
 }
 
@@ -73,7 +73,7 @@ fn allocate_zone_now(
     store: &dyn Store,
     zone: &str,
     owner: &Owner,
-    dry_run: bool,
+    (dry_run, ttl): (bool, Option<std::time::Duration>),
     warnings: &mut Warnings,
 ) -> Result<Allocated> {
     let pools = zone_pools(store, zone)?;
@@ -94,7 +94,10 @@ fn allocate_zone_now(
     for pool in &pools {
         let lookup = find_owner(store, pool, owner, warnings)?;
         if let Some(held) = lookup.held {
-            return Ok(Allocated::Existing(held));
+            let ns = pool.namespace.as_ref();
+            return Ok(Allocated::Existing(crate::engine::lease::renewed(
+                store, ns, held, ttl, dry_run,
+            )?));
         }
         if namesake.is_none() {
             namesake = lookup.namesake.map(|m| (pool, m));
@@ -131,6 +134,7 @@ fn allocate_zone_now(
             address: None,
             dry_run,
             mac: None,
+            ttl,
         };
         let walk = Walk {
             start: pick::start(&spec, &req, &candidates),

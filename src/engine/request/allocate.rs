@@ -39,6 +39,8 @@ pub struct AllocateInput {
     pub dry_run: bool,
     /// `--explain` (the command line only): why the address is the one.
     pub explain: bool,
+    /// `--ttl`: a lease that lapses unless renewed (`90s`, `15m`, `1h`, `7d`).
+    pub ttl: Option<String>,
 }
 
 /// The fields of a batch's `allocate` request, in the order they are checked.
@@ -58,6 +60,7 @@ const FIELDS: &[&str] = &[
     "prefixLength",
     "prefix",
     "dryRun",
+    "ttl",
 ];
 
 impl AllocateInput {
@@ -97,6 +100,7 @@ impl AllocateInput {
                 prefix: f.text("prefix", "--prefix <CIDR>")?,
                 dry_run: defaults.dry_run || f.switch("dryRun")?.unwrap_or(false),
                 explain: false,
+                ttl: f.text("ttl", "--ttl <DURATION>")?,
             })
         };
         read().map_err(Error::usage)
@@ -115,6 +119,8 @@ impl<'de> Deserialize<'de> for AllocateInput {
 pub struct AllocateRequest {
     owner: Owner,
     dry_run: bool,
+    /// `--ttl`: a lease (a pool's or a zone's address; a prefix has none).
+    ttl: Option<std::time::Duration>,
     form: Form,
 }
 
@@ -169,6 +175,8 @@ const CONFLICTS: &[(&str, &str)] = &[
     ("--mac <MAC|auto>", "--prefix-length <N>"),
     ("--mac <MAC|auto>", "--prefix <CIDR>"),
     ("--explain", "--zone <ZONE>"),
+    ("--ttl <DURATION>", "--prefix-length <N>"),
+    ("--ttl <DURATION>", "--prefix <CIDR>"),
 ];
 
 impl AllocateInput {
@@ -186,6 +194,7 @@ impl AllocateInput {
             ("--prefix <CIDR>", self.prefix.is_some()),
             ("--mac <MAC|auto>", self.mac.is_some()),
             ("--explain", self.explain),
+            ("--ttl <DURATION>", self.ttl.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -275,6 +284,7 @@ impl AllocateRequest {
         Ok(AllocateRequest {
             owner,
             dry_run: input.dry_run,
+            ttl: ttl(input)?,
             form,
         })
     }
@@ -320,7 +330,11 @@ impl AllocateRequest {
                 return Ok(Claimed::Prefix(Box::new(claimed.manifest), claimed.created));
             }
             Form::Zone(zone) => vec![crate::engine::allocate::allocate_zone(
-                store, zone, owner, dry_run, warnings,
+                store,
+                zone,
+                owner,
+                (dry_run, self.ttl),
+                warnings,
             )?],
             Form::Pools { requests, explain } => match requests.as_slice() {
                 [req] => {
@@ -404,7 +418,17 @@ fn request(
             .transpose()?,
         dry_run: input.dry_run,
         mac: input.mac.as_deref().map(mac_choice).transpose()?,
+        ttl: ttl(input)?,
     })
+}
+
+/// `--ttl`, parsed.
+fn ttl(input: &AllocateInput) -> Result<Option<std::time::Duration>> {
+    input
+        .ttl
+        .as_deref()
+        .map(|t| crate::engine::lease::parse_ttl("--ttl", t))
+        .transpose()
 }
 
 /// A dry run's line: what would be claimed, or what the owner holds already.

@@ -54,6 +54,7 @@ pub fn query(pool: Option<&str>, at: Option<&str>, select: &SelectInput) -> Resu
             .transpose()?,
         mac: None,
         host_name: None,
+        lapsed_at: None,
     })
 }
 

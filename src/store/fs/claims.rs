@@ -117,6 +117,7 @@ impl Claims for FsStore {
         &self,
         ns: Option<&Namespace>,
         expected: &AllocationManifest,
+        lapsed: Option<std::time::Duration>,
         before_delete: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Release> {
         let name = &expected.metadata.name;
@@ -126,6 +127,15 @@ impl Claims for FsStore {
             .map(|target| self.lock(target, LockMode::Exclusive))
             .collect::<Result<Vec<_>>>()?;
         match read_allocation(self, ns, name)? {
+            // A lease renewed since it was judged lapsed is another file: not `expected`.
+            // Judged again here, under the lock, by this machine's clock.
+            Some(Ok(now))
+                if lapsed.is_some_and(|grace| {
+                    !now.spec.lapsed(crate::model::Timestamp::now(), grace)
+                }) =>
+            {
+                Ok(Release::Changed)
+            }
             Some(Ok(now)) if now == *expected => {
                 before_delete()?;
                 // The name may have changed hands since that read (an outside `rm` or `git
@@ -153,6 +163,30 @@ impl Claims for FsStore {
             None => Ok(Release::Gone),
             Some(_) => Ok(Release::Changed),
         }
+    }
+
+    fn renew(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        updated: &AllocationManifest,
+    ) -> Result<bool> {
+        let name = &expected.metadata.name;
+        // Under the owner's claim lock (the caller's): no ipamctl release of this owner
+        // runs beside it (a release takes that lock and reads the file after), so the file
+        // read here is the one replaced below, atomically (readers see one or the other).
+        match read_allocation(self, ns, name)? {
+            Some(Ok(now)) if now == *expected => {}
+            _ => return Ok(false),
+        }
+        failpoint!("renew-before-replace");
+        self.replace(
+            ObjectKind::Allocation,
+            ns,
+            name,
+            yaml::encode(updated).as_bytes(),
+        )?;
+        Ok(true)
     }
 
     fn claim_mac(

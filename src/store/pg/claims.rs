@@ -84,9 +84,11 @@ impl Claims for PgStore {
         &self,
         ns: Option<&Namespace>,
         expected: &AllocationManifest,
+        lapsed: Option<std::time::Duration>,
         before_delete: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Release> {
-        // The row as it is now; then the `DELETE`, guarded by the owner's columns, decides.
+        // The row as it is now; then the `DELETE`, guarded by the owner's columns (and for
+        // a lease by its lapse, on the server's clock), decides.
         match read_allocation(self, ns, &expected.metadata.name)? {
             Some(Ok(now)) if now == *expected => {}
             None => return Ok(Release::Gone),
@@ -103,7 +105,7 @@ impl Claims for PgStore {
                 expected.spec.pool.as_str(),
                 expected.spec.address,
                 Some(owner),
-                &expected.metadata.name,
+                (&expected.metadata.name, lapsed),
                 id,
             )
         })?;
@@ -111,6 +113,50 @@ impl Claims for PgStore {
             Release::Deleted
         } else {
             Release::Changed
+        })
+    }
+
+    fn renew(
+        &self,
+        ns: Option<&Namespace>,
+        expected: &AllocationManifest,
+        updated: &AllocationManifest,
+    ) -> Result<bool> {
+        let nsk = ns_key(ns);
+        let pool = expected.spec.pool.as_str();
+        let new = yaml::encode(updated).into_bytes();
+        let id = self.client_id.as_str();
+        let object = expected.metadata.name.as_str();
+        let address = expected.spec.address;
+        self.run(|c| {
+            // The row as stored, locked, judged by what it says; the update is then guarded
+            // by those very bytes.
+            let Some(row) = c.opt(
+                "SELECT manifest FROM ipamctl.allocations
+                 WHERE namespace = $1 AND pool = $2 AND address = $3 FOR UPDATE",
+                &[&nsk, &pool, &address],
+            )?
+            else {
+                return Ok(false);
+            };
+            let old: Vec<u8> = row.get(0);
+            if parse(&old).ok().as_ref() != Some(expected) {
+                return Ok(false);
+            }
+            let row = c.one(
+                RENEW,
+                &[
+                    &nsk,
+                    &pool,
+                    &address,
+                    &old,
+                    &new,
+                    &id,
+                    &ALLOCATION_KIND,
+                    &object,
+                ],
+            )?;
+            Ok(row.get::<_, i64>(0) > 0)
         })
     }
 
@@ -238,6 +284,19 @@ impl PgStore {
 /// A MAC changed in place, and its event, in one statement: `$1` namespace, `$2` pool, `$3`
 /// address, `$4` the manifest expected, `$5` the new one, `$6` client, `$7` kind, `$8`
 /// object name. Counts the rows changed (0: the row is not the expected one any more).
+/// A lease renewed: the manifest rewritten if it is still the bytes read, logged as a
+/// `renewed` event (migration 13).
+const RENEW: &str = "
+WITH changed AS (
+    UPDATE ipamctl.allocations SET manifest = $5
+    WHERE namespace = $1 AND pool = $2 AND address = $3 AND manifest = $4
+    RETURNING namespace, manifest
+), event AS (
+    INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
+    SELECT $6, 'renewed', namespace, $7, $8, manifest FROM changed
+)
+SELECT count(*) FROM changed";
+
 const SET_MAC: &str = "
 WITH changed AS (
     UPDATE ipamctl.allocations SET manifest = $5

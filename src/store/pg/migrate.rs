@@ -66,6 +66,10 @@ const MARKERS: &[(i32, &str)] = &[
         12,
         "SELECT to_regclass('ipamctl.allocations_one_per_owner_name') IS NOT NULL",
     ),
+    (
+        13,
+        "SELECT to_regprocedure('ipamctl.allocation_expires(bytea)') IS NOT NULL",
+    ),
 ];
 
 /// Applies the missing migrations in one transaction, or finds why not.

@@ -363,7 +363,7 @@ impl Objects for PgStore {
                 let Some((pool, address)) = parse_allocation_name(name) else {
                     return Ok(false);
                 };
-                self.run(|c| delete_allocation(c, ns, pool, address, None, name, id))
+                self.run(|c| delete_allocation(c, ns, pool, address, None, (name, None), id))
             }
             ObjectKind::PrefixClaim => {
                 let Some((pool, prefix)) =

@@ -35,6 +35,21 @@ const CLAIMED: &str = "(SELECT array_agg(prefix) FROM ipamctl.objects
                            AND prefix IS NULL)";
 
 impl Queries for PgStore {
+    fn clock(&self) -> Result<crate::model::Timestamp> {
+        // The server's clock when the statement ran (not the transaction's start: a unit
+        // may run long), in whole seconds as `expiresAt` keeps them.
+        let row = self.single(|c| {
+            c.one(
+                "SELECT floor(extract(epoch FROM statement_timestamp()))::bigint",
+                &[],
+            )
+        })?;
+        let secs: i64 = row.get(0);
+        Ok(crate::model::Timestamp::from_secs(
+            u64::try_from(secs).unwrap_or(0),
+        ))
+    }
+
     fn find_owner(
         &self,
         ns: Option<&Namespace>,

@@ -52,9 +52,15 @@ pub(super) fn delete_allocation(
     pool: &str,
     address: IpAddr,
     owner: Option<(&str, &str, &str)>,
-    name: &str,
+    (name, lapsed): (&str, Option<std::time::Duration>),
     client_id: &str,
 ) -> std::result::Result<bool, postgres::Error> {
+    // A lease's release (`reconcile --expired`): only while the row still lapses by the
+    // server's clock, `grace` seconds ago (migration 13).
+    let (lapse, grace) = match lapsed {
+        Some(grace) => (true, i64::try_from(grace.as_secs()).unwrap_or(i64::MAX)),
+        None => (false, 0),
+    };
     let (guarded, kind, oname, uid) = match owner {
         Some((k, n, u)) => (true, k, n, u),
         None => (false, "", "", ""),
@@ -64,6 +70,8 @@ pub(super) fn delete_allocation(
              DELETE FROM ipamctl.allocations
              WHERE namespace = $1 AND pool = $2 AND address = $3
                AND (NOT $4 OR (owner_kind = $5 AND owner_name = $6 AND owner_uid = $7))
+               AND (NOT $11 OR ipamctl.allocation_expires(manifest)
+                               <= statement_timestamp() - $12::bigint * interval '1 second')
              RETURNING namespace, pool, address, manifest
          ), hint AS (
              UPDATE ipamctl.pool_hints h
@@ -90,6 +98,8 @@ pub(super) fn delete_allocation(
             &client_id,
             &ALLOCATION_KIND,
             &name,
+            &lapse,
+            &grace,
         ],
     )?;
     Ok(row.get::<_, i64>(0) > 0)

@@ -7,7 +7,7 @@
 //! cluster scope is the namespace `''` (a NULL would not take part in the keys).
 
 /// The schema version this ipamctl writes and understands.
-pub const LATEST: i32 = 12;
+pub const LATEST: i32 = 13;
 
 /// The migrations, in order: (version, SQL). Each is applied once, in the transaction that
 /// records its version; never edit one that has shipped, add the next.
@@ -24,6 +24,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (10, V10),
     (11, V11),
     (12, V12),
+    (13, V13),
 ];
 
 /// The first schema: pools, allocations and their arbiters, the low-water hints, the scope
@@ -477,6 +478,24 @@ END $$;
 CREATE UNIQUE INDEX allocations_one_per_owner_name
     ON ipamctl.allocations (namespace, pool, owner_kind, owner_name)
     WHERE owner_kind <> 'VPC';
+"#;
+
+/// Leases (`spec.expiresAt`, `allocate --ttl`): the instant a claim lapses, read from the
+/// manifest's canonical line (`  expiresAt: 2026-12-06T18:00:00Z`) so that no column can
+/// disagree with it, for the reaper's one conditional `DELETE` (a lease is released only if
+/// its row still lapses `grace` before the server's clock when the statement runs: a
+/// renewal committed first, or waited for on its row lock, moved it on). A renewal rewrites
+/// the manifest in place, logged as a `renewed` event.
+const V13: &str = r#"
+CREATE FUNCTION ipamctl.allocation_expires(manifest bytea) RETURNS timestamptz
+    LANGUAGE sql STABLE AS $$
+    SELECT substring(encode(manifest, 'escape')
+        FROM E'\n  expiresAt: [''"]?([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)[''"]?\n')::timestamptz
+$$;
+ALTER TABLE ipamctl.events DROP CONSTRAINT events_action_check;
+ALTER TABLE ipamctl.events ADD CONSTRAINT events_action_check CHECK (action IN
+    ('claimed', 'released', 'mac changed', 'renewed', 'pool created', 'pool updated',
+     'pool deleted'));
 "#;
 
 /// Creates the schema's home and version table if missing (idempotent).

@@ -377,3 +377,15 @@ proptest! {
         prop_assert_eq!(decode_allocation(&text), library, "{:?}", text);
     }
 }
+
+#[test]
+fn a_lease_takes_the_fast_path() {
+    let text = format!("{CANONICAL}  expiresAt: \"2026-12-06T19:36:55Z\"\n");
+    let fast = decode_canonical_allocation(&text).expect("canonical");
+    assert_eq!(
+        fast.spec.expires_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-12-06T19:36:55Z")
+    );
+    assert_eq!(Ok(fast), decode_allocation_with_library(&text));
+    assert_declined(&text.replace("19:36:55Z", "19:36:55+00:00"));
+}

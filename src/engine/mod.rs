@@ -131,6 +131,7 @@ pub mod segments;
 pub mod subnet;
 pub mod subnet_ids;
 pub mod subnet_usage;
+pub mod token;
 pub mod transfer;
 pub mod vpc;
 pub mod warning;

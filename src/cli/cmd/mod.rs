@@ -29,6 +29,7 @@ mod report;
 mod schema;
 mod subnet;
 mod supernet;
+mod token;
 mod vpc;
 
 use std::io::Write;
@@ -70,6 +71,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, g.output, out),
         Command::Schema(args) => schema::run(&args, g.output, out),
+        Command::Token(command) => token::run(g, &command, out),
         Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
         Command::Allocate(args) => match &args.file {
             Some(file) => return batch::allocate(&open_batch(g, args.jobs)?, g, &args, file, out),

@@ -36,6 +36,7 @@ use std::io::Write;
 
 use crate::cli::{Cli, Command, FormatArg, GlobalArgs, OutputFormat, PoolCommand};
 use crate::engine::request::field::{address, flag, owner_filter, prefix, uid};
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result, exit};
 use crate::model::{Namespace, PoolRef};
@@ -254,7 +255,7 @@ fn pool_ref(g: &GlobalArgs, pool: &str) -> Result<PoolRef> {
 /// The scopes a command over many pools covers: `-n NS` alone, else every scope (see
 /// [`crate::engine::scopes::scopes`]).
 fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
-    crate::engine::scopes::scopes(store, namespace(g)?)
+    crate::engine::scopes::scopes(store, &Scope::everything(), Verb::Read, namespace(g)?)
 }
 
 /// The scopes of a command that asks the store about every scope at once when not given
@@ -263,7 +264,7 @@ pub(super) fn named_scopes(
     store: &dyn Store,
     g: &GlobalArgs,
 ) -> Result<Option<Vec<Option<Namespace>>>> {
-    crate::engine::scopes::named_scopes(store, namespace(g)?)
+    crate::engine::scopes::named_scopes(store, &Scope::everything(), Verb::Read, namespace(g)?)
 }
 
 /// Prints what a request noticed (its warnings, then its notes), once, and gives its

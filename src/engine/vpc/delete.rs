@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::{own_pools, range_claims, suggest_vpc, uplinks};
 use crate::engine::prefix;
 use crate::engine::release::{self, Released};
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::prefix_claim::PrefixClaimManifest;
@@ -55,6 +56,7 @@ pub struct Deleted {
 /// it again finishes the job.
 pub fn delete(
     store: &dyn Store,
+    scope: &Scope,
     name: &str,
     pools: &[PoolRef; 2],
     dry_run: bool,
@@ -65,6 +67,7 @@ pub fn delete(
         .namespace
         .as_ref()
         .expect("a VPC's pools are namespaced");
+    scope.check(Verb::Admin, Some(ns), || super::missing(ns, pools, name))?;
     let mut delete_both = || -> Result<Deleted> {
         // The scope's lock, as `vpc create` holds it: a create and a delete of one VPC run
         // one after the other, never a delete between a create's range claim and its pool

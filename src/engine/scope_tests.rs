@@ -293,7 +293,7 @@ fn listings_cover_the_scope_only_and_a_namespace_outside_is_missing() {
 }
 
 #[test]
-fn vpcs_and_subnets_need_admin_in_their_namespace_and_outside_are_missing() {
+fn vpcs_need_admin_in_their_namespace_and_outside_are_missing() {
     let (dir, store) = populated();
     let before = files(dir.path());
     let admin = dev(&[Verb::Read, Verb::Claim, Verb::Admin]);
@@ -344,11 +344,23 @@ fn vpcs_and_subnets_need_admin_in_their_namespace_and_outside_are_missing() {
         not_found(created),
         "namespace `acme/prod` not found: it holds no pool and no allocation"
     );
+    assert_eq!(files(dir.path()), before, "a refusal wrote");
+}
+
+#[test]
+fn subnets_need_admin_in_their_namespace_and_outside_are_missing() {
+    let (dir, store) = populated();
+    let before = files(dir.path());
+    let admin = dev(&[Verb::Read, Verb::Claim, Verb::Admin]);
+    let main = PoolRef {
+        namespace: Some(ns("acme/prod")),
+        name: PoolName::new("vpc-main").unwrap(),
+    };
     let carve = crate::engine::subnet::carve(
         &*store,
         &admin,
         &SubnetName::new("s1").unwrap(),
-        &main_pools[0],
+        &main,
         24,
         false,
     );

@@ -43,8 +43,8 @@ pub struct TokenCreateArgs {
     pub file: TokenFileArgs,
 
     /// A namespace the token reaches (`acme/prod`), the namespaces beneath one (`acme/*`),
-    /// or every namespace (`*`). Repeatable.
-    /// (This is `-n`, repeatable here, in place of the global one.)
+    /// or every namespace (`*`). Repeatable; here `-n` takes a pattern, and may be given
+    /// more than once.
     #[arg(
         short = 'n',
         long = "namespace",

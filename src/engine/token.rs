@@ -155,6 +155,9 @@ fn no_file(path: &Path) -> Error {
 
 /// How often the book looks at the file at most.
 const RECHECK: Duration = Duration::from_secs(1);
+/// How long a tokens file may stay missing or unreadable as one (a replacement by hand
+/// under way) before the book stops accepting the last good copy's tokens.
+const GRACE: Duration = Duration::from_secs(2);
 /// A file changed less than this before it was read may change again with the same stamp
 /// (a file system's clock ticks coarsely): it is read again at the next look.
 const RACY: Duration = Duration::from_secs(2);
@@ -164,9 +167,10 @@ const RACY: Duration = Duration::from_secs(2);
 /// [`TokenBook::authenticate`] looks at the file's stamp (device, inode, size, change and
 /// modification times, mode) at most once a second and reads it again when the stamp
 /// differs, so a new token or a revocation counts within two seconds. A file that cannot be
-/// read as a tokens file (half-written by hand, removed) leaves the last good copy in use; a
-/// file that became readable by others, or a symlink put in its place, authenticates
-/// nobody until it is fixed.
+/// read as a tokens file (half-written by hand, removed and not yet put back) leaves the last
+/// good copy in use for [`GRACE`], then authenticates nobody (it fails closed: a file
+/// removed to revoke everything does); a file that became readable by others, or a symlink
+/// put in its place, authenticates nobody at once. Either is fixed by a good file.
 #[derive(Debug)]
 pub struct TokenBook {
     path: PathBuf,
@@ -181,6 +185,8 @@ struct State {
     tokens: Vec<(TokenRecord, Scope)>,
     /// Why no token is accepted now (the file's mode), if so.
     refused: Option<String>,
+    /// Since when the file has been missing or no tokens file, if it is.
+    broken: Option<Instant>,
 }
 
 impl TokenBook {
@@ -196,6 +202,7 @@ impl TokenBook {
                 stamp: trusted(stamp),
                 tokens,
                 refused: None,
+                broken: None,
             }),
             path,
         })
@@ -249,18 +256,24 @@ impl TokenBook {
         if now.is_some() && now == state.stamp {
             return;
         }
-        match tokens::load(&self.path) {
-            Ok(Some((file, stamp))) => match scoped(&self.path, &file) {
-                Ok(tokens) => {
-                    state.tokens = tokens;
-                    state.stamp = trusted(stamp);
-                    state.refused = None;
+        let read = tokens::load(&self.path)
+            .and_then(|file| file.ok_or_else(|| no_file(&self.path)))
+            .and_then(|(file, stamp)| Ok((scoped(&self.path, &file)?, stamp)));
+        match read {
+            Ok((tokens, stamp)) => {
+                state.tokens = tokens;
+                state.stamp = trusted(stamp);
+                state.refused = None;
+                state.broken = None;
+            }
+            // Gone (being replaced by hand) or half-written: the last good copy, for a while.
+            Err(e @ (Error::NotFound { .. } | Error::Invalid { .. } | Error::Io { .. })) => {
+                state.stamp = None;
+                let since = *state.broken.get_or_insert_with(Instant::now);
+                if since.elapsed() >= GRACE {
+                    state.refused = Some(e.to_string());
                 }
-                // A record that does not parse: keep the last good copy, read again later.
-                Err(_) => state.stamp = None,
-            },
-            // Gone (being replaced by hand) or half-written: keep the last good copy.
-            Ok(None) | Err(Error::Invalid { .. } | Error::Io { .. }) => state.stamp = None,
+            }
             // Readable by others, a symlink, not a file: accept nothing until it is fixed.
             Err(e) => {
                 state.refused = Some(e.to_string());

@@ -125,6 +125,10 @@ pub fn show(store: &dyn Store, scope: &Scope, pool: &PoolRef) -> Result<Shown> {
     scope.check(Verb::Read, pool.namespace.as_ref(), || {
         crate::store::read::pool_missing(pool)
     })?;
+    scope.scrub(show_in(store, pool))
+}
+
+fn show_in(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
     let manifest = load_pool(store, pool)?;
     let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
     let subnets = crate::engine::subnet::of_pool(store, pool)?;

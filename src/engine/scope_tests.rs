@@ -283,6 +283,22 @@ fn listings_cover_the_scope_only_and_a_namespace_outside_is_missing() {
         not_found(shown),
         "pool `vpc-main` not found (in namespace `acme/prod`)"
     );
+    // A pool nobody has in its own namespace: the same words; the hint the whole scope gets
+    // names the namespace that has one, a token's caller gets none.
+    let dev_main = PoolRef {
+        namespace: Some(ns("acme/dev")),
+        name: PoolName::new("vpc-main").unwrap(),
+    };
+    let everything = crate::engine::pool::show(&*store, &Scope::everything(), &dev_main);
+    assert!(
+        matches!(&everything, Err(Error::NotFound { hint: Some(h), .. }) if h.contains("acme/prod")),
+        "{everything:?}"
+    );
+    let shown = crate::engine::pool::show(&*store, &scope, &dev_main);
+    assert_eq!(
+        not_found(shown),
+        "pool `vpc-main` not found (in namespace `acme/dev`)"
+    );
     // Without `read`: refused even for "every namespace".
     let claim_only = dev(&[Verb::Claim]);
     let refused = crate::engine::scopes::scopes(&*store, &claim_only, Verb::Read, None);

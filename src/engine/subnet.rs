@@ -110,6 +110,11 @@ pub fn put(
     scope.check(Verb::Admin, pool.namespace.as_ref(), || {
         crate::store::read::pool_missing(&pool)
     })?;
+    scope.scrub(put_in(store, subnet, update, dry_run))
+}
+
+fn put_in(store: &dyn Store, subnet: &SubnetManifest, update: bool, dry_run: bool) -> Result<Put> {
+    let pool = subnet.pool();
     crate::engine::doomed::refuse(&load_pool(store, &pool)?, &pool)?;
     if dry_run {
         return put_locked(store, subnet, update, true);
@@ -331,6 +336,16 @@ pub fn carve(
     scope.check(Verb::Admin, pool.namespace.as_ref(), || {
         crate::store::read::pool_missing(pool)
     })?;
+    scope.scrub(carve_in(store, name, pool, len, dry_run))
+}
+
+fn carve_in(
+    store: &dyn Store,
+    name: &SubnetName,
+    pool: &PoolRef,
+    len: u8,
+    dry_run: bool,
+) -> Result<(SubnetManifest, Put)> {
     let manifest = load_pool(store, pool)?;
     refuse_supernet(&manifest, pool)?;
     crate::engine::doomed::refuse(&manifest, pool)?;
@@ -429,6 +444,15 @@ pub fn delete(
     dry_run: bool,
 ) -> Result<SubnetManifest> {
     scope.check(Verb::Admin, ns, || missing(ns, name))?;
+    scope.scrub(delete_in(store, ns, name, dry_run))
+}
+
+fn delete_in(
+    store: &dyn Store,
+    ns: Option<&Namespace>,
+    name: &SubnetName,
+    dry_run: bool,
+) -> Result<SubnetManifest> {
     let subnet = load(store, ns, name)?;
     let pool = subnet.pool();
     let work = || -> Result<SubnetManifest> {

@@ -97,6 +97,10 @@ pub fn router(uid: &Uid) -> Owner {
 pub fn create(store: &dyn Store, scope: &Scope, req: &CreateRequest) -> Result<Created> {
     let ns = &req.namespace;
     scope.check(Verb::Admin, Some(ns), || crate::engine::scopes::missing(ns))?;
+    scope.scrub(create_in(store, req))
+}
+
+fn create_in(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
     check_name(&req.name).map_err(|why| Error::invalid("vpc create", why))?;
     check_mac_prefixes(req)?;
     let work = || -> Result<Created> {

@@ -68,6 +68,21 @@ pub fn delete(
         .as_ref()
         .expect("a VPC's pools are namespaced");
     scope.check(Verb::Admin, Some(ns), || super::missing(ns, pools, name))?;
+    scope.scrub(delete_in(store, name, pools, dry_run, stop, warnings))
+}
+
+fn delete_in(
+    store: &dyn Store,
+    name: &str,
+    pools: &[PoolRef; 2],
+    dry_run: bool,
+    stop: &AtomicBool,
+    warnings: &mut Warnings,
+) -> Result<Deleted> {
+    let ns = pools[0]
+        .namespace
+        .as_ref()
+        .expect("a VPC's pools are namespaced");
     let mut delete_both = || -> Result<Deleted> {
         // The scope's lock, as `vpc create` holds it: a create and a delete of one VPC run
         // one after the other, never a delete between a create's range claim and its pool

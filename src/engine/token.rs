@@ -89,7 +89,12 @@ pub fn create(path: &Path, new: &NewToken) -> Result<(TokenRecord, Secret)> {
             .unwrap_or_default()
             .iter()
             .map(ToString::to_string)
-            .collect(),
+            .fold(Vec::new(), |mut kept, p| {
+                if !kept.contains(&p) {
+                    kept.push(p);
+                }
+                kept
+            }),
         verbs: Verb::ALL
             .into_iter()
             .filter(|v| scope.holds(*v))
@@ -147,7 +152,7 @@ fn no_file(path: &Path) -> Error {
     Error::NotFound {
         message: format!("{}: no tokens file", path.display()),
         hint: Some(format!(
-            "ipamctl token create NAME --tokens {} --namespace NS --verbs read",
+            "make it with its first token: ipamctl token create tenant-a --tokens {} --namespace tenant-a --verbs read",
             path.display()
         )),
     }

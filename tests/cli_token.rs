@@ -172,7 +172,8 @@ fn list_shows_scopes_and_never_a_secret_or_its_hash() {
     assert_eq!(items[1]["name"], "ops");
     assert_eq!(items[1]["cluster"], true);
     assert_eq!(items[1]["namespaces"], serde_json::json!([]));
-    assert!(items[0]["created"].as_str().unwrap().ends_with('Z'));
+    assert!(items[0]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(items[0]["kind"], "Token");
     let out = t.run(&["list", "-o", "name"]);
     assert_eq!(text(&out.stdout), "token/acme\ntoken/ops\n");
 }

@@ -165,6 +165,8 @@ pub enum Action {
     Leaked,
     /// `reconcile --apply`: the allocation changed since it was found leaked; kept.
     Skipped,
+    /// A token was revoked.
+    Revoked,
     /// Dry run: would be created.
     WouldCreate,
     /// Dry run: would be changed.
@@ -187,6 +189,7 @@ impl Action {
             Action::Deleted => "deleted",
             Action::Leaked => "leaked",
             Action::Skipped => "skipped",
+            Action::Revoked => "revoked",
             Action::WouldCreate => "would-create",
             Action::WouldConfigure => "would-configure",
             Action::WouldRelease => "would-release",

@@ -15,12 +15,14 @@ pub enum TokenCommand {
     /// its SHA-256, so a lost secret cannot be shown again: revoke the token and make
     /// another. A name the file holds already is exit 4; a bad name, pattern or verb is
     /// exit 2; nothing is written then. The file is created (mode 0600) if there is none.
+    /// `-o` is refused (exit 2): the secret is the only output.
     Create(TokenCreateArgs),
     /// List the tokens: name, namespaces, verbs, cluster scope and creation time, never a
     /// secret or its hash (`-o json|yaml` for a List, `-o name` for `token/<name>` lines).
     List(TokenFileArgs),
     /// Revoke a token: its record leaves the file and its secret authenticates nothing
     /// more (a running server notices within two seconds). An unknown name is exit 3.
+    /// Prints `token/<name> revoked` (with `-o json|yaml`, the token with `status.action`).
     Revoke(TokenRevokeArgs),
 }
 

@@ -165,6 +165,8 @@ pub struct TokenRecord {
     /// Whether the token holds the cluster scope too.
     #[serde(default)]
     pub cluster: bool,
+    /// When it was made (`creationTimestamp`, as a manifest's metadata names it).
+    #[serde(rename = "creationTimestamp")]
     pub created: Timestamp,
     pub hash: TokenHash,
 }

@@ -5,15 +5,26 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::cli::output::{self, Named};
-use crate::cli::{GlobalArgs, TokenCommand};
+use crate::cli::output::{self, Action, Change, Named};
+use crate::cli::{GlobalArgs, OutputFormat, TokenCommand};
 use crate::engine::token::{self, NewToken};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::token::TokenRecord;
 
 pub fn run(g: &GlobalArgs, command: &TokenCommand, out: &mut dyn Write) -> Result<()> {
     match command {
         TokenCommand::Create(args) => {
+            // The secret alone is the output: a document around it would be one more place
+            // a script could copy it from.
+            if g.output.is_some_and(|o| o != OutputFormat::Table) {
+                return Err(Error::Usage {
+                    message: "`token create` prints the secret alone; drop `-o`".into(),
+                    hint: Some(format!(
+                        "the token as data: ipamctl token list --tokens {} -o json",
+                        args.file.tokens.display()
+                    )),
+                });
+            }
             let new = NewToken {
                 name: args.name.clone(),
                 namespaces: args.namespaces.clone(),
@@ -37,7 +48,7 @@ pub fn run(g: &GlobalArgs, command: &TokenCommand, out: &mut dyn Write) -> Resul
                         t.namespaces.join(","),
                         t.verbs.join(","),
                         if t.cluster { "yes" } else { "no" }.to_owned(),
-                        t.created.clone(),
+                        t.creation_timestamp.clone(),
                     ]
                 })
                 .collect();
@@ -46,7 +57,8 @@ pub fn run(g: &GlobalArgs, command: &TokenCommand, out: &mut dyn Write) -> Resul
         }
         TokenCommand::Revoke(args) => {
             let record = token::revoke(&args.file.tokens, &args.name)?;
-            output::line(out, &format!("token/{} revoked", record.name))
+            let change = Change::new(Shown::of(&record), Action::Revoked);
+            output::write_changes(out, g.output, &[change], true)
         }
     }
 }
@@ -55,21 +67,23 @@ pub fn run(g: &GlobalArgs, command: &TokenCommand, out: &mut dyn Write) -> Resul
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Shown {
+    kind: &'static str,
     name: String,
     namespaces: Vec<String>,
     verbs: Vec<String>,
     cluster: bool,
-    created: String,
+    creation_timestamp: String,
 }
 
 impl Shown {
     fn of(record: &TokenRecord) -> Shown {
         Shown {
+            kind: "Token",
             name: record.name.to_string(),
             namespaces: record.namespaces.clone(),
             verbs: record.verbs.clone(),
             cluster: record.cluster,
-            created: String::from(record.created),
+            creation_timestamp: String::from(record.created),
         }
     }
 }

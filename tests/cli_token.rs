@@ -172,7 +172,12 @@ fn list_shows_scopes_and_never_a_secret_or_its_hash() {
     assert_eq!(items[1]["name"], "ops");
     assert_eq!(items[1]["cluster"], true);
     assert_eq!(items[1]["namespaces"], serde_json::json!([]));
-    assert!(items[0]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(
+        items[0]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
     assert_eq!(items[0]["kind"], "Token");
     let out = t.run(&["list", "-o", "name"]);
     assert_eq!(text(&out.stdout), "token/acme\ntoken/ops\n");
@@ -365,4 +370,82 @@ fn eight_concurrent_creates_are_all_kept_and_each_secret_is_its_own() {
     secrets.sort();
     secrets.dedup();
     assert_eq!(secrets.len(), 8);
+}
+
+/// Polls `book` with `secret` until `want` holds, for at most 5 s; how long it took.
+fn until(
+    book: &ipamctl::engine::token::TokenBook,
+    secret: &str,
+    want: impl Fn(bool) -> bool,
+) -> Duration {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        if want(book.authenticate(secret).is_ok()) {
+            return started.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the book did not change within 5 s");
+}
+
+#[test]
+fn an_open_book_takes_a_revocation_and_a_new_token_from_the_command_within_two_seconds() {
+    let t = Tokens::new();
+    let a = t.create("acme", "acme/*", "read,claim");
+    let book = ipamctl::engine::token::TokenBook::open(&t.path).unwrap();
+    let caller = book.authenticate(a.trim()).unwrap();
+    assert_eq!(caller.name.as_str(), "acme");
+    let b = t.create("beta", "beta", "read");
+    let took = until(&book, b.trim(), |ok| ok);
+    assert!(
+        took <= Duration::from_millis(2100),
+        "new token after {took:?}"
+    );
+    let out = t.run(&["revoke", "acme"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let took = until(&book, a.trim(), |ok| !ok);
+    assert!(
+        took <= Duration::from_millis(2100),
+        "revocation after {took:?}"
+    );
+    let refused = book.authenticate(a.trim()).unwrap_err();
+    assert_eq!(
+        refused.exit_code(),
+        ipamctl::error::exit::DENIED,
+        "{refused}"
+    );
+    assert!(book.authenticate(b.trim()).is_ok());
+}
+
+#[test]
+fn a_book_never_misses_a_token_while_other_tokens_are_made_and_revoked() {
+    let t = Tokens::new();
+    let a = t.create("acme", "acme", "read");
+    let book = ipamctl::engine::token::TokenBook::open(&t.path).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let churned = std::thread::scope(|s| {
+        let churn = s.spawn(|| {
+            let started = Instant::now();
+            let mut rounds = 0;
+            // Bounded by time and count: about 3 s of creates and revokes, one file each.
+            while started.elapsed() < Duration::from_secs(3) && rounds < 200 {
+                t.create(&format!("c{rounds}"), "churn", "read");
+                let out = t.run(&["revoke", &format!("c{rounds}")]);
+                assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+                rounds += 1;
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            rounds
+        });
+        let mut asked = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let caller = book.authenticate(a.trim());
+            assert!(caller.is_ok(), "refused mid-churn: {caller:?}");
+            asked += 1;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(asked > 100, "{asked}");
+        churn.join().unwrap()
+    });
+    assert!(churned >= 5, "{churned} rounds");
 }

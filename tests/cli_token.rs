@@ -277,7 +277,7 @@ fn a_file_others_may_read_is_refused_until_it_is_0600() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_one_error(&stderr);
         assert!(
-            stderr.contains("group or others may read it (mode 0640)"),
+            stderr.contains("group or others may read or write it (mode 0640)"),
             "{stderr}"
         );
         assert!(stderr.contains("hint: chmod 600"), "{stderr}");

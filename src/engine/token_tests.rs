@@ -144,7 +144,8 @@ fn a_book_keeps_its_copy_through_a_short_break_then_fails_closed_and_at_once_whe
     within(&book, a.expose(), |r| r.is_ok());
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(
-        open.to_string().contains("group or others may read it"),
+        open.to_string()
+            .contains("group or others may read or write it"),
         "{open}"
     );
     assert_eq!(open.exit_code(), crate::error::exit::INVALID);

@@ -100,7 +100,7 @@ fn refuse(path: &Path, st: &rustix::fs::Stat) -> Result<()> {
     if mode & 0o077 != 0 {
         return Err(Error::Usage {
             message: format!(
-                "{}: group or others may read it (mode {mode:04o}); a tokens file must be readable by its owner only",
+                "{}: group or others may read or write it (mode {mode:04o}); a tokens file must be readable by its owner only",
                 path.display()
             ),
             hint: Some(format!("chmod 600 {}", path.display())),

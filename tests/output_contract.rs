@@ -49,6 +49,8 @@ enum Store {
     /// A copy of `testdata/populated` committed to a new git repository, then one more
     /// claim (left untracked).
     Git,
+    /// No state; a tokens file `tokens.yaml` holding the token `acme`.
+    Tokens,
 }
 
 struct Case {
@@ -186,6 +188,34 @@ fn cases() -> Vec<Case> {
             Shape::Object,
         ),
         case("vpc list", populated, &["vpc", "list"], Shape::List),
+        case(
+            "token create",
+            Store::Tokens,
+            &[
+                "token",
+                "create",
+                "beta",
+                "--tokens",
+                "tokens.yaml",
+                "-n",
+                "beta",
+                "--verbs",
+                "read",
+            ],
+            Shape::Script,
+        ),
+        case(
+            "token list",
+            Store::Tokens,
+            &["token", "list", "--tokens", "tokens.yaml"],
+            Shape::List,
+        ),
+        case(
+            "token revoke",
+            Store::Tokens,
+            &["token", "revoke", "acme", "--tokens", "tokens.yaml"],
+            Shape::Changes(true),
+        ),
         case(
             "vpc delete",
             populated,
@@ -361,6 +391,25 @@ fn run(case: &Case, extra: &[&str]) -> (i32, String, String) {
                 .output()
                 .expect("run ipamctl");
             assert!(claim.status.success());
+            finish(test.command(&args), case.stdin)
+        }
+        Store::Tokens => {
+            let test = Test::without_state();
+            let made = test
+                .command([
+                    "token",
+                    "create",
+                    "acme",
+                    "--tokens",
+                    "tokens.yaml",
+                    "-n",
+                    "acme/*",
+                    "--verbs",
+                    "read,claim",
+                ])
+                .output()
+                .expect("run ipamctl");
+            assert!(made.status.success(), "{made:?}");
             finish(test.command(&args), case.stdin)
         }
         Store::Database => {

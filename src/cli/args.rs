@@ -384,6 +384,17 @@ pub enum Command {
     /// `source <(ipamctl completions bash)`; the same script comes from `COMPLETE=bash
     /// ipamctl`.
     Completions(CompletionsArgs),
+    /// Make, list and revoke the bearer tokens a server accepts (`--tokens FILE`).
+    ///
+    /// A token is a 256-bit random secret, printed once by `token create`, kept in the
+    /// tokens file only as its SHA-256, with a scope: namespace patterns (`acme/prod`, or
+    /// `acme/*` for the namespaces beneath `acme`), verbs (`read`, `claim`, `admin`) and,
+    /// with `--cluster`, the cluster scope (public pools). The file is written atomically
+    /// with mode 0600 under a lock, never through a symlink; a file group or others may read
+    /// is refused (exit 2). Tokens are managed only here, never through the API; a running
+    /// server notices a new or revoked token within two seconds.
+    #[command(subcommand)]
+    Token(crate::cli::TokenCommand),
 }
 
 // `ipamctl init`.

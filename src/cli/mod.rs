@@ -12,9 +12,11 @@ pub mod map;
 pub mod output;
 pub mod report;
 pub mod schema;
+pub mod token_args;
 
 pub use args::*;
 pub use host_args::*;
+pub use token_args::*;
 
 impl Cli {
     /// Parses the process's arguments (exit 2 with clap's message on bad usage). The command

@@ -167,6 +167,8 @@ pub enum Action {
     Lapsed,
     /// `reconcile --apply`: the allocation changed since it was found leaked; kept.
     Skipped,
+    /// A token was revoked.
+    Revoked,
     /// Dry run: would be created.
     WouldCreate,
     /// Dry run: would be changed.
@@ -190,6 +192,7 @@ impl Action {
             Action::Leaked => "leaked",
             Action::Lapsed => "lapsed",
             Action::Skipped => "skipped",
+            Action::Revoked => "revoked",
             Action::WouldCreate => "would-create",
             Action::WouldConfigure => "would-configure",
             Action::WouldRelease => "would-release",

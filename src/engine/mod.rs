@@ -98,6 +98,17 @@
 //! through the executor ([`executor`]), which takes no lock of its own: it runs each
 //! request on one store (a worker's), where the request takes its row's locks, inside the
 //! store's group of requests where the store groups them ([`Units::grouped`](crate::store::Units::grouped)).
+//!
+//! # The caller's scope
+//!
+//! Every entry above that a server reaches takes the caller's [`scope::Scope`] and checks
+//! it first, before any lock ([`scope::Scope::check`]): the typed requests carry it
+//! ([`request::AllocateRequest::new`], [`request::ReleaseRequest::new`]), a listing's
+//! namespaces come from [`scopes::scopes`] (only those in scope), and `vpc::create`,
+//! `vpc::get`, `vpc::delete`, `subnet::put`, `subnet::carve`, `subnet::delete` and
+//! `pool::show` take it as their second argument. The command line and the batch pass
+//! [`scope::Scope::everything`]; a server passes the scope of the token that
+//! [`token::TokenBook::authenticate`] found.
 
 pub mod allocate;
 pub mod apply;
@@ -132,6 +143,7 @@ pub mod segments;
 pub mod subnet;
 pub mod subnet_ids;
 pub mod subnet_usage;
+pub mod token;
 pub mod transfer;
 pub mod vpc;
 pub mod warning;

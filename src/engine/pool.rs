@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::candidates::{Candidates, Usage};
@@ -120,7 +121,14 @@ impl Shown {
 }
 
 /// `pool show`: the pool (exit 3 if it does not exist) and the addresses it holds.
-pub fn show(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
+pub fn show(store: &dyn Store, scope: &Scope, pool: &PoolRef) -> Result<Shown> {
+    scope.check(Verb::Read, pool.namespace.as_ref(), || {
+        crate::store::read::pool_missing(pool)
+    })?;
+    scope.scrub(show_in(store, pool))
+}
+
+fn show_in(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
     let manifest = load_pool(store, pool)?;
     let taken = taken(store, pool.namespace.as_ref(), &pool.name)?;
     let subnets = crate::engine::subnet::of_pool(store, pool)?;

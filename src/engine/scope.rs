@@ -218,6 +218,20 @@ impl Scope {
         }
     }
 
+    /// `result` as this caller may see it: for a token's caller, a not-found error loses
+    /// its hint (which may name pools or namespaces of other tenants: "a pool `web`
+    /// exists in namespace `other`"), so a missing object and one outside the scope read
+    /// alike.
+    pub fn scrub<T>(&self, result: Result<T>) -> Result<T> {
+        match result {
+            Err(Error::NotFound { message, .. }) if !self.is_everything() => Err(Error::NotFound {
+                message,
+                hint: None,
+            }),
+            other => other,
+        }
+    }
+
     /// Whether the scope holds the cluster scope.
     pub fn cluster(&self) -> bool {
         match &self.grant {
@@ -279,3 +293,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "scope_tests.rs"]
+mod store_tests;

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::{created, subnet_ids};
 use crate::error::{Error, Result};
 use crate::model::prefix::{NoRoom, best_fit};
@@ -32,17 +33,23 @@ pub fn load(
                 None => "`ipamctl subnet list -A` shows every subnet".into(),
             };
             Err(Error::NotFound {
-                message: format!(
-                    "subnet `{name}` not found ({})",
-                    match ns {
-                        Some(ns) => format!("in namespace `{ns}`"),
-                        None => "cluster-scoped".into(),
-                    }
-                ),
+                message: missing(ns, name),
                 hint: Some(hint),
             })
         }
     }
+}
+
+/// What a subnet that does not exist is called: also what a caller outside its scope is
+/// told.
+fn missing(ns: Option<&Namespace>, name: &SubnetName) -> String {
+    format!(
+        "subnet `{name}` not found ({})",
+        match ns {
+            Some(ns) => format!("in namespace `{ns}`"),
+            None => "cluster-scoped".into(),
+        }
+    )
 }
 
 /// Reads a subnet; `None` when it does not exist, exit 2 when it does not parse.
@@ -92,7 +99,21 @@ pub enum Put {
 /// sibling, would make an address held by an allocation its gateway, a reserved, network or
 /// broadcast address, or (without `update`) exists with another spec. A dry run checks
 /// without the lock and writes nothing.
-pub fn put(store: &dyn Store, subnet: &SubnetManifest, update: bool, dry_run: bool) -> Result<Put> {
+pub fn put(
+    store: &dyn Store,
+    scope: &Scope,
+    subnet: &SubnetManifest,
+    update: bool,
+    dry_run: bool,
+) -> Result<Put> {
+    let pool = subnet.pool();
+    scope.check(Verb::Admin, pool.namespace.as_ref(), || {
+        crate::store::read::pool_missing(&pool)
+    })?;
+    scope.scrub(put_in(store, subnet, update, dry_run))
+}
+
+fn put_in(store: &dyn Store, subnet: &SubnetManifest, update: bool, dry_run: bool) -> Result<Put> {
     let pool = subnet.pool();
     crate::engine::doomed::refuse(&load_pool(store, &pool)?, &pool)?;
     if dry_run {
@@ -306,6 +327,20 @@ fn harmed(subnet: &SubnetManifest, pool: &PoolManifest, held: &[IpAddr]) -> Opti
 /// exit 4. No free block of that length is exit 5, naming the largest free block.
 pub fn carve(
     store: &dyn Store,
+    scope: &Scope,
+    name: &SubnetName,
+    pool: &PoolRef,
+    len: u8,
+    dry_run: bool,
+) -> Result<(SubnetManifest, Put)> {
+    scope.check(Verb::Admin, pool.namespace.as_ref(), || {
+        crate::store::read::pool_missing(pool)
+    })?;
+    scope.scrub(carve_in(store, name, pool, len, dry_run))
+}
+
+fn carve_in(
+    store: &dyn Store,
     name: &SubnetName,
     pool: &PoolRef,
     len: u8,
@@ -402,6 +437,17 @@ fn pick(store: &dyn Store, name: &SubnetName, pool: &PoolRef, len: u8) -> Result
 /// (unless `ignore_missing`), 4 while an allocation of its pool holds an address inside it.
 /// Returns the subnet deleted (or that would be, in a dry run).
 pub fn delete(
+    store: &dyn Store,
+    scope: &Scope,
+    ns: Option<&Namespace>,
+    name: &SubnetName,
+    dry_run: bool,
+) -> Result<SubnetManifest> {
+    scope.check(Verb::Admin, ns, || missing(ns, name))?;
+    scope.scrub(delete_in(store, ns, name, dry_run))
+}
+
+fn delete_in(
     store: &dyn Store,
     ns: Option<&Namespace>,
     name: &SubnetName,

@@ -13,6 +13,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use crate::engine::prefix;
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::mac::MacPrefix;
@@ -93,7 +94,13 @@ pub fn router(uid: &Uid) -> Owner {
 /// `VPC/router` with the VPC's uid, annotated with the VPC, so that a retry after a crash
 /// in between adopts that claim's uid and gets the same range). Exit 4 if a pool of that
 /// name is another's.
-pub fn create(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
+pub fn create(store: &dyn Store, scope: &Scope, req: &CreateRequest) -> Result<Created> {
+    let ns = &req.namespace;
+    scope.check(Verb::Admin, Some(ns), || crate::engine::scopes::missing(ns))?;
+    scope.scrub(create_in(store, req))
+}
+
+fn create_in(store: &dyn Store, req: &CreateRequest) -> Result<Created> {
     check_name(&req.name).map_err(|why| Error::invalid("vpc create", why))?;
     check_mac_prefixes(req)?;
     let work = || -> Result<Created> {
@@ -489,21 +496,29 @@ fn find(
 /// exit 3 if neither exists owned by a VPC.
 pub fn get(
     store: &dyn Store,
+    scope: &Scope,
     ns: &Namespace,
     pools: &[PoolRef; 2],
     name: &str,
     warnings: &mut Warnings,
 ) -> Result<Vpc> {
+    scope.check(Verb::Read, Some(ns), || missing(ns, pools, name))?;
     match find(store, ns, pools, name, warnings)? {
         Some(vpc) => Ok(vpc),
         None => Err(Error::NotFound {
-            message: format!(
-                "VPC `{name}` not found in namespace `{ns}` (no pool `{}` or `{}` owned by a VPC)",
-                pools[0].name, pools[1].name
-            ),
-            hint: Some(suggest_vpc(store, Some(ns), name)),
+            message: missing(ns, pools, name),
+            hint: (scope.is_everything()).then(|| suggest_vpc(store, Some(ns), name)),
         }),
     }
+}
+
+/// What a VPC that does not exist is called: also what a caller outside its namespace is
+/// told.
+pub fn missing(ns: &Namespace, pools: &[PoolRef; 2], name: &str) -> String {
+    format!(
+        "VPC `{name}` not found in namespace `{ns}` (no pool `{}` or `{}` owned by a VPC)",
+        pools[0].name, pools[1].name
+    )
 }
 
 /// `vpc list`: the VPCs of the tenant namespaces among `scopes`, namespace by namespace, in

@@ -28,6 +28,7 @@ pub mod subnet;
 pub mod suggest;
 pub mod taken;
 pub mod time;
+pub mod token;
 pub mod vpc;
 
 pub use address::*;

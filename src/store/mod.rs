@@ -22,6 +22,7 @@ pub mod parallel;
 pub mod pg;
 pub mod read;
 pub mod registry;
+pub mod tokens;
 
 use std::net::IpAddr;
 

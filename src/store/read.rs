@@ -107,10 +107,6 @@ pub fn pool_not_found(store: &dyn Store, pool: &PoolRef) -> Error {
             None => "cluster-scoped (omit `-n`)".to_owned(),
         })
         .collect();
-    let scope = match &pool.namespace {
-        Some(ns) => format!("in namespace `{ns}`"),
-        None => "cluster-scoped".to_owned(),
-    };
     let mut hints = Vec::new();
     let here = store
         .list(ObjectKind::Pool, pool.namespace.as_ref())
@@ -131,7 +127,17 @@ pub fn pool_not_found(store: &dyn Store, pool: &PoolRef) -> Error {
         ));
     }
     Error::NotFound {
-        message: format!("pool `{}` not found ({scope})", pool.name),
+        message: pool_missing(pool),
         hint: (!hints.is_empty()).then(|| hints.join("; ")),
     }
+}
+
+/// What [`pool_not_found`] says, without its hints: also what a caller outside the pool's
+/// scope is told (`crate::engine::scope`), so the answer does not say whether it exists.
+pub fn pool_missing(pool: &PoolRef) -> String {
+    let scope = match &pool.namespace {
+        Some(ns) => format!("in namespace `{ns}`"),
+        None => "cluster-scoped".to_owned(),
+    };
+    format!("pool `{}` not found ({scope})", pool.name)
 }

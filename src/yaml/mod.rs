@@ -275,6 +275,14 @@ pub fn decode_pool(text: &str) -> Result<PoolManifest, String> {
     Ok(pool)
 }
 
+/// Parses and validates a tokens file (`ipamctl token`): one `TokenList` document.
+pub fn decode_tokens(text: &str) -> Result<crate::model::token::TokenFile, String> {
+    expect_single(text)?;
+    let file: crate::model::token::TokenFile = from_str(text)?;
+    file.validate()?;
+    Ok(file)
+}
+
 /// Parses and validates one subnet manifest file from the state directory.
 pub fn decode_subnet(text: &str) -> Result<SubnetManifest, String> {
     expect_single(text)?;

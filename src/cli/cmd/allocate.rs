@@ -7,6 +7,7 @@ use crate::cli::{AllocateArgs, GlobalArgs};
 use crate::engine::allocate::Allocated;
 use crate::engine::executor::{Done, Executor, Request};
 use crate::engine::request::{AllocateInput, AllocateRequest, Claimed};
+use crate::engine::scope::Scope;
 use crate::error::Result;
 use crate::store::Store;
 
@@ -16,7 +17,10 @@ pub fn run(
     args: &AllocateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let request = Request::Allocate(Box::new(AllocateRequest::new(&input(g, args))?));
+    let request = Request::Allocate(Box::new(AllocateRequest::new(
+        &input(g, args),
+        &Scope::everything(),
+    )?));
     let Done::Claimed(claimed) = super::told(Executor::one(store, &request))? else {
         unreachable!("an allocate request claims")
     };

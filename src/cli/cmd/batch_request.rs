@@ -13,6 +13,7 @@ use crate::engine::executor::{self, Request};
 use crate::engine::request::{
     AllocateInput, AllocateRequest, Claimed, Defaults, Freed, ReleaseInput, ReleaseRequest,
 };
+use crate::engine::scope::Scope;
 use crate::error::Result;
 
 /// Which command's requests a batch holds.
@@ -28,11 +29,14 @@ impl Kind {
         Ok(match self {
             Kind::Allocate => {
                 let input = AllocateInput::read(line, defaults)?;
-                Request::Allocate(Box::new(AllocateRequest::new(&input)?))
+                Request::Allocate(Box::new(AllocateRequest::new(
+                    &input,
+                    &Scope::everything(),
+                )?))
             }
             Kind::Release => {
                 let input = ReleaseInput::read(line, defaults)?;
-                Request::Release(Box::new(ReleaseRequest::new(&input)?))
+                Request::Release(Box::new(ReleaseRequest::new(&input, &Scope::everything())?))
             }
         })
     }

@@ -83,7 +83,7 @@ pub fn run(
     {
         crate::engine::request::prefix_claims(
             store,
-            super::namespace(g)?,
+            super::named_scopes(store, g)?.as_deref(),
             query.pool.as_ref(),
             &query.filter,
         )?

@@ -29,12 +29,14 @@ mod report;
 mod schema;
 mod subnet;
 mod supernet;
+mod token;
 mod vpc;
 
 use std::io::Write;
 
 use crate::cli::{Cli, Command, FormatArg, GlobalArgs, OutputFormat, PoolCommand};
 use crate::engine::request::field::{address, flag, owner_filter, prefix, uid};
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result, exit};
 use crate::model::{Namespace, PoolRef};
@@ -70,6 +72,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Init(args) => init::run(g, &args, out),
         Command::Completions(args) => completions::run(&args, g.output, out),
         Command::Schema(args) => schema::run(&args, g.output, out),
+        Command::Token(command) => token::run(g, &command, out),
         Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
         Command::Allocate(args) => match &args.file {
             Some(file) => return batch::allocate(&open_batch(g, args.jobs)?, g, &args, file, out),
@@ -252,7 +255,7 @@ fn pool_ref(g: &GlobalArgs, pool: &str) -> Result<PoolRef> {
 /// The scopes a command over many pools covers: `-n NS` alone, else every scope (see
 /// [`crate::engine::scopes::scopes`]).
 fn scopes(store: &dyn Store, g: &GlobalArgs) -> Result<Vec<Option<Namespace>>> {
-    crate::engine::scopes::scopes(store, namespace(g)?)
+    crate::engine::scopes::scopes(store, &Scope::everything(), Verb::Read, namespace(g)?)
 }
 
 /// The scopes of a command that asks the store about every scope at once when not given
@@ -261,7 +264,7 @@ pub(super) fn named_scopes(
     store: &dyn Store,
     g: &GlobalArgs,
 ) -> Result<Option<Vec<Option<Namespace>>>> {
-    crate::engine::scopes::named_scopes(store, namespace(g)?)
+    crate::engine::scopes::named_scopes(store, &Scope::everything(), Verb::Read, namespace(g)?)
 }
 
 /// Prints what a request noticed (its warnings, then its notes), once, and gives its

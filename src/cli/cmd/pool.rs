@@ -9,6 +9,7 @@ use super::pool_status::{excludes, with_status};
 use crate::cli::map::{self, Map};
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolDeleteArgs, PoolShowArgs};
+use crate::engine::scope::Scope;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::PoolManifest;
@@ -161,7 +162,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
 
 fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Write) -> Result<()> {
     let pool = super::pool_ref(g, &args.pool)?;
-    let shown = crate::engine::pool::show(store, &pool)?;
+    let shown = crate::engine::pool::show(store, &Scope::everything(), &pool)?;
     let manifest = &shown.manifest;
     if manifest.spec.kind == crate::model::PoolKind::Supernet && !args.map {
         return super::supernet::show(store, g, &pool, manifest, out);

@@ -6,6 +6,7 @@ use crate::cli::output::{self, Action, Change, Held};
 use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::engine::executor::{Done, Executor, Request};
 use crate::engine::request::{ReleaseInput, ReleaseRequest};
+use crate::engine::scope::Scope;
 use crate::error::Result;
 use crate::store::Store;
 
@@ -15,7 +16,10 @@ pub fn run(
     args: &ReleaseArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let request = Request::Release(Box::new(ReleaseRequest::new(&input(g, args))?));
+    let request = Request::Release(Box::new(ReleaseRequest::new(
+        &input(g, args),
+        &Scope::everything(),
+    )?));
     let Done::Freed(freed, _) = super::told(Executor::one(store, &request))? else {
         unreachable!("a release request frees")
     };

@@ -9,6 +9,7 @@ use crate::cli::{
     GlobalArgs, OutputFormat, SubnetCommand, SubnetCreateArgs, SubnetDeleteArgs, SubnetListArgs,
     SubnetNameArgs,
 };
+use crate::engine::scope::Scope;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::{Error, Result};
 use crate::model::PoolRef;
@@ -47,8 +48,14 @@ fn create(
         let len = args
             .prefix_length
             .expect("clap requires --cidr or --prefix-length");
-        let (manifest, put) =
-            crate::engine::subnet::carve(store, &name(&args.name)?, &pool, len, args.dry_run)?;
+        let (manifest, put) = crate::engine::subnet::carve(
+            store,
+            &Scope::everything(),
+            &name(&args.name)?,
+            &pool,
+            len,
+            args.dry_run,
+        )?;
         let action = Action::from(put).planned(args.dry_run);
         if g.output.is_some() {
             return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
@@ -71,7 +78,8 @@ fn create(
     manifest
         .validate()
         .map_err(|e| Error::invalid("subnet create", e))?;
-    let put = crate::engine::subnet::put(store, &manifest, false, args.dry_run)?;
+    let put =
+        crate::engine::subnet::put(store, &Scope::everything(), &manifest, false, args.dry_run)?;
     let action = Action::from(put).planned(args.dry_run);
     if g.output.is_some() {
         return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
@@ -224,7 +232,13 @@ fn delete(
 ) -> Result<()> {
     let ns = super::namespace(g)?;
     let name = name(&args.name)?;
-    let deleted = match crate::engine::subnet::delete(store, ns.as_ref(), &name, args.dry_run) {
+    let deleted = match crate::engine::subnet::delete(
+        store,
+        &Scope::everything(),
+        ns.as_ref(),
+        &name,
+        args.dry_run,
+    ) {
         Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
             output::diagnostic(&format!("note: {message}; nothing to delete"));
             return Ok(());

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{GlobalArgs, OutputFormat, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
+use crate::engine::scope::Scope;
 use crate::engine::vpc::{CreateRequest, Made, Range, Removal, Vpc};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -77,7 +78,7 @@ fn create(
         mac_prefixes,
         dry_run: args.dry_run,
     };
-    let created = crate::engine::vpc::create(store, &req)?;
+    let created = crate::engine::vpc::create(store, &Scope::everything(), &req)?;
     let done: Vec<_> = created
         .pools
         .iter()
@@ -163,7 +164,14 @@ impl Named for Vpc {
 fn get(store: &dyn Store, g: &GlobalArgs, name: &str, out: &mut dyn Write) -> Result<()> {
     let (ns, pools) = vpc_pools(g, name)?;
     let mut warnings = Warnings::default();
-    let vpc = crate::engine::vpc::get(store, &ns, &pools, name, &mut warnings);
+    let vpc = crate::engine::vpc::get(
+        store,
+        &Scope::everything(),
+        &ns,
+        &pools,
+        name,
+        &mut warnings,
+    );
     output::warn(&warnings);
     let vpc = vpc?;
     match g.output {
@@ -248,6 +256,7 @@ fn delete(
     let stop = super::stop_on_signal()?;
     let deleted = crate::engine::vpc::delete(
         store,
+        &Scope::everything(),
         &args.name,
         &pools,
         args.dry_run,

@@ -10,6 +10,7 @@ use super::field::{flag, mac_choice, pool_ref, prefix, uid};
 use super::input::{Defaults, fields};
 use crate::engine::allocate::{Allocated, Request};
 use crate::engine::prefix::Want;
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::prefix_claim::PrefixClaimManifest;
@@ -114,7 +115,8 @@ impl<'de> Deserialize<'de> for AllocateInput {
     }
 }
 
-/// An `allocate` request, valid in every way that does not need the store.
+/// An `allocate` request, valid in every way that does not need the store, with the
+/// caller's scope, which [`AllocateRequest::run`] checks before anything else.
 #[derive(Clone, Debug)]
 pub struct AllocateRequest {
     owner: Owner,
@@ -122,6 +124,7 @@ pub struct AllocateRequest {
     /// `--ttl`: a lease (a pool's or a zone's address; a prefix has none).
     ttl: Option<std::time::Duration>,
     form: Form,
+    scope: Scope,
 }
 
 /// The forms of an `allocate` request.
@@ -231,9 +234,10 @@ impl AllocateInput {
 }
 
 impl AllocateRequest {
-    /// The request `input` stands for, or exit 2 saying why it stands for none: every rule
-    /// of `allocate` that needs no store, whoever asks.
-    pub fn new(input: &AllocateInput) -> Result<AllocateRequest> {
+    /// The request `input` stands for, made by a caller of `scope` (the command line and
+    /// the batch: [`Scope::everything`]), or exit 2 saying why it stands for none: every
+    /// rule of `allocate` that needs no store, whoever asks.
+    pub fn new(input: &AllocateInput, scope: &Scope) -> Result<AllocateRequest> {
         input.shape()?;
         let owner = flag(
             "--owner",
@@ -286,6 +290,7 @@ impl AllocateRequest {
             dry_run: input.dry_run,
             ttl: ttl(input)?,
             form,
+            scope: scope.clone(),
         })
     }
 
@@ -301,11 +306,34 @@ impl AllocateRequest {
     pub fn run(&self, store: &dyn Store) -> Outcome<Claimed> {
         let mut warnings = Warnings::default();
         let mut notes = Vec::new();
-        let result = self.claim(store, &mut warnings, &mut notes);
+        let result = self
+            .authorize()
+            .and_then(|()| self.claim(store, &mut warnings, &mut notes));
+        let result = self.scope.scrub(result);
         Outcome {
             result,
             warnings,
             notes,
+        }
+    }
+
+    /// The caller's scope checked, before any lock: `claim` where each pool lives (outside
+    /// the scope, the pool reads as missing). A zone's public pools are the cluster
+    /// scope's; a tenant's floating IP is claimed for its namespace
+    /// ([`Scope::may_claim_floating`]), which a form with the tenant's namespace checks.
+    fn authorize(&self) -> Result<()> {
+        let scope = &self.scope;
+        let pool = |pool: &PoolRef| {
+            scope.check(Verb::Claim, pool.namespace.as_ref(), || {
+                crate::store::read::pool_missing(pool)
+            })
+        };
+        match &self.form {
+            Form::Zone(zone) => scope.check(Verb::Claim, None, || {
+                format!("no public pool in zone `{zone}`")
+            }),
+            Form::Pools { requests, .. } => requests.iter().try_for_each(|r| pool(&r.pool)),
+            Form::Prefix { pool: p, .. } => pool(p),
         }
     }
 

@@ -13,6 +13,7 @@ use super::input::{Defaults, fields};
 use super::select::{SelectInput, query};
 use crate::engine::list::Query;
 use crate::engine::release::Released;
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::prefix_claim::PrefixClaimManifest;
@@ -93,11 +94,13 @@ impl<'de> Deserialize<'de> for ReleaseInput {
     }
 }
 
-/// A `release` request, valid in every way that does not need the store.
+/// A `release` request, valid in every way that does not need the store, with the
+/// caller's scope, which [`ReleaseRequest::run`] checks before anything else.
 #[derive(Debug)]
 pub struct ReleaseRequest {
     dry_run: bool,
     form: Form,
+    caller: Scope,
 }
 
 /// The forms of a `release` request.
@@ -137,9 +140,10 @@ pub struct Freed {
 }
 
 impl ReleaseRequest {
-    /// The request `input` stands for, or exit 2 saying why it stands for none: every rule
-    /// of `release` that needs no store, whoever asks.
-    pub fn new(input: &ReleaseInput) -> Result<ReleaseRequest> {
+    /// The request `input` stands for, made by a caller of `caller`'s scope (the command
+    /// line and the batch: [`Scope::everything`]), or exit 2 saying why it stands for none:
+    /// every rule of `release` that needs no store, whoever asks.
+    pub fn new(input: &ReleaseInput, caller: &Scope) -> Result<ReleaseRequest> {
         if input.force && input.address.is_none() {
             return Err(Error::usage(
                 "the following required arguments were not provided: <ADDRESS>",
@@ -188,6 +192,7 @@ impl ReleaseRequest {
         Ok(ReleaseRequest {
             dry_run: input.dry_run,
             form,
+            caller: caller.clone(),
         })
     }
 
@@ -201,11 +206,30 @@ impl ReleaseRequest {
     /// passed over) come back beside the result, also when it failed.
     pub fn run(&self, store: &(dyn Store + Sync)) -> Outcome<Freed> {
         let mut warnings = Warnings::default();
-        let result = self.release(store, &mut warnings);
+        let result = self
+            .authorize()
+            .and_then(|()| self.release(store, &mut warnings));
+        let result = self.caller.scrub(result);
         Outcome {
             result,
             warnings,
             notes: Vec::new(),
+        }
+    }
+
+    /// The caller's scope checked, before any lock: `claim` where the pool lives (outside
+    /// the scope, the pool reads as missing). A release by selectors without a namespace
+    /// covers the namespaces of the scope only ([`crate::engine::scopes::named_scopes`]).
+    fn authorize(&self) -> Result<()> {
+        let pool = |pool: &PoolRef| {
+            self.caller.check(Verb::Claim, pool.namespace.as_ref(), || {
+                crate::store::read::pool_missing(pool)
+            })
+        };
+        match &self.form {
+            Form::Address { pool: p, .. } | Form::Prefix { pool: p, .. } => pool(p),
+            // Checked with the scopes it covers, in `release_selected`.
+            Form::Selected { .. } => Ok(()),
         }
     }
 
@@ -252,9 +276,32 @@ impl ReleaseRequest {
                 scope,
                 query,
                 ignore_not_found,
-            } => release_selected(store, scope, query, *ignore_not_found, dry_run, warnings),
+            } => {
+                let scopes = crate::engine::scopes::named_scopes(
+                    store,
+                    &self.caller,
+                    Verb::Claim,
+                    scope.clone(),
+                )?;
+                let asked = Asked {
+                    scopes: scopes.as_deref(),
+                    query,
+                    ignore_not_found: *ignore_not_found,
+                    dry_run,
+                };
+                release_selected(store, &asked, warnings)
+            }
         }
     }
+}
+
+/// What a release by selectors asks: the scopes it covers (`None`: every scope), the
+/// selectors, and how.
+struct Asked<'a> {
+    scopes: Option<&'a [Option<Namespace>]>,
+    query: &'a Query,
+    ignore_not_found: bool,
+    dry_run: bool,
 }
 
 /// `release` by selectors (in the query's pool, if given): every allocation and prefix
@@ -262,17 +309,19 @@ impl ReleaseRequest {
 /// `ignore_not_found`.
 fn release_selected(
     store: &(dyn Store + Sync),
-    scope: &Option<Namespace>,
-    query: &Query,
-    ignore_not_found: bool,
-    dry_run: bool,
+    asked: &Asked<'_>,
     warnings: &mut Warnings,
 ) -> Result<Freed> {
-    let scopes = crate::engine::scopes::named_scopes(store, scope.clone())?;
-    let held = crate::engine::list::collect(store, scopes.as_deref(), query, warnings)?;
+    let Asked {
+        scopes,
+        query,
+        ignore_not_found,
+        dry_run,
+    } = *asked;
+    let held = crate::engine::list::collect(store, scopes, query, warnings)?;
     // Prefix claims have no address or labels to select by: only owner selectors pick them.
     let prefixes = if query.within.is_none() && query.labels.is_none() {
-        super::select::prefix_claims(store, scope.clone(), query.pool.as_ref(), &query.filter)?
+        super::select::prefix_claims(store, scopes, query.pool.as_ref(), &query.filter)?
     } else {
         Vec::new()
     };

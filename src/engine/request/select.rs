@@ -58,16 +58,17 @@ pub fn query(pool: Option<&str>, at: Option<&str>, select: &SelectInput) -> Resu
     })
 }
 
-/// The prefix claims of scope `scope` (every scope without it; exit 3 for a namespace that
-/// holds nothing) whose owner passes `filter`, of `pool` only if given.
+/// The prefix claims of `scopes` (every scope without them: see
+/// [`crate::engine::scopes::named_scopes`], which makes them for the caller's scope) whose
+/// owner passes `filter`, of `pool` only if given.
 pub fn prefix_claims(
     store: &dyn crate::store::Store,
-    scope: Option<crate::model::Namespace>,
+    scopes: Option<&[Option<crate::model::Namespace>]>,
     pool: Option<&PoolName>,
     filter: &crate::model::OwnerFilter,
 ) -> Result<Vec<crate::model::prefix_claim::PrefixClaimManifest>> {
-    let scopes = match crate::engine::scopes::named_scopes(store, scope)? {
-        Some(scopes) => scopes,
+    let scopes = match scopes {
+        Some(scopes) => scopes.to_vec(),
         None => store.scopes()?,
     };
     let mut out = Vec::new();

@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::{AllocateInput, AllocateRequest, Defaults, ReleaseInput, ReleaseRequest};
+use crate::engine::scope::Scope;
 
 fn allocate(line: serde_json::Value, defaults: &Defaults<'_>) -> Result<AllocateInput, String> {
     AllocateInput::read(line, defaults).map_err(|e| e.to_string())
@@ -93,11 +94,11 @@ fn the_constructor_refuses_what_the_command_lines_parser_refuses() {
         ),
     ] {
         let input = allocate(line.clone(), &d).unwrap();
-        let e = AllocateRequest::new(&input).expect_err(&line.to_string());
+        let e = AllocateRequest::new(&input, &Scope::everything()).expect_err(&line.to_string());
         assert!(e.to_string().contains(says), "{line}: {e}");
     }
     let input = ReleaseInput::read(json!({"owner": "X/y", "force": true}), &d).unwrap();
-    let e = ReleaseRequest::new(&input).unwrap_err();
+    let e = ReleaseRequest::new(&input, &Scope::everything()).unwrap_err();
     assert!(e.to_string().contains("<ADDRESS>"), "{e}");
 }
 

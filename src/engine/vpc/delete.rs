@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::{own_pools, range_claims, suggest_vpc, uplinks};
 use crate::engine::prefix;
 use crate::engine::release::{self, Released};
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::prefix_claim::PrefixClaimManifest;
@@ -54,6 +55,23 @@ pub struct Deleted {
 /// SIGTERM), the delete stops there and [`Deleted::kept`] says what is left and that running
 /// it again finishes the job.
 pub fn delete(
+    store: &dyn Store,
+    scope: &Scope,
+    name: &str,
+    pools: &[PoolRef; 2],
+    dry_run: bool,
+    stop: &AtomicBool,
+    warnings: &mut Warnings,
+) -> Result<Deleted> {
+    let ns = pools[0]
+        .namespace
+        .as_ref()
+        .expect("a VPC's pools are namespaced");
+    scope.check(Verb::Admin, Some(ns), || super::missing(ns, pools, name))?;
+    scope.scrub(delete_in(store, name, pools, dry_run, stop, warnings))
+}
+
+fn delete_in(
     store: &dyn Store,
     name: &str,
     pools: &[PoolRef; 2],

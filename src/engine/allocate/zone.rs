@@ -3,6 +3,7 @@
 
 use crate::engine::cooldown;
 use crate::engine::identity;
+use crate::engine::lease;
 use crate::engine::subnet;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -94,10 +95,8 @@ fn allocate_zone_now(
     for pool in &pools {
         let lookup = find_owner(store, pool, owner, warnings)?;
         if let Some(held) = lookup.held {
-            let ns = pool.namespace.as_ref();
-            return Ok(Allocated::Existing(crate::engine::lease::renewed(
-                store, ns, held, ttl, dry_run,
-            )?));
+            let held = lease::renewed(store, pool.namespace.as_ref(), held, ttl, dry_run)?;
+            return Ok(Allocated::Existing(held));
         }
         if namesake.is_none() {
             namesake = lookup.namesake.map(|m| (pool, m));

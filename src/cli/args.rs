@@ -246,6 +246,15 @@ pub enum Command {
     /// with the `mac set` command that changes it, because a replaced NIC keeps its address.
     #[command(subcommand)]
     Mac(MacCommand),
+    /// Renew a lease (`allocate --ttl`): the same address, a new `spec.expiresAt`.
+    ///
+    /// Selects the lease by its owner (`--owner`, with `--uid` if it has one) or by its
+    /// address, in POOL (of the `-n` scope). It only renews: a lease that lapsed and was
+    /// released (by `reconcile --expired --apply`) is exit 3, never a new claim, and an
+    /// allocation without a lease is exit 4. Prints the address alone (`-o json|yaml`: the
+    /// allocation). `allocate --ttl` by the owner renews too, and claims when nothing is
+    /// held. On PostgreSQL the database server's clock decides.
+    Renew(RenewArgs),
     /// Find (and with `--apply`, release) allocations whose owners no longer exist.
     ///
     /// `--live FILE` lists the owners that still exist, one per line, as `KIND/NAME` or a
@@ -601,6 +610,34 @@ pub enum MacCommand {
     /// directory each allocation is written on its own: a process killed between two
     /// leaves the NIC with two MACs, which `check` reports and the same command finishes.
     Set(MacSetArgs),
+}
+
+// `ipamctl renew`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// The pool (in the `-n` scope).
+    #[arg(add = ArgValueCompleter::new(complete::pools))]
+    pub pool: String,
+
+    /// The lease's address [default: the one `--owner` holds].
+    #[arg(required_unless_present = "owner")]
+    pub address: Option<String>,
+
+    /// The lease's owner, as KIND/NAME (its exact identity, with `--uid` if it has one).
+    #[arg(long, value_name = "KIND/NAME", conflicts_with = "address")]
+    pub owner: Option<String>,
+
+    /// The owner's uid.
+    #[arg(long, value_name = "UUID", requires = "owner")]
+    pub uid: Option<String>,
+
+    /// How long from now the lease runs (`90s`, `15m`, `1h`, `7d`).
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: String,
+
+    /// Say what the lease's new `expiresAt` would be; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 // `ipamctl mac set`.

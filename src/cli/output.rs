@@ -165,6 +165,8 @@ pub enum Action {
     Leaked,
     /// `reconcile --expired` without `--apply`: the lease lapsed more than its grace ago.
     Lapsed,
+    /// `renew`: the lease runs until its new `expiresAt`.
+    Renewed,
     /// `reconcile --apply`: the allocation changed since it was found leaked; kept.
     Skipped,
     /// A token was revoked.
@@ -191,6 +193,7 @@ impl Action {
             Action::Deleted => "deleted",
             Action::Leaked => "leaked",
             Action::Lapsed => "lapsed",
+            Action::Renewed => "renewed",
             Action::Skipped => "skipped",
             Action::Revoked => "revoked",
             Action::WouldCreate => "would-create",

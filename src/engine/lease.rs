@@ -171,3 +171,86 @@ pub fn reap(
     }
     Ok(reaping)
 }
+
+/// Which lease `ipamctl renew` renews: its owner's in the pool, or the one at an address.
+#[derive(Clone, Debug)]
+pub enum Held {
+    /// The owner's (kind, name and uid exactly).
+    Owner(crate::model::Owner),
+    /// The allocation at this address, whoever holds it.
+    Address(std::net::IpAddr),
+}
+
+/// `ipamctl renew`: the lease `held` in `pool` renewed for `ttl` (a dry run writes
+/// nothing), under its owner's claim locks, as `allocate --ttl` renews it. Only renews: no
+/// allocation (a lease lapsed and released, or never claimed) is exit 3, never a new
+/// claim; an allocation without a lease is exit 4. `scope` needs `claim` in the pool's
+/// namespace (checked before any lock; outside it, the pool is not found).
+pub fn renew(
+    store: &dyn Store,
+    scope: &crate::engine::scope::Scope,
+    pool: &PoolRef,
+    held: &Held,
+    ttl: Duration,
+    dry_run: bool,
+) -> Result<AllocationManifest> {
+    let ns = pool.namespace.as_ref();
+    scope.check(crate::engine::scope::Verb::Claim, ns, || {
+        crate::store::read::pool_missing(pool)
+    })?;
+    crate::store::read::load_pool(store, pool)?;
+    let owner = match held {
+        Held::Owner(owner) => owner.clone(),
+        Held::Address(address) => {
+            let name = crate::model::allocation_name(&pool.name, *address);
+            match crate::store::read::read_allocation(store, ns, &name)? {
+                Some(Ok(m)) => m.spec.owner,
+                Some(Err(why)) => return Err(Error::invalid(name, why)),
+                None => return Err(not_held(pool, &format!("{address}"))),
+            }
+        }
+    };
+    let work = || {
+        let _locks = if dry_run {
+            None
+        } else {
+            Some(store.lock_claim(ns, std::slice::from_ref(&pool.name), &owner)?)
+        };
+        let mut warnings = Warnings::default();
+        let found = crate::engine::allocate::lookup_owner(store, pool, &owner, &mut warnings)?;
+        let lease = match (found, held) {
+            (Some(m), Held::Address(a)) if m.spec.address != *a => None,
+            (found, _) => found,
+        };
+        let Some(lease) = lease else {
+            return Err(not_held(pool, &owner.to_string()));
+        };
+        if lease.spec.expires_at.is_none() {
+            return Err(Error::Conflict {
+                message: format!(
+                    "`{owner}` holds {} in pool `{pool}` without a lease: it never lapses, and there is nothing to renew",
+                    lease.spec.address
+                ),
+                hint: None,
+            });
+        }
+        renewed(store, ns, lease, Some(ttl), dry_run)
+    };
+    if dry_run {
+        return work();
+    }
+    crate::store::atomically(store, work)
+}
+
+/// Exit 3: nothing holds what `renew` was asked to renew.
+fn not_held(pool: &PoolRef, what: &str) -> Error {
+    Error::NotFound {
+        message: format!(
+            "no lease of {what} in pool `{pool}`: it lapsed and was released, or was never claimed; nothing renewed"
+        ),
+        hint: Some(format!(
+            "claim again with `ipamctl allocate {} --owner KIND/NAME --ttl DURATION` (a new claim, perhaps another address)",
+            pool.name
+        )),
+    }
+}

@@ -25,6 +25,7 @@ mod pool;
 mod pool_status;
 mod reconcile;
 mod release;
+mod renew;
 mod report;
 mod schema;
 mod subnet;
@@ -73,6 +74,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Completions(args) => completions::run(&args, g.output, out),
         Command::Schema(args) => schema::run(&args, g.output, out),
         Command::Token(command) => token::run(g, &command, out),
+        Command::Renew(args) => renew::run(&*open(g)?, g, &args, out),
         Command::Apply(args) => apply::run(&*open(g)?, g, &args, out),
         Command::Allocate(args) => match &args.file {
             Some(file) => return batch::allocate(&open_batch(g, args.jobs)?, g, &args, file, out),

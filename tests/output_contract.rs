@@ -51,6 +51,8 @@ enum Store {
     Git,
     /// No state; a tokens file `tokens.yaml` holding the token `acme`.
     Tokens,
+    /// A copy of `testdata/populated` where `FloatingIP/lease` holds a lease.
+    Lease,
 }
 
 struct Case {
@@ -214,6 +216,19 @@ fn cases() -> Vec<Case> {
             "token revoke",
             Store::Tokens,
             &["token", "revoke", "acme", "--tokens", "tokens.yaml"],
+            Shape::Changes(true),
+        ),
+        case(
+            "renew",
+            Store::Lease,
+            &[
+                "renew",
+                "public-zone-a",
+                "--owner",
+                "FloatingIP/lease",
+                "--ttl",
+                "2h",
+            ],
             Shape::Changes(true),
         ),
         case(
@@ -391,6 +406,22 @@ fn run(case: &Case, extra: &[&str]) -> (i32, String, String) {
                 .output()
                 .expect("run ipamctl");
             assert!(claim.status.success());
+            finish(test.command(&args), case.stdin)
+        }
+        Store::Lease => {
+            let test = Test::new("populated");
+            let claim = test
+                .command([
+                    "allocate",
+                    "public-zone-a",
+                    "--owner",
+                    "FloatingIP/lease",
+                    "--ttl",
+                    "1h",
+                ])
+                .output()
+                .expect("run ipamctl");
+            assert!(claim.status.success(), "{claim:?}");
             finish(test.command(&args), case.stdin)
         }
         Store::Tokens => {

@@ -470,7 +470,7 @@ pub struct AllocateArgs {
     /// back: on a state directory results come in groups of up to 16, once every claim made
     /// in the group is durable (its directory synced behind the next request); on a
     /// database once the group's transaction committed.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "mac", "explain"])]
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "tenant", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "mac", "explain"])]
     pub file: Option<String>,
 
     /// With `-f` on a database (`--store`): run the batch on N connections at once, each
@@ -489,8 +489,15 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "ZONE", conflicts_with_all = ["pools", "namespace", "within", "address"])]
     pub zone: Option<String>,
 
-    /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name>, VPC/router
-    /// or Node/<subnet>.
+    /// Claim the floating IP for this namespace (a tenant), from the cluster's public pools
+    /// (`--zone` or a public POOL): `--owner FloatingIP/NAME` is then the tenant's own, held
+    /// as `FloatingIP/NS/NAME` with the label `pivirt.hu/tenant`, so two tenants who name a
+    /// floating IP alike never share it, nor wait on or refuse each other.
+    #[arg(long, value_name = "NS")]
+    pub tenant: Option<String>,
+
+    /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name> (a tenant's:
+    /// FloatingIP/<tenant>/<name>, or `--tenant`), VPC/router or Node/<subnet>.
     #[arg(long, value_name = "KIND/NAME", required_unless_present = "file")]
     pub owner: Option<String>,
 
@@ -633,7 +640,7 @@ pub struct ReleaseArgs {
     /// `--ignore-not-found` apply to the requests that do not set them, `--dry-run` to every
     /// request (whatever it says: a preview never releases).
     /// Results and exit codes as `allocate -f`.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels"])]
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels", "tenant"])]
     pub file: Option<String>,
 
     /// With `-f` on a database (`--store`): run the batch on N connections at once, each
@@ -684,6 +691,12 @@ pub struct Selectors {
     /// comma-separated, all of which must hold (as kubectl's `-l`).
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub labels: Option<String>,
+
+    /// Only the floating IPs claimed for this namespace (`allocate --tenant`); with
+    /// `--owner FloatingIP/NAME`, its floating IP of that name. Another tenant's floating IP
+    /// of the same name is never selected.
+    #[arg(long, value_name = "NS")]
+    pub tenant: Option<String>,
 }
 
 // `ipamctl list`.

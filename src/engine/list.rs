@@ -33,6 +33,9 @@ pub struct Query {
     /// `list --host-name`: only the allocations whose owner's NIC has this host name
     /// ([`host_name`]), the name DHCP hands the guest and DNS gives its addresses.
     pub host_name: Option<String>,
+    /// `--tenant`: only this namespace's floating IPs ([`crate::model::tenant`]), whose
+    /// owner names the tenant (the store's owner filter narrows them to its prefix).
+    pub tenant: Option<Namespace>,
 }
 
 impl Query {
@@ -45,6 +48,10 @@ impl Query {
                 .as_ref()
                 .is_none_or(|h| host_name(&m.spec.owner).is_ok_and(|n| n == *h))
             && self.within.is_none_or(|w| w.contains(&m.spec.address))
+            && self
+                .tenant
+                .as_ref()
+                .is_none_or(|t| m.spec.owner.tenant().as_ref() == Some(t))
             && self
                 .labels
                 .as_ref()

@@ -193,13 +193,21 @@ fn parse_v4_name(name: &str) -> Option<(&str, Ipv4Addr)> {
 
 impl AllocationManifest {
     /// The manifest of `owner` holding `address` in `pool` (in `namespace`), without a
-    /// creation time: the claim sets it ([`Timestamp::now`]).
+    /// creation time: the claim sets it ([`Timestamp::now`]). A tenant's floating IP gets
+    /// its tenant's label ([`crate::model::tenant`]).
     pub fn new(
         pool: &PoolName,
         namespace: Option<&Namespace>,
         address: IpAddr,
         owner: Owner,
     ) -> AllocationManifest {
+        let mut labels = BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]);
+        if let Some(value) = owner
+            .tenant()
+            .and_then(|tenant| crate::model::tenant::label_value(&tenant))
+        {
+            labels.insert(crate::model::tenant::TENANT_LABEL.into(), value);
+        }
         AllocationManifest {
             api_version: API_VERSION.into(),
             kind: ALLOCATION_KIND.into(),
@@ -208,7 +216,7 @@ impl AllocationManifest {
                 namespace: namespace.cloned(),
                 creation_timestamp: None,
                 deletion_timestamp: None,
-                labels: BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]),
+                labels,
                 annotations: BTreeMap::new(),
                 owner_refs: Vec::new(),
             },

@@ -16,7 +16,8 @@ use crate::model::names::{Uid, check_label};
 pub enum OwnerKind {
     /// A VM's NIC: name `<hostname>/<nic index>`, e.g. `web-01/0`.
     VirtualMachine,
-    /// A floating IP: its own name (an RFC 1123 label).
+    /// A floating IP: its own name (an RFC 1123 label), or a tenant's,
+    /// `<tenant namespace>/<label>` ([`crate::model::tenant`]).
     #[serde(rename = "FloatingIP")]
     FloatingIp,
     /// A VPC router's uplink: name is always `router`.
@@ -84,7 +85,7 @@ impl OwnerKind {
                 }
                 Ok(())
             }
-            OwnerKind::FloatingIp => check_label(name),
+            OwnerKind::FloatingIp => crate::model::tenant::check_floating_name(name),
             OwnerKind::Vpc if name == "router" => Ok(()),
             OwnerKind::Vpc => Err(
                 "must be `router` (a VPC holds one address per pool: its router's uplink)".into(),

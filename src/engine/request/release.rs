@@ -20,8 +20,8 @@ use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef};
 use crate::store::Store;
 
 /// A `release` request as a user gives it: text, unchecked. A batch line's fields are
-/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `force`, `ignoreNotFound` and
-/// `dryRun` (`--within` and `-l` are the command line's only).
+/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `tenant`, `force`,
+/// `ignoreNotFound` and `dryRun` (`--within` and `-l` are the command line's only).
 #[derive(Clone, Debug, Default)]
 pub struct ReleaseInput {
     pub pool: Option<String>,
@@ -43,6 +43,7 @@ const FIELDS: &[&str] = &[
     "owner",
     "uid",
     "kind",
+    "tenant",
     "force",
     "ignoreNotFound",
     "dryRun",
@@ -74,6 +75,7 @@ impl ReleaseInput {
                     owner: f.text("owner", "--owner <KIND/NAME>")?,
                     uid: f.text("uid", "--uid <UUID>")?,
                     kind: f.text("kind", "--kind <KIND>")?,
+                    tenant: f.text("tenant", "--tenant <NS>")?,
                     ..SelectInput::default()
                 },
                 force: f.switch("force")?.unwrap_or(false),
@@ -170,7 +172,8 @@ impl ReleaseRequest {
                         guard,
                         unguarded: select.owner.is_none()
                             && select.uid.is_none()
-                            && select.kind.is_none(),
+                            && select.kind.is_none()
+                            && select.tenant.is_none(),
                         force: input.force,
                     }
                 }
@@ -181,7 +184,7 @@ impl ReleaseRequest {
                 ignore_not_found: input.ignore_not_found,
             },
             _ => return Err(Error::Usage {
-                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
+                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--tenant NS`, `--within CIDR` or `-l SELECTOR`".into(),
                 hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
             }),
         };

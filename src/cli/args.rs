@@ -916,6 +916,12 @@ pub struct VpcCreateArgs {
     #[arg(long, value_name = "PREFIX")]
     pub mac_prefix: Vec<String>,
 
+    /// Also claim the VPC router's uplink (`VPC/router` with the VPC's uid) from this zone's
+    /// public pools, in name order as `allocate --zone` does; asked again, the same one.
+    /// `vpc delete` releases it with the VPC.
+    #[arg(long, value_name = "ZONE")]
+    pub uplink_zone: Option<String>,
+
     /// Check and print the pool that would be created; create nothing.
     #[arg(long)]
     pub dry_run: bool,

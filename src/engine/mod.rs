@@ -86,10 +86,10 @@
 //! | `release SUPERNET PREFIX` | `prefix::release_prefix`, `prefix::release_each` | `pool`, exclusive | 5 for prefixes; the cooldown record |
 //! | `apply` | `apply::apply` | `scope` (each written), then `pool` (each written, exclusive) | 6; a changed pool still holds its allocations, subnets and prefix claims; public pools do not overlap; a subnet reaches the routers of the DHCP routes it inherits from its pool (`SubnetManifest::dhcp`); a new pool moves no DHCP subnet id (`created`) |
 //! | `pool delete` | `pool::delete` | `scope`, then `pool`, exclusive | 6; nothing held is orphaned; serial with `vpc create`/`vpc delete` |
-//! | `subnet create` | `subnet::put`, `subnet::carve` | `pool`, exclusive | subnets of a pool do not overlap and stay inside it; it reaches the routers of the DHCP routes it inherits; a new subnet moves no DHCP subnet id (`created`) |
-//! | `subnet delete` | `subnet::delete` | `pool`, exclusive | no claim runs against a half-deleted subnet |
-//! | `vpc create` | `vpc::create` | `scope`; `prefix-claim` in the supernet | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete`; a new pool moves no DHCP subnet id (`created`) |
-//! | `vpc delete` | `vpc::delete` | `scope`; `pool`, exclusive, for each of its pools (then as `release`) | only objects of the VPC's uid are touched; pools marked before they are emptied |
+//! | `subnet create` | `admin::create_subnet` (`subnet::put`, `subnet::carve`) | `pool`, exclusive | subnets of a pool do not overlap and stay inside it; it reaches the routers of the DHCP routes it inherits; a new subnet moves no DHCP subnet id (`created`) |
+//! | `subnet delete` | `admin::delete_subnet` (`subnet::delete`) | `pool`, exclusive | no claim runs against a half-deleted subnet |
+//! | `vpc create` | `admin::create_vpc` (vpc::create, then the uplink) | `scope`; `prefix-claim` in the supernet; then, for the uplink, `claim` over the zone's pools | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete`; a new pool moves no DHCP subnet id (`created`); with `--uplink-zone`, the router's uplink as `allocate --zone` claims it (1, 2, 6) |
+//! | `vpc delete` | `admin::delete_vpc` (`vpc::delete`) | `scope`; `pool`, exclusive, for each of its pools (then as `release`) | only objects of the VPC's uid are touched; pools marked before they are emptied |
 //! | `check --fix` (cooldown) | `cooldown::prune` | `pool`, exclusive | a record a release wrote since `check` looked is kept |
 //! | `import` | `transfer::import_dir` | `scope` (every scope), then `pool` (every pool, exclusive) | serial with every writer of those scopes and pools |
 //! | `export DIR` | `transfer::export` | `none`: it writes a new, empty state directory made by the same command, which no other process works in | — |
@@ -99,6 +99,7 @@
 //! request on one store (a worker's), where the request takes its row's locks, inside the
 //! store's group of requests where the store groups them ([`Units::grouped`](crate::store::Units::grouped)).
 
+pub mod admin;
 pub mod allocate;
 pub mod apply;
 pub mod check;
@@ -110,6 +111,7 @@ pub mod dns;
 pub mod doomed;
 pub mod executor;
 pub mod explain;
+pub mod floating;
 pub mod git;
 pub mod hint;
 pub mod history;

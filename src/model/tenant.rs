@@ -18,11 +18,13 @@
 //! segments are RFC 1123 labels, without `.`), and so at most 63 characters: a tenant whose
 //! namespace is longer is refused when it claims. The label is derived from the owner when
 //! the manifest is made ([`crate::model::AllocationManifest::new`]), so every writer writes
-//! it alike; `check` reports a hand edit that makes the two disagree ([`tenant_problem`]).
+//! it alike; `check` reports a hand edit that makes the two disagree
+//! ([`crate::model::AllocationManifest::tenant_problem`]).
+//!
+//! [`crate::model::Owner::floating`] makes a tenant's owner, [`crate::model::Owner::tenant`]
+//! reads it back.
 
-use crate::model::allocation::AllocationManifest;
-use crate::model::names::{Namespace, Uid, check_label};
-use crate::model::owner::{Owner, OwnerKind};
+use crate::model::names::{Namespace, check_label};
 
 /// The label that records a tenant's floating IP's namespace (as [`label_value`] spells it).
 pub const TENANT_LABEL: &str = "pivirt.hu/tenant";
@@ -49,89 +51,10 @@ pub(crate) fn check_floating_name(name: &str) -> Result<(), String> {
     check_label(own).map_err(|why| format!("`{}` {why}", own.escape_debug()))
 }
 
-impl Owner {
-    /// Tenant `tenant`'s floating IP `name` (a label): `FloatingIP/<tenant>/<name>`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ipamctl::model::{Namespace, Owner};
-    /// let acme = Namespace::new("acme/prod").unwrap();
-    /// let owner = Owner::floating(&acme, "fip-web", None).unwrap();
-    /// assert_eq!(owner.to_string(), "FloatingIP/acme/prod/fip-web");
-    /// assert_eq!(owner.tenant(), Some(acme));
-    /// assert_eq!(owner.floating_name(), "fip-web");
-    /// assert!(Owner::floating(&Namespace::new("b").unwrap(), "x/y", None).is_err());
-    /// ```
-    pub fn floating(tenant: &Namespace, name: &str, uid: Option<Uid>) -> Result<Owner, String> {
-        check_label(name).map_err(|why| {
-            format!(
-                "invalid FloatingIP name `{}`: {why} (the tenant is given apart)",
-                name.escape_debug()
-            )
-        })?;
-        Owner::new(OwnerKind::FloatingIp, &format!("{tenant}/{name}"), uid)
-    }
-
-    /// The tenant of a tenant's floating IP (`FloatingIP/<tenant>/<name>`); `None` for
-    /// every other owner.
-    pub fn tenant(&self) -> Option<Namespace> {
-        if self.kind() != OwnerKind::FloatingIp {
-            return None;
-        }
-        let (tenant, _) = self.name().rsplit_once('/')?;
-        Namespace::new(tenant).ok()
-    }
-
-    /// A floating IP's own name, without its tenant (the whole name of any other owner).
-    pub fn floating_name(&self) -> &str {
-        match self.kind() {
-            OwnerKind::FloatingIp => self.name().rsplit('/').next().unwrap_or(self.name()),
-            _ => self.name(),
-        }
-    }
-}
-
-/// What `check` says of an allocation whose tenant label and owner disagree (a hand edit):
-/// a tenant's floating IP without its label or with another tenant's, a label on an
-/// allocation whose owner is no tenant's, or a tenant's floating IP in a namespace's pool
-/// (a tenant claims from the cluster's public pools).
-pub fn tenant_problem(m: &AllocationManifest) -> Option<String> {
-    let owner = &m.spec.owner;
-    let label = m.metadata.labels.get(TENANT_LABEL);
-    match owner.tenant() {
-        Some(tenant) => {
-            if let Some(ns) = &m.metadata.namespace {
-                return Some(format!(
-                    "owner `{owner}` is tenant `{tenant}`'s floating IP, but it is held in pool `{}` of namespace `{ns}`; a tenant's floating IP is claimed from a cluster-scoped public pool",
-                    m.spec.pool
-                ));
-            }
-            let want = label_value(&tenant)?;
-            match label {
-                Some(value) if *value == want => None,
-                Some(value) => Some(format!(
-                    "owner `{owner}` is tenant `{tenant}`'s floating IP, but its label `{TENANT_LABEL}` is `{value}`, not `{want}`; was the file edited by hand? release it and claim it again: `ipamctl release {} {} --owner {owner}`",
-                    m.spec.pool, m.spec.address
-                )),
-                None => Some(format!(
-                    "owner `{owner}` is tenant `{tenant}`'s floating IP, but its label `{TENANT_LABEL}` is missing; was the file edited by hand? release it and claim it again: `ipamctl release {} {} --owner {owner}`",
-                    m.spec.pool, m.spec.address
-                )),
-            }
-        }
-        None => label.map(|value| {
-            format!(
-                "label `{TENANT_LABEL}` says tenant `{value}`, but owner `{owner}` names no tenant (a tenant's floating IP is `FloatingIP/<tenant>/<name>`, claimed with `--tenant`); was the file edited by hand?"
-            )
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PoolName;
+    use crate::model::{AllocationManifest, Owner, PoolName};
 
     fn ns(s: &str) -> Namespace {
         Namespace::new(s).unwrap()
@@ -169,19 +92,19 @@ mod tests {
             m.metadata.labels.get(TENANT_LABEL).map(String::as_str),
             Some("acme.prod")
         );
-        assert_eq!(tenant_problem(&m), None);
+        assert_eq!(m.tenant_problem(), None);
         m.metadata.labels.insert(TENANT_LABEL.into(), "beta".into());
         assert!(
-            tenant_problem(&m)
+            m.tenant_problem()
                 .unwrap()
                 .contains("is `beta`, not `acme.prod`")
         );
         m.metadata.labels.remove(TENANT_LABEL);
-        assert!(tenant_problem(&m).unwrap().contains("is missing"));
+        assert!(m.tenant_problem().unwrap().contains("is missing"));
         let plain = Owner::parse("FloatingIP/fip-web", None).unwrap();
         let mut m = AllocationManifest::new(&pool, None, "192.0.2.9".parse().unwrap(), plain);
-        assert_eq!(tenant_problem(&m), None);
+        assert_eq!(m.tenant_problem(), None);
         m.metadata.labels.insert(TENANT_LABEL.into(), "acme".into());
-        assert!(tenant_problem(&m).unwrap().contains("names no tenant"));
+        assert!(m.tenant_problem().unwrap().contains("names no tenant"));
     }
 }

@@ -531,3 +531,39 @@ fn check_on_postgres_reports_a_tenant_label_edited_away() {
         pg::stderr(&out)
     );
 }
+
+/// `pool create` (the API's `createPublicPool`): a public pool, `unchanged` when asked
+/// again as it stands; another spec under its name, an overlap or `-n` refused, nothing
+/// written; a tenant then claims from it.
+#[test]
+fn pool_create_makes_a_public_pool_once_and_a_tenant_claims_from_it() {
+    pools()
+        .args(["pool", "create", "edge", "--cidr", "100.64.0.0/29", "--gateway", "100.64.0.1", "--exclude", "100.64.0.2", "--zone", "west"])
+        .stdout("ipampool/edge created\n")
+        .run()
+        .then()
+        .args(["pool", "create", "edge", "--cidr", "100.64.0.0/29", "--gateway", "100.64.0.1", "--exclude", "100.64.0.2", "--zone", "west"])
+        .stdout("ipampool/edge unchanged\n")
+        .run()
+        .then()
+        .args(["pool", "create", "edge", "--cidr", "100.64.0.0/28"])
+        .fails(code::CONFLICT)
+        .stderr("error: pool `edge` exists with another spec (public pool 100.64.0.0/29); a create does not change a pool\nhint: `ipamctl pool show edge` shows it; `apply` of its manifest changes it, checking what it holds\n")
+        .run()
+        .then()
+        .args(["pool", "create", "edge2", "--cidr", "192.0.2.0/30"])
+        .fails(code::CONFLICT)
+        .run()
+        .then()
+        .args(["pool", "create", "edge2", "--cidr", "100.65.0.0/30", "-n", "acme"])
+        .fails(code::INVALID)
+        .run()
+        .then()
+        .args(["pool", "create", "edge2", "--cidr", "100.65.0.0/30", "--gateway", "10.0.0.1"])
+        .fails(code::INVALID)
+        .run()
+        .then()
+        .args(["allocate", "--zone", "west", "--tenant", "acme", "--owner", "FloatingIP/fip-web"])
+        .stdout("100.64.0.3\n")
+        .run();
+}

@@ -735,6 +735,11 @@ pub struct ListArgs {
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum PoolCommand {
+    /// Create a public pool: cluster-scoped (no `-n`), where floating IPs and VPC router
+    /// uplinks come from. Asked again as it stands, `unchanged`; a pool of that name with
+    /// another spec, or one overlapping another public pool, is exit 4 (`apply` changes a
+    /// pool). Other kinds of pool are made by `apply` and `vpc create`.
+    Create(PoolCreateArgs),
     /// List pools with their usage: candidates, allocated, free, percent used.
     List,
     /// Show one pool, its usage and its free addresses as compact ranges; or, with `--map`,
@@ -995,6 +1000,34 @@ pub struct ReconcileArgs {
     /// allocations, a count or a percentage of those checked.
     #[arg(long, value_name = "N|P%", default_value = "25%")]
     pub max_release: String,
+}
+
+// `ipamctl pool create`.
+#[derive(Debug, Args)]
+pub struct PoolCreateArgs {
+    /// The pool's name (an RFC 1123 label).
+    pub name: String,
+
+    /// The pool's prefix (no host bits), e.g. 203.0.113.0/24.
+    #[arg(long, value_name = "CIDR")]
+    pub cidr: String,
+
+    /// An address of the prefix never handed out (the upstream router).
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<String>,
+
+    /// An address or prefix never handed out; repeatable.
+    #[arg(long, value_name = "ADDR|CIDR")]
+    pub exclude: Vec<String>,
+
+    /// Where the pool is routable (an RFC 1123 label): `allocate --zone` and
+    /// `vpc create --uplink-zone` claim from the zone's public pools.
+    #[arg(long, value_name = "ZONE")]
+    pub zone: Option<String>,
+
+    /// Check the pool could be created and print `would-create`; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 // `ipamctl pool delete`.

@@ -115,7 +115,7 @@ pub fn create_public_pool(
                     existing.spec.kind, existing.spec.cidr
                 ),
                 hint: Some(format!(
-                    "`ipamctl pool show {name}` shows it; `ipamctl apply -f FILE` changes it, checking what it holds"
+                    "`ipamctl pool show {name}` shows it; `apply` of its manifest changes it, checking what it holds"
                 )),
             });
         }

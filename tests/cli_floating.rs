@@ -50,6 +50,19 @@ spec:
   kind: private
 ";
 
+/// `allocate --zone eu --tenant TENANT --owner FloatingIP/fip-web`.
+fn fip_web(tenant: &str) -> [&str; 7] {
+    [
+        "allocate",
+        "--zone",
+        "eu",
+        "--tenant",
+        tenant,
+        "--owner",
+        "FloatingIP/fip-web",
+    ]
+}
+
 fn pools() -> Test {
     Test::new("empty")
         .args(["apply", "-f", "-"])
@@ -78,41 +91,17 @@ fn held(json: &str) -> Vec<(String, String, String)> {
 #[test]
 fn two_tenants_who_name_a_floating_ip_alike_never_share_it_and_a_re_ask_answers_the_same() {
     let ran = pools()
-        .args([
-            "allocate",
-            "--zone",
-            "eu",
-            "--tenant",
-            "acme",
-            "--owner",
-            "FloatingIP/fip-web",
-        ])
+        .args(fip_web("acme"))
         .stdout("192.0.2.1\n")
         .run()
         .then()
         // Tenant B's `fip-web`: its own address, neither waiting on nor refused because of
         // A's (an owner's name is one identity per pool: A's name is `acme/fip-web`).
-        .args([
-            "allocate",
-            "--zone",
-            "eu",
-            "--tenant",
-            "beta",
-            "--owner",
-            "FloatingIP/fip-web",
-        ])
+        .args(fip_web("beta"))
         .stdout("192.0.2.2\n")
         .run()
         .then()
-        .args([
-            "allocate",
-            "--zone",
-            "eu",
-            "--tenant",
-            "acme",
-            "--owner",
-            "FloatingIP/fip-web",
-        ])
+        .args(fip_web("acme"))
         .stdout("192.0.2.1\n")
         .run()
         .then()
@@ -162,15 +151,7 @@ fn two_tenants_who_name_a_floating_ip_alike_never_share_it_and_a_re_ask_answers_
 #[test]
 fn a_tenant_releases_only_its_own_floating_ip() {
     let test = pools()
-        .args([
-            "allocate",
-            "--zone",
-            "eu",
-            "--tenant",
-            "acme",
-            "--owner",
-            "FloatingIP/fip-web",
-        ])
+        .args(fip_web("acme"))
         .stdout("192.0.2.1\n")
         .run()
         .then();
@@ -295,15 +276,7 @@ fn a_tenant_claims_from_a_public_pool_only_and_a_bad_request_changes_nothing() {
 #[test]
 fn the_batch_takes_the_tenant_field() {
     let ran = pools()
-        .args([
-            "allocate",
-            "--zone",
-            "eu",
-            "--tenant",
-            "acme",
-            "--owner",
-            "FloatingIP/fip-web",
-        ])
+        .args(fip_web("acme"))
         .stdout("192.0.2.1\n")
         .run()
         .then()
@@ -356,15 +329,7 @@ fn the_batch_takes_the_tenant_field() {
 #[test]
 fn check_reports_a_floating_ip_whose_label_and_tenant_disagree() {
     let test = pools()
-        .args([
-            "allocate",
-            "--zone",
-            "eu",
-            "--tenant",
-            "acme",
-            "--owner",
-            "FloatingIP/fip-web",
-        ])
+        .args(fip_web("acme"))
         .stdout("192.0.2.1\n")
         .run()
         .then()
@@ -565,5 +530,43 @@ fn pool_create_makes_a_public_pool_once_and_a_tenant_claims_from_it() {
         .then()
         .args(["allocate", "--zone", "west", "--tenant", "acme", "--owner", "FloatingIP/fip-web"])
         .stdout("100.64.0.3\n")
+        .run();
+}
+
+/// `release POOL ADDRESS --tenant T --owner FloatingIP/NAME` frees T's floating IP there
+/// and nobody else's: a sub-namespace's of the same name is another owner.
+#[test]
+fn a_release_by_address_is_guarded_by_the_tenants_owner() {
+    pools()
+        .args(fip_web("acme/prod"))
+        .stdout("192.0.2.1\n")
+        .run()
+        .then()
+        .args([
+            "release",
+            "pub-a",
+            "192.0.2.1",
+            "--tenant",
+            "acme",
+            "--owner",
+            "FloatingIP/fip-web",
+        ])
+        .fails(code::CONFLICT)
+        .run()
+        .then()
+        .args(["release", "pub-a", "192.0.2.1", "--tenant", "acme"])
+        .fails(code::INVALID)
+        .run()
+        .then()
+        .args([
+            "release",
+            "pub-a",
+            "192.0.2.1",
+            "--tenant",
+            "acme/prod",
+            "--owner",
+            "FloatingIP/fip-web",
+        ])
+        .stdout("ipallocation/pub-a-192-0-2-1 released\n")
         .run();
 }

@@ -156,6 +156,13 @@ impl ReleaseRequest {
                         "`--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it",
                     ));
                 }
+                // A guard is an owner filter alone: `--tenant` without `--owner` would guard
+                // by the name's prefix, which a sub-namespace's floating IPs share.
+                if select.tenant.is_some() && select.owner.is_none() {
+                    return Err(Error::usage(
+                        "next to an ADDRESS, `--tenant` guards it with `--owner FloatingIP/NAME`",
+                    ));
+                }
                 let guard = query(None, None, select)?.filter;
                 let pool = pool_ref(ns, pool)?;
                 if addr.contains('/') {

@@ -118,6 +118,9 @@ fn the_constructor_refuses_what_the_command_lines_parser_refuses() {
     );
     let tenant = AllocateRequest::new(&input.unwrap()).unwrap();
     assert_eq!(tenant.owner().to_string(), "FloatingIP/acme/prod/f");
+    let input = ReleaseInput::read(json!({"pool": ["p", "10.0.0.1"], "tenant": "acme"}), &d);
+    let e = ReleaseRequest::new(&input.unwrap()).unwrap_err();
+    assert!(e.to_string().contains("guards it with `--owner"), "{e}");
     let input = ReleaseInput::read(json!({"owner": "X/y", "force": true}), &d).unwrap();
     let e = ReleaseRequest::new(&input).unwrap_err();
     assert!(e.to_string().contains("<ADDRESS>"), "{e}");

@@ -570,3 +570,53 @@ fn a_release_by_address_is_guarded_by_the_tenants_owner() {
         .stdout("ipallocation/pub-a-192-0-2-1 released\n")
         .run();
 }
+
+/// Real processes at once: 4 tenants × 3 processes each claim `fip-web` in the same zone
+/// (on PostgreSQL under `IPAMCTL_TEST_STORE=postgres`). Each tenant ends with one address,
+/// every process of a tenant answered it, no two tenants share one, nobody was refused, and
+/// `check` is clean. Bounded: 12 processes, each waited for.
+#[test]
+fn tenants_racing_for_one_name_each_get_their_own_address() {
+    let test = pools();
+    let db = common::on_postgres().then(|| {
+        let db = pg::Db::new();
+        let dir = tempfile::tempdir().unwrap();
+        db.apply(dir.path(), POOLS);
+        db
+    });
+    let tenants = ["t1", "t2", "t3", "t4"];
+    let children: Vec<(&str, std::process::Child)> = tenants
+        .iter()
+        .flat_map(|t| [*t; 3])
+        .map(|tenant| {
+            let args = fip_web(tenant);
+            let cmd = match &db {
+                Some(db) => db.cmd(args),
+                None => test.command(args),
+            };
+            (tenant, common::spawn_piped(cmd))
+        })
+        .collect();
+    let mut answered: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
+        Default::default();
+    for (tenant, child) in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{tenant}: {out:?}");
+        answered
+            .entry(tenant)
+            .or_default()
+            .insert(String::from_utf8(out.stdout).unwrap());
+    }
+    let addresses: std::collections::BTreeSet<&String> =
+        answered.values().flat_map(|a| a.iter()).collect();
+    assert!(
+        answered.values().all(|a| a.len() == 1) && addresses.len() == tenants.len(),
+        "each tenant one address of its own: {answered:?}"
+    );
+    match &db {
+        Some(db) => db.assert_check_clean(),
+        None => {
+            test.args(["check"]).run();
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! The use cases: allocate, release, apply, delete, VPCs, subnets, cooldown, reconcile, check,
 //! diff, history, export/import, and the host tier's DHCP and DNS exports (read-only, no
-//! locks). Each takes its own locks and unit of work, written against
+//! locks). The operations a server's resolvers call, each checking the caller's scope
+//! first, are [`floating`] (a tenant's floating IPs) and [`admin`] (public pools, VPCs,
+//! subnets). Each takes its own locks and unit of work, written against
 //! [`Store`](crate::store::Store); nothing outside `engine` and `store` takes a lock. Warnings come back as values.
 //!
 //! The engine never names a store (`tests/layers.rs` fails on an engine file that imports

@@ -378,7 +378,7 @@ fn release_without_a_selector_is_a_usage_error() {
         Test::new("populated")
             .args(args)
             .stderr(
-                "error: release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`\n\
+                "error: release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--tenant NS`, `--within CIDR` or `-l SELECTOR`\n\
                  hint: see `ipamctl release --help`; `--dry-run` shows what a selector picks\n",
             )
             .fails(code::INVALID)

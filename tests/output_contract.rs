@@ -128,6 +128,20 @@ fn cases() -> Vec<Case> {
             Shape::Object,
         ),
         case(
+            "pool create",
+            seed,
+            &[
+                "pool",
+                "create",
+                "edge",
+                "--cidr",
+                "100.64.0.0/29",
+                "--zone",
+                "zone-b",
+            ],
+            Shape::Changes(true),
+        ),
+        case(
             "pool delete",
             seed,
             &["pool", "delete", "public-zone-a"],

@@ -490,7 +490,7 @@ pub struct AllocateArgs {
     /// back: on a state directory results come in groups of up to 16, once every claim made
     /// in the group is durable (its directory synced behind the next request); on a
     /// database once the group's transaction committed.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "mac", "explain"])]
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pools", "zone", "tenant", "owner", "uid", "within", "subnet", "reserved", "address", "prefix_length", "prefix", "mac", "explain"])]
     pub file: Option<String>,
 
     /// With `-f` on a database (`--store`): run the batch on N connections at once, each
@@ -509,8 +509,15 @@ pub struct AllocateArgs {
     #[arg(long, value_name = "ZONE", conflicts_with_all = ["pools", "namespace", "within", "address"])]
     pub zone: Option<String>,
 
-    /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name>, VPC/router
-    /// or Node/<subnet>.
+    /// Claim the floating IP for this namespace (a tenant), from the cluster's public pools
+    /// (`--zone` or a public POOL): `--owner FloatingIP/NAME` is then the tenant's own, held
+    /// as `FloatingIP/NS/NAME` with the label `pivirt.hu/tenant`, so two tenants who name a
+    /// floating IP alike never share it, nor wait on or refuse each other.
+    #[arg(long, value_name = "NS")]
+    pub tenant: Option<String>,
+
+    /// The owner as KIND/NAME: VirtualMachine/<host>/<nic>, FloatingIP/<name> (a tenant's:
+    /// FloatingIP/<tenant>/<name>, or `--tenant`), VPC/router or Node/<subnet>.
     #[arg(long, value_name = "KIND/NAME", required_unless_present = "file")]
     pub owner: Option<String>,
 
@@ -689,7 +696,7 @@ pub struct ReleaseArgs {
     /// `--ignore-not-found` apply to the requests that do not set them, `--dry-run` to every
     /// request (whatever it says: a preview never releases).
     /// Results and exit codes as `allocate -f`.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels"])]
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels", "tenant"])]
     pub file: Option<String>,
 
     /// With `-f` on a database (`--store`): run the batch on N connections at once, each
@@ -740,6 +747,12 @@ pub struct Selectors {
     /// comma-separated, all of which must hold (as kubectl's `-l`).
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub labels: Option<String>,
+
+    /// Only the floating IPs claimed for this namespace (`allocate --tenant`); with
+    /// `--owner FloatingIP/NAME`, its floating IP of that name. Another tenant's floating IP
+    /// of the same name is never selected.
+    #[arg(long, value_name = "NS")]
+    pub tenant: Option<String>,
 }
 
 // `ipamctl list`.
@@ -784,6 +797,11 @@ pub struct ListArgs {
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum PoolCommand {
+    /// Create a public pool: cluster-scoped (no `-n`), where floating IPs and VPC router
+    /// uplinks come from. Asked again as it stands, `unchanged`; a pool of that name with
+    /// another spec, or one overlapping another public pool, is exit 4 (`apply` changes a
+    /// pool). Other kinds of pool are made by `apply` and `vpc create`.
+    Create(PoolCreateArgs),
     /// List pools with their usage: candidates, allocated, free, percent used.
     List,
     /// Show one pool, its usage and its free addresses as compact ranges; or, with `--map`,
@@ -965,6 +983,12 @@ pub struct VpcCreateArgs {
     #[arg(long, value_name = "PREFIX")]
     pub mac_prefix: Vec<String>,
 
+    /// Also claim the VPC router's uplink (`VPC/router` with the VPC's uid) from this zone's
+    /// public pools, in name order as `allocate --zone` does; asked again, the same one.
+    /// `vpc delete` releases it with the VPC.
+    #[arg(long, value_name = "ZONE")]
+    pub uplink_zone: Option<String>,
+
     /// Check and print the pool that would be created; create nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -1061,6 +1085,34 @@ pub struct ReconcileArgs {
     /// allocations, a count or a percentage of those checked.
     #[arg(long, value_name = "N|P%", default_value = "25%")]
     pub max_release: String,
+}
+
+// `ipamctl pool create`.
+#[derive(Debug, Args)]
+pub struct PoolCreateArgs {
+    /// The pool's name (an RFC 1123 label).
+    pub name: String,
+
+    /// The pool's prefix (no host bits), e.g. 203.0.113.0/24.
+    #[arg(long, value_name = "CIDR")]
+    pub cidr: String,
+
+    /// An address of the prefix never handed out (the upstream router).
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<String>,
+
+    /// An address or prefix never handed out; repeatable.
+    #[arg(long, value_name = "ADDR|CIDR")]
+    pub exclude: Vec<String>,
+
+    /// Where the pool is routable (an RFC 1123 label): `allocate --zone` and
+    /// `vpc create --uplink-zone` claim from the zone's public pools.
+    #[arg(long, value_name = "ZONE")]
+    pub zone: Option<String>,
+
+    /// Check the pool could be created and print `would-create`; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 // `ipamctl pool delete`.

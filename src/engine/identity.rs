@@ -13,6 +13,10 @@
 //! is exempt: its name is always `router`, and its uid (the VPC's) is what tells the
 //! uplinks of a shared public pool apart.
 //!
+//! A tenant's floating IP carries its tenant in its name (`FloatingIP/<tenant>/<name>`,
+//! [`crate::model::tenant`]), so two tenants who name a floating IP alike hold two names:
+//! neither is the other's namesake, waits on its lock or is refused because of it.
+//!
 //! Selecting by name is another matter: `release`, `list` and `mac set` take `--owner` as a
 //! filter (without `--uid`, any uid), as `kubectl delete` takes a name: one name is one
 //! owner in a pool, so the filter selects one allocation there.

@@ -216,8 +216,7 @@ pub fn renew(
         } else {
             Some(store.lock_claim(ns, std::slice::from_ref(&pool.name), &owner)?)
         };
-        let mut warnings = Warnings::default();
-        let found = crate::engine::allocate::lookup_owner(store, pool, &owner, &mut warnings)?;
+        let found = store.find_owner(ns, &pool.name, &owner)?.held;
         let lease = match (found, held) {
             (Some(m), Held::Address(a)) if m.spec.address != *a => None,
             (found, _) => found,

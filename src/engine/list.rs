@@ -35,6 +35,9 @@ pub struct Query {
     pub host_name: Option<String>,
     /// `list --expired`: only the leases lapsed at this instant (the store's clock).
     pub lapsed_at: Option<crate::model::Timestamp>,
+    /// `--tenant`: only this namespace's floating IPs ([`crate::model::tenant`]), whose
+    /// owner names the tenant (the store's owner filter narrows them to its prefix).
+    pub tenant: Option<Namespace>,
 }
 
 impl Query {
@@ -50,6 +53,10 @@ impl Query {
                 .as_ref()
                 .is_none_or(|h| host_name(&m.spec.owner).is_ok_and(|n| n == *h))
             && self.within.is_none_or(|w| w.contains(&m.spec.address))
+            && self
+                .tenant
+                .as_ref()
+                .is_none_or(|t| m.spec.owner.tenant().as_ref() == Some(t))
             && self
                 .labels
                 .as_ref()

@@ -1,6 +1,8 @@
 //! The use cases: allocate, release, apply, delete, VPCs, subnets, cooldown, reconcile, check,
 //! diff, history, export/import, and the host tier's DHCP and DNS exports (read-only, no
-//! locks). Each takes its own locks and unit of work, written against
+//! locks). The operations a server's resolvers call, each checking the caller's scope
+//! first, are [`floating`] (a tenant's floating IPs) and [`admin`] (public pools, VPCs,
+//! subnets). Each takes its own locks and unit of work, written against
 //! [`Store`](crate::store::Store); nothing outside `engine` and `store` takes a lock. Warnings come back as values.
 //!
 //! The engine never names a store (`tests/layers.rs` fails on an engine file that imports
@@ -85,11 +87,12 @@
 //! | `release` by selector | `release::release_each` | as `release POOL ADDRESS` for each address; an owner's addresses in several pools: first each `pool` (exclusive with a cooldown, else shared), then `claim` in all of them, held for all its releases | 5; a cooldown record before the delete; a claim of the owner in several pools comes wholly before or after |
 //! | `release SUPERNET PREFIX` | `prefix::release_prefix`, `prefix::release_each` | `pool`, exclusive | 5 for prefixes; the cooldown record |
 //! | `apply` | `apply::apply` | `scope` (each written), then `pool` (each written, exclusive) | 6; a changed pool still holds its allocations, subnets and prefix claims; public pools do not overlap; a subnet reaches the routers of the DHCP routes it inherits from its pool (`SubnetManifest::dhcp`); a new pool moves no DHCP subnet id (`created`) |
+//! | `pool create` | `admin::create_public_pool` (as apply) | `scope` (the cluster's), then `pool`, exclusive | as `apply`: public pools do not overlap; a new pool moves no DHCP subnet id; a pool of the name with another spec is refused, never changed |
 //! | `pool delete` | `pool::delete` | `scope`, then `pool`, exclusive | 6; nothing held is orphaned; serial with `vpc create`/`vpc delete` |
-//! | `subnet create` | `subnet::put`, `subnet::carve` | `pool`, exclusive | subnets of a pool do not overlap and stay inside it; it reaches the routers of the DHCP routes it inherits; a new subnet moves no DHCP subnet id (`created`) |
-//! | `subnet delete` | `subnet::delete` | `pool`, exclusive | no claim runs against a half-deleted subnet |
-//! | `vpc create` | `vpc::create` | `scope`; `prefix-claim` in the supernet | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete`; a new pool moves no DHCP subnet id (`created`) |
-//! | `vpc delete` | `vpc::delete` | `scope`; `pool`, exclusive, for each of its pools (then as `release`) | only objects of the VPC's uid are touched; pools marked before they are emptied |
+//! | `subnet create` | `admin::create_subnet` (`subnet::put`, `subnet::carve`) | `pool`, exclusive | subnets of a pool do not overlap and stay inside it; it reaches the routers of the DHCP routes it inherits; a new subnet moves no DHCP subnet id (`created`) |
+//! | `subnet delete` | `admin::delete_subnet` (`subnet::delete`) | `pool`, exclusive | no claim runs against a half-deleted subnet |
+//! | `vpc create` | `admin::create_vpc` (vpc::create, then the uplink) | `scope`; `prefix-claim` in the supernet; then, for the uplink, `claim` over the zone's pools | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete`; a new pool moves no DHCP subnet id (`created`); with `--uplink-zone`, the router's uplink as `allocate --zone` claims it (1, 2, 6) |
+//! | `vpc delete` | `admin::delete_vpc` (`vpc::delete`) | `scope`; `pool`, exclusive, for each of its pools (then as `release`) | only objects of the VPC's uid are touched; pools marked before they are emptied |
 //! | `check --fix` (cooldown) | `cooldown::prune` | `pool`, exclusive | a record a release wrote since `check` looked is kept |
 //! | `import` | `transfer::import_dir` | `scope` (every scope), then `pool` (every pool, exclusive) | serial with every writer of those scopes and pools |
 //! | `export DIR` | `transfer::export` | `none`: it writes a new, empty state directory made by the same command, which no other process works in | — |
@@ -110,6 +113,7 @@
 //! [`scope::Scope::everything`]; a server passes the scope of the token that
 //! [`token::TokenBook::authenticate`] found.
 
+pub mod admin;
 pub mod allocate;
 pub mod apply;
 pub mod check;
@@ -121,6 +125,7 @@ pub mod dns;
 pub mod doomed;
 pub mod executor;
 pub mod explain;
+pub mod floating;
 pub mod git;
 pub mod hint;
 pub mod history;

@@ -14,6 +14,7 @@ use crate::model::manifest::{
 };
 use crate::model::names::{Namespace, PoolName};
 use crate::model::owner::Owner;
+use crate::model::tenant::{TENANT_LABEL, label_value};
 use crate::model::time::Timestamp;
 
 /// `spec` of an `IPAllocation`.
@@ -209,13 +210,18 @@ fn parse_v4_name(name: &str) -> Option<(&str, Ipv4Addr)> {
 
 impl AllocationManifest {
     /// The manifest of `owner` holding `address` in `pool` (in `namespace`), without a
-    /// creation time: the claim sets it ([`Timestamp::now`]).
+    /// creation time: the claim sets it ([`Timestamp::now`]). A tenant's floating IP gets
+    /// its tenant's label ([`crate::model::tenant`]).
     pub fn new(
         pool: &PoolName,
         namespace: Option<&Namespace>,
         address: IpAddr,
         owner: Owner,
     ) -> AllocationManifest {
+        let mut labels = BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]);
+        if let Some(value) = owner.tenant().and_then(|tenant| label_value(&tenant)) {
+            labels.insert(TENANT_LABEL.into(), value);
+        }
         AllocationManifest {
             api_version: API_VERSION.into(),
             kind: ALLOCATION_KIND.into(),
@@ -224,7 +230,7 @@ impl AllocationManifest {
                 namespace: namespace.cloned(),
                 creation_timestamp: None,
                 deletion_timestamp: None,
-                labels: BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())]),
+                labels,
                 annotations: BTreeMap::new(),
                 owner_refs: Vec::new(),
             },
@@ -240,6 +246,41 @@ impl AllocationManifest {
 }
 
 impl AllocationManifest {
+    /// What `check` says of an allocation whose tenant label and owner disagree (a hand edit):
+    /// a tenant's floating IP without its label or with another tenant's, a label on an
+    /// allocation whose owner is no tenant's, or a tenant's floating IP in a namespace's pool
+    /// (a tenant claims from the cluster's public pools).
+    pub fn tenant_problem(&self) -> Option<String> {
+        let m = self;
+        let owner = &m.spec.owner;
+        let label = m.metadata.labels.get(TENANT_LABEL);
+        match owner.tenant() {
+            Some(tenant) => {
+                if let Some(ns) = &m.metadata.namespace {
+                    return Some(format!(
+                        "owner `{owner}` is tenant `{tenant}`'s floating IP, but it is held in pool `{}` of namespace `{ns}`; a tenant's floating IP is claimed from a cluster-scoped public pool",
+                        m.spec.pool
+                    ));
+                }
+                let want = label_value(&tenant)?;
+                match label {
+                    Some(value) if *value == want => None,
+                    Some(value) => Some(format!(
+                        "owner `{owner}` is tenant `{tenant}`'s floating IP, but its label `{TENANT_LABEL}` is `{value}`, not `{want}`: was the file edited by hand? set the label back to `{want}`"
+                    )),
+                    None => Some(format!(
+                        "owner `{owner}` is tenant `{tenant}`'s floating IP, but its label `{TENANT_LABEL}` is missing: was the file edited by hand? add the label `{TENANT_LABEL}: {want}`"
+                    )),
+                }
+            }
+            None => label.map(|value| {
+                format!(
+                    "label `{TENANT_LABEL}` says tenant `{value}`, but owner `{owner}` names no tenant (a tenant's floating IP is `FloatingIP/<tenant>/<name>`, claimed with `--tenant`): was the file edited by hand? remove the label"
+                )
+            }),
+        }
+    }
+
     /// Cross-field checks of an allocation read from the state directory.
     pub fn validate(&self) -> Result<(), String> {
         if self.api_version != API_VERSION {

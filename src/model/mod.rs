@@ -27,6 +27,7 @@ pub mod selector;
 pub mod subnet;
 pub mod suggest;
 pub mod taken;
+pub mod tenant;
 pub mod time;
 pub mod token;
 pub mod vpc;

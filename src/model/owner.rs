@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::model::address::parse_net;
-use crate::model::names::{Uid, check_label};
+use crate::model::names::{Namespace, Uid, check_label};
 
 /// What kind of thing holds an address, and so which rule its name follows.
 #[derive(
@@ -16,7 +16,8 @@ use crate::model::names::{Uid, check_label};
 pub enum OwnerKind {
     /// A VM's NIC: name `<hostname>/<nic index>`, e.g. `web-01/0`.
     VirtualMachine,
-    /// A floating IP: its own name (an RFC 1123 label).
+    /// A floating IP: its own name (an RFC 1123 label), or a tenant's,
+    /// `<tenant namespace>/<label>` ([`crate::model::tenant`]).
     #[serde(rename = "FloatingIP")]
     FloatingIp,
     /// A VPC router's uplink: name is always `router`.
@@ -84,7 +85,7 @@ impl OwnerKind {
                 }
                 Ok(())
             }
-            OwnerKind::FloatingIp => check_label(name),
+            OwnerKind::FloatingIp => crate::model::tenant::check_floating_name(name),
             OwnerKind::Vpc if name == "router" => Ok(()),
             OwnerKind::Vpc => Err(
                 "must be `router` (a VPC holds one address per pool: its router's uplink)".into(),
@@ -238,6 +239,49 @@ impl Owner {
             .key()
         } else {
             self.key()
+        }
+    }
+}
+
+impl Owner {
+    /// Tenant `tenant`'s floating IP `name` (a label): `FloatingIP/<tenant>/<name>`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ipamctl::model::{Namespace, Owner};
+    /// let acme = Namespace::new("acme/prod").unwrap();
+    /// let owner = Owner::floating(&acme, "fip-web", None).unwrap();
+    /// assert_eq!(owner.to_string(), "FloatingIP/acme/prod/fip-web");
+    /// assert_eq!(owner.tenant(), Some(acme));
+    /// assert_eq!(owner.floating_name(), "fip-web");
+    /// assert!(Owner::floating(&Namespace::new("b").unwrap(), "x/y", None).is_err());
+    /// ```
+    pub fn floating(tenant: &Namespace, name: &str, uid: Option<Uid>) -> Result<Owner, String> {
+        check_label(name).map_err(|why| {
+            format!(
+                "invalid FloatingIP name `{}`: {why} (the tenant is given apart)",
+                name.escape_debug()
+            )
+        })?;
+        Owner::new(OwnerKind::FloatingIp, &format!("{tenant}/{name}"), uid)
+    }
+
+    /// The tenant of a tenant's floating IP (`FloatingIP/<tenant>/<name>`); `None` for
+    /// every other owner.
+    pub fn tenant(&self) -> Option<Namespace> {
+        if self.kind() != OwnerKind::FloatingIp {
+            return None;
+        }
+        let (tenant, _) = self.name().rsplit_once('/')?;
+        Namespace::new(tenant).ok()
+    }
+
+    /// A floating IP's own name, without its tenant (the whole name of any other owner).
+    pub fn floating_name(&self) -> &str {
+        match self.kind() {
+            OwnerKind::FloatingIp => self.name().rsplit('/').next().unwrap_or(self.name()),
+            _ => self.name(),
         }
     }
 }

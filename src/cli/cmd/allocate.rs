@@ -53,6 +53,7 @@ fn input(g: &GlobalArgs, args: &AllocateArgs) -> AllocateInput {
         within: args.within.clone(),
         reserved: args.reserved.clone(),
         zone: args.zone.clone(),
+        tenant: args.tenant.clone(),
         mac: args.mac.clone(),
         prefix_length: args.prefix_length,
         prefix: args.prefix.clone(),

@@ -29,6 +29,7 @@ pub(super) fn select_input(select: &Selectors) -> crate::engine::request::Select
         uid: select.uid.clone(),
         within: select.within.clone(),
         labels: select.labels.clone(),
+        tenant: select.tenant.clone(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `ipamctl pool list|show|delete`.
+//! `ipamctl pool create|list|show|delete`.
 
 use std::io::{IsTerminal, Write};
 use std::net::IpAddr;
@@ -8,7 +8,10 @@ use serde::Serialize;
 use super::pool_status::{excludes, with_status};
 use crate::cli::map::{self, Map};
 use crate::cli::output::{self, Action, Change, Named};
-use crate::cli::{FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolDeleteArgs, PoolShowArgs};
+use crate::cli::{
+    FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolCreateArgs, PoolDeleteArgs, PoolShowArgs,
+};
+use crate::engine::admin::{self, CreatePublicPoolInput, PublicPool};
 use crate::engine::scope::Scope;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -25,10 +28,36 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     match command {
+        PoolCommand::Create(arg) => create(store, g, arg, out),
         PoolCommand::List => list(store, g, out),
         PoolCommand::Show(arg) => show(store, g, arg, out),
         PoolCommand::Delete(arg) => delete(store, g, arg, out),
     }
+}
+
+/// `pool create`: a public pool, through the engine call the API's `createPublicPool` makes.
+fn create(
+    store: &dyn Store,
+    g: &GlobalArgs,
+    args: &PoolCreateArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if g.namespace.is_some() {
+        return Err(Error::usage(
+            "a public pool is cluster-scoped: leave out `-n` (`apply` makes a namespace's pools)",
+        ));
+    }
+    let pool = PublicPool::new(&CreatePublicPoolInput {
+        name: args.name.clone(),
+        cidr: args.cidr.clone(),
+        gateway: args.gateway.clone(),
+        exclude: args.exclude.clone(),
+        zone: args.zone.clone(),
+        dry_run: args.dry_run,
+    })?;
+    let (manifest, put) = admin::create_public_pool(store, &Scope::everything(), &pool)?;
+    let action = Action::from(put).planned(args.dry_run);
+    output::write_changes(out, g.output, &[Change::new(&manifest, action)], true)
 }
 
 /// The `status` of `pool show`: the usage figures (in table order), then the free ranges.

@@ -9,13 +9,16 @@ use crate::cli::{
     GlobalArgs, OutputFormat, SubnetCommand, SubnetCreateArgs, SubnetDeleteArgs, SubnetListArgs,
     SubnetNameArgs,
 };
+use crate::engine::admin::{
+    self, CreateSubnetInput, DeleteSubnetInput, Deletion, SubnetCreate, SubnetDelete,
+};
 use crate::engine::scope::Scope;
 use crate::engine::subnet_usage::SubnetStatus;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::PoolRef;
 use crate::model::candidates::{readable_count, readable_with_exact};
 use crate::model::subnet::SubnetManifest;
-use crate::model::{Exclude, PoolName, SubnetName};
+use crate::model::{PoolName, SubnetName};
 use crate::store::Store;
 use crate::yaml;
 
@@ -43,48 +46,26 @@ fn create(
     args: &SubnetCreateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let pool = super::pool_ref(g, &args.pool)?;
-    let Some(cidr) = &args.cidr else {
-        let len = args
-            .prefix_length
-            .expect("clap requires --cidr or --prefix-length");
-        let (manifest, put) = crate::engine::subnet::carve(
-            store,
-            &Scope::everything(),
-            &name(&args.name)?,
-            &pool,
-            len,
-            args.dry_run,
-        )?;
-        let action = Action::from(put).planned(args.dry_run);
-        if g.output.is_some() {
-            return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
-        }
-        output::diagnostic(&format!("{} {action}", manifest.resource()));
-        return output::line(out, &manifest.spec.cidr.to_string());
-    };
-    let cidr = super::prefix("--cidr", cidr)?;
-    let gateway = args
-        .gateway
-        .as_deref()
-        .map(|a| super::address("--gateway", a))
-        .transpose()?;
-    let reserved = args
-        .reserved
-        .iter()
-        .map(|r| super::flag("--reserved", Exclude::try_from(r.clone())))
-        .collect::<Result<Vec<_>>>()?;
-    let manifest = SubnetManifest::new(&name(&args.name)?, &pool, cidr, gateway, reserved);
-    manifest
-        .validate()
-        .map_err(|e| Error::invalid("subnet create", e))?;
-    let put =
-        crate::engine::subnet::put(store, &Scope::everything(), &manifest, false, args.dry_run)?;
+    let request = SubnetCreate::new(&CreateSubnetInput {
+        name: args.name.clone(),
+        namespace: g.namespace.clone(),
+        pool: args.pool.clone(),
+        cidr: args.cidr.clone(),
+        prefix_length: args.prefix_length,
+        gateway: args.gateway.clone(),
+        reserved: args.reserved.clone(),
+        dry_run: args.dry_run,
+    })?;
+    let (manifest, put) = admin::create_subnet(store, &Scope::everything(), &request)?;
     let action = Action::from(put).planned(args.dry_run);
     if g.output.is_some() {
         return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
     }
     output::diagnostic(&format!("{} {action}", manifest.resource()));
+    // A carved subnet prints its prefix (it was chosen), a given one its gateway.
+    if args.cidr.is_none() {
+        return output::line(out, &manifest.spec.cidr.to_string());
+    }
     output::line(out, &manifest.gateway().to_string())
 }
 
@@ -230,20 +211,18 @@ fn delete(
     args: &SubnetDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let ns = super::namespace(g)?;
-    let name = name(&args.name)?;
-    let deleted = match crate::engine::subnet::delete(
-        store,
-        &Scope::everything(),
-        ns.as_ref(),
-        &name,
-        args.dry_run,
-    ) {
-        Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
+    let request = SubnetDelete::new(&DeleteSubnetInput {
+        name: args.name.clone(),
+        namespace: g.namespace.clone(),
+        ignore_not_found: args.ignore_not_found,
+        dry_run: args.dry_run,
+    })?;
+    let deleted = match admin::delete_subnet(store, &Scope::everything(), &request)? {
+        Deletion::Deleted(deleted) => deleted,
+        Deletion::Absent(message) => {
             output::diagnostic(&format!("note: {message}; nothing to delete"));
             return Ok(());
         }
-        other => other?,
     };
     let action = Action::Deleted.planned(args.dry_run);
     output::write_changes(out, g.output, &[Change::new(&deleted, action)], true)

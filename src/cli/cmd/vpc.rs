@@ -6,13 +6,15 @@ use std::io::Write;
 
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{GlobalArgs, OutputFormat, VpcCommand, VpcCreateArgs, VpcDeleteArgs};
+use crate::engine::admin::{
+    self, CreateVpcInput, DeleteVpcInput, Deletion, FromPoolInput, VpcCreate, VpcCreated, VpcDelete,
+};
 use crate::engine::scope::Scope;
-use crate::engine::vpc::{CreateRequest, Made, Range, Removal, Vpc};
+use crate::engine::vpc::{Made, Removal, Vpc};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
-use crate::model::mac::MacPrefix;
 use crate::model::vpc::pool_name;
-use crate::model::{Namespace, PoolName, PoolRef, Uid};
+use crate::model::{Namespace, PoolName, PoolRef};
 use crate::store::Store;
 use crate::yaml;
 
@@ -59,26 +61,17 @@ fn create(
     args: &VpcCreateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let uid = match &args.uid {
-        Some(uid) => Some(super::flag("--uid", Uid::parse_uuid(uid))?),
-        None => None,
-    };
-    let mac_prefixes = args
-        .mac_prefix
-        .iter()
-        .map(|p| super::flag("--mac-prefix", MacPrefix::parse(p)))
-        .collect::<Result<Vec<_>>>()?;
     let (ns, _) = vpc_pool(g, &args.name, false)?;
-    let pools = ranges(store, g, args, &ns)?;
-    let req = CreateRequest {
-        name: args.name.clone(),
-        namespace: ns,
-        pools,
-        uid,
-        mac_prefixes,
-        dry_run: args.dry_run,
-    };
-    let created = crate::engine::vpc::create(store, &Scope::everything(), &req)?;
+    let input = create_input(args, &ns)?;
+    let mut warnings = Warnings::default();
+    let made = admin::create_vpc(
+        store,
+        &Scope::everything(),
+        &VpcCreate::new(&input)?,
+        &mut warnings,
+    );
+    output::warn(&warnings);
+    let VpcCreated { created, uplink } = made?;
     let done: Vec<_> = created
         .pools
         .iter()
@@ -107,23 +100,21 @@ fn create(
     for (m, action) in &done {
         output::diagnostic(&format!("ipampool/{} {action}", m.metadata.name));
     }
+    if let Some(uplink) = &uplink {
+        let m = uplink.manifest();
+        output::diagnostic(&format!(
+            "{} {} (uplink {} in pool `{}`)",
+            m.resource(),
+            super::allocate::action(uplink),
+            m.spec.address,
+            m.spec.pool
+        ));
+    }
     output::line(out, created.uid.as_str())
 }
 
-/// The VPC's pools with their ranges, IPv4 first: the `--cidr`s and the `--from-pool`s (a
-/// supernet's family is its prefix's); exit 2 for two of one family.
-fn ranges(
-    store: &dyn Store,
-    g: &GlobalArgs,
-    args: &VpcCreateArgs,
-    ns: &Namespace,
-) -> Result<Vec<(PoolRef, Range)>> {
-    // Each range with its family: `--cidr`s, then `--from-pool`s (a supernet's family).
-    let mut ranges = Vec::new();
-    for c in &args.cidr {
-        let cidr = super::prefix("--cidr", c)?;
-        ranges.push((cidr.addr().is_ipv6(), Range::Cidr(cidr)));
-    }
+/// `vpc create`'s flags as the engine's input: each `--from-pool` with its `--prefix-length`.
+fn create_input(args: &VpcCreateArgs, ns: &Namespace) -> Result<CreateVpcInput> {
     if args.from_pool.len() != args.prefix_length.len() {
         return Err(Error::invalid(
             "--prefix-length",
@@ -134,25 +125,24 @@ fn ranges(
             ),
         ));
     }
-    for (from, length) in args.from_pool.iter().zip(&args.prefix_length) {
-        let name = super::flag("--from-pool", PoolName::new(from))?;
-        let (supernet, cidr) = crate::engine::vpc::supernet(store, ns, &name)?;
-        let length = *length;
-        ranges.push((cidr.addr().is_ipv6(), Range::FromPool { supernet, length }));
-    }
-    if ranges.len() > 2 || ranges.len() == 2 && ranges[0].0 == ranges[1].0 {
-        return Err(Error::invalid(
-            "--cidr",
-            "give at most one IPv4 and one IPv6 range, by `--cidr` or `--from-pool` (a dual-stack VPC has one of each)",
-        ));
-    }
-    // IPv4 first, as the pools are listed everywhere.
-    ranges.sort_by_key(|(v6, _)| *v6);
-    let mut pools = Vec::new();
-    for (v6, range) in ranges {
-        pools.push((vpc_pool(g, &args.name, v6)?.1, range));
-    }
-    Ok(pools)
+    Ok(CreateVpcInput {
+        name: args.name.clone(),
+        namespace: ns.to_string(),
+        cidrs: args.cidr.clone(),
+        from_pools: args
+            .from_pool
+            .iter()
+            .zip(&args.prefix_length)
+            .map(|(pool, &prefix_length)| FromPoolInput {
+                pool: pool.clone(),
+                prefix_length,
+            })
+            .collect(),
+        uid: args.uid.clone(),
+        mac_prefixes: args.mac_prefix.clone(),
+        uplink_zone: args.uplink_zone.clone(),
+        dry_run: args.dry_run,
+    })
 }
 
 impl Named for Vpc {
@@ -249,31 +239,29 @@ fn delete(
     args: &VpcDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (_, pools) = vpc_pools(g, &args.name)?;
+    let (ns, _) = vpc_pool(g, &args.name, false)?;
+    let request = VpcDelete::new(&DeleteVpcInput {
+        name: args.name.clone(),
+        namespace: ns.to_string(),
+        ignore_not_found: args.ignore_not_found,
+        dry_run: args.dry_run,
+    })?;
     // The lines are printed once the unit of work is done, and an error found after
     // releasing (files that could not be released) comes after them, as the releases stand.
     let mut warnings = Warnings::default();
     let stop = super::stop_on_signal()?;
-    let deleted = crate::engine::vpc::delete(
-        store,
-        &Scope::everything(),
-        &args.name,
-        &pools,
-        args.dry_run,
-        &stop,
-        &mut warnings,
-    );
+    let deleted = admin::delete_vpc(store, &Scope::everything(), &request, &stop, &mut warnings);
     output::warn(&warnings);
-    let deleted = match deleted {
+    let deleted = match deleted? {
+        Deletion::Deleted(deleted) => deleted,
         // Already deleted (a retry): nothing to do, and a retry loop sees success.
-        Err(Error::NotFound { message, .. }) if args.ignore_not_found => {
+        Deletion::Absent(message) => {
             output::diagnostic(&format!("note: {message}; nothing to delete"));
             crate::engine::vpc::Deleted {
                 removed: Vec::new(),
                 kept: None,
             }
         }
-        other => other?,
     };
     let changes: Vec<Change<Removal>> = deleted
         .removed

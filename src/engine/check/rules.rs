@@ -177,6 +177,9 @@ pub(super) fn check_allocations(
         if let Some(message) = scope_mismatch(m.metadata.namespace.as_ref(), file.scope.as_ref()) {
             findings.push(error(&file.rel, message));
         }
+        if let Some(message) = m.tenant_problem() {
+            findings.push(error(&file.rel, message));
+        }
         match pools.get(&(&file.scope, pool.as_str())) {
             None => related.push(error(
                 &file.rel,

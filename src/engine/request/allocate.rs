@@ -14,7 +14,7 @@ use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::prefix_claim::PrefixClaimManifest;
-use crate::model::{Owner, PoolRef, SubnetName};
+use crate::model::{Namespace, Owner, PoolRef, SubnetName};
 use crate::store::Store;
 
 /// An `allocate` request as a user gives it: text, unchecked. A batch line's fields are
@@ -33,6 +33,9 @@ pub struct AllocateInput {
     pub within: Option<String>,
     pub reserved: Vec<String>,
     pub zone: Option<String>,
+    /// `--tenant`: the namespace a floating IP is claimed for, from the cluster's public
+    /// pools (the owner is then `FloatingIP/<tenant>/<name>`: [`crate::model::tenant`]).
+    pub tenant: Option<String>,
     /// A MAC or `auto`.
     pub mac: Option<String>,
     pub prefix_length: Option<u8>,
@@ -57,6 +60,7 @@ const FIELDS: &[&str] = &[
     "within",
     "reserved",
     "zone",
+    "tenant",
     "mac",
     "prefixLength",
     "prefix",
@@ -96,6 +100,7 @@ impl AllocateInput {
                 within: f.text("within", "--within <CIDR>")?,
                 reserved: f.texts("reserved")?,
                 zone: f.text("zone", "--zone <ZONE>")?,
+                tenant: f.text("tenant", "--tenant <NS>")?,
                 mac: f.text("mac", "--mac <MAC|auto>")?,
                 prefix_length: f.length("prefixLength", "--prefix-length <N>")?,
                 prefix: f.text("prefix", "--prefix <CIDR>")?,
@@ -180,6 +185,11 @@ const CONFLICTS: &[(&str, &str)] = &[
     ("--explain", "--zone <ZONE>"),
     ("--ttl <DURATION>", "--prefix-length <N>"),
     ("--ttl <DURATION>", "--prefix <CIDR>"),
+    ("--tenant <NS>", "--namespace <NS>"),
+    ("--tenant <NS>", "--prefix-length <N>"),
+    ("--tenant <NS>", "--prefix <CIDR>"),
+    ("--tenant <NS>", "--mac <MAC|auto>"),
+    ("--tenant <NS>", "--subnet <NAME>"),
 ];
 
 impl AllocateInput {
@@ -198,6 +208,7 @@ impl AllocateInput {
             ("--mac <MAC|auto>", self.mac.is_some()),
             ("--explain", self.explain),
             ("--ttl <DURATION>", self.ttl.is_some()),
+            ("--tenant <NS>", self.tenant.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -239,14 +250,15 @@ impl AllocateRequest {
     /// rule of `allocate` that needs no store, whoever asks.
     pub fn new(input: &AllocateInput, scope: &Scope) -> Result<AllocateRequest> {
         input.shape()?;
-        let owner = flag(
-            "--owner",
-            Owner::parse(
-                input.owner.as_deref().unwrap_or_default(),
-                uid(input.uid.as_deref())?,
-            ),
-        )?;
+        let owner = owner(input)?;
         let ns = input.namespace.as_deref();
+        if let Some(tenant) = owner.tenant()
+            && (ns.is_some() || input.prefix_length.is_some() || input.prefix.is_some())
+        {
+            return Err(Error::usage(format!(
+                "`{owner}` is tenant `{tenant}`'s floating IP: one address from the cluster's public pools (`--zone ZONE` or a public POOL, without `-n`, `--prefix-length` or `--prefix`)"
+            )));
+        }
         let form = if input.prefix_length.is_some() || input.prefix.is_some() {
             let [pool] = input.pools.as_slice() else {
                 return Err(Error::usage(
@@ -323,6 +335,11 @@ impl AllocateRequest {
     /// ([`Scope::may_claim_floating`]), which a form with the tenant's namespace checks.
     fn authorize(&self) -> Result<()> {
         let scope = &self.scope;
+        // A tenant's floating IP, from the cluster's public pools: `claim` in the tenant's
+        // namespace is enough, without the cluster scope.
+        if let Some(tenant) = self.owner.tenant() {
+            return crate::engine::floating::check_scope(scope, &tenant);
+        }
         let pool = |pool: &PoolRef| {
             scope.check(Verb::Claim, pool.namespace.as_ref(), || {
                 crate::store::read::pool_missing(pool)
@@ -344,6 +361,11 @@ impl AllocateRequest {
         notes: &mut Vec<String>,
     ) -> Result<Claimed> {
         let (owner, dry_run) = (&self.owner, self.dry_run);
+        if let (Some(tenant), Form::Pools { requests, .. }) = (owner.tenant(), &self.form) {
+            for req in requests {
+                public_only(store, &req.pool, &tenant)?;
+            }
+        }
         let allocated = match &self.form {
             Form::Prefix { pool, want } => {
                 if dry_run {
@@ -385,6 +407,46 @@ impl AllocateRequest {
         }
         Ok(Claimed::Addresses(allocated))
     }
+}
+
+/// Refuses (exit 2) a tenant's floating IP in `pool` unless it is a public pool: a tenant
+/// claims only from the cluster's public pools (a pool keeps its kind while it holds
+/// anything, so the kind read here is the one the claim meets).
+fn public_only(store: &dyn Store, pool: &PoolRef, tenant: &Namespace) -> Result<()> {
+    let spec = crate::store::read::load_pool(store, pool)?;
+    if spec.spec.kind != crate::model::PoolKind::Public {
+        return Err(Error::invalid(
+            "POOL",
+            format!(
+                "pool `{pool}` is a {} pool; tenant `{tenant}`'s floating IP is claimed from a public pool",
+                spec.spec.kind
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The owner `input` claims for: `--owner` (with `--uid`), or with `--tenant` that
+/// tenant's floating IP ([`Owner::floating`]).
+fn owner(input: &AllocateInput) -> Result<Owner> {
+    let text = input.owner.as_deref().unwrap_or_default();
+    let uid = uid(input.uid.as_deref())?;
+    let Some(tenant) = &input.tenant else {
+        return flag("--owner", Owner::parse(text, uid));
+    };
+    let tenant = flag("--tenant", Namespace::new(tenant))?;
+    let name = match text.split_once('/') {
+        Some(("FloatingIP", name)) => name,
+        _ => {
+            return Err(Error::invalid(
+                "--owner",
+                format!(
+                    "`{text}`: `--tenant` claims a floating IP: give `--owner FloatingIP/<name>`"
+                ),
+            ));
+        }
+    };
+    flag("--owner", Owner::floating(&tenant, name, uid))
 }
 
 /// One address in each of several pools, all or nothing (dual stack): the request of each.

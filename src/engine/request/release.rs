@@ -21,8 +21,8 @@ use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef};
 use crate::store::Store;
 
 /// A `release` request as a user gives it: text, unchecked. A batch line's fields are
-/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `force`, `ignoreNotFound` and
-/// `dryRun` (`--within` and `-l` are the command line's only).
+/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `tenant`, `force`,
+/// `ignoreNotFound` and `dryRun` (`--within` and `-l` are the command line's only).
 #[derive(Clone, Debug, Default)]
 pub struct ReleaseInput {
     pub pool: Option<String>,
@@ -44,6 +44,7 @@ const FIELDS: &[&str] = &[
     "owner",
     "uid",
     "kind",
+    "tenant",
     "force",
     "ignoreNotFound",
     "dryRun",
@@ -75,6 +76,7 @@ impl ReleaseInput {
                     owner: f.text("owner", "--owner <KIND/NAME>")?,
                     uid: f.text("uid", "--uid <UUID>")?,
                     kind: f.text("kind", "--kind <KIND>")?,
+                    tenant: f.text("tenant", "--tenant <NS>")?,
                     ..SelectInput::default()
                 },
                 force: f.switch("force")?.unwrap_or(false),
@@ -158,6 +160,13 @@ impl ReleaseRequest {
                         "`--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it",
                     ));
                 }
+                // A guard is an owner filter alone: `--tenant` without `--owner` would guard
+                // by the name's prefix, which a sub-namespace's floating IPs share.
+                if select.tenant.is_some() && select.owner.is_none() {
+                    return Err(Error::usage(
+                        "next to an ADDRESS, `--tenant` guards it with `--owner FloatingIP/NAME`",
+                    ));
+                }
                 let guard = query(None, None, select)?.filter;
                 let pool = pool_ref(ns, pool)?;
                 if addr.contains('/') {
@@ -174,7 +183,8 @@ impl ReleaseRequest {
                         guard,
                         unguarded: select.owner.is_none()
                             && select.uid.is_none()
-                            && select.kind.is_none(),
+                            && select.kind.is_none()
+                            && select.tenant.is_none(),
                         force: input.force,
                     }
                 }
@@ -185,7 +195,7 @@ impl ReleaseRequest {
                 ignore_not_found: input.ignore_not_found,
             },
             _ => return Err(Error::Usage {
-                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--within CIDR` or `-l SELECTOR`".into(),
+                message: "release needs `POOL ADDRESS` or a selector: `--owner KIND/NAME`, `--uid UID`, `--kind KIND`, `--tenant NS`, `--within CIDR` or `-l SELECTOR`".into(),
                 hint: Some("see `ipamctl release --help`; `--dry-run` shows what a selector picks".into()),
             }),
         };
@@ -277,12 +287,20 @@ impl ReleaseRequest {
                 query,
                 ignore_not_found,
             } => {
-                let scopes = crate::engine::scopes::named_scopes(
-                    store,
-                    &self.caller,
-                    Verb::Claim,
-                    scope.clone(),
-                )?;
+                let scopes = match &query.tenant {
+                    // A tenant's floating IPs, in the cluster's public pools: `claim` in
+                    // the tenant's namespace is enough, without the cluster scope.
+                    Some(tenant) if !self.caller.is_everything() => {
+                        crate::engine::floating::check_scope(&self.caller, tenant)?;
+                        Some(vec![None])
+                    }
+                    _ => crate::engine::scopes::named_scopes(
+                        store,
+                        &self.caller,
+                        Verb::Claim,
+                        scope.clone(),
+                    )?,
+                };
                 let asked = Asked {
                     scopes: scopes.as_deref(),
                     query,

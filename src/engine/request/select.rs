@@ -3,9 +3,9 @@
 
 use super::field::{address, flag, owner_filter, prefix};
 use crate::engine::list::Query;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::selector::LabelSelector;
-use crate::model::{OwnerKind, PoolName};
+use crate::model::{Namespace, Owner, OwnerFilter, OwnerKind, PoolName};
 
 /// Which allocations to pick, as text; every selector given must hold.
 #[derive(Clone, Debug, Default)]
@@ -17,6 +17,9 @@ pub struct SelectInput {
     pub within: Option<String>,
     /// `-l`: a label selector.
     pub labels: Option<String>,
+    /// `--tenant`: only this namespace's floating IPs (with `--owner FloatingIP/NAME`, its
+    /// floating IP of that name).
+    pub tenant: Option<String>,
 }
 
 impl SelectInput {
@@ -27,14 +30,19 @@ impl SelectInput {
             && self.uid.is_none()
             && self.within.is_none()
             && self.labels.is_none()
+            && self.tenant.is_none()
     }
 }
 
 /// The selectors (of `pool`, at `address`, if given), validated as a [`Query`] (exit 2 on a
 /// malformed one, naming its flag).
 pub fn query(pool: Option<&str>, at: Option<&str>, select: &SelectInput) -> Result<Query> {
-    let mut filter = owner_filter(select.owner.as_deref(), select.uid.as_deref())?;
-    if let Some(kind) = &select.kind {
+    let tenant = namespace_flag("--tenant", select.tenant.as_deref())?;
+    let mut filter = match &tenant {
+        Some(tenant) => tenant_filter(tenant, select)?,
+        None => owner_filter(select.owner.as_deref(), select.uid.as_deref())?,
+    };
+    if let Some(kind) = select.kind.as_ref().filter(|_| tenant.is_none()) {
         let kind = flag("--kind", kind.parse::<OwnerKind>())?;
         filter = flag("--kind", filter.with_kind(kind))?;
     }
@@ -55,7 +63,45 @@ pub fn query(pool: Option<&str>, at: Option<&str>, select: &SelectInput) -> Resu
         mac: None,
         host_name: None,
         lapsed_at: None,
+        tenant,
     })
+}
+
+/// A namespace flag (`--tenant`), validated.
+fn namespace_flag(name: &str, text: Option<&str>) -> Result<Option<Namespace>> {
+    text.map(|t| flag(name, Namespace::new(t))).transpose()
+}
+
+/// The owner filter of `--tenant T`: `--owner FloatingIP/NAME` (a floating IP's own name)
+/// becomes T's floating IP of that name; without `--owner`, every floating IP whose name
+/// starts with `T/` (the query then keeps those whose tenant is T exactly, not `T/sub`'s).
+fn tenant_filter(tenant: &Namespace, select: &SelectInput) -> Result<OwnerFilter> {
+    let uid = super::field::uid(select.uid.as_deref())?;
+    let owner = match select.owner.as_deref() {
+        None => format!("FloatingIP/{tenant}/"),
+        Some(text) => match text.split_once('/') {
+            Some(("FloatingIP", name)) if !name.contains('/') => {
+                let owner = flag("--owner", Owner::floating(tenant, name, None))?;
+                owner.to_string()
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "--owner",
+                    format!(
+                        "`{text}`: next to `--tenant`, `--owner` names a floating IP by its own name: `FloatingIP/<name>`"
+                    ),
+                ));
+            }
+        },
+    };
+    let filter = flag("--owner", OwnerFilter::new(Some(&owner), uid))?;
+    match &select.kind {
+        Some(kind) if kind != OwnerKind::FloatingIp.as_str() => Err(Error::invalid(
+            "--kind",
+            format!("`--kind {kind}` contradicts `--tenant`, which selects floating IPs"),
+        )),
+        _ => Ok(filter),
+    }
 }
 
 /// The prefix claims of `scopes` (every scope without them: see

@@ -92,11 +92,36 @@ fn the_constructor_refuses_what_the_command_lines_parser_refuses() {
             json!({"pool": "p", "owner": "X/y", "mac": "auto", "prefixLength": 24}),
             "the argument '--mac <MAC|auto>' cannot be used with '--prefix-length <N>'",
         ),
+        (
+            json!({"pool": "p", "namespace": "acme", "tenant": "acme", "owner": "FloatingIP/f"}),
+            "the argument '--tenant <NS>' cannot be used with '--namespace <NS>'",
+        ),
+        (
+            json!({"zone": "z", "tenant": "acme", "owner": "VirtualMachine/vm/0"}),
+            "`--tenant` claims a floating IP: give `--owner FloatingIP/<name>`",
+        ),
+        (
+            json!({"zone": "z", "tenant": "acme", "owner": "FloatingIP/beta/f"}),
+            "invalid FloatingIP name `beta/f`",
+        ),
+        (
+            json!({"pool": "p", "namespace": "acme", "owner": "FloatingIP/beta/f"}),
+            "is tenant `beta`'s floating IP",
+        ),
     ] {
         let input = allocate(line.clone(), &d).unwrap();
         let e = AllocateRequest::new(&input, &Scope::everything()).expect_err(&line.to_string());
         assert!(e.to_string().contains(says), "{line}: {e}");
     }
+    let input = allocate(
+        json!({"zone": "z", "tenant": "acme/prod", "owner": "FloatingIP/f"}),
+        &d,
+    );
+    let tenant = AllocateRequest::new(&input.unwrap(), &Scope::everything()).unwrap();
+    assert_eq!(tenant.owner().to_string(), "FloatingIP/acme/prod/f");
+    let input = ReleaseInput::read(json!({"pool": ["p", "10.0.0.1"], "tenant": "acme"}), &d);
+    let e = ReleaseRequest::new(&input.unwrap(), &Scope::everything()).unwrap_err();
+    assert!(e.to_string().contains("guards it with `--owner"), "{e}");
     let input = ReleaseInput::read(json!({"owner": "X/y", "force": true}), &d).unwrap();
     let e = ReleaseRequest::new(&input, &Scope::everything()).unwrap_err();
     assert!(e.to_string().contains("<ADDRESS>"), "{e}");

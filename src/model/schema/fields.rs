@@ -200,7 +200,7 @@ impl JsonSchema for Owner {
                 "uid": uid,
                 "name": {
                     "type": "string",
-                    "description": "VirtualMachine: `<hostname>/<nic index>`; FloatingIP: a label; VPC: `router`; Node: a label or a prefix.",
+                    "description": "VirtualMachine: `<hostname>/<nic index>`; FloatingIP: a label, or a tenant's `<namespace>/<label>`; VPC: `router`; Node: a label or a prefix.",
                 },
             },
             "required": ["kind", "name"],

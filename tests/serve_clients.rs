@@ -30,7 +30,10 @@ fn run_bounded(secs: u32, program: &str, args: &[&str], dir: &std::path::Path) -
 }
 
 #[test]
-#[cfg_attr(not(has_node), ignore = "needs node and npm: apt-get install nodejs npm")]
+#[cfg_attr(
+    not(has_node),
+    ignore = "needs node and npm: apt-get install nodejs npm"
+)]
 fn serve_passes_the_graphql_over_http_audit_suite() {
     let store = Store::fixture("seed");
     let server = Server::start(&store, &[]);
@@ -41,11 +44,22 @@ fn serve_passes_the_graphql_over_http_audit_suite() {
         dir.join("audit.mjs"),
     )
     .unwrap();
-    std::fs::write(dir.join("package.json"), "{\"type\": \"module\", \"private\": true}\n").unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        "{\"type\": \"module\", \"private\": true}\n",
+    )
+    .unwrap();
     run_bounded(
         300,
         "npm",
-        &["install", "--silent", "--no-audit", "--no-fund", "graphql-http@1.23.1", "graphql@16.15.0"],
+        &[
+            "install",
+            "--silent",
+            "--no-audit",
+            "--no-fund",
+            "graphql-http@1.23.1",
+            "graphql@16.15.0",
+        ],
         &dir,
     );
     let url = format!("{}/graphql", server.url);
@@ -54,10 +68,18 @@ fn serve_passes_the_graphql_over_http_audit_suite() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON line per audit"))
         .collect();
-    assert!(audits.len() >= 50, "only {} audits ran:\n{out}", audits.len());
+    assert!(
+        audits.len() >= 50,
+        "only {} audits ran:\n{out}",
+        audits.len()
+    );
     let failed: Vec<_> = audits.iter().filter(|a| a["status"] != "ok").collect();
     assert!(failed.is_empty(), "audits that do not pass: {failed:#?}");
-    assert!(audits.iter().any(|a| a["name"].as_str().unwrap().starts_with("MUST")));
+    assert!(
+        audits
+            .iter()
+            .any(|a| a["name"].as_str().unwrap().starts_with("MUST"))
+    );
 }
 
 #[test]
@@ -71,7 +93,10 @@ fn serve_answers_pythons_gql_client() {
     let url = format!("{}/graphql", server.url);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve/gql_client.py");
     let out = run_bounded(120, "python3", &[script, &url, TOKEN], &store.root());
-    let steps: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let steps: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let step = |name: &str| {
         steps
             .iter()
@@ -81,7 +106,10 @@ fn serve_answers_pythons_gql_client() {
     };
     let mutations = step("schema")["mutations"].clone();
     for m in ["allocate", "allocateMany", "release"] {
-        assert!(mutations.as_array().unwrap().iter().any(|x| x == m), "{mutations}");
+        assert!(
+            mutations.as_array().unwrap().iter().any(|x| x == m),
+            "{mutations}"
+        );
     }
     let first = step("allocate")["allocate"].clone();
     assert_eq!(first["action"], "CREATED");

@@ -10,7 +10,11 @@ fn printed() -> String {
         .args(["serve", "--print-schema"])
         .output()
         .expect("run ipamctl serve --print-schema");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 

@@ -108,7 +108,8 @@ const BASELINE: [&str; 73] = [
 ];
 
 /// The optional programs: (the program, the `cfg` that `build.rs` sets where it is).
-const TOOLS: [(&str, &str); 26] = [
+const TOOLS: [(&str, &str); 27] = [
+    ("openssl", "has_openssl"),
     ("curl", "has_curl"),
     ("pv", "has_pv"),
     ("python3", "has_python3"),

@@ -242,24 +242,49 @@ async fn serve(
         if let Some(map) = body.as_object_mut() {
             map.remove("data");
         }
-        add_bad_request_codes(&mut body);
+        if let Some(code) = add_bad_request_codes(&mut body) {
+            told.outcome = code.into();
+        }
     }
     respond(request_error(!request_failed), ty, &body)
 }
 
-/// Gives every error without a code (async-graphql's own, of validation) `BAD_REQUEST`.
-fn add_bad_request_codes(body: &mut Value) {
-    let Some(errors) = body.get_mut("errors").and_then(Value::as_array_mut) else {
-        return;
-    };
+/// async-graphql's messages for the limits it keeps (`--max-depth`, `--max-complexity`),
+/// and the flag each names.
+const ITS_LIMITS: [(&str, &str); 2] = [
+    ("nested too deep", "--max-depth"),
+    ("too complex", "--max-complexity"),
+];
+
+/// Gives every error without a code (async-graphql's own, of validation) `BAD_REQUEST`, or
+/// `LIMIT` naming the flag for a limit it keeps.
+fn add_bad_request_codes(body: &mut Value) -> Option<&'static str> {
+    let errors = body.get_mut("errors").and_then(Value::as_array_mut)?;
+    let mut first = None;
     for e in errors {
         let Some(e) = e.as_object_mut() else { continue };
+        let message = e
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let limit = ITS_LIMITS.iter().find(|(m, _)| message.contains(m));
+        if let Some((_, flag)) = limit {
+            e.insert("message".into(), json!(format!("{message} (over {flag})")));
+        }
+        let code = if limit.is_some() {
+            "LIMIT"
+        } else {
+            "BAD_REQUEST"
+        };
         let ext = e.entry("extensions").or_insert_with(|| json!({}));
         if let Some(ext) = ext.as_object_mut() {
-            ext.entry("code").or_insert(json!("BAD_REQUEST"));
+            ext.entry("code").or_insert(json!(code));
             ext.entry("exit").or_insert(json!(2));
         }
+        first.get_or_insert(code);
     }
+    first
 }
 
 /// The media type of the answer, from `Accept`: `None` when the client takes neither.

@@ -72,7 +72,19 @@ pub async fn metrics(Extract(state): Extract<State>, headers: HeaderMap) -> Resp
     let started = Instant::now();
     let caller = match caller(&state, &headers) {
         Ok(caller) => caller,
-        Err(e) => return refused(&e),
+        Err(e) => {
+            let response = refused(&e);
+            let line = super::log::Line {
+                token: "-",
+                operation: "metrics",
+                namespace: "-",
+                outcome: super::errors::code(&e),
+                status: response.status().as_u16(),
+                duration: started.elapsed(),
+            };
+            super::log::request(state.log, &line);
+            return response;
+        }
     };
     let pools = state
         .work

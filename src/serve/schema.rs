@@ -21,6 +21,9 @@ use crate::error::{Error, Result};
 use crate::model::candidates::Usage;
 use crate::model::{AllocationManifest, Namespace, PoolManifest, PoolName};
 
+/// The most directives one field may carry.
+const DIRECTIVES: usize = 16;
+
 /// The schema the server runs.
 pub type IpamSchema = Schema<Query, Mutation, EmptySubscription>;
 
@@ -30,7 +33,8 @@ pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {
         .limit_depth(limits.depth)
         .limit_complexity(limits.complexity)
         .limit_recursive_depth(limits.depth.max(32))
-        .limit_directives(limits.fields);
+        // Directives repeated on one field are no use to anyone here.
+        .limit_directives(DIRECTIVES);
     if let Some(work) = work {
         builder = builder.data(work);
     }

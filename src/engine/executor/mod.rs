@@ -37,6 +37,11 @@ use crate::engine::request::{AllocateRequest, Claimed, Freed, Outcome, ReleaseRe
 use crate::error::{Error, Result};
 use crate::store::Store;
 
+/// How often the dispatcher looks for outcomes while requests are in flight and the input
+/// has none: a server's client waits for each one (the default tick made it wait up to
+/// 100 ms); a batch's input rarely keeps the dispatcher waiting there.
+const BUSY_TICK: Duration = Duration::from_millis(1);
+
 /// One typed request.
 pub enum Request {
     Allocate(Box<AllocateRequest>),

@@ -215,14 +215,7 @@ impl Executor<'_> {
                     }
                     continue;
                 }
-                // While requests are in flight, their outcomes are looked for every
-                // millisecond: a server's client waits for each one (a batch's input
-                // rarely keeps this thread waiting here).
-                let wait = if in_flight > 0 {
-                    Duration::from_millis(1)
-                } else {
-                    tick
-                };
+                let wait = if in_flight > 0 { BUSY_TICK } else { tick };
                 match input.recv_timeout(wait) {
                     // No request starts once the reader is gone (one in flight finishes).
                     Ok(_) if (self.closed)() => {

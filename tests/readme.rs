@@ -10,8 +10,8 @@ use std::process::Command;
 
 #[test]
 #[cfg_attr(
-    not(has_python3),
-    ignore = "needs python3, which an example parses JSON with (apt-get install python3)"
+    not(all(has_python3, has_curl)),
+    ignore = "needs python3, which an example parses JSON with, and curl, the server's client (apt-get install python3 curl)"
 )]
 fn every_sh_block_of_the_readme_runs() {
     common::needs::require("python3");

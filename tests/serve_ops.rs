@@ -282,3 +282,65 @@ fn the_log_has_one_line_per_request_without_secrets_and_metrics_count_them() {
     assert!(!log.contains(TOKEN), "{log}");
     assert!(!log.to_lowercase().contains("authorization"), "{log}");
 }
+
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres)),
+    ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
+)]
+fn a_server_whose_database_connections_are_all_killed_opens_them_again() {
+    let store = Store::database("seed");
+    let server = Server::start(&store, &["--workers", "2"]);
+    let claim = |owner: &str| {
+        server.post(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }",
+            json!({"o": owner}),
+        )
+    };
+    let (_, first) = claim("FloatingIP/before");
+    let address = first["data"]["allocate"]["addresses"][0].clone();
+    assert!(address.is_string(), "{first}");
+    let serve_common::Store::Db(_, db) = &store else {
+        unreachable!()
+    };
+    let killed = db
+        .sql()
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db.name()],
+        )
+        .unwrap();
+    assert!(
+        killed.len() >= 3,
+        "the server's connections: {}",
+        killed.len()
+    );
+    // Within a bounded number of tries, the server answers again: ready, and the owner that
+    // claimed before gets its address back.
+    let mut answered = None;
+    for _ in 0..50 {
+        let (_, body) = claim("FloatingIP/before");
+        if body.get("errors").is_none() {
+            answered = Some(body);
+            break;
+        }
+        let code = body["errors"][0]["extensions"]["code"].clone();
+        assert!(code == "OUTCOME_UNKNOWN" || code == "INTERNAL", "{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answered = answered.unwrap_or_else(|| panic!("never answered again: {}", server.log()));
+    assert_eq!(answered["data"]["allocate"]["addresses"][0], address);
+    let mut ready = 0;
+    for _ in 0..50 {
+        ready = curl(&server.url, "/readyz", &[], b"").0;
+        if ready == 200 {
+            break;
+        }
+        assert_eq!(ready, 503);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(ready, 200, "{}", server.log());
+    let data = server.ok("{ pools { name allocated } }", json!({}));
+    assert_eq!(data["pools"][0]["allocated"], "1");
+    store.assert_check_clean();
+}

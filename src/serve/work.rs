@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::engine::executor::{Done, Executor, Front, Job, Request};
+use crate::engine::executor::{Done, Executor, Front, Halt, Job, Request};
 use crate::engine::request::Outcome;
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -150,7 +151,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn stopping() -> Error {
     Error::OutcomeUnknown {
-        message: "the server is stopping: the request did not run".into(),
+        message: "the request did not run (the server is stopping, or opening its lost database connections again): ask again".into(),
     }
 }
 
@@ -169,8 +170,13 @@ fn config(workers: usize) -> Config<'static> {
     }
 }
 
+/// How long the executor and the readers wait before they open a lost database again.
+const REOPEN: Duration = Duration::from_secs(1);
+
 /// The executor's thread: opens the workers' stores and runs the claims that come until
-/// the channel closes or `stop` is set.
+/// the channel closes or `stop` is set. When every connection is lost (a database
+/// restarted), it opens them again and goes on: the request that found them all lost did
+/// not run (its client is told so), the ones after it wait.
 fn executor(
     at: &Location,
     workers: usize,
@@ -178,7 +184,7 @@ fn executor(
     stop: &AtomicBool,
     ready: &SyncSender<Result<()>>,
 ) {
-    let stores = match crate::store::registry::open_workers(at, &config(workers)) {
+    let mut stores = match crate::store::registry::open_workers(at, &config(workers)) {
         Ok(stores) => stores,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -195,21 +201,41 @@ fn executor(
         prepare: &prepare,
         conclude: &conclude,
     };
-    let executor = Executor {
-        stores: &stores,
-        stop,
-        closed: &|| false,
-    };
-    executor.run(claims, &front, &mut |finished, _| {
-        // A client gone before its answer: the claim stands, as a killed command's would.
-        let _ = finished.meta.send(finished.outcome);
-        Ok(())
-    });
+    loop {
+        let all_lost = || stores.iter().all(|s| s.lost());
+        let executor = Executor {
+            stores: &stores,
+            stop,
+            closed: &all_lost,
+        };
+        let halt = executor.run(claims, &front, &mut |finished, _| {
+            // A client gone before its answer: the claim stands, as a killed command's would.
+            let _ = finished.meta.send(finished.outcome);
+            Ok(())
+        });
+        if !matches!(halt, Some(Halt::Closed { .. })) {
+            return;
+        }
+        super::log::warning("every connection to the database was lost; opening them again");
+        stores = loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match crate::store::registry::open_workers(at, &config(workers)) {
+                Ok(stores) => break stores,
+                Err(e) => {
+                    super::log::warning(&format!("{e} (trying again)"));
+                    std::thread::sleep(REOPEN);
+                }
+            }
+        };
+    }
 }
 
-/// A reader's thread: opens its store and runs the queries that come.
+/// A reader's thread: opens its store and runs the queries that come; a store whose
+/// connection is lost is opened again before the next query.
 fn reader(at: &Location, reads: &Mutex<Receiver<Read>>, ready: &SyncSender<Result<()>>) {
-    let store = match crate::store::registry::open(at, &config(1)) {
+    let mut store = match crate::store::registry::open(at, &config(1)) {
         Ok(store) => store,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -222,6 +248,11 @@ fn reader(at: &Location, reads: &Mutex<Receiver<Read>>, ready: &SyncSender<Resul
         match next {
             Ok(read) => read(&*store),
             Err(_) => return,
+        }
+        if store.lost()
+            && let Ok(again) = crate::store::registry::open(at, &config(1))
+        {
+            store = again;
         }
     }
 }

@@ -39,6 +39,15 @@ impl Store {
         }
     }
 
+    /// A copy of `testdata/<case>` in a fresh database, whatever the suite runs on.
+    pub fn database(case: &str) -> Store {
+        let test = common::Test::new(case);
+        let db = common::pg::Db::new();
+        let out = db.run([std::ffi::OsStr::new("import"), test.state().as_os_str()]);
+        assert!(out.status.success(), "import: {}", common::pg::stderr(&out));
+        Store::Db(test, db)
+    }
+
     /// The global flags that name this store.
     pub fn flags(&self) -> Vec<String> {
         match self {

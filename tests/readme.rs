@@ -15,6 +15,7 @@ use std::process::Command;
 )]
 fn every_sh_block_of_the_readme_runs() {
     common::needs::require("python3");
+    common::needs::require("curl");
     let pages = book::pages();
     // The README's tour makes the state the book's examples build on.
     assert_eq!(pages[0].path, "README.md", "the README's blocks run first");

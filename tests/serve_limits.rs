@@ -198,3 +198,98 @@ fn slow_clients_do_not_stop_a_fast_one_and_are_cut_at_the_read_timeout() {
     let _ = s.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
 }
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn requests_in_flight_and_run_time_are_bounded() {
+    let store = Store::fixture("seed");
+    let server = Server::start(&store, &["--max-in-flight", "1", "--read-timeout", "2s"]);
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    // One request whose body comes slowly holds the only slot...
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    write!(slow, "POST /graphql HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // ...so another is refused at once: 503, LIMIT.
+    let (status, text) = raw(
+        &server,
+        &["Content-Type: application/json"],
+        br#"{"query": "{ pools { name } }"}"#,
+    );
+    assert_eq!(status, 503, "{text}");
+    assert_eq!(code_of(&text), "LIMIT");
+    assert!(text.contains("--max-in-flight 1"), "{text}");
+    // Once the slow one is cut (408), the slot is free again.
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = slow.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    server.ok("{ pools { name } }", json!({}));
+
+    // A request that runs longer than --request-timeout: LIMIT, and asking again (with
+    // time enough) answers what the first one may have claimed.
+    let server = Server::start(&store, &["--request-timeout", "1ms"]);
+    let inputs: Vec<_> = (0..100)
+        .map(|i| json!({"pool": "public-zone-a", "owner": format!("FloatingIP/slow-{i}")}))
+        .collect();
+    let many = "mutation($i: [AllocateInput!]!) { allocateMany(inputs: $i) { claim { addresses } error { code } } }";
+    let (status, body) = server.post(many, json!({"i": inputs}));
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["errors"][0]["extensions"]["code"], "LIMIT", "{body}");
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--request-timeout 1ms"),
+        "{body}"
+    );
+    let server = Server::start(&store, &[]);
+    let data = server.ok(many, json!({"i": inputs}));
+    let outcomes = data["allocateMany"].as_array().unwrap();
+    assert!(outcomes.iter().all(|o| o["error"].is_null()), "{data}");
+    store.assert_check_clean();
+}
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn cors_headers_only_for_the_origins_named() {
+    let store = Store::fixture("seed");
+    let preflight = |server: &Server, origin: &str| {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "20",
+                "-o",
+                "/dev/null",
+                "-D",
+                "-",
+                "-X",
+                "OPTIONS",
+            ])
+            .args([
+                "-H",
+                &format!("Origin: {origin}"),
+                "-H",
+                "Access-Control-Request-Method: POST",
+            ])
+            .arg(format!("{}/graphql", server.url))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_lowercase()
+    };
+    let server = Server::start(&store, &[]);
+    assert!(
+        !preflight(&server, "https://director.example").contains("access-control-allow-origin")
+    );
+    let server = Server::start(&store, &["--cors-origin", "https://director.example"]);
+    let allowed = preflight(&server, "https://director.example");
+    assert!(
+        allowed.contains("access-control-allow-origin: https://director.example"),
+        "{allowed}"
+    );
+    assert!(
+        !preflight(&server, "https://evil.example")
+            .contains("access-control-allow-origin: https://evil.example")
+    );
+}

@@ -344,3 +344,97 @@ fn a_server_whose_database_connections_are_all_killed_opens_them_again() {
     assert_eq!(data["pools"][0]["allocated"], "1");
     store.assert_check_clean();
 }
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn sigkill_under_load_loses_nothing_acknowledged() {
+    let store = Store::fixture("seed");
+    let mut server = Server::start(&store, &[]);
+    let url = server.url.clone();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let acked = std::sync::atomic::AtomicUsize::new(0);
+    let acknowledged = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..16)
+            .map(|c| {
+                let (url, stop, acked) = (url.clone(), &stop, &acked);
+                s.spawn(move || {
+                    let mut got = Vec::new();
+                    for i in 0..15 {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let owner = format!("FloatingIP/k-{c}-{i}");
+                        let body = json!({"query": "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }", "variables": {"o": owner}}).to_string();
+                        let auth = format!("Authorization: Bearer {TOKEN}");
+                        let out = Command::new("curl")
+                            .args(["-sS", "--max-time", "30", "-H", &auth, "-H", "Content-Type: application/json", "--data-binary", &body])
+                            .arg(format!("{url}/graphql"))
+                            .output()
+                            .unwrap();
+                        let v: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+                            Ok(v) => v,
+                            Err(_) => break, // the server died mid-answer: nothing acknowledged
+                        };
+                        match v["data"]["allocate"]["addresses"][0].as_str() {
+                            Some(a) => {
+                                got.push((owner, a.to_owned()));
+                                acked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            None => break,
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        // Killed once some claims were answered and others are in flight (bounded wait).
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while acked.load(std::sync::atomic::Ordering::Relaxed) < 24
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server.signal("KILL");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(
+        server.wait(Duration::from_secs(10)),
+        None,
+        "killed by a signal"
+    );
+    assert!(
+        !acknowledged.is_empty(),
+        "nothing was answered before the kill"
+    );
+    // A new server answers every acknowledged owner its address.
+    let server = Server::start(&store, &[]);
+    for (owner, address) in &acknowledged {
+        let data = server.ok(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses action } }",
+            json!({"o": owner}),
+        );
+        assert_eq!(
+            data["allocate"]["addresses"][0],
+            address.as_str(),
+            "{owner}"
+        );
+        assert_eq!(data["allocate"]["action"], "EXISTING", "{owner}");
+    }
+    let listed = server.ok("{ allocations { address owner } }", json!({}));
+    let listed = listed["allocations"].as_array().unwrap();
+    let owners: std::collections::BTreeSet<_> = listed
+        .iter()
+        .map(|a| a["owner"].as_str().unwrap())
+        .collect();
+    let addresses: std::collections::BTreeSet<_> = listed
+        .iter()
+        .map(|a| a["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners.len(), listed.len(), "an owner holds two");
+    assert_eq!(addresses.len(), listed.len(), "an address held twice");
+    store.assert_check_clean();
+}

@@ -202,7 +202,7 @@ fn executor(
         conclude: &conclude,
     };
     loop {
-        let all_lost = || stores.iter().all(|s| s.lost());
+        let all_lost = || crate::engine::executor::all_lost(&stores);
         let executor = Executor {
             stores: &stores,
             stop,
@@ -249,7 +249,7 @@ fn reader(at: &Location, reads: &Mutex<Receiver<Read>>, ready: &SyncSender<Resul
             Ok(read) => read(&*store),
             Err(_) => return,
         }
-        if store.lost()
+        if crate::engine::executor::all_lost(std::slice::from_ref(&store))
             && let Ok(again) = crate::store::registry::open(at, &config(1))
         {
             store = again;

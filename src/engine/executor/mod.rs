@@ -130,6 +130,13 @@ struct Queue<'a, J> {
     more: &'a (dyn Fn() -> bool + Sync),
 }
 
+/// Whether every store of `stores` can run nothing more ([`crate::store::Units::lost`]:
+/// each connection closed, a database restarted): a long-running front end (the server)
+/// then opens them again, and [`Executor::run`] given this as `closed` stops for it.
+pub fn all_lost(stores: &[Box<dyn Store + Sync>]) -> bool {
+    !stores.is_empty() && stores.iter().all(|s| s.lost())
+}
+
 impl Executor<'_> {
     /// The single command: `request` alone on `store`, as a batch's worker runs each.
     pub fn one(store: &(dyn Store + Sync), request: &Request) -> Outcome<Done> {

@@ -161,3 +161,57 @@ fn serve_health_needs_no_token_and_says_nothing_of_the_state() {
     );
     assert_eq!(curl(&server.url, "/nope", &[], b"").0, 404);
 }
+
+#[test]
+fn serve_refuses_to_start_on_no_store_or_a_bad_address_with_one_error() {
+    let bin = env!("CARGO_BIN_EXE_ipamctl");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let cases: [(&[&str], i32, &str); 3] = [
+        (
+            &[
+                "-d",
+                missing.to_str().unwrap(),
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            3,
+            "does not exist",
+        ),
+        (
+            &[
+                "-d",
+                missing.to_str().unwrap(),
+                "serve",
+                "--listen",
+                "nohost",
+            ],
+            2,
+            "--listen: `nohost` is not HOST:PORT",
+        ),
+        (
+            &[
+                "-d",
+                missing.to_str().unwrap(),
+                "--store",
+                "postgresql://x/y",
+                "serve",
+            ],
+            2,
+            "both name a store",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = std::process::Command::new(bin)
+            .args(args)
+            .env_remove("IPAMCTL_STORE")
+            .env_remove("IPAMCTL_STATE_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        common::assert_one_error(&stderr);
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}

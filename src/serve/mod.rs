@@ -78,7 +78,7 @@ pub fn run(config: Config) -> Result<()> {
     // The requests are drained (or the time is up): the executor finishes what it holds.
     drop(runtime);
     if let Ok(work) = Arc::try_unwrap(work) {
-        work.stop();
+        work.stop(config.shutdown_timeout);
     }
     served
 }

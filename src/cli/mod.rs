@@ -13,6 +13,7 @@ pub mod output;
 pub mod report;
 pub mod schema;
 pub mod token_args;
+pub mod serve_args;
 
 pub use args::*;
 pub use host_args::*;

@@ -4,6 +4,7 @@
 //! [`crate::engine::subnet_usage::list`], [`crate::engine::prefix::usage`]), so the two can
 //! never disagree.
 
+use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::time::SystemTime;
 
@@ -351,6 +352,41 @@ fn cooling_records(
     })
 }
 
+/// `metrics` in Prometheus' text exposition format (both front ends serve it: `ipamctl
+/// metrics` and the server's `GET /metrics`): each metric's `# HELP` and `# TYPE gauge`
+/// lines, then its samples, in the order given.
+pub fn exposition(metrics: &[Metric]) -> String {
+    let mut text = String::new();
+    for m in metrics {
+        let _ = writeln!(text, "# HELP {} {}", m.name, escape_help(m.help));
+        let _ = writeln!(text, "# TYPE {} gauge", m.name);
+        for s in &m.samples {
+            let labels: Vec<String> = s
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            let value = match s.value {
+                // Exact: the reader rounds to a float, not this file.
+                Value::Count(n) => n.to_string(),
+                Value::Ratio(r) => r.to_string(),
+            };
+            let _ = writeln!(text, "{}{{{}}} {value}", m.name, labels.join(","));
+        }
+    }
+    text
+}
+
+/// A `# HELP` text: backslash and line feed escaped.
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A label value: backslash, double quote and line feed escaped.
+fn escape_label(text: &str) -> String {
+    escape_help(text).replace('"', "\\\"")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,5 +398,22 @@ mod tests {
         assert_eq!(block_size(net("10.0.0.1/32")), 1);
         assert_eq!(block_size(net("fd00::/64")), 1 << 64);
         assert_eq!(block_size(net("::/0")), u128::MAX);
+    }
+
+    #[test]
+    fn exposition_writes_help_type_and_escaped_labels() {
+        let m = Metric {
+            name: "ipamctl_x",
+            help: "a \\ b",
+            samples: vec![Sample {
+                labels: vec![("pool", "a\"b\nc".into()), ("zone", String::new())],
+                value: Value::Count(u128::MAX),
+            }],
+        };
+        assert_eq!(
+            exposition(&[m]),
+            "# HELP ipamctl_x a \\\\ b\n# TYPE ipamctl_x gauge\n\
+             ipamctl_x{pool=\"a\\\"b\\nc\",zone=\"\"} 340282366920938463463374607431768211455\n"
+        );
     }
 }

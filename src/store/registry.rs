@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::store::fs::FsStore;
 use crate::store::pg::{PgStore, Target, conninfo};
@@ -36,6 +36,35 @@ impl Location {
         } else {
             Err(conninfo::why_not_postgres(store))
         }
+    }
+
+    /// Where the global options put the store: a database with `store` (`--store`, a
+    /// PostgreSQL connection string, never together with `state_dir`), else the state
+    /// directory (`-d`, or found from the current directory up). Both front ends (the
+    /// command line and `ipamctl serve`) choose it here; exit 2 for both or a string that is
+    /// no connection string (which is never repeated: it may hold a password).
+    pub fn choose(state_dir: Option<PathBuf>, store: Option<&str>) -> Result<Location> {
+        let Some(url) = store else {
+            return Ok(Location::Dir(state_dir));
+        };
+        if state_dir.is_some() {
+            return Err(Error::Usage {
+                message: "`--store` and `--state-dir` both name a store; give one".into(),
+                hint: Some(
+                    "a database: --store postgresql://…; a state directory: -d DIR (check IPAMCTL_STORE and IPAMCTL_STATE_DIR)"
+                        .into(),
+                ),
+            });
+        }
+        Location::database(url).map_err(|why| {
+            Error::Usage {
+            message: format!("`--store` is not a PostgreSQL connection string: {why}"),
+            hint: Some(
+                "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"
+                    .into(),
+            ),
+        }
+        })
     }
 
     /// Whether it names a database.

@@ -2,7 +2,6 @@
 //! ([`crate::engine::metrics`]) in Prometheus' text exposition format, to stdout or
 //! atomically to a file for node_exporter's textfile collector.
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
@@ -11,7 +10,7 @@ use crate::cli::{DhcpFormat, GlobalArgs, MetricsArgs, OutputFormat};
 use crate::engine::check::{Report, Severity};
 use crate::engine::dhcp::Family;
 use crate::engine::leases;
-use crate::engine::metrics::{self, Metric, Problems, Value};
+use crate::engine::metrics::{self, Metric, Problems};
 use crate::engine::segments::Scope;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -101,7 +100,7 @@ fn emit(
     if let Some(drift) = drift? {
         collected.push(drift);
     }
-    let text = exposition(&collected);
+    let text = metrics::exposition(&collected);
     match &args.out {
         Some(path) => replace_file(path, &text),
         None => output::write(out, &text),
@@ -131,40 +130,6 @@ fn lease_drift(
     Ok(Some(leases::drift_metric(&reports)))
 }
 
-/// `metrics` in the text exposition format: each metric's `# HELP` and `# TYPE gauge`
-/// lines, then its samples, in the order given.
-fn exposition(metrics: &[Metric]) -> String {
-    let mut text = String::new();
-    for m in metrics {
-        let _ = writeln!(text, "# HELP {} {}", m.name, escape_help(m.help));
-        let _ = writeln!(text, "# TYPE {} gauge", m.name);
-        for s in &m.samples {
-            let labels: Vec<String> = s
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
-                .collect();
-            let value = match s.value {
-                // Exact: the reader rounds to a float, not this file.
-                Value::Count(n) => n.to_string(),
-                Value::Ratio(r) => r.to_string(),
-            };
-            let _ = writeln!(text, "{}{{{}}} {value}", m.name, labels.join(","));
-        }
-    }
-    text
-}
-
-/// A `# HELP` text: backslash and line feed escaped.
-fn escape_help(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-/// A label value: backslash, double quote and line feed escaped.
-fn escape_label(text: &str) -> String {
-    escape_help(text).replace('"', "\\\"")
-}
-
 /// Writes `text` to `path` through a temporary file in the same directory, renamed over
 /// it, so a reader sees the old file or the new one, never a part; readable by everyone,
 /// as the textfile collector (another user) must read it. The temporary file's name does
@@ -188,27 +153,4 @@ fn replace_file(path: &Path, text: &str) -> Result<()> {
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::metrics::Sample;
-
-    #[test]
-    fn exposition_writes_help_type_and_escaped_labels() {
-        let m = Metric {
-            name: "ipamctl_x",
-            help: "a \\ b",
-            samples: vec![Sample {
-                labels: vec![("pool", "a\"b\nc".into()), ("zone", String::new())],
-                value: Value::Count(u128::MAX),
-            }],
-        };
-        assert_eq!(
-            exposition(&[m]),
-            "# HELP ipamctl_x a \\\\ b\n# TYPE ipamctl_x gauge\n\
-             ipamctl_x{pool=\"a\\\"b\\nc\",zone=\"\"} 340282366920938463463374607431768211455\n"
-        );
-    }
 }

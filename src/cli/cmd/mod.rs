@@ -28,6 +28,7 @@ mod release;
 mod renew;
 mod report;
 mod schema;
+mod serve;
 mod subnet;
 mod supernet;
 mod token;
@@ -97,6 +98,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Mac(command) => mac::run(&*open(g)?, g, &command, out),
         Command::Report => report::run(&*open(g)?, g, out),
         Command::Metrics(args) => metrics::run(g, &args, out),
+        Command::Serve(args) => serve::run(g, &args, out),
         Command::Dhcp(command) => dhcp::run(&*open(g)?, g, &command, out),
         Command::Dns(command) => dns::run(&*open(g)?, g, &command, out),
         Command::Export(args) => export::run(&*open_database(g, "export")?, g, &args, out),
@@ -218,30 +220,9 @@ fn open_dir(g: &GlobalArgs, command: &str) -> Result<Box<dyn Store + Sync>> {
     registry::open(&at, &config(1))
 }
 
-/// Where the store is: a database with `--store` (a PostgreSQL connection string, never
-/// together with `--state-dir`), else the state directory (`-d`, or found from the current
-/// directory up).
+/// Where the store is ([`Location::choose`]: `--store` or `-d`, never both).
 fn location(g: &GlobalArgs) -> Result<Location> {
-    let Some(url) = g.store.as_deref() else {
-        return Ok(Location::Dir(g.state_dir.clone()));
-    };
-    if g.state_dir.is_some() {
-        return Err(Error::Usage {
-            message: "`--store` and `--state-dir` both name a store; give one".into(),
-            hint: Some(
-                "a database: --store postgresql://…; a state directory: -d DIR (check IPAMCTL_STORE and IPAMCTL_STATE_DIR)"
-                    .into(),
-            ),
-        });
-    }
-    Location::database(url).map_err(|why| Error::Usage {
-        // Never the string itself: whatever it is, it may hold a password.
-        message: format!("`--store` is not a PostgreSQL connection string: {why}"),
-        hint: Some(
-            "give postgresql://USER@HOST/DB or `host=… dbname=…`; a state directory is `-d DIR`"
-                .into(),
-        ),
-    })
+    Location::choose(g.state_dir.clone(), g.store.as_deref())
 }
 
 /// `-n`, validated.

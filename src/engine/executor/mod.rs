@@ -37,6 +37,11 @@ use crate::engine::request::{AllocateRequest, Claimed, Freed, Outcome, ReleaseRe
 use crate::error::{Error, Result};
 use crate::store::Store;
 
+/// How often the dispatcher looks for outcomes while requests are in flight and the input
+/// has none: a server's client waits for each one (the default tick made it wait up to
+/// 100 ms); a batch's input rarely keeps the dispatcher waiting there.
+const BUSY_TICK: Duration = Duration::from_millis(1);
+
 /// One typed request.
 pub enum Request {
     Allocate(Box<AllocateRequest>),
@@ -125,6 +130,13 @@ struct Queue<'a, J> {
     more: &'a (dyn Fn() -> bool + Sync),
 }
 
+/// Whether every store of `stores` can run nothing more ([`crate::store::Units::lost`]:
+/// each connection closed, a database restarted): a long-running front end (the server)
+/// then opens them again, and [`Executor::run`] given this as `closed` stops for it.
+pub fn all_lost(stores: &[Box<dyn Store + Sync>]) -> bool {
+    !stores.is_empty() && stores.iter().all(|s| s.lost())
+}
+
 impl Executor<'_> {
     /// The single command: `request` alone on `store`, as a batch's worker runs each.
     pub fn one(store: &(dyn Store + Sync), request: &Request) -> Outcome<Done> {
@@ -210,7 +222,8 @@ impl Executor<'_> {
                     }
                     continue;
                 }
-                match input.recv_timeout(tick) {
+                let wait = if in_flight > 0 { BUSY_TICK } else { tick };
+                match input.recv_timeout(wait) {
                     // No request starts once the reader is gone (one in flight finishes).
                     Ok(_) if (self.closed)() => {
                         halt.get_or_insert(Halt::Closed { started: sent });

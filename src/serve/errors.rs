@@ -1,0 +1,48 @@
+//! The engine's errors as the API gives them: a GraphQL error whose `extensions` carry
+//! `code` (the contract's name for the failure), `exit` (the command line's exit code for
+//! the same failure) and `hint` (the command line's hint), with the command line's message.
+
+use async_graphql::ErrorExtensions;
+
+use crate::error::Error;
+
+/// The contract's code for `e`. Exhaustive on purpose, as [`Error::exit_code`] is.
+pub fn code(e: &Error) -> &'static str {
+    match e {
+        Error::Usage { .. } | Error::Invalid { .. } => "BAD_REQUEST",
+        Error::NoStateDir { .. } | Error::NotFound { .. } | Error::NoSchema { .. } => "NOT_FOUND",
+        Error::Conflict { .. } => "CONFLICT",
+        Error::Exhausted { .. } | Error::NoRoom { .. } => "EXHAUSTED",
+        Error::OutcomeUnknown { .. } => "OUTCOME_UNKNOWN",
+        Error::Unauthenticated { .. } => "UNAUTHENTICATED",
+        Error::Forbidden { .. } => "FORBIDDEN",
+        Error::Limit { .. } => "LIMIT",
+        Error::Interrupted { .. } => "INTERRUPTED",
+        Error::Io { .. }
+        | Error::ReadOnly { .. }
+        | Error::Corrupt { .. }
+        | Error::Database { .. } => "INTERNAL",
+    }
+}
+
+/// `e` as a GraphQL error.
+pub fn graphql(e: &Error) -> async_graphql::Error {
+    async_graphql::Error::new(e.to_string()).extend_with(|_, ext| {
+        ext.set("code", code(e));
+        ext.set("exit", e.exit_code());
+        if let Some(hint) = e.hint() {
+            ext.set("hint", hint);
+        }
+    })
+}
+
+/// An engine result made a resolver's.
+pub trait Graphql<T> {
+    fn gql(self) -> async_graphql::Result<T>;
+}
+
+impl<T> Graphql<T> for crate::error::Result<T> {
+    fn gql(self) -> async_graphql::Result<T> {
+        self.map_err(|e| graphql(&e))
+    }
+}

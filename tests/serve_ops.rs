@@ -1,0 +1,441 @@
+//! Running `ipamctl serve`: TLS checked by curl against a CA made with openssl, plain HTTP
+//! refused where it should be, SIGTERM drains the requests in flight and exits 0, the
+//! request log (text and JSON) and `/metrics` (issue 42).
+
+mod common;
+mod serve_common;
+
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+use serve_common::{Server, Store, curl, token};
+
+/// openssl with `args` in `dir`; fails the test on an error.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_openssl)),
+    ignore = "needs curl and openssl: apt-get install curl openssl"
+)]
+fn serve_speaks_tls_to_a_client_that_trusts_its_ca_and_refuses_plain_http() {
+    let store = Store::fixture("seed");
+    let dir = store.root();
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=ipamctl test CA",
+        ],
+    );
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        &dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+    let cert = dir.join("server.pem").display().to_string();
+    let key = dir.join("server.key").display().to_string();
+    let server = Server::start(&store, &["--tls-cert", &cert, "--tls-key", &key]);
+    assert!(
+        server.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    let ca = dir.join("ca.pem").display().to_string();
+    assert_eq!(
+        curl(&server.url, "/healthz", &["--cacert", &ca], b""),
+        (200, "ok\n".into())
+    );
+    let body = json!({"query": "mutation { allocate(input: {pool: \"public-zone-a\", owner: \"FloatingIP/tls\"}) { addresses } }"}).to_string();
+    let auth = format!("Authorization: Bearer {token}", token = token());
+    let (status, text) = curl(
+        &server.url,
+        "/graphql",
+        &[
+            "--cacert",
+            &ca,
+            "-H",
+            &auth,
+            "-H",
+            "Content-Type: application/json",
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("203.0.113.4"), "{text}");
+    // A client that does not trust the CA is refused by its own check.
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "20",
+            &format!("{}/healthz", server.url),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // Plain HTTP on the TLS port gets no answer.
+    let plain = server.url.replace("https://", "http://");
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "20",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{plain}/healthz"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success() || String::from_utf8_lossy(&out.stdout) == "000",
+        "{out:?}"
+    );
+    // Without TLS, an address other hosts reach is refused unless --insecure.
+    let out = store
+        .ipamctl(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error: `--listen 0.0.0.0:0` is not a loopback address"),
+        "{stderr}"
+    );
+    // A key that is not the certificate's: exit 2 before listening.
+    let out = store
+        .ipamctl([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &ca,
+            "--tls-key",
+            &key,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn sigterm_finishes_the_requests_in_flight_and_exits_zero() {
+    let store = Store::fixture("seed");
+    let mut server = Server::start(&store, &[]);
+    // 200 claims in one request: in flight when the signal comes.
+    let inputs: Vec<_> = (0..200)
+        .map(|i| json!({"pool": "public-zone-a", "owner": format!("FloatingIP/drain-{i}")}))
+        .collect();
+    let body = json!({"query": "mutation($i: [AllocateInput!]!) { allocateMany(inputs: $i) { index claim { addresses } error { code } } }", "variables": {"i": inputs}}).to_string();
+    // The request is sent whole on a connection of its own before the signal, so that it is
+    // in flight (not waiting to be accepted) when the signal comes.
+    let mut conn = std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    write!(
+        conn,
+        "POST /graphql HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len(),
+        token = token(),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    server.signal("TERM");
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let text = answer.split_once("\r\n\r\n").unwrap().1.to_owned();
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let outcomes = body["data"]["allocateMany"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 200);
+    assert!(outcomes.iter().all(|o| o["error"].is_null()), "{text}");
+    assert_eq!(server.wait(Duration::from_secs(40)), Some(0));
+    // The signal came while the request was in flight: the server said it was stopping
+    // before it logged the answer.
+    let log = server.log();
+    let stopping = log.find("stopping").expect("a stopping line");
+    let answered = log
+        .find("operation=allocateMany")
+        .expect("the request's line");
+    assert!(stopping < answered, "{log}");
+    // Every claim the response acknowledged is held.
+    let out = store.ipamctl(["list", "-o", "json"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    for o in outcomes {
+        let address = o["claim"]["addresses"][0].as_str().unwrap();
+        assert!(listed.contains(address), "{address} not held");
+    }
+    store.assert_check_clean();
+}
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn the_log_has_one_line_per_request_without_secrets_and_metrics_count_them() {
+    let store = Store::fixture("seed");
+    let server = Server::start(&store, &["--log-format", "json"]);
+    server.ok("mutation { allocate(input: {pool: \"public-zone-a\", owner: \"FloatingIP/m\"}) { owner } }", json!({}));
+    let (_, body) = server.post(
+        "mutation { allocate(input: {pool: \"nope\", owner: \"FloatingIP/m\"}) { owner } }",
+        json!({}),
+    );
+    assert_eq!(body["errors"][0]["extensions"]["code"], "NOT_FOUND");
+    let (status, text) = curl(&server.url, "/metrics", &[], b"");
+    assert_eq!(status, 401, "{text}");
+    let auth = format!("Authorization: Bearer {token}", token = token());
+    let (status, text) = curl(&server.url, "/metrics", &["-H", &auth], b"");
+    assert_eq!(status, 200, "{text}");
+    // The pools' metrics, as `ipamctl metrics` renders them, then the server's.
+    let cli = store.ipamctl(["metrics"]).output().unwrap();
+    let cli = String::from_utf8_lossy(&cli.stdout);
+    assert!(text.starts_with(&*cli), "served:\n{text}\ncli:\n{cli}");
+    assert!(
+        text.contains("ipamctl_server_requests_total{operation=\"allocate\",outcome=\"OK\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "ipamctl_server_requests_total{operation=\"allocate\",outcome=\"NOT_FOUND\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("ipamctl_server_request_duration_seconds_count 2"),
+        "{text}"
+    );
+    let log = server.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{log}");
+    assert_eq!(lines[2]["outcome"], "UNAUTHENTICATED");
+    assert_eq!(lines[0]["operation"], "allocate");
+    assert_eq!(lines[0]["token"], "test");
+    assert_eq!(lines[0]["outcome"], "OK");
+    assert_eq!(lines[1]["outcome"], "NOT_FOUND");
+    for key in ["time", "namespace", "durationMs", "status"] {
+        assert!(lines[0].get(key).is_some(), "{key}: {}", lines[0]);
+    }
+    assert!(!log.contains(token()), "{log}");
+    assert!(!log.to_lowercase().contains("authorization"), "{log}");
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres)),
+    ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
+)]
+fn a_server_whose_database_connections_are_all_killed_opens_them_again() {
+    let store = Store::database("seed");
+    let server = Server::start(&store, &["--workers", "2"]);
+    let claim = |owner: &str| {
+        server.post(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }",
+            json!({"o": owner}),
+        )
+    };
+    let (_, first) = claim("FloatingIP/before");
+    let address = first["data"]["allocate"]["addresses"][0].clone();
+    assert!(address.is_string(), "{first}");
+    let serve_common::Store::Db(_, db) = &store else {
+        unreachable!()
+    };
+    let killed = db
+        .sql()
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db.name()],
+        )
+        .unwrap();
+    assert!(
+        killed.len() >= 3,
+        "the server's connections: {}",
+        killed.len()
+    );
+    // Within a bounded number of tries, the server answers again: ready, and the owner that
+    // claimed before gets its address back.
+    let mut answered = None;
+    for _ in 0..50 {
+        let (_, body) = claim("FloatingIP/before");
+        if body.get("errors").is_none() {
+            answered = Some(body);
+            break;
+        }
+        let code = body["errors"][0]["extensions"]["code"].clone();
+        assert!(code == "OUTCOME_UNKNOWN" || code == "INTERNAL", "{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answered = answered.unwrap_or_else(|| panic!("never answered again: {}", server.log()));
+    assert_eq!(answered["data"]["allocate"]["addresses"][0], address);
+    let mut ready = 0;
+    for _ in 0..50 {
+        ready = curl(&server.url, "/readyz", &[], b"").0;
+        if ready == 200 {
+            break;
+        }
+        assert_eq!(ready, 503);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(ready, 200, "{}", server.log());
+    let data = server.ok("{ pools { name allocated } }", json!({}));
+    assert_eq!(data["pools"][0]["allocated"], "1");
+    store.assert_check_clean();
+}
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn sigkill_under_load_loses_nothing_acknowledged() {
+    let store = Store::fixture("seed");
+    let mut server = Server::start(&store, &[]);
+    let url = server.url.clone();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let acked = std::sync::atomic::AtomicUsize::new(0);
+    let acknowledged = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..16)
+            .map(|c| {
+                let (url, stop, acked) = (url.clone(), &stop, &acked);
+                s.spawn(move || {
+                    let mut got = Vec::new();
+                    for i in 0..15 {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let owner = format!("FloatingIP/k-{c}-{i}");
+                        let body = json!({"query": "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }", "variables": {"o": owner}}).to_string();
+                        let auth = format!("Authorization: Bearer {token}", token = token());
+                        let out = Command::new("curl")
+                            .args(["-sS", "--max-time", "30", "-H", &auth, "-H", "Content-Type: application/json", "--data-binary", &body])
+                            .arg(format!("{url}/graphql"))
+                            .output()
+                            .unwrap();
+                        let v: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+                            Ok(v) => v,
+                            Err(_) => break, // the server died mid-answer: nothing acknowledged
+                        };
+                        match v["data"]["allocate"]["addresses"][0].as_str() {
+                            Some(a) => {
+                                got.push((owner, a.to_owned()));
+                                acked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            None => break,
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        // Killed once some claims were answered and others are in flight (bounded wait).
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while acked.load(std::sync::atomic::Ordering::Relaxed) < 24
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server.signal("KILL");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(
+        server.wait(Duration::from_secs(10)),
+        None,
+        "killed by a signal"
+    );
+    assert!(
+        !acknowledged.is_empty(),
+        "nothing was answered before the kill"
+    );
+    // A new server answers every acknowledged owner its address.
+    let server = Server::start(&store, &[]);
+    for (owner, address) in &acknowledged {
+        let data = server.ok(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses action } }",
+            json!({"o": owner}),
+        );
+        assert_eq!(
+            data["allocate"]["addresses"][0],
+            address.as_str(),
+            "{owner}"
+        );
+        assert_eq!(data["allocate"]["action"], "EXISTING", "{owner}");
+    }
+    let listed = server.ok("{ allocations { address owner } }", json!({}));
+    let listed = listed["allocations"].as_array().unwrap();
+    let owners: std::collections::BTreeSet<_> = listed
+        .iter()
+        .map(|a| a["owner"].as_str().unwrap())
+        .collect();
+    let addresses: std::collections::BTreeSet<_> = listed
+        .iter()
+        .map(|a| a["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners.len(), listed.len(), "an owner holds two");
+    assert_eq!(addresses.len(), listed.len(), "an address held twice");
+    store.assert_check_clean();
+}

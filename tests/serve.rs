@@ -138,7 +138,7 @@ fn serve_errors_carry_the_command_lines_code_exit_and_message() {
         assert_eq!(status, 401, "{text}");
         let body: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(error_of(&body).0, "UNAUTHENTICATED");
-        assert_eq!(error_of(&body).1, 7);
+        assert_eq!(error_of(&body).1, 8);
     }
     let held = server.ok("{ allocations(pool: \"p31\") { address } }", json!({}));
     assert_eq!(held["allocations"], json!([]));
@@ -167,12 +167,20 @@ fn serve_refuses_to_start_on_no_store_or_a_bad_address_with_one_error() {
     let bin = env!("CARGO_BIN_EXE_ipamctl");
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
-    let cases: [(&[&str], i32, &str); 3] = [
+    let tokens = serve_common::tokens_file().to_str().unwrap();
+    let cases: [(&[&str], i32, &str); 4] = [
+        (
+            &["-d", missing.to_str().unwrap(), "serve"],
+            2,
+            "`ipamctl serve` needs `--tokens FILE`",
+        ),
         (
             &[
                 "-d",
                 missing.to_str().unwrap(),
                 "serve",
+                "--tokens",
+                tokens,
                 "--listen",
                 "127.0.0.1:0",
             ],

@@ -12,8 +12,8 @@ pub mod map;
 pub mod output;
 pub mod report;
 pub mod schema;
-pub mod token_args;
 pub mod serve_args;
+pub mod token_args;
 
 pub use args::*;
 pub use host_args::*;

@@ -58,8 +58,9 @@ impl Authenticator {
             .strip_prefix(b"Bearer ")
             .or_else(|| header.strip_prefix(b"bearer "))
             .ok_or_else(|| unauthenticated("the `Authorization` header is not `Bearer TOKEN`"))?;
-        let secret = std::str::from_utf8(secret)
-            .map_err(|_| unauthenticated("the token is not valid: unknown, revoked or malformed"))?;
+        let secret = std::str::from_utf8(secret).map_err(|_| {
+            unauthenticated("the token is not valid: unknown, revoked or malformed")
+        })?;
         let caller = self.book.authenticate(secret.trim())?;
         Ok(Caller {
             name: caller.name.to_string(),

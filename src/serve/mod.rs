@@ -7,6 +7,7 @@
 //! ([`work`]): the engine's executor for claims and releases, a few readers for the
 //! queries. No lock and no transaction is ever held across an `.await`.
 
+mod admin;
 pub mod auth;
 mod errors;
 mod graphql;

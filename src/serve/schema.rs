@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_graphql::{Context, EmptySubscription, Enum, InputObject, Object, Schema, SimpleObject};
 use serde::Serialize;
 
-use super::errors::{Graphql, graphql};
+use super::errors::Graphql;
 use super::work::Work;
 use crate::engine::allocate::Allocated;
 use crate::engine::executor::{Done, Request};
@@ -28,9 +28,13 @@ const DIRECTIVES: usize = 16;
 /// The schema the server runs.
 pub type IpamSchema = Schema<Query, Mutation, EmptySubscription>;
 
+/// Every mutation: the claims' and the seed operations' ([`super::admin`]).
+#[derive(async_graphql::MergedObject, Default)]
+pub struct Mutation(ClaimMutation, super::admin::AdminMutation);
+
 /// The schema, with its limits; `work` is absent only for printing the SDL.
 pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {
-    let mut builder = Schema::build(Query, Mutation, EmptySubscription)
+    let mut builder = Schema::build(Query, Mutation::default(), EmptySubscription)
         .limit_depth(limits.depth)
         .limit_complexity(limits.complexity)
         .limit_recursive_depth(limits.depth.max(32))
@@ -42,13 +46,13 @@ pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {
     builder.finish()
 }
 
-fn work<'a>(ctx: &Context<'a>) -> &'a Arc<Work> {
+pub(super) fn work<'a>(ctx: &Context<'a>) -> &'a Arc<Work> {
     ctx.data_unchecked::<Arc<Work>>()
 }
 
 /// The caller's scope: every request reached the schema through the authenticator
 /// ([`super::auth`]), which put its caller in the request's data.
-fn scope(ctx: &Context<'_>) -> Scope {
+pub(super) fn scope(ctx: &Context<'_>) -> Scope {
     ctx.data_unchecked::<super::auth::Caller>().scope.clone()
 }
 
@@ -114,7 +118,7 @@ pub struct Pool {
 }
 
 impl Pool {
-    fn new(m: &PoolManifest, usage: &Usage) -> Pool {
+    pub(super) fn new(m: &PoolManifest, usage: &Usage) -> Pool {
         Pool {
             name: m.metadata.name.clone(),
             namespace: m.metadata.namespace.as_ref().map(ToString::to_string),
@@ -163,6 +167,37 @@ pub struct Subnet {
     pub pool: String,
     pub cidr: String,
     pub gateway: Option<String>,
+}
+
+impl From<&crate::model::subnet::SubnetManifest> for Subnet {
+    fn from(s: &crate::model::subnet::SubnetManifest) -> Subnet {
+        Subnet {
+            name: s.metadata.name.clone(),
+            namespace: s.metadata.namespace.as_ref().map(ToString::to_string),
+            pool: s.spec.pool.to_string(),
+            cidr: s.spec.cidr.to_string(),
+            gateway: s.spec.gateway.map(|g| g.to_string()),
+        }
+    }
+}
+
+/// The VPC `name` of `namespace` as it stands, for the caller of `scope`.
+pub(super) fn vpc_now(
+    store: &dyn crate::store::Store,
+    scope: &Scope,
+    namespace: &str,
+    name: &str,
+) -> Result<Vpc> {
+    let ns = crate::engine::request::field::namespace(Some(namespace))?
+        .ok_or_else(|| Error::usage("a VPC lives in a namespace"))?;
+    let pools = [
+        pool_ref(Some(namespace), &crate::model::vpc::pool_name(name, false))?,
+        pool_ref(Some(namespace), &crate::model::vpc::pool_name(name, true))?,
+    ];
+    let mut warnings = Warnings::default();
+    let vpc = crate::engine::vpc::get(store, scope, &ns, &pools, name, &mut warnings)?;
+    let usages = crate::engine::pool::list(store, &[Some(ns)], &mut warnings)?;
+    Ok(Vpc::new(&vpc, &usages))
 }
 
 /// A VPC: its private pools and its router's uplinks.
@@ -266,7 +301,7 @@ impl ReleaseInput {
 }
 
 /// What a claim came to, for the owner `owner`.
-fn claim(owner: &str, claimed: Claimed) -> Claim {
+pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
     let (addresses, prefix, action) = match claimed {
         Claimed::Addresses(allocated) => {
             let of = |a: &Allocated| match a {
@@ -400,12 +435,8 @@ impl Query {
                     crate::engine::list::collect(store, scopes.as_deref(), &query, &mut warnings)?;
                 // A tenant's own floating IPs, in the cluster's public pools, are its too.
                 if !named && !scope.cluster() {
-                    let cluster = crate::engine::list::collect(
-                        store,
-                        Some(&[None]),
-                        &query,
-                        &mut warnings,
-                    )?;
+                    let cluster =
+                        crate::engine::list::collect(store, Some(&[None]), &query, &mut warnings)?;
                     found.extend(
                         cluster
                             .into_iter()
@@ -438,16 +469,7 @@ impl Query {
                     None => "no cluster-scoped subnets".into(),
                 })?;
                 let found = crate::engine::subnet::list(store, ns.as_ref(), pool.as_ref())?;
-                Ok(found
-                    .iter()
-                    .map(|s| Subnet {
-                        name: s.metadata.name.clone(),
-                        namespace: s.metadata.namespace.as_ref().map(ToString::to_string),
-                        pool: s.spec.pool.to_string(),
-                        cidr: s.spec.cidr.to_string(),
-                        gateway: s.spec.gateway.map(|g| g.to_string()),
-                    })
-                    .collect())
+                Ok(found.iter().map(Subnet::from).collect())
             })
             .await
             .gql()
@@ -460,27 +482,9 @@ impl Query {
         name: String,
         namespace: String,
     ) -> async_graphql::Result<Option<Vpc>> {
-        let ns = crate::engine::request::field::namespace(Some(&namespace))
-            .gql()?
-            .ok_or_else(|| {
-                graphql(&Error::Usage {
-                    message: "a VPC lives in a namespace".into(),
-                    hint: None,
-                })
-            })?;
-        let pools = [false, true].map(|v6| crate::model::vpc::pool_name(&name, v6));
-        let refs = [&pools[0], &pools[1]].map(|p| pool_ref(Some(&namespace), p));
-        let [v4, v6] = refs;
-        let pools = [v4.gql()?, v6.gql()?];
         let scope = scope(ctx);
         let found = work(ctx)
-            .read(move |store| {
-                let mut warnings = Warnings::default();
-                let vpc =
-                    crate::engine::vpc::get(store, &scope, &ns, &pools, &name, &mut warnings)?;
-                let usages = crate::engine::pool::list(store, &[Some(ns)], &mut warnings)?;
-                Ok(Vpc::new(&vpc, &usages))
-            })
+            .read(move |store| vpc_now(store, &scope, &namespace, &name))
             .await;
         match found {
             Err(Error::NotFound { .. }) => Ok(None),
@@ -510,10 +514,12 @@ impl Query {
     }
 }
 
-pub struct Mutation;
+/// The claims' mutations.
+#[derive(Default)]
+pub struct ClaimMutation;
 
 #[Object]
-impl Mutation {
+impl ClaimMutation {
     /// Claims an address (or a child prefix) for an owner; the same owner asking again gets
     /// what it holds.
     async fn allocate(

@@ -27,11 +27,20 @@ fn tokens() -> &'static (PathBuf, String) {
         let made = Command::new(env!("CARGO_BIN_EXE_ipamctl"))
             .args(["token", "create", "test", "--tokens"])
             .arg(&file)
-            .args(["--namespace", "*", "--verbs", "read,claim,admin", "--cluster"])
+            .args([
+                "--namespace",
+                "*",
+                "--verbs",
+                "read,claim,admin",
+                "--cluster",
+            ])
             .output()
             .expect("run ipamctl token create");
         assert!(made.status.success(), "token create: {made:?}");
-        let secret = String::from_utf8(made.stdout).expect("UTF-8").trim().to_owned();
+        let secret = String::from_utf8(made.stdout)
+            .expect("UTF-8")
+            .trim()
+            .to_owned();
         (file, secret)
     })
 }
@@ -139,9 +148,13 @@ impl Server {
 
     /// Starts `cmd` (an `ipamctl serve` command line) and waits for its first `listening on`.
     pub fn spawn(mut cmd: Command) -> Server {
-        cmd.arg("--tokens")
-            .arg(tokens_file())
-            .stdin(Stdio::null())
+        cmd.arg("--tokens").arg(tokens_file());
+        Server::spawn_as_is(cmd)
+    }
+
+    /// [`Server::spawn`] of `cmd` as it is (its own `--tokens`).
+    pub fn spawn_as_is(mut cmd: Command) -> Server {
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start ipamctl serve");

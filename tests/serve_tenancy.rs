@@ -1,0 +1,396 @@
+//! Tenancy through the real server (issue 42, "Done means" 4): every operation of the
+//! contract, asked by every kind of caller (no token, a wrong one, one revoked while the
+//! server runs, `read`, `claim` of another namespace, `claim` of its own, `admin`, and
+//! `admin` with the cluster scope), answers the contract's code; a refused operation
+//! changes nothing (the state as `ipamctl` lists it is the same before and after); and
+//! tenant B never sees, lists, releases or is answered tenant A's floating IP, even under
+//! the same name. Runs on the file store, and on PostgreSQL with
+//! `IPAMCTL_TEST_STORE=postgres`.
+
+mod common;
+mod serve_common;
+
+use serde_json::{Value, json};
+use serve_common::{Server, Store, curl};
+
+/// The tenants: `acme/prod` (the one every operation targets) and `beta/prod`.
+const ACME: &str = "acme/prod";
+
+/// The state every case starts from: a public pool in zone `z`, a private pool `lan` in
+/// each tenant's namespace.
+const POOLS: &str = "\
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: pub-z
+spec:
+  cidr: 198.51.100.0/28
+  kind: public
+  zone: z
+---
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: lan
+  namespace: acme/prod
+spec:
+  cidr: 10.1.0.0/24
+  kind: private
+---
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: lan
+  namespace: beta/prod
+spec:
+  cidr: 10.2.0.0/24
+  kind: private
+";
+
+/// The callers, by name: the tokens made for them (`None`: no header at all).
+struct Callers {
+    tokens: std::path::PathBuf,
+    bearers: Vec<(&'static str, Option<String>)>,
+}
+
+impl Callers {
+    fn make(store: &Store) -> Callers {
+        let tokens = store.root().join("tenancy-tokens.yaml");
+        let make = |name: &str, args: &[&str]| -> String {
+            let out = store
+                .ipamctl(["token", "create", name, "--tokens"])
+                .arg(&tokens)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        let mut bearers = vec![
+            ("none", None),
+            ("wrong", Some(format!("ipamctl_{}", "0".repeat(64)))),
+        ];
+        let revoked = make(
+            "revoked",
+            &[
+                "--namespace",
+                "*",
+                "--verbs",
+                "read,claim,admin",
+                "--cluster",
+            ],
+        );
+        bearers.push(("revoked", Some(revoked)));
+        for (name, args) in [
+            ("read", &["--namespace", ACME, "--verbs", "read"][..]),
+            (
+                "claim-other",
+                &["--namespace", "beta/prod", "--verbs", "read,claim"],
+            ),
+            ("claim-own", &["--namespace", ACME, "--verbs", "read,claim"]),
+            (
+                "admin",
+                &["--namespace", "acme/*", "--verbs", "read,claim,admin"],
+            ),
+            (
+                "cluster-admin",
+                &[
+                    "--namespace",
+                    "*",
+                    "--verbs",
+                    "read,claim,admin",
+                    "--cluster",
+                ],
+            ),
+        ] {
+            bearers.push((name, Some(make(name, args))));
+        }
+        Callers { tokens, bearers }
+    }
+
+    fn bearer(&self, name: &str) -> Option<&str> {
+        self.bearers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, b)| b.as_deref())
+    }
+}
+
+/// POSTs `query` with `bearer`: the HTTP status and the body.
+fn ask(server: &Server, bearer: Option<&str>, query: &str) -> (u16, Value) {
+    let body = json!({ "query": query }).to_string();
+    let auth = bearer.map(|b| format!("Authorization: Bearer {b}"));
+    let mut args = vec!["-H", "Content-Type: application/json"];
+    if let Some(auth) = &auth {
+        args.extend(["-H", auth.as_str()]);
+    }
+    let (status, text) = curl(&server.url, "/graphql", &args, body.as_bytes());
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, json)
+}
+
+/// The code of the first error, or "OK".
+fn code(body: &Value) -> String {
+    match body["errors"].get(0) {
+        Some(e) => e["extensions"]["code"].as_str().unwrap_or("?").to_owned(),
+        None => "OK".into(),
+    }
+}
+
+/// What `ipamctl` lists of the whole state: allocations, pools, subnets.
+fn snapshot(store: &Store) -> String {
+    let mut all = String::new();
+    for args in [
+        &["list", "-A", "-o", "json"][..],
+        &["pool", "list", "-A", "-o", "json"],
+        &["subnet", "list", "-A", "-o", "json"],
+    ] {
+        let out = store.ipamctl(args).output().unwrap();
+        all.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    all
+}
+
+/// One operation: its document (targeting `acme/prod` or the cluster), and what each
+/// authenticated caller gets: (read, claim-other, claim-own, admin, cluster-admin).
+struct Op {
+    name: &'static str,
+    query: &'static str,
+    expect: [&'static str; 5],
+}
+
+const NF: &str = "NOT_FOUND";
+const FB: &str = "FORBIDDEN";
+
+fn ops() -> Vec<Op> {
+    vec![
+        Op {
+            name: "pools",
+            query: r#"{ pools(namespace: "acme/prod") { name } }"#,
+            expect: ["OK", NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "allocations",
+            query: r#"{ allocations(namespace: "acme/prod") { address } }"#,
+            expect: ["OK", NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "subnets",
+            query: r#"{ subnets(namespace: "acme/prod") { name } }"#,
+            expect: ["OK", NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "vpcs",
+            query: r#"{ vpcs(namespace: "acme/prod") { name } }"#,
+            expect: ["OK", NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "allocate",
+            query: r#"mutation { allocate(input: {namespace: "acme/prod", pool: "lan", owner: "Node/n1"}) { addresses } }"#,
+            expect: [FB, NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "allocateMany",
+            query: r#"mutation { allocateMany(inputs: [{namespace: "acme/prod", pool: "lan", owner: "Node/n2"}]) { claim { addresses } error { code } } }"#,
+            // Each input's failure is its outcome's error: checked below.
+            expect: ["OK", "OK", "OK", "OK", "OK"],
+        },
+        Op {
+            name: "release",
+            query: r#"mutation { release(input: {namespace: "acme/prod", pool: "lan", owner: "Node/held", ignoreNotFound: true}) }"#,
+            expect: [FB, NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "claimFloatingIp",
+            query: r#"mutation { claimFloatingIp(input: {namespace: "acme/prod", name: "fip-x", zone: "z"}) { addresses } }"#,
+            expect: [FB, NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "releaseFloatingIp",
+            query: r#"mutation { releaseFloatingIp(namespace: "acme/prod", name: "fip-held", ignoreNotFound: true) }"#,
+            expect: [FB, NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "createVpc",
+            query: r#"mutation { createVpc(input: {name: "web", namespace: "acme/prod", cidrs: ["10.9.0.0/24"]}) { name } }"#,
+            expect: [FB, NF, FB, "OK", "OK"],
+        },
+        Op {
+            name: "deleteVpc",
+            query: r#"mutation { deleteVpc(name: "web", namespace: "acme/prod", ignoreNotFound: true) }"#,
+            expect: [FB, NF, FB, "OK", "OK"],
+        },
+        Op {
+            name: "createSubnet",
+            query: r#"mutation { createSubnet(input: {name: "s1", namespace: "acme/prod", pool: "lan", cidr: "10.1.0.128/26"}) { cidr } }"#,
+            expect: [FB, NF, FB, "OK", "OK"],
+        },
+        Op {
+            name: "deleteSubnet",
+            query: r#"mutation { deleteSubnet(name: "s1", namespace: "acme/prod", ignoreNotFound: true) }"#,
+            expect: [FB, NF, FB, "OK", "OK"],
+        },
+        Op {
+            name: "createPublicPool",
+            query: r#"mutation { createPublicPool(input: {name: "pub-new", cidr: "192.0.2.0/28", zone: "y"}) { name } }"#,
+            // Outside a tenant's scope (the cluster's): not found, as any object there.
+            expect: [NF, NF, NF, NF, "OK"],
+        },
+    ]
+}
+
+/// A fresh store with the pools, `Node/held` holding an address in `acme/prod`'s `lan`,
+/// and tenant `acme/prod`'s floating IP `fip-held`.
+fn fresh() -> Store {
+    let store = Store::fixture("empty");
+    let mut apply = store
+        .ipamctl(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(POOLS.as_bytes())
+        .unwrap();
+    assert!(apply.wait().unwrap().success());
+    for args in [
+        &["-n", ACME, "allocate", "lan", "--owner", "Node/held"][..],
+        &[
+            "allocate",
+            "--zone",
+            "z",
+            "--tenant",
+            ACME,
+            "--owner",
+            "FloatingIP/fip-held",
+        ],
+    ] {
+        let out = store.ipamctl(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    store
+}
+
+#[test]
+fn every_operation_answers_each_caller_the_contracts_code_and_refusals_change_nothing() {
+    let callers_of = ["read", "claim-other", "claim-own", "admin", "cluster-admin"];
+    // One store and server per operation; the callers ask in turn, the refused first
+    // (each operation is idempotent, or ignores what is not found, once it succeeded).
+    for op in ops() {
+        let store = fresh();
+        let callers = Callers::make(&store);
+        let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+        cmd.arg("--tokens").arg(&callers.tokens);
+        let server = Server::spawn_as_is(cmd);
+        for (i, caller) in ["none", "wrong", "revoked"]
+            .into_iter()
+            .chain(callers_of)
+            .enumerate()
+        {
+            if caller == "revoked" {
+                let out = store
+                    .ipamctl(["token", "revoke", "revoked", "--tokens"])
+                    .arg(&callers.tokens)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success());
+                // Noticed within 2 s without a restart.
+                std::thread::sleep(std::time::Duration::from_millis(2200));
+            }
+            let before = snapshot(&store);
+            let (status, body) = ask(&server, callers.bearer(caller), op.query);
+            let got = code(&body);
+            let want = if i < 3 {
+                "UNAUTHENTICATED"
+            } else {
+                op.expect[i - 3]
+            };
+            assert_eq!(got, want, "{} by {caller}: {body}", op.name);
+            if want == "UNAUTHENTICATED" {
+                assert_eq!(status, 401, "{} by {caller}", op.name);
+            }
+            if op.name == "allocateMany" && i >= 3 {
+                let inner = &body["data"]["allocateMany"][0]["error"]["code"];
+                let want = ["FORBIDDEN", "NOT_FOUND"].get(i - 3).copied();
+                match want {
+                    Some(w) => assert_eq!(inner, w, "allocateMany by {caller}: {body}"),
+                    None => assert!(inner.is_null(), "allocateMany by {caller}: {body}"),
+                }
+            }
+            let refused = got != "OK"
+                || (op.name == "allocateMany"
+                    && !body["data"]["allocateMany"][0]["error"].is_null());
+            if refused {
+                assert_eq!(
+                    snapshot(&store),
+                    before,
+                    "{} by {caller} changed the state",
+                    op.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn tenants_naming_a_floating_ip_alike_never_share_or_see_each_others() {
+    let store = fresh();
+    let callers = Callers::make(&store);
+    let beta = {
+        let out = store
+            .ipamctl(["token", "create", "beta", "--tokens"])
+            .arg(&callers.tokens)
+            .args(["--namespace", "beta/prod", "--verbs", "read,claim"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let acme = callers.bearer("claim-own");
+    let claim = |bearer: Option<&str>, ns: &str| {
+        let q = format!(
+            r#"mutation {{ claimFloatingIp(input: {{namespace: "{ns}", name: "fip-web", zone: "z"}}) {{ owner addresses action }} }}"#
+        );
+        let (_, body) = ask(&server, bearer, &q);
+        assert_eq!(code(&body), "OK", "{body}");
+        body["data"]["claimFloatingIp"].clone()
+    };
+    let a = claim(acme, ACME);
+    let b = claim(Some(&beta), "beta/prod");
+    assert_ne!(a["addresses"], b["addresses"], "{a} {b}");
+    assert_eq!(b["action"], "CREATED");
+    // Asked again, each is answered its own.
+    assert_eq!(claim(acme, ACME)["addresses"], a["addresses"]);
+    assert_eq!(claim(Some(&beta), "beta/prod")["addresses"], b["addresses"]);
+    // B lists only its own floating IPs, never A's.
+    let (_, listed) = ask(&server, Some(&beta), "{ allocations { address owner } }");
+    let text = listed.to_string();
+    assert!(text.contains(b["addresses"][0].as_str().unwrap()), "{text}");
+    assert!(
+        !text.contains(a["addresses"][0].as_str().unwrap()),
+        "{text}"
+    );
+    assert!(!text.contains("acme"), "{text}");
+    // B cannot release A's, by A's namespace (not found) or by its own (its own goes).
+    let (_, refused) = ask(
+        &server,
+        Some(&beta),
+        r#"mutation { releaseFloatingIp(namespace: "acme/prod", name: "fip-web") }"#,
+    );
+    assert_eq!(code(&refused), "NOT_FOUND", "{refused}");
+    let (_, own) = ask(
+        &server,
+        Some(&beta),
+        r#"mutation { releaseFloatingIp(namespace: "beta/prod", name: "fip-web") }"#,
+    );
+    assert_eq!(own["data"]["releaseFloatingIp"], true, "{own}");
+    // A's is still held by A.
+    assert_eq!(claim(acme, ACME)["action"], "EXISTING");
+    store.assert_check_clean();
+}

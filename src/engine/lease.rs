@@ -161,6 +161,7 @@ pub fn reap(
                     namespace: m.metadata.namespace.clone(),
                     name: m.spec.pool.clone(),
                 };
+                failpoint!("reap-before-release");
                 match release_lapsed(store, &pool, &m, grace)? {
                     Released::Deleted(_) => Reaped::Released,
                     Released::NotHeld => Reaped::Skipped,

@@ -234,6 +234,9 @@ fn a_killed_jobs_lease_is_released_once_lapsed_and_its_address_cools_down() {
     ok(&test, &["check"]);
 }
 
+/// An owner's last acknowledged renewal: its address and `expiresAt` (seconds).
+type Acked = Option<(String, u64)>;
+
 /// 32 owners renewing (`renew --ttl 2s`) while `reconcile --expired --grace 0s --apply`
 /// runs in a loop; some owners stop renewing, and their leases lapse and are released
 /// during the run. Afterwards, every owner whose last acknowledged renewal has not lapsed
@@ -252,7 +255,7 @@ fn renewals_racing_the_reaper_are_never_undone() {
     let stop = Arc::new(AtomicBool::new(false));
     // Per owner: (address, expiresAt) of its last acknowledged renewal, and whether a
     // renewal was answered exit 3.
-    let acked: Arc<Mutex<Vec<Option<(String, u64)>>>> = Arc::new(Mutex::new(vec![None; 32]));
+    let acked: Arc<Mutex<Vec<Acked>>> = Arc::new(Mutex::new(vec![None; 32]));
     let told_gone = Arc::new(Mutex::new(vec![false; 32]));
     std::thread::scope(|s| {
         s.spawn(|| {

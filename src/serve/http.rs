@@ -11,9 +11,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
+use super::api::IpamSchema;
 use super::auth::{Authenticator, Caller};
 use super::log::LogFormat;
-use super::schema::IpamSchema;
 use super::stats::Stats;
 use super::work::Work;
 use super::{Config, Limits};
@@ -36,7 +36,7 @@ pub type State = Arc<Shared>;
 /// The state of a server configured by `config`.
 pub fn state(config: &Config, work: Arc<Work>, auth: Authenticator) -> State {
     Arc::new(Shared {
-        schema: super::schema::build(&config.limits, Some(Arc::clone(&work))),
+        schema: super::api::build(&config.limits, Some(Arc::clone(&work))),
         auth,
         work,
         limits: config.limits.clone(),

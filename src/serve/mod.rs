@@ -8,6 +8,7 @@
 //! queries. No lock and no transaction is ever held across an `.await`.
 
 mod admin;
+mod api;
 pub mod auth;
 mod errors;
 mod graphql;
@@ -56,7 +57,7 @@ pub struct Config {
 
 /// The SDL of the schema (`ipamctl serve --print-schema`).
 pub fn sdl() -> String {
-    schema::build(&Limits::default(), None).sdl()
+    api::build(&Limits::default(), None).sdl()
 }
 
 /// Runs the server until SIGTERM or SIGINT, then drains it: exit 0 on a clean stop.

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use async_graphql::{Context, EmptySubscription, Enum, InputObject, Object, Schema, SimpleObject};
+use async_graphql::{Context, Enum, InputObject, Object, SimpleObject};
 use serde::Serialize;
 
 use super::errors::Graphql;
@@ -21,30 +21,6 @@ use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::candidates::Usage;
 use crate::model::{AllocationManifest, Namespace, PoolManifest, PoolName};
-
-/// The most directives one field may carry.
-const DIRECTIVES: usize = 16;
-
-/// The schema the server runs.
-pub type IpamSchema = Schema<Query, Mutation, EmptySubscription>;
-
-/// Every mutation: the claims' and the seed operations' ([`super::admin`]).
-#[derive(async_graphql::MergedObject, Default)]
-pub struct Mutation(ClaimMutation, super::admin::AdminMutation);
-
-/// The schema, with its limits; `work` is absent only for printing the SDL.
-pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {
-    let mut builder = Schema::build(Query, Mutation::default(), EmptySubscription)
-        .limit_depth(limits.depth)
-        .limit_complexity(limits.complexity)
-        .limit_recursive_depth(limits.depth.max(32))
-        // Directives repeated on one field are no use to anyone here.
-        .limit_directives(DIRECTIVES);
-    if let Some(work) = work {
-        builder = builder.data(work);
-    }
-    builder.finish()
-}
 
 pub(super) fn work<'a>(ctx: &Context<'a>) -> &'a Arc<Work> {
     ctx.data_unchecked::<Arc<Work>>()

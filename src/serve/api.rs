@@ -1,0 +1,34 @@
+//! The whole schema the server runs: the queries and the claims' mutations
+//! ([`super::schema`]) merged with the seed operations' ([`super::admin`]), and its limits.
+
+use std::sync::Arc;
+
+use async_graphql::{EmptySubscription, Schema};
+
+use super::admin::AdminMutation;
+use super::schema::{ClaimMutation, Query};
+use super::work::Work;
+
+/// The most directives one field may carry.
+const DIRECTIVES: usize = 16;
+
+/// The schema the server runs.
+pub type IpamSchema = Schema<Query, Mutation, EmptySubscription>;
+
+/// Every mutation: the claims' and the seed operations' ([`super::admin`]).
+#[derive(async_graphql::MergedObject, Default)]
+pub struct Mutation(ClaimMutation, AdminMutation);
+
+/// The schema, with its limits; `work` is absent only for printing the SDL.
+pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {
+    let mut builder = Schema::build(Query, Mutation::default(), EmptySubscription)
+        .limit_depth(limits.depth)
+        .limit_complexity(limits.complexity)
+        .limit_recursive_depth(limits.depth.max(32))
+        // Directives repeated on one field are no use to anyone here.
+        .limit_directives(DIRECTIVES);
+    if let Some(work) = work {
+        builder = builder.data(work);
+    }
+    builder.finish()
+}

@@ -232,6 +232,13 @@ fn cases() -> Vec<Case> {
             &["token", "revoke", "acme", "--tokens", "tokens.yaml"],
             Shape::Changes(true),
         ),
+        // Its only output of its own: the schema's SDL (the server's answers are GraphQL's).
+        case(
+            "serve",
+            Store::Dir(None),
+            &["serve", "--print-schema"],
+            Shape::Script,
+        ),
         case(
             "renew",
             Store::Lease,

@@ -10,6 +10,17 @@ use crate::error::{Error, Result};
 use crate::serve::{Config, Limits, LogFormat};
 
 pub fn run(g: &GlobalArgs, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
+    use crate::cli::OutputFormat;
+    if let Some(f @ (OutputFormat::Json | OutputFormat::Yaml | OutputFormat::Name)) = g.output {
+        return Err(Error::Usage {
+            message: format!(
+                "`serve` has no `-o {}` form: it answers GraphQL, and `--print-schema` prints SDL",
+                clap::ValueEnum::to_possible_value(&f)
+                    .map_or_else(String::new, |v| v.get_name().to_owned())
+            ),
+            hint: Some("drop `-o`: ipamctl serve --print-schema > schema.graphql".into()),
+        });
+    }
     if args.print_schema {
         return crate::cli::output::write(out, &crate::serve::sdl());
     }

@@ -23,6 +23,7 @@ Exit codes:
   4  conflict with the current state
   5  pool exhausted (a supernet: no free block of the length asked for)
   6  outcome unknown: lost connection during COMMIT; running it again is safe
+  8  denied by a server (`ipamctl serve`): no token, a wrong one, or a verb it lacks
   130  interrupted between two steps (`vpc delete`): run it again to finish
 
 Examples:

@@ -38,6 +38,16 @@ pub struct ServeArgs {
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
     pub log_format: LogFormatArg,
 
+    /// Release lapsed leases (`allocate --ttl`) every DURATION while serving, as
+    /// `reconcile --expired --apply --grace` (`--reap-grace`) would, in every namespace;
+    /// each is judged again as it is released, so a renewal that lands first keeps it.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub reap_interval: Option<std::time::Duration>,
+
+    /// With `--reap-interval`: how long after `expiresAt` a lease is released.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration, requires = "reap_interval")]
+    pub reap_grace: std::time::Duration,
+
     /// A browser origin allowed to call the API (repeatable); no CORS headers without one.
     #[arg(long, value_name = "ORIGIN")]
     pub cors_origin: Vec<String>,

@@ -47,6 +47,9 @@ pub struct Config {
     pub tokens: Option<PathBuf>,
     /// How long the requests in flight may take to finish after SIGTERM.
     pub shutdown_timeout: Duration,
+    /// `--reap-interval`, `--reap-grace`: release lapsed leases this often, this long
+    /// after they lapse.
+    pub reap: Option<(Duration, Duration)>,
     pub log_format: LogFormat,
     /// `--cors-origin`: the origins a browser may call from (none: no CORS headers).
     pub cors_origins: Vec<String>,
@@ -75,6 +78,9 @@ pub fn run(config: Config) -> Result<()> {
         .thread_name("ipamctl-serve")
         .build()
         .map_err(|e| Error::io("tokio runtime", e))?;
+    if let Some((every, grace)) = config.reap {
+        runtime.spawn(reap(Arc::clone(&work), every, grace));
+    }
     let state = http::state(&config, Arc::clone(&work), auth);
     let served = runtime.block_on(listen::serve(&config, state, tls));
     // The requests are drained (or the time is up): the executor finishes what it holds.
@@ -83,6 +89,38 @@ pub fn run(config: Config) -> Result<()> {
         work.stop(config.shutdown_timeout);
     }
     served
+}
+
+/// The reaper (`--reap-interval`): every `every`, the lapsed leases of every namespace
+/// released, `grace` after they lapsed ([`crate::engine::lease::reap`], on a reader's
+/// store, with the server's own authority), and a line on stderr when it released any.
+/// It stops with the runtime.
+async fn reap(work: Arc<work::Work>, every: Duration, grace: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let reaped = work
+            .read(move |store| {
+                let mut warnings = crate::engine::warning::Warnings::default();
+                crate::engine::lease::reap(store, None, None, grace, (true, false), &mut warnings)
+            })
+            .await;
+        match reaped {
+            Ok(done) => {
+                let released = done
+                    .lapsed
+                    .iter()
+                    .filter(|(_, v)| *v == crate::engine::lease::Reaped::Released)
+                    .count();
+                if released > 0 {
+                    log::say(&format!(
+                        "reaper: released {released} lapsed lease{}",
+                        if released == 1 { "" } else { "s" }
+                    ));
+                }
+            }
+            Err(e) => log::warning(&format!("reaper: {e}")),
+        }
+    }
 }
 
 /// Plain HTTP on an address other hosts reach is refused unless `--insecure`: a bearer

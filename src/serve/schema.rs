@@ -230,6 +230,9 @@ pub struct AllocateInput {
     mac: Option<String>,
     prefix_length: Option<i32>,
     dry_run: Option<bool>,
+    /// A lease that lapses unless renewed (`90s`, `15m`, `1h`, `7d`); the owner asking
+    /// again with a TTL renews it.
+    ttl: Option<String>,
 }
 
 /// `release`'s input: a batch line's fields.

@@ -31,6 +31,7 @@ pub fn run(g: &GlobalArgs, args: &ServeArgs, out: &mut dyn Write) -> Result<()> 
         insecure: args.insecure,
         tokens: args.tokens.clone(),
         shutdown_timeout: args.shutdown_timeout,
+        reap: args.reap_interval.map(|every| (every, args.reap_grace)),
         log_format: match args.log_format {
             LogFormatArg::Text => LogFormat::Text,
             LogFormatArg::Json => LogFormat::Json,

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use pg::{Db, assert_code, stdout};
+use pg::{Db, assert_code};
 
 const POOL: &str = "\
 apiVersion: pivirt.hu/v1
@@ -169,12 +169,12 @@ fn a_renewal_between_the_reapers_judgement_and_its_release_keeps_the_lease_on_po
     std::thread::sleep(Duration::from_millis(700));
     let renewed = db.run(["renew", "ci", "--owner", "Node/late", "--ttl", "1h"]);
     assert_code(&renewed, 0);
-    assert_eq!(stdout(&renewed), stdout(&claimed));
+    assert_eq!(pg::stdout(&renewed), pg::stdout(&claimed));
     let reaped = reaper.wait_with_output().unwrap();
     assert_code(&reaped, 0);
-    assert!(stdout(&reaped).contains("skipped"), "{reaped:?}");
+    assert!(pg::stdout(&reaped).contains("skipped"), "{reaped:?}");
     assert_eq!(
         holders(&db),
-        [("late".to_owned(), stdout(&claimed).trim().to_owned())]
+        [("late".to_owned(), pg::stdout(&claimed).trim().to_owned())]
     );
 }

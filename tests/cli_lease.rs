@@ -368,3 +368,63 @@ fn a_renewal_between_the_reapers_judgement_and_its_release_keeps_the_lease() {
     assert!(stdout(&reaped).contains("skipped"), "{reaped:?}");
     assert!(expires(&test, "Node/late").unwrap().abs_diff(now() + 3600) <= 5);
 }
+
+/// `check` warns of a lease lapsed past its grace and still held, and `metrics` counts
+/// leases and lapsed leases per pool (checked by `promtool check metrics`).
+#[test]
+#[cfg_attr(
+    not(has_promtool),
+    ignore = "needs promtool, which checks the metrics (apt-get install prometheus)"
+)]
+fn check_warns_of_a_lease_lapsed_past_its_grace_and_metrics_count_them() {
+    common::needs::require("promtool");
+    let test = pool("");
+    ok(
+        &test,
+        &["allocate", "ci", "--owner", "Node/old", "--ttl", "1h"],
+    );
+    ok(
+        &test,
+        &["allocate", "ci", "--owner", "Node/fresh", "--ttl", "1h"],
+    );
+    ok(&test, &["allocate", "ci", "--owner", "Node/perm"]);
+    // The first lease, as a clone that was not renewed for a day would hold it.
+    let file = "cluster/ipallocations/ci-192-0-2-1.yaml";
+    let text = test.read(file);
+    let lapsed = regex_lite_replace(&text, "  expiresAt: ", "\"2026-01-01T00:00:00Z\"");
+    test.write(file, &lapsed);
+    let checked = ok(&test, &["check"]);
+    assert!(
+        checked.contains("the lease of `Node/old` lapsed at 2026-01-01T00:00:00Z"),
+        "{checked}"
+    );
+    let metrics = ok(&test, &["metrics"]);
+    assert!(
+        metrics.contains(
+            "ipamctl_pool_leases{namespace=\"\",pool=\"ci\",family=\"ipv4\",zone=\"\"} 2"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "ipamctl_pool_lapsed_leases{namespace=\"\",pool=\"ci\",family=\"ipv4\",zone=\"\"} 1"
+        ),
+        "{metrics}"
+    );
+    common::promtool(&["check", "metrics"], &metrics);
+    // Released by the reaper, the warning is gone.
+    ok(&test, &["reconcile", "--expired", "--apply"]);
+    assert!(!ok(&test, &["check"]).contains("lapsed"));
+}
+
+/// `text` with the value of the line starting with `key` replaced by `value`.
+fn regex_lite_replace(text: &str, key: &str, value: &str) -> String {
+    text.lines()
+        .map(|line| match line.strip_prefix(key) {
+            Some(_) => format!("{key}{value}"),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}

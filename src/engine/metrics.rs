@@ -67,6 +67,7 @@ pub fn collect(
     let pools = crate::engine::pool::list(store, scopes, warnings)?;
     // The addresses each address pool's cooldown records keep now, for its subnets' count.
     let mut cooling_in = Vec::new();
+    let now = store.clock()?;
     for (manifest, usage) in &pools {
         let pool = PoolRef {
             namespace: manifest.metadata.namespace.clone(),
@@ -82,6 +83,9 @@ pub fn collect(
             );
         } else {
             addresses(&mut m.pool, &labels, usage);
+            let (leases, lapsed) = leases(store, &pool, now)?;
+            m.leases.push(sample(&labels, Value::Count(leases)));
+            m.lapsed.push(sample(&labels, Value::Count(lapsed)));
         }
         let cooling = cooling_records(store, &pool, manifest)?;
         m.pool_cooldown
@@ -117,6 +121,23 @@ pub fn collect(
     Ok(m.finish(problems))
 }
 
+/// The leases of `pool`'s allocations, and how many of them lapsed by `now`.
+fn leases(store: &dyn Store, pool: &PoolRef, now: crate::model::Timestamp) -> Result<(u128, u128)> {
+    let found = store.find_allocations(
+        pool.namespace.as_ref(),
+        Some(&pool.name),
+        &crate::model::OwnerFilter::default(),
+    )?;
+    let (mut leases, mut lapsed) = (0, 0);
+    for m in found.into_iter().filter_map(|f| f.parsed.ok()) {
+        if m.spec.expires_at.is_some() {
+            leases += 1;
+            lapsed += u128::from(m.spec.lapsed(now, std::time::Duration::ZERO));
+        }
+    }
+    Ok((leases, lapsed))
+}
+
 /// The samples of every metric, by metric, before they are named.
 #[derive(Default)]
 struct Metrics {
@@ -124,6 +145,8 @@ struct Metrics {
     subnet: AddressMetrics,
     pool_cooldown: Vec<Sample>,
     subnet_cooldown: Vec<Sample>,
+    leases: Vec<Sample>,
+    lapsed: Vec<Sample>,
     claimed: Vec<Sample>,
     largest_length: Vec<Sample>,
     largest_addresses: Vec<Sample>,
@@ -210,6 +233,16 @@ impl Metrics {
                 "ipamctl_subnet_cooldown_records",
                 "Cooldown records that keep an address of the subnet from other owners now, within its pool's reuseAfter.",
                 self.subnet_cooldown,
+            ),
+            metric(
+                "ipamctl_pool_leases",
+                "Allocations that are leases (allocate --ttl): they lapse unless renewed.",
+                self.leases,
+            ),
+            metric(
+                "ipamctl_pool_lapsed_leases",
+                "Leases whose expiresAt has passed (the store's clock), still held until reconcile --expired --apply (or a server's reaper) releases them after their grace.",
+                self.lapsed,
             ),
             metric(
                 "ipamctl_supernet_claimed_prefixes",

@@ -133,6 +133,26 @@ fn check_overlaps(public: &mut [(&str, &PoolManifest)], findings: &mut Vec<Findi
 
 /// Checks each allocation against its path and pool, and owners across allocations.
 ///
+/// A warning for a lease of `m` that lapsed longer than the default grace before `now` and is
+/// still held (at `rel`).
+fn lapsed_lease(
+    rel: &str,
+    m: &AllocationManifest,
+    now: crate::model::Timestamp,
+) -> Option<Finding> {
+    let at = m.spec.expires_at?;
+    m.spec
+        .lapsed(now, crate::engine::lease::DEFAULT_GRACE)
+        .then(|| Finding {
+            severity: Severity::Warning,
+            path: rel.to_owned(),
+            message: format!(
+                "the lease of `{}` lapsed at {at}, more than its grace (5m) ago, and is still held: `ipamctl reconcile --expired --apply` releases it, unless its owner renews it first",
+                m.spec.owner
+            ),
+        })
+}
+
 /// Findings about one file go to `findings`. Those that relate two files (an allocation and
 /// its pool, two allocations of one owner) are returned instead: files change while a check
 /// runs beside other commands, so the caller confirms them with fresh reads.
@@ -142,6 +162,8 @@ pub(super) fn check_allocations(
     findings: &mut Vec<Finding>,
 ) -> Vec<Finding> {
     let mut related = Vec::new();
+    // Leases are judged by this machine's clock, as the file store's reaper does.
+    let now = crate::model::Timestamp::now();
     let mut holdings: HashMap<OwnerKey<'_>, Vec<(IpAddr, &str)>> =
         HashMap::with_capacity(allocations.len());
     for Decoded { file, manifest } in allocations {
@@ -159,6 +181,7 @@ pub(super) fn check_allocations(
             ));
             continue;
         }
+        findings.extend(lapsed_lease(&file.rel, m, now));
         if let Some(uid) = m.spec.owner.uid()
             && !uid.is_uuid()
         {

@@ -181,7 +181,7 @@ fn a_killed_jobs_lease_is_released_once_lapsed_and_its_address_cools_down() {
     let mut job = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "\"$0\" {} allocate ci --owner Node/ci-job --ttl 1s && exec sleep 60",
+            "\"$0\" {} allocate ci --owner Node/ci-job --ttl 1s && sleep 60",
             state.join(" ")
         ))
         .arg(env!("CARGO_BIN_EXE_ipamctl"))

@@ -30,6 +30,7 @@ fn held(server: &Server, owner: &str) -> bool {
 }
 
 #[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
 fn the_servers_reaper_releases_lapsed_leases_and_spares_renewed_ones() {
     let store = Store::fixture("demo");
     let server = Server::start(&store, &["--reap-interval", "1s", "--reap-grace", "0s"]);

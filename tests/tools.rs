@@ -31,8 +31,9 @@ use scan::{Ref, Source, shell};
 
 /// Programs on every machine that builds the crate (Debian's essential packages, git, and
 /// the shells' builtins), and the binary under test.
-const BASELINE: [&str; 73] = [
+const BASELINE: [&str; 74] = [
     "sh",
+    "getent",
     "bash",
     "git",
     "cargo",
@@ -132,6 +133,7 @@ const TOOLS: [(&str, &str); 27] = [
     ("dpkg", "has_cargo_deb"),
     ("dpkg-deb", "has_cargo_deb"),
     ("man", "has_cargo_deb"),
+    ("systemd-analyze", "has_cargo_deb"),
     // Present on most machines, but they need root: mounts, loop devices, network
     // namespaces.
     ("mount", "has_root"),

@@ -109,7 +109,7 @@ const BASELINE: [&str; 74] = [
 ];
 
 /// The optional programs: (the program, the `cfg` that `build.rs` sets where it is).
-const TOOLS: [(&str, &str); 27] = [
+const TOOLS: [(&str, &str); 28] = [
     ("openssl", "has_openssl"),
     ("curl", "has_curl"),
     ("pv", "has_pv"),

@@ -343,7 +343,7 @@ fn unknown_fields_are_errors() {
         (
             "error",
             "namespaces/acme/prod/ipallocations/vpc-main-10-42-0-22.yaml",
-            "line 11 column 3: unknown field `comment`, expected one of pool, address, owner, mac",
+            "line 11 column 3: unknown field `comment`, expected one of pool, address, owner, mac, expiresAt",
         ),
     ]);
 }

@@ -275,10 +275,17 @@ fn init_refuses_to_upgrade_a_database_holding_a_name_twice_naming_it() {
         let out = db.run(["allocate", "front", "--owner", owner, "--uid", UID]);
         assert!(out.status.success(), "{}", pg::stderr(&out));
     }
-    // As version 11 left it, and a name held twice, as it could then be.
+    // As version 11 left it (migrations 12 and 13 undone), and a name held twice, as it
+    // could then be.
     db.sql()
         .batch_execute(&format!(
-            "DROP INDEX ipamctl.allocations_one_per_owner_name;
+            "DROP FUNCTION ipamctl.allocation_expires(bytea);
+             ALTER TABLE ipamctl.events DROP CONSTRAINT events_action_check;
+             ALTER TABLE ipamctl.events ADD CONSTRAINT events_action_check CHECK (action IN
+                 ('claimed', 'released', 'mac changed', 'pool created', 'pool updated',
+                  'pool deleted'));
+             DELETE FROM ipamctl.schema_version WHERE version = 13;
+             DROP INDEX ipamctl.allocations_one_per_owner_name;
              DELETE FROM ipamctl.schema_version WHERE version = 12;
              UPDATE ipamctl.allocations
              SET owner_name = 'vm-02/0', owner_uid = '',

@@ -66,13 +66,13 @@ fn a_mac_in_any_spelling_is_stored_lowercase_with_colons_and_listed() {
     let ran = ran.then().args(["list", "-o", "wide"]).run();
     assert!(
         ran.stdout.starts_with(
-            "NAMESPACE  POOL  ADDRESS   OWNER                    UID  MAC                NAME"
+            "NAMESPACE  POOL  ADDRESS   OWNER                    UID  MAC                EXPIRES  NAME"
         ),
         "{}",
         ran.stdout
     );
     assert!(
-        ran.stdout.contains("02:54:00:ab:cd:ef  lan-10-0-0-2"),
+        ran.stdout.contains("02:54:00:ab:cd:ef  -        lan-10-0-0-2"),
         "{}",
         ran.stdout
     );

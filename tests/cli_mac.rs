@@ -72,7 +72,8 @@ fn a_mac_in_any_spelling_is_stored_lowercase_with_colons_and_listed() {
         ran.stdout
     );
     assert!(
-        ran.stdout.contains("02:54:00:ab:cd:ef  -        lan-10-0-0-2"),
+        ran.stdout
+            .contains("02:54:00:ab:cd:ef  -        lan-10-0-0-2"),
         "{}",
         ran.stdout
     );

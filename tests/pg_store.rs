@@ -1393,6 +1393,7 @@ fn init_upgrades_a_schema_1_database_and_counts_what_it_holds() {
              DROP INDEX ipamctl.allocations_one_per_mac;
              DROP INDEX ipamctl.allocations_one_per_owner_name;
              DROP FUNCTION ipamctl.allocation_mac(bytea);
+             DROP FUNCTION ipamctl.allocation_expires(bytea);
              ALTER TABLE ipamctl.allocations DROP COLUMN creation_timestamp;
              DELETE FROM ipamctl.schema_version WHERE version >= 2",
         )

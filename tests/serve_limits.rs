@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use serve_common::{Server, Store, curl, token};
 
-const AUTH: &str = "Authorization: Bearer test-secret-3f1d9c0a7b";
+/// The header that carries the tests' bearer.
+fn auth() -> String {
+    format!("Authorization: Bearer {}", token())
+}
 
 /// How many allocations the store holds in `pool`.
 fn held(server: &Server, pool: &str) -> usize {
@@ -24,7 +27,8 @@ fn held(server: &Server, pool: &str) -> usize {
 
 /// POSTs raw `body` bytes with `headers`: status and body.
 fn raw(server: &Server, headers: &[&str], body: &[u8]) -> (u16, String) {
-    let mut args = vec!["-H", AUTH];
+    let auth = auth();
+    let mut args = vec!["-H", auth.as_str()];
     for h in headers {
         args.extend(["-H", h]);
     }
@@ -136,7 +140,7 @@ fn each_limit_and_each_malformed_request_is_one_clear_refusal() {
     let (status, text) = curl(
         &server.url,
         &format!("/graphql?query={q}"),
-        &["-H", AUTH],
+        &["-H", &auth()],
         b"",
     );
     assert_eq!(status, 405, "{text}");
@@ -144,7 +148,7 @@ fn each_limit_and_each_malformed_request_is_one_clear_refusal() {
     let (status, text) = curl(
         &server.url,
         "/graphql?query=%7B%20pools%20%7B%20name%20%7D%20%7D",
-        &["-H", AUTH],
+        &["-H", &auth()],
         b"",
     );
     assert_eq!(status, 200, "{text}");

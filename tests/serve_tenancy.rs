@@ -334,6 +334,17 @@ fn every_operation_answers_each_caller_the_contracts_code_and_refusals_change_no
                 );
             }
         }
+        // No secret it was sent, good or bad, reaches its log.
+        let log = server.log();
+        for (caller, bearer) in &callers.bearers {
+            if let Some(secret) = bearer {
+                assert!(
+                    !log.contains(secret.as_str()),
+                    "{}: {caller}'s secret is in the log",
+                    op.name
+                );
+            }
+        }
     }
 }
 

@@ -20,6 +20,8 @@ pub mod exit {
     /// The outcome is unknown: the connection to the database was lost after the change
     /// was sent to be committed. Running the same command again is safe.
     pub const UNKNOWN: i32 = 6;
+    /// Over a namespace's quota: nothing was claimed.
+    pub const QUOTA: i32 = 7;
     /// Refused by a server: no token, a wrong or revoked one, or a verb the token lacks.
     pub const DENIED: i32 = 8;
     /// Stopped by SIGINT or SIGTERM between two steps (128 + SIGINT, as a shell reports it).
@@ -106,6 +108,17 @@ pub enum Error {
     /// A request over one of a server's limits (the message names the limit's flag).
     #[error("{message}")]
     Limit { message: String },
+    /// A claim that would take a namespace over one of its quotas: nothing was claimed.
+    #[error(
+        "quota `{quota}` of namespace `{namespace}` allows {limit} {resource} and {used} are held; nothing was claimed"
+    )]
+    QuotaExceeded {
+        namespace: String,
+        quota: String,
+        resource: &'static str,
+        limit: u64,
+        used: u64,
+    },
 }
 
 /// The library's result type.
@@ -125,6 +138,7 @@ impl Error {
             Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Unauthenticated { .. } | Error::Forbidden { .. } => exit::DENIED,
             Error::Limit { .. } => exit::INVALID,
+            Error::QuotaExceeded { .. } => exit::QUOTA,
             Error::Io { .. }
             | Error::ReadOnly { .. }
             | Error::Corrupt { .. }
@@ -153,6 +167,9 @@ impl Error {
             | Error::Unauthenticated { .. }
             | Error::Forbidden { .. }
             | Error::Limit { .. } => None,
+            Error::QuotaExceeded { .. } => Some(
+                "release what the namespace no longer needs, or raise the quota (`ipamctl quota list` shows what is held)",
+            ),
             Error::ReadOnly { .. } => Some(
                 "only `allocate` for an owner that holds an address, and reading commands, work on a read-only state directory",
             ),

@@ -14,6 +14,7 @@ use ipnet::IpNet;
 use crate::engine::cooldown;
 use crate::engine::identity;
 use crate::engine::mac::{self, MacChoice};
+use crate::engine::quota;
 use crate::engine::release::release_address;
 use crate::engine::subnet;
 use crate::engine::warning::{Warning, Warnings};
@@ -316,9 +317,15 @@ pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Re
     }
     let ns = req.pool.namespace.as_ref();
     let pools = std::slice::from_ref(&req.pool.name);
-    store::atomically(store, || match claim_locks(store, ns, pools, &req.owner)? {
-        Some(locks) => allocate_under_locks(store, req, Some(locks), warnings),
-        None => allocate_read_only(store, req, warnings),
+    let charge = quota::Charge::of_allocation(&req.pool, &req.owner);
+    store::atomically(store, || {
+        // Before the claim locks (the order of `crate::store::guard`), until the claim is
+        // durable: what `claim_loop` counts is what the next claim of the namespace counts.
+        let _quota = quota::lock(store, charge.as_ref())?;
+        match claim_locks(store, ns, pools, &req.owner)? {
+            Some(locks) => allocate_under_locks(store, req, Some(locks), warnings),
+            None => allocate_read_only(store, req, warnings),
+        }
     })
 }
 
@@ -341,10 +348,18 @@ pub fn allocate_all(
         // release of the owner cannot come between two pools (it would leave the owner
         // holding one address, and the earlier pool's `existing` answer false). Each
         // pool's claim then takes its own again, which a store grants to the holder.
-        let locks = if dry_run {
-            None
+        let (_quota, locks) = if dry_run {
+            (None, None)
         } else {
-            all_claim_locks(store, requests)?
+            // Every pool of one request is of one scope, so one charge (the first's); each
+            // pool's claim takes it again, granted to its holder.
+            let charge = requests
+                .first()
+                .and_then(|r| quota::Charge::of_allocation(&r.pool, &r.owner));
+            (
+                quota::lock(store, charge.as_ref())?,
+                all_claim_locks(store, requests)?,
+            )
         };
         let mut done: Vec<Allocated> = Vec::new();
         let mut failed = None;

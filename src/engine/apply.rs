@@ -8,8 +8,10 @@ use std::collections::{BTreeSet, HashSet};
 use serde::Serialize;
 
 use crate::engine::subnet::{self, Put};
+use crate::engine::warning::Warnings;
 use crate::engine::{created, holders, subnet_ids};
 use crate::error::{Error, Result};
+use crate::model::quota::QuotaManifest;
 use crate::model::subnet::SubnetManifest;
 use crate::model::{Namespace, PoolKind, PoolManifest, PoolName, PoolRef};
 use crate::store::read::load_pool;
@@ -23,6 +25,8 @@ pub struct Manifests {
     pub pools: Vec<PoolManifest>,
     /// The subnets, in input order; applied after every pool.
     pub subnets: Vec<SubnetManifest>,
+    /// The namespaces' quotas, in input order; applied last.
+    pub quotas: Vec<QuotaManifest>,
 }
 
 /// A pool or a subnet of the input, as `apply` reports it.
@@ -33,6 +37,8 @@ pub enum Applied<'a> {
     Pool(&'a PoolManifest),
     /// A subnet manifest.
     Subnet(&'a SubnetManifest),
+    /// A quota manifest.
+    Quota(&'a QuotaManifest),
 }
 
 /// Applies `input` as one unit of work (one transaction on a database): each pool, then
@@ -46,11 +52,18 @@ pub fn apply<'m>(
     store: &dyn Store,
     input: &'m Manifests,
     dry_run: bool,
+    warnings: &mut Warnings,
 ) -> Result<Vec<(Applied<'m>, Put)>> {
     if dry_run {
-        apply_locked(store, input, true)
+        apply_locked(store, input, true, warnings)
     } else {
-        store::atomically(store, || apply_locked(store, input, false))
+        store::atomically(store, || {
+            // A unit run again starts with no warnings of the run before.
+            let mut run = Warnings::default();
+            let plan = apply_locked(store, input, false, &mut run)?;
+            *warnings = run;
+            Ok(plan)
+        })
     }
 }
 
@@ -59,6 +72,7 @@ fn apply_locked<'m>(
     store: &dyn Store,
     input: &'m Manifests,
     dry_run: bool,
+    warnings: &mut Warnings,
 ) -> Result<Vec<(Applied<'m>, Put)>> {
     let pools = &input.pools;
     // Lock every scope written to, then every pool, in a fixed order (no deadlock between
@@ -96,6 +110,12 @@ fn apply_locked<'m>(
             Applied::Subnet(subnet),
             put_subnet(store, input, subnet, dry_run)?,
         ));
+    }
+    // Quotas last, each on its own: a quota lowered below what its namespace holds is
+    // written all the same, with a warning (claims are refused until it is back under).
+    for quota in &input.quotas {
+        let put = crate::engine::quota::put(store, quota, dry_run, warnings)?;
+        plan.push((Applied::Quota(quota), put));
     }
     drop(scope_locks);
     drop(pool_locks);

@@ -207,6 +207,9 @@ fn check_dir(dir: &dyn StateDir) -> Report {
         yaml::decode_prefix_claim,
         |_| None,
     );
+    // Read for the findings of a file that does not parse; what they hold against what the
+    // namespace holds is `check`'s quota rule, on the store (`engine::quota::over`).
+    read_all(layout.quotas, &mut findings, yaml::decode_quota, |_| None);
     let known = rules::check_pools(&pools, &mut findings);
     prefixes::check_prefix_claims(&prefix_claims, &known, &mut findings);
     ranges::check_subnets(&subnets, &known, &mut findings);

@@ -138,6 +138,7 @@ pub mod mac;
 pub mod metrics;
 pub mod pool;
 pub mod prefix;
+pub mod quota;
 pub mod range_holder;
 pub mod reconcile;
 pub mod release;

@@ -32,6 +32,8 @@ pub struct Copied {
     pub cooldown_records: usize,
     /// Prefix claims of supernet pools.
     pub prefix_claims: usize,
+    /// Namespaces' quotas.
+    pub quotas: usize,
     /// Objects the target already held with the same bytes.
     pub unchanged: usize,
 }
@@ -39,7 +41,12 @@ pub struct Copied {
 impl Copied {
     /// Objects written to the target, of every kind.
     pub fn written(&self) -> usize {
-        self.pools + self.subnets + self.allocations + self.cooldown_records + self.prefix_claims
+        self.pools
+            + self.subnets
+            + self.allocations
+            + self.cooldown_records
+            + self.prefix_claims
+            + self.quotas
     }
 }
 
@@ -65,6 +72,9 @@ impl std::fmt::Display for Copied {
                 " (and {})",
                 n(self.prefix_claims, "prefix claim", "prefix claims")
             )?;
+        }
+        if self.quotas > 0 {
+            write!(f, " (and {})", n(self.quotas, "quota", "quotas"))?;
         }
         Ok(())
     }
@@ -110,6 +120,10 @@ fn read_valid(
         }
         ObjectKind::PrefixClaim => {
             let m = yaml::decode_prefix_claim(text).map_err(|e| Error::invalid(at(), e))?;
+            (m.metadata.name.clone(), m.metadata.namespace.clone())
+        }
+        ObjectKind::Quota => {
+            let m = yaml::decode_quota(text).map_err(|e| Error::invalid(at(), e))?;
             (m.metadata.name.clone(), m.metadata.namespace.clone())
         }
     };
@@ -170,7 +184,11 @@ fn put(
         _ => {}
     }
     match kind {
-        ObjectKind::Pool | ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+        ObjectKind::Pool
+        | ObjectKind::Subnet
+        | ObjectKind::Cooldown
+        | ObjectKind::PrefixClaim
+        | ObjectKind::Quota => {
             if !to.create(kind, ns, name, bytes)? {
                 return Err(conflict("was created meanwhile"));
             }
@@ -253,6 +271,7 @@ fn copy(from: &dyn Store, to: &dyn Store, mut skip: Option<&mut Warnings>) -> Re
                         ObjectKind::Subnet => copied.subnets += 1,
                         ObjectKind::Cooldown => copied.cooldown_records += 1,
                         ObjectKind::PrefixClaim => copied.prefix_claims += 1,
+                        ObjectKind::Quota => copied.quotas += 1,
                     }
                 } else {
                     copied.unchanged += 1;

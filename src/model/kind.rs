@@ -19,6 +19,9 @@ pub const PREFIX_CLAIM_KIND: &str = "IPPrefixClaim";
 /// `kind` of a cooldown record.
 pub const COOLDOWN_KIND: &str = "CooldownRecord";
 
+/// `kind` of a namespace's quota.
+pub const QUOTA_KIND: &str = "Quota";
+
 /// The kinds of stored object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ObjectKind {
@@ -34,16 +37,19 @@ pub enum ObjectKind {
     /// `IPPrefixClaim` manifests: a child prefix of a supernet pool held by one owner
     /// (see [`crate::model::prefix_claim`]).
     PrefixClaim,
+    /// `Quota` manifests: a namespace's ceilings (see [`crate::model::quota`]).
+    Quota,
 }
 
 impl ObjectKind {
     /// Every kind, in the order a copy writes them (a subnet and a record name a pool).
-    pub const ALL: [ObjectKind; 5] = [
+    pub const ALL: [ObjectKind; 6] = [
         ObjectKind::Pool,
         ObjectKind::Subnet,
         ObjectKind::Allocation,
         ObjectKind::Cooldown,
         ObjectKind::PrefixClaim,
+        ObjectKind::Quota,
     ];
 
     /// The lowercase kind, as messages and `-o name` spell it.
@@ -54,6 +60,7 @@ impl ObjectKind {
             ObjectKind::Subnet => "subnet",
             ObjectKind::Cooldown => "cooldownrecord",
             ObjectKind::PrefixClaim => "ipprefixclaim",
+            ObjectKind::Quota => "quota",
         }
     }
 }

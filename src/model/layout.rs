@@ -36,12 +36,13 @@ pub enum ScopeDir {
 
 impl ScopeDir {
     /// Every directory of a scope: the segments a namespace may not take.
-    pub const ALL: [ScopeDir; 6] = [
+    pub const ALL: [ScopeDir; 7] = [
         ScopeDir::Objects(ObjectKind::Pool),
         ScopeDir::Objects(ObjectKind::Allocation),
         ScopeDir::Objects(ObjectKind::Subnet),
         ScopeDir::Objects(ObjectKind::Cooldown),
         ScopeDir::Objects(ObjectKind::PrefixClaim),
+        ScopeDir::Objects(ObjectKind::Quota),
         ScopeDir::Macs,
     ];
 
@@ -53,6 +54,7 @@ impl ScopeDir {
             ScopeDir::Objects(ObjectKind::Subnet) => "subnets",
             ScopeDir::Objects(ObjectKind::Cooldown) => "cooldown",
             ScopeDir::Objects(ObjectKind::PrefixClaim) => "ipprefixclaims",
+            ScopeDir::Objects(ObjectKind::Quota) => "quotas",
             ScopeDir::Macs => "macs",
         }
     }

@@ -22,6 +22,7 @@ pub mod pick;
 pub mod pool;
 pub mod prefix;
 pub mod prefix_claim;
+pub mod quota;
 pub mod schema;
 pub mod selector;
 pub mod subnet;

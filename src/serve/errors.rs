@@ -17,6 +17,7 @@ pub fn code(e: &Error) -> &'static str {
         Error::Unauthenticated { .. } => "UNAUTHENTICATED",
         Error::Forbidden { .. } => "FORBIDDEN",
         Error::Limit { .. } => "LIMIT",
+        Error::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
         Error::Interrupted { .. } => "INTERRUPTED",
         Error::Io { .. }
         | Error::ReadOnly { .. }

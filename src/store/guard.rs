@@ -7,6 +7,9 @@
 //! while it holds a later one:
 //!
 //! 1. scope locks ([`ScopeLock`]), by namespace (`apply`, `vpc create`);
+//!    then the quota lock of a namespace ([`QuotaLock`]), taken by a claim charged to the
+//!    namespace's quotas before its claim locks (`vpc create` after its scope lock); a
+//!    process holds at most one namespace's;
 //! 2. pool locks ([`PoolLock`], and the pool part of a [`ClaimLock`]), by (namespace, pool
 //!    name): `apply` takes every pool it writes in that order, a zone claim every pool of
 //!    the zone in pool-name order (all cluster-scoped), `allocate` and `release` one pool;
@@ -70,6 +73,21 @@ impl ScopeLock {
     /// The guard of a scope lock held by `hold`.
     pub fn new(hold: Hold) -> ScopeLock {
         ScopeLock { _hold: hold }
+    }
+}
+
+/// The claims charged to one namespace's quotas serialised ([`crate::engine::quota`]),
+/// held as its [`Hold`] says.
+#[derive(Debug)]
+#[must_use = "the namespace's quotas are held only while the guard is held"]
+pub struct QuotaLock {
+    _hold: Hold,
+}
+
+impl QuotaLock {
+    /// The guard of a quota lock held by `hold`.
+    pub fn new(hold: Hold) -> QuotaLock {
+        QuotaLock { _hold: hold }
     }
 }
 

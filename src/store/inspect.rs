@@ -133,6 +133,7 @@ pub struct Walked {
     pub subnets: Vec<ManifestFile>,
     pub cooldown: Vec<ManifestFile>,
     pub prefix_claims: Vec<ManifestFile>,
+    pub quotas: Vec<ManifestFile>,
     pub leftovers: Vec<Leftover>,
 }
 

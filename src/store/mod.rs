@@ -34,7 +34,7 @@ use crate::model::{AllocationManifest, Namespace, Owner, OwnerFilter, PoolName};
 
 pub use crate::model::ObjectKind;
 pub use crate::store::capability::{Capabilities, Database, StateDir};
-pub use crate::store::guard::{ClaimLock, Hold, LockMode, PoolLock, ScopeLock};
+pub use crate::store::guard::{ClaimLock, Hold, LockMode, PoolLock, QuotaLock, ScopeLock};
 
 /// An allocation as read: its manifest, or why the stored object is no manifest.
 pub type Parsed = std::result::Result<AllocationManifest, String>;
@@ -341,6 +341,12 @@ pub trait Queries: Objects {
         Ok(None)
     }
 
+    /// How many objects of `kind` scope `ns` holds: by default the length of
+    /// [`Objects::list`]'s answer; a database counts them without listing them.
+    fn count(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<u64> {
+        Ok(self.list(kind, ns)?.len() as u64)
+    }
+
     /// How many allocations `pool` has, and how many of them are among `candidates`,
     /// when the store can count them without listing them (a database); `None` by default:
     /// the caller counts from [`Objects::list`].
@@ -454,6 +460,12 @@ pub trait Locks {
     /// overlaps and writes), so two concurrent applies cannot both create overlapping
     /// public pools.
     fn lock_scope(&self, ns: Option<&Namespace>) -> Result<ScopeLock>;
+
+    /// Serialises the claims charged to namespace `ns`'s quotas ([`crate::engine::quota`]):
+    /// each holds it from before its claim locks until its claim is durable, so that what
+    /// it counts is what the next one counts plus its own claim. Granted again to its holder
+    /// (a claim in several pools takes it once for all, and each pool's claim again).
+    fn lock_quota(&self, ns: &Namespace) -> Result<QuotaLock>;
 
     /// The locks a claim for `owner` in each of `pools` (ascending by name, one at least)
     /// holds from before it reads the pools until the claim is durable: every pool shared,

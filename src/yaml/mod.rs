@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_saphyr::{Budget, DuplicateKeyPolicy, Options};
 
 use crate::model::cooldown::CooldownRecord;
+use crate::model::kind::QUOTA_KIND;
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::subnet::{SUBNET_KIND, SubnetManifest};
 use crate::model::{ALLOCATION_KIND, AllocationManifest, POOL_KIND, PoolManifest};
@@ -114,6 +115,8 @@ pub enum Document {
     /// A subnet, parsed and validated on its own (its pool is checked when applied), with
     /// its gateway filled in.
     Subnet(Box<SubnetManifest>),
+    /// A namespace's quota, parsed and validated.
+    Quota(Box<crate::model::quota::QuotaManifest>),
     /// An allocation document: `apply` refuses these.
     Allocation,
 }
@@ -226,9 +229,14 @@ fn decode_document(text: &str) -> Result<Document, String> {
             subnet.validate()?;
             Ok(Document::Subnet(Box::new(subnet.normalized())))
         }
+        Some(QUOTA_KIND) => {
+            let quota: crate::model::quota::QuotaManifest = from_str(text)?;
+            quota.validate()?;
+            Ok(Document::Quota(Box::new(quota)))
+        }
         Some(ALLOCATION_KIND) => Ok(Document::Allocation),
         Some(other) => Err(format!(
-            "kind: `{other}` is not supported; expected `{POOL_KIND}` or `{SUBNET_KIND}` (or `{ALLOCATION_KIND}`, which only `ipamctl allocate` writes)"
+            "kind: `{other}` is not supported; expected `{POOL_KIND}`, `{SUBNET_KIND}` or `{QUOTA_KIND}` (or `{ALLOCATION_KIND}`, which only `ipamctl allocate` writes)"
         )),
         None => Err("kind: missing".into()),
     }
@@ -289,6 +297,14 @@ pub fn decode_subnet(text: &str) -> Result<SubnetManifest, String> {
     let subnet: SubnetManifest = from_str(text)?;
     subnet.validate().map_err(|e| excerpted(&e))?;
     Ok(subnet)
+}
+
+/// Parses and validates one quota from the state directory.
+pub fn decode_quota(text: &str) -> Result<crate::model::quota::QuotaManifest, String> {
+    expect_single(text)?;
+    let quota: crate::model::quota::QuotaManifest = from_str(text)?;
+    quota.validate().map_err(|e| excerpted(&e))?;
+    Ok(quota)
 }
 
 /// Parses and validates one prefix claim from the state directory.

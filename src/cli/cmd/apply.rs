@@ -100,6 +100,7 @@ impl Named for Applied<'_> {
         match self {
             Applied::Pool(p) => p.resource(),
             Applied::Subnet(s) => s.resource(),
+            Applied::Quota(q) => format!("quota/{}", q.metadata.name),
         }
     }
 }
@@ -109,6 +110,7 @@ fn parse_all(files: &[String]) -> Result<Manifests> {
     let mut input = Manifests::default();
     let mut seen = HashSet::new();
     let mut seen_subnets = HashSet::new();
+    let mut seen_quotas = HashSet::new();
     for file in files {
         let origin = if file == "-" {
             "<stdin>"
@@ -139,6 +141,24 @@ fn parse_all(files: &[String]) -> Result<Manifests> {
                         ));
                     }
                     input.subnets.push(*subnet);
+                    continue;
+                }
+                yaml::Document::Quota(quota) => {
+                    let key = (
+                        quota.metadata.namespace.clone(),
+                        quota.metadata.name.clone(),
+                    );
+                    if !seen_quotas.insert(key) {
+                        return Err(Error::invalid(
+                            origin,
+                            format!(
+                                "document {}: quota `{}` appears twice in the input",
+                                i + 1,
+                                quota.metadata.name
+                            ),
+                        ));
+                    }
+                    input.quotas.push(*quota);
                     continue;
                 }
                 yaml::Document::Allocation => {
@@ -173,7 +193,9 @@ fn parse_all(files: &[String]) -> Result<Manifests> {
 
 pub fn run(store: &dyn Store, g: &GlobalArgs, args: &ApplyArgs, out: &mut dyn Write) -> Result<()> {
     let input = parse_all(&args.file)?;
-    let plan = crate::engine::apply::apply(store, &input, args.dry_run)?;
+    let mut warnings = crate::engine::warning::Warnings::default();
+    let plan = crate::engine::apply::apply(store, &input, args.dry_run, &mut warnings)?;
+    output::warn(&warnings);
     let changes: Vec<Change<Applied<'_>>> = plan
         .into_iter()
         .map(|(object, put)| Change::new(object, Action::from(put).planned(args.dry_run)))

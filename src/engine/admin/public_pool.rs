@@ -125,8 +125,10 @@ pub fn create_public_pool(
     let input = Manifests {
         pools: vec![pool.manifest.clone()],
         subnets: Vec::new(),
+        quotas: Vec::new(),
     };
-    let put = apply(store, &input, pool.dry_run)?
+    // A pool alone: no quota is written, so no warning comes back.
+    let put = apply(store, &input, pool.dry_run, &mut Default::default())?
         .first()
         .map(|(_, put)| *put)
         .unwrap_or(Put::Unchanged);

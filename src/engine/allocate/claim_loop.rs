@@ -43,6 +43,12 @@ pub(super) fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
+    // A new owner's claim, counted against its namespace's quotas under their lock (taken
+    // before the claim locks by the caller): exit 7 and nothing claimed at the ceiling.
+    crate::engine::quota::admit(
+        store,
+        crate::engine::quota::Charge::of_allocation(pool, &req.owner).as_ref(),
+    )?;
     let free = free_for(store, req, candidates, taken, walk, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     let expires_at = crate::engine::lease::expiry(store, req.ttl)?;

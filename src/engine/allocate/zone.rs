@@ -4,6 +4,7 @@
 use crate::engine::cooldown;
 use crate::engine::identity;
 use crate::engine::lease;
+use crate::engine::quota::{self, Charge};
 use crate::engine::subnet;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -81,12 +82,15 @@ fn allocate_zone_now(
     let names: Vec<PoolName> = pools.iter().map(|p| p.name.clone()).collect();
     // Only a look-up is possible on a read-only store: an owner holding an address still
     // gets it.
-    let (_locks, read_only) = if dry_run {
-        (None, None)
+    let (_quota, _locks, read_only) = if dry_run {
+        (None, None, None)
     } else {
+        // Every pool of the zone is the cluster's: one charge for all (a tenant's).
+        let charge = Charge::of_allocation(&pools[0], owner);
+        let quota = quota::lock(store, charge.as_ref())?;
         match store.lock_claim(None, &names, owner) {
-            Ok(locks) => (Some(locks), None),
-            Err(e @ Error::ReadOnly { .. }) => (None, Some(e)),
+            Ok(locks) => (quota, Some(locks), None),
+            Err(e @ Error::ReadOnly { .. }) => (quota, None, Some(e)),
             Err(e) => return Err(e),
         }
     };

@@ -99,6 +99,7 @@ pub(super) enum Read {
     Subnet(Box<SubnetManifest>),
     Cooldown(Box<CooldownRecord>),
     PrefixClaim(Box<PrefixClaimManifest>),
+    Quota(Box<crate::model::quota::QuotaManifest>),
     Broken(String),
 }
 
@@ -125,6 +126,10 @@ pub(super) fn parse(kind: ObjectKind, bytes: &[u8]) -> Read {
         },
         ObjectKind::PrefixClaim => match yaml::decode_prefix_claim(text) {
             Ok(m) => Read::PrefixClaim(Box::new(m)),
+            Err(e) => Read::Broken(e),
+        },
+        ObjectKind::Quota => match yaml::decode_quota(text) {
+            Ok(m) => Read::Quota(Box::new(m)),
             Err(e) => Read::Broken(e),
         },
     }

@@ -225,6 +225,10 @@ pub(crate) fn subnet_kind(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "const": SUBNET_KIND })
 }
 
+pub(crate) fn quota_kind(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "const": crate::model::kind::QUOTA_KIND })
+}
+
 /// An RFC 3339 UTC time, as `releasedAt` holds it (to the millisecond).
 pub(crate) fn released_at(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "format": "date-time" })

@@ -46,6 +46,11 @@ pub fn of(kind: ObjectKind) -> Value {
             PREFIX_CLAIM_KIND,
             "A child prefix of a supernet pool held by one owner, written only by `ipamctl allocate --prefix-length`.",
         ),
+        ObjectKind::Quota => (
+            generator().into_root_schema_for::<crate::model::quota::QuotaManifest>(),
+            crate::model::kind::QUOTA_KIND,
+            "A namespace's ceilings on the addresses, floating IPs and prefixes it holds, applied with `ipamctl apply`.",
+        ),
         ObjectKind::Allocation => (
             generator().into_root_schema_for::<AllocationManifest>(),
             ALLOCATION_KIND,

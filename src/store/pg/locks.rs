@@ -7,7 +7,7 @@ use super::typed::Typed;
 use super::{PgStore, ns_key};
 use crate::error::Result;
 use crate::model::{Namespace, Owner, PoolName};
-use crate::store::{ClaimLock, Hold, LockMode, Locks, PoolLock, ScopeLock, Units};
+use crate::store::{ClaimLock, Hold, LockMode, Locks, PoolLock, QuotaLock, ScopeLock, Units};
 
 impl Locks for PgStore {
     fn lock_pool(
@@ -33,6 +33,23 @@ impl Locks for PgStore {
             )
         })?;
         Ok(ScopeLock::new(Hold::UntilUnitEnds))
+    }
+
+    fn lock_quota(&self, ns: &Namespace) -> Result<QuotaLock> {
+        // A row of the scopes' lock table, under a key no namespace spells (`:` is in no
+        // namespace segment): no migration, and the same row lock a scope's is.
+        let key = format!("quota:{ns}");
+        self.in_unit("a quota lock", |c| {
+            c.exec(
+                "INSERT INTO ipamctl.scope_locks (namespace) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&key],
+            )?;
+            c.opt(
+                "SELECT 1 FROM ipamctl.scope_locks WHERE namespace = $1 FOR UPDATE",
+                &[&key],
+            )
+        })?;
+        Ok(QuotaLock::new(Hold::UntilUnitEnds))
     }
 
     fn lock_claim(

@@ -44,6 +44,7 @@ fn object_kind(kind: ObjectKind) -> &'static str {
         ObjectKind::Subnet => crate::model::subnet::SUBNET_KIND,
         ObjectKind::Cooldown => crate::model::cooldown::COOLDOWN_KIND,
         ObjectKind::PrefixClaim => PREFIX_CLAIM_KIND,
+        ObjectKind::Quota => crate::model::kind::QUOTA_KIND,
         ObjectKind::Pool | ObjectKind::Allocation => {
             unreachable!("pools and allocations have tables")
         }
@@ -75,6 +76,8 @@ impl PgStore {
                 let claim = yaml::decode_prefix_claim(text).map_err(invalid)?;
                 Ok(claim.spec.pool.to_string())
             }
+            // A quota is a namespace's, of no pool.
+            ObjectKind::Quota => Ok(String::new()),
             _ => {
                 let text =
                     std::str::from_utf8(bytes).map_err(|_| invalid("is not UTF-8 text".into()))?;
@@ -269,7 +272,10 @@ impl Objects for PgStore {
                     )
                 })?
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+            ObjectKind::Subnet
+            | ObjectKind::Cooldown
+            | ObjectKind::PrefixClaim
+            | ObjectKind::Quota => {
                 if kind == ObjectKind::Subnet
                     && let Some(answer) = self.prefetched_subnet(ns, name)
                 {
@@ -305,9 +311,10 @@ impl Objects for PgStore {
                     .map_err(|e| Error::invalid(self.locate(kind, ns, name), e))?;
                 Ok(matches!(self.claim(ns, &manifest)?, Claim::Claimed))
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
-                self.put_object(kind, ns, name, bytes, true)
-            }
+            ObjectKind::Subnet
+            | ObjectKind::Cooldown
+            | ObjectKind::PrefixClaim
+            | ObjectKind::Quota => self.put_object(kind, ns, name, bytes, true),
         }
     }
 
@@ -323,9 +330,10 @@ impl Objects for PgStore {
             ObjectKind::Allocation => Err(Error::usage(
                 "allocations are never replaced: release the address and allocate it again",
             )),
-            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
-                self.put_object(kind, ns, name, bytes, false).map(|_| ())
-            }
+            ObjectKind::Subnet
+            | ObjectKind::Cooldown
+            | ObjectKind::PrefixClaim
+            | ObjectKind::Quota => self.put_object(kind, ns, name, bytes, false).map(|_| ()),
         }
     }
 
@@ -385,7 +393,7 @@ impl Objects for PgStore {
                     Ok(row.get::<_, i64>(0) > 0)
                 })
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown => {
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::Quota => {
                 if kind == ObjectKind::Subnet {
                     self.forget_prefetched_subnets();
                 }
@@ -427,7 +435,10 @@ impl Objects for PgStore {
                     })
                     .collect())
             }
-            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+            ObjectKind::Subnet
+            | ObjectKind::Cooldown
+            | ObjectKind::PrefixClaim
+            | ObjectKind::Quota => {
                 if kind == ObjectKind::Subnet
                     && let Some(names) = self.prefetched_subnet_names(ns)
                 {

@@ -426,6 +426,7 @@ impl Walker {
                         ObjectKind::Subnet => self.out.subnets.push(file),
                         ObjectKind::Cooldown => self.out.cooldown.push(file),
                         ObjectKind::PrefixClaim => self.out.prefix_claims.push(file),
+                        ObjectKind::Quota => self.out.quotas.push(file),
                     }
                 }
                 Kind::File if name.starts_with(TMP_PREFIX) => self.leftover(fd, &item),

@@ -36,7 +36,7 @@ pub use wait::{DEFAULT_TIMEOUT_SECS, LOCK_TIMEOUT_VAR, timeout};
 use crate::error::Result;
 use crate::model::{Namespace, Owner, PoolName};
 use crate::store::fs::FsStore;
-use crate::store::{ClaimLock, LockMode, Locks, PoolLock, ScopeLock};
+use crate::store::{ClaimLock, LockMode, Locks, PoolLock, QuotaLock, ScopeLock};
 
 impl Locks for FsStore {
     fn lock_pool(
@@ -57,6 +57,11 @@ impl Locks for FsStore {
             scope: scope_text(ns),
         };
         Ok(ScopeLock::new(self.lock(target, LockMode::Exclusive)?))
+    }
+
+    fn lock_quota(&self, ns: &Namespace) -> Result<QuotaLock> {
+        let target = Target::Quota { scope: ns.as_str() };
+        Ok(QuotaLock::new(self.lock(target, LockMode::Exclusive)?))
     }
 
     fn lock_claim(

@@ -19,6 +19,9 @@ pub enum Target<'a> {
     Pool { scope: &'a str, pool: &'a str },
     /// The set of pools of a scope, while `apply` checks overlaps and writes.
     Scope { scope: &'a str },
+    /// The claims charged to a namespace's quotas (`crate::engine::quota`). It shares the
+    /// scope's quarter, told apart by its tag.
+    Quota { scope: &'a str },
     /// One owner's name in one pool (its [`crate::model::Owner::lock_key`]: the name's,
     /// whatever the uid, except a VPC's), or its identity there ([`Target::owners`]).
     Owner {
@@ -70,6 +73,7 @@ impl<'a> Target<'a> {
         let (quarter, parts): (u64, [&[u8]; 4]) = match self {
             Target::Pool { scope, pool } => (0, [b"pool", scope.as_bytes(), pool.as_bytes(), b""]),
             Target::Scope { scope } => (1, [b"scope", scope.as_bytes(), b"", b""]),
+            Target::Quota { scope } => (1, [b"quota", scope.as_bytes(), b"", b""]),
             Target::Owner {
                 scope,
                 pool,
@@ -100,6 +104,7 @@ impl<'a> Target<'a> {
         match self {
             Target::Pool { scope: s, pool } => format!("the lock of pool `{pool}`{}", scope(s)),
             Target::Scope { scope: s } => format!("the lock of the pools{}", scope(s)),
+            Target::Quota { scope: s } => format!("the lock of the quotas{}", scope(s)),
             Target::Owner {
                 scope: s,
                 pool,

@@ -1,0 +1,356 @@
+//! Quotas kept: a claim that would take a namespace over one of its quotas
+//! ([`crate::model::quota`]) is refused, exit 7 ([`Error::QuotaExceeded`]), and nothing is
+//! claimed. The one home of the rule: every writer that adds to what a namespace holds
+//! calls [`lock`] and then [`admit`] here.
+//!
+//! # What is charged to whom ([`Charge`])
+//!
+//! - an allocation in a namespace's pool: `addresses` of that namespace (a dual-stack
+//!   claim makes one per family, so two);
+//! - a tenant's floating IP (owner `FloatingIP/<tenant>/<name>`) in a cluster pool:
+//!   `floatingIPs` of the tenant;
+//! - a prefix claim in a namespace's supernet: `prefixes` of that namespace, and a VPC's
+//!   range from a cluster supernet (annotated with its VPC, [`RANGE_ANNOTATION`]):
+//!   `prefixes` of the VPC's namespace.
+//!
+//! Anything else (a cluster pool's allocation for another owner, a VPC router's uplink,
+//! whose owner names only the VPC's uid) is charged to no namespace.
+//!
+//! # Why it is race-free
+//!
+//! No file name or constraint can arbitrate a count, so a lock does: every claim charged
+//! to a namespace that has a quota on the resource takes the namespace's quota lock
+//! ([`crate::store::Locks::lock_quota`]) before its claim locks, and holds it until its
+//! claim is durable (the file store: until the guard drops, after the exclusive create; a
+//! database: until the transaction commits). Under it the claim reads the quotas again,
+//! counts what the namespace holds (the stored objects as they are, never a cache) and
+//! claims only below every limit. Two claims of one namespace therefore count one after
+//! the other, and the second sees the first's. A holder asking again never reaches the
+//! count: its look-up answers it first, so a re-ask at the ceiling is still `existing`.
+//!
+//! What the lock cannot see: a writer that takes no lock (a hand edit, `git pull`, a merge)
+//! and a claim that read "no quota" just before the quota was first applied. Both can
+//! leave a namespace over; `check` reports it, and claims are refused until it is back
+//! under.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::engine::subnet::Put;
+use crate::engine::warning::{Warning, Warnings};
+use crate::error::{Error, Result};
+use crate::model::quota::{QuotaManifest, Resource};
+use crate::model::vpc::RANGE_ANNOTATION;
+use crate::model::{Namespace, Owner, OwnerFilter, OwnerKind, PoolRef};
+use crate::store::{ObjectKind, QuotaLock, Store};
+use crate::yaml;
+
+/// What one new claim is charged to: a namespace's resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Charge {
+    /// The namespace whose quotas count it.
+    pub namespace: Namespace,
+    /// Which of their ceilings.
+    pub resource: Resource,
+}
+
+impl Charge {
+    /// A new allocation of `owner` in `pool` (see the module docs).
+    pub fn of_allocation(pool: &PoolRef, owner: &Owner) -> Option<Charge> {
+        match &pool.namespace {
+            Some(ns) => Some(Charge {
+                namespace: ns.clone(),
+                resource: Resource::Addresses,
+            }),
+            None => owner.tenant().map(|tenant| Charge {
+                namespace: tenant,
+                resource: Resource::FloatingIps,
+            }),
+        }
+    }
+
+    /// A new prefix claim in `pool`, written with `annotations` (see the module docs).
+    pub fn of_prefix(pool: &PoolRef, annotations: &BTreeMap<String, String>) -> Option<Charge> {
+        let namespace = match &pool.namespace {
+            Some(ns) => ns.clone(),
+            None => range_namespace(annotations.get(RANGE_ANNOTATION)?)?,
+        };
+        Some(Charge {
+            namespace,
+            resource: Resource::Prefixes,
+        })
+    }
+}
+
+/// The namespace of a VPC range's annotation (`<namespace>/<vpc>`; a VPC's name has no
+/// `/`, so the last one separates them).
+fn range_namespace(annotation: &str) -> Option<Namespace> {
+    let (ns, _) = annotation.rsplit_once('/')?;
+    Namespace::new(ns).ok()
+}
+
+/// The quotas of `ns`, in name order. A quota that does not parse fails closed (exit 1,
+/// naming its file): a ceiling nobody can read is not no ceiling.
+pub fn quotas(store: &dyn Store, ns: &Namespace) -> Result<Vec<QuotaManifest>> {
+    let mut names = store.list(ObjectKind::Quota, Some(ns))?;
+    names.sort();
+    let mut found = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(bytes) = store.get(ObjectKind::Quota, Some(ns), &name)? else {
+            continue; // deleted since the listing
+        };
+        let path = || store.locate(ObjectKind::Quota, Some(ns), &name);
+        let quota = std::str::from_utf8(&bytes)
+            .map_err(|_| "is not UTF-8 text".to_owned())
+            .and_then(yaml::decode_quota)
+            .map_err(|why| Error::Corrupt {
+                path: path().into(),
+                message: format!(
+                    "{why}; claims charged to namespace `{ns}` are refused until it is repaired: run `ipamctl check`"
+                ),
+            })?;
+        found.push(quota);
+    }
+    Ok(found)
+}
+
+/// How much of `resource` namespace `ns` holds now, counted from the stored objects.
+pub fn used(store: &dyn Store, ns: &Namespace, resource: Resource) -> Result<u64> {
+    match resource {
+        Resource::Addresses => store.count(ObjectKind::Allocation, Some(ns)),
+        Resource::FloatingIps => {
+            let floating = OwnerFilter::default()
+                .with_kind(OwnerKind::FloatingIp)
+                .map_err(|e| Error::invalid("owner", e))?;
+            let found = store.find_allocations(None, None, &floating)?;
+            Ok(found
+                .iter()
+                .filter_map(|f| f.parsed.as_ref().ok())
+                .filter(|m| m.spec.owner.tenant().as_ref() == Some(ns))
+                .count() as u64)
+        }
+        Resource::Prefixes => {
+            let own = store.count(ObjectKind::PrefixClaim, Some(ns))?;
+            Ok(own + vpc_ranges_in_cluster(store, ns)?)
+        }
+    }
+}
+
+/// The prefix claims of cluster supernets that are ranges of `ns`'s VPCs.
+fn vpc_ranges_in_cluster(store: &dyn Store, ns: &Namespace) -> Result<u64> {
+    let routers =
+        OwnerFilter::new(Some("VPC/router"), None).map_err(|e| Error::invalid("owner", e))?;
+    let claims = crate::engine::prefix::claims_matching(store, None, None, &routers)?;
+    Ok(claims
+        .iter()
+        .filter_map(|c| c.metadata.annotations.get(RANGE_ANNOTATION))
+        .filter(|a| range_namespace(a).as_ref() == Some(ns))
+        .count() as u64)
+}
+
+/// The namespace's quota lock, when a quota of its namespace limits the charge's resource:
+/// taken by a claim before its claim locks (the order of [`crate::store::guard`]) and held
+/// until its claim is durable. `None` when nothing is charged, no quota limits it, or the
+/// store is read-only (a claim there only looks up).
+pub fn lock(store: &dyn Store, charge: Option<&Charge>) -> Result<Option<QuotaLock>> {
+    let Some(charge) = charge else {
+        return Ok(None);
+    };
+    let limited = quotas(store, &charge.namespace)?
+        .iter()
+        .any(|q| q.limit(charge.resource).is_some());
+    if !limited {
+        return Ok(None);
+    }
+    match store.lock_quota(&charge.namespace) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(Error::ReadOnly { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Refuses a new claim charged to `charge` when it would take its namespace over one of
+/// its quotas (exit 7, naming the quota, its limit and what is held). The caller holds
+/// [`lock`]'s guard and found that the owner holds nothing yet.
+pub fn admit(store: &dyn Store, charge: Option<&Charge>) -> Result<()> {
+    let Some(charge) = charge else {
+        return Ok(());
+    };
+    let quotas = quotas(store, &charge.namespace)?;
+    let limits: Vec<(&QuotaManifest, u64)> = quotas
+        .iter()
+        .filter_map(|q| Some((q, q.limit(charge.resource)?)))
+        .collect();
+    if limits.is_empty() {
+        return Ok(());
+    }
+    let used = used(store, &charge.namespace, charge.resource)?;
+    match limits.iter().find(|(_, limit)| used >= *limit) {
+        Some((quota, limit)) => Err(Error::QuotaExceeded {
+            namespace: charge.namespace.to_string(),
+            quota: quota.metadata.name.clone(),
+            resource: charge.resource.name(),
+            limit: *limit,
+            used,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// One ceiling of one quota against what its namespace holds, as `quota list`, `metrics`
+/// and `check` show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Usage {
+    /// The quota's namespace.
+    pub namespace: Namespace,
+    /// The quota's name.
+    pub quota: String,
+    /// The resource, as `spec.hard` spells it.
+    pub resource: &'static str,
+    /// What the namespace holds of it.
+    pub used: u64,
+    /// The quota's ceiling.
+    pub limit: u64,
+}
+
+impl Usage {
+    /// Whether the namespace holds more than the ceiling.
+    pub fn over(&self) -> bool {
+        self.used > self.limit
+    }
+}
+
+/// Every ceiling of every quota of `scopes` (every namespace when `None`), in namespace,
+/// quota and resource order, with what is held.
+pub fn usage(store: &dyn Store, scopes: Option<&[Namespace]>) -> Result<Vec<Usage>> {
+    let namespaces: Vec<Namespace> = match scopes {
+        Some(list) => list.to_vec(),
+        None => store.scopes()?.into_iter().flatten().collect(),
+    };
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let quotas = quotas(store, &ns)?;
+        let mut counted: BTreeMap<Resource, u64> = BTreeMap::new();
+        for quota in &quotas {
+            for resource in Resource::ALL {
+                let Some(limit) = quota.limit(resource) else {
+                    continue;
+                };
+                let used = match counted.get(&resource) {
+                    Some(n) => *n,
+                    None => *counted
+                        .entry(resource)
+                        .or_insert(used(store, &ns, resource)?),
+                };
+                out.push(Usage {
+                    namespace: ns.clone(),
+                    quota: quota.metadata.name.clone(),
+                    resource: resource.name(),
+                    used,
+                    limit,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.namespace.as_str(), &a.quota, a.resource).cmp(&(
+            b.namespace.as_str(),
+            &b.quota,
+            b.resource,
+        ))
+    });
+    Ok(out)
+}
+
+/// Writes `quota` (`apply`): created, configured or unchanged, as a subnet is. A ceiling
+/// below what the namespace already holds is written all the same, with a warning: claims
+/// charged to it are then refused until the namespace is back under.
+pub fn put(
+    store: &dyn Store,
+    quota: &QuotaManifest,
+    dry_run: bool,
+    warnings: &mut Warnings,
+) -> Result<Put> {
+    let ns = quota
+        .namespace()
+        .expect("a validated quota has a namespace");
+    let name = &quota.metadata.name;
+    let bytes = yaml::encode(quota);
+    let put = match store.get(ObjectKind::Quota, Some(ns), name)? {
+        Some(held) if held == bytes.as_bytes() => Put::Unchanged,
+        Some(_) => Put::Configured,
+        None => Put::Created,
+    };
+    for resource in Resource::ALL {
+        let Some(limit) = quota.limit(resource) else {
+            continue;
+        };
+        let used = used(store, ns, resource)?;
+        if used > limit {
+            warnings.push(Warning::new(format!(
+                "quota `{name}` of namespace `{ns}` allows {limit} {resource} but {used} are held; claims charged to it are refused until the namespace is back under"
+            )));
+        }
+    }
+    if dry_run {
+        return Ok(put);
+    }
+    match put {
+        Put::Unchanged => {}
+        Put::Created => {
+            if !store.create(ObjectKind::Quota, Some(ns), name, bytes.as_bytes())? {
+                return Err(Error::conflict(format!(
+                    "quota `{name}` of namespace `{ns}` was created meanwhile; apply again"
+                )));
+            }
+        }
+        Put::Configured => store.replace(ObjectKind::Quota, Some(ns), name, bytes.as_bytes())?,
+    }
+    Ok(put)
+}
+
+/// The quotas of namespaces over a ceiling (for `check`): what a hand edit, a merge or a
+/// claim that raced a quota's first apply left.
+pub fn over(store: &dyn Store) -> Result<Vec<Usage>> {
+    Ok(usage(store, None)?
+        .into_iter()
+        .filter(Usage::over)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(ns: Option<&str>) -> PoolRef {
+        PoolRef {
+            namespace: ns.map(|n| Namespace::new(n).unwrap()),
+            name: crate::model::PoolName::new("p").unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_claim_is_charged_to_the_namespace_that_holds_it() {
+        let vm = Owner::parse("VirtualMachine/web/0", None).unwrap();
+        let charge = Charge::of_allocation(&pool(Some("acme/prod")), &vm).unwrap();
+        assert_eq!(charge.namespace.as_str(), "acme/prod");
+        assert_eq!(charge.resource, Resource::Addresses);
+        assert_eq!(Charge::of_allocation(&pool(None), &vm), None);
+        let fip = Owner::parse("FloatingIP/acme/fip-1", None).unwrap();
+        let charge = Charge::of_allocation(&pool(None), &fip).unwrap();
+        assert_eq!(charge.namespace.as_str(), "acme");
+        assert_eq!(charge.resource, Resource::FloatingIps);
+    }
+
+    #[test]
+    fn a_vpc_range_is_charged_to_its_vpcs_namespace() {
+        let annotated = BTreeMap::from([(RANGE_ANNOTATION.to_owned(), "acme/prod/main".into())]);
+        let charge = Charge::of_prefix(&pool(None), &annotated).unwrap();
+        assert_eq!(charge.namespace.as_str(), "acme/prod");
+        assert_eq!(charge.resource, Resource::Prefixes);
+        assert_eq!(Charge::of_prefix(&pool(None), &BTreeMap::new()), None);
+        let own = Charge::of_prefix(&pool(Some("acme")), &BTreeMap::new()).unwrap();
+        assert_eq!(own.namespace.as_str(), "acme");
+    }
+}

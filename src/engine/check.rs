@@ -16,6 +16,7 @@ mod identity;
 pub mod macs;
 mod objects;
 mod prefixes;
+mod quotas;
 mod ranges;
 mod rules;
 
@@ -162,7 +163,14 @@ fn leftover_finding(leftover: &Leftover, now: SystemTime) -> Finding {
 /// findings, not failures, and files removed while the check runs are skipped.
 pub fn check(store: &dyn Store) -> Result<Report> {
     match store.state_dir() {
-        Some(dir) => Ok(check_dir(dir)),
+        Some(dir) => {
+            let mut report = check_dir(dir);
+            report.findings.extend(quotas::over_quota(store));
+            report
+                .findings
+                .sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
+            Ok(report)
+        }
         None => objects::check_objects(store),
     }
 }

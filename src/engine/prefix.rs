@@ -76,10 +76,14 @@ pub fn claim_annotated(
         Want::Length(len) => Some(len),
         Want::Exact(_) => None,
     };
+    let charge = crate::engine::quota::Charge::of_prefix(pool, annotations);
     // A `false` create under the lock is a writer that takes no lock (or, on PostgreSQL, a
     // row the constraint refused): read again and decide again, a bounded number of times.
     for _ in 0..8 {
         let done = store::atomically(store, || {
+            // Before the pool's lock (the order of `crate::store::guard`), until the claim
+            // is durable: the namespace's prefixes are counted one claim after another.
+            let _quota = crate::engine::quota::lock(store, charge.as_ref())?;
             let _lock = store.lock_prefix_claim(pool.namespace.as_ref(), &pool.name, owner, len)?;
             let manifest = load_pool(store, pool)?;
             check_want(&manifest, pool, want)?;
@@ -97,6 +101,7 @@ pub fn claim_annotated(
                     })),
                 };
             }
+            crate::engine::quota::admit(store, charge.as_ref())?;
             let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
             let prefix = match kept_free(store, &manifest, pool, want, &cooling)? {
                 Some(chosen) => chosen?,
@@ -147,6 +152,8 @@ pub fn predict(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> 
     match lookup.held {
         Some(held) => Ok(held.spec.prefix),
         None => {
+            let charge = crate::engine::quota::Charge::of_prefix(pool, &BTreeMap::new());
+            crate::engine::quota::admit(store, charge.as_ref())?;
             let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
             choose(store, &manifest, pool, &lookup.taken, want, &cooling)
         }

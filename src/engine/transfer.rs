@@ -13,10 +13,10 @@
 
 use crate::engine::check::{self, Severity};
 use crate::engine::warning::{Warning, Warnings};
-use crate::engine::{holders, prefix};
+use crate::engine::{holders, prefix, quota};
 use crate::error::{Error, Result};
 use crate::model::{Namespace, PoolName, allocation_name};
-use crate::store::{self, Claim, LockMode, ObjectKind, Store};
+use crate::store::{self, Claim, LockMode, ObjectKind, QuotaLock, Store};
 use crate::yaml;
 
 /// What a copy did.
@@ -137,12 +137,14 @@ fn read_valid(
 }
 
 /// Writes one object unless `to` holds it with the same bytes; a conflict otherwise.
+/// With `quotas` (an `import`, which holds the quota locks), an allocation or prefix claim
+/// that would take its namespace over a quota of the target is refused (exit 7).
 fn put(
     to: &dyn Store,
     kind: ObjectKind,
-    ns: Option<&Namespace>,
-    name: &str,
+    (ns, name): (Option<&Namespace>, &str),
     bytes: &[u8],
+    quotas: bool,
 ) -> Result<bool> {
     let conflict = |why: &str| Error::Conflict {
         message: format!("{}: {why}; nothing imported", to.locate(kind, ns, name)),
@@ -183,6 +185,9 @@ fn put(
         }
         _ => {}
     }
+    if quotas {
+        quota::admit(to, charge(kind, ns, text).as_ref())?;
+    }
     match kind {
         ObjectKind::Pool
         | ObjectKind::Subnet
@@ -201,6 +206,40 @@ fn put(
         }
     }
     Ok(true)
+}
+
+/// What a copied allocation or prefix claim is charged to ([`quota::Charge`]).
+fn charge(kind: ObjectKind, ns: Option<&Namespace>, text: &str) -> Option<quota::Charge> {
+    let pool = |name: &crate::model::PoolName| crate::model::PoolRef {
+        namespace: ns.cloned(),
+        name: name.clone(),
+    };
+    match kind {
+        ObjectKind::Allocation => {
+            let m = yaml::decode_allocation(text).ok()?;
+            quota::Charge::of_allocation(&pool(&m.spec.pool), &m.spec.owner)
+        }
+        ObjectKind::PrefixClaim => {
+            let m = yaml::decode_prefix_claim(text).ok()?;
+            quota::Charge::of_prefix(&pool(&m.spec.pool), &m.metadata.annotations)
+        }
+        _ => None,
+    }
+}
+
+/// The quota locks an `import` holds, in namespace order after its scope locks: every
+/// namespace of either store with a quota in either (a tenant's floating IPs are charged
+/// to a namespace that may hold nothing else).
+fn quota_locks(from: &dyn Store, to: &dyn Store) -> Result<Vec<QuotaLock>> {
+    let mut namespaces = std::collections::BTreeSet::new();
+    for store in [from, to] {
+        for ns in store.scopes()?.into_iter().flatten() {
+            if !store.list(ObjectKind::Quota, Some(&ns))?.is_empty() {
+                namespaces.insert(ns);
+            }
+        }
+    }
+    namespaces.iter().map(|ns| to.lock_quota(ns)).collect()
 }
 
 /// Why the target refused an allocation's copy (`claim`), if it did.
@@ -227,7 +266,7 @@ fn refused_copy(claim: Claim) -> Option<String> {
 /// Copies every pool, then every allocation, of every scope of `from` into `to`; an object
 /// that does not validate stops it (exit 2).
 pub fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
-    copy(from, to, None)
+    copy(from, to, None, false)
 }
 
 /// `export`: [`copy_all`], but an object that does not validate (a row a hand made
@@ -241,11 +280,16 @@ pub fn export(from: &dyn Store, to: &dyn Store, warnings: &mut Warnings) -> Resu
             warnings.push(Warning::new(format!("{}; not exported", note.message)));
         }
     }
-    copy(from, to, Some(warnings))
+    copy(from, to, Some(warnings), false)
 }
 
 /// [`copy_all`], leaving out what does not validate when given `skip`.
-fn copy(from: &dyn Store, to: &dyn Store, mut skip: Option<&mut Warnings>) -> Result<Copied> {
+fn copy(
+    from: &dyn Store,
+    to: &dyn Store,
+    mut skip: Option<&mut Warnings>,
+    quotas: bool,
+) -> Result<Copied> {
     let mut copied = Copied::default();
     for scope in from.scopes()? {
         let ns = scope.as_ref();
@@ -264,7 +308,7 @@ fn copy(from: &dyn Store, to: &dyn Store, mut skip: Option<&mut Warnings>) -> Re
                     }
                     (Err(e), _) => return Err(e),
                 };
-                if put(to, kind, ns, &name, &bytes)? {
+                if put(to, kind, (ns, &name), &bytes, quotas)? {
                     match kind {
                         ObjectKind::Pool => copied.pools += 1,
                         ObjectKind::Allocation => copied.allocations += 1,
@@ -304,11 +348,12 @@ pub fn import(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
         for ns in &scopes {
             held.push(to.lock_scope(ns.as_ref())?);
         }
+        let _quotas = quota_locks(from, to)?;
         let mut pool_locks = Vec::new();
         for (ns, pool) in &pools {
             pool_locks.push(to.lock_pool(ns.as_ref(), pool, LockMode::Exclusive)?);
         }
-        copy_all(from, to)
+        copy(from, to, None, true)
     })
 }
 

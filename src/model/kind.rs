@@ -42,14 +42,15 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
-    /// Every kind, in the order a copy writes them (a subnet and a record name a pool).
+    /// Every kind, in the order a copy writes them (a subnet and a record name a pool; a
+    /// quota comes before what it counts, so that the copy keeps it).
     pub const ALL: [ObjectKind; 6] = [
         ObjectKind::Pool,
         ObjectKind::Subnet,
+        ObjectKind::Quota,
         ObjectKind::Allocation,
         ObjectKind::Cooldown,
         ObjectKind::PrefixClaim,
-        ObjectKind::Quota,
     ];
 
     /// The lowercase kind, as messages and `-o name` spell it.

@@ -171,12 +171,37 @@ fn markdown(d: &Diff) -> String {
             + count(diff::ChangeKind::PrefixEdited),
         d.conflicts.len()
     ));
-    if d.changes.is_empty() {
+    // Renewals only counted: a state directory whose leases are renewed often would bury
+    // the claims and releases a reviewer looks for under one row per renewal.
+    let renewed = count(diff::ChangeKind::Renewed);
+    if renewed > 0 {
+        md.push_str(&format!(
+            "{renewed} lease{} renewed (not listed).\n\n",
+            if renewed == 1 { "" } else { "s" }
+        ));
+    }
+    let quotas = count(diff::ChangeKind::QuotaCreated)
+        + count(diff::ChangeKind::QuotaChanged)
+        + count(diff::ChangeKind::QuotaDeleted);
+    if quotas > 0 {
+        md.push_str(&format!("quota changes: {quotas}\n\n"));
+    }
+    if d.changes
+        .iter()
+        .all(|c| c.change == diff::ChangeKind::Renewed)
+        && renewed > 0
+    {
+        // Nothing else to list.
+    } else if d.changes.is_empty() {
         md.push_str("No changes.\n");
     } else {
         md.push_str("| change | object | namespace | address | owner | was |\n");
         md.push_str("|---|---|---|---|---|---|\n");
-        for c in &d.changes {
+        for c in d
+            .changes
+            .iter()
+            .filter(|c| c.change != diff::ChangeKind::Renewed)
+        {
             md.push_str(&format!(
                 "| {} | `{}` | {} | {} | {} | {} |\n",
                 c.change.as_str(),

@@ -126,6 +126,15 @@ fn check_now(store: &dyn Store) -> Result<Report> {
     findings.extend(super::macs::check_macs(&allocations, &known));
     findings.extend(super::identity::check_identities(&allocations));
     super::macs::explain_malformed(&mut findings);
+    // Read for the findings of a row that does not parse; then what the others allow.
+    read_kind(
+        store,
+        &scopes,
+        ObjectKind::Quota,
+        yaml::decode_quota,
+        &mut findings,
+    )?;
+    findings.extend(super::quotas::over_quota(store));
     if let Some(database) = store.database() {
         findings.extend(database.inspect()?.into_iter().map(Finding::from));
     }

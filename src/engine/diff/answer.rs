@@ -20,6 +20,9 @@ pub enum ChangeKind {
     /// An allocation whose NIC's MAC (`spec.mac`) changed in place, and nothing else
     /// (`ipamctl mac set`).
     MacChanged,
+    /// An allocation whose lease (`spec.expiresAt`) was renewed in place, and nothing else
+    /// (`ipamctl renew`, or the owner asking again with `--ttl`).
+    Renewed,
     /// A new pool.
     PoolCreated,
     /// A pool whose manifest changed.
@@ -45,6 +48,12 @@ pub enum ChangeKind {
     PrefixReleased,
     /// A prefix claim rewritten in place.
     PrefixEdited,
+    /// A new quota.
+    QuotaCreated,
+    /// A quota whose ceilings changed.
+    QuotaChanged,
+    /// A quota deleted.
+    QuotaDeleted,
     /// A manifest that does not parse on one side.
     Unreadable,
 }
@@ -58,6 +67,7 @@ impl ChangeKind {
             ChangeKind::OwnerChanged => "owner-changed",
             ChangeKind::Edited => "edited",
             ChangeKind::MacChanged => "mac-changed",
+            ChangeKind::Renewed => "renewed",
             ChangeKind::PoolCreated => "pool-created",
             ChangeKind::PoolChanged => "pool-changed",
             ChangeKind::PoolDeleted => "pool-deleted",
@@ -70,6 +80,9 @@ impl ChangeKind {
             ChangeKind::PrefixClaimed => "prefix-claimed",
             ChangeKind::PrefixReleased => "prefix-released",
             ChangeKind::PrefixEdited => "prefix-edited",
+            ChangeKind::QuotaCreated => "quota-created",
+            ChangeKind::QuotaChanged => "quota-changed",
+            ChangeKind::QuotaDeleted => "quota-deleted",
             ChangeKind::Unreadable => "unreadable",
         }
     }

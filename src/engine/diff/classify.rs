@@ -51,6 +51,12 @@ impl Tally {
             self.changes.push(change);
             return;
         }
+        if let Some((kind, was)) = quota_change(old_read.as_ref(), new_read.as_ref()) {
+            change.change = kind;
+            change.was = was;
+            self.changes.push(change);
+            return;
+        }
         if let Some(claim) = prefix_change(&mut change, old_read.as_ref(), new_read.as_ref()) {
             self.prefix_claims.extend(claim);
             self.changes.push(change);
@@ -109,6 +115,24 @@ impl Tally {
                     was.spec
                         .mac
                         .map_or_else(|| "-".to_owned(), |m| m.to_string())
+                ));
+                self.claims.push(*m);
+            }
+            // A lease renewed (`ipamctl renew`): the address stays the owner's, and the
+            // review shows one line with the expiry it had, never a conflict.
+            (Some(Read::Allocation(was)), Some(Read::Allocation(m)))
+                if was.spec.expires_at != m.spec.expires_at
+                    && only_expiry_differs(&was, &m)
+                    && canonical(&m) =>
+            {
+                describe(&mut change, &m);
+                change.change = ChangeKind::Renewed;
+                change.was = Some(format!(
+                    "expires {}",
+                    was.spec
+                        .expires_at
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), |t| t.to_string())
                 ));
                 self.claims.push(*m);
             }
@@ -187,6 +211,30 @@ fn prefix_change(
         (None, None) => unreachable!("one side is a prefix claim"),
     };
     Some(now)
+}
+
+/// A quota file's change and the ceilings that changed (`addresses 10 -> 20`), when the
+/// sides that exist read as quotas.
+fn quota_change(old: Option<&Read>, new: Option<&Read>) -> Option<(ChangeKind, Option<String>)> {
+    match (old, new) {
+        (None | Some(Read::Broken(_)), Some(Read::Quota(_))) => {
+            Some((ChangeKind::QuotaCreated, None))
+        }
+        (Some(Read::Quota(_)), None) => Some((ChangeKind::QuotaDeleted, None)),
+        (Some(Read::Quota(was)), Some(Read::Quota(now))) => {
+            let text = |q: &crate::model::quota::QuotaManifest, r| {
+                q.limit(r)
+                    .map_or_else(|| "-".to_owned(), |n: u64| n.to_string())
+            };
+            let changed: Vec<String> = crate::model::quota::Resource::ALL
+                .into_iter()
+                .filter(|r| was.limit(*r) != now.limit(*r))
+                .map(|r| format!("{r} {} -> {}", text(was, r), text(now, r)))
+                .collect();
+            Some((ChangeKind::QuotaChanged, Some(changed.join(", "))))
+        }
+        _ => None,
+    }
 }
 
 /// A pool file's change and what changed in it, when the sides that exist read as pools
@@ -298,6 +346,13 @@ fn describe(change: &mut Change, m: &AllocationManifest) {
     change.owner = Some(m.spec.owner.to_string());
     change.uid = m.spec.owner.uid().map(|u| u.to_string());
     change.mac = m.spec.mac.map(|m| m.to_string());
+}
+
+/// Are `was` and `now` the same allocation but for `spec.expiresAt`?
+fn only_expiry_differs(was: &AllocationManifest, now: &AllocationManifest) -> bool {
+    let mut same = was.clone();
+    same.spec.expires_at = now.spec.expires_at.clone();
+    same == *now
 }
 
 /// Are `was` and `now` the same allocation but for `spec.mac`?

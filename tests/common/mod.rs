@@ -80,6 +80,7 @@ pub mod code {
     pub const NOT_FOUND: i32 = 3;
     pub const CONFLICT: i32 = 4;
     pub const EXHAUSTED: i32 = 5;
+    pub const QUOTA: i32 = 7;
 }
 
 /// Owner uids used by the `populated` fixture.

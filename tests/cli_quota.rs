@@ -141,9 +141,7 @@ fn every_writer_is_refused_at_the_ceiling() {
     assert_eq!(held(&test).len(), 3, "the batch's second line was refused");
     // Dual stack: one address per family; at the ceiling the IPv4 claim is undone too.
     let test = test
-        .args([
-            "allocate", "web", "web-v6", "-n", "acme", "--owner", &vm(9),
-        ])
+        .args(["allocate", "web", "web-v6", "-n", "acme", "--owner", &vm(9)])
         .fails(code::QUOTA)
         .unchanged()
         .run()
@@ -151,13 +149,25 @@ fn every_writer_is_refused_at_the_ceiling() {
     // A tenant's floating IP: `floatingIPs`, not `addresses`.
     let test = test
         .args([
-            "allocate", "--zone", "a", "--tenant", "acme", "--owner", "FloatingIP/fip-1",
+            "allocate",
+            "--zone",
+            "a",
+            "--tenant",
+            "acme",
+            "--owner",
+            "FloatingIP/fip-1",
         ])
         .stdout("192.0.2.1\n")
         .run()
         .then()
         .args([
-            "allocate", "--zone", "a", "--tenant", "acme", "--owner", "FloatingIP/fip-2",
+            "allocate",
+            "--zone",
+            "a",
+            "--tenant",
+            "acme",
+            "--owner",
+            "FloatingIP/fip-2",
         ])
         .fails(code::QUOTA)
         .unchanged()
@@ -165,7 +175,13 @@ fn every_writer_is_refused_at_the_ceiling() {
         .then()
         // Another tenant's floating IPs are not acme's.
         .args([
-            "allocate", "--zone", "a", "--tenant", "zeta", "--owner", "FloatingIP/fip-2",
+            "allocate",
+            "--zone",
+            "a",
+            "--tenant",
+            "zeta",
+            "--owner",
+            "FloatingIP/fip-2",
         ])
         .stdout("192.0.2.2\n")
         .run()
@@ -299,11 +315,29 @@ fn a_renewed_lease_is_one_renewed_line_in_diff_not_a_conflict() {
         let out = test.command(args).output().unwrap();
         assert!(out.status.success(), "{args:?}: {out:?}");
     };
-    ok(&["allocate", "web", "-n", "acme", "--owner", &vm(0), "--ttl", "1h"]);
+    ok(&[
+        "allocate",
+        "web",
+        "-n",
+        "acme",
+        "--owner",
+        &vm(0),
+        "--ttl",
+        "1h",
+    ]);
     git(&["add", "-A"]);
     git(&["commit", "-qm", "claim"]);
     std::thread::sleep(Duration::from_millis(1100));
-    ok(&["renew", "web", "-n", "acme", "--owner", &vm(0), "--ttl", "2h"]);
+    ok(&[
+        "renew",
+        "web",
+        "-n",
+        "acme",
+        "--owner",
+        &vm(0),
+        "--ttl",
+        "2h",
+    ]);
     git(&["commit", "-qam", "renew"]);
     let out = test
         .command(["diff", "HEAD~1", "HEAD", "-o", "json"])

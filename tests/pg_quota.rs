@@ -66,7 +66,14 @@ fn sixty_four_processes_racing_for_a_ceiling_of_ten_on_postgresql_leave_exactly_
         10
     );
     // A holder asking again at the ceiling is answered, not refused.
-    let again = db.run(["allocate", "web", "-n", "acme", "--owner", "VirtualMachine/vm-0/0"]);
+    let again = db.run([
+        "allocate",
+        "web",
+        "-n",
+        "acme",
+        "--owner",
+        "VirtualMachine/vm-0/0",
+    ]);
     assert!(
         [Some(0), Some(QUOTA_EXIT)].contains(&again.status.code()),
         "{again:?}"
@@ -142,8 +149,5 @@ fn import_is_refused_when_it_would_take_a_namespace_over_the_targets_quota() {
         pg::stderr(&out)
     );
     // One transaction: nothing of it stayed.
-    assert_eq!(
-        db.count("SELECT count(*) FROM ipamctl.allocations"),
-        before
-    );
+    assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), before);
 }

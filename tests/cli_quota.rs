@@ -259,7 +259,7 @@ fn check_reports_a_namespace_a_hand_edit_took_over_its_quota() {
     let copy = test
         .read(file)
         .replace("10.0.0.1", "10.0.0.9")
-        .replace("web-10-0-0-9", "web-10-0-0-9")
+        .replace("web-10-0-0-1", "web-10-0-0-9")
         .replace("vm-0", "vm-5");
     test.write("namespaces/acme/ipallocations/web-10-0-0-9.yaml", &copy);
     let out = test.command(["check"]).output().unwrap();

@@ -123,7 +123,7 @@ fn every_fixture_manifest_ipamctl_accepts_is_valid_against_its_schema() {
                 .filter_map(|d| match d {
                     Document::Pool(p) => Some((&pools, serde_json::to_value(*p).unwrap())),
                     Document::Subnet(s) => Some((&subnets, serde_json::to_value(*s).unwrap())),
-                    Document::Allocation => None,
+                    Document::Allocation | Document::Quota(_) => None,
                 })
                 .collect()
         } else {

@@ -144,18 +144,12 @@ fn parse_all(files: &[String]) -> Result<Manifests> {
                     continue;
                 }
                 yaml::Document::Quota(quota) => {
-                    let key = (
-                        quota.metadata.namespace.clone(),
-                        quota.metadata.name.clone(),
-                    );
-                    if !seen_quotas.insert(key) {
+                    let name = &quota.metadata.name;
+                    if !seen_quotas.insert((quota.metadata.namespace.clone(), name.clone())) {
+                        let twice = format!("quota `{name}` appears twice in the input");
                         return Err(Error::invalid(
                             origin,
-                            format!(
-                                "document {}: quota `{}` appears twice in the input",
-                                i + 1,
-                                quota.metadata.name
-                            ),
+                            format!("document {}: {twice}", i + 1),
                         ));
                     }
                     input.quotas.push(*quota);

@@ -138,6 +138,24 @@ fn kebab(kind: &diff::ConflictKind) -> String {
         .unwrap_or_default()
 }
 
+/// The comment's lines for renewals and quota changes, when there are any. Renewals are
+/// only counted: a state directory whose leases are renewed often would bury the claims and
+/// releases a reviewer looks for under one row per renewal.
+fn lease_and_quota_lines(renewed: usize, count: &dyn Fn(diff::ChangeKind) -> usize) -> String {
+    let mut lines = String::new();
+    if renewed > 0 {
+        let s = if renewed == 1 { "" } else { "s" };
+        lines.push_str(&format!("{renewed} lease{s} renewed (not listed).\n\n"));
+    }
+    let quotas = count(diff::ChangeKind::QuotaCreated)
+        + count(diff::ChangeKind::QuotaChanged)
+        + count(diff::ChangeKind::QuotaDeleted);
+    if quotas > 0 {
+        lines.push_str(&format!("quota changes: {quotas}\n\n"));
+    }
+    lines
+}
+
 /// A pull-request comment: a summary line, a table of the changes, the conflicts.
 fn markdown(d: &Diff) -> String {
     let cell = |s: &str| s.replace('|', "\\|");
@@ -171,26 +189,10 @@ fn markdown(d: &Diff) -> String {
             + count(diff::ChangeKind::PrefixEdited),
         d.conflicts.len()
     ));
-    // Renewals only counted: a state directory whose leases are renewed often would bury
-    // the claims and releases a reviewer looks for under one row per renewal.
     let renewed = count(diff::ChangeKind::Renewed);
-    if renewed > 0 {
-        md.push_str(&format!(
-            "{renewed} lease{} renewed (not listed).\n\n",
-            if renewed == 1 { "" } else { "s" }
-        ));
-    }
-    let quotas = count(diff::ChangeKind::QuotaCreated)
-        + count(diff::ChangeKind::QuotaChanged)
-        + count(diff::ChangeKind::QuotaDeleted);
-    if quotas > 0 {
-        md.push_str(&format!("quota changes: {quotas}\n\n"));
-    }
-    if d.changes
-        .iter()
-        .all(|c| c.change == diff::ChangeKind::Renewed)
-        && renewed > 0
-    {
+    md.push_str(&lease_and_quota_lines(renewed, &count));
+    let only_renewals = renewed > 0 && renewed == d.changes.len();
+    if only_renewals {
         // Nothing else to list.
     } else if d.changes.is_empty() {
         md.push_str("No changes.\n");

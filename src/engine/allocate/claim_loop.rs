@@ -9,6 +9,7 @@ use super::{Allocated, Request, check_held, pick};
 use crate::engine::cooldown;
 use crate::engine::identity;
 use crate::engine::mac;
+use crate::engine::quota::{self, Charge};
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::cooldown::Cooling;
@@ -43,12 +44,8 @@ pub(super) fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    // A new owner's claim, counted against its namespace's quotas under their lock (taken
-    // before the claim locks by the caller): exit 7 and nothing claimed at the ceiling.
-    crate::engine::quota::admit(
-        store,
-        crate::engine::quota::Charge::of_allocation(pool, &req.owner).as_ref(),
-    )?;
+    // A new owner's: counted under the quota lock the caller took (exit 7 at the ceiling).
+    quota::admit(store, Charge::of_allocation(pool, &req.owner).as_ref())?;
     let free = free_for(store, req, candidates, taken, walk, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     let expires_at = crate::engine::lease::expiry(store, req.ttl)?;

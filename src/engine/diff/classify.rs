@@ -351,7 +351,7 @@ fn describe(change: &mut Change, m: &AllocationManifest) {
 /// Are `was` and `now` the same allocation but for `spec.expiresAt`?
 fn only_expiry_differs(was: &AllocationManifest, now: &AllocationManifest) -> bool {
     let mut same = was.clone();
-    same.spec.expires_at = now.spec.expires_at.clone();
+    same.spec.expires_at = now.spec.expires_at;
     same == *now
 }
 

@@ -1,8 +1,9 @@
 //! `ipamctl metrics`: the figures an operator alerts on, as metric samples (values, not
 //! text; `cli` renders them in Prometheus' exposition format). Every figure is the one `pool
-//! list` and `subnet list` print, computed by the same functions ([`crate::engine::pool::list`],
-//! [`crate::engine::subnet_usage::list`], [`crate::engine::prefix::usage`]), so the two can
-//! never disagree.
+//! list`, `subnet list` and `quota list` print, computed by the same functions
+//! ([`crate::engine::pool::list`], [`crate::engine::subnet_usage::list`],
+//! [`crate::engine::prefix::usage`], [`crate::engine::quota::usage`]), so they can never
+//! disagree.
 
 use std::net::IpAddr;
 use std::time::SystemTime;
@@ -117,6 +118,18 @@ pub fn collect(
         m.subnet_cooldown
             .push(sample(&labels, Value::Count(cooling as u128)));
     }
+    let namespaces: Vec<Namespace> = scopes.iter().flatten().cloned().collect();
+    for u in crate::engine::quota::usage(store, Some(&namespaces))? {
+        let labels = vec![
+            ("namespace", u.namespace.to_string()),
+            ("quota", u.quota.clone()),
+            ("resource", u.resource.to_owned()),
+        ];
+        m.quota_used
+            .push(sample(&labels, Value::Count(u128::from(u.used))));
+        m.quota_limit
+            .push(sample(&labels, Value::Count(u128::from(u.limit))));
+    }
     Ok(m.finish(problems))
 }
 
@@ -150,6 +163,8 @@ struct Metrics {
     largest_length: Vec<Sample>,
     largest_addresses: Vec<Sample>,
     free_blocks: Vec<Sample>,
+    quota_used: Vec<Sample>,
+    quota_limit: Vec<Sample>,
 }
 
 /// The usage figures of an address pool, or of a subnet.
@@ -262,6 +277,16 @@ impl Metrics {
                 "ipamctl_supernet_free_blocks",
                 "Free blocks of each prefix length a supernet hands out (label length), as pool list's FREE.",
                 self.free_blocks,
+            ),
+            metric(
+                "ipamctl_quota_used",
+                "What a namespace holds of a resource one of its quotas limits (addresses, floatingIPs, prefixes), as quota list's USED; alert when it nears ipamctl_quota_limit.",
+                self.quota_used,
+            ),
+            metric(
+                "ipamctl_quota_limit",
+                "A quota's ceiling on a resource of its namespace (spec.hard), as quota list's LIMIT; a claim that would go over it is refused (exit 7, QUOTA_EXCEEDED).",
+                self.quota_limit,
             ),
         ]);
         if let Some(p) = problems {

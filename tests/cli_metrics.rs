@@ -323,9 +323,8 @@ fn quota_used_and_limit_are_gauges_promtool_accepts_counted_as_list_counts() {
         assert!(ran.stdout.contains(line), "no `{line}` in:\n{}", ran.stdout);
     }
     let all = samples(&ran.stdout);
-    let labels = |resource: &str| {
-        format!(r#"namespace="acme/prod",quota="tenant",resource="{resource}""#)
-    };
+    let labels =
+        |resource: &str| format!(r#"namespace="acme/prod",quota="tenant",resource="{resource}""#);
     let used = &all["ipamctl_quota_used"];
     let limit = &all["ipamctl_quota_limit"];
     assert_eq!(used[&labels("addresses")], held.to_string());
@@ -336,18 +335,22 @@ fn quota_used_and_limit_are_gauges_promtool_accepts_counted_as_list_counts() {
     assert_eq!((used.len(), limit.len()), (2, 2), "{used:?} {limit:?}");
 }
 
-/// The README's alerting rules (the `yaml` block of its metrics section).
-fn readme_rules() -> String {
-    let readme = book::text();
-    let section = readme
-        .split("\n## Metrics to alert on\n")
+/// The first `yaml` block after `heading` (a `## ` line) of `text`.
+fn yaml_block(text: &str, heading: &str) -> String {
+    let section = text
+        .split(&format!("\n{heading}\n"))
         .nth(1)
-        .expect("the book has a `## Metrics to alert on` section");
+        .unwrap_or_else(|| panic!("no `{heading}` section"));
     let block = section
         .split("\n```yaml\n")
         .nth(1)
-        .expect("a yaml block in the metrics section");
+        .unwrap_or_else(|| panic!("no yaml block in `{heading}`"));
     block.split("\n```").next().expect("its end").to_owned() + "\n"
+}
+
+/// The README's alerting rules (the `yaml` block of its metrics section).
+fn readme_rules() -> String {
+    yaml_block(&book::text(), "## Metrics to alert on")
 }
 
 #[test]
@@ -539,15 +542,7 @@ fn check_problems_are_checks_findings_by_severity() {
 /// The alerting rule of the quotas page (the `yaml` block of its metrics section).
 fn quota_rules() -> String {
     let page = std::fs::read_to_string(book::root().join("docs/src/quotas.md")).unwrap();
-    let section = page
-        .split("\n## Metrics, and an alert at 90 %\n")
-        .nth(1)
-        .expect("the quotas page has a metrics section");
-    let block = section
-        .split("\n```yaml\n")
-        .nth(1)
-        .expect("a yaml block in the metrics section");
-    block.split("\n```").next().expect("its end").to_owned() + "\n"
+    yaml_block(&page, "## Metrics, and an alert at 90 %")
 }
 
 #[test]

@@ -75,7 +75,10 @@ fn schema_command_prints_one_kind_as_committed_or_both_keyed_by_kind() {
         .args(["schema", "quota"])
         .stdout(&quota)
         .run();
-    assert_eq!(both["Quota"], serde_json::from_str::<Value>(&quota).unwrap());
+    assert_eq!(
+        both["Quota"],
+        serde_json::from_str::<Value>(&quota).unwrap()
+    );
     assert_eq!(
         both["IPAMPool"],
         serde_json::from_str::<Value>(&pool).unwrap()

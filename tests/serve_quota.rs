@@ -69,26 +69,37 @@ fn a_tenant_sees_its_own_quotas_alone_and_a_claim_over_the_ceiling_is_quota_exce
     cmd.arg(&tokens);
     let server = Server::spawn_as_is(cmd);
 
-    let row = |ns: &str, quota: &str, resource: &str, used: u64, limit: u64| {
-        json!({"namespace": ns, "quota": quota, "resource": resource, "used": used, "limit": limit})
-    };
+    let row = |ns: &str, quota: &str, resource: &str, used: u64, limit: u64| json!({"namespace": ns, "quota": quota, "resource": resource, "used": used, "limit": limit});
     let a_rows = json!([
         row("acme/prod", "default", "addresses", 4, 4),
         row("acme/prod", "default", "prefixes", 0, 1),
     ]);
-    assert_eq!(ask(&server, &a, QUOTAS), json!({"data": {"quotas": a_rows}}));
+    assert_eq!(
+        ask(&server, &a, QUOTAS),
+        json!({"data": {"quotas": a_rows}})
+    );
     // B: its own quota, never A's, whether it asks for everything or names A's namespace.
     let b_rows = json!([row("acme/dev", "dev", "addresses", 1, 5)]);
-    assert_eq!(ask(&server, &b, QUOTAS), json!({"data": {"quotas": b_rows}}));
+    assert_eq!(
+        ask(&server, &b, QUOTAS),
+        json!({"data": {"quotas": b_rows}})
+    );
     let named = ask(
         &server,
         &b,
         r#"{ quotas(namespace: "acme/prod") { namespace quota used limit } }"#,
     );
-    assert_eq!(named["errors"][0]["extensions"]["code"], "NOT_FOUND", "{named}");
+    assert_eq!(
+        named["errors"][0]["extensions"]["code"], "NOT_FOUND",
+        "{named}"
+    );
     assert!(named["data"].is_null(), "{named}");
     // The same answer as for a namespace nobody holds: no oracle of what A has.
-    let nobody = ask(&server, &b, r#"{ quotas(namespace: "zzz/none") { quota } }"#);
+    let nobody = ask(
+        &server,
+        &b,
+        r#"{ quotas(namespace: "zzz/none") { quota } }"#,
+    );
     assert_eq!(nobody["errors"][0]["extensions"]["code"], "NOT_FOUND");
     let message = |v: &Value| {
         v["errors"][0]["message"]
@@ -112,7 +123,10 @@ fn a_tenant_sees_its_own_quotas_alone_and_a_claim_over_the_ceiling_is_quota_exce
         "{text}"
     );
     assert_eq!(held(&store), before, "a refused claim claimed");
-    assert_eq!(ask(&server, &a, QUOTAS), json!({"data": {"quotas": a_rows}}));
+    assert_eq!(
+        ask(&server, &a, QUOTAS),
+        json!({"data": {"quotas": a_rows}})
+    );
     // B, under its own ceiling, still claims: one namespace's quota is not another's.
     let claimed = ask(
         &server,
@@ -121,6 +135,9 @@ fn a_tenant_sees_its_own_quotas_alone_and_a_claim_over_the_ceiling_is_quota_exce
     );
     assert!(claimed.get("errors").is_none(), "{claimed}");
     let b_rows = json!([row("acme/dev", "dev", "addresses", 2, 5)]);
-    assert_eq!(ask(&server, &b, QUOTAS), json!({"data": {"quotas": b_rows}}));
+    assert_eq!(
+        ask(&server, &b, QUOTAS),
+        json!({"data": {"quotas": b_rows}})
+    );
     store.assert_check_clean();
 }

@@ -13,7 +13,6 @@ use crate::store::Store;
 /// order.
 pub fn list(store: &dyn Store, scope: &Scope, ns: Option<Namespace>) -> Result<Vec<Usage>> {
     let scopes = crate::engine::scopes::named_scopes(store, scope, Verb::Read, ns)?;
-    let namespaces: Option<Vec<Namespace>> =
-        scopes.map(|all| all.into_iter().flatten().collect());
+    let namespaces: Option<Vec<Namespace>> = scopes.map(|all| all.into_iter().flatten().collect());
     usage(store, namespaces.as_deref())
 }

@@ -278,17 +278,8 @@ impl Metrics {
                 "Free blocks of each prefix length a supernet hands out (label length), as pool list's FREE.",
                 self.free_blocks,
             ),
-            metric(
-                "ipamctl_quota_used",
-                "What a namespace holds of a resource one of its quotas limits (addresses, floatingIPs, prefixes), as quota list's USED; alert when it nears ipamctl_quota_limit.",
-                self.quota_used,
-            ),
-            metric(
-                "ipamctl_quota_limit",
-                "A quota's ceiling on a resource of its namespace (spec.hard), as quota list's LIMIT; a claim that would go over it is refused (exit 7, QUOTA_EXCEEDED).",
-                self.quota_limit,
-            ),
         ]);
+        all.extend(quota_metrics(self.quota_used, self.quota_limit));
         if let Some(p) = problems {
             let by = |severity: &str, n: usize| Sample {
                 labels: vec![("severity", severity.into())],
@@ -302,6 +293,22 @@ impl Metrics {
         }
         all
     }
+}
+
+/// The quotas' gauges: what is held of each ceiling, and the ceiling.
+fn quota_metrics(used: Vec<Sample>, limit: Vec<Sample>) -> [Metric; 2] {
+    [
+        Metric {
+            name: "ipamctl_quota_used",
+            help: "What a namespace holds of a resource one of its quotas limits (addresses, floatingIPs, prefixes), as quota list's USED; alert when it nears ipamctl_quota_limit.",
+            samples: used,
+        },
+        Metric {
+            name: "ipamctl_quota_limit",
+            help: "A quota's ceiling on a resource of its namespace (spec.hard), as quota list's LIMIT; a claim that would go over it is refused (exit 7, QUOTA_EXCEEDED).",
+            samples: limit,
+        },
+    ]
 }
 
 /// The usage samples of one address pool or subnet (`labels`).

@@ -292,18 +292,65 @@ fn promtool_accepts_the_exposition() {
     promtool(&["check", "metrics"], &ran.stdout);
 }
 
-/// The README's alerting rules (the `yaml` block of its metrics section).
-fn readme_rules() -> String {
-    let readme = book::text();
-    let section = readme
-        .split("\n## Metrics to alert on\n")
+/// A quota on `acme/prod` of `dual-stack` plus [`EXTRA`]'s claims: 10 addresses, 2 prefixes.
+const QUOTA: &str = r#"apiVersion: pivirt.hu/v1
+kind: Quota
+metadata: {name: tenant, namespace: acme/prod}
+spec: {hard: {addresses: 10, prefixes: 2}}
+"#;
+
+#[test]
+#[cfg_attr(
+    not(has_promtool),
+    ignore = "needs promtool: apt-get install prometheus"
+)]
+fn quota_used_and_limit_are_gauges_promtool_accepts_counted_as_list_counts() {
+    let test = state();
+    let file = test.input("quota.yaml", QUOTA);
+    let test = test.args(["apply", "-f", &file]).run().then();
+    // What the namespace holds, counted by `list` (every allocation of its pools).
+    let listed = test.args(["list", "-n", "acme/prod", "-o", "json"]).run();
+    let held = list_items(&listed.stdout).len();
+    assert!(held > 0, "the namespace holds addresses");
+    let ran = listed.then().args(["metrics"]).run();
+    promtool(&["check", "metrics"], &ran.stdout);
+    for line in [
+        "# TYPE ipamctl_quota_used gauge",
+        "# TYPE ipamctl_quota_limit gauge",
+        "# HELP ipamctl_quota_used ",
+        "# HELP ipamctl_quota_limit ",
+    ] {
+        assert!(ran.stdout.contains(line), "no `{line}` in:\n{}", ran.stdout);
+    }
+    let all = samples(&ran.stdout);
+    let labels =
+        |resource: &str| format!(r#"namespace="acme/prod",quota="tenant",resource="{resource}""#);
+    let used = &all["ipamctl_quota_used"];
+    let limit = &all["ipamctl_quota_limit"];
+    assert_eq!(used[&labels("addresses")], held.to_string());
+    assert_eq!(limit[&labels("addresses")], "10");
+    assert_eq!(used[&labels("prefixes")], "0");
+    assert_eq!(limit[&labels("prefixes")], "2");
+    // One sample per ceiling: floatingIPs has none, so neither metric has it.
+    assert_eq!((used.len(), limit.len()), (2, 2), "{used:?} {limit:?}");
+}
+
+/// The first `yaml` block after `heading` (a `## ` line) of `text`.
+fn yaml_block(text: &str, heading: &str) -> String {
+    let section = text
+        .split(&format!("\n{heading}\n"))
         .nth(1)
-        .expect("the book has a `## Metrics to alert on` section");
+        .unwrap_or_else(|| panic!("no `{heading}` section"));
     let block = section
         .split("\n```yaml\n")
         .nth(1)
-        .expect("a yaml block in the metrics section");
+        .unwrap_or_else(|| panic!("no yaml block in `{heading}`"));
     block.split("\n```").next().expect("its end").to_owned() + "\n"
+}
+
+/// The README's alerting rules (the `yaml` block of its metrics section).
+fn readme_rules() -> String {
+    yaml_block(&book::text(), "## Metrics to alert on")
 }
 
 #[test]
@@ -490,4 +537,53 @@ fn check_problems_are_checks_findings_by_severity() {
         );
     }
     assert!(value(&all, "ipamctl_check_problems", "severity=\"error\"") != "0");
+}
+
+/// The alerting rule of the quotas page (the `yaml` block of its metrics section).
+fn quota_rules() -> String {
+    let page = std::fs::read_to_string(book::root().join("docs/src/quotas.md")).unwrap();
+    yaml_block(&page, "## Metrics, and an alert at 90 %")
+}
+
+#[test]
+#[cfg_attr(
+    not(has_promtool),
+    ignore = "needs promtool: apt-get install prometheus"
+)]
+fn the_quota_alert_rule_passes_promtool_and_fires_at_90_percent_of_a_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("ipamctl-quota-rules.yaml");
+    std::fs::write(&rules, quota_rules()).unwrap();
+    promtool(&["check", "rules", rules.to_str().unwrap()], "");
+    // Series shaped as `ipamctl metrics` writes them: 9 of 10 addresses fires, 8 of 10
+    // floating IPs does not.
+    let full = r#"namespace="shop/prod",quota="default",resource="addresses""#;
+    let room = r#"namespace="shop/prod",quota="default",resource="floatingIPs""#;
+    let tests = format!(
+        r#"rule_files: [ipamctl-quota-rules.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'ipamctl_quota_used{{{full}}}'
+        values: '9x30'
+      - series: 'ipamctl_quota_limit{{{full}}}'
+        values: '10x30'
+      - series: 'ipamctl_quota_used{{{room}}}'
+        values: '8x30'
+      - series: 'ipamctl_quota_limit{{{room}}}'
+        values: '10x30'
+    alert_rule_test:
+      - eval_time: 20m
+        alertname: IpamctlQuotaNearlyUsed
+        exp_alerts:
+          - exp_labels: {{severity: warning, {}}}
+            exp_annotations:
+              summary: "namespace 'shop/prod' holds 9 addresses, 90 % or more of quota default"
+"#,
+        yaml_labels(full),
+    );
+    let file = dir.path().join("tests.yaml");
+    std::fs::write(&file, tests).unwrap();
+    promtool(&["test", "rules", file.to_str().unwrap()], "");
 }

@@ -198,6 +198,12 @@ fn cases() -> Vec<Case> {
             Shape::Changes(true),
         ),
         case(
+            "quota list",
+            Store::Dir(Some("quota")),
+            &["quota", "list"],
+            Shape::List,
+        ),
+        case(
             "vpc get",
             populated,
             &["vpc", "get", "main", "-n", "acme/prod"],
@@ -325,7 +331,7 @@ fn cases() -> Vec<Case> {
             Store::Dir(None),
             &["schema"],
             Shape::Document(
-                "schema/ipampool\nschema/ipallocation\nschema/subnet\nschema/cooldownrecord\nschema/ipprefixclaim\n",
+                "schema/ipampool\nschema/ipallocation\nschema/subnet\nschema/cooldownrecord\nschema/ipprefixclaim\nschema/quota\n",
             ),
         ),
         case("metrics", populated, &["metrics"], Shape::Script),

@@ -66,8 +66,18 @@ fn schema_command_prints_one_kind_as_committed_or_both_keyed_by_kind() {
             "IPAMPool",
             "IPAllocation",
             "IPPrefixClaim",
+            "Quota",
             "Subnet"
         ]
+    );
+    let quota = fs::read_to_string(dir.join("quota.json")).unwrap();
+    Test::without_state()
+        .args(["schema", "quota"])
+        .stdout(&quota)
+        .run();
+    assert_eq!(
+        both["Quota"],
+        serde_json::from_str::<Value>(&quota).unwrap()
     );
     assert_eq!(
         both["IPAMPool"],
@@ -109,6 +119,7 @@ fn every_fixture_manifest_ipamctl_accepts_is_valid_against_its_schema() {
     let pools = validator(SchemaKind::Ipampool);
     let allocations = validator(SchemaKind::Ipallocation);
     let subnets = validator(SchemaKind::Subnet);
+    let quotas = validator(SchemaKind::Quota);
     let (mut checked, mut refused) = (0, 0);
     for path in fixture_manifests() {
         let Ok(text) = String::from_utf8(fs::read(&path).unwrap()) else {
@@ -123,7 +134,8 @@ fn every_fixture_manifest_ipamctl_accepts_is_valid_against_its_schema() {
                 .filter_map(|d| match d {
                     Document::Pool(p) => Some((&pools, serde_json::to_value(*p).unwrap())),
                     Document::Subnet(s) => Some((&subnets, serde_json::to_value(*s).unwrap())),
-                    Document::Allocation | Document::Quota(_) => None,
+                    Document::Quota(q) => Some((&quotas, serde_json::to_value(*q).unwrap())),
+                    Document::Allocation => None,
                 })
                 .collect()
         } else {
@@ -199,6 +211,15 @@ fn prefix_claim() -> Value {
     })
 }
 
+fn quota() -> Value {
+    json!({
+        "apiVersion": "pivirt.hu/v1",
+        "kind": "Quota",
+        "metadata": { "name": "default", "namespace": "acme/prod" },
+        "spec": { "hard": { "addresses": 10, "floatingIPs": 2, "prefixes": 1 } },
+    })
+}
+
 /// `value` with the member at `path` (`/`-separated) set to `to`, or removed when `None`.
 fn with(mut value: Value, path: &str, to: Option<Value>) -> Value {
     let (parent, key) = path.rsplit_once('/').unwrap_or(("", path));
@@ -224,6 +245,7 @@ fn library_accepts(kind: SchemaKind, value: &Value) -> bool {
         SchemaKind::Subnet => yaml::decode_subnet(&text).is_ok(),
         SchemaKind::Cooldownrecord => yaml::decode_cooldown(&text).is_ok(),
         SchemaKind::Ipprefixclaim => yaml::decode_prefix_claim(&text).is_ok(),
+        SchemaKind::Quota => yaml::decode_quota(&text).is_ok(),
     }
 }
 
@@ -234,6 +256,7 @@ fn the_examples_are_valid_for_both_the_schema_and_ipamctl() {
         (SchemaKind::Ipampool, pool_with_options()),
         (SchemaKind::Ipallocation, allocation()),
         (SchemaKind::Ipprefixclaim, prefix_claim()),
+        (SchemaKind::Quota, quota()),
     ] {
         assert_eq!(errors(&validator(kind), &value), Vec::<String>::new());
         assert!(library_accepts(kind, &value), "{value}");

@@ -23,6 +23,7 @@ Exit codes:
   4  conflict with the current state
   5  pool exhausted (a supernet: no free block of the length asked for)
   6  outcome unknown: lost connection during COMMIT; running it again is safe
+  7  over a namespace's quota: nothing was claimed (`ipamctl quota list`)
   8  denied by a server (`ipamctl serve`): no token, a wrong one, or a verb it lacks
   130  interrupted between two steps (`vpc delete`): run it again to finish
 
@@ -240,6 +241,14 @@ pub enum Command {
     /// concurrent creates cannot overlap and a claim always sees the subnet as it stands.
     #[command(subcommand)]
     Subnet(SubnetCommand),
+    /// Show each namespace's quotas: what it holds of each resource against the ceiling.
+    ///
+    /// A `Quota` manifest (written by `apply -f`) caps what a namespace holds: `addresses`
+    /// (allocations in its pools; a dual-stack claim counts one per family), `floatingIPs`
+    /// (its floating IPs in public pools) and `prefixes` (its prefix claims and its VPCs'
+    /// ranges). A claim that would go over a ceiling is exit 7 and claims nothing.
+    #[command(subcommand)]
+    Quota(QuotaCommand),
     /// Change the MAC of a NIC's allocation (`spec.mac`); the NIC keeps its address.
     ///
     /// A MAC is held by at most one allocation of a pool. `allocate --mac` gives one when
@@ -362,7 +371,10 @@ pub enum Command {
     /// and each subnet its capacity (candidates), allocated, free and used fraction (0 to 1)
     /// and its allocations on non-candidate addresses; for each pool the cooldown records
     /// that keep an address now; for each supernet its claimed child prefixes, its largest
-    /// free block and its free blocks of each length it hands out. Labels: `namespace`
+    /// free block and its free blocks of each length it hands out; for each ceiling of a
+    /// namespace's quota, what the namespace holds (`ipamctl_quota_used`) and the ceiling
+    /// (`ipamctl_quota_limit`), labelled `namespace`, `quota` and `resource`, for an alert
+    /// at 90 %. Labels: `namespace`
     /// (empty for a public pool), `pool`, `subnet`, `family` (`ipv4` or `ipv6`), `zone`.
     /// The figures are the ones `pool list -o json` and `subnet list -o json` print. Counts
     /// are written exactly; Prometheus keeps each sample as a 64-bit float, so a count above
@@ -386,13 +398,13 @@ pub enum Command {
     /// DNS zones of the NICs' host names and their addresses' reverse names.
     #[command(subcommand)]
     Dns(crate::cli::DnsCommand),
-    /// Print the JSON Schemas of the five manifests (IPAMPool, IPAllocation, Subnet,
-    /// CooldownRecord, IPPrefixClaim).
+    /// Print the JSON Schemas of the six manifests (IPAMPool, IPAllocation, Subnet,
+    /// CooldownRecord, IPPrefixClaim, Quota).
     ///
     /// Without an argument, one JSON object `{"IPAMPool": ..., "IPAllocation": ..., ...}`
     /// keyed by kind; with one, that schema alone, as committed under `schema/`
     /// (`schema/ipampool.json`, `schema/ipallocation.json`, `schema/subnet.json`,
-    /// `schema/cooldownrecord.json`, `schema/ipprefixclaim.json`). Point an editor at them to validate manifests as they are
+    /// `schema/cooldownrecord.json`, `schema/ipprefixclaim.json`, `schema/quota.json`). Point an editor at them to validate manifests as they are
     /// typed: `# yaml-language-server: $schema=<path or URL of schema/ipampool.json>`.
     Schema(SchemaArgs),
     /// Print a shell completion script.
@@ -842,6 +854,29 @@ pub enum PoolCommand {
     Delete(PoolDeleteArgs),
 }
 
+/// `ipamctl quota ...`.
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum QuotaCommand {
+    /// List the quotas of `-n NS` (every namespace without it, or with `-A`): one row per
+    /// ceiling, with what the namespace holds now.
+    ///
+    /// Columns NAMESPACE, QUOTA, RESOURCE, USED, LIMIT; USED is counted from the stored
+    /// objects at the moment, as a claim counts it. USED above LIMIT means the namespace
+    /// is over (a quota lowered below what it held, a hand edit, a merge): its claims are
+    /// refused until it is back under. `-o json|yaml` print a List of the quotas, each with
+    /// its ceilings (`spec.hard`) and what is held (`status.used`), as Kubernetes shows a
+    /// `ResourceQuota`; `-o name` one `quota/NAME` per quota.
+    ///
+    /// Example: `ipamctl quota list -n acme/prod`; `ipamctl metrics` gives the same figures
+    /// as `ipamctl_quota_used` and `ipamctl_quota_limit`, for an alert at 90 %.
+    List(QuotaListArgs),
+}
+
+// `ipamctl quota list`.
+#[derive(Debug, Args)]
+pub struct QuotaListArgs {}
+
 /// `ipamctl subnet ...`.
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
@@ -1235,6 +1270,8 @@ pub enum SchemaKind {
     Cooldownrecord,
     /// `IPPrefixClaim` (a child prefix of a supernet pool, written by `allocate --prefix-length`).
     Ipprefixclaim,
+    /// `Quota` (a namespace's ceilings, written by `apply`).
+    Quota,
 }
 
 // `ipamctl completions`.

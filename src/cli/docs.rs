@@ -36,6 +36,10 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
         "outcome unknown (PostgreSQL): the connection was lost (or the server answered with a connection or shutdown error, SQLSTATE class 08 or 57) while the change was being committed, so it may or may not have been made; running the same command again is safe",
     ),
     (
+        exit::QUOTA,
+        "over a namespace's quota (`QUOTA_EXCEEDED` from `ipamctl serve`): the claim would take the namespace over a ceiling of one of its quotas, or it is over already; the message names the quota, its limit and what is held; nothing was claimed",
+    ),
+    (
         exit::DENIED,
         "denied (`ipamctl serve`'s `exit` for UNAUTHENTICATED and FORBIDDEN): no token, a wrong or revoked one, or a verb the token lacks in a namespace it may see",
     ),

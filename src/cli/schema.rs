@@ -7,12 +7,13 @@ use crate::cli::SchemaKind;
 use crate::model::ObjectKind;
 
 /// Every kind with a schema, in the order `ipamctl schema` prints them.
-pub const KINDS: [SchemaKind; 5] = [
+pub const KINDS: [SchemaKind; 6] = [
     SchemaKind::Ipampool,
     SchemaKind::Ipallocation,
     SchemaKind::Subnet,
     SchemaKind::Cooldownrecord,
     SchemaKind::Ipprefixclaim,
+    SchemaKind::Quota,
 ];
 
 /// The stored kind a schema kind describes.
@@ -23,6 +24,7 @@ fn object_kind(kind: SchemaKind) -> ObjectKind {
         SchemaKind::Subnet => ObjectKind::Subnet,
         SchemaKind::Cooldownrecord => ObjectKind::Cooldown,
         SchemaKind::Ipprefixclaim => ObjectKind::PrefixClaim,
+        SchemaKind::Quota => ObjectKind::Quota,
     }
 }
 

@@ -1,8 +1,9 @@
 //! `ipamctl metrics`: the figures an operator alerts on, as metric samples (values, not
 //! text; `cli` renders them in Prometheus' exposition format). Every figure is the one `pool
-//! list` and `subnet list` print, computed by the same functions ([`crate::engine::pool::list`],
-//! [`crate::engine::subnet_usage::list`], [`crate::engine::prefix::usage`]), so the two can
-//! never disagree.
+//! list`, `subnet list` and `quota list` print, computed by the same functions
+//! ([`crate::engine::pool::list`], [`crate::engine::subnet_usage::list`],
+//! [`crate::engine::prefix::usage`], [`crate::engine::quota::usage`]), so they can never
+//! disagree.
 
 use std::net::IpAddr;
 use std::time::SystemTime;
@@ -117,6 +118,18 @@ pub fn collect(
         m.subnet_cooldown
             .push(sample(&labels, Value::Count(cooling as u128)));
     }
+    let namespaces: Vec<Namespace> = scopes.iter().flatten().cloned().collect();
+    for u in crate::engine::quota::usage(store, Some(&namespaces))? {
+        let labels = vec![
+            ("namespace", u.namespace.to_string()),
+            ("quota", u.quota.clone()),
+            ("resource", u.resource.to_owned()),
+        ];
+        m.quota_used
+            .push(sample(&labels, Value::Count(u128::from(u.used))));
+        m.quota_limit
+            .push(sample(&labels, Value::Count(u128::from(u.limit))));
+    }
     Ok(m.finish(problems))
 }
 
@@ -150,6 +163,8 @@ struct Metrics {
     largest_length: Vec<Sample>,
     largest_addresses: Vec<Sample>,
     free_blocks: Vec<Sample>,
+    quota_used: Vec<Sample>,
+    quota_limit: Vec<Sample>,
 }
 
 /// The usage figures of an address pool, or of a subnet.
@@ -264,6 +279,7 @@ impl Metrics {
                 self.free_blocks,
             ),
         ]);
+        all.extend(quota_metrics(self.quota_used, self.quota_limit));
         if let Some(p) = problems {
             let by = |severity: &str, n: usize| Sample {
                 labels: vec![("severity", severity.into())],
@@ -277,6 +293,22 @@ impl Metrics {
         }
         all
     }
+}
+
+/// The quotas' gauges: what is held of each ceiling, and the ceiling.
+fn quota_metrics(used: Vec<Sample>, limit: Vec<Sample>) -> [Metric; 2] {
+    [
+        Metric {
+            name: "ipamctl_quota_used",
+            help: "What a namespace holds of a resource one of its quotas limits (addresses, floatingIPs, prefixes), as quota list's USED; alert when it nears ipamctl_quota_limit.",
+            samples: used,
+        },
+        Metric {
+            name: "ipamctl_quota_limit",
+            help: "A quota's ceiling on a resource of its namespace (spec.hard), as quota list's LIMIT; a claim that would go over it is refused (exit 7, QUOTA_EXCEEDED).",
+            samples: limit,
+        },
+    ]
 }
 
 /// The usage samples of one address pool or subnet (`labels`).

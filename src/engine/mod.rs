@@ -139,6 +139,7 @@ pub mod metrics;
 pub mod pool;
 pub mod prefix;
 pub mod quota;
+pub mod quota_list;
 pub mod range_holder;
 pub mod reconcile;
 pub mod release;

@@ -1,11 +1,12 @@
 //! The whole schema the server runs: the queries and the claims' mutations
-//! ([`super::schema`]) merged with the seed operations' ([`super::admin`]), and its limits.
+//! ([`super::schema`]) and the quotas' query ([`super::quota`]) merged with the seed operations' ([`super::admin`]), and its limits.
 
 use std::sync::Arc;
 
 use async_graphql::{EmptySubscription, Schema};
 
 use super::admin::AdminMutation;
+use super::quota::QuotaQuery;
 use super::schema::{ClaimMutation, Query};
 use super::work::Work;
 
@@ -13,7 +14,13 @@ use super::work::Work;
 const DIRECTIVES: usize = 16;
 
 /// The schema the server runs.
-pub type IpamSchema = Schema<Query, Mutation, EmptySubscription>;
+pub type IpamSchema = Schema<Queries, Mutation, EmptySubscription>;
+
+// Every query: the pools', allocations', subnets' and VPCs' ([`super::schema`]) and the
+// quotas' ([`super::quota`]); named `Query` in the schema, as before the quotas came.
+#[derive(async_graphql::MergedObject, Default)]
+#[graphql(name = "Query")]
+pub struct Queries(Query, QuotaQuery);
 
 /// Every mutation: the claims' and the seed operations' ([`super::admin`]).
 #[derive(async_graphql::MergedObject, Default)]
@@ -21,7 +28,7 @@ pub struct Mutation(ClaimMutation, AdminMutation);
 
 /// The schema, with its limits; `work` is absent only for printing the SDL.
 pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {
-    let mut builder = Schema::build(Query, Mutation::default(), EmptySubscription)
+    let mut builder = Schema::build(Queries::default(), Mutation::default(), EmptySubscription)
         .limit_depth(limits.depth)
         .limit_complexity(limits.complexity)
         .limit_recursive_depth(limits.depth.max(32))

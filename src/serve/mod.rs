@@ -16,6 +16,7 @@ mod http;
 mod limits;
 mod listen;
 mod log;
+mod quota;
 mod routes;
 mod schema;
 mod stats;

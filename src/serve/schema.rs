@@ -335,9 +335,11 @@ fn scopes(
     crate::engine::scopes::scopes(store, scope, Verb::Read, namespace(ns)?)
 }
 
+#[derive(Default)]
 pub struct Query;
 
-#[Object]
+// Named apart from the merged `Query` the schema shows ([`super::api::Queries`]).
+#[Object(name = "ReadQuery")]
 impl Query {
     /// The pools of `namespace` (every namespace without it), with their usage.
     async fn pools(

@@ -23,6 +23,7 @@ mod mac;
 mod metrics;
 mod pool;
 mod pool_status;
+mod quota;
 mod reconcile;
 mod release;
 mod renew;
@@ -95,6 +96,7 @@ pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Pool(command) => pool::run(&*open(g)?, g, &command, out),
         Command::Vpc(command) => vpc::run(&*open(g)?, g, &command, out),
         Command::Subnet(command) => subnet::run(&*open(g)?, g, &command, out),
+        Command::Quota(command) => quota::run(&*open(g)?, g, &command, out),
         Command::Mac(command) => mac::run(&*open(g)?, g, &command, out),
         Command::Report => report::run(&*open(g)?, g, out),
         Command::Metrics(args) => metrics::run(g, &args, out),

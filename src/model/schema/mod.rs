@@ -74,6 +74,7 @@ pub fn all() -> Value {
         SUBNET_KIND: of(ObjectKind::Subnet),
         COOLDOWN_KIND: of(ObjectKind::Cooldown),
         PREFIX_CLAIM_KIND: of(ObjectKind::PrefixClaim),
+        crate::model::kind::QUOTA_KIND: of(ObjectKind::Quota),
     })
 }
 

@@ -359,3 +359,50 @@ fn a_renewed_lease_is_one_renewed_line_in_diff_not_a_conflict() {
     assert!(md.contains("1 lease renewed (not listed)."), "{md}");
     assert!(!md.contains("| renewed |"), "{md}");
 }
+
+/// A tenant whose only objects are its quota: its floating IPs live in the cluster's
+/// public pools, yet `quota list`, `check` and the claims see its quota.
+#[test]
+fn a_tenant_that_holds_nothing_but_its_quota_is_listed_and_kept() {
+    let zeta = "apiVersion: pivirt.hu/v1\nkind: Quota\nmetadata:\n  name: fips\n  namespace: zeta\nspec:\n  hard:\n    floatingIPs: 1\n";
+    let test = state("    addresses: 5\n")
+        .args(["apply", "-f", "-"])
+        .stdin(zeta)
+        .stdout("quota/fips created\n")
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "--zone",
+            "a",
+            "--tenant",
+            "zeta",
+            "--owner",
+            "FloatingIP/f-1",
+        ])
+        .stdout("192.0.2.1\n")
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "--zone",
+            "a",
+            "--tenant",
+            "zeta",
+            "--owner",
+            "FloatingIP/f-2",
+        ])
+        .fails(code::QUOTA)
+        .unchanged()
+        .run()
+        .then();
+    let out = test
+        .command(["quota", "list", "-n", "zeta", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let quota = &list["items"][0];
+    assert_eq!(quota["metadata"]["name"], "fips", "{list}");
+    assert_eq!(quota["status"]["used"]["floatingIPs"], 1, "{list}");
+}

@@ -317,7 +317,9 @@ pub enum Command {
     /// records that hold nothing back (past their pool's reuseAfter, of a pool without one,
     /// or of no pool), cooldown records dated ahead of this machine's clock, and an
     /// allocation whose MAC has no record in `<scope>/macs/` or a record naming another
-    /// address (a claim killed before its record, a MAC written by hand). Outside
+    /// address (a claim killed before its record, a MAC written by hand), a lease lapsed
+    /// past its grace and still held, and a namespace holding more than one of its quotas
+    /// allows (a hand edit, a merge, a lowered quota). Outside
     /// `cluster/` and `namespaces/`, only the root's `.ipamctl` and `.gitignore` are looked
     /// at, so the state directory can be a repository's root.
     ///

@@ -43,14 +43,16 @@ pub enum ObjectKind {
 
 impl ObjectKind {
     /// Every kind, in the order a copy writes them (a subnet and a record name a pool; a
-    /// quota comes before what it counts, so that the copy keeps it).
+    /// quota comes after what it counts: an `import` keeps the quotas the target held
+    /// before it, while the source's own are copied as `apply` writes one, even below what
+    /// they count).
     pub const ALL: [ObjectKind; 6] = [
         ObjectKind::Pool,
         ObjectKind::Subnet,
-        ObjectKind::Quota,
         ObjectKind::Allocation,
         ObjectKind::Cooldown,
         ObjectKind::PrefixClaim,
+        ObjectKind::Quota,
     ];
 
     /// The lowercase kind, as messages and `-o name` spell it.

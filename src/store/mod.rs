@@ -234,7 +234,8 @@ pub trait Objects {
     /// Names of the objects of a kind in one scope, in no particular order.
     fn list(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<Vec<String>>;
 
-    /// Every scope that holds a pool or allocation directory: `None` is the cluster scope.
+    /// Every scope that holds pools, allocations or quotas (a tenant with floating IPs may hold
+    /// nothing else): `None` is the cluster scope.
     fn scopes(&self) -> Result<Vec<Option<Namespace>>>;
 }
 

@@ -169,7 +169,10 @@ impl Objects for FsStore {
                     continue;
                 }
                 match ScopeDir::from_name(name) {
-                    Some(ScopeDir::Objects(ObjectKind::Pool | ObjectKind::Allocation)) => {
+                    // A tenant's quota makes a scope too: its floating IPs are the cluster's.
+                    Some(ScopeDir::Objects(
+                        ObjectKind::Pool | ObjectKind::Allocation | ObjectKind::Quota,
+                    )) => {
                         is_scope = true;
                         continue;
                     }

@@ -469,7 +469,8 @@ impl Objects for PgStore {
                      FROM ns WHERE ns.namespace IS NOT NULL
                  )
                  SELECT namespace FROM ns WHERE namespace IS NOT NULL
-                 UNION SELECT namespace FROM ipamctl.pools",
+                 UNION SELECT namespace FROM ipamctl.pools
+                 UNION SELECT namespace FROM ipamctl.objects WHERE kind = 'Quota'",
                 &[],
             )
         })?;

@@ -244,7 +244,61 @@ type Acked = Option<(String, u64)>;
 /// (exit 3); no address is held twice.
 #[test]
 fn renewals_racing_the_reaper_are_never_undone() {
-    let test = pool("");
+    renewals_race_the_reaper(&pool(""), &|| {});
+}
+
+/// [`renewals_racing_the_reaper_are_never_undone`] with `git pull` alongside: the state
+/// directory is a clone whose upstream another host keeps committing its own claims to
+/// (another pool), and this checkout fast-forwards to them in a loop while its leases are
+/// renewed and reaped (git rewrites the pulled files in the working tree beside them).
+#[test]
+fn renewals_racing_the_reaper_with_git_pull_alongside_are_never_undone() {
+    let test = pool(
+        "---\napiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: far\nspec:\n  cidr: 198.51.100.0/24\n  kind: public\n",
+    );
+    let root = test.root().to_path_buf();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.email=t@example.org", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    let state = test.state();
+    git(&root, &["init", "-q", "--bare", "upstream.git"]);
+    git(&state, &["init", "-q", "-b", "main", "."]);
+    git(&state, &["add", "-A"]);
+    git(&state, &["commit", "-qm", "pools"]);
+    git(&state, &["remote", "add", "origin", "../upstream.git"]);
+    git(&state, &["push", "-q", "-u", "origin", "main"]);
+    git(&root, &["clone", "-q", "-b", "main", "upstream.git", "far"]);
+    let far = root.join("far");
+    let claims = std::sync::atomic::AtomicUsize::new(0);
+    renewals_race_the_reaper(&test, &|| {
+        // The other host claims in its pool and pushes; this checkout pulls.
+        let k = claims.fetch_add(1, Ordering::Relaxed);
+        let owner = format!("Node/far-{k}");
+        let out = Command::new(env!("CARGO_BIN_EXE_ipamctl"))
+            .arg("-d")
+            .arg(&far)
+            .args(["allocate", "far", "--owner", &owner])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        git(&far, &["add", "-A"]);
+        git(&far, &["commit", "-qm", &owner]);
+        git(&far, &["push", "-q", "origin", "main"]);
+        git(&state, &["pull", "-q", "--ff-only", "origin", "main"]);
+    });
+    assert!(claims.load(Ordering::Relaxed) >= 3, "git pulled alongside");
+}
+
+/// The storm of [`renewals_racing_the_reaper_are_never_undone`] on `test`, with
+/// `alongside` run in a loop by one more thread while it lasts.
+fn renewals_race_the_reaper(test: &Test, alongside: &(dyn Fn() + Sync)) {
+    let test = test;
     let flags = ["-d".to_owned(), test.state().display().to_string()];
     let owners: Vec<String> = (0..32).map(|i| format!("Node/n{i}")).collect();
     for owner in &owners {
@@ -258,6 +312,12 @@ fn renewals_racing_the_reaper_are_never_undone() {
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::new(Mutex::new(vec![None; 32]));
     let told_gone = Arc::new(Mutex::new(vec![false; 32]));
     std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                alongside();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
                 let out = run(&["reconcile", "--expired", "--grace", "0s", "--apply"]);

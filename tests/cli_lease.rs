@@ -298,11 +298,10 @@ fn renewals_racing_the_reaper_with_git_pull_alongside_are_never_undone() {
 /// The storm of [`renewals_racing_the_reaper_are_never_undone`] on `test`, with
 /// `alongside` run in a loop by one more thread while it lasts.
 fn renewals_race_the_reaper(test: &Test, alongside: &(dyn Fn() + Sync)) {
-    let test = test;
     let flags = ["-d".to_owned(), test.state().display().to_string()];
     let owners: Vec<String> = (0..32).map(|i| format!("Node/n{i}")).collect();
     for owner in &owners {
-        ok(&test, &["allocate", "ci", "--owner", owner, "--ttl", "2s"]);
+        ok(test, &["allocate", "ci", "--owner", owner, "--ttl", "2s"]);
     }
     let bin = env!("CARGO_BIN_EXE_ipamctl");
     let run = |args: &[&str]| Command::new(bin).args(&flags).args(args).output().unwrap();
@@ -363,7 +362,7 @@ fn renewals_race_the_reaper(test: &Test, alongside: &(dyn Fn() + Sync)) {
     });
     // The reaper has stopped: what lapses from now on stays held.
     let checked_at = now();
-    let listed = ok(&test, &["list", "--pool", "ci", "-o", "json"]);
+    let listed = ok(test, &["list", "--pool", "ci", "-o", "json"]);
     let list: serde_json::Value = serde_json::from_str(&listed).unwrap();
     let items = list["items"].as_array().unwrap();
     let holder = |owner: &str| {
@@ -395,7 +394,7 @@ fn renewals_race_the_reaper(test: &Test, alongside: &(dyn Fn() + Sync)) {
     eprintln!("{kept} renewals kept, {released} leases released");
     assert!(kept >= 16, "most owners kept renewing: {kept}");
     assert!(released >= 1, "some leases lapsed during the run");
-    ok(&test, &["check"]);
+    ok(test, &["check"]);
 }
 
 /// A renewal acknowledged while `reconcile --expired --apply` is between judging the lease

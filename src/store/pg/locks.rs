@@ -146,7 +146,20 @@ impl Units for PgStore {
     }
 
     fn lost(&self) -> bool {
-        self.lost.load(std::sync::atomic::Ordering::Relaxed) || self.session().client.is_closed()
+        if self.lost.load(std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
+        // Every worker of a server asks this of every store, mid-group too (the executor's
+        // `closed`, `engine::executor::all_lost`). A session busy with its own worker's
+        // statement is not lost, and waiting for it would let a worker whose group holds
+        // uncommitted rows wait, in this process, for a statement that waits in the database
+        // for those rows: a deadlock the database cannot see, which only `lock_timeout`
+        // broke (20 s, then exit 1 for every request in it; `tests/serve_replicas.rs`).
+        match self.session.try_lock() {
+            Ok(session) => session.client.is_closed(),
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().client.is_closed(),
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        }
     }
 
     fn group_size(&self) -> usize {

@@ -406,3 +406,65 @@ fn a_tenant_that_holds_nothing_but_its_quota_is_listed_and_kept() {
     assert_eq!(quota["metadata"]["name"], "fips", "{list}");
     assert_eq!(quota["status"]["used"]["floatingIPs"], 1, "{list}");
 }
+
+/// A VPC router's uplink is one of the namespace's public addresses: charged to its
+/// `floatingIPs`, with the tenant's floating IPs, so that VPCs with uplinks cannot drain a
+/// public pool either.
+#[test]
+fn a_vpc_uplink_counts_against_the_namespaces_floating_ips() {
+    let vpc = |name: &str, cidr: &str| {
+        vec![
+            "vpc".to_owned(),
+            "create".into(),
+            name.into(),
+            "-n".into(),
+            "acme".into(),
+            "--cidr".into(),
+            cidr.into(),
+            "--uplink-zone".into(),
+            "a".into(),
+        ]
+    };
+    let test = state("    floatingIPs: 2\n")
+        .args(vpc("blue", "10.60.0.0/24"))
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "--zone",
+            "a",
+            "--tenant",
+            "acme",
+            "--owner",
+            "FloatingIP/fip-1",
+        ])
+        .run()
+        .then()
+        // Two public addresses held (an uplink and a floating IP): a second uplink is over.
+        .args(vpc("green", "10.61.0.0/24"))
+        .fails(code::QUOTA)
+        .run()
+        .then()
+        .args([
+            "allocate",
+            "--zone",
+            "a",
+            "--tenant",
+            "acme",
+            "--owner",
+            "FloatingIP/fip-2",
+        ])
+        .fails(code::QUOTA)
+        .unchanged()
+        .run()
+        .then();
+    let out = test
+        .command(["quota", "list", "-n", "acme", "-o", "json"])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        list["items"][0]["status"]["used"]["floatingIPs"], 2,
+        "{list}"
+    );
+}

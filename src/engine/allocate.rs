@@ -317,10 +317,10 @@ pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Re
     }
     let ns = req.pool.namespace.as_ref();
     let pools = std::slice::from_ref(&req.pool.name);
-    let charge = quota::Charge::of_allocation(&req.pool, &req.owner);
     store::atomically(store, || {
         // Before the claim locks (the order of `crate::store::guard`), until the claim is
         // durable: what `claim_loop` counts is what the next claim of the namespace counts.
+        let charge = quota::charge(store, &req.pool, &req.owner)?;
         let _quota = quota::lock(store, charge.as_ref())?;
         match claim_locks(store, ns, pools, &req.owner)? {
             Some(locks) => allocate_under_locks(store, req, Some(locks), warnings),
@@ -353,9 +353,10 @@ pub fn allocate_all(
         } else {
             // Every pool of one request is of one scope, so one charge (the first's); each
             // pool's claim takes it again, granted to its holder.
-            let charge = requests
-                .first()
-                .and_then(|r| quota::Charge::of_allocation(&r.pool, &r.owner));
+            let charge = match requests.first() {
+                Some(r) => quota::charge(store, &r.pool, &r.owner)?,
+                None => None,
+            };
             (
                 quota::lock(store, charge.as_ref())?,
                 all_claim_locks(store, requests)?,

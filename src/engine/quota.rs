@@ -13,8 +13,11 @@
 //!   range from a cluster supernet (annotated with its VPC, [`RANGE_ANNOTATION`]):
 //!   `prefixes` of the VPC's namespace.
 //!
-//! Anything else (a cluster pool's allocation for another owner, a VPC router's uplink,
-//! whose owner names only the VPC's uid) is charged to no namespace.
+//! - a VPC router's uplink in a cluster pool (owner `VPC/router` with the VPC's uid):
+//!   `floatingIPs` of the VPC's namespace, found by the uid its pools record.
+//!
+//! Anything else (a cluster pool's allocation for another owner) is charged to no
+//! namespace.
 //!
 //! # Why it is race-free
 //!
@@ -83,6 +86,53 @@ impl Charge {
     }
 }
 
+/// What a new allocation of `owner` in `pool` is charged to: [`Charge::of_allocation`],
+/// and for a VPC router's uplink in a cluster pool (owner `VPC/router`, named by its VPC's
+/// uid only) `floatingIPs` of the namespace whose VPC that is, found by the uid its pools
+/// record: an uplink is a public address the tenant holds, as a floating IP is.
+pub fn charge(store: &dyn Store, pool: &PoolRef, owner: &Owner) -> Result<Option<Charge>> {
+    if let Some(charge) = Charge::of_allocation(pool, owner) {
+        return Ok(Some(charge));
+    }
+    let (None, OwnerKind::Vpc, Some(uid)) = (&pool.namespace, owner.kind(), owner.uid()) else {
+        return Ok(None);
+    };
+    for ns in store.scopes()?.into_iter().flatten() {
+        if vpc_uids(store, &ns)?.contains(uid.as_str()) {
+            return Ok(Some(Charge {
+                namespace: ns,
+                resource: Resource::FloatingIps,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The uids of the VPCs of `ns`, as their pools record them (`ownerReferences` of kind
+/// `VPC`).
+fn vpc_uids(store: &dyn Store, ns: &Namespace) -> Result<std::collections::BTreeSet<String>> {
+    let mut uids = std::collections::BTreeSet::new();
+    for name in store.list(ObjectKind::Pool, Some(ns))? {
+        let Some(bytes) = store.get(ObjectKind::Pool, Some(ns), &name)? else {
+            continue;
+        };
+        let Some(pool) = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| yaml::decode_pool(text).ok())
+        else {
+            continue; // `check` reports it
+        };
+        uids.extend(
+            pool.metadata
+                .owner_refs
+                .iter()
+                .filter(|r| r.kind == crate::model::vpc::VPC_KIND)
+                .map(|r| r.uid.clone()),
+        );
+    }
+    Ok(uids)
+}
+
 /// The namespace of a VPC range's annotation (`<namespace>/<vpc>`; a VPC's name has no
 /// `/`, so the last one separates them).
 fn range_namespace(annotation: &str) -> Option<Namespace> {
@@ -124,17 +174,40 @@ pub fn used(store: &dyn Store, ns: &Namespace, resource: Resource) -> Result<u64
                 .with_kind(OwnerKind::FloatingIp)
                 .map_err(|e| Error::invalid("owner", e))?;
             let found = store.find_allocations(None, None, &floating)?;
-            Ok(found
+            let floating = found
                 .iter()
                 .filter_map(|f| f.parsed.as_ref().ok())
                 .filter(|m| m.spec.owner.tenant().as_ref() == Some(ns))
-                .count() as u64)
+                .count() as u64;
+            Ok(floating + uplinks(store, ns)?)
         }
         Resource::Prefixes => {
             let own = store.count(ObjectKind::PrefixClaim, Some(ns))?;
             Ok(own + vpc_ranges_in_cluster(store, ns)?)
         }
     }
+}
+
+/// The uplinks of `ns`'s VPCs' routers in the cluster's pools.
+fn uplinks(store: &dyn Store, ns: &Namespace) -> Result<u64> {
+    let uids = vpc_uids(store, ns)?;
+    if uids.is_empty() {
+        return Ok(0);
+    }
+    let routers = OwnerFilter::default()
+        .with_kind(OwnerKind::Vpc)
+        .map_err(|e| Error::invalid("owner", e))?;
+    let found = store.find_allocations(None, None, &routers)?;
+    Ok(found
+        .iter()
+        .filter_map(|f| f.parsed.as_ref().ok())
+        .filter(|m| {
+            m.spec
+                .owner
+                .uid()
+                .is_some_and(|u| uids.contains(u.as_str()))
+        })
+        .count() as u64)
 }
 
 /// The prefix claims of cluster supernets that are ranges of `ns`'s VPCs.

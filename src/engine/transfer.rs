@@ -186,7 +186,7 @@ fn put(
         _ => {}
     }
     if quotas {
-        quota::admit(to, charge(kind, ns, text).as_ref())?;
+        quota::admit(to, charge(to, kind, ns, text)?.as_ref())?;
     }
     match kind {
         ObjectKind::Pool
@@ -209,21 +209,25 @@ fn put(
 }
 
 /// What a copied allocation or prefix claim is charged to ([`quota::Charge`]).
-fn charge(kind: ObjectKind, ns: Option<&Namespace>, text: &str) -> Option<quota::Charge> {
+fn charge(
+    to: &dyn Store,
+    kind: ObjectKind,
+    ns: Option<&Namespace>,
+    text: &str,
+) -> Result<Option<quota::Charge>> {
     let pool = |name: &crate::model::PoolName| crate::model::PoolRef {
         namespace: ns.cloned(),
         name: name.clone(),
     };
     match kind {
-        ObjectKind::Allocation => {
-            let m = yaml::decode_allocation(text).ok()?;
-            quota::Charge::of_allocation(&pool(&m.spec.pool), &m.spec.owner)
-        }
-        ObjectKind::PrefixClaim => {
-            let m = yaml::decode_prefix_claim(text).ok()?;
-            quota::Charge::of_prefix(&pool(&m.spec.pool), &m.metadata.annotations)
-        }
-        _ => None,
+        ObjectKind::Allocation => match yaml::decode_allocation(text) {
+            Ok(m) => quota::charge(to, &pool(&m.spec.pool), &m.spec.owner),
+            Err(_) => Ok(None),
+        },
+        ObjectKind::PrefixClaim => Ok(yaml::decode_prefix_claim(text)
+            .ok()
+            .and_then(|m| quota::Charge::of_prefix(&pool(&m.spec.pool), &m.metadata.annotations))),
+        _ => Ok(None),
     }
 }
 

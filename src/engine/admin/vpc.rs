@@ -155,6 +155,16 @@ pub fn create_vpc(
 ) -> Result<VpcCreated> {
     let ns = &request.namespace;
     super::check_admin(scope, Some(ns), || super::no_namespace(ns))?;
+    if request.uplink_zone.is_some() && !uplink_may_be_held(store, request)? {
+        // A new VPC's uplink over the namespace's `floatingIPs` is refused before the VPC
+        // is made, which would otherwise stay without it; the claim is still counted under
+        // the quota lock (a VPC that exists may hold its uplink: asked again, answered).
+        let charge = crate::engine::quota::Charge {
+            namespace: ns.clone(),
+            resource: crate::model::quota::Resource::FloatingIps,
+        };
+        crate::engine::quota::admit(store, Some(&charge))?;
+    }
     let req = CreateRequest {
         name: request.name.clone(),
         namespace: ns.clone(),
@@ -175,6 +185,21 @@ pub fn create_vpc(
         None => None,
     };
     Ok(VpcCreated { created, uplink })
+}
+
+/// Whether a pool of the VPC exists (then its router may hold its uplink already).
+fn uplink_may_be_held(store: &dyn Store, request: &VpcCreate) -> Result<bool> {
+    for v6 in [false, true] {
+        let pool = vpc_pool(&request.namespace, &request.name, v6)?;
+        let ns = pool.namespace.as_ref();
+        if store
+            .get(crate::store::ObjectKind::Pool, ns, pool.name.as_str())?
+            .is_some()
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// `deleteVpc`'s input (`vpc delete`'s), as a user gives it.

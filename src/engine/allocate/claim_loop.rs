@@ -9,7 +9,7 @@ use super::{Allocated, Request, check_held, pick};
 use crate::engine::cooldown;
 use crate::engine::identity;
 use crate::engine::mac;
-use crate::engine::quota::{self, Charge};
+use crate::engine::quota;
 use crate::error::{Error, Result};
 use crate::model::candidates::Candidates;
 use crate::model::cooldown::Cooling;
@@ -45,7 +45,7 @@ pub(super) fn claim(
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
     // A new owner's: counted under the quota lock the caller took (exit 7 at the ceiling).
-    quota::admit(store, Charge::of_allocation(pool, &req.owner).as_ref())?;
+    quota::admit(store, quota::charge(store, pool, &req.owner)?.as_ref())?;
     let free = free_for(store, req, candidates, taken, walk, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     let expires_at = crate::engine::lease::expiry(store, req.ttl)?;

@@ -4,7 +4,7 @@
 use crate::engine::cooldown;
 use crate::engine::identity;
 use crate::engine::lease;
-use crate::engine::quota::{self, Charge};
+use crate::engine::quota;
 use crate::engine::subnet;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -85,7 +85,7 @@ fn zone_locks(
     if dry_run {
         return Ok((None, None, None));
     }
-    let quota = quota::lock(store, Charge::of_allocation(&pools[0], owner).as_ref())?;
+    let quota = quota::lock(store, quota::charge(store, &pools[0], owner)?.as_ref())?;
     match store.lock_claim(None, names, owner) {
         Ok(locks) => Ok((quota, Some(locks), None)),
         Err(e @ Error::ReadOnly { .. }) => Ok((quota, None, Some(e))),

@@ -71,6 +71,15 @@ spec:
         .then()
 }
 
+/// `vpc create NAME -n acme` with `more`.
+fn vpc_create(name: &str, more: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["vpc", "create", name, "-n", "acme"]
+        .map(String::from)
+        .to_vec();
+    args.extend(more.iter().map(|a| a.to_string()));
+    args
+}
+
 fn vm(i: usize) -> String {
     format!("VirtualMachine/vm-{i}/0")
 }
@@ -187,19 +196,7 @@ fn every_writer_is_refused_at_the_ceiling() {
         .run()
         .then();
     // A VPC's range from a cluster supernet: `prefixes` of the VPC's namespace.
-    let vpc = |name: &str| {
-        vec![
-            "vpc".to_owned(),
-            "create".into(),
-            name.into(),
-            "-n".into(),
-            "acme".into(),
-            "--from-pool".into(),
-            "provider".into(),
-            "--prefix-length".into(),
-            "24".into(),
-        ]
-    };
+    let vpc = |name: &str| vpc_create(name, &["--from-pool", "provider", "--prefix-length", "24"]);
     test.args(vpc("blue"))
         .run()
         .then()
@@ -412,19 +409,7 @@ fn a_tenant_that_holds_nothing_but_its_quota_is_listed_and_kept() {
 /// public pool either.
 #[test]
 fn a_vpc_uplink_counts_against_the_namespaces_floating_ips() {
-    let vpc = |name: &str, cidr: &str| {
-        vec![
-            "vpc".to_owned(),
-            "create".into(),
-            name.into(),
-            "-n".into(),
-            "acme".into(),
-            "--cidr".into(),
-            cidr.into(),
-            "--uplink-zone".into(),
-            "a".into(),
-        ]
-    };
+    let vpc = |name: &str, cidr: &str| vpc_create(name, &["--cidr", cidr, "--uplink-zone", "a"]);
     let test = state("    floatingIPs: 2\n")
         .args(vpc("blue", "10.60.0.0/24"))
         .run()

@@ -1290,6 +1290,33 @@ fn a_prefix_claim_is_three_round_trips_for_a_new_owner_and_one_for_one_that_hold
     );
 }
 
+/// The same in a namespace's pool, whose claims are charged to the namespace's quotas
+/// (`engine::quota`): with no quota there, asking for them costs no round trip of its own.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_claim_in_a_namespaces_pool_is_three_round_trips_and_one_for_a_holder() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let pool = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: rt\n  namespace: acme\nspec:\n  cidr: 10.24.0.0/16\n  kind: private\n";
+    assert_code(&apply_cmd(&db.url, pool, &dir).output().unwrap(), code::OK);
+    let first = cmd(
+        &db.url,
+        &["allocate", "rt", "-n", "acme", "--owner", "Node/first"],
+    )
+    .output()
+    .unwrap();
+    assert_code(&first, code::OK);
+    let trips = round_trips(&db, &["allocate", "rt", "-n", "acme"]);
+    assert_eq!(
+        trips,
+        [3, 3, 1],
+        "round trips of: a new owner, another, the first again"
+    );
+}
+
 /// The round trips, counted at the protocol by a proxy, of `args` with `--owner` a new
 /// owner, another new one, and the first again; each must succeed.
 fn round_trips(db: &Db, args: &[&str]) -> Vec<usize> {

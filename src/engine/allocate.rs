@@ -14,7 +14,6 @@ use ipnet::IpNet;
 use crate::engine::cooldown;
 use crate::engine::identity;
 use crate::engine::mac::{self, MacChoice};
-use crate::engine::quota;
 use crate::engine::release::release_address;
 use crate::engine::subnet;
 use crate::engine::warning::{Warning, Warnings};
@@ -317,15 +316,9 @@ pub fn allocate(store: &dyn Store, req: &Request, warnings: &mut Warnings) -> Re
     }
     let ns = req.pool.namespace.as_ref();
     let pools = std::slice::from_ref(&req.pool.name);
-    store::atomically(store, || {
-        // Before the claim locks (the order of `crate::store::guard`), until the claim is
-        // durable: what `claim_loop` counts is what the next claim of the namespace counts.
-        let charge = quota::charge(store, &req.pool, &req.owner)?;
-        let _quota = quota::lock(store, charge.as_ref())?;
-        match claim_locks(store, ns, pools, &req.owner)? {
-            Some(locks) => allocate_under_locks(store, req, Some(locks), warnings),
-            None => allocate_read_only(store, req, warnings),
-        }
+    store::atomically(store, || match claim_locks(store, ns, pools, &req.owner)? {
+        Some(locks) => allocate_under_locks(store, req, Some(locks), warnings),
+        None => allocate_read_only(store, req, warnings),
     })
 }
 
@@ -348,19 +341,10 @@ pub fn allocate_all(
         // release of the owner cannot come between two pools (it would leave the owner
         // holding one address, and the earlier pool's `existing` answer false). Each
         // pool's claim then takes its own again, which a store grants to the holder.
-        let (_quota, locks) = if dry_run {
-            (None, None)
+        let locks = if dry_run {
+            None
         } else {
-            // Every pool of one request is of one scope, so one charge (the first's); each
-            // pool's claim takes it again, granted to its holder.
-            let charge = match requests.first() {
-                Some(r) => quota::charge(store, &r.pool, &r.owner)?,
-                None => None,
-            };
-            (
-                quota::lock(store, charge.as_ref())?,
-                all_claim_locks(store, requests)?,
-            )
+            all_claim_locks(store, requests)?
         };
         let mut done: Vec<Allocated> = Vec::new();
         let mut failed = None;

@@ -79,9 +79,9 @@
 //!
 //! | command | engine entry | locks | invariants kept |
 //! |---|---|---|---|
-//! | `allocate POOL…` | `allocate::allocate`, `allocate::allocate_all` | the namespace's quota lock first when a quota limits it (`quota::lock`); `claim`: each pool shared, then the owner in each; in several pools (dual stack) all of them first, held until the last pool's claim | 1, 2, 6; a pool being deleted takes no claim; the cooldown window; a release of the owner comes wholly before or after a claim in several pools; the namespace's quotas (`quota::admit`) |
-//! | `allocate --zone` | `allocate::allocate_zone` | the tenant's quota lock first; `claim`: every pool of the zone, in name order | 1, 2, 6; the tenant's `floatingIPs` quota |
-//! | `allocate SUPERNET` (a prefix) | `prefix::claim` | the namespace's quota lock first; `prefix-claim`: the supernet's pool, exclusive | one prefix per owner per supernet; no overlap; the cooldown window; the namespace's `prefixes` quota (a VPC's range: its VPC's namespace) |
+//! | `allocate POOL…` | `allocate::allocate`, `allocate::allocate_all` | `claim`: each pool shared, then the owner in each; in several pools (dual stack) all of them first, held until the last pool's claim; for a new owner, then the namespace's quota lock when a quota limits it (`quota::admit`) | 1, 2, 6; a pool being deleted takes no claim; the cooldown window; a release of the owner comes wholly before or after a claim in several pools; the namespace's quotas (`quota::admit`) |
+//! | `allocate --zone` | `allocate::allocate_zone` | `claim`: every pool of the zone, in name order; then the tenant's quota lock (`quota::admit`) | 1, 2, 6; the tenant's `floatingIPs` quota |
+//! | `allocate SUPERNET` (a prefix) | `prefix::claim` | `prefix-claim`: the supernet's pool, exclusive; then the namespace's quota lock (`quota::admit`) | one prefix per owner per supernet; no overlap; the cooldown window; the namespace's `prefixes` quota (a VPC's range: its VPC's namespace) |
 //! | `mac set` | `mac::set` | `claim`: every pool the owner's name holds an address in, shared, then the name in each, held while each of the NIC's allocations is changed | 7; the NIC's allocations change together, the earlier ones changed back when a later pool refuses the MAC |
 //! | `release POOL ADDRESS` | `release::release_address` | `pool`, exclusive (the owner's lock inside the store's release) | 5; a cooldown record before the delete |
 //! | `release` by selector | `release::release_each` | as `release POOL ADDRESS` for each address; an owner's addresses in several pools: first each `pool` (exclusive with a cooldown, else shared), then `claim` in all of them, held for all its releases | 5; a cooldown record before the delete; a claim of the owner in several pools comes wholly before or after |
@@ -94,7 +94,7 @@
 //! | `vpc create` | `admin::create_vpc` (vpc::create, then the uplink) | `scope`; `prefix-claim` in the supernet; then, for the uplink, `claim` over the zone's pools | VPC pool names are injective; a range is claimed before its pool; serial with `vpc delete`; a new pool moves no DHCP subnet id (`created`); with `--uplink-zone`, the router's uplink as `allocate --zone` claims it (1, 2, 6) |
 //! | `vpc delete` | `admin::delete_vpc` (`vpc::delete`) | `scope`; `pool`, exclusive, for each of its pools (then as `release`) | only objects of the VPC's uid are touched; pools marked before they are emptied |
 //! | `check --fix` (cooldown) | `cooldown::prune` | `pool`, exclusive | a record a release wrote since `check` looked is kept |
-//! | `import` | `transfer::import_dir` | `scope` (every scope), then the quota lock of every namespace with a quota, then `pool` (every pool, exclusive) | serial with every writer of those scopes and pools; the target's quotas |
+//! | `import` | `transfer::import_dir` | `scope` (every scope), then `pool` (every pool, exclusive), then the quota lock of every namespace with a quota | serial with every writer of those scopes and pools; the target's quotas |
 //! | `export DIR` | `transfer::export` | `none`: it writes a new, empty state directory made by the same command, which no other process works in | — |
 //!
 //! `allocate` and `release`, alone or many (`allocate -f`, `release -f`), reach their rows

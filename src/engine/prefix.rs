@@ -81,9 +81,6 @@ pub fn claim_annotated(
     // row the constraint refused): read again and decide again, a bounded number of times.
     for _ in 0..8 {
         let done = store::atomically(store, || {
-            // Before the pool's lock (the order of `crate::store::guard`), until the claim
-            // is durable: the namespace's prefixes are counted one claim after another.
-            let _quota = crate::engine::quota::lock(store, charge.as_ref())?;
             let _lock = store.lock_prefix_claim(pool.namespace.as_ref(), &pool.name, owner, len)?;
             let manifest = load_pool(store, pool)?;
             check_want(&manifest, pool, want)?;
@@ -101,7 +98,9 @@ pub fn claim_annotated(
                     })),
                 };
             }
-            crate::engine::quota::admit(store, charge.as_ref())?;
+            // A new claim: counted against the namespace's `prefixes` under their lock, held
+            // until the claim is durable (after the pool's, the order of `crate::store::guard`).
+            let _quota = crate::engine::quota::admit(store, charge.as_ref())?;
             let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
             let prefix = match kept_free(store, &manifest, pool, want, &cooling)? {
                 Some(chosen) => chosen?,
@@ -153,7 +152,10 @@ pub fn predict(store: &dyn Store, pool: &PoolRef, owner: &Owner, want: Want) -> 
         Some(held) => Ok(held.spec.prefix),
         None => {
             let charge = crate::engine::quota::Charge::of_prefix(pool, &BTreeMap::new());
-            crate::engine::quota::admit(store, charge.as_ref())?;
+            // A dry run's answer: what the claim would meet.
+            if let Some(charge) = &charge {
+                crate::engine::quota::refuse_over(store, charge)?;
+            }
             let cooling = crate::engine::cooldown::prefix_cooling(store, pool, &manifest, owner)?;
             choose(store, &manifest, pool, &lookup.taken, want, &cooling)
         }

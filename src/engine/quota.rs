@@ -1,7 +1,7 @@
 //! Quotas kept: a claim that would take a namespace over one of its quotas
 //! ([`crate::model::quota`]) is refused, exit 7 ([`Error::QuotaExceeded`]), and nothing is
 //! claimed. The one home of the rule: every writer that adds to what a namespace holds
-//! calls [`lock`] and then [`admit`] here.
+//! calls [`admit`] here, whose guard it holds until its claim is durable.
 //!
 //! # What is charged to whom ([`Charge`])
 //!
@@ -23,7 +23,8 @@
 //!
 //! No file name or constraint can arbitrate a count, so a lock does: every claim charged
 //! to a namespace that has a quota on the resource takes the namespace's quota lock
-//! ([`crate::store::Locks::lock_quota`]) before its claim locks, and holds it until its
+//! ([`crate::store::Locks::lock_quota`]) once its look-up found the owner new, after its
+//! claim locks (last in the order of [`crate::store::guard`]), and holds it until its
 //! claim is durable (the file store: until the guard drops, after the exclusive create; a
 //! database: until the transaction commits). Under it the claim reads the quotas again,
 //! counts what the namespace holds (the stored objects as they are, never a cache) and
@@ -236,49 +237,62 @@ fn vpc_ranges_in_cluster(store: &dyn Store, ns: &Namespace) -> Result<u64> {
     Ok(count)
 }
 
-/// The namespace's quota lock, when a quota of its namespace limits the charge's resource:
-/// taken by a claim before its claim locks (the order of [`crate::store::guard`]) and held
-/// until its claim is durable. `None` when nothing is charged, no quota limits it, or the
-/// store is read-only (a claim there only looks up).
-pub fn lock(store: &dyn Store, charge: Option<&Charge>) -> Result<Option<QuotaLock>> {
+/// Admits a new claim charged to `charge`, or refuses it when it would take its namespace
+/// over one of its quotas (exit 7, naming the quota, its limit and what is held). The
+/// caller holds its claim locks and found that the owner holds nothing yet (a holder asking
+/// again never gets here, so it never counts twice). When a quota limits the resource, the
+/// namespace's quota lock is taken first and returned: the caller holds it until its claim
+/// is durable, so that the next claim of the namespace counts this one. `None` when nothing
+/// is charged or nothing limits it (a store that cannot be written: no lock either; its
+/// claim fails as it would have).
+pub fn admit(store: &dyn Store, charge: Option<&Charge>) -> Result<Option<QuotaLock>> {
     let Some(charge) = charge else {
         return Ok(None);
     };
-    let limited = quotas(store, &charge.namespace)?
-        .iter()
-        .any(|q| q.limit(charge.resource).is_some());
-    if !limited {
+    let limited =
+        |quotas: &[QuotaManifest]| quotas.iter().any(|q| q.limit(charge.resource).is_some());
+    if !limited(&quotas(store, &charge.namespace)?) {
         return Ok(None);
     }
-    match store.lock_quota(&charge.namespace) {
-        Ok(lock) => Ok(Some(lock)),
-        Err(Error::ReadOnly { .. }) => Ok(None),
-        Err(e) => Err(e),
+    let lock = match store.lock_quota(&charge.namespace) {
+        Ok(lock) => Some(lock),
+        Err(Error::ReadOnly { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    // Read again under the lock: what the claim before this one left is what counts.
+    refuse_over(store, charge)?;
+    Ok(lock)
+}
+
+/// [`admit`] for a new allocation of `owner` in `pool` ([`charge`]); a dry run only refuses
+/// ([`refuse_over`]), taking no lock.
+pub fn admit_allocation(
+    store: &dyn Store,
+    pool: &PoolRef,
+    owner: &Owner,
+    dry_run: bool,
+) -> Result<Option<QuotaLock>> {
+    match (charge(store, pool, owner)?, dry_run) {
+        (Some(charge), true) => refuse_over(store, &charge).map(|()| None),
+        (charge, _) => admit(store, charge.as_ref()),
     }
 }
 
-/// Refuses a new claim charged to `charge` when it would take its namespace over one of
-/// its quotas (exit 7, naming the quota, its limit and what is held). The caller holds
-/// [`lock`]'s guard and found that the owner holds nothing yet.
-pub fn admit(store: &dyn Store, charge: Option<&Charge>) -> Result<()> {
-    let Some(charge) = charge else {
-        return Ok(());
-    };
+/// [`admit`] without its lock, for an answer that claims nothing (a dry run, or a check
+/// before a command's first write): exit 7 if the claim would take the namespace over.
+pub fn refuse_over(store: &dyn Store, charge: &Charge) -> Result<()> {
     let quotas = quotas(store, &charge.namespace)?;
-    let limits: Vec<(&QuotaManifest, u64)> = quotas
+    let used = used(store, &charge.namespace, charge.resource)?;
+    let over = quotas
         .iter()
         .filter_map(|q| Some((q, q.limit(charge.resource)?)))
-        .collect();
-    if limits.is_empty() {
-        return Ok(());
-    }
-    let used = used(store, &charge.namespace, charge.resource)?;
-    match limits.iter().find(|(_, limit)| used >= *limit) {
+        .find(|(_, limit)| used >= *limit);
+    match over {
         Some((quota, limit)) => Err(Error::QuotaExceeded {
             namespace: charge.namespace.to_string(),
             quota: quota.metadata.name.clone(),
             resource: charge.resource.name(),
-            limit: *limit,
+            limit,
             used,
         }),
         None => Ok(()),

@@ -186,7 +186,8 @@ fn put(
         _ => {}
     }
     if quotas {
-        quota::admit(to, charge(to, kind, ns, text)?.as_ref())?;
+        // Held until the import's unit ends (on a database), or this object is written.
+        let _quota = quota::admit(to, charge(to, kind, ns, text)?.as_ref())?;
     }
     match kind {
         ObjectKind::Pool
@@ -231,7 +232,7 @@ fn charge(
     }
 }
 
-/// The quota locks an `import` holds, in namespace order after its scope locks: every
+/// The quota locks an `import` holds, in namespace order after its pool locks: every
 /// namespace of either store with a quota in either (a tenant's floating IPs are charged
 /// to a namespace that may hold nothing else).
 fn quota_locks(from: &dyn Store, to: &dyn Store) -> Result<Vec<QuotaLock>> {
@@ -352,11 +353,11 @@ pub fn import(from: &dyn Store, to: &dyn Store) -> Result<Copied> {
         for ns in &scopes {
             held.push(to.lock_scope(ns.as_ref())?);
         }
-        let _quotas = quota_locks(from, to)?;
         let mut pool_locks = Vec::new();
         for (ns, pool) in &pools {
             pool_locks.push(to.lock_pool(ns.as_ref(), pool, LockMode::Exclusive)?);
         }
+        let _quotas = quota_locks(from, to)?;
         copy(from, to, None, true)
     })
 }

@@ -7,14 +7,15 @@
 //! while it holds a later one:
 //!
 //! 1. scope locks ([`ScopeLock`]), by namespace (`apply`, `vpc create`);
-//!    then the quota lock of a namespace ([`QuotaLock`]), taken by a claim charged to the
-//!    namespace's quotas before its claim locks (`vpc create` after its scope lock); a
-//!    process holds at most one namespace's;
 //! 2. pool locks ([`PoolLock`], and the pool part of a [`ClaimLock`]), by (namespace, pool
 //!    name): `apply` takes every pool it writes in that order, a zone claim every pool of
 //!    the zone in pool-name order (all cluster-scoped), `allocate` and `release` one pool;
 //! 3. owner locks (the file store's, inside a [`ClaimLock`] and inside a release), by
-//!    pool in the same order: a zone claim takes them after all its pool locks.
+//!    pool in the same order: a zone claim takes them after all its pool locks;
+//! 4. the quota lock of a namespace ([`QuotaLock`]), taken by a claim charged to the
+//!    namespace's quotas once its look-up found the owner new, after its claim locks (a
+//!    prefix claim after its pool's lock, `import` after every pool's, in namespace order);
+//!    a claim holds one namespace's.
 //!
 //! So a process waits only for a lock later in the order than every lock it holds; in a
 //! cycle of waiting processes each would wait for a lock later than one it holds that the

@@ -463,9 +463,10 @@ pub trait Locks {
     fn lock_scope(&self, ns: Option<&Namespace>) -> Result<ScopeLock>;
 
     /// Serialises the claims charged to namespace `ns`'s quotas ([`crate::engine::quota`]):
-    /// each holds it from before its claim locks until its claim is durable, so that what
-    /// it counts is what the next one counts plus its own claim. Granted again to its holder
-    /// (a claim in several pools takes it once for all, and each pool's claim again).
+    /// each takes it after its claim locks, once its look-up found the owner new, and holds
+    /// it until its claim is durable, so that what it counts is what the next one counts
+    /// plus its own claim. Granted again to its holder (a claim in several pools of one
+    /// namespace, each pool's in turn).
     fn lock_quota(&self, ns: &Namespace) -> Result<QuotaLock>;
 
     /// The locks a claim for `owner` in each of `pools` (ascending by name, one at least)

@@ -163,7 +163,7 @@ pub fn create_vpc(
             namespace: ns.clone(),
             resource: crate::model::quota::Resource::FloatingIps,
         };
-        crate::engine::quota::admit(store, Some(&charge))?;
+        crate::engine::quota::refuse_over(store, &charge)?;
     }
     let req = CreateRequest {
         name: request.name.clone(),

@@ -44,8 +44,9 @@ pub(super) fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    // A new owner's: counted under the quota lock the caller took (exit 7 at the ceiling).
-    quota::admit(store, quota::charge(store, pool, &req.owner)?.as_ref())?;
+    // A new owner's: counted against its namespace's quotas under their lock, held until
+    // this returns (exit 7 at the ceiling, nothing claimed).
+    let _quota = quota::admit_allocation(store, pool, &req.owner, req.dry_run)?;
     let free = free_for(store, req, candidates, taken, walk, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     let expires_at = crate::engine::lease::expiry(store, req.ttl)?;

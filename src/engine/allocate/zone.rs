@@ -4,14 +4,13 @@
 use crate::engine::cooldown;
 use crate::engine::identity;
 use crate::engine::lease;
-use crate::engine::quota;
 use crate::engine::subnet;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::subnet::pool_candidates;
 use crate::model::{Owner, PoolName, PoolRef};
 use crate::store::read::load_pool;
-use crate::store::{self, ClaimLock, ObjectKind, QuotaLock, Store};
+use crate::store::{self, ClaimLock, ObjectKind, Store};
 
 use super::claim_loop::{Walk, claim};
 use super::{Allocated, Request, find_owner, pick, refuse_if_broken_names};
@@ -70,25 +69,22 @@ fn zone_pools(store: &dyn Store, zone: &str) -> Result<Vec<PoolRef>> {
     Ok(pools)
 }
 
-/// The locks of a zone's claim (none for a dry run): the tenant's quota lock (every pool of
-/// the zone is the cluster's, so one charge for all), then the claim lock over every pool;
-/// on a read-only store the error a claim would meet, for after the look-up.
-type ZoneLocks = (Option<QuotaLock>, Option<ClaimLock>, Option<Error>);
+/// The locks of a zone's claim (none for a dry run): the claim lock over every pool; on a
+/// read-only store the error a claim would meet, for after the look-up.
+type ZoneLocks = (Option<ClaimLock>, Option<Error>);
 
 fn zone_locks(
     store: &dyn Store,
-    pools: &[PoolRef],
     names: &[PoolName],
     owner: &Owner,
     dry_run: bool,
 ) -> Result<ZoneLocks> {
     if dry_run {
-        return Ok((None, None, None));
+        return Ok((None, None));
     }
-    let quota = quota::lock(store, quota::charge(store, &pools[0], owner)?.as_ref())?;
     match store.lock_claim(None, names, owner) {
-        Ok(locks) => Ok((quota, Some(locks), None)),
-        Err(e @ Error::ReadOnly { .. }) => Ok((quota, None, Some(e))),
+        Ok(locks) => Ok((Some(locks), None)),
+        Err(e @ Error::ReadOnly { .. }) => Ok((None, Some(e))),
         Err(e) => Err(e),
     }
 }
@@ -105,7 +101,7 @@ fn allocate_zone_now(
     let names: Vec<PoolName> = pools.iter().map(|p| p.name.clone()).collect();
     // Only a look-up is possible on a read-only store: an owner holding an address still
     // gets it.
-    let (_quota, _locks, read_only) = zone_locks(store, &pools, &names, owner, dry_run)?;
+    let (_locks, read_only) = zone_locks(store, &names, owner, dry_run)?;
     let mut listings = Vec::new();
     let mut namesake = None;
     for pool in &pools {

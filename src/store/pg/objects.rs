@@ -311,10 +311,14 @@ impl Objects for PgStore {
                     .map_err(|e| Error::invalid(self.locate(kind, ns, name), e))?;
                 Ok(matches!(self.claim(ns, &manifest)?, Claim::Claimed))
             }
-            ObjectKind::Subnet
-            | ObjectKind::Cooldown
-            | ObjectKind::PrefixClaim
-            | ObjectKind::Quota => self.put_object(kind, ns, name, bytes, true),
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+                self.put_object(kind, ns, name, bytes, true)
+            }
+            // What the unit listed of the quotas is listed again after a write of one.
+            ObjectKind::Quota => {
+                self.session().prefetched.quotas.clear();
+                self.put_object(kind, ns, name, bytes, true)
+            }
         }
     }
 
@@ -330,10 +334,13 @@ impl Objects for PgStore {
             ObjectKind::Allocation => Err(Error::usage(
                 "allocations are never replaced: release the address and allocate it again",
             )),
-            ObjectKind::Subnet
-            | ObjectKind::Cooldown
-            | ObjectKind::PrefixClaim
-            | ObjectKind::Quota => self.put_object(kind, ns, name, bytes, false).map(|_| ()),
+            ObjectKind::Subnet | ObjectKind::Cooldown | ObjectKind::PrefixClaim => {
+                self.put_object(kind, ns, name, bytes, false).map(|_| ())
+            }
+            ObjectKind::Quota => {
+                self.session().prefetched.quotas.clear();
+                self.put_object(kind, ns, name, bytes, false).map(|_| ())
+            }
         }
     }
 
@@ -444,6 +451,11 @@ impl Objects for PgStore {
                 {
                     return Ok(names);
                 }
+                if kind == ObjectKind::Quota
+                    && let Some(names) = self.session().prefetched.quotas.get(ns)
+                {
+                    return Ok(names.clone());
+                }
                 let k = object_kind(kind);
                 let rows = self.single(|c| {
                     c.all(
@@ -451,7 +463,15 @@ impl Objects for PgStore {
                         &[&k, &ns],
                     )
                 })?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
+                let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+                let mut session = self.session();
+                if kind == ObjectKind::Quota && session.in_txn {
+                    session
+                        .prefetched
+                        .quotas
+                        .insert(ns.to_owned(), names.clone());
+                }
+                Ok(names)
             }
         }
     }

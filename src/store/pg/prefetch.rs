@@ -22,6 +22,7 @@ use postgres::{SimpleQueryMessage, SimpleQueryRow};
 use super::rows::owner_columns;
 use super::{PgStore, Session, ns_key, schema};
 use crate::error::{Error, Result};
+use crate::model::kind::QUOTA_KIND;
 use crate::model::subnet::SUBNET_KIND;
 use crate::model::{Namespace, Owner, PoolName};
 
@@ -51,6 +52,9 @@ pub(super) struct Prefetched {
     /// of a subnet locks its pool's row `FOR UPDATE`), so they answer every look-up of the
     /// unit, until it writes a subnet itself.
     pub(super) subnets: Option<(String, Subnets)>,
+    /// The quotas' names the unit listed or the batch read, by namespace: a new owner's
+    /// claim asks for them (`engine::quota::admit`), and a quota written clears them.
+    pub(super) quotas: HashMap<String, Vec<String>>,
 }
 
 /// `s` as an SQL string literal (standard-conforming strings: only `'` is special).
@@ -170,7 +174,8 @@ fn spell(spelling: Spelling, which: usize, args: &[&str]) -> String {
 
 /// The batch's statements for `pools`, after its `BEGIN`: for each pool, its row `FOR
 /// SHARE`, the owner's row, the hint row; then the scope's stored subnets (after the
-/// locks, so that what it reads of the pools' subnets holds until the unit ends).
+/// locks, so that what it reads of the pools' subnets holds until the unit ends) and its
+/// quotas' names.
 ///
 /// A claim in several pools (dual stack) locks the owner's row in each `FOR KEY SHARE`:
 /// each statement reads as of its own start (`READ COMMITTED`), so without the lock a
@@ -192,6 +197,9 @@ fn lookups(nsk: &str, pools: &[PoolName], owner: (&str, &str, &str), spelling: S
         sql.push_str(&spell(spelling, 2, &[nsk, p]));
     }
     sql.push_str(&spell(spelling, 3, &[SUBNET_KIND, nsk]));
+    // The scope's quotas, by the same statement: a new owner's claim asks for them
+    // (`engine::quota::admit`), and this answers it without a round trip of its own.
+    sql.push_str(&spell(spelling, 3, &[QUOTA_KIND, nsk]));
     sql
 }
 
@@ -237,6 +245,12 @@ fn keep(
         .filter_map(|r| Some((r.get(0)?.to_owned(), hex(r.get(1)?))))
         .collect();
     session.prefetched.subnets = Some((nsk.to_owned(), subnets));
+    let quotas = statements.next()?;
+    let quotas = quotas
+        .iter()
+        .filter_map(|r| Some(r.get(0)?.to_owned()))
+        .collect();
+    session.prefetched.quotas.insert(nsk.to_owned(), quotas);
     Some(())
 }
 

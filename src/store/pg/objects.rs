@@ -39,7 +39,7 @@ const SUBNET_EVENT: &str = "
 INSERT INTO ipamctl.events (client, action, namespace, kind, name, manifest)
 VALUES ($1, 'pool updated', $2, $3, $4, $5)";
 
-fn object_kind(kind: ObjectKind) -> &'static str {
+pub(super) fn object_kind(kind: ObjectKind) -> &'static str {
     match kind {
         ObjectKind::Subnet => crate::model::subnet::SUBNET_KIND,
         ObjectKind::Cooldown => crate::model::cooldown::COOLDOWN_KIND,

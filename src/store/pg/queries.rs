@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::model::candidates::Candidates;
 use crate::model::prefix_claim::parse_prefix_claim_name;
 use crate::model::{Namespace, Owner, OwnerFilter, PoolName, allocation_name};
-use crate::store::{Found, FreeIter, OwnerLookup, PrefixLookup, Queries};
+use crate::store::{Found, FreeIter, ObjectKind, OwnerLookup, PrefixLookup, Queries};
 use crate::yaml;
 
 /// How many ledger rows a pool's count may have before the reader that summed them folds
@@ -172,6 +172,36 @@ impl Queries for PgStore {
             candidates,
             whole_pool,
         )))
+    }
+
+    fn count(&self, kind: ObjectKind, ns: Option<&Namespace>) -> Result<u64> {
+        // Counted in the database (an index-only scan), never listed: a quota's count of a
+        // namespace's allocations (`engine::quota`) would otherwise fetch every row's name.
+        let nsk = ns_key(ns);
+        let row = match kind {
+            ObjectKind::Allocation => self.single(|c| {
+                c.one(
+                    "SELECT count(*) FROM ipamctl.allocations WHERE namespace = $1",
+                    &[&nsk],
+                )
+            })?,
+            ObjectKind::Pool => self.single(|c| {
+                c.one(
+                    "SELECT count(*) FROM ipamctl.pools WHERE namespace = $1",
+                    &[&nsk],
+                )
+            })?,
+            other => {
+                let k = super::objects::object_kind(other);
+                self.single(|c| {
+                    c.one(
+                        "SELECT count(*) FROM ipamctl.objects WHERE kind = $1 AND namespace = $2",
+                        &[&k, &nsk],
+                    )
+                })?
+            }
+        };
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
 
     fn count_held(

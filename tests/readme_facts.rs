@@ -82,7 +82,7 @@ fn the_readme_schema_section_names_every_schema_ipamctl_prints() {
     assert!(out.status.success());
     let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let kinds: Vec<&String> = all.as_object().expect("an object").keys().collect();
-    assert_eq!(kinds.len(), 5, "{kinds:?}");
+    assert_eq!(kinds.len(), 6, "{kinds:?}");
     let text = section(
         &readme(),
         "## Validating manifests in an editor: JSON Schema",

@@ -151,3 +151,62 @@ fn import_is_refused_when_it_would_take_a_namespace_over_the_targets_quota() {
     // One transaction: nothing of it stayed.
     assert_eq!(db.count("SELECT count(*) FROM ipamctl.allocations"), before);
 }
+
+/// One owner asked for by 32 processes at once, one place left under the ceiling: one
+/// claims and every other is answered that address. On PostgreSQL nothing serialises one
+/// owner's requests (the unique constraint arbitrates), so a request that found the owner
+/// new, and then counted the namespace at its ceiling because its twin had just claimed,
+/// must answer the twin's address, not exit 7.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn one_owner_asked_for_at_once_at_the_last_place_is_answered_one_address() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    db.apply(dir.path(), &manifests(3));
+    for i in 0..2 {
+        let owner = format!("VirtualMachine/held-{i}/0");
+        assert_code(
+            &db.run(["allocate", "web", "-n", "acme", "--owner", owner.as_str()]),
+            0,
+        );
+    }
+    for round in 0..5 {
+        let owner = format!("VirtualMachine/twin-{round}/0");
+        let children: Vec<_> = (0..32)
+            .map(|_| {
+                let mut cmd = db.cmd(["allocate", "web", "-n", "acme", "--owner", owner.as_str()]);
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        let outs: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let answers: std::collections::BTreeSet<String> = outs
+            .iter()
+            .map(|o| {
+                assert_eq!(o.status.code(), Some(0), "round {round}: {o:?}");
+                String::from_utf8_lossy(&o.stdout).trim().to_owned()
+            })
+            .collect();
+        assert_eq!(answers.len(), 1, "round {round}: {answers:?}");
+        // Back to one place left for the next round.
+        let address = answers.into_iter().next().unwrap();
+        assert_code(
+            &db.run([
+                "release",
+                "web",
+                address.as_str(),
+                "-n",
+                "acme",
+                "--owner",
+                owner.as_str(),
+            ]),
+            0,
+        );
+    }
+}

@@ -282,6 +282,9 @@ pub fn admit_allocation(
 /// before a command's first write): exit 7 if the claim would take the namespace over.
 pub fn refuse_over(store: &dyn Store, charge: &Charge) -> Result<()> {
     let quotas = quotas(store, &charge.namespace)?;
+    if !quotas.iter().any(|q| q.limit(charge.resource).is_some()) {
+        return Ok(()); // nothing to count against
+    }
     let used = used(store, &charge.namespace, charge.resource)?;
     let over = quotas
         .iter()

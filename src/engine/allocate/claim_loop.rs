@@ -16,7 +16,7 @@ use crate::model::cooldown::Cooling;
 use crate::model::taken::Taken;
 use crate::model::{AllocationManifest, Timestamp, allocation_name};
 use crate::store::read::read_allocation;
-use crate::store::{Claim, FreeIter, ObjectKind, Store};
+use crate::store::{Claim, FreeIter, ObjectKind, QuotaLock, Store};
 
 /// Where a claim's walk starts and whether it covers the pool whole (see [`claim`]).
 #[derive(Clone, Copy, Debug)]
@@ -44,9 +44,10 @@ pub(super) fn claim(
 ) -> Result<Option<Allocated>> {
     let pool = &req.pool;
     let ns = pool.namespace.as_ref();
-    // A new owner's: counted against its namespace's quotas under their lock, held until
-    // this returns (exit 7 at the ceiling, nothing claimed).
-    let _quota = quota::admit_allocation(store, pool, &req.owner, req.dry_run)?;
+    let _quota = match admitted(store, req)? {
+        Ok(lock) => lock,
+        Err(held) => return answer_held(store, req, held).map(Some),
+    };
     let free = free_for(store, req, candidates, taken, walk, cooling)?;
     let (mut free, mut put_off, mut lost) = (free, VecDeque::new(), 0u32);
     let expires_at = crate::engine::lease::expiry(store, req.ttl)?;
@@ -77,12 +78,7 @@ pub(super) fn claim(
                 }
                 return Ok(Some(Allocated::Created(manifest)));
             }
-            Claim::OwnerHolds(held) => {
-                check_held(&held, req, None)?;
-                mac::check_held(store, &held, req.mac, &req.pool, true)?;
-                let held = crate::engine::lease::renewed(store, ns, *held, req.ttl, false)?;
-                return Ok(Some(Allocated::Existing(held)));
-            }
+            Claim::OwnerHolds(held) => return answer_held(store, req, *held).map(Some),
             // The MAC is the NIC's, whichever address it gets: no other candidate helps.
             Claim::MacHeld(holder) => return Err(mac::held_by(&holder, pool)),
             // A request for the name under another uid won the race (on a database, whose
@@ -111,6 +107,38 @@ pub(super) fn claim(
         }
     }
     Ok(None)
+}
+
+/// A new owner's claim counted against its namespace's quotas ([`quota::admit`]): their
+/// lock, which the caller holds until its claim is durable; exit 7 at the ceiling, nothing
+/// claimed. Or, at the ceiling because a request for the same owner has just claimed (on a
+/// database nothing serialises one owner's requests, its unique constraint arbitrates),
+/// that claim, which is then the answer (`Err`), as [`Claim::OwnerHolds`] is.
+fn admitted(
+    store: &dyn Store,
+    req: &Request,
+) -> Result<std::result::Result<Option<QuotaLock>, AllocationManifest>> {
+    match quota::admit_allocation(store, &req.pool, &req.owner, req.dry_run) {
+        Ok(lock) => Ok(Ok(lock)),
+        Err(over @ Error::QuotaExceeded { .. }) if !req.dry_run => {
+            let mut seen = crate::engine::warning::Warnings::default();
+            match super::find_owner(store, &req.pool, &req.owner, &mut seen)?.held {
+                Some(held) => Ok(Err(held)),
+                None => Err(over),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The answer to a request whose owner turned out to hold `held` (a concurrent request
+/// for it claimed first): checked against the request, its lease renewed.
+fn answer_held(store: &dyn Store, req: &Request, held: AllocationManifest) -> Result<Allocated> {
+    check_held(&held, req, None)?;
+    mac::check_held(store, &held, req.mac, &req.pool, true)?;
+    let ns = req.pool.namespace.as_ref();
+    let held = crate::engine::lease::renewed(store, ns, held, req.ttl, false)?;
+    Ok(Allocated::Existing(held))
 }
 
 /// The addresses [`claim`] tries, in order: the address this owner released within the

@@ -173,7 +173,10 @@ fn one_owner_asked_for_at_once_at_the_last_place_is_answered_one_address() {
             0,
         );
     }
-    for round in 0..5 {
+    // Every round, in at most 90 s.
+    let rounds =
+        pg::budget::Budget::new("same-owner rounds", 5, Duration::from_secs(90)).at_least(5);
+    for round in rounds.rounds() {
         let owner = format!("VirtualMachine/twin-{round}/0");
         let children: Vec<_> = (0..32)
             .map(|_| {

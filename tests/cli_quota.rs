@@ -453,3 +453,48 @@ fn a_vpc_uplink_counts_against_the_namespaces_floating_ips() {
         "{list}"
     );
 }
+
+/// A symlink planted at a quota's path, or at the quotas directory, is never followed:
+/// the claims charged to the namespace fail closed (exit 1, naming the path), nothing is
+/// claimed, the file behind it is untouched, and `check` reports the symlink.
+#[test]
+fn a_symlink_planted_at_a_quota_is_never_followed() {
+    for planted in [
+        "namespaces/acme/quotas/compute.yaml",
+        "namespaces/acme/quotas",
+    ] {
+        let test = state("    addresses: 5\n").file_store_only();
+        let outside = test.root().join("outside.yaml");
+        std::fs::write(&outside, "not a quota\n").unwrap();
+        let target = if planted.ends_with(".yaml") {
+            outside.clone()
+        } else {
+            let dir = test.root().join("outside-dir");
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::copy(&outside, dir.join("compute.yaml")).unwrap();
+            dir
+        };
+        let path = test.path(planted);
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let out = test
+            .command(["allocate", "web", "-n", "acme", "--owner", &vm(0)])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code::FAILURE), "{planted}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        common::assert_one_error(&stderr);
+        assert!(stderr.contains("symlink"), "{planted}: {stderr}");
+        assert!(held(&test).is_empty(), "{planted}: nothing claimed");
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "not a quota\n");
+        let check = test.command(["check"]).output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&check.stdout).contains("symlink"),
+            "{planted}: {check:?}"
+        );
+    }
+}

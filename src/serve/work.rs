@@ -55,7 +55,7 @@ impl Pending {
 
 /// The executor's thread and the readers.
 pub struct Work {
-    claims: Mutex<Option<Sender<Claim>>>,
+    claims: Mutex<Option<crossbeam_channel::Sender<Claim>>>,
     reads: Mutex<Option<Sender<Read>>>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -67,7 +67,7 @@ impl Work {
     /// directory that is not one), before the server listens.
     pub fn start(at: &Location, workers: usize) -> Result<Work> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (claims_tx, claims_rx) = std::sync::mpsc::channel::<Claim>();
+        let (claims_tx, claims_rx) = crossbeam_channel::unbounded::<Claim>();
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<()>>(READERS + 1);
         let mut threads = Vec::new();
         {
@@ -192,7 +192,7 @@ const REOPEN: Duration = Duration::from_secs(1);
 fn executor(
     at: &Location,
     workers: usize,
-    claims: &Receiver<Claim>,
+    claims: &crossbeam_channel::Receiver<Claim>,
     stop: &AtomicBool,
     ready: &SyncSender<Result<()>>,
 ) {
@@ -219,6 +219,7 @@ fn executor(
             stores: &stores,
             stop,
             closed: &all_lost,
+            ordered: false,
         };
         let halt = executor.run(claims, &front, &mut |finished, _| {
             // A client gone before its answer: the claim stands, as a killed command's would.

@@ -90,13 +90,14 @@ fn each(
     // The requests are read on a thread of their own, so that a signal is seen while a pipe
     // keeps the batch waiting for its next line (a read is restarted after the handler).
     // One read ahead at most: a pipe still feeds the batch as it goes.
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || requests.feed(&mut |request| tx.send(request).is_ok()));
     let mut printer = Printer::new(g);
     let executor = Executor {
         stores,
         stop: &stop,
         closed: &output::reader_gone,
+        ordered: true,
     };
     let prepare = |read: Read| job(read, context);
     // The printed values are made on the worker, as the request's result comes.

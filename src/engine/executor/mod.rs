@@ -30,17 +30,18 @@ mod worker;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
+
+use crossbeam_channel::{Receiver as Input, select};
 
 use crate::engine::request::{AllocateRequest, Claimed, Freed, Outcome, ReleaseRequest};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
-/// How often the dispatcher looks for outcomes while requests are in flight and the input
-/// has none: a server's client waits for each one (the default tick made it wait up to
-/// 100 ms); a batch's input rarely keeps the dispatcher waiting there.
-const BUSY_TICK: Duration = Duration::from_millis(1);
+/// How long the dispatcher waits for a request or an outcome before it looks at the stop
+/// flag and `closed` again.
+const TICK: Duration = Duration::from_millis(100);
 
 /// One typed request.
 pub enum Request {
@@ -120,6 +121,9 @@ pub struct Executor<'a> {
     pub stores: &'a [Box<dyn Store + Sync>],
     pub stop: &'a AtomicBool,
     pub closed: &'a (dyn Fn() -> bool + Sync),
+    /// Outcomes are delivered in input order (a batch prints them so), or each as soon as
+    /// it is whole (a server: one client's answer never waits for another's).
+    pub ordered: bool,
 }
 
 /// How a worker takes its requests: the queue, the workers still taking, and whether the
@@ -155,7 +159,7 @@ impl Executor<'_> {
     /// of the run.
     pub fn run<J: Send, M: Send, O: Send>(
         &self,
-        input: &Receiver<J>,
+        input: &Input<J>,
         front: &Front<'_, J, M, O>,
         deliver: &mut dyn FnMut(Finished<M, O>, bool) -> Result<()>,
     ) -> Option<Halt> {
@@ -170,19 +174,17 @@ impl Executor<'_> {
     }
 
     /// Hands what `input` reads to one worker per store, in input order and at most a
-    /// group's worth in flight per worker, and delivers the outcomes in input order.
+    /// group's worth in flight per worker, and delivers the outcomes (in input order if
+    /// `ordered`). It waits on the input and the outcomes at once: a request is handed out,
+    /// and an outcome delivered, as soon as it comes.
     fn dispatch<J: Send, M: Send, O: Send>(
         &self,
-        input: &Receiver<J>,
+        input: &Input<J>,
         front: &Front<'_, J, M, O>,
         deliver: &mut dyn FnMut(Finished<M, O>, bool) -> Result<()>,
     ) -> Option<Halt> {
-        let tick = Duration::from_millis(100);
         // A worker's group is made of the requests already handed out when it is ready.
         let most: usize = self.stores.iter().map(|s| s.group_size().max(1)).sum();
-        // How many outcomes were delivered.
-        let mut delivered = 0;
-        let mut halt = None;
         let (work_tx, work_rx) = std::sync::mpsc::channel::<(usize, J)>();
         // A group takes no more after a signal, or once the reader is gone.
         let more = || !self.stop.load(Ordering::Relaxed) && !(self.closed)();
@@ -191,58 +193,96 @@ impl Executor<'_> {
             working: AtomicUsize::new(self.stores.len()),
             more: &more,
         };
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<Finished<M, O>>();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<Finished<M, O>>();
+        let mut order = Order {
+            ordered: self.ordered,
+            pending: BTreeMap::new(),
+            delivered: 0,
+            halt: None,
+        };
         std::thread::scope(|scope| {
             for store in self.stores {
                 let (queue, done_tx) = (&queue, done_tx.clone());
                 scope.spawn(move || worker::work(&**store, queue, front, &done_tx));
             }
             drop(done_tx);
-            let mut pending = BTreeMap::new();
             let mut sent = 0;
             let mut reading = true;
             loop {
-                while let Some(f) = pending.remove(&delivered) {
-                    delivered += 1;
-                    let refused = deliver(f, halt.is_some()).err();
-                    if halt.is_none() {
-                        halt = refused.map(Halt::Refused);
-                    }
-                }
-                if halt.is_some() || self.stop.load(Ordering::Relaxed) {
+                order.deliver_ready(deliver);
+                if order.halt.is_some() || self.stop.load(Ordering::Relaxed) {
                     reading = false;
                 }
-                let in_flight = sent - delivered - pending.len();
+                let in_flight = sent - order.delivered - order.pending.len();
                 if !reading && in_flight == 0 {
                     break;
                 }
                 if !reading || in_flight >= most {
-                    if let Ok(f) = done_rx.recv_timeout(tick) {
-                        pending.insert(f.index, f);
+                    if let Ok(f) = done_rx.recv_timeout(TICK) {
+                        order.take(f);
                     }
                     continue;
                 }
-                let wait = if in_flight > 0 { BUSY_TICK } else { tick };
-                match input.recv_timeout(wait) {
-                    // No request starts once the reader is gone (one in flight finishes).
-                    Ok(_) if (self.closed)() => {
-                        halt.get_or_insert(Halt::Closed { started: sent });
-                        reading = false;
-                    }
-                    Ok(job) => {
-                        if work_tx.send((sent, job)).is_ok() {
-                            sent += 1;
+                select! {
+                    recv(input) -> job => match job {
+                        // No request starts once the reader is gone (one in flight finishes).
+                        Ok(_) if (self.closed)() => {
+                            order.halt.get_or_insert(Halt::Closed { started: sent });
+                            reading = false;
+                        }
+                        Ok(job) => {
+                            if work_tx.send((sent, job)).is_ok() {
+                                sent += 1;
+                            }
+                        }
+                        Err(_) => reading = false,
+                    },
+                    recv(done_rx) -> f => {
+                        if let Ok(f) = f {
+                            order.take(f);
                         }
                     }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => reading = false,
-                }
-                while let Ok(f) = done_rx.try_recv() {
-                    pending.insert(f.index, f);
+                    default(TICK) => {}
                 }
             }
             drop(work_tx);
         });
-        halt
+        order.halt
+    }
+}
+
+/// The outcomes the dispatcher holds until they may be delivered, and what it delivered.
+struct Order<M, O> {
+    ordered: bool,
+    /// Outcomes taken and not yet delivered (when `ordered`, those waiting for an earlier
+    /// one).
+    pending: BTreeMap<usize, Finished<M, O>>,
+    /// How many outcomes were delivered.
+    delivered: usize,
+    /// The first halt: a refused outcome, or the reader gone.
+    halt: Option<Halt>,
+}
+
+impl<M, O> Order<M, O> {
+    /// Takes an outcome a worker sent.
+    fn take(&mut self, f: Finished<M, O>) {
+        self.pending.insert(f.index, f);
+    }
+
+    /// Delivers what may be: the outcomes next in input order, or every one held.
+    fn deliver_ready(&mut self, deliver: &mut dyn FnMut(Finished<M, O>, bool) -> Result<()>) {
+        loop {
+            let next = if self.ordered {
+                self.pending.remove(&self.delivered)
+            } else {
+                self.pending.pop_first().map(|(_, f)| f)
+            };
+            let Some(f) = next else { return };
+            self.delivered += 1;
+            let refused = deliver(f, self.halt.is_some()).err();
+            if self.halt.is_none() {
+                self.halt = refused.map(Halt::Refused);
+            }
+        }
     }
 }

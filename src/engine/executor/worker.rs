@@ -1,8 +1,8 @@
 //! One worker of the executor: runs the requests it is handed on its store, a group at a
 //! time where the store groups.
 
+use crossbeam_channel::Sender;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Sender;
 
 use super::{Done, Finished, Front, Job, Queue};
 use crate::engine::request::Outcome;

@@ -510,3 +510,80 @@ fn a_group_run_again_one_by_one_prints_each_requests_warning_once() {
     let warned = err.lines().filter(|l| l.starts_with("warning:")).count();
     assert_eq!(warned, 1, "{err}");
 }
+
+/// A group whose every request is an owner asking again wrote nothing: it ends without a
+/// `COMMIT` (which would wait for the WAL flush its row locks ask for, all of a server's
+/// re-ask on a durable cluster; `bench/serve`). A group with one request that writes, a
+/// new owner's claim or a lease renewed by a re-ask with a TTL, still commits it.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_group_of_owners_asking_again_sends_no_commit_and_one_that_writes_commits() {
+    let (db, tmp, file) = setup(100);
+    let (first, _) = {
+        let out = db.run(["allocate", "-f", &file, "-o", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (results(&out), ())
+    };
+    // Any `COMMIT` through this proxy is cut before the server sees it.
+    let proxy = pg::Proxy::start("COMMIT", 1, pg::Cut::BeforeSending);
+    let through = |file: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ipamctl"))
+            .args(["--store", &proxy.url(db.name()), "allocate", "-f", file])
+            .args(["-o", "json"])
+            .env_remove("IPAMCTL_STATE_DIR")
+            .env_remove("IPAMCTL_STORE")
+            .output()
+            .unwrap()
+    };
+    let again = through(&file);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let second = results(&again);
+    assert!(
+        second.iter().all(|r| r["action"] == "existing"),
+        "{second:?}"
+    );
+    assert_eq!(answered(&second), answered(&first));
+    assert!(!proxy.fired(), "a group of re-asks sent a COMMIT");
+
+    // Re-asks with one new owner among them, and re-asks renewing a lease: each group
+    // that holds one commits (the proxy cuts that `COMMIT`, so the batch fails), and
+    // without the proxy both are stored.
+    let mixed = |name: &str, extra: &str| {
+        let lines: String = (0..100)
+            .map(|i| {
+                let tail = if i == 50 { extra } else { "" };
+                format!(
+                    "{{\"pools\":[\"v4\",\"v6\"],\"owner\":\"VirtualMachine/vm-{i}/0\"{tail}}}\n"
+                )
+            })
+            .chain(std::iter::once(
+                "{\"pools\":[\"v4\",\"v6\"],\"owner\":\"VirtualMachine/late/0\"}\n".to_owned(),
+            ))
+            .collect();
+        let path = tmp.path().join(name);
+        std::fs::write(&path, lines).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let renewing = mixed("renewing.jsonl", ",\"ttl\":\"1h\"");
+    let cut = through(&renewing);
+    assert!(proxy.fired(), "a group that writes sent no COMMIT");
+    assert!(!cut.status.success(), "the cut COMMIT must fail the batch");
+    let out = db.run(["allocate", "-f", &renewing, "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM ipamctl.allocations
+             WHERE owner_name = 'vm-50/0' AND ipamctl.allocation_expires(manifest) IS NOT NULL"
+        ),
+        2,
+        "the renewal of both of vm-50's addresses is stored"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM ipamctl.allocations WHERE owner_name = 'late/0'"),
+        2
+    );
+    assert_eq!(answered(&results(&out)), held(&db));
+}

@@ -94,17 +94,13 @@ enum ListStatus<'a> {
 /// Each pool's `status` for `pool list -o json|yaml`: a supernet's is its prefixes'
 /// (claimed, largest free, free blocks), not an address pool's usage.
 fn list_statuses<'a>(
-    store: &dyn Store,
+    supernet: Supernet<'_>,
     pools: &'a [(PoolManifest, Usage)],
 ) -> Result<Vec<ListStatus<'a>>> {
     let mut statuses = Vec::new();
     for (m, u) in pools {
         statuses.push(if m.spec.kind == crate::model::PoolKind::Supernet {
-            let pool = PoolRef {
-                namespace: m.metadata.namespace.clone(),
-                name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
-            };
-            let usage = super::supernet::usage(store, &pool, m)?;
+            let usage = supernet(m)?;
             ListStatus::Supernet(super::supernet::status(&usage))
         } else {
             ListStatus::Addresses(u)
@@ -119,8 +115,29 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let listed = crate::engine::pool::list(store, &scopes, &mut warnings);
     output::warn(&warnings);
     let pools = listed?;
+    let supernet = |m: &PoolManifest| {
+        let pool = PoolRef {
+            namespace: m.metadata.namespace.clone(),
+            name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
+        };
+        super::supernet::usage(store, &pool, m)
+    };
+    show_list(&pools, &supernet, g, out)
+}
+
+/// A supernet's prefixes' usage, as `pool list` asks for it.
+pub(crate) type Supernet<'a> =
+    &'a dyn Fn(&PoolManifest) -> Result<crate::engine::prefix::Usage>;
+
+/// Prints pools with their usage (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_list(
+    pools: &[(PoolManifest, Usage)],
+    supernet: Supernet<'_>,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     if g.output.is_some() {
-        let statuses = list_statuses(store, &pools)?;
+        let statuses = list_statuses(supernet, pools)?;
         let values: Vec<_> = pools
             .iter()
             .zip(statuses)
@@ -150,12 +167,8 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                 format!("{:.1}%", u.percent_used),
             ];
             if m.spec.kind == crate::model::PoolKind::Supernet {
-                let pool = PoolRef {
-                    namespace: m.metadata.namespace.clone(),
-                    name: m.name(),
-                };
                 // A supernet counts prefixes: its claims, and its free blocks by length.
-                if let Ok(s) = super::supernet::usage(store, &pool, m) {
+                if let Ok(s) = supernet(m) {
                     row[5] = "-".into();
                     row[6] = s.claimed.len().to_string();
                     row[7] = super::supernet::free_cell(&s);

@@ -1,0 +1,136 @@
+//! `list` and `pool list` through a server: the selectors validated by the local command's
+//! constructor, sent as variables; the answer's manifests decoded with the same codec and
+//! printed by the local command's printer.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use super::claims::bad_answer;
+use super::documents::{self, ALLOCATIONS, POOLS};
+use super::transport::Client;
+use crate::cli::{GlobalArgs, ListArgs};
+use crate::engine::range_holder::VpcHolder;
+use crate::error::{Error, Result};
+use crate::model::candidates::Usage;
+use crate::model::{AllocationManifest, Namespace, PoolKind, PoolManifest};
+use crate::yaml;
+
+/// `list`.
+pub fn list(client: &mut Client, g: &GlobalArgs, args: &ListArgs, out: &mut dyn Write) -> Result<()> {
+    for (flag, given) in [
+        ("--subnet", args.subnet.is_some()),
+        ("--host-name", args.host_name.is_some()),
+        ("--expired", args.expired),
+    ] {
+        if given {
+            return Err(not_here(&format!("list {flag}")));
+        }
+    }
+    // Exit 2 on a malformed selector, as locally, before anything is sent.
+    crate::cli::cmd::list::query(args.pool.as_deref(), args.address.as_deref(), &args.select)?;
+    if let Some(mac) = &args.mac {
+        crate::engine::request::field::flag("--mac", crate::model::mac::Mac::parse(mac))?;
+    }
+    let s = &args.select;
+    let variables = json!({
+        "namespace": g.namespace,
+        "pool": args.pool,
+        "owner": s.owner,
+        "uid": s.uid,
+        "mac": args.mac,
+        "selectors": {
+            "address": args.address,
+            "kind": s.kind,
+            "within": s.within,
+            "labels": s.labels,
+            "tenant": s.tenant,
+        },
+    });
+    let data = documents::run(client, ALLOCATIONS, variables, false)?;
+    let url = client.url().to_owned();
+    let mut found = Vec::new();
+    let mut vpcs = BTreeMap::new();
+    for a in data["allocations"].as_array().into_iter().flatten() {
+        let text = a["manifest"].as_str().ok_or_else(|| bad_answer(&url, "no manifest"))?;
+        let m = yaml::decode_allocation(text).map_err(|e| bad_answer(&url, &e))?;
+        if let Some(vpc) = a["vpc"].as_str() {
+            vpcs.insert(key(&m), vpc_holder(&url, &m, vpc)?);
+        }
+        found.push(m);
+    }
+    crate::cli::cmd::list::show(&found, &mut |m| Ok(vpcs.get(&key(m)).cloned()), g, out)
+}
+
+fn key(m: &AllocationManifest) -> (Option<String>, String) {
+    (
+        m.metadata.namespace.as_ref().map(ToString::to_string),
+        m.metadata.name.clone(),
+    )
+}
+
+/// The VPC `NAMESPACE/NAME` whose router holds `m`: its uid is the router's.
+fn vpc_holder(url: &str, m: &AllocationManifest, vpc: &str) -> Result<VpcHolder> {
+    let (ns, name) = vpc
+        .split_once('/')
+        .ok_or_else(|| bad_answer(url, "a VPC that is not NAMESPACE/NAME"))?;
+    Ok(VpcHolder {
+        namespace: Namespace::new(ns).map_err(|e| bad_answer(url, &e))?,
+        name: name.to_owned(),
+        uid: m
+            .spec
+            .owner
+            .uid()
+            .cloned()
+            .ok_or_else(|| bad_answer(url, "a VPC router without its uid"))?,
+    })
+}
+
+/// `pool list`.
+pub fn pool_list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let data = documents::run(client, POOLS, json!({"namespace": g.namespace}), false)?;
+    let url = client.url().to_owned();
+    let pools = data["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| pool(&url, p))
+        .collect::<Result<Vec<_>>>()?;
+    if pools.iter().any(|(m, _)| m.spec.kind == PoolKind::Supernet) {
+        return Err(not_here("pool list` of supernets` (their prefixes' usage)"));
+    }
+    let supernet = |_: &PoolManifest| Err(not_here("a supernet's usage"));
+    crate::cli::cmd::pool::show_list(&pools, &supernet, g, out)
+}
+
+/// A `Pool` as its manifest and usage.
+fn pool(url: &str, p: &Value) -> Result<(PoolManifest, Usage)> {
+    let text = p["manifest"].as_str().ok_or_else(|| bad_answer(url, "no manifest"))?;
+    let m = yaml::decode_pool(text).map_err(|e| bad_answer(url, &e))?;
+    let count = |key: &str| -> Result<u128> {
+        p[key]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| bad_answer(url, &format!("`{key}` is not a count")))
+    };
+    let small = |key: &str| -> Result<u64> {
+        u64::try_from(count(key)?).map_err(|_| bad_answer(url, &format!("`{key}` is too large")))
+    };
+    let usage = Usage {
+        candidates: count("candidates")?,
+        allocated: small("allocated")?,
+        off_candidates: small("offCandidates")?,
+        free: count("free")?,
+        percent_used: p["percentUsed"].as_f64().unwrap_or(0.0),
+    };
+    Ok((m, usage))
+}
+
+/// What this ipamctl does not do through a server yet: exit 2.
+pub fn not_here(what: &str) -> Error {
+    Error::Usage {
+        message: format!("`{what}` is not available through a server (`--server`)"),
+        hint: Some("run it where the state is, with --store URL or -d DIR".into()),
+    }
+}

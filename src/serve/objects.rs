@@ -1,0 +1,178 @@
+//! The objects the queries answer with: pools with their usage, allocations, subnets and
+//! VPCs, each with its manifest as stored where a client renders it
+//! ([`crate::cli::remote`]), and the allocations' selectors.
+
+use async_graphql::{InputObject, SimpleObject};
+
+use crate::engine::request::field::pool_ref;
+use crate::engine::scope::Scope;
+use crate::engine::warning::Warnings;
+use crate::error::{Error, Result};
+use crate::model::candidates::Usage;
+use crate::model::{AllocationManifest, PoolManifest};
+
+/// A pool and its usage; counts are decimal strings (an IPv6 pool's exceed 64 bits).
+#[derive(SimpleObject, Debug)]
+pub struct Pool {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub cidr: String,
+    pub kind: String,
+    pub gateway: Option<String>,
+    pub zone: Option<String>,
+    pub candidates: String,
+    pub allocated: String,
+    pub free: String,
+    /// Allocations on addresses that are not candidates (a gateway, an excluded address).
+    pub off_candidates: String,
+    /// The share of candidates allocated, 0–100, one decimal (`pool list`'s USED).
+    pub percent_used: f64,
+    /// The `IPAMPool` document, as the store keeps it.
+    pub manifest: String,
+}
+
+impl Pool {
+    pub(super) fn new(m: &PoolManifest, usage: &Usage) -> Pool {
+        Pool {
+            name: m.metadata.name.clone(),
+            namespace: m.metadata.namespace.as_ref().map(ToString::to_string),
+            cidr: m.spec.cidr.to_string(),
+            kind: m.spec.kind.to_string(),
+            gateway: m.spec.gateway.map(|g| g.to_string()),
+            zone: m.spec.zone.clone(),
+            candidates: usage.candidates.to_string(),
+            allocated: usage.allocated.to_string(),
+            free: usage.free.to_string(),
+            off_candidates: usage.off_candidates.to_string(),
+            percent_used: usage.percent_used,
+            manifest: crate::yaml::encode(m),
+        }
+    }
+}
+
+/// An address held by an owner.
+#[derive(SimpleObject, Debug)]
+pub struct Allocation {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub pool: String,
+    pub address: String,
+    pub owner: String,
+    pub uid: Option<String>,
+    pub mac: Option<String>,
+    /// The `IPAllocation` document, as the store keeps it.
+    pub manifest: String,
+    /// The VPC (`NAMESPACE/NAME`) whose router holds the address, as `list` shows it.
+    pub vpc: Option<String>,
+}
+
+impl From<&AllocationManifest> for Allocation {
+    fn from(m: &AllocationManifest) -> Allocation {
+        Allocation {
+            name: m.metadata.name.clone(),
+            namespace: m.metadata.namespace.as_ref().map(ToString::to_string),
+            pool: m.spec.pool.to_string(),
+            address: m.spec.address.to_string(),
+            owner: m.spec.owner.to_string(),
+            uid: m.spec.owner.uid().map(ToString::to_string),
+            mac: m.spec.mac.map(|mac| mac.to_string()),
+            manifest: crate::yaml::encode(m),
+            vpc: None,
+        }
+    }
+}
+
+/// A named subnet of a pool.
+#[derive(SimpleObject, Debug)]
+pub struct Subnet {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub pool: String,
+    pub cidr: String,
+    pub gateway: Option<String>,
+}
+
+impl From<&crate::model::subnet::SubnetManifest> for Subnet {
+    fn from(s: &crate::model::subnet::SubnetManifest) -> Subnet {
+        Subnet {
+            name: s.metadata.name.clone(),
+            namespace: s.metadata.namespace.as_ref().map(ToString::to_string),
+            pool: s.spec.pool.to_string(),
+            cidr: s.spec.cidr.to_string(),
+            gateway: s.spec.gateway.map(|g| g.to_string()),
+        }
+    }
+}
+
+/// The VPC `name` of `namespace` as it stands, for the caller of `scope`.
+pub fn vpc_now(
+    store: &dyn crate::store::Store,
+    scope: &Scope,
+    namespace: &str,
+    name: &str,
+) -> Result<Vpc> {
+    let ns = crate::engine::request::field::namespace(Some(namespace))?
+        .ok_or_else(|| Error::usage("a VPC lives in a namespace"))?;
+    let pools = [
+        pool_ref(Some(namespace), &crate::model::vpc::pool_name(name, false))?,
+        pool_ref(Some(namespace), &crate::model::vpc::pool_name(name, true))?,
+    ];
+    let mut warnings = Warnings::default();
+    let vpc = crate::engine::vpc::get(store, scope, &ns, &pools, name, &mut warnings)?;
+    let usages = crate::engine::pool::list(store, &[Some(ns)], &mut warnings)?;
+    Ok(Vpc::new(&vpc, &usages))
+}
+
+/// A VPC: its private pools and its router's uplinks.
+#[derive(SimpleObject, Debug)]
+pub struct Vpc {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub cidrs: Vec<String>,
+    pub pools: Vec<Pool>,
+    pub uplinks: Vec<String>,
+}
+
+impl Vpc {
+    pub(super) fn new(v: &crate::engine::vpc::Vpc, usages: &[(PoolManifest, Usage)]) -> Vpc {
+        let usage = |m: &PoolManifest| {
+            usages
+                .iter()
+                .find(|(p, _)| {
+                    p.metadata.name == m.metadata.name
+                        && p.metadata.namespace == m.metadata.namespace
+                })
+                .map(|(p, u)| Pool::new(p, u))
+        };
+        Vpc {
+            name: v.metadata.name.clone(),
+            namespace: v.metadata.namespace.to_string(),
+            uid: v.metadata.uid.to_string(),
+            cidrs: v.pools.iter().map(|p| p.spec.cidr.to_string()).collect(),
+            pools: v.pools.iter().filter_map(usage).collect(),
+            uplinks: v
+                .uplinks
+                .iter()
+                .map(|a| a.spec.address.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// `allocations`' selectors besides the pool, owner, uid and MAC: `list`'s flags of the
+/// same names, read by the same constructor.
+#[derive(InputObject, Debug, Default)]
+pub struct Selectors {
+    /// An address (`list --address`).
+    pub(super) address: Option<String>,
+    /// The owner's kind (`--kind`).
+    pub(super) kind: Option<String>,
+    /// A CIDR the addresses lie in (`--within`).
+    pub(super) within: Option<String>,
+    /// A label selector (`-l`).
+    pub(super) labels: Option<String>,
+    /// A tenant's floating IPs (`--tenant`).
+    pub(super) tenant: Option<String>,
+}
+

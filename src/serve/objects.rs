@@ -176,3 +176,74 @@ pub struct Selectors {
     pub(super) tenant: Option<String>,
 }
 
+
+/// Usage figures, as `pool show` prints them; counts are decimal strings.
+#[derive(SimpleObject, Debug)]
+pub struct Figures {
+    pub candidates: String,
+    pub allocated: String,
+    pub off_candidates: String,
+    pub free: String,
+    pub percent_used: f64,
+    /// The free candidates, as spans (`10.0.0.5-10.0.0.9`).
+    pub free_ranges: Vec<String>,
+}
+
+impl Figures {
+    fn new(usage: &Usage, free_ranges: Vec<String>) -> Figures {
+        Figures {
+            candidates: usage.candidates.to_string(),
+            allocated: usage.allocated.to_string(),
+            off_candidates: usage.off_candidates.to_string(),
+            free: usage.free.to_string(),
+            percent_used: usage.percent_used,
+            free_ranges,
+        }
+    }
+}
+
+/// A stored subnet of a pool, with its usage (`pool show`'s `Subnets:`).
+#[derive(SimpleObject, Debug)]
+pub struct SubnetFigures {
+    pub name: String,
+    pub cidr: String,
+    pub usage: Figures,
+}
+
+/// One pool as `pool show` shows it: its manifest, its usage (within a range, if asked),
+/// and its stored subnets' usage.
+#[derive(SimpleObject, Debug)]
+pub struct PoolShown {
+    /// The `IPAMPool` document, as the store keeps it.
+    pub manifest: String,
+    pub usage: Figures,
+    pub subnets: Vec<SubnetFigures>,
+}
+
+/// `pool show` of `pool` for the caller of `scope`, its usage within `within` if given.
+pub fn pool_shown(
+    store: &dyn crate::store::Store,
+    scope: &Scope,
+    pool: &crate::model::PoolRef,
+    within: Option<ipnet::IpNet>,
+) -> Result<PoolShown> {
+    let shown = crate::engine::pool::show(store, scope, pool)?;
+    let (usage, free) = shown.usage(within);
+    let subnets = crate::engine::subnet_usage::list(
+        store,
+        std::slice::from_ref(&pool.namespace),
+        Some(&pool.name),
+    )?
+    .into_iter()
+    .map(|(s, status)| SubnetFigures {
+        name: s.metadata.name.clone(),
+        cidr: s.spec.cidr.to_string(),
+        usage: Figures::new(&status.usage, status.free_ranges),
+    })
+    .collect();
+    Ok(PoolShown {
+        manifest: crate::yaml::encode(&shown.manifest),
+        usage: Figures::new(&usage, free),
+        subnets,
+    })
+}

@@ -272,6 +272,30 @@ impl Query {
         }
     }
 
+    /// One pool as `pool show` shows it (its usage within `within`, a range inside it, if
+    /// given), or null if it does not exist.
+    async fn pool_shown(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        namespace: Option<String>,
+        within: Option<String>,
+    ) -> async_graphql::Result<Option<super::objects::PoolShown>> {
+        let pool = pool_ref(namespace.as_deref(), &name).gql()?;
+        let within = within
+            .map(|w| crate::engine::request::field::prefix("--within", &w))
+            .transpose()
+            .gql()?;
+        let scope = scope(ctx);
+        let found = work(ctx)
+            .read(move |store| super::objects::pool_shown(store, &scope, &pool, within))
+            .await;
+        match found {
+            Err(Error::NotFound { .. }) => Ok(None),
+            found => found.map(Some).gql(),
+        }
+    }
+
     /// The allocations the selectors pick, sorted by namespace, pool and address.
     #[allow(clippy::too_many_arguments)]
     async fn allocations(

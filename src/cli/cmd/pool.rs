@@ -76,11 +76,11 @@ struct ShowStatus {
 /// `subnet show` counts it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ShownSubnet {
-    name: String,
-    cidr: String,
+pub(crate) struct ShownSubnet {
+    pub name: String,
+    pub cidr: String,
     #[serde(flatten)]
-    status: crate::engine::subnet_usage::SubnetStatus,
+    pub status: crate::engine::subnet_usage::SubnetStatus,
 }
 
 /// A pool's `status` in `pool list -o json|yaml`: an address pool's usage, or a supernet's.
@@ -226,6 +226,37 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         status,
     })
     .collect();
+    let shown = PoolShown {
+        pool: &pool,
+        manifest,
+        within,
+        usage,
+        free,
+        subnets,
+    };
+    show_pool(shown, g, out)
+}
+
+/// What `pool show` prints of an address pool.
+pub(crate) struct PoolShown<'a> {
+    pub pool: &'a PoolRef,
+    pub manifest: &'a PoolManifest,
+    pub within: Option<ipnet::IpNet>,
+    pub usage: Usage,
+    pub free: Vec<String>,
+    pub subnets: Vec<ShownSubnet>,
+}
+
+/// Prints an address pool (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_pool(shown: PoolShown<'_>, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let PoolShown {
+        pool,
+        manifest,
+        within,
+        usage,
+        free,
+        subnets,
+    } = shown;
     match g.output {
         Some(OutputFormat::Json) => {
             let status = ShowStatus {
@@ -247,7 +278,7 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let mut fields = fields(manifest, &usage, &free, within);
             if let (Some(vpc), Some(uid)) = (
-                vpc_of(&pool, manifest),
+                vpc_of(pool, manifest),
                 crate::model::vpc::vpc_uid(manifest),
             ) {
                 fields.insert(2, ("VPC", format!("{vpc} (uid {uid})")));
@@ -342,7 +373,7 @@ fn fields(
 }
 
 /// `--within` of `pool show`, checked to lie inside the pool (exit 2 if not).
-fn within(
+pub(crate) fn within(
     args: &PoolShowArgs,
     pool: &PoolRef,
     manifest: &PoolManifest,

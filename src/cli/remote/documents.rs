@@ -39,6 +39,15 @@ pub const POOLS: &str = "query Pools($namespace: String) {
   pools(namespace: $namespace) { manifest candidates allocated offCandidates free percentUsed }
 }";
 
+/// `pool show`'s pool.
+pub const POOL_SHOWN: &str = "query PoolShown($name: String!, $namespace: String, $within: String) {
+  poolShown(name: $name, namespace: $namespace, within: $within) {
+    manifest
+    usage { candidates allocated offCandidates free percentUsed freeRanges }
+    subnets { name cidr usage { candidates allocated offCandidates free percentUsed freeRanges } }
+  }
+}";
+
 /// Sends `document` with `variables` and answers its `data`, or the first error the server
 /// gave. `changes`: whether the document may change the state (see
 /// [`Client::post_graphql`]).

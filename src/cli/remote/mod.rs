@@ -41,6 +41,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32> {
         },
         Command::List(args) => reads::list(&mut client, g, args, out)?,
         Command::Pool(PoolCommand::List) => reads::pool_list(&mut client, g, out)?,
+        Command::Pool(PoolCommand::Show(args)) => reads::pool_show(&mut client, g, args, out)?,
         _ => unreachable!("refused above"),
     }
     Ok(exit::OK)
@@ -73,7 +74,7 @@ fn client(g: &GlobalArgs) -> Result<transport::Client> {
 fn refuse_local_only(command: &Command) -> Result<()> {
     let (name, why) = match command {
         Command::Allocate(_) | Command::Release(_) | Command::List(_) => return Ok(()),
-        Command::Pool(PoolCommand::List) => return Ok(()),
+        Command::Pool(PoolCommand::List | PoolCommand::Show(_)) => return Ok(()),
         Command::Diff(_) => ("diff", "it compares a state directory with its git history"),
         Command::History(_) => ("history", "it reads the store's own history"),
         Command::Check(_) => ("check", "it reads (and with --fix repairs) the store itself"),

@@ -8,9 +8,11 @@ use std::io::Write;
 use serde_json::{Value, json};
 
 use super::claims::bad_answer;
-use super::documents::{self, ALLOCATIONS, POOLS};
+use super::documents::{self, ALLOCATIONS, POOLS, POOL_SHOWN};
 use super::transport::Client;
-use crate::cli::{GlobalArgs, ListArgs};
+use crate::cli::cmd::pool::{PoolShown, ShownSubnet};
+use crate::cli::{GlobalArgs, ListArgs, PoolShowArgs};
+use crate::engine::subnet_usage::SubnetStatus;
 use crate::engine::range_holder::VpcHolder;
 use crate::error::{Error, Result};
 use crate::model::candidates::Usage;
@@ -95,7 +97,7 @@ pub fn pool_list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Re
         .as_array()
         .into_iter()
         .flatten()
-        .map(|p| pool(&url, p))
+        .map(|p| pool_of(&url, p))
         .collect::<Result<Vec<_>>>()?;
     if pools.iter().any(|(m, _)| m.spec.kind == PoolKind::Supernet) {
         return Err(not_here("pool list` of supernets` (their prefixes' usage)"));
@@ -104,10 +106,78 @@ pub fn pool_list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Re
     crate::cli::cmd::pool::show_list(&pools, &supernet, g, out)
 }
 
-/// A `Pool` as its manifest and usage.
-fn pool(url: &str, p: &Value) -> Result<(PoolManifest, Usage)> {
+/// `pool show` of an address pool.
+pub fn pool_show(
+    client: &mut Client,
+    g: &GlobalArgs,
+    args: &PoolShowArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if args.map {
+        return Err(not_here("pool show --map"));
+    }
+    let pool = crate::engine::request::field::pool_ref(g.namespace.as_deref(), &args.pool)?;
+    let variables = json!({"name": args.pool, "namespace": g.namespace, "within": args.within});
+    let data = documents::run(client, POOL_SHOWN, variables, false)?;
+    let url = client.url().to_owned();
+    let shown = &data["poolShown"];
+    if shown.is_null() {
+        return Err(Error::NotFound {
+            message: crate::store::read::pool_missing(&pool),
+            hint: None,
+        });
+    }
+    let (manifest, usage) = pool_of(&url, shown)?;
+    if manifest.spec.kind == PoolKind::Supernet {
+        return Err(not_here("pool show` of a supernet (its prefixes) `"));
+    }
+    let within = crate::cli::cmd::pool::within(args, &pool, &manifest)?;
+    let subnets = shown["subnets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            Ok(ShownSubnet {
+                name: s["name"].as_str().unwrap_or_default().to_owned(),
+                cidr: s["cidr"].as_str().unwrap_or_default().to_owned(),
+                status: SubnetStatus {
+                    usage: usage_of(&url, &s["usage"])?,
+                    free_ranges: texts(&s["usage"]["freeRanges"]),
+                },
+            })
+        })
+        .collect::<Result<_>>()?;
+    let shown = PoolShown {
+        pool: &pool,
+        manifest: &manifest,
+        within,
+        usage,
+        free: texts(&shown["usage"]["freeRanges"]),
+        subnets,
+    };
+    crate::cli::cmd::pool::show_pool(shown, g, out)
+}
+
+fn texts(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A `Pool` (or a `PoolShown`) as its manifest and usage.
+fn pool_of(url: &str, p: &Value) -> Result<(PoolManifest, Usage)> {
     let text = p["manifest"].as_str().ok_or_else(|| bad_answer(url, "no manifest"))?;
     let m = yaml::decode_pool(text).map_err(|e| bad_answer(url, &e))?;
+    // `pools` gives the figures beside the manifest, `poolShown` under `usage`.
+    let figures = if p["usage"].is_object() { &p["usage"] } else { p };
+    Ok((m, usage_of(url, figures)?))
+}
+
+/// Usage figures as the model's [`Usage`].
+fn usage_of(url: &str, p: &Value) -> Result<Usage> {
     let count = |key: &str| -> Result<u128> {
         p[key]
             .as_str()
@@ -124,7 +194,7 @@ fn pool(url: &str, p: &Value) -> Result<(PoolManifest, Usage)> {
         free: count("free")?,
         percent_used: p["percentUsed"].as_f64().unwrap_or(0.0),
     };
-    Ok((m, usage))
+    Ok(usage)
 }
 
 /// What this ipamctl does not do through a server yet: exit 2.

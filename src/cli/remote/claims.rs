@@ -43,7 +43,9 @@ pub fn allocate(
     let input = crate::cli::cmd::allocate::input(g, args);
     let variables = json!({"input": allocate_variables(&input)?});
     let data = documents::run(client, ALLOCATE, variables, true)?;
-    notes(&data["allocate"]);
+    for note in notes(&data["allocate"]) {
+        crate::cli::output::diagnostic(&note);
+    }
     let claimed = claimed(client.url(), &data["allocate"])?;
     crate::cli::cmd::allocate::show(claimed, g, out)
 }
@@ -66,7 +68,9 @@ pub fn release(
     let input = crate::cli::cmd::release::input(g, args);
     let variables = json!({"input": release_variables(&input)?});
     let data = documents::run(client, RELEASE, variables, true)?;
-    notes(&data["releaseHeld"]);
+    for note in notes(&data["releaseHeld"]) {
+        crate::cli::output::diagnostic(&note);
+    }
     let freed = freed(client.url(), &data["releaseHeld"])?;
     crate::cli::cmd::release::show(&freed, args, g, out)
 }
@@ -94,7 +98,7 @@ pub fn allocate_batch(
         let input = AllocateInput::read(line, &defaults)?;
         allocate_variables(&input)
     };
-    let send = |client: &mut Client, inputs: Vec<Value>| -> Result<Vec<Result<Done>>> {
+    let send = |client: &mut Client, inputs: Vec<Value>| -> Result<Vec<Told>> {
         let data = documents::run(client, ALLOCATE_MANY, json!({"inputs": inputs}), true)?;
         let url = client.url().to_owned();
         let outcomes = data["allocateMany"]
@@ -103,9 +107,11 @@ pub fn allocate_batch(
         Ok(outcomes
             .iter()
             .map(|o| match o.get("error").filter(|e| !e.is_null()) {
-                Some(e) => Err(documents::answered(e)),
-                None => claimed(&url, &notes(&o["claim"]))
-                    .map(|c| Done::from(executor::Done::Claimed(c))),
+                Some(e) => (Vec::new(), Err(documents::answered(e))),
+                None => (
+                    notes(&o["claim"]),
+                    claimed(&url, &o["claim"]).map(|c| Done::from(executor::Done::Claimed(c))),
+                ),
             })
             .collect())
     };
@@ -130,17 +136,20 @@ pub fn release_batch(
         let variables = release_variables(&input)?;
         Ok(json!({"input": variables, "dryRun": input.dry_run}))
     };
-    let send = |client: &mut Client, inputs: Vec<Value>| -> Result<Vec<Result<Done>>> {
+    let send = |client: &mut Client, inputs: Vec<Value>| -> Result<Vec<Told>> {
         let mut done = Vec::new();
         for mut v in inputs {
             let dry_run = v["dryRun"].as_bool().unwrap_or(false);
             let variables = json!({"input": v["input"].take()});
             let result = match documents::run(client, RELEASE, variables, true) {
-                Ok(data) => freed(client.url(), notes(&data["releaseHeld"]))
-                    .map(|f| Done::from(executor::Done::Freed(f, dry_run))),
+                Ok(data) => (
+                    notes(&data["releaseHeld"]),
+                    freed(client.url(), &data["releaseHeld"])
+                        .map(|f| Done::from(executor::Done::Freed(f, dry_run))),
+                ),
                 // A token the server does not know, and the connection's failures, stop
                 // the batch, as they stop `allocateMany`'s; any other is the request's.
-                Err(e @ Error::Answered { .. }) if !unauthenticated(&e) => Err(e),
+                Err(e @ Error::Answered { .. }) if !unauthenticated(&e) => (Vec::new(), Err(e)),
                 Err(e) => return Err(e),
             };
             done.push(result);
@@ -154,9 +163,12 @@ pub fn release_batch(
 /// made variables (or its failure), and the valid ones of a chunk sent, one result each.
 type Steps<'a> = (
     &'a dyn Fn(Value) -> Result<Value>,
-    &'a dyn Fn(&mut Client, Vec<Value>) -> Result<Vec<Result<Done>>>,
+    &'a dyn Fn(&mut Client, Vec<Value>) -> Result<Vec<Told>>,
     usize,
 );
+
+/// A request's result, and the notes the command line prints on stderr before it.
+type Told = (Vec<String>, Result<Done>);
 
 /// Reads `file`'s requests (on a thread, one chunk ahead at most), sends them a chunk at a
 /// time (a chunk is what has been read when the previous answer came, at most `per`), and
@@ -206,9 +218,15 @@ fn batch(
         for (line, owner, prepared) in prepared {
             let result = match prepared {
                 Err(e) => Err(e),
-                Ok(_) => answers
-                    .next()
-                    .ok_or_else(|| bad_answer(client.url(), "fewer outcomes than requests"))?,
+                Ok(_) => {
+                    let (notes, result) = answers
+                        .next()
+                        .ok_or_else(|| bad_answer(client.url(), "fewer outcomes than requests"))?;
+                    for note in notes {
+                        crate::cli::output::diagnostic(&note);
+                    }
+                    result
+                }
             };
             let o = Outcome {
                 index,
@@ -223,14 +241,15 @@ fn batch(
     printer.end(out)
 }
 
-/// Prints an answer's `notes` on stderr, as the local command prints its own; answers it.
-fn notes(answer: &Value) -> &Value {
-    for note in answer["notes"].as_array().into_iter().flatten() {
-        if let Some(note) = note.as_str() {
-            crate::cli::output::diagnostic(note);
-        }
-    }
-    answer
+/// An answer's `notes`: what the local command says on stderr besides its result.
+fn notes(answer: &Value) -> Vec<String> {
+    answer["notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
 }
 
 fn unauthenticated(e: &Error) -> bool {

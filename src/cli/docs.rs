@@ -65,6 +65,14 @@ const ENVIRONMENT: &[(&str, &str)] = &[
         "the state directory, as `-d` gives it (else the nearest ancestor of the current directory holding `.ipamctl`)",
     ),
     (
+        "IPAMCTL_SERVER",
+        "an `ipamctl serve` to run the command on, as `--server` gives it",
+    ),
+    (
+        "IPAMCTL_TOKEN",
+        "the bearer token sent to `--server` when `--token-file` is not given; never printed",
+    ),
+    (
         "IPAMCTL_LOCK_TIMEOUT",
         "how long a lock of the file store is waited for, in seconds (a finite decimal, 0 or more; unset or empty: 30). Any other value (`abc`, `-5`, `nan`, `inf`) is exit 2 naming it. A wait that reaches it is exit 1, naming the lock and its holder",
     ),

@@ -174,6 +174,12 @@ pub struct Selectors {
     pub(super) labels: Option<String>,
     /// A tenant's floating IPs (`--tenant`).
     pub(super) tenant: Option<String>,
+    /// The addresses of a stored subnet of `namespace` (`--subnet`).
+    pub(super) subnet: Option<String>,
+    /// The addresses of a NIC's host name, in every pool (`--host-name`).
+    pub(super) host_name: Option<String>,
+    /// Only leases that have lapsed (`--expired`).
+    pub(super) expired: Option<bool>,
 }
 
 
@@ -246,4 +252,68 @@ pub fn pool_shown(
         usage: Figures::new(&usage, free),
         subnets,
     })
+}
+
+impl Selectors {
+    /// The query these selectors and the ones beside them stand for (the command line's
+    /// constructor), the subnet named, and whether only lapsed leases are asked for.
+    pub(super) fn query(
+        self,
+        pool: Option<String>,
+        owner: Option<String>,
+        uid: Option<String>,
+        mac: Option<String>,
+    ) -> Result<(
+        crate::engine::list::Query,
+        Option<crate::model::SubnetName>,
+        bool,
+    )> {
+        use crate::engine::request::field::flag;
+        let select = crate::engine::request::SelectInput {
+            owner,
+            uid,
+            kind: self.kind,
+            within: self.within,
+            labels: self.labels,
+            tenant: self.tenant,
+        };
+        let mut query =
+            crate::engine::request::query(pool.as_deref(), self.address.as_deref(), &select)?;
+        query.mac = mac
+            .as_deref()
+            .map(|m| flag("--mac", m.parse()))
+            .transpose()?;
+        query.host_name = self
+            .host_name
+            .as_deref()
+            .map(|h| flag("--host-name", crate::model::host_name::parse(h)))
+            .transpose()?;
+        let subnet = self
+            .subnet
+            .as_deref()
+            .map(|s| flag("NAME", crate::model::SubnetName::new(s)))
+            .transpose()?;
+        Ok((query, subnet, self.expired.unwrap_or(false)))
+    }
+}
+
+/// `found` as the API shows it, a VPC router's address with its VPC (as `list` does).
+pub(super) fn allocations(
+    store: &dyn crate::store::Store,
+    found: &[AllocationManifest],
+) -> Result<Vec<Allocation>> {
+    let mut holders = crate::engine::range_holder::Holders::new(store);
+    found
+        .iter()
+        .map(|m| {
+            let mut shown = Allocation::from(m);
+            if m.spec.owner.kind() == crate::model::OwnerKind::Vpc {
+                shown.vpc = holders
+                    .of_owner(&m.spec.owner, None)?
+                    .vpc
+                    .map(|v| format!("{}/{}", v.namespace, v.name));
+            }
+            Ok(shown)
+        })
+        .collect()
 }

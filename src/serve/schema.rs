@@ -311,28 +311,23 @@ impl Query {
     ) -> async_graphql::Result<Vec<Allocation>> {
         let _ = all_namespaces;
         let more = selectors.unwrap_or_default();
-        let select = crate::engine::request::SelectInput {
-            owner,
-            uid,
-            kind: more.kind,
-            within: more.within,
-            labels: more.labels,
-            tenant: more.tenant,
-        };
-        let mut query =
-            crate::engine::request::query(pool.as_deref(), more.address.as_deref(), &select)
-                .gql()?;
-        query.mac = mac
-            .as_deref()
-            .map(|m| crate::engine::request::field::flag("--mac", m.parse()))
-            .transpose()
-            .gql()?;
+        let (mut query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
         let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
                 let named = ns.is_some();
+                let subnet_ns = ns.clone();
                 let scopes = crate::engine::scopes::named_scopes(store, &scope, Verb::Read, ns)?;
+                if expired {
+                    query.lapsed_at = Some(store.clock()?);
+                }
+                // A stored subnet is its pool and its prefix (after the scope's check).
+                if let Some(name) = &subnet {
+                    let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
+                    query.pool = Some(s.pool().name);
+                    query.within = Some(s.spec.cidr);
+                }
                 let mut warnings = Warnings::default();
                 let mut found =
                     crate::engine::list::collect(store, scopes.as_deref(), &query, &mut warnings)?;
@@ -346,20 +341,7 @@ impl Query {
                             .filter(|m| crate::engine::floating::visible(&scope, m)),
                     );
                 }
-                let mut holders = crate::engine::range_holder::Holders::new(store);
-                found
-                    .iter()
-                    .map(|m| {
-                        let mut shown = Allocation::from(m);
-                        if m.spec.owner.kind() == crate::model::OwnerKind::Vpc {
-                            shown.vpc = holders
-                                .of_owner(&m.spec.owner, None)?
-                                .vpc
-                                .map(|v| format!("{}/{}", v.namespace, v.name));
-                        }
-                        Ok(shown)
-                    })
-                    .collect()
+                super::objects::allocations(store, &found)
             })
             .await
             .gql()

@@ -21,19 +21,13 @@ use crate::yaml;
 
 /// `list`.
 pub fn list(client: &mut Client, g: &GlobalArgs, args: &ListArgs, out: &mut dyn Write) -> Result<()> {
-    for (flag, given) in [
-        ("--subnet", args.subnet.is_some()),
-        ("--host-name", args.host_name.is_some()),
-        ("--expired", args.expired),
-    ] {
-        if given {
-            return Err(not_here(&format!("list {flag}")));
-        }
-    }
     // Exit 2 on a malformed selector, as locally, before anything is sent.
     crate::cli::cmd::list::query(args.pool.as_deref(), args.address.as_deref(), &args.select)?;
     if let Some(mac) = &args.mac {
         crate::engine::request::field::flag("--mac", crate::model::mac::Mac::parse(mac))?;
+    }
+    if let Some(h) = &args.host_name {
+        crate::engine::request::field::flag("--host-name", crate::model::host_name::parse(h))?;
     }
     let s = &args.select;
     let variables = json!({
@@ -48,6 +42,9 @@ pub fn list(client: &mut Client, g: &GlobalArgs, args: &ListArgs, out: &mut dyn 
             "within": s.within,
             "labels": s.labels,
             "tenant": s.tenant,
+            "subnet": args.subnet,
+            "hostName": args.host_name,
+            "expired": args.expired,
         },
     });
     let data = documents::run(client, ALLOCATIONS, variables, false)?;
@@ -100,7 +97,7 @@ pub fn pool_list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Re
         .map(|p| pool_of(&url, p))
         .collect::<Result<Vec<_>>>()?;
     if pools.iter().any(|(m, _)| m.spec.kind == PoolKind::Supernet) {
-        return Err(not_here("pool list` of supernets` (their prefixes' usage)"));
+        return Err(supernets("pool list"));
     }
     let supernet = |_: &PoolManifest| Err(not_here("a supernet's usage"));
     crate::cli::cmd::pool::show_list(&pools, &supernet, g, out)
@@ -129,7 +126,7 @@ pub fn pool_show(
     }
     let (manifest, usage) = pool_of(&url, shown)?;
     if manifest.spec.kind == PoolKind::Supernet {
-        return Err(not_here("pool show` of a supernet (its prefixes) `"));
+        return Err(supernets("pool show"));
     }
     let within = crate::cli::cmd::pool::within(args, &pool, &manifest)?;
     let subnets = shown["subnets"]
@@ -195,6 +192,16 @@ fn usage_of(url: &str, p: &Value) -> Result<Usage> {
         percent_used: p["percentUsed"].as_f64().unwrap_or(0.0),
     };
     Ok(usage)
+}
+
+/// A supernet's prefixes, which the API does not give yet: exit 2.
+fn supernets(command: &str) -> Error {
+    Error::Usage {
+        message: format!(
+            "`{command}` through a server (`--server`) does not show a supernet's prefixes yet"
+        ),
+        hint: Some("run it where the state is, with --store URL or -d DIR".into()),
+    }
 }
 
 /// What this ipamctl does not do through a server yet: exit 2.

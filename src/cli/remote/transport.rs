@@ -142,15 +142,6 @@ impl Client {
         self.send(request, changes)
     }
 
-    /// `GET path` (`/metrics`).
-    pub fn get(&mut self, path: &str) -> Result<Answer> {
-        let request = self
-            .request(Method::GET, path)
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| Error::usage(format!("--server {}: {e}", self.at.url)))?;
-        self.send(request, false)
-    }
-
     fn request(&self, method: Method, path: &str) -> hyper::http::request::Builder {
         let mut builder = Request::builder()
             .method(method)

@@ -156,11 +156,21 @@ fn reading_commands_print_what_they_print_locally() {
                 v
             };
             let pools = ["pool", "list"];
-            let run = |args: &[&str]| pair.same(&with(args).iter().map(String::as_str).collect::<Vec<_>>());
+            let run = |args: &[&str]| {
+                pair.same(&with(args).iter().map(String::as_str).collect::<Vec<_>>())
+            };
             assert_eq!(run(&pools), 0);
             assert_eq!(run(&["list"]), 0);
             run(&["list", "-n", "acme/prod"]);
-            run(&["list", "--pool", "vpc-main", "-n", "acme/prod", "--kind", "VirtualMachine"]);
+            run(&[
+                "list",
+                "--pool",
+                "vpc-main",
+                "-n",
+                "acme/prod",
+                "--kind",
+                "VirtualMachine",
+            ]);
             run(&["list", "--owner", "VirtualMachine/web-01/0"]);
             run(&["list", "--within", "10.42.0.0/28", "-n", "acme/prod"]);
             run(&["pool", "show", "vpc-main", "-n", "acme/prod"]);
@@ -168,10 +178,21 @@ fn reading_commands_print_what_they_print_locally() {
         }
         // Not found, and bad input, are the same codes.
         assert_eq!(pair.same(&["list", "-n", "acme/nowhere"]), 3);
-        assert_eq!(pair.same(&["pool", "show", "nowhere", "-n", "acme/prod"]), 3);
+        assert_eq!(
+            pair.same(&["pool", "show", "nowhere", "-n", "acme/prod"]),
+            3
+        );
         assert_eq!(pair.same(&["list", "--owner", "no-slash"]), 2);
         assert_eq!(
-            pair.same(&["pool", "show", "vpc-main", "-n", "acme/prod", "--within", "192.0.2.0/24"]),
+            pair.same(&[
+                "pool",
+                "show",
+                "vpc-main",
+                "-n",
+                "acme/prod",
+                "--within",
+                "192.0.2.0/24"
+            ]),
             2
         );
         pair.states_agree();
@@ -191,16 +212,39 @@ fn claims_and_releases_print_what_they_print_locally_and_leave_the_same_state() 
     assert_eq!(claim("VirtualMachine/c1/0", &[]), 0);
     assert_eq!(claim("VirtualMachine/c1/0", &["-o", "json"]), 0);
     assert_eq!(claim("VirtualMachine/c2/0", &["-o", "yaml"]), 0);
-    assert_eq!(claim("VirtualMachine/c3/0", &["-o", "name", "--within", "10.42.3.0/24"]), 0);
-    assert_eq!(claim("VirtualMachine/c4/0", &["--dry-run", "-o", "yaml"]), 0);
+    assert_eq!(
+        claim(
+            "VirtualMachine/c3/0",
+            &["-o", "name", "--within", "10.42.3.0/24"]
+        ),
+        0
+    );
+    assert_eq!(
+        claim("VirtualMachine/c4/0", &["--dry-run", "-o", "yaml"]),
+        0
+    );
     assert_eq!(claim("VirtualMachine/c5/0", &["--address", "10.42.0.9"]), 4);
     assert_eq!(claim("not-an-owner", &[]), 2);
     assert_eq!(
-        pair.same(&["allocate", "nowhere", "--owner", "VirtualMachine/c1/0", "-n", "acme/prod"]),
+        pair.same(&[
+            "allocate",
+            "nowhere",
+            "--owner",
+            "VirtualMachine/c1/0",
+            "-n",
+            "acme/prod"
+        ]),
         3
     );
     assert_eq!(
-        pair.same(&["allocate", "public-zone-a", "--owner", "FloatingIP/f9", "-o", "wide"]),
+        pair.same(&[
+            "allocate",
+            "public-zone-a",
+            "--owner",
+            "FloatingIP/f9",
+            "-o",
+            "wide"
+        ]),
         0
     );
     let release = |more: &[&str]| {
@@ -210,10 +254,19 @@ fn claims_and_releases_print_what_they_print_locally_and_leave_the_same_state() 
         pair.same(&v)
     };
     assert_eq!(release(&["--owner", "VirtualMachine/c1/0", "--dry-run"]), 0);
-    assert_eq!(release(&["--owner", "VirtualMachine/c1/0", "-o", "json"]), 0);
+    assert_eq!(
+        release(&["--owner", "VirtualMachine/c1/0", "-o", "json"]),
+        0
+    );
     assert_eq!(release(&["--owner", "VirtualMachine/c1/0"]), 3);
-    assert_eq!(release(&["--owner", "VirtualMachine/c1/0", "--ignore-not-found"]), 0);
-    assert_eq!(release(&["10.42.0.9", "--owner", "VirtualMachine/someone/0"]), 4);
+    assert_eq!(
+        release(&["--owner", "VirtualMachine/c1/0", "--ignore-not-found"]),
+        0
+    );
+    assert_eq!(
+        release(&["10.42.0.9", "--owner", "VirtualMachine/someone/0"]),
+        4
+    );
     pair.states_agree();
 }
 
@@ -239,14 +292,50 @@ fn batches_print_each_result_as_locally_with_the_same_exit_code() {
     }
     let file = |name: &str| dir.join(name).display().to_string();
     for format in ["table", "json", "yaml", "name"] {
-        let code = pair.same(&["allocate", "-f", &file("claims"), "-n", "acme/prod", "-o", format]);
+        let code = pair.same(&[
+            "allocate",
+            "-f",
+            &file("claims"),
+            "-n",
+            "acme/prod",
+            "-o",
+            format,
+        ]);
         assert_eq!(code, 1, "failures of different codes are exit 1");
     }
-    assert_eq!(pair.same(&["allocate", "-f", &file("good"), "-n", "acme/prod"]), 2);
+    assert_eq!(
+        pair.same(&["allocate", "-f", &file("good"), "-n", "acme/prod"]),
+        2
+    );
     for format in ["table", "json"] {
-        pair.same(&["release", "-f", &file("releases"), "-n", "acme/prod", "-o", format]);
+        pair.same(&[
+            "release",
+            "-f",
+            &file("releases"),
+            "-n",
+            "acme/prod",
+            "-o",
+            format,
+        ]);
     }
     pair.states_agree();
+}
+
+/// A claim in the `populated` fixture.
+const CLAIM: [&str; 6] = [
+    "allocate",
+    "vpc-main",
+    "-n",
+    "acme/prod",
+    "--owner",
+    "VirtualMachine/x/0",
+];
+
+/// What `store` holds, as `list -o yaml` prints it locally.
+fn listed(store: &Store) -> Vec<u8> {
+    let out = store.ipamctl(["list", "-o", "yaml"]).output().unwrap();
+    assert!(out.status.success());
+    out.stdout
 }
 
 /// A port nothing listens on: bound, then closed.
@@ -271,35 +360,67 @@ fn fails(out: &Output, code: i32, says: &str, secret: &str) {
 #[test]
 fn an_unreachable_server_a_wrong_token_and_a_lost_answer_have_their_own_codes() {
     let store = Store::fixture("populated");
-    let before = store.ipamctl(["list", "-o", "yaml"]).output().unwrap().stdout;
-    let claim = ["allocate", "vpc-main", "-n", "acme/prod", "--owner", "VirtualMachine/x/0"];
+    let before = listed(&store);
+    let claim = CLAIM;
     // Nothing listens: 9.
     let url = format!("http://127.0.0.1:{}", closed_port());
-    fails(&remote(&url, token(), &claim), 9, "cannot reach the server", token());
-    fails(&remote(&url, token(), &["list"]), 9, "cannot reach the server", token());
+    fails(
+        &remote(&url, token(), &claim),
+        9,
+        "cannot reach the server",
+        token(),
+    );
+    fails(
+        &remote(&url, token(), &["list"]),
+        9,
+        "cannot reach the server",
+        token(),
+    );
     let server = Server::start(&store, &[]);
     // A wrong token, and none: 8.
     let wrong = "ipamctl_not-a-token-at-all";
     fails(&remote(&server.url, wrong, &claim), 8, "not valid", wrong);
-    fails(&remote(&server.url, wrong, &["pool", "list"]), 8, "not valid", wrong);
-    let none = ipamctl(&["--server", &server.url]).args(claim).output().unwrap();
+    fails(
+        &remote(&server.url, wrong, &["pool", "list"]),
+        8,
+        "not valid",
+        wrong,
+    );
+    let none = ipamctl(&["--server", &server.url])
+        .args(claim)
+        .output()
+        .unwrap();
     fails(&none, 8, "no bearer token", token());
     // The token from a file works as the variable does, and is not printed either.
     let file = store.root().join("token");
     std::fs::write(&file, format!("{}\n", token())).unwrap();
-    let out = ipamctl(&["--server", &server.url, "--token-file", file.to_str().unwrap()])
-        .args(["pool", "list"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ipamctl(&[
+        "--server",
+        &server.url,
+        "--token-file",
+        file.to_str().unwrap(),
+    ])
+    .args(["pool", "list"])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::write(&file, format!("{wrong}\n")).unwrap();
-    let out = ipamctl(&["--server", &server.url, "--token-file", file.to_str().unwrap()])
-        .args(claim)
-        .output()
-        .unwrap();
+    let out = ipamctl(&[
+        "--server",
+        &server.url,
+        "--token-file",
+        file.to_str().unwrap(),
+    ])
+    .args(claim)
+    .output()
+    .unwrap();
     fails(&out, 8, "not valid", wrong);
     drop(server);
-    assert_eq!(store.ipamctl(["list", "-o", "yaml"]).output().unwrap().stdout, before);
+    assert_eq!(listed(&store), before);
     // A server that reads the request and hangs up: a claim's outcome is unknown (6), a
     // query's answer simply did not come (9).
     let hang_up = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -307,7 +428,8 @@ fn an_unreachable_server_a_wrong_token_and_a_lost_answer_have_their_own_codes() 
     let accepted = std::thread::spawn(move || {
         for _ in 0..2 {
             let (mut conn, _) = hang_up.accept().unwrap();
-            conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
             let mut seen = Vec::new();
             let mut buf = [0; 4096];
             // The headers and the body: a request is sent whole before the line drops.
@@ -320,8 +442,18 @@ fn an_unreachable_server_a_wrong_token_and_a_lost_answer_have_their_own_codes() 
             let _ = conn.flush();
         }
     });
-    fails(&remote(&url, token(), &claim), 6, "may or may not have been done", token());
-    fails(&remote(&url, token(), &["list"]), 9, "did not answer", token());
+    fails(
+        &remote(&url, token(), &claim),
+        6,
+        "may or may not have been done",
+        token(),
+    );
+    fails(
+        &remote(&url, token(), &["list"]),
+        9,
+        "did not answer",
+        token(),
+    );
     accepted.join().unwrap();
 }
 
@@ -339,27 +471,28 @@ fn a_read_only_token_is_denied_a_claim_and_nothing_changes() {
     let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0", "--tokens"]);
     cmd.arg(&tokens);
     let server = Server::spawn_as_is(cmd);
-    let before = store.ipamctl(["list", "-o", "yaml"]).output().unwrap().stdout;
-    let claim = ["allocate", "vpc-main", "-n", "acme/prod", "--owner", "VirtualMachine/x/0"];
+    let before = listed(&store);
+    let claim = CLAIM;
     fails(&remote(&server.url, &reader, &claim), 8, "claim", &reader);
-    let release = ["release", "vpc-main", "10.42.0.9", "-n", "acme/prod", "--owner", "VirtualMachine/web-02/0"];
+    let release = [
+        "release",
+        "vpc-main",
+        "10.42.0.9",
+        "-n",
+        "acme/prod",
+        "--owner",
+        "VirtualMachine/web-02/0",
+    ];
     fails(&remote(&server.url, &reader, &release), 8, "claim", &reader);
     // It reads.
-    let listed = remote(&server.url, &reader, &["list", "-n", "acme/prod"]);
-    assert!(listed.status.success());
-    assert!(String::from_utf8_lossy(&listed.stdout).contains("10.42.0.9"));
-    assert_eq!(store.ipamctl(["list", "-o", "yaml"]).output().unwrap().stdout, before);
-    assert!(!server.log().contains(&reader), "the server logged the token");
-}
-
-/// openssl with `args` in `dir`.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let read = remote(&server.url, &reader, &["list", "-n", "acme/prod"]);
+    assert!(read.status.success());
+    assert!(String::from_utf8_lossy(&read.stdout).contains("10.42.0.9"));
+    assert_eq!(listed(&store), before);
+    assert!(
+        !server.log().contains(&reader),
+        "the server logged the token"
+    );
 }
 
 #[test]
@@ -367,23 +500,23 @@ fn openssl(dir: &Path, args: &[&str]) {
 fn tls_is_verified_against_cacert_and_an_untrusted_server_is_exit_10() {
     let store = Store::fixture("populated");
     let dir = store.root();
-    openssl(&dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=ipamctl test CA"]);
-    openssl(&dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]);
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(&dir, &["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext"]);
-    let cert = dir.join("server.pem").display().to_string();
-    let key = dir.join("server.key").display().to_string();
+    let (cert, key, ca) = serve_common::tls_files(&dir);
     let server = Server::start(&store, &["--tls-cert", &cert, "--tls-key", &key]);
     assert!(server.url.starts_with("https://"), "{}", server.url);
-    let ca = dir.join("ca.pem").display().to_string();
-    let claim = ["allocate", "vpc-main", "-n", "acme/prod", "--owner", "VirtualMachine/tls/0"];
-    let before = store.ipamctl(["list", "-o", "yaml"]).output().unwrap().stdout;
+    let claim = [
+        "allocate",
+        "vpc-main",
+        "-n",
+        "acme/prod",
+        "--owner",
+        "VirtualMachine/tls/0",
+    ];
+    let before = listed(&store);
     // Not trusted by the system's roots, nor by a CA that did not sign it.
     fails(&remote(&server.url, token(), &claim), 10, "TLS", token());
     let other = dir.join("other");
     std::fs::create_dir(&other).unwrap();
-    openssl(&other, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=another CA"]);
-    let wrong_ca = other.join("ca.pem").display().to_string();
+    let (_, _, wrong_ca) = serve_common::tls_files(&other);
     let out = ipamctl(&["--server", &server.url, "--cacert", &wrong_ca])
         .args(claim)
         .env("IPAMCTL_TOKEN", token())
@@ -395,14 +528,18 @@ fn tls_is_verified_against_cacert_and_an_untrusted_server_is_exit_10() {
     let tls_to_plain = plain.url.replace("http://", "https://");
     fails(&remote(&tls_to_plain, token(), &claim), 10, "TLS", token());
     drop(plain);
-    assert_eq!(store.ipamctl(["list", "-o", "yaml"]).output().unwrap().stdout, before);
+    assert_eq!(listed(&store), before);
     // Trusted with --cacert, it claims.
     let out = ipamctl(&["--server", &server.url, "--cacert", &ca])
         .args(claim)
         .env("IPAMCTL_TOKEN", token())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "10.42.0.1");
 }
 
@@ -414,7 +551,10 @@ fn commands_that_need_a_local_state_are_exit_2_before_anything_is_sent() {
     let state = test.state().display().to_string();
     for (args, why) in [
         (vec!["diff"], "git history"),
-        (vec!["history", "--owner", "VirtualMachine/web-01/0"], "history"),
+        (
+            vec!["history", "--owner", "VirtualMachine/web-01/0"],
+            "history",
+        ),
         (vec!["check", "--fix"], "repairs"),
         (vec!["check"], "the store itself"),
         (vec!["import", &state], "between two stores"),
@@ -431,6 +571,8 @@ fn commands_that_need_a_local_state_are_exit_2_before_anything_is_sent() {
         );
     }
     // With a store named on the line as well: which one is meant?
-    let out = ipamctl(&["--server", &url, "-d", &state, "list"]).output().unwrap();
+    let out = ipamctl(&["--server", &url, "-d", &state, "list"])
+        .output()
+        .unwrap();
     fails(&out, 2, "not with --store or --state-dir", token());
 }

@@ -6,26 +6,9 @@
 use async_graphql::{Context, Object, SimpleObject};
 
 use super::errors::Graphql;
-use super::schema::{Action, ReleaseInput, scope, work};
+use super::schema::{ReleaseInput, scope, work};
 use crate::engine::executor::Done;
 use crate::yaml;
-
-/// One object a claim holds: how it came about and its manifest as stored (YAML).
-#[derive(SimpleObject, Debug)]
-pub struct Held {
-    pub action: Action,
-    /// The `IPAllocation` or `IPPrefixClaim` document, as the store keeps it.
-    pub manifest: String,
-}
-
-impl Held {
-    pub(super) fn new(action: Action, manifest: &impl serde::Serialize) -> Held {
-        Held {
-            action,
-            manifest: yaml::encode(manifest),
-        }
-    }
-}
 
 /// What `releaseHeld` released (or, with `dryRun`, would release).
 #[derive(SimpleObject, Debug)]

@@ -1,8 +1,8 @@
 //! The objects the queries answer with: pools with their usage, allocations, subnets and
-//! VPCs, each with its manifest as stored where a client renders it
+//! VPCs, and what a claim holds, each with its manifest as stored where a client renders it
 //! ([`crate::cli::remote`]), and the allocations' selectors.
 
-use async_graphql::{InputObject, SimpleObject};
+use async_graphql::{Enum, InputObject, SimpleObject};
 
 use crate::engine::request::field::pool_ref;
 use crate::engine::scope::Scope;
@@ -10,6 +10,31 @@ use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::candidates::Usage;
 use crate::model::{AllocationManifest, PoolManifest};
+
+/// How a claim came about.
+#[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
+pub enum Action {
+    Created,
+    Existing,
+    WouldCreate,
+}
+
+/// One object a claim holds: how it came about and its manifest as stored (YAML).
+#[derive(SimpleObject, Debug)]
+pub struct Held {
+    pub action: Action,
+    /// The `IPAllocation` or `IPPrefixClaim` document, as the store keeps it.
+    pub manifest: String,
+}
+
+impl Held {
+    pub(super) fn new(action: Action, manifest: &impl serde::Serialize) -> Held {
+        Held {
+            action,
+            manifest: crate::yaml::encode(manifest),
+        }
+    }
+}
 
 /// A pool and its usage; counts are decimal strings (an IPv6 pool's exceed 64 bits).
 #[derive(SimpleObject, Debug)]
@@ -181,7 +206,6 @@ pub struct Selectors {
     /// Only leases that have lapsed (`--expired`).
     pub(super) expired: Option<bool>,
 }
-
 
 /// Usage figures, as `pool show` prints them; counts are decimal strings.
 #[derive(SimpleObject, Debug)]

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use async_graphql::{Context, Enum, InputObject, Object, SimpleObject};
+use async_graphql::{Context, InputObject, Object, SimpleObject};
 use serde::Serialize;
 
 use super::errors::Graphql;
-pub use super::objects::{Allocation, Pool, Selectors, Subnet, Vpc, vpc_now};
+pub use super::objects::{Action, Allocation, Held, Pool, Selectors, Subnet, Vpc, vpc_now};
 use super::work::Work;
 use crate::engine::allocate::Allocated;
 use crate::engine::executor::{Done, Request};
@@ -32,14 +32,6 @@ pub(super) fn scope(ctx: &Context<'_>) -> Scope {
     ctx.data_unchecked::<super::auth::Caller>().scope.clone()
 }
 
-/// How a claim came about.
-#[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
-pub enum Action {
-    Created,
-    Existing,
-    WouldCreate,
-}
-
 /// What an owner holds after `allocate`.
 #[derive(SimpleObject, Debug)]
 pub struct Claim {
@@ -51,7 +43,7 @@ pub struct Claim {
     pub action: Action,
     /// What the owner holds, each object with its manifest as stored (none for a dry run's
     /// prefix).
-    pub held: Vec<super::held::Held>,
+    pub held: Vec<Held>,
     /// What the command line would say about it on stderr (a dry run's `dry run: …`).
     pub notes: Vec<String>,
 }
@@ -160,7 +152,6 @@ impl ReleaseInput {
 
 /// What a claim came to, for the owner `owner`.
 pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
-    use super::held::Held;
     let mut held = Vec::new();
     let (addresses, prefix, action) = match claimed {
         Claimed::Addresses(allocated) => {

@@ -22,21 +22,31 @@ pub fn on_server() -> bool {
     std::env::var("IPAMCTL_TEST_STORE").is_ok_and(|v| v == "server")
 }
 
-/// The tokens file the harness's servers read, and its one token's secret (every verb,
-/// every namespace, the cluster scope).
-fn tokens() -> &'static (PathBuf, String) {
+/// The tokens file the harness's servers (and `tests/serve_common`'s) read, and its one
+/// token's secret: `test`, with every verb on every namespace and the cluster scope. Made
+/// once per test process by `ipamctl token create`, and kept while the process runs.
+pub fn tokens() -> &'static (PathBuf, String) {
     static TOKENS: OnceLock<(PathBuf, String)> = OnceLock::new();
     TOKENS.get_or_init(|| {
         let dir = tempfile::tempdir().expect("a temporary directory").keep();
         let file = dir.join("tokens.yaml");
         let made = Command::new(super::BIN)
-            .args(["token", "create", "suite", "--tokens"])
+            .args(["token", "create", "test", "--tokens"])
             .arg(&file)
-            .args(["--namespace", "*", "--verbs", "read,claim,admin", "--cluster"])
+            .args([
+                "--namespace",
+                "*",
+                "--verbs",
+                "read,claim,admin",
+                "--cluster",
+            ])
             .output()
             .expect("run ipamctl token create");
         assert!(made.status.success(), "token create: {made:?}");
-        let secret = String::from_utf8(made.stdout).expect("UTF-8").trim().to_owned();
+        let secret = String::from_utf8(made.stdout)
+            .expect("UTF-8")
+            .trim()
+            .to_owned();
         (file, secret)
     })
 }
@@ -103,7 +113,10 @@ impl Serving {
             Ok(url) => url,
             Err(_) => {
                 let _ = child.kill();
-                panic!("ipamctl serve on {} did not listen within 30 s", state.display());
+                panic!(
+                    "ipamctl serve on {} did not listen within 30 s",
+                    state.display()
+                );
             }
         };
         Serving { child, url }
@@ -116,7 +129,11 @@ impl Serving {
             .env("IPAMCTL_TOKEN", &tokens().1)
             .arg("--server")
             .arg(&self.url)
-            .args(args.iter().map(OsString::as_os_str).collect::<Vec<&OsStr>>());
+            .args(
+                args.iter()
+                    .map(OsString::as_os_str)
+                    .collect::<Vec<&OsStr>>(),
+            );
         cmd
     }
 }

@@ -221,7 +221,12 @@ fn render(
     out: &mut dyn Write,
 ) -> Result<()> {
     let mut resolver = Holders::new(store);
-    show(found, &mut |m| vpc_of(&mut resolver, &m.spec.owner, None), g, out)
+    show(
+        found,
+        &mut |m| vpc_of(&mut resolver, &m.spec.owner, None),
+        g,
+        out,
+    )
 }
 
 /// Prints allocations (here, or answered by a server: [`crate::cli::remote`]); `vpc` names

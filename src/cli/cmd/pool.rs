@@ -126,8 +126,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
 }
 
 /// A supernet's prefixes' usage, as `pool list` asks for it.
-pub(crate) type Supernet<'a> =
-    &'a dyn Fn(&PoolManifest) -> Result<crate::engine::prefix::Usage>;
+pub(crate) type Supernet<'a> = &'a dyn Fn(&PoolManifest) -> Result<crate::engine::prefix::Usage>;
 
 /// Prints pools with their usage (here, or answered by a server: [`crate::cli::remote`]).
 pub(crate) fn show_list(
@@ -277,10 +276,9 @@ pub(crate) fn show_pool(shown: PoolShown<'_>, g: &GlobalArgs, out: &mut dyn Writ
         Some(OutputFormat::Name) => output::line(out, &manifest.resource()),
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let mut fields = fields(manifest, &usage, &free, within);
-            if let (Some(vpc), Some(uid)) = (
-                vpc_of(pool, manifest),
-                crate::model::vpc::vpc_uid(manifest),
-            ) {
+            if let (Some(vpc), Some(uid)) =
+                (vpc_of(pool, manifest), crate::model::vpc::vpc_uid(manifest))
+            {
                 fields.insert(2, ("VPC", format!("{vpc} (uid {uid})")));
             }
             for (key, value) in fields {

@@ -288,7 +288,12 @@ fn freed(url: &str, released: &Value) -> Result<Freed> {
     let texts = |key: &str| -> Vec<String> {
         released[key]
             .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     Ok(Freed {

@@ -40,7 +40,8 @@ pub const POOLS: &str = "query Pools($namespace: String) {
 }";
 
 /// `pool show`'s pool.
-pub const POOL_SHOWN: &str = "query PoolShown($name: String!, $namespace: String, $within: String) {
+pub const POOL_SHOWN: &str =
+    "query PoolShown($name: String!, $namespace: String, $within: String) {
   poolShown(name: $name, namespace: $namespace, within: $within) {
     manifest
     usage { candidates allocated offCandidates free percentUsed freeRanges }
@@ -108,7 +109,10 @@ pub fn allocate_input(input: &AllocateInput) -> Value {
     if !input.pools.is_empty() {
         v.insert("pools".into(), json!(input.pools));
     }
-    v.insert("owner".into(), json!(input.owner.clone().unwrap_or_default()));
+    v.insert(
+        "owner".into(),
+        json!(input.owner.clone().unwrap_or_default()),
+    );
     put(&mut v, "uid", input.uid.as_ref());
     if !input.subnets.is_empty() {
         v.insert("subnets".into(), json!(input.subnets));

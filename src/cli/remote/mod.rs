@@ -55,10 +55,7 @@ fn client(g: &GlobalArgs) -> Result<transport::Client> {
             let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
             let token = text.trim().to_owned();
             if token.is_empty() {
-                return Err(Error::invalid(
-                    file.display().to_string(),
-                    "holds no token",
-                ));
+                return Err(Error::invalid(file.display().to_string(), "holds no token"));
             }
             Some(token)
         }
@@ -77,7 +74,10 @@ fn refuse_local_only(command: &Command) -> Result<()> {
         Command::Pool(PoolCommand::List | PoolCommand::Show(_)) => return Ok(()),
         Command::Diff(_) => ("diff", "it compares a state directory with its git history"),
         Command::History(_) => ("history", "it reads the store's own history"),
-        Command::Check(_) => ("check", "it reads (and with --fix repairs) the store itself"),
+        Command::Check(_) => (
+            "check",
+            "it reads (and with --fix repairs) the store itself",
+        ),
         Command::Import(_) => ("import", "it moves state between two stores"),
         Command::Export(_) => ("export", "it moves state between two stores"),
         Command::Init(_) => ("init", "it creates a store"),
@@ -85,8 +85,14 @@ fn refuse_local_only(command: &Command) -> Result<()> {
         Command::Token(_) => ("token", "it keeps a server's tokens file"),
         Command::Apply(_) => ("apply", "the API has no manifests' input"),
         Command::Pool(_) => ("pool", "the API has no such operation yet"),
-        Command::Vpc(_) => ("vpc", "the API's VPC operations are not wired to the CLI yet"),
-        Command::Subnet(_) => ("subnet", "the API's subnet operations are not wired to the CLI yet"),
+        Command::Vpc(_) => (
+            "vpc",
+            "the API's VPC operations are not wired to the CLI yet",
+        ),
+        Command::Subnet(_) => (
+            "subnet",
+            "the API's subnet operations are not wired to the CLI yet",
+        ),
         Command::Mac(_) => ("mac", "the API has no MAC operation yet"),
         Command::Metrics(_) => ("metrics", "it is not wired to the server's /metrics yet"),
         Command::Quota(_) => ("quota", "the API's quota query is not wired to the CLI yet"),

@@ -8,19 +8,24 @@ use std::io::Write;
 use serde_json::{Value, json};
 
 use super::claims::bad_answer;
-use super::documents::{self, ALLOCATIONS, POOLS, POOL_SHOWN};
+use super::documents::{self, ALLOCATIONS, POOL_SHOWN, POOLS};
 use super::transport::Client;
 use crate::cli::cmd::pool::{PoolShown, ShownSubnet};
 use crate::cli::{GlobalArgs, ListArgs, PoolShowArgs};
-use crate::engine::subnet_usage::SubnetStatus;
 use crate::engine::range_holder::VpcHolder;
+use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::{Error, Result};
 use crate::model::candidates::Usage;
 use crate::model::{AllocationManifest, Namespace, PoolKind, PoolManifest};
 use crate::yaml;
 
 /// `list`.
-pub fn list(client: &mut Client, g: &GlobalArgs, args: &ListArgs, out: &mut dyn Write) -> Result<()> {
+pub fn list(
+    client: &mut Client,
+    g: &GlobalArgs,
+    args: &ListArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     // Exit 2 on a malformed selector, as locally, before anything is sent.
     crate::cli::cmd::list::query(args.pool.as_deref(), args.address.as_deref(), &args.select)?;
     if let Some(mac) = &args.mac {
@@ -52,7 +57,9 @@ pub fn list(client: &mut Client, g: &GlobalArgs, args: &ListArgs, out: &mut dyn 
     let mut found = Vec::new();
     let mut vpcs = BTreeMap::new();
     for a in data["allocations"].as_array().into_iter().flatten() {
-        let text = a["manifest"].as_str().ok_or_else(|| bad_answer(&url, "no manifest"))?;
+        let text = a["manifest"]
+            .as_str()
+            .ok_or_else(|| bad_answer(&url, "no manifest"))?;
         let m = yaml::decode_allocation(text).map_err(|e| bad_answer(&url, &e))?;
         if let Some(vpc) = a["vpc"].as_str() {
             vpcs.insert(key(&m), vpc_holder(&url, &m, vpc)?);
@@ -166,10 +173,16 @@ fn texts(v: &Value) -> Vec<String> {
 
 /// A `Pool` (or a `PoolShown`) as its manifest and usage.
 fn pool_of(url: &str, p: &Value) -> Result<(PoolManifest, Usage)> {
-    let text = p["manifest"].as_str().ok_or_else(|| bad_answer(url, "no manifest"))?;
+    let text = p["manifest"]
+        .as_str()
+        .ok_or_else(|| bad_answer(url, "no manifest"))?;
     let m = yaml::decode_pool(text).map_err(|e| bad_answer(url, &e))?;
     // `pools` gives the figures beside the manifest, `poolShown` under `usage`.
-    let figures = if p["usage"].is_object() { &p["usage"] } else { p };
+    let figures = if p["usage"].is_object() {
+        &p["usage"]
+    } else {
+        p
+    };
     Ok((m, usage_of(url, figures)?))
 }
 

@@ -226,27 +226,29 @@ impl Client {
             })?
             .map_err(|e| unreachable(e.to_string()))?;
             let _ = tcp.set_nodelay(true);
-            let io: Box<dyn Io> = match tls {
-                None => Box::new(tcp),
-                Some(connector) => {
-                    let name = rustls::pki_types::ServerName::try_from(at.host.clone())
-                        .map_err(|e| Error::Tls {
-                            message: format!("TLS with {}: {e}", at.url),
-                        })?;
-                    let stream = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp))
-                        .await
-                        .map_err(|_| {
-                            unreachable(format!(
-                                "no TLS handshake within {}",
-                                humantime::format_duration(CONNECT_TIMEOUT)
-                            ))
-                        })?
-                        .map_err(|e| Error::Tls {
-                            message: format!("TLS with {} failed: {e}", at.url),
-                        })?;
-                    Box::new(stream)
-                }
-            };
+            let io: Box<dyn Io> =
+                match tls {
+                    None => Box::new(tcp),
+                    Some(connector) => {
+                        let name = rustls::pki_types::ServerName::try_from(at.host.clone())
+                            .map_err(|e| Error::Tls {
+                                message: format!("TLS with {}: {e}", at.url),
+                            })?;
+                        let stream =
+                            tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp))
+                                .await
+                                .map_err(|_| {
+                                    unreachable(format!(
+                                        "no TLS handshake within {}",
+                                        humantime::format_duration(CONNECT_TIMEOUT)
+                                    ))
+                                })?
+                                .map_err(|e| Error::Tls {
+                                    message: format!("TLS with {} failed: {e}", at.url),
+                                })?;
+                        Box::new(stream)
+                    }
+                };
             let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
                 .await
                 .map_err(|e| unreachable(e.to_string()))?;

@@ -157,6 +157,12 @@ pub struct Vpc {
     pub cidrs: Vec<String>,
     pub pools: Vec<Pool>,
     pub uplinks: Vec<String>,
+    /// The `IPAMPool` documents of its pools, as stored (`vpc get -o yaml`).
+    pub pool_manifests: Vec<String>,
+    /// The `IPAllocation` documents of its router's uplinks.
+    pub uplink_manifests: Vec<String>,
+    /// The `IPPrefixClaim` documents of the ranges it drew from supernets.
+    pub range_manifests: Vec<String>,
 }
 
 impl Vpc {
@@ -181,6 +187,9 @@ impl Vpc {
                 .iter()
                 .map(|a| a.spec.address.to_string())
                 .collect(),
+            pool_manifests: v.pools.iter().map(crate::yaml::encode).collect(),
+            uplink_manifests: v.uplinks.iter().map(crate::yaml::encode).collect(),
+            range_manifests: v.ranges.iter().map(crate::yaml::encode).collect(),
         }
     }
 }

@@ -33,7 +33,7 @@ mod serve;
 mod subnet;
 mod supernet;
 mod token;
-mod vpc;
+pub(crate) mod vpc;
 
 use std::io::Write;
 

@@ -9,10 +9,11 @@ mod claims;
 mod documents;
 mod reads;
 mod transport;
+mod vpcs;
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command, GlobalArgs, PoolCommand};
+use crate::cli::{Cli, Command, GlobalArgs, PoolCommand, VpcCommand};
 use crate::error::{Error, Result, exit};
 
 /// Commands that never touch a store, run here whatever `--server` says.
@@ -42,6 +43,8 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32> {
         Command::List(args) => reads::list(&mut client, g, args, out)?,
         Command::Pool(PoolCommand::List) => reads::pool_list(&mut client, g, out)?,
         Command::Pool(PoolCommand::Show(args)) => reads::pool_show(&mut client, g, args, out)?,
+        Command::Vpc(VpcCommand::Get(args)) => vpcs::get(&mut client, g, &args.name, out)?,
+        Command::Vpc(VpcCommand::List) => vpcs::list(&mut client, g, out)?,
         _ => unreachable!("refused above"),
     }
     Ok(exit::OK)
@@ -72,6 +75,7 @@ fn refuse_local_only(command: &Command) -> Result<()> {
     let (name, why) = match command {
         Command::Allocate(_) | Command::Release(_) | Command::List(_) => return Ok(()),
         Command::Pool(PoolCommand::List | PoolCommand::Show(_)) => return Ok(()),
+        Command::Vpc(VpcCommand::Get(_) | VpcCommand::List) => return Ok(()),
         Command::Diff(_) => ("diff", "it compares a state directory with its git history"),
         Command::History(_) => ("history", "it reads the store's own history"),
         Command::Check(_) => (

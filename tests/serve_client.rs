@@ -1,5 +1,6 @@
 //! The command line as a client of `ipamctl serve` (`--server URL`, issue 43 §4): each
-//! command a script uses (`allocate`, `release`, `list`, `pool list|show`, `vpc get|list`),
+//! command a script uses (`allocate`, `release`, `list`, `pool list|show`, `vpc get|list`,
+//! `subnet list`),
 //! run through a real server on loopback, prints what the same
 //! command prints locally on an identical copy of the fixture, with the same exit code, and
 //! leaves the same state; the connection's failures (a port nobody listens on, a wrong
@@ -179,6 +180,8 @@ fn reading_commands_print_what_they_print_locally() {
             run(&["vpc", "list"]);
             run(&["vpc", "list", "-n", "acme/prod"]);
             run(&["vpc", "get", "main", "-n", "acme/prod"]);
+            run(&["subnet", "list"]);
+            run(&["subnet", "list", "-n", "acme/prod", "--pool", "vpc-main"]);
         }
         // Not found, and bad input, are the same codes.
         assert_eq!(pair.same(&["list", "-n", "acme/nowhere"]), 3);
@@ -189,6 +192,7 @@ fn reading_commands_print_what_they_print_locally() {
         assert_eq!(pair.same(&["list", "--owner", "no-slash"]), 2);
         assert_eq!(pair.same(&["vpc", "get", "nowhere", "-n", "acme/prod"]), 3);
         assert_eq!(pair.same(&["vpc", "get", "main"]), 2);
+        assert_eq!(pair.same(&["subnet", "list", "-n", "acme/nowhere"]), 3);
         assert_eq!(
             pair.same(&[
                 "pool",

@@ -350,3 +350,31 @@ pub(super) fn allocations(
         })
         .collect()
 }
+
+/// A stored subnet as `subnet list` shows it: its manifest and its usage.
+#[derive(SimpleObject, Debug)]
+pub struct SubnetShown {
+    /// The `Subnet` document, as the store keeps it.
+    pub manifest: String,
+    pub usage: Figures,
+}
+
+/// `subnet list`: the subnets of `ns`'s pools (every namespace the caller may read without
+/// it), of `pool` only if given.
+pub fn subnets_shown(
+    store: &dyn crate::store::Store,
+    scope: &Scope,
+    ns: Option<&str>,
+    pool: Option<&crate::model::PoolName>,
+) -> Result<Vec<SubnetShown>> {
+    let ns = crate::engine::request::field::namespace(ns)?;
+    let scopes = crate::engine::scopes::scopes(store, scope, crate::engine::scope::Verb::Read, ns)?;
+    let listed = crate::engine::subnet_usage::list(store, &scopes, pool)?;
+    Ok(listed
+        .into_iter()
+        .map(|(m, status)| SubnetShown {
+            manifest: crate::yaml::encode(&m),
+            usage: Figures::new(&status.usage, status.free_ranges),
+        })
+        .collect())
+}

@@ -364,6 +364,27 @@ impl Query {
             .gql()
     }
 
+    /// The subnets of `namespace`'s pools (every namespace without it), of `pool` only if
+    /// given, with their manifests and usage (`subnet list`).
+    async fn subnets_shown(
+        &self,
+        ctx: &Context<'_>,
+        namespace: Option<String>,
+        pool: Option<String>,
+    ) -> async_graphql::Result<Vec<super::objects::SubnetShown>> {
+        let pool = pool
+            .map(|p| crate::engine::request::field::flag("--pool", PoolName::new(&p)))
+            .transpose()
+            .gql()?;
+        let scope = scope(ctx);
+        work(ctx)
+            .read(move |store| {
+                super::objects::subnets_shown(store, &scope, namespace.as_deref(), pool.as_ref())
+            })
+            .await
+            .gql()
+    }
+
     /// A VPC, or null if it does not exist.
     async fn vpc(
         &self,

@@ -30,7 +30,7 @@ mod renew;
 mod report;
 mod schema;
 mod serve;
-mod subnet;
+pub(crate) mod subnet;
 mod supernet;
 mod token;
 pub(crate) mod vpc;

@@ -13,7 +13,7 @@ mod vpcs;
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command, GlobalArgs, PoolCommand, VpcCommand};
+use crate::cli::{Cli, Command, GlobalArgs, PoolCommand, SubnetCommand, VpcCommand};
 use crate::error::{Error, Result, exit};
 
 /// Commands that never touch a store, run here whatever `--server` says.
@@ -45,6 +45,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Pool(PoolCommand::Show(args)) => reads::pool_show(&mut client, g, args, out)?,
         Command::Vpc(VpcCommand::Get(args)) => vpcs::get(&mut client, g, &args.name, out)?,
         Command::Vpc(VpcCommand::List) => vpcs::list(&mut client, g, out)?,
+        Command::Subnet(SubnetCommand::List(args)) => {
+            reads::subnet_list(&mut client, g, args.pool.as_deref(), out)?;
+        }
         _ => unreachable!("refused above"),
     }
     Ok(exit::OK)
@@ -76,6 +79,7 @@ fn refuse_local_only(command: &Command) -> Result<()> {
         Command::Allocate(_) | Command::Release(_) | Command::List(_) => return Ok(()),
         Command::Pool(PoolCommand::List | PoolCommand::Show(_)) => return Ok(()),
         Command::Vpc(VpcCommand::Get(_) | VpcCommand::List) => return Ok(()),
+        Command::Subnet(SubnetCommand::List(_)) => return Ok(()),
         Command::Diff(_) => ("diff", "it compares a state directory with its git history"),
         Command::History(_) => ("history", "it reads the store's own history"),
         Command::Check(_) => (

@@ -277,6 +277,36 @@ fn claims_and_releases_print_what_they_print_locally_and_leave_the_same_state() 
         release(&["10.42.0.9", "--owner", "VirtualMachine/someone/0"]),
         4
     );
+    // A NIC's new MAC.
+    let nic = "VirtualMachine/m1/0";
+    assert_eq!(
+        claim(
+            nic,
+            &["--address", "10.42.0.50", "--mac", "02:54:00:00:00:aa"]
+        ),
+        0
+    );
+    let mac_set = |more: &[&str]| {
+        let mut v = vec!["mac", "set", "vpc-main", "10.42.0.50"];
+        v.extend(prod);
+        v.extend(more);
+        pair.same(&v)
+    };
+    assert_eq!(mac_set(&["--owner", nic, "--mac", "02:54:00:00:00:bb"]), 0);
+    assert_eq!(
+        mac_set(&["--owner", nic, "--mac", "02:54:00:00:00:bb", "-o", "yaml"]),
+        0
+    );
+    assert_eq!(
+        mac_set(&[
+            "--owner",
+            "VirtualMachine/other/0",
+            "--mac",
+            "02:54:00:00:00:cc"
+        ]),
+        4
+    );
+    assert_eq!(mac_set(&["--owner", nic, "--mac", "not-a-mac"]), 2);
     pair.states_agree();
 }
 

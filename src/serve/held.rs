@@ -23,6 +23,29 @@ pub struct Released {
     pub notes: Vec<String>,
 }
 
+/// `setMac`'s input: `mac set`'s arguments.
+#[derive(async_graphql::InputObject, Debug)]
+pub struct SetMacInput {
+    namespace: Option<String>,
+    pool: String,
+    /// The address the NIC holds.
+    address: String,
+    /// Who must hold it (`KIND/NAME`), and its uid if given: a guard, as `release`'s.
+    owner: String,
+    uid: Option<String>,
+    /// The new MAC, or `auto` for one derived from the pool's prefixes.
+    mac: String,
+}
+
+/// One allocation of the NIC after `setMac`.
+#[derive(SimpleObject, Debug)]
+pub struct MacChanged {
+    /// Whether its MAC changed (false: it held the MAC already).
+    pub changed: bool,
+    /// The `IPAllocation` document as it is now.
+    pub manifest: String,
+}
+
 /// The release that answers with what it released.
 #[derive(Default)]
 pub struct HeldMutation;
@@ -46,5 +69,38 @@ impl HeldMutation {
             }),
             Done::Claimed(_) => unreachable!("a release request releases"),
         }
+    }
+
+    /// Gives the NIC holding `address` in `pool` a new MAC on every allocation it holds in
+    /// the namespace, all or nothing (`mac set`); `claim` in the namespace is needed.
+    async fn set_mac(
+        &self,
+        ctx: &Context<'_>,
+        input: SetMacInput,
+    ) -> async_graphql::Result<Vec<MacChanged>> {
+        let request = crate::engine::mac::SetRequest::new(&crate::engine::mac::SetInput {
+            namespace: input.namespace,
+            pool: input.pool,
+            address: input.address,
+            owner: input.owner,
+            uid: input.uid,
+            mac: input.mac,
+        })
+        .gql()?;
+        let scope = scope(ctx);
+        work(ctx)
+            .read(move |store| {
+                let set = crate::engine::mac::set(store, &scope, &request)?;
+                Ok(set
+                    .changes
+                    .iter()
+                    .map(|(before, after)| MacChanged {
+                        changed: before != after,
+                        manifest: yaml::encode(after),
+                    })
+                    .collect())
+            })
+            .await
+            .gql()
     }
 }

@@ -1,5 +1,6 @@
 //! `IPAMCTL_TEST_STORE=server`: every command the builder runs that `--server` supports
-//! (`allocate`, `release`, `list`, `pool list|show`, `vpc get|list`, `subnet list`) runs through a fresh
+//! (`allocate`, `release`, `list`, `pool list|show`, `vpc get|list`, `subnet list`,
+//! `mac set`) runs through a fresh
 //! `ipamctl serve` on the test's state directory, as `ipamctl --server URL …` with the token
 //! in `IPAMCTL_TOKEN`; the others run locally, as always. The state is the directory's, so
 //! every check on files sees what the server wrote.
@@ -76,6 +77,7 @@ pub fn supported(args: &[OsString]) -> bool {
         Some("pool") => matches!(command.get(1).map(String::as_str), Some("list" | "show")),
         Some("vpc") => matches!(command.get(1).map(String::as_str), Some("get" | "list")),
         Some("subnet") => command.get(1).map(String::as_str) == Some("list"),
+        Some("mac") => command.get(1).map(String::as_str) == Some("set"),
         _ => false,
     }
 }

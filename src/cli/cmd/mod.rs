@@ -19,7 +19,7 @@ mod history;
 mod import;
 mod init;
 pub(crate) mod list;
-mod mac;
+pub(crate) mod mac;
 mod metrics;
 pub(crate) mod pool;
 mod pool_status;

@@ -324,3 +324,39 @@ pub fn bad_answer(url: &str, why: &str) -> Error {
         hint: Some("run an ipamctl of the server's version".into()),
     }
 }
+
+/// `mac set`.
+pub fn set_mac(
+    client: &mut Client,
+    g: &GlobalArgs,
+    args: &crate::cli::MacSetArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let input = crate::cli::cmd::mac::input(g, args);
+    // Exit 2 on a field that is not valid, as locally, before anything is sent.
+    crate::engine::mac::SetRequest::new(&input)?;
+    let document =
+        "mutation SetMac($input: SetMacInput!) { setMac(input: $input) { changed manifest } }";
+    let variables = json!({"input": {
+        "namespace": input.namespace,
+        "pool": input.pool,
+        "address": input.address,
+        "owner": input.owner,
+        "uid": input.uid,
+        "mac": input.mac,
+    }});
+    let data = documents::run(client, document, variables, true)?;
+    let url = client.url().to_owned();
+    let changes = data["setMac"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let m =
+                yaml::decode_allocation(manifest(&url, c)?).map_err(|e| bad_answer(&url, &e))?;
+            Ok((m, c["changed"].as_bool().unwrap_or(true)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let shown: Vec<_> = changes.iter().map(|(m, changed)| (m, *changed)).collect();
+    crate::cli::cmd::mac::show(&shown, g, out)
+}

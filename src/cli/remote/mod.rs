@@ -13,7 +13,7 @@ mod vpcs;
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command, GlobalArgs, PoolCommand, SubnetCommand, VpcCommand};
+use crate::cli::{Cli, Command, GlobalArgs, MacCommand, PoolCommand, SubnetCommand, VpcCommand};
 use crate::error::{Error, Result, exit};
 
 /// Commands that never touch a store, run here whatever `--server` says.
@@ -48,6 +48,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32> {
         Command::Subnet(SubnetCommand::List(args)) => {
             reads::subnet_list(&mut client, g, args.pool.as_deref(), out)?;
         }
+        Command::Mac(MacCommand::Set(args)) => claims::set_mac(&mut client, g, args, out)?,
         _ => unreachable!("refused above"),
     }
     Ok(exit::OK)
@@ -101,7 +102,7 @@ fn refuse_local_only(command: &Command) -> Result<()> {
             "subnet",
             "the API's subnet operations are not wired to the CLI yet",
         ),
-        Command::Mac(_) => ("mac", "the API has no MAC operation yet"),
+        Command::Mac(_) => return Ok(()),
         Command::Metrics(_) => ("metrics", "it is not wired to the server's /metrics yet"),
         Command::Quota(_) => ("quota", "the API's quota query is not wired to the CLI yet"),
         Command::Report => ("report", "it reads the store itself"),

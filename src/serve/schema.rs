@@ -217,6 +217,12 @@ fn scopes(
     crate::engine::scopes::scopes(store, scope, Verb::Read, namespace(ns)?)
 }
 
+/// A `pool` argument, validated (exit 2 naming `--pool`).
+fn pool_name(pool: Option<String>) -> Result<Option<PoolName>> {
+    pool.map(|p| crate::engine::request::field::flag("--pool", PoolName::new(&p)))
+        .transpose()
+}
+
 #[derive(Default)]
 pub struct Query;
 
@@ -346,10 +352,7 @@ impl Query {
         pool: Option<String>,
     ) -> async_graphql::Result<Vec<Subnet>> {
         let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
-        let pool = pool
-            .map(|p| crate::engine::request::field::flag("--pool", PoolName::new(&p)))
-            .transpose()
-            .gql()?;
+        let pool = pool_name(pool).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
@@ -372,10 +375,7 @@ impl Query {
         namespace: Option<String>,
         pool: Option<String>,
     ) -> async_graphql::Result<Vec<super::objects::SubnetShown>> {
-        let pool = pool
-            .map(|p| crate::engine::request::field::flag("--pool", PoolName::new(&p)))
-            .transpose()
-            .gql()?;
+        let pool = pool_name(pool).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {

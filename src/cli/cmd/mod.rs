@@ -3,7 +3,7 @@
 
 pub(crate) mod allocate;
 mod apply;
-mod batch;
+pub(crate) mod batch;
 pub(crate) mod batch_print;
 pub(crate) mod batch_read;
 pub(crate) mod batch_request;

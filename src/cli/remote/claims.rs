@@ -17,7 +17,7 @@ use crate::cli::{AllocateArgs, GlobalArgs, ReleaseArgs};
 use crate::engine::allocate::Allocated;
 use crate::engine::executor;
 use crate::engine::request::{
-    AllocateInput, AllocateRequest, Claimed, Defaults, Freed, ReleaseInput, ReleaseRequest,
+    AllocateInput, AllocateRequest, Claimed, Freed, ReleaseInput, ReleaseRequest,
 };
 use crate::engine::scope::Scope;
 use crate::error::{Error, Result};
@@ -89,11 +89,7 @@ pub fn allocate_batch(
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let defaults = Defaults {
-        namespace: g.namespace.as_deref(),
-        dry_run: args.dry_run,
-        ignore_not_found: false,
-    };
+    let defaults = crate::cli::cmd::batch::allocate_defaults(g, args);
     let prepare = |line: Value| {
         let input = AllocateInput::read(line, &defaults)?;
         allocate_variables(&input)
@@ -126,11 +122,7 @@ pub fn release_batch(
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let defaults = Defaults {
-        namespace: g.namespace.as_deref(),
-        dry_run: args.dry_run,
-        ignore_not_found: args.ignore_not_found,
-    };
+    let defaults = crate::cli::cmd::batch::release_defaults(g, args);
     let prepare = |line: Value| {
         let input = ReleaseInput::read(line, &defaults)?;
         let variables = release_variables(&input)?;
@@ -243,13 +235,7 @@ fn batch(
 
 /// An answer's `notes`: what the local command says on stderr besides its result.
 fn notes(answer: &Value) -> Vec<String> {
-    answer["notes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect()
+    super::reads::texts(&answer["notes"])
 }
 
 fn unauthenticated(e: &Error) -> bool {
@@ -285,17 +271,7 @@ fn claimed(url: &str, claim: &Value) -> Result<Claimed> {
 
 /// A `Released` as the engine's [`Freed`].
 fn freed(url: &str, released: &Value) -> Result<Freed> {
-    let texts = |key: &str| -> Vec<String> {
-        released[key]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let texts = |key: &str| super::reads::texts(&released[key]);
     Ok(Freed {
         addresses: texts("allocations")
             .iter()

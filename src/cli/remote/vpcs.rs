@@ -56,15 +56,7 @@ pub fn list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Result<
 fn vpc(url: &str, v: &Value) -> Result<Vpc> {
     let bad = |why: String| bad_answer(url, &why);
     let text = |key: &str| v[key].as_str().unwrap_or_default().to_owned();
-    let texts = |key: &str| -> Vec<String> {
-        v[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect()
-    };
+    let texts = |key: &str| super::reads::texts(&v[key]);
     let metadata = VpcMetadata {
         name: text("name"),
         namespace: Namespace::new(&text("namespace")).map_err(&bad)?,

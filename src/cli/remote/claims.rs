@@ -99,7 +99,7 @@ pub fn allocate_batch(
         let url = client.url().to_owned();
         let outcomes = data["allocateMany"]
             .as_array()
-            .ok_or_else(|| bad_answer(&url, "no `allocateMany` list"))?;
+            .ok_or_else(|| documents::bad_answer(&url, "no `allocateMany` list"))?;
         Ok(outcomes
             .iter()
             .map(|o| match o.get("error").filter(|e| !e.is_null()) {
@@ -211,9 +211,9 @@ fn batch(
             let result = match prepared {
                 Err(e) => Err(e),
                 Ok(_) => {
-                    let (notes, result) = answers
-                        .next()
-                        .ok_or_else(|| bad_answer(client.url(), "fewer outcomes than requests"))?;
+                    let (notes, result) = answers.next().ok_or_else(|| {
+                        documents::bad_answer(client.url(), "fewer outcomes than requests")
+                    })?;
                     for note in notes {
                         crate::cli::output::diagnostic(&note);
                     }
@@ -235,7 +235,7 @@ fn batch(
 
 /// An answer's `notes`: what the local command says on stderr besides its result.
 fn notes(answer: &Value) -> Vec<String> {
-    super::reads::texts(&answer["notes"])
+    documents::texts(&answer["notes"])
 }
 
 fn unauthenticated(e: &Error) -> bool {
@@ -249,16 +249,18 @@ fn claimed(url: &str, claim: &Value) -> Result<Claimed> {
         let Some(h) = held.first() else {
             let prefix = prefix
                 .parse()
-                .map_err(|_| bad_answer(url, "a prefix that is not one"))?;
+                .map_err(|_| documents::bad_answer(url, "a prefix that is not one"))?;
             return Ok(Claimed::WouldPrefix(prefix));
         };
-        let m = yaml::decode_prefix_claim(manifest(url, h)?).map_err(|e| bad_answer(url, &e))?;
+        let m = yaml::decode_prefix_claim(manifest(url, h)?)
+            .map_err(|e| documents::bad_answer(url, &e))?;
         return Ok(Claimed::Prefix(Box::new(m), h["action"] == "CREATED"));
     }
     let allocated = held
         .iter()
         .map(|h| {
-            let m = yaml::decode_allocation(manifest(url, h)?).map_err(|e| bad_answer(url, &e))?;
+            let m = yaml::decode_allocation(manifest(url, h)?)
+                .map_err(|e| documents::bad_answer(url, &e))?;
             Ok(match h["action"].as_str() {
                 Some("CREATED") => Allocated::Created(m),
                 Some("WOULD_CREATE") => Allocated::WouldCreate(m),
@@ -271,15 +273,15 @@ fn claimed(url: &str, claim: &Value) -> Result<Claimed> {
 
 /// A `Released` as the engine's [`Freed`].
 fn freed(url: &str, released: &Value) -> Result<Freed> {
-    let texts = |key: &str| super::reads::texts(&released[key]);
+    let texts = |key: &str| documents::texts(&released[key]);
     Ok(Freed {
         addresses: texts("allocations")
             .iter()
-            .map(|t| yaml::decode_allocation(t).map_err(|e| bad_answer(url, &e)))
+            .map(|t| yaml::decode_allocation(t).map_err(|e| documents::bad_answer(url, &e)))
             .collect::<Result<_>>()?,
         prefixes: texts("prefixClaims")
             .iter()
-            .map(|t| yaml::decode_prefix_claim(t).map_err(|e| bad_answer(url, &e)))
+            .map(|t| yaml::decode_prefix_claim(t).map_err(|e| documents::bad_answer(url, &e)))
             .collect::<Result<_>>()?,
         note: released["note"].as_str().map(str::to_owned),
     })
@@ -288,17 +290,7 @@ fn freed(url: &str, released: &Value) -> Result<Freed> {
 fn manifest<'a>(url: &str, held: &'a Value) -> Result<&'a str> {
     held["manifest"]
         .as_str()
-        .ok_or_else(|| bad_answer(url, "an object without its manifest"))
-}
-
-/// An answer this client cannot read (another version's server, a proxy's page).
-pub fn bad_answer(url: &str, why: &str) -> Error {
-    Error::Answered {
-        code: "BAD_ANSWER".into(),
-        exit: crate::error::exit::FAILURE,
-        message: format!("{url} answered what this ipamctl cannot read: {why}"),
-        hint: Some("run an ipamctl of the server's version".into()),
-    }
+        .ok_or_else(|| documents::bad_answer(url, "an object without its manifest"))
 }
 
 /// `mac set`.
@@ -328,8 +320,8 @@ pub fn set_mac(
         .into_iter()
         .flatten()
         .map(|c| {
-            let m =
-                yaml::decode_allocation(manifest(&url, c)?).map_err(|e| bad_answer(&url, &e))?;
+            let m = yaml::decode_allocation(manifest(&url, c)?)
+                .map_err(|e| documents::bad_answer(&url, &e))?;
             Ok((m, c["changed"].as_bool().unwrap_or(true)))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -172,3 +172,23 @@ fn put(v: &mut Map<String, Value>, key: &str, value: Option<&impl serde::Seriali
         v.insert(key.into(), json!(value));
     }
 }
+
+/// An answer this client cannot read (another version's server, a proxy's page).
+pub fn bad_answer(url: &str, why: &str) -> Error {
+    Error::Answered {
+        code: "BAD_ANSWER".into(),
+        exit: crate::error::exit::FAILURE,
+        message: format!("{url} answered what this ipamctl cannot read: {why}"),
+        hint: Some("run an ipamctl of the server's version".into()),
+    }
+}
+
+/// The strings of a JSON list (none for anything else).
+pub(super) fn texts(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}

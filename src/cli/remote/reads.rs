@@ -7,8 +7,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use super::claims::bad_answer;
-use super::documents::{self, ALLOCATIONS, POOL_SHOWN, POOLS};
+use super::documents::{self, ALLOCATIONS, POOL_SHOWN, POOLS, bad_answer, texts};
 use super::transport::Client;
 use crate::cli::cmd::pool::{PoolShown, ShownSubnet};
 use crate::cli::{GlobalArgs, ListArgs, PoolShowArgs};
@@ -160,15 +159,6 @@ pub fn pool_show(
         subnets,
     };
     crate::cli::cmd::pool::show_pool(shown, g, out)
-}
-
-pub(super) fn texts(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect()
 }
 
 /// A `Pool` (or a `PoolShown`) as its manifest and usage.

@@ -6,8 +6,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use super::claims::bad_answer;
-use super::documents;
+use super::documents::{self, bad_answer};
 use super::transport::Client;
 use crate::cli::GlobalArgs;
 use crate::engine::vpc::{Vpc, VpcMetadata};
@@ -56,7 +55,7 @@ pub fn list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Result<
 fn vpc(url: &str, v: &Value) -> Result<Vpc> {
     let bad = |why: String| bad_answer(url, &why);
     let text = |key: &str| v[key].as_str().unwrap_or_default().to_owned();
-    let texts = |key: &str| super::reads::texts(&v[key]);
+    let texts = |key: &str| documents::texts(&v[key]);
     let metadata = VpcMetadata {
         name: text("name"),
         namespace: Namespace::new(&text("namespace")).map_err(&bad)?,

@@ -24,8 +24,38 @@ pub mod exit {
     pub const QUOTA: i32 = 7;
     /// Refused by a server: no token, a wrong or revoked one, or a verb the token lacks.
     pub const DENIED: i32 = 8;
+    /// A server (`--server URL`) that cannot be reached: no answer to connect, a name that
+    /// does not resolve, a connection refused; nothing was sent.
+    pub const UNREACHABLE: i32 = 9;
+    /// TLS with a server (`--server https://…`) failed: its certificate is not trusted by
+    /// the system roots or `--cacert`, or names another host; nothing was sent.
+    pub const TLS: i32 = 10;
     /// Stopped by SIGINT or SIGTERM between two steps (128 + SIGINT, as a shell reports it).
     pub const INTERRUPTED: i32 = 130;
+
+    /// `code` if it is one of the codes above, else [`FAILURE`]: a server's `exit` is
+    /// passed on only when it is one this ipamctl documents.
+    pub fn documented(code: i32) -> i32 {
+        const ALL: [i32; 12] = [
+            OK,
+            FAILURE,
+            INVALID,
+            NOT_FOUND,
+            CONFLICT,
+            EXHAUSTED,
+            UNKNOWN,
+            QUOTA,
+            DENIED,
+            UNREACHABLE,
+            TLS,
+            INTERRUPTED,
+        ];
+        if ALL.contains(&code) && code != OK {
+            code
+        } else {
+            FAILURE
+        }
+    }
 }
 
 /// Everything that can go wrong, each variant carrying what the user needs to act.
@@ -108,6 +138,22 @@ pub enum Error {
     /// A request over one of a server's limits (the message names the limit's flag).
     #[error("{message}")]
     Limit { message: String },
+    /// A server (`--server URL`) could not be reached; nothing was sent.
+    #[error("{message}")]
+    Unreachable { message: String },
+    /// TLS with a server failed before anything was sent.
+    #[error("{message}")]
+    Tls { message: String },
+    /// A server's answer that the request failed: its `code`, its message and hint, and the
+    /// command line's exit code for the same failure (`exit`), as the API's `RequestError`
+    /// carries them.
+    #[error("{message}")]
+    Answered {
+        code: String,
+        exit: i32,
+        message: String,
+        hint: Option<String>,
+    },
     /// A claim that would take a namespace over one of its quotas: nothing was claimed.
     #[error(
         "quota `{quota}` of namespace `{namespace}` allows {limit} {resource} and {used} are held; nothing was claimed"
@@ -139,6 +185,9 @@ impl Error {
             Error::Unauthenticated { .. } | Error::Forbidden { .. } => exit::DENIED,
             Error::Limit { .. } => exit::INVALID,
             Error::QuotaExceeded { .. } => exit::QUOTA,
+            Error::Unreachable { .. } => exit::UNREACHABLE,
+            Error::Tls { .. } => exit::TLS,
+            Error::Answered { exit, .. } => exit::documented(*exit),
             Error::Io { .. }
             | Error::ReadOnly { .. }
             | Error::Corrupt { .. }
@@ -166,7 +215,10 @@ impl Error {
             | Error::Database { .. }
             | Error::Unauthenticated { .. }
             | Error::Forbidden { .. }
+            | Error::Unreachable { .. }
+            | Error::Tls { .. }
             | Error::Limit { .. } => None,
+            Error::Answered { hint, .. } => hint.as_deref(),
             Error::QuotaExceeded { .. } => Some(
                 "release what the namespace no longer needs, or raise the quota (`ipamctl quota list` shows what is held)",
             ),

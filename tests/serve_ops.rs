@@ -12,20 +12,6 @@ use std::time::Duration;
 use serde_json::json;
 use serve_common::{Server, Store, curl, token};
 
-/// openssl with `args` in `dir`; fails the test on an error.
-fn openssl(dir: &std::path::Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 #[cfg_attr(
     not(all(has_curl, has_openssl)),
@@ -34,69 +20,13 @@ fn openssl(dir: &std::path::Path, args: &[&str]) {
 fn serve_speaks_tls_to_a_client_that_trusts_its_ca_and_refuses_plain_http() {
     let store = Store::fixture("seed");
     let dir = store.root();
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=ipamctl test CA",
-        ],
-    );
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(
-        &dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-        ],
-    );
-    let cert = dir.join("server.pem").display().to_string();
-    let key = dir.join("server.key").display().to_string();
+    let (cert, key, ca) = serve_common::tls_files(&dir);
     let server = Server::start(&store, &["--tls-cert", &cert, "--tls-key", &key]);
     assert!(
         server.url.starts_with("https://127.0.0.1:"),
         "{}",
         server.url
     );
-    let ca = dir.join("ca.pem").display().to_string();
     assert_eq!(
         curl(&server.url, "/healthz", &["--cacert", &ca], b""),
         (200, "ok\n".into())

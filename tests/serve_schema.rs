@@ -38,7 +38,8 @@ fn the_schema_holds_the_contracts_names() {
     for name in [
         "pools(namespace: String, allNamespaces: Boolean): [Pool!]!",
         "pool(name: String!, namespace: String): Pool",
-        "allocations(namespace: String, allNamespaces: Boolean, pool: String, owner: String, uid: String, mac: String): [Allocation!]!",
+        // Issue 43 added `list`'s other selectors as one optional argument after these.
+        "allocations(namespace: String, allNamespaces: Boolean, pool: String, owner: String, uid: String, mac: String, selectors: Selectors): [Allocation!]!",
         "subnets(namespace: String, pool: String): [Subnet!]!",
         "vpc(name: String!, namespace: String!): Vpc",
         "vpcs(namespace: String, allNamespaces: Boolean): [Vpc!]!",

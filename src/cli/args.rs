@@ -25,6 +25,8 @@ Exit codes:
   6  outcome unknown: lost connection during COMMIT; running it again is safe
   7  over a namespace's quota: nothing was claimed (`ipamctl quota list`)
   8  denied by a server (`ipamctl serve`): no token, a wrong one, or a verb it lacks
+  9  `--server URL` cannot be reached: nothing was sent
+  10  TLS with `--server https://…` failed: nothing was sent
   130  interrupted between two steps (`vpc delete`): run it again to finish
 
 Examples:
@@ -94,6 +96,24 @@ pub struct GlobalArgs {
         value_name = "URL"
     )]
     pub store: Option<String>,
+
+    /// Run the command on an `ipamctl serve` at URL (`https://HOST:PORT`, or `http://` on a
+    /// trusted network) instead of a local store: `allocate`, `release` (with or without
+    /// `-f`), `list`, `pool list`, `pool show`, `vpc get`, `vpc list`, `subnet list` and
+    /// `mac set` print what they print locally, with the same exit codes; a command that needs a local
+    /// state is exit 2. The token comes from
+    /// `--token-file` or `IPAMCTL_TOKEN`. Not with `--store` or `--state-dir`.
+    #[arg(long, global = true, env = "IPAMCTL_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+
+    /// The file holding the bearer token `--server` is called with (`ipamctl token create`
+    /// printed it) [default: the `IPAMCTL_TOKEN` variable]. It is sent to the server only.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// PEM certificates to verify `--server https://…` with, instead of the system's roots.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
 
     /// Output format: table (the default), wide (a table with more columns), json or yaml
     /// (one document; a list is a kubectl `List`), or name (`kind/name` lines). Without

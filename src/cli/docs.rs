@@ -44,6 +44,14 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
         "denied (`ipamctl serve`'s `exit` for UNAUTHENTICATED and FORBIDDEN): no token, a wrong or revoked one, or a verb the token lacks in a namespace it may see",
     ),
     (
+        exit::UNREACHABLE,
+        "`--server URL` cannot be reached (no answer to connect within 10 s, a name that does not resolve, a connection refused): nothing was sent",
+    ),
+    (
+        exit::TLS,
+        "TLS with `--server https://…` failed (a certificate the system roots or `--cacert` do not trust, or one for another host): nothing was sent",
+    ),
+    (
         exit::INTERRUPTED,
         "interrupted by SIGINT or SIGTERM between two steps (`vpc delete`): it says what it did; run it again to finish",
     ),
@@ -55,6 +63,14 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     (
         "IPAMCTL_STATE_DIR",
         "the state directory, as `-d` gives it (else the nearest ancestor of the current directory holding `.ipamctl`)",
+    ),
+    (
+        "IPAMCTL_SERVER",
+        "an `ipamctl serve` to run the command on, as `--server` gives it",
+    ),
+    (
+        "IPAMCTL_TOKEN",
+        "the bearer token sent to `--server` when `--token-file` is not given; never printed",
     ),
     (
         "IPAMCTL_LOCK_TIMEOUT",

@@ -10,6 +10,7 @@ pub mod docs;
 pub mod host_args;
 pub mod map;
 pub mod output;
+pub mod remote;
 pub mod report;
 pub mod schema;
 pub mod serve_args;
@@ -47,6 +48,17 @@ impl Cli {
         }
         if from_line("store") && from_env("state_dir") {
             cli.global.state_dir = None;
+        }
+        // `--server` on the line beats an exported store, and a store on the line an
+        // exported `IPAMCTL_SERVER`.
+        if from_line("server") && from_env("store") {
+            cli.global.store = None;
+        }
+        if from_line("server") && from_env("state_dir") {
+            cli.global.state_dir = None;
+        }
+        if from_env("server") && (from_line("store") || from_line("state_dir")) {
+            cli.global.server = None;
         }
         cli
     }

@@ -16,7 +16,7 @@ use crate::model::{AllocationManifest, Owner, PoolManifest, PoolRef};
 use crate::store::Store;
 
 mod set;
-pub use set::{MacSet, SetRequest, set};
+pub use set::{MacSet, SetInput, SetRequest, set};
 
 /// What `--mac` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

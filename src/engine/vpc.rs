@@ -380,6 +380,26 @@ pub struct Vpc {
     pub ranges: Vec<PrefixClaimManifest>,
 }
 
+impl Vpc {
+    /// A VPC of these parts, as [`get`] and [`list`] make one (a client of a server
+    /// makes it again from what the server answered).
+    pub fn new(
+        metadata: VpcMetadata,
+        pools: Vec<PoolManifest>,
+        uplinks: Vec<AllocationManifest>,
+        ranges: Vec<PrefixClaimManifest>,
+    ) -> Vpc {
+        Vpc {
+            api_version: API_VERSION,
+            kind: VPC_KIND,
+            metadata,
+            pools,
+            uplinks,
+            ranges,
+        }
+    }
+}
+
 /// Name, namespace and uid of a [`Vpc`].
 #[derive(Clone, Debug, Serialize)]
 pub struct VpcMetadata {
@@ -478,18 +498,13 @@ fn find(
         .into_iter()
         .filter(|c| c.spec.owner.uid() == Some(&uid))
         .collect();
-    Ok(Some(Vpc {
-        api_version: API_VERSION,
-        kind: VPC_KIND,
-        uplinks: uplinks(store, &uid, warnings)?,
-        ranges,
-        metadata: VpcMetadata {
-            name: name.to_owned(),
-            namespace: ns.clone(),
-            uid,
-        },
-        pools: manifests,
-    }))
+    let uplinks = uplinks(store, &uid, warnings)?;
+    let metadata = VpcMetadata {
+        name: name.to_owned(),
+        namespace: ns.clone(),
+        uid,
+    };
+    Ok(Some(Vpc::new(metadata, manifests, uplinks, ranges)))
 }
 
 /// `vpc get`: the VPC named `name` in `ns`, whose pools are `pools` (IPv4, then IPv6);

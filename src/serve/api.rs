@@ -24,7 +24,7 @@ pub struct Queries(Query, QuotaQuery);
 
 /// Every mutation: the claims' and the seed operations' ([`super::admin`]).
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Mutation(ClaimMutation, AdminMutation);
+pub struct Mutation(ClaimMutation, super::held::HeldMutation, AdminMutation);
 
 /// The schema, with its limits; `work` is absent only for printing the SDL.
 pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {

@@ -19,6 +19,7 @@ pub fn code(e: &Error) -> &'static str {
         Error::Limit { .. } => "LIMIT",
         Error::QuotaExceeded { .. } => "QUOTA_EXCEEDED",
         Error::Interrupted { .. } => "INTERRUPTED",
+        Error::Answered { .. } | Error::Unreachable { .. } | Error::Tls { .. } => "INTERNAL",
         Error::Io { .. }
         | Error::ReadOnly { .. }
         | Error::Corrupt { .. }

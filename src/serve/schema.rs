@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
-use async_graphql::{Context, Enum, InputObject, Object, SimpleObject};
+use async_graphql::{Context, InputObject, Object, SimpleObject};
 use serde::Serialize;
 
 use super::errors::Graphql;
+pub use super::objects::{Action, Allocation, Held, Pool, Selectors, Subnet, Vpc, vpc_now};
 use super::work::Work;
 use crate::engine::allocate::Allocated;
 use crate::engine::executor::{Done, Request};
@@ -19,8 +20,7 @@ use crate::engine::request::{AllocateRequest, Claimed, Defaults, ReleaseRequest}
 use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
-use crate::model::candidates::Usage;
-use crate::model::{AllocationManifest, Namespace, PoolManifest, PoolName};
+use crate::model::{Namespace, PoolName};
 
 pub(super) fn work<'a>(ctx: &Context<'a>) -> &'a Arc<Work> {
     ctx.data_unchecked::<Arc<Work>>()
@@ -32,14 +32,6 @@ pub(super) fn scope(ctx: &Context<'_>) -> Scope {
     ctx.data_unchecked::<super::auth::Caller>().scope.clone()
 }
 
-/// How a claim came about.
-#[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
-pub enum Action {
-    Created,
-    Existing,
-    WouldCreate,
-}
-
 /// What an owner holds after `allocate`.
 #[derive(SimpleObject, Debug)]
 pub struct Claim {
@@ -49,6 +41,11 @@ pub struct Claim {
     /// A child prefix of a supernet pool.
     pub prefix: Option<String>,
     pub action: Action,
+    /// What the owner holds, each object with its manifest as stored (none for a dry run's
+    /// prefix).
+    pub held: Vec<Held>,
+    /// What the command line would say about it on stderr (a dry run's `dry run: …`).
+    pub notes: Vec<String>,
 }
 
 /// One `allocateMany` input's outcome.
@@ -79,140 +76,6 @@ impl From<&Error> for RequestError {
     }
 }
 
-/// A pool and its usage; counts are decimal strings (an IPv6 pool's exceed 64 bits).
-#[derive(SimpleObject, Debug)]
-pub struct Pool {
-    pub name: String,
-    pub namespace: Option<String>,
-    pub cidr: String,
-    pub kind: String,
-    pub gateway: Option<String>,
-    pub zone: Option<String>,
-    pub candidates: String,
-    pub allocated: String,
-    pub free: String,
-}
-
-impl Pool {
-    pub(super) fn new(m: &PoolManifest, usage: &Usage) -> Pool {
-        Pool {
-            name: m.metadata.name.clone(),
-            namespace: m.metadata.namespace.as_ref().map(ToString::to_string),
-            cidr: m.spec.cidr.to_string(),
-            kind: m.spec.kind.to_string(),
-            gateway: m.spec.gateway.map(|g| g.to_string()),
-            zone: m.spec.zone.clone(),
-            candidates: usage.candidates.to_string(),
-            allocated: usage.allocated.to_string(),
-            free: usage.free.to_string(),
-        }
-    }
-}
-
-/// An address held by an owner.
-#[derive(SimpleObject, Debug)]
-pub struct Allocation {
-    pub name: String,
-    pub namespace: Option<String>,
-    pub pool: String,
-    pub address: String,
-    pub owner: String,
-    pub uid: Option<String>,
-    pub mac: Option<String>,
-}
-
-impl From<&AllocationManifest> for Allocation {
-    fn from(m: &AllocationManifest) -> Allocation {
-        Allocation {
-            name: m.metadata.name.clone(),
-            namespace: m.metadata.namespace.as_ref().map(ToString::to_string),
-            pool: m.spec.pool.to_string(),
-            address: m.spec.address.to_string(),
-            owner: m.spec.owner.to_string(),
-            uid: m.spec.owner.uid().map(ToString::to_string),
-            mac: m.spec.mac.map(|mac| mac.to_string()),
-        }
-    }
-}
-
-/// A named subnet of a pool.
-#[derive(SimpleObject, Debug)]
-pub struct Subnet {
-    pub name: String,
-    pub namespace: Option<String>,
-    pub pool: String,
-    pub cidr: String,
-    pub gateway: Option<String>,
-}
-
-impl From<&crate::model::subnet::SubnetManifest> for Subnet {
-    fn from(s: &crate::model::subnet::SubnetManifest) -> Subnet {
-        Subnet {
-            name: s.metadata.name.clone(),
-            namespace: s.metadata.namespace.as_ref().map(ToString::to_string),
-            pool: s.spec.pool.to_string(),
-            cidr: s.spec.cidr.to_string(),
-            gateway: s.spec.gateway.map(|g| g.to_string()),
-        }
-    }
-}
-
-/// The VPC `name` of `namespace` as it stands, for the caller of `scope`.
-pub(super) fn vpc_now(
-    store: &dyn crate::store::Store,
-    scope: &Scope,
-    namespace: &str,
-    name: &str,
-) -> Result<Vpc> {
-    let ns = crate::engine::request::field::namespace(Some(namespace))?
-        .ok_or_else(|| Error::usage("a VPC lives in a namespace"))?;
-    let pools = [
-        pool_ref(Some(namespace), &crate::model::vpc::pool_name(name, false))?,
-        pool_ref(Some(namespace), &crate::model::vpc::pool_name(name, true))?,
-    ];
-    let mut warnings = Warnings::default();
-    let vpc = crate::engine::vpc::get(store, scope, &ns, &pools, name, &mut warnings)?;
-    let usages = crate::engine::pool::list(store, &[Some(ns)], &mut warnings)?;
-    Ok(Vpc::new(&vpc, &usages))
-}
-
-/// A VPC: its private pools and its router's uplinks.
-#[derive(SimpleObject, Debug)]
-pub struct Vpc {
-    pub name: String,
-    pub namespace: String,
-    pub uid: String,
-    pub cidrs: Vec<String>,
-    pub pools: Vec<Pool>,
-    pub uplinks: Vec<String>,
-}
-
-impl Vpc {
-    fn new(v: &crate::engine::vpc::Vpc, usages: &[(PoolManifest, Usage)]) -> Vpc {
-        let usage = |m: &PoolManifest| {
-            usages
-                .iter()
-                .find(|(p, _)| {
-                    p.metadata.name == m.metadata.name
-                        && p.metadata.namespace == m.metadata.namespace
-                })
-                .map(|(p, u)| Pool::new(p, u))
-        };
-        Vpc {
-            name: v.metadata.name.clone(),
-            namespace: v.metadata.namespace.to_string(),
-            uid: v.metadata.uid.to_string(),
-            cidrs: v.pools.iter().map(|p| p.spec.cidr.to_string()).collect(),
-            pools: v.pools.iter().filter_map(usage).collect(),
-            uplinks: v
-                .uplinks
-                .iter()
-                .map(|a| a.spec.address.to_string())
-                .collect(),
-        }
-    }
-}
-
 /// `allocate`'s input: a batch line's fields.
 #[derive(InputObject, Serialize, Debug, Clone)]
 #[serde(rename_all = "camelCase")]
@@ -229,6 +92,12 @@ pub struct AllocateInput {
     zone: Option<String>,
     mac: Option<String>,
     prefix_length: Option<i32>,
+    /// Addresses the claim must not take (`--reserved`).
+    reserved: Option<Vec<String>>,
+    /// The tenant of a floating IP claimed from a public pool (`--tenant`).
+    tenant: Option<String>,
+    /// An exact child prefix of a supernet (`--prefix`).
+    prefix: Option<String>,
     dry_run: Option<bool>,
     /// A lease that lapses unless renewed (`90s`, `15m`, `1h`, `7d`); the owner asking
     /// again with a TTL renews it.
@@ -245,6 +114,8 @@ pub struct ReleaseInput {
     owner: Option<String>,
     uid: Option<String>,
     kind: Option<String>,
+    /// A tenant's floating IPs (`--tenant`).
+    tenant: Option<String>,
     force: Option<bool>,
     ignore_not_found: Option<bool>,
     dry_run: Option<bool>,
@@ -271,7 +142,7 @@ impl AllocateInput {
 }
 
 impl ReleaseInput {
-    fn request(&self, scope: &Scope) -> Result<Request> {
+    pub(super) fn request(&self, scope: &Scope) -> Result<Request> {
         let input = Release::read(line(self), &Defaults::default())?;
         Ok(Request::Release(Box::new(ReleaseRequest::new(
             &input, scope,
@@ -281,6 +152,7 @@ impl ReleaseInput {
 
 /// What a claim came to, for the owner `owner`.
 pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
+    let mut held = Vec::new();
     let (addresses, prefix, action) = match claimed {
         Claimed::Addresses(allocated) => {
             let of = |a: &Allocated| match a {
@@ -289,6 +161,9 @@ pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
                 Allocated::Existing(_) => Action::Existing,
             };
             let actions: Vec<Action> = allocated.iter().map(of).collect();
+            for (a, action) in allocated.iter().zip(&actions) {
+                held.push(Held::new(*action, a.manifest()));
+            }
             let action = [Action::Created, Action::WouldCreate]
                 .into_iter()
                 .find(|a| actions.contains(a))
@@ -305,6 +180,7 @@ pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
             } else {
                 Action::Existing
             };
+            held.push(Held::new(action, &*m));
             (Vec::new(), Some(m.spec.prefix.to_string()), action)
         }
         Claimed::WouldPrefix(p) => (Vec::new(), Some(p.to_string()), Action::WouldCreate),
@@ -314,13 +190,19 @@ pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
         addresses,
         prefix,
         action,
+        held,
+        notes: Vec::new(),
     }
 }
 
 /// The outcome of one claim through the executor.
 async fn run_claim(work: &Work, input: &AllocateInput, scope: &Scope) -> Result<Claim> {
-    match work.submit(input.request(scope)).wait().await.result? {
-        Done::Claimed(claimed) => Ok(claim(&input.owner, claimed)),
+    let outcome = work.submit(input.request(scope)).wait().await;
+    match outcome.result? {
+        Done::Claimed(claimed) => Ok(Claim {
+            notes: outcome.notes,
+            ..claim(&input.owner, claimed)
+        }),
         Done::Freed(..) => unreachable!("an allocate request claims"),
     }
 }
@@ -333,6 +215,12 @@ fn scopes(
     ns: Option<&str>,
 ) -> Result<Vec<Option<Namespace>>> {
     crate::engine::scopes::scopes(store, scope, Verb::Read, namespace(ns)?)
+}
+
+/// A `pool` argument, validated (exit 2 naming `--pool`).
+fn pool_name(pool: Option<String>) -> Result<Option<PoolName>> {
+    pool.map(|p| crate::engine::request::field::flag("--pool", PoolName::new(&p)))
+        .transpose()
 }
 
 #[derive(Default)]
@@ -381,6 +269,30 @@ impl Query {
         }
     }
 
+    /// One pool as `pool show` shows it (its usage within `within`, a range inside it, if
+    /// given), or null if it does not exist.
+    async fn pool_shown(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        namespace: Option<String>,
+        within: Option<String>,
+    ) -> async_graphql::Result<Option<super::objects::PoolShown>> {
+        let pool = pool_ref(namespace.as_deref(), &name).gql()?;
+        let within = within
+            .map(|w| crate::engine::request::field::prefix("--within", &w))
+            .transpose()
+            .gql()?;
+        let scope = scope(ctx);
+        let found = work(ctx)
+            .read(move |store| super::objects::pool_shown(store, &scope, &pool, within))
+            .await;
+        match found {
+            Err(Error::NotFound { .. }) => Ok(None),
+            found => found.map(Some).gql(),
+        }
+    }
+
     /// The allocations the selectors pick, sorted by namespace, pool and address.
     #[allow(clippy::too_many_arguments)]
     async fn allocations(
@@ -392,25 +304,27 @@ impl Query {
         owner: Option<String>,
         uid: Option<String>,
         mac: Option<String>,
+        selectors: Option<Selectors>,
     ) -> async_graphql::Result<Vec<Allocation>> {
         let _ = all_namespaces;
-        let select = crate::engine::request::SelectInput {
-            owner,
-            uid,
-            ..Default::default()
-        };
-        let mut query = crate::engine::request::query(pool.as_deref(), None, &select).gql()?;
-        query.mac = mac
-            .as_deref()
-            .map(|m| crate::engine::request::field::flag("--mac", m.parse()))
-            .transpose()
-            .gql()?;
+        let more = selectors.unwrap_or_default();
+        let (mut query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
         let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
                 let named = ns.is_some();
+                let subnet_ns = ns.clone();
                 let scopes = crate::engine::scopes::named_scopes(store, &scope, Verb::Read, ns)?;
+                if expired {
+                    query.lapsed_at = Some(store.clock()?);
+                }
+                // A stored subnet is its pool and its prefix (after the scope's check).
+                if let Some(name) = &subnet {
+                    let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
+                    query.pool = Some(s.pool().name);
+                    query.within = Some(s.spec.cidr);
+                }
                 let mut warnings = Warnings::default();
                 let mut found =
                     crate::engine::list::collect(store, scopes.as_deref(), &query, &mut warnings)?;
@@ -424,7 +338,7 @@ impl Query {
                             .filter(|m| crate::engine::floating::visible(&scope, m)),
                     );
                 }
-                Ok(found.iter().map(Allocation::from).collect())
+                super::objects::allocations(store, &found)
             })
             .await
             .gql()
@@ -438,10 +352,7 @@ impl Query {
         pool: Option<String>,
     ) -> async_graphql::Result<Vec<Subnet>> {
         let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
-        let pool = pool
-            .map(|p| crate::engine::request::field::flag("--pool", PoolName::new(&p)))
-            .transpose()
-            .gql()?;
+        let pool = pool_name(pool).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
@@ -451,6 +362,24 @@ impl Query {
                 })?;
                 let found = crate::engine::subnet::list(store, ns.as_ref(), pool.as_ref())?;
                 Ok(found.iter().map(Subnet::from).collect())
+            })
+            .await
+            .gql()
+    }
+
+    /// The subnets of `namespace`'s pools (every namespace without it), of `pool` only if
+    /// given, with their manifests and usage (`subnet list`).
+    async fn subnets_shown(
+        &self,
+        ctx: &Context<'_>,
+        namespace: Option<String>,
+        pool: Option<String>,
+    ) -> async_graphql::Result<Vec<super::objects::SubnetShown>> {
+        let pool = pool_name(pool).gql()?;
+        let scope = scope(ctx);
+        work(ctx)
+            .read(move |store| {
+                super::objects::subnets_shown(store, &scope, namespace.as_deref(), pool.as_ref())
             })
             .await
             .gql()
@@ -528,8 +457,12 @@ impl ClaimMutation {
             .collect();
         let mut outcomes = Vec::with_capacity(pending.len());
         for (index, (input, pending)) in inputs.iter().zip(pending).enumerate() {
-            let result = match pending.wait().await.result {
-                Ok(Done::Claimed(claimed)) => Ok(claim(&input.owner, claimed)),
+            let outcome = pending.wait().await;
+            let result = match outcome.result {
+                Ok(Done::Claimed(claimed)) => Ok(Claim {
+                    notes: outcome.notes,
+                    ..claim(&input.owner, claimed)
+                }),
                 Ok(Done::Freed(..)) => unreachable!("an allocate request claims"),
                 Err(e) => Err(e),
             };

@@ -48,6 +48,7 @@ pub mod hints;
 pub mod needs;
 #[path = "../pg/mod.rs"]
 pub mod pg;
+pub mod server;
 
 #[allow(unused_imports)]
 pub use pg::budget;
@@ -491,6 +492,14 @@ impl Test {
             && !self.next.no_state_flag
             && self.state().join(".ipamctl").is_file())
         .then(|| self.load_into_database());
+        // `IPAMCTL_TEST_STORE=server`: a fresh server on the state directory, for as long
+        // as the command runs.
+        let serving = (server::on_server()
+            && !self.file_store_only
+            && !self.next.no_state_flag
+            && self.state().join(".ipamctl").is_file()
+            && server::supported(&self.next.args))
+        .then(|| server::Serving::start(&self.state()));
         let mut cmd = match &database {
             Some(db) => {
                 let mut cmd = db.cmd(&self.next.args);
@@ -500,7 +509,16 @@ impl Test {
                     .env_remove("NO_COLOR");
                 cmd
             }
-            None => self.command(&self.next.args),
+            None => match &serving {
+                Some(serving) => {
+                    let mut cmd = serving.command(&self.next.args);
+                    cmd.current_dir(self.root().join(&self.next.current_dir))
+                        .env_remove("RUST_BACKTRACE")
+                        .env_remove("RUST_LIB_BACKTRACE");
+                    cmd
+                }
+                None => self.command(&self.next.args),
+            },
         };
         let next = std::mem::take(&mut self.next);
         let before = (next.error || next.unchanged).then(|| self.snapshot());
@@ -520,6 +538,7 @@ impl Test {
             stdin.write_all(text.as_bytes()).expect("write stdin");
         }
         let output = child.wait_with_output().expect("wait for ipamctl");
+        drop(serving);
         if let Some(db) = &database {
             self.store_from_database(db);
         }

@@ -15,34 +15,10 @@ use std::time::{Duration, Instant};
 
 use crate::common;
 
-/// The tokens file every server of this test process is started with (`--tokens`), made by
-/// `ipamctl token create` once, holding one token `test` with every verb on every namespace
-/// and the cluster scope; and its secret.
+/// The tokens file every server of this test process is started with (`--tokens`), and
+/// its one token's secret ([`common::server::tokens`]).
 fn tokens() -> &'static (PathBuf, String) {
-    static TOKENS: std::sync::OnceLock<(PathBuf, String)> = std::sync::OnceLock::new();
-    TOKENS.get_or_init(|| {
-        // Kept for the process's life: servers read it while they run.
-        let dir = tempfile::tempdir().expect("a temporary directory").keep();
-        let file = dir.join("tokens.yaml");
-        let made = Command::new(env!("CARGO_BIN_EXE_ipamctl"))
-            .args(["token", "create", "test", "--tokens"])
-            .arg(&file)
-            .args([
-                "--namespace",
-                "*",
-                "--verbs",
-                "read,claim,admin",
-                "--cluster",
-            ])
-            .output()
-            .expect("run ipamctl token create");
-        assert!(made.status.success(), "token create: {made:?}");
-        let secret = String::from_utf8(made.stdout)
-            .expect("UTF-8")
-            .trim()
-            .to_owned();
-        (file, secret)
-    })
+    common::server::tokens()
 }
 
 /// The bearer the servers of the tests know: [`tokens`]'s secret.
@@ -300,4 +276,79 @@ pub fn tmp(store: &Store, name: &str) -> PathBuf {
 /// Whether `path` exists (for readability in the tests).
 pub fn exists(path: &Path) -> bool {
     path.exists()
+}
+
+/// openssl with `args` in `dir`; fails the test on an error.
+pub fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA (`ca.pem`) made by openssl in `dir`, and a certificate it signed for 127.0.0.1
+/// (`server.pem`, key `server.key`): the paths of the certificate, its key and the CA.
+pub fn tls_files(dir: &Path) -> (String, String, String) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=ipamctl test CA",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+    let path = |name: &str| dir.join(name).display().to_string();
+    (path("server.pem"), path("server.key"), path("ca.pem"))
 }

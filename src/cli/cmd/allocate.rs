@@ -24,6 +24,11 @@ pub fn run(
     let Done::Claimed(claimed) = super::told(Executor::one(store, &request))? else {
         unreachable!("an allocate request claims")
     };
+    show(claimed, g, out)
+}
+
+/// Prints what a claim came to (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show(claimed: Claimed, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     match claimed {
         Claimed::Addresses(allocated) => render(&allocated, g, out),
         Claimed::Prefix(manifest, created) => {
@@ -42,7 +47,7 @@ pub fn run(
 }
 
 /// The request the command line stands for, as the engine takes it.
-fn input(g: &GlobalArgs, args: &AllocateArgs) -> AllocateInput {
+pub(crate) fn input(g: &GlobalArgs, args: &AllocateArgs) -> AllocateInput {
     AllocateInput {
         pools: args.pools.clone(),
         namespace: g.namespace.clone(),

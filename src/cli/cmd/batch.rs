@@ -39,12 +39,31 @@ pub fn allocate(
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let defaults = Defaults {
+    each(
+        stores,
+        g,
+        file,
+        (Kind::Allocate, &allocate_defaults(g, args)),
+        out,
+    )
+}
+
+/// What `allocate -f`'s command line gives the requests that leave it out.
+pub(crate) fn allocate_defaults<'a>(g: &'a GlobalArgs, args: &AllocateArgs) -> Defaults<'a> {
+    Defaults {
         namespace: g.namespace.as_deref(),
         dry_run: args.dry_run,
         ignore_not_found: false,
-    };
-    each(stores, g, file, (Kind::Allocate, &defaults), out)
+    }
+}
+
+/// What `release -f`'s command line gives the requests that leave it out.
+pub(crate) fn release_defaults<'a>(g: &'a GlobalArgs, args: &ReleaseArgs) -> Defaults<'a> {
+    Defaults {
+        namespace: g.namespace.as_deref(),
+        dry_run: args.dry_run,
+        ignore_not_found: args.ignore_not_found,
+    }
 }
 
 /// `release -f FILE`.
@@ -55,12 +74,13 @@ pub fn release(
     file: &str,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let defaults = Defaults {
-        namespace: g.namespace.as_deref(),
-        dry_run: args.dry_run,
-        ignore_not_found: args.ignore_not_found,
-    };
-    each(stores, g, file, (Kind::Release, &defaults), out)
+    each(
+        stores,
+        g,
+        file,
+        (Kind::Release, &release_defaults(g, args)),
+        out,
+    )
 }
 
 /// Which requests a batch holds, and what its command line gives them.

@@ -30,7 +30,7 @@ const HEADERS: &[&str] = &["LINE", "OWNER", "ADDRESS", "RESULT"];
 const RIGHT: &[usize] = &[0];
 
 /// Prints a batch's results in input order as they are handed to it, and counts them.
-pub(super) struct Printer {
+pub(crate) struct Printer {
     format: Option<OutputFormat>,
     /// The table, a block at a time (the table formats only).
     table: Option<output::Blocks>,
@@ -44,7 +44,7 @@ pub(super) struct Printer {
 }
 
 impl Printer {
-    pub(super) fn new(g: &GlobalArgs) -> Printer {
+    pub(crate) fn new(g: &GlobalArgs) -> Printer {
         let table = match g.output {
             None | Some(OutputFormat::Table | OutputFormat::Wide) => {
                 Some(output::Blocks::new(HEADERS, RIGHT, g.no_headers))
@@ -62,12 +62,12 @@ impl Printer {
     }
 
     /// How many results were handed in.
-    pub(super) fn done(&self) -> usize {
+    pub(crate) fn done(&self) -> usize {
         self.done
     }
 
     /// How many of them failed.
-    pub(super) fn failed(&self) -> usize {
+    pub(crate) fn failed(&self) -> usize {
         self.failed
     }
 
@@ -75,7 +75,7 @@ impl Printer {
     /// item (`-o yaml`), the result's addresses or prefix one a line (`-o name`; a failure
     /// on stderr as an `error:` line naming the request), or a row of the table (printed
     /// with its block).
-    pub(super) fn print(&mut self, out: &mut dyn Write, o: &Outcome) -> Result<()> {
+    pub(crate) fn print(&mut self, out: &mut dyn Write, o: &Outcome) -> Result<()> {
         self.done += 1;
         if matches!(o.result, Ok(Done::Freed(_, _, output::Action::Unchanged))) {
             self.unchanged += 1;
@@ -120,7 +120,7 @@ impl Printer {
 
     /// Prints what is left once the results end: the table's last block (its header alone
     /// if there were none), or an empty YAML list if there were none.
-    pub(super) fn finish(&mut self, out: &mut dyn Write) -> Result<()> {
+    pub(crate) fn finish(&mut self, out: &mut dyn Write) -> Result<()> {
         let written = match (&mut self.table, self.format) {
             (Some(table), _) => table.finish(out),
             (None, Some(OutputFormat::Yaml)) if self.done == 0 => {
@@ -140,13 +140,13 @@ impl Printer {
 
     /// The batch's exit code: 0 when every request succeeded; else the code the failed
     /// requests share, or 1 ([`exit::FAILURE`]) when theirs differ.
-    pub(super) fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         self.code.unwrap_or(exit::OK)
     }
 
     /// [`Printer::finish`], then the summary of the failures on stderr. Returns the batch's
     /// exit code.
-    pub(super) fn end(&mut self, out: &mut dyn Write) -> Result<i32> {
+    pub(crate) fn end(&mut self, out: &mut dyn Write) -> Result<i32> {
         self.finish(out)?;
         super::release::note_nothing_released(self.unchanged, self.done);
         let code = self.exit_code();

@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use crate::yaml::{self, ListError};
 
 /// One request as read: the line it starts on, and its fields (or why it is not one).
-pub(super) type Read = (Option<usize>, Result<Value>);
+pub(crate) type Read = (Option<usize>, Result<Value>);
 
 /// A batch's requests, to be read in order by [`Requests::feed`].
-pub(super) enum Requests {
+pub(crate) enum Requests {
     /// JSON lines, read as they are asked for.
     Lines(Box<dyn Iterator<Item = Read> + Send>),
     /// A YAML list that parsed whole ([`yaml::check_list`]): the text is read again to run
@@ -29,7 +29,7 @@ pub(super) enum Requests {
 
 impl Requests {
     /// Gives `send` each request in turn, until there are no more or it returns `false`.
-    pub(super) fn feed(self, send: &mut dyn FnMut(Read) -> bool) {
+    pub(crate) fn feed(self, send: &mut dyn FnMut(Read) -> bool) {
         match self {
             Requests::Lines(lines) => {
                 for request in lines {
@@ -69,7 +69,7 @@ impl Requests {
 /// again as it runs. A JSON line that does not parse is that request's error; a YAML text
 /// that does not parse is the whole batch's (exit 2, nothing run), as no item of it can be
 /// told from the next.
-pub(super) fn requests(file: &str) -> Result<Requests> {
+pub(crate) fn requests(file: &str) -> Result<Requests> {
     let (mut input, whole): (Box<dyn BufRead + Send>, Option<std::fs::File>) = if file == "-" {
         (Box::new(std::io::BufReader::new(std::io::stdin())), None)
     } else {

@@ -18,14 +18,14 @@ use crate::error::Result;
 
 /// Which command's requests a batch holds.
 #[derive(Clone, Copy)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     Allocate,
     Release,
 }
 
 impl Kind {
     /// The request `line` stands for, the batch's command line giving what it leaves out.
-    pub(super) fn request(self, line: Value, defaults: &Defaults<'_>) -> Result<Request> {
+    pub(crate) fn request(self, line: Value, defaults: &Defaults<'_>) -> Result<Request> {
         Ok(match self {
             Kind::Allocate => {
                 let input = AllocateInput::read(line, defaults)?;

@@ -220,6 +220,23 @@ fn render(
     g: &GlobalArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let mut resolver = Holders::new(store);
+    show(
+        found,
+        &mut |m| vpc_of(&mut resolver, &m.spec.owner, None),
+        g,
+        out,
+    )
+}
+
+/// Prints allocations (here, or answered by a server: [`crate::cli::remote`]); `vpc` names
+/// the VPC an allocation's owner stands for, asked only when the table needs it.
+pub(crate) fn show(
+    found: &[AllocationManifest],
+    vpc: &mut dyn FnMut(&AllocationManifest) -> Result<Option<VpcHolder>>,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     if output::write_list(out, g.output, found)? {
         return Ok(());
     }
@@ -227,11 +244,7 @@ fn render(
         output::diagnostic("No allocations found.");
         return Ok(());
     }
-    let mut resolver = Holders::new(store);
-    let vpcs = found
-        .iter()
-        .map(|m| vpc_of(&mut resolver, &m.spec.owner, None))
-        .collect::<Result<Vec<_>>>()?;
+    let vpcs = found.iter().map(vpc).collect::<Result<Vec<_>>>()?;
     let rows = found
         .iter()
         .zip(vpcs)

@@ -3,10 +3,11 @@
 use std::io::Write;
 
 use crate::cli::output::{self, Action, Change};
-use crate::cli::{GlobalArgs, MacCommand};
-use crate::engine::mac::SetRequest;
+use crate::cli::{GlobalArgs, MacCommand, MacSetArgs};
+use crate::engine::mac::{SetInput, SetRequest};
+use crate::engine::scope::Scope;
 use crate::error::Result;
-use crate::model::Owner;
+use crate::model::AllocationManifest;
 use crate::store::Store;
 
 pub fn run(
@@ -16,26 +17,40 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let MacCommand::Set(args) = command;
-    let req = SetRequest {
-        pool: super::pool_ref(g, &args.pool)?,
-        address: super::address("ADDRESS", &args.address)?,
-        owner: super::flag(
-            "--owner",
-            Owner::parse(&args.owner, super::uid(args.uid.as_deref())?),
-        )?,
-        mac: crate::engine::request::field::mac_choice(&args.mac)?,
-    };
-    let set = crate::engine::mac::set(store, &req)?;
-    let changes: Vec<Change<_>> = set
-        .changes
+    let req = SetRequest::new(&input(g, args))?;
+    let set = crate::engine::mac::set(store, &Scope::everything(), &req)?;
+    let changes: Vec<_> = set.changes.iter().map(|(b, a)| (a, b != a)).collect();
+    show(&changes, g, out)
+}
+
+/// The request the command line stands for, as the engine takes it.
+pub(crate) fn input(g: &GlobalArgs, args: &MacSetArgs) -> SetInput {
+    SetInput {
+        namespace: g.namespace.clone(),
+        pool: args.pool.clone(),
+        address: args.address.clone(),
+        owner: args.owner.clone(),
+        uid: args.uid.clone(),
+        mac: args.mac.clone(),
+    }
+}
+
+/// Prints what `mac set` did, each allocation as it is now and whether it changed (here, or
+/// answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show(
+    changes: &[(&AllocationManifest, bool)],
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let changes: Vec<Change<_>> = changes
         .iter()
-        .map(|(before, after)| {
-            let action = if before == after {
-                Action::Unchanged
-            } else {
+        .map(|&(now, changed)| {
+            let action = if changed {
                 Action::Configured
+            } else {
+                Action::Unchanged
             };
-            Change::new(after, action)
+            Change::new(now, action)
         })
         .collect();
     output::write_changes(out, g.output, &changes, true)

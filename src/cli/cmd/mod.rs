@@ -1,12 +1,12 @@
 //! Dispatch: one module per subcommand, each turning arguments into calls on the core and
 //! rendering the result.
 
-mod allocate;
+pub(crate) mod allocate;
 mod apply;
-mod batch;
-mod batch_print;
-mod batch_read;
-mod batch_request;
+pub(crate) mod batch;
+pub(crate) mod batch_print;
+pub(crate) mod batch_read;
+pub(crate) mod batch_request;
 mod check;
 pub(crate) mod completions;
 mod dhcp;
@@ -18,22 +18,22 @@ mod export;
 mod history;
 mod import;
 mod init;
-mod list;
-mod mac;
+pub(crate) mod list;
+pub(crate) mod mac;
 mod metrics;
-mod pool;
+pub(crate) mod pool;
 mod pool_status;
 mod quota;
 mod reconcile;
-mod release;
+pub(crate) mod release;
 mod renew;
 mod report;
 mod schema;
 mod serve;
-mod subnet;
+pub(crate) mod subnet;
 mod supernet;
 mod token;
-mod vpc;
+pub(crate) mod vpc;
 
 use std::io::Write;
 
@@ -59,6 +59,9 @@ pub fn run(cli: Cli) -> Result<i32> {
 /// Runs a parsed command line, writing its output to `out`.
 pub fn run_to(mut cli: Cli, out: &mut dyn Write) -> Result<i32> {
     cli.global.output = data_format(&cli)?;
+    if cli.global.server.is_some() && !crate::cli::remote::runs_locally(&cli.command) {
+        return crate::cli::remote::run(&cli, out);
+    }
     let g = &cli.global;
     let done = match cli.command {
         // The one command whose exit code is a result, not an error: findings exit 1.
@@ -164,7 +167,7 @@ fn open_batch(g: &GlobalArgs, jobs: Option<u16>) -> Result<Vec<Box<dyn Store + S
 
 /// `--jobs` is for a batch: clap's `requires = "file"` is not checked when an argument
 /// that conflicts with `-f` (a pool, `--owner`) is given, which is always.
-fn no_jobs_without_file(jobs: Option<u16>) -> Result<()> {
+pub(crate) fn no_jobs_without_file(jobs: Option<u16>) -> Result<()> {
     match jobs {
         Some(_) => Err(Error::Usage {
             message: "--jobs runs a batch on several connections: it needs `-f FILE`".into(),

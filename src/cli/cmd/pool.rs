@@ -76,11 +76,11 @@ struct ShowStatus {
 /// `subnet show` counts it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ShownSubnet {
-    name: String,
-    cidr: String,
+pub(crate) struct ShownSubnet {
+    pub name: String,
+    pub cidr: String,
     #[serde(flatten)]
-    status: crate::engine::subnet_usage::SubnetStatus,
+    pub status: crate::engine::subnet_usage::SubnetStatus,
 }
 
 /// A pool's `status` in `pool list -o json|yaml`: an address pool's usage, or a supernet's.
@@ -94,17 +94,13 @@ enum ListStatus<'a> {
 /// Each pool's `status` for `pool list -o json|yaml`: a supernet's is its prefixes'
 /// (claimed, largest free, free blocks), not an address pool's usage.
 fn list_statuses<'a>(
-    store: &dyn Store,
+    supernet: Supernet<'_>,
     pools: &'a [(PoolManifest, Usage)],
 ) -> Result<Vec<ListStatus<'a>>> {
     let mut statuses = Vec::new();
     for (m, u) in pools {
         statuses.push(if m.spec.kind == crate::model::PoolKind::Supernet {
-            let pool = PoolRef {
-                namespace: m.metadata.namespace.clone(),
-                name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
-            };
-            let usage = super::supernet::usage(store, &pool, m)?;
+            let usage = supernet(m)?;
             ListStatus::Supernet(super::supernet::status(&usage))
         } else {
             ListStatus::Addresses(u)
@@ -119,8 +115,28 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let listed = crate::engine::pool::list(store, &scopes, &mut warnings);
     output::warn(&warnings);
     let pools = listed?;
+    let supernet = |m: &PoolManifest| {
+        let pool = PoolRef {
+            namespace: m.metadata.namespace.clone(),
+            name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
+        };
+        super::supernet::usage(store, &pool, m)
+    };
+    show_list(&pools, &supernet, g, out)
+}
+
+/// A supernet's prefixes' usage, as `pool list` asks for it.
+pub(crate) type Supernet<'a> = &'a dyn Fn(&PoolManifest) -> Result<crate::engine::prefix::Usage>;
+
+/// Prints pools with their usage (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_list(
+    pools: &[(PoolManifest, Usage)],
+    supernet: Supernet<'_>,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     if g.output.is_some() {
-        let statuses = list_statuses(store, &pools)?;
+        let statuses = list_statuses(supernet, pools)?;
         let values: Vec<_> = pools
             .iter()
             .zip(statuses)
@@ -150,12 +166,8 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
                 format!("{:.1}%", u.percent_used),
             ];
             if m.spec.kind == crate::model::PoolKind::Supernet {
-                let pool = PoolRef {
-                    namespace: m.metadata.namespace.clone(),
-                    name: m.name(),
-                };
                 // A supernet counts prefixes: its claims, and its free blocks by length.
-                if let Ok(s) = super::supernet::usage(store, &pool, m) {
+                if let Ok(s) = supernet(m) {
                     row[5] = "-".into();
                     row[6] = s.claimed.len().to_string();
                     row[7] = super::supernet::free_cell(&s);
@@ -213,6 +225,37 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         status,
     })
     .collect();
+    let shown = PoolShown {
+        pool: &pool,
+        manifest,
+        within,
+        usage,
+        free,
+        subnets,
+    };
+    show_pool(shown, g, out)
+}
+
+/// What `pool show` prints of an address pool.
+pub(crate) struct PoolShown<'a> {
+    pub pool: &'a PoolRef,
+    pub manifest: &'a PoolManifest,
+    pub within: Option<ipnet::IpNet>,
+    pub usage: Usage,
+    pub free: Vec<String>,
+    pub subnets: Vec<ShownSubnet>,
+}
+
+/// Prints an address pool (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_pool(shown: PoolShown<'_>, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let PoolShown {
+        pool,
+        manifest,
+        within,
+        usage,
+        free,
+        subnets,
+    } = shown;
     match g.output {
         Some(OutputFormat::Json) => {
             let status = ShowStatus {
@@ -233,10 +276,9 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         Some(OutputFormat::Name) => output::line(out, &manifest.resource()),
         Some(OutputFormat::Table | OutputFormat::Wide) | None => {
             let mut fields = fields(manifest, &usage, &free, within);
-            if let (Some(vpc), Some(uid)) = (
-                vpc_of(&pool, manifest),
-                crate::model::vpc::vpc_uid(manifest),
-            ) {
+            if let (Some(vpc), Some(uid)) =
+                (vpc_of(pool, manifest), crate::model::vpc::vpc_uid(manifest))
+            {
                 fields.insert(2, ("VPC", format!("{vpc} (uid {uid})")));
             }
             for (key, value) in fields {
@@ -329,7 +371,7 @@ fn fields(
 }
 
 /// `--within` of `pool show`, checked to lie inside the pool (exit 2 if not).
-fn within(
+pub(crate) fn within(
     args: &PoolShowArgs,
     pool: &PoolRef,
     manifest: &PoolManifest,

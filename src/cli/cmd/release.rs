@@ -5,7 +5,7 @@ use std::io::Write;
 use crate::cli::output::{self, Action, Change, Held};
 use crate::cli::{GlobalArgs, ReleaseArgs};
 use crate::engine::executor::{Done, Executor, Request};
-use crate::engine::request::{ReleaseInput, ReleaseRequest};
+use crate::engine::request::{Freed, ReleaseInput, ReleaseRequest};
 use crate::engine::scope::Scope;
 use crate::error::Result;
 use crate::store::Store;
@@ -23,6 +23,16 @@ pub fn run(
     let Done::Freed(freed, _) = super::told(Executor::one(store, &request))? else {
         unreachable!("a release request frees")
     };
+    show(&freed, args, g, out)
+}
+
+/// Prints what a release freed (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show(
+    freed: &Freed,
+    args: &ReleaseArgs,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     if let Some(note) = &freed.note {
         output::diagnostic(note);
     }
@@ -38,7 +48,7 @@ pub fn run(
 }
 
 /// The request the command line stands for, as the engine takes it.
-fn input(g: &GlobalArgs, args: &ReleaseArgs) -> ReleaseInput {
+pub(crate) fn input(g: &GlobalArgs, args: &ReleaseArgs) -> ReleaseInput {
     ReleaseInput {
         pool: args.pool.clone(),
         address: args.address.clone(),

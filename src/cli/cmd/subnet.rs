@@ -105,6 +105,15 @@ fn list(
         .transpose()?;
     let scopes = super::scopes(store, g)?;
     let listed = crate::engine::subnet_usage::list(store, &scopes, pool.as_ref())?;
+    show_list(&listed, g, out)
+}
+
+/// Prints `subnet list`'s subnets (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_list(
+    listed: &[(SubnetManifest, SubnetStatus)],
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     let rows: Vec<WithStatus<'_>> = listed
         .iter()
         .map(|(manifest, status)| WithStatus { manifest, status })

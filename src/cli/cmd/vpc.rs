@@ -19,7 +19,7 @@ use crate::store::Store;
 use crate::yaml;
 
 /// Both pools a VPC named `name` may own, IPv4 first.
-fn vpc_pools(g: &GlobalArgs, name: &str) -> Result<(Namespace, [PoolRef; 2])> {
+pub(crate) fn vpc_pools(g: &GlobalArgs, name: &str) -> Result<(Namespace, [PoolRef; 2])> {
     let (ns, v4) = vpc_pool(g, name, false)?;
     let (_, v6) = vpc_pool(g, name, true)?;
     Ok((ns, [v4, v6]))
@@ -163,7 +163,11 @@ fn get(store: &dyn Store, g: &GlobalArgs, name: &str, out: &mut dyn Write) -> Re
         &mut warnings,
     );
     output::warn(&warnings);
-    let vpc = vpc?;
+    show(vpc?, g, out)
+}
+
+/// Prints `vpc get`'s VPC (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show(vpc: Vpc, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     match g.output {
         Some(OutputFormat::Json) => output::write_json(out, &vpc),
         Some(OutputFormat::Yaml) => output::write(out, &yaml::encode(&vpc)),
@@ -177,11 +181,15 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let mut warnings = Warnings::default();
     let vpcs = crate::engine::vpc::list(store, &scopes, &mut warnings);
     output::warn(&warnings);
-    let vpcs = vpcs?;
-    if output::write_list(out, g.output, &vpcs)? {
+    show_list(&vpcs?, g, out)
+}
+
+/// Prints `vpc list`'s VPCs (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_list(vpcs: &[Vpc], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    if output::write_list(out, g.output, vpcs)? {
         return Ok(());
     }
-    render(out, g, &vpcs)
+    render(out, g, vpcs)
 }
 
 /// The table of `vpc list` (and `vpc get -o table|wide`).

@@ -20,6 +20,7 @@ use std::net::IpAddr;
 
 use super::{MacChoice, for_pool, held_by, refuse_without_nic, resolve};
 use crate::engine::allocate::allocations_of;
+use crate::engine::scope::{Scope, Verb};
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
 use crate::model::{
@@ -42,6 +43,33 @@ pub struct SetRequest {
     pub mac: MacChoice,
 }
 
+/// `mac set`'s fields as given (the command line's, the API's `setMac` input's).
+#[derive(Clone, Debug, Default)]
+pub struct SetInput {
+    pub namespace: Option<String>,
+    pub pool: String,
+    pub address: String,
+    pub owner: String,
+    pub uid: Option<String>,
+    pub mac: String,
+}
+
+impl SetRequest {
+    /// The request `input` stands for, or exit 2 naming the field that is not valid.
+    pub fn new(input: &SetInput) -> Result<SetRequest> {
+        use crate::engine::request::field;
+        Ok(SetRequest {
+            pool: field::pool_ref(input.namespace.as_deref(), &input.pool)?,
+            address: field::address("ADDRESS", &input.address)?,
+            owner: field::flag(
+                "--owner",
+                Owner::parse(&input.owner, field::uid(input.uid.as_deref())?),
+            )?,
+            mac: field::mac_choice(&input.mac)?,
+        })
+    }
+}
+
 /// What `mac set` did: each allocation of the NIC, before and after (equal when it held
 /// the MAC already), POOL ADDRESS's first.
 #[derive(Clone, Debug)]
@@ -57,10 +85,14 @@ const ATTEMPTS: usize = 4;
 /// Changes the MAC of the NIC holding `req.address` in `req.pool` on every allocation it
 /// holds in the scope, all or nothing (see the module docs): exit 3 when nobody holds the
 /// address, exit 4 when an owner that does not pass the guard does (naming it), or another
-/// allocation of one of its pools holds the new MAC (naming it; nothing changed).
-pub fn set(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
+/// allocation of one of its pools holds the new MAC (naming it; nothing changed). The
+/// caller's `scope` needs `claim` in the pool's namespace (outside it: not found).
+pub fn set(store: &dyn Store, scope: &Scope, req: &SetRequest) -> Result<MacSet> {
     refuse_without_nic(&req.owner)?;
     let ns = req.pool.namespace.as_ref();
+    scope.check(Verb::Claim, ns, || {
+        crate::store::read::pool_missing(&req.pool)
+    })?;
     let name = Owner::new(req.owner.kind(), req.owner.name(), None)
         .expect("the name of a valid owner is valid");
     for _ in 0..ATTEMPTS {

@@ -1,0 +1,254 @@
+//! `list` and `pool list` through a server: the selectors validated by the local command's
+//! constructor, sent as variables; the answer's manifests decoded with the same codec and
+//! printed by the local command's printer.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use super::documents::{self, ALLOCATIONS, POOL_SHOWN, POOLS, bad_answer, texts};
+use super::transport::Client;
+use crate::cli::cmd::pool::{PoolShown, ShownSubnet};
+use crate::cli::{GlobalArgs, ListArgs, PoolShowArgs};
+use crate::engine::range_holder::VpcHolder;
+use crate::engine::subnet_usage::SubnetStatus;
+use crate::error::{Error, Result};
+use crate::model::candidates::Usage;
+use crate::model::{AllocationManifest, Namespace, PoolKind, PoolManifest};
+use crate::yaml;
+
+/// `list`.
+pub fn list(
+    client: &mut Client,
+    g: &GlobalArgs,
+    args: &ListArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    // Exit 2 on a malformed selector, as locally, before anything is sent.
+    crate::cli::cmd::list::query(args.pool.as_deref(), args.address.as_deref(), &args.select)?;
+    if let Some(mac) = &args.mac {
+        crate::engine::request::field::flag("--mac", crate::model::mac::Mac::parse(mac))?;
+    }
+    if let Some(h) = &args.host_name {
+        crate::engine::request::field::flag("--host-name", crate::model::host_name::parse(h))?;
+    }
+    let s = &args.select;
+    let variables = json!({
+        "namespace": g.namespace,
+        "pool": args.pool,
+        "owner": s.owner,
+        "uid": s.uid,
+        "mac": args.mac,
+        "selectors": {
+            "address": args.address,
+            "kind": s.kind,
+            "within": s.within,
+            "labels": s.labels,
+            "tenant": s.tenant,
+            "subnet": args.subnet,
+            "hostName": args.host_name,
+            "expired": args.expired,
+        },
+    });
+    let data = documents::run(client, ALLOCATIONS, variables, false)?;
+    let url = client.url().to_owned();
+    let mut found = Vec::new();
+    let mut vpcs = BTreeMap::new();
+    for a in data["allocations"].as_array().into_iter().flatten() {
+        let text = a["manifest"]
+            .as_str()
+            .ok_or_else(|| bad_answer(&url, "no manifest"))?;
+        let m = yaml::decode_allocation(text).map_err(|e| bad_answer(&url, &e))?;
+        if let Some(vpc) = a["vpc"].as_str() {
+            vpcs.insert(key(&m), vpc_holder(&url, &m, vpc)?);
+        }
+        found.push(m);
+    }
+    crate::cli::cmd::list::show(&found, &mut |m| Ok(vpcs.get(&key(m)).cloned()), g, out)
+}
+
+fn key(m: &AllocationManifest) -> (Option<String>, String) {
+    (
+        m.metadata.namespace.as_ref().map(ToString::to_string),
+        m.metadata.name.clone(),
+    )
+}
+
+/// The VPC `NAMESPACE/NAME` whose router holds `m`: its uid is the router's.
+fn vpc_holder(url: &str, m: &AllocationManifest, vpc: &str) -> Result<VpcHolder> {
+    let (ns, name) = vpc
+        .split_once('/')
+        .ok_or_else(|| bad_answer(url, "a VPC that is not NAMESPACE/NAME"))?;
+    Ok(VpcHolder {
+        namespace: Namespace::new(ns).map_err(|e| bad_answer(url, &e))?,
+        name: name.to_owned(),
+        uid: m
+            .spec
+            .owner
+            .uid()
+            .cloned()
+            .ok_or_else(|| bad_answer(url, "a VPC router without its uid"))?,
+    })
+}
+
+/// `pool list`.
+pub fn pool_list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let data = documents::run(client, POOLS, json!({"namespace": g.namespace}), false)?;
+    let url = client.url().to_owned();
+    let pools = data["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| pool_of(&url, p))
+        .collect::<Result<Vec<_>>>()?;
+    if pools.iter().any(|(m, _)| m.spec.kind == PoolKind::Supernet) {
+        return Err(supernets("pool list"));
+    }
+    let supernet = |_: &PoolManifest| Err(not_here("a supernet's usage"));
+    crate::cli::cmd::pool::show_list(&pools, &supernet, g, out)
+}
+
+/// `pool show` of an address pool.
+pub fn pool_show(
+    client: &mut Client,
+    g: &GlobalArgs,
+    args: &PoolShowArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if args.map {
+        return Err(not_here("pool show --map"));
+    }
+    let pool = crate::engine::request::field::pool_ref(g.namespace.as_deref(), &args.pool)?;
+    let variables = json!({"name": args.pool, "namespace": g.namespace, "within": args.within});
+    let data = documents::run(client, POOL_SHOWN, variables, false)?;
+    let url = client.url().to_owned();
+    let shown = &data["poolShown"];
+    if shown.is_null() {
+        return Err(Error::NotFound {
+            message: crate::store::read::pool_missing(&pool),
+            hint: None,
+        });
+    }
+    let (manifest, usage) = pool_of(&url, shown)?;
+    if manifest.spec.kind == PoolKind::Supernet {
+        return Err(supernets("pool show"));
+    }
+    let within = crate::cli::cmd::pool::within(args, &pool, &manifest)?;
+    let subnets = shown["subnets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            Ok(ShownSubnet {
+                name: s["name"].as_str().unwrap_or_default().to_owned(),
+                cidr: s["cidr"].as_str().unwrap_or_default().to_owned(),
+                status: SubnetStatus {
+                    usage: usage_of(&url, &s["usage"])?,
+                    free_ranges: texts(&s["usage"]["freeRanges"]),
+                },
+            })
+        })
+        .collect::<Result<_>>()?;
+    let shown = PoolShown {
+        pool: &pool,
+        manifest: &manifest,
+        within,
+        usage,
+        free: texts(&shown["usage"]["freeRanges"]),
+        subnets,
+    };
+    crate::cli::cmd::pool::show_pool(shown, g, out)
+}
+
+/// A `Pool` (or a `PoolShown`) as its manifest and usage.
+fn pool_of(url: &str, p: &Value) -> Result<(PoolManifest, Usage)> {
+    let text = p["manifest"]
+        .as_str()
+        .ok_or_else(|| bad_answer(url, "no manifest"))?;
+    let m = yaml::decode_pool(text).map_err(|e| bad_answer(url, &e))?;
+    // `pools` gives the figures beside the manifest, `poolShown` under `usage`.
+    let figures = if p["usage"].is_object() {
+        &p["usage"]
+    } else {
+        p
+    };
+    Ok((m, usage_of(url, figures)?))
+}
+
+/// Usage figures as the model's [`Usage`].
+pub(super) fn usage_of(url: &str, p: &Value) -> Result<Usage> {
+    let count = |key: &str| -> Result<u128> {
+        p[key]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| bad_answer(url, &format!("`{key}` is not a count")))
+    };
+    let small = |key: &str| -> Result<u64> {
+        u64::try_from(count(key)?).map_err(|_| bad_answer(url, &format!("`{key}` is too large")))
+    };
+    let usage = Usage {
+        candidates: count("candidates")?,
+        allocated: small("allocated")?,
+        off_candidates: small("offCandidates")?,
+        free: count("free")?,
+        percent_used: p["percentUsed"].as_f64().unwrap_or(0.0),
+    };
+    Ok(usage)
+}
+
+/// A supernet's prefixes, which the API does not give yet: exit 2.
+fn supernets(command: &str) -> Error {
+    Error::Usage {
+        message: format!(
+            "`{command}` through a server (`--server`) does not show a supernet's prefixes yet"
+        ),
+        hint: Some("run it where the state is, with --store URL or -d DIR".into()),
+    }
+}
+
+/// What this ipamctl does not do through a server yet: exit 2.
+pub fn not_here(what: &str) -> Error {
+    Error::Usage {
+        message: format!("`{what}` is not available through a server (`--server`)"),
+        hint: Some("run it where the state is, with --store URL or -d DIR".into()),
+    }
+}
+
+/// `subnet list`.
+pub fn subnet_list(
+    client: &mut Client,
+    g: &GlobalArgs,
+    pool: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if let Some(p) = pool {
+        crate::engine::request::field::flag("--pool", crate::model::PoolName::new(p))?;
+    }
+    let document = "query Subnets($namespace: String, $pool: String) {
+  subnetsShown(namespace: $namespace, pool: $pool) {
+    manifest
+    usage { candidates allocated offCandidates free percentUsed freeRanges }
+  }
+}";
+    let variables = json!({"namespace": g.namespace, "pool": pool});
+    let data = documents::run(client, document, variables, false)?;
+    let url = client.url().to_owned();
+    let listed = data["subnetsShown"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            let text = s["manifest"]
+                .as_str()
+                .ok_or_else(|| bad_answer(&url, "no manifest"))?;
+            let m = yaml::decode_subnet(text).map_err(|e| bad_answer(&url, &e))?;
+            let status = SubnetStatus {
+                usage: usage_of(&url, &s["usage"])?,
+                free_ranges: texts(&s["usage"]["freeRanges"]),
+            };
+            Ok((m, status))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    crate::cli::cmd::subnet::show_list(&listed, g, out)
+}

@@ -1,0 +1,618 @@
+//! The command line as a client of `ipamctl serve` (`--server URL`, issue 43 §4): each
+//! command a script uses (`allocate`, `release`, `list`, `pool list|show`, `vpc get|list`,
+//! `subnet list`),
+//! run through a real server on loopback, prints what the same
+//! command prints locally on an identical copy of the fixture, with the same exit code, and
+//! leaves the same state; the connection's failures (a port nobody listens on, a wrong
+//! token, a read-only token claiming, TLS with a CA made by openssl, an answer lost after
+//! the request was sent) each have their own `error:` line and exit code, and change
+//! nothing; commands that need a local state are exit 2 before anything is sent.
+
+mod common;
+mod serve_common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serve_common::{Server, Store, token};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ipamctl");
+
+/// `ipamctl` with `args` and nothing from the environment that picks a store or a token.
+fn ipamctl(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    for var in [
+        "IPAMCTL_STATE_DIR",
+        "IPAMCTL_STORE",
+        "IPAMCTL_SERVER",
+        "IPAMCTL_TOKEN",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.args(args);
+    cmd
+}
+
+/// `ipamctl --server url` with `args`, the bearer `bearer` in `IPAMCTL_TOKEN`.
+fn remote(url: &str, bearer: &str, args: &[&str]) -> Output {
+    ipamctl(&["--server", url])
+        .args(args)
+        .env("IPAMCTL_TOKEN", bearer)
+        .output()
+        .expect("run ipamctl --server")
+}
+
+/// `ipamctl -d dir` with `args`.
+fn local(dir: &Path, args: &[&str]) -> Output {
+    ipamctl(&["-d", dir.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("run ipamctl -d")
+}
+
+/// Text with each `creationTimestamp` value blanked (two processes claiming a second apart
+/// stamp different seconds), and a not-found failure's hint left out of a batch's JSON and
+/// YAML results (see [`told`]); nothing else may differ.
+fn stamped(text: &[u8]) -> String {
+    String::from_utf8_lossy(text)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("hint:"))
+        .map(|l| match l.find("creationTimestamp") {
+            Some(at) => format!("{}creationTimestamp …", &l[..at]),
+            None => without_hint(l),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A JSON line without its `"hint":"…"` member.
+fn without_hint(line: &str) -> String {
+    let Some(at) = line.find(",\"hint\":\"") else {
+        return line.to_owned();
+    };
+    let rest = &line[at + 9..];
+    let mut escaped = false;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => return format!("{}{}", &line[..at], &rest[i + 1..]),
+            _ => escaped = false,
+        }
+    }
+    line.to_owned()
+}
+
+/// stderr without its `hint:` lines: a server does not hint at what a token's caller might
+/// not see (a not-found error's hint names other pools and namespaces, `Scope::scrub`).
+fn told(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("hint:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A fixture twice: one copy behind a server, one run locally.
+struct Pair {
+    served: Store,
+    server: Server,
+    here: common::Test,
+}
+
+impl Pair {
+    fn new(case: &str) -> Pair {
+        let served = Store::fixture(case);
+        let server = Server::start(&served, &[]);
+        Pair {
+            served,
+            server,
+            here: common::Test::new(case),
+        }
+    }
+
+    /// Runs `args` through the server and locally: same stdout (timestamps aside), same
+    /// exit code, same stderr (hints aside). The exit code.
+    #[track_caller]
+    fn same(&self, args: &[&str]) -> i32 {
+        let there = remote(&self.server.url, token(), args);
+        let here = local(&self.here.state(), args);
+        let what = format!(
+            "ipamctl {}\n--- through the server:\n{}{}\n--- locally:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&there.stdout),
+            String::from_utf8_lossy(&there.stderr),
+            String::from_utf8_lossy(&here.stdout),
+            String::from_utf8_lossy(&here.stderr),
+        );
+        assert_eq!(there.status.code(), here.status.code(), "{what}");
+        assert_eq!(stamped(&there.stdout), stamped(&here.stdout), "{what}");
+        assert_eq!(told(&there.stderr), told(&here.stderr), "{what}");
+        here.status.code().unwrap()
+    }
+
+    /// Both states, as `list -o yaml` reads each locally, are the same.
+    #[track_caller]
+    fn states_agree(&self) {
+        let args = ["list", "-o", "yaml"];
+        let served = self.served.ipamctl(args).output().unwrap();
+        let here = local(&self.here.state(), &args);
+        assert!(served.status.success() && here.status.success());
+        assert_eq!(stamped(&served.stdout), stamped(&here.stdout));
+        assert!(!served.stdout.is_empty());
+    }
+}
+
+#[test]
+fn reading_commands_print_what_they_print_locally() {
+    for case in ["populated", "subnets", "dual-stack"] {
+        let pair = Pair::new(case);
+        for format in [None, Some("wide"), Some("json"), Some("yaml"), Some("name")] {
+            let with = |args: &[&str]| -> Vec<String> {
+                let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+                if let Some(f) = format {
+                    v.extend(["-o".to_owned(), f.to_owned()]);
+                }
+                v
+            };
+            let pools = ["pool", "list"];
+            let run = |args: &[&str]| {
+                pair.same(&with(args).iter().map(String::as_str).collect::<Vec<_>>())
+            };
+            assert_eq!(run(&pools), 0);
+            assert_eq!(run(&["list"]), 0);
+            run(&["list", "-n", "acme/prod"]);
+            run(&[
+                "list",
+                "--pool",
+                "vpc-main",
+                "-n",
+                "acme/prod",
+                "--kind",
+                "VirtualMachine",
+            ]);
+            run(&["list", "--owner", "VirtualMachine/web-01/0"]);
+            run(&["list", "--within", "10.42.0.0/28", "-n", "acme/prod"]);
+            run(&["pool", "show", "vpc-main", "-n", "acme/prod"]);
+            run(&["pool", "show", "public-zone-a"]);
+            run(&["vpc", "list"]);
+            run(&["vpc", "list", "-n", "acme/prod"]);
+            run(&["vpc", "get", "main", "-n", "acme/prod"]);
+            run(&["subnet", "list"]);
+            run(&["subnet", "list", "-n", "acme/prod", "--pool", "vpc-main"]);
+        }
+        // Not found, and bad input, are the same codes.
+        assert_eq!(pair.same(&["list", "-n", "acme/nowhere"]), 3);
+        assert_eq!(
+            pair.same(&["pool", "show", "nowhere", "-n", "acme/prod"]),
+            3
+        );
+        assert_eq!(pair.same(&["list", "--owner", "no-slash"]), 2);
+        assert_eq!(pair.same(&["vpc", "get", "nowhere", "-n", "acme/prod"]), 3);
+        assert_eq!(pair.same(&["vpc", "get", "main"]), 2);
+        assert_eq!(pair.same(&["subnet", "list", "-n", "acme/nowhere"]), 3);
+        assert_eq!(
+            pair.same(&[
+                "pool",
+                "show",
+                "vpc-main",
+                "-n",
+                "acme/prod",
+                "--within",
+                "192.0.2.0/24"
+            ]),
+            2
+        );
+        pair.states_agree();
+    }
+}
+
+#[test]
+fn claims_and_releases_print_what_they_print_locally_and_leave_the_same_state() {
+    let pair = Pair::new("populated");
+    let prod = ["-n", "acme/prod"];
+    let claim = |owner: &str, more: &[&str]| {
+        let mut v = vec!["allocate", "vpc-main", "--owner", owner];
+        v.extend(prod);
+        v.extend(more);
+        pair.same(&v)
+    };
+    assert_eq!(claim("VirtualMachine/c1/0", &[]), 0);
+    assert_eq!(claim("VirtualMachine/c1/0", &["-o", "json"]), 0);
+    assert_eq!(claim("VirtualMachine/c2/0", &["-o", "yaml"]), 0);
+    assert_eq!(
+        claim(
+            "VirtualMachine/c3/0",
+            &["-o", "name", "--within", "10.42.3.0/24"]
+        ),
+        0
+    );
+    assert_eq!(
+        claim("VirtualMachine/c4/0", &["--dry-run", "-o", "yaml"]),
+        0
+    );
+    assert_eq!(claim("VirtualMachine/c5/0", &["--address", "10.42.0.9"]), 4);
+    assert_eq!(claim("not-an-owner", &[]), 2);
+    assert_eq!(
+        pair.same(&[
+            "allocate",
+            "nowhere",
+            "--owner",
+            "VirtualMachine/c1/0",
+            "-n",
+            "acme/prod"
+        ]),
+        3
+    );
+    assert_eq!(
+        pair.same(&[
+            "allocate",
+            "public-zone-a",
+            "--owner",
+            "FloatingIP/f9",
+            "-o",
+            "wide"
+        ]),
+        0
+    );
+    let release = |more: &[&str]| {
+        let mut v = vec!["release", "vpc-main"];
+        v.extend(prod);
+        v.extend(more);
+        pair.same(&v)
+    };
+    assert_eq!(release(&["--owner", "VirtualMachine/c1/0", "--dry-run"]), 0);
+    assert_eq!(
+        release(&["--owner", "VirtualMachine/c1/0", "-o", "json"]),
+        0
+    );
+    assert_eq!(release(&["--owner", "VirtualMachine/c1/0"]), 3);
+    assert_eq!(
+        release(&["--owner", "VirtualMachine/c1/0", "--ignore-not-found"]),
+        0
+    );
+    assert_eq!(
+        release(&["10.42.0.9", "--owner", "VirtualMachine/someone/0"]),
+        4
+    );
+    // A NIC's new MAC.
+    let nic = "VirtualMachine/m1/0";
+    assert_eq!(
+        claim(
+            nic,
+            &["--address", "10.42.0.50", "--mac", "02:54:00:00:00:aa"]
+        ),
+        0
+    );
+    let mac_set = |more: &[&str]| {
+        let mut v = vec!["mac", "set", "vpc-main", "10.42.0.50"];
+        v.extend(prod);
+        v.extend(more);
+        pair.same(&v)
+    };
+    assert_eq!(mac_set(&["--owner", nic, "--mac", "02:54:00:00:00:bb"]), 0);
+    assert_eq!(
+        mac_set(&["--owner", nic, "--mac", "02:54:00:00:00:bb", "-o", "yaml"]),
+        0
+    );
+    assert_eq!(
+        mac_set(&[
+            "--owner",
+            "VirtualMachine/other/0",
+            "--mac",
+            "02:54:00:00:00:cc"
+        ]),
+        4
+    );
+    assert_eq!(mac_set(&["--owner", nic, "--mac", "not-a-mac"]), 2);
+    pair.states_agree();
+}
+
+#[test]
+fn batches_print_each_result_as_locally_with_the_same_exit_code() {
+    let pair = Pair::new("populated");
+    let claims = "{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/b1/0\"}\n\
+        {\"pool\":\"vpc-main\",\"owner\":\"bad\"}\n\
+        {\"pool\":\"nowhere\",\"owner\":\"VirtualMachine/b2/0\"}\n\
+        not json\n\
+        {\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/b3/0\",\"dryRun\":true}\n\
+        {\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/b1/0\",\"unknown\":1}\n\
+        {\"pools\":[\"vpc-main\"],\"owner\":\"VirtualMachine/b4/0\",\"within\":\"10.42.7.0/24\"}\n";
+    let good = "{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/g1/0\"}\n\
+        - not a line of JSON\n";
+    let releases = "{\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/b1/0\"}\n\
+        {\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/zz/0\",\"ignoreNotFound\":true}\n\
+        {\"pool\":\"vpc-main\",\"owner\":\"VirtualMachine/zz/0\"}\n\
+        {\"pool\":\"vpc-main\",\"address\":\"10.42.0.9\",\"owner\":\"VirtualMachine/web-02/0\",\"dryRun\":true}\n";
+    let dir = pair.here.root().to_path_buf();
+    for (name, text) in [("claims", claims), ("good", good), ("releases", releases)] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let file = |name: &str| dir.join(name).display().to_string();
+    for format in ["table", "json", "yaml", "name"] {
+        let code = pair.same(&[
+            "allocate",
+            "-f",
+            &file("claims"),
+            "-n",
+            "acme/prod",
+            "-o",
+            format,
+        ]);
+        assert_eq!(code, 1, "failures of different codes are exit 1");
+    }
+    assert_eq!(
+        pair.same(&["allocate", "-f", &file("good"), "-n", "acme/prod"]),
+        2
+    );
+    for format in ["table", "json"] {
+        pair.same(&[
+            "release",
+            "-f",
+            &file("releases"),
+            "-n",
+            "acme/prod",
+            "-o",
+            format,
+        ]);
+    }
+    pair.states_agree();
+}
+
+/// A claim in the `populated` fixture.
+const CLAIM: [&str; 6] = [
+    "allocate",
+    "vpc-main",
+    "-n",
+    "acme/prod",
+    "--owner",
+    "VirtualMachine/x/0",
+];
+
+/// What `store` holds, as `list -o yaml` prints it locally.
+fn listed(store: &Store) -> Vec<u8> {
+    let out = store.ipamctl(["list", "-o", "yaml"]).output().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+/// A port nothing listens on: bound, then closed.
+fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Asserts `out` failed with `code` and one `error:` line naming `says`, and never shows
+/// the token `secret`.
+#[track_caller]
+fn fails(out: &Output, code: i32, says: &str, secret: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    assert!(out.stdout.is_empty(), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains(says), "{stderr}");
+    assert!(!stderr.contains(secret), "the token was printed: {stderr}");
+}
+
+#[test]
+fn an_unreachable_server_a_wrong_token_and_a_lost_answer_have_their_own_codes() {
+    let store = Store::fixture("populated");
+    let before = listed(&store);
+    let claim = CLAIM;
+    // Nothing listens: 9.
+    let url = format!("http://127.0.0.1:{}", closed_port());
+    fails(
+        &remote(&url, token(), &claim),
+        9,
+        "cannot reach the server",
+        token(),
+    );
+    fails(
+        &remote(&url, token(), &["list"]),
+        9,
+        "cannot reach the server",
+        token(),
+    );
+    let server = Server::start(&store, &[]);
+    // A wrong token, and none: 8.
+    let wrong = "ipamctl_not-a-token-at-all";
+    fails(&remote(&server.url, wrong, &claim), 8, "not valid", wrong);
+    fails(
+        &remote(&server.url, wrong, &["pool", "list"]),
+        8,
+        "not valid",
+        wrong,
+    );
+    let none = ipamctl(&["--server", &server.url])
+        .args(claim)
+        .output()
+        .unwrap();
+    fails(&none, 8, "no bearer token", token());
+    // The token from a file works as the variable does, and is not printed either.
+    let file = store.root().join("token");
+    std::fs::write(&file, format!("{}\n", token())).unwrap();
+    let out = ipamctl(&[
+        "--server",
+        &server.url,
+        "--token-file",
+        file.to_str().unwrap(),
+    ])
+    .args(["pool", "list"])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&file, format!("{wrong}\n")).unwrap();
+    let out = ipamctl(&[
+        "--server",
+        &server.url,
+        "--token-file",
+        file.to_str().unwrap(),
+    ])
+    .args(claim)
+    .output()
+    .unwrap();
+    fails(&out, 8, "not valid", wrong);
+    drop(server);
+    assert_eq!(listed(&store), before);
+    // A server that reads the request and hangs up: a claim's outcome is unknown (6), a
+    // query's answer simply did not come (9).
+    let hang_up = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", hang_up.local_addr().unwrap());
+    let accepted = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut conn, _) = hang_up.accept().unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0; 4096];
+            // The headers and the body: a request is sent whole before the line drops.
+            while !String::from_utf8_lossy(&seen).contains("}}") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.flush();
+        }
+    });
+    fails(
+        &remote(&url, token(), &claim),
+        6,
+        "may or may not have been done",
+        token(),
+    );
+    fails(
+        &remote(&url, token(), &["list"]),
+        9,
+        "did not answer",
+        token(),
+    );
+    accepted.join().unwrap();
+}
+
+#[test]
+fn a_read_only_token_is_denied_a_claim_and_nothing_changes() {
+    let store = Store::fixture("populated");
+    let tokens = store.root().join("tokens.yaml");
+    let made = ipamctl(&["token", "create", "reader", "--tokens"])
+        .arg(&tokens)
+        .args(["--namespace", "*", "--verbs", "read", "--cluster"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let reader = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0", "--tokens"]);
+    cmd.arg(&tokens);
+    let server = Server::spawn_as_is(cmd);
+    let before = listed(&store);
+    let claim = CLAIM;
+    fails(&remote(&server.url, &reader, &claim), 8, "claim", &reader);
+    let release = [
+        "release",
+        "vpc-main",
+        "10.42.0.9",
+        "-n",
+        "acme/prod",
+        "--owner",
+        "VirtualMachine/web-02/0",
+    ];
+    fails(&remote(&server.url, &reader, &release), 8, "claim", &reader);
+    // It reads.
+    let read = remote(&server.url, &reader, &["list", "-n", "acme/prod"]);
+    assert!(read.status.success());
+    assert!(String::from_utf8_lossy(&read.stdout).contains("10.42.0.9"));
+    assert_eq!(listed(&store), before);
+    assert!(
+        !server.log().contains(&reader),
+        "the server logged the token"
+    );
+}
+
+#[test]
+#[cfg_attr(not(has_openssl), ignore = "needs openssl: apt-get install openssl")]
+fn tls_is_verified_against_cacert_and_an_untrusted_server_is_exit_10() {
+    let store = Store::fixture("populated");
+    let dir = store.root();
+    let (cert, key, ca) = serve_common::tls_files(&dir);
+    let server = Server::start(&store, &["--tls-cert", &cert, "--tls-key", &key]);
+    assert!(server.url.starts_with("https://"), "{}", server.url);
+    let claim = [
+        "allocate",
+        "vpc-main",
+        "-n",
+        "acme/prod",
+        "--owner",
+        "VirtualMachine/tls/0",
+    ];
+    let before = listed(&store);
+    // Not trusted by the system's roots, nor by a CA that did not sign it.
+    fails(&remote(&server.url, token(), &claim), 10, "TLS", token());
+    let other = dir.join("other");
+    std::fs::create_dir(&other).unwrap();
+    let (_, _, wrong_ca) = serve_common::tls_files(&other);
+    let out = ipamctl(&["--server", &server.url, "--cacert", &wrong_ca])
+        .args(claim)
+        .env("IPAMCTL_TOKEN", token())
+        .output()
+        .unwrap();
+    fails(&out, 10, "TLS", token());
+    // Plain HTTP to a TLS port gets no answer; TLS to a plain port no handshake.
+    let plain = Server::start(&store, &[]);
+    let tls_to_plain = plain.url.replace("http://", "https://");
+    fails(&remote(&tls_to_plain, token(), &claim), 10, "TLS", token());
+    drop(plain);
+    assert_eq!(listed(&store), before);
+    // Trusted with --cacert, it claims.
+    let out = ipamctl(&["--server", &server.url, "--cacert", &ca])
+        .args(claim)
+        .env("IPAMCTL_TOKEN", token())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "10.42.0.1");
+}
+
+#[test]
+fn commands_that_need_a_local_state_are_exit_2_before_anything_is_sent() {
+    // Nothing listens: a command that tried to connect would be exit 9.
+    let url = format!("http://127.0.0.1:{}", closed_port());
+    let test = common::Test::new("populated");
+    let state = test.state().display().to_string();
+    for (args, why) in [
+        (vec!["diff"], "git history"),
+        (
+            vec!["history", "--owner", "VirtualMachine/web-01/0"],
+            "history",
+        ),
+        (vec!["check", "--fix"], "repairs"),
+        (vec!["check"], "the store itself"),
+        (vec!["import", &state], "between two stores"),
+        (vec!["export", &state], "between two stores"),
+        (vec!["init"], "creates a store"),
+        (vec!["apply", "-f", "x.yaml"], "manifests"),
+        (vec!["report"], "the store itself"),
+    ] {
+        let out = remote(&url, token(), &args);
+        fails(&out, 2, why, token());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("does not run through a server"),
+            "{args:?}"
+        );
+    }
+    // With a store named on the line as well: which one is meant?
+    let out = ipamctl(&["--server", &url, "-d", &state, "list"])
+        .output()
+        .unwrap();
+    fails(&out, 2, "not with --store or --state-dir", token());
+}

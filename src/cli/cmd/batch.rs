@@ -18,10 +18,8 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use serde_json::Value;
-
 use super::batch_print::{Outcome, Printer};
-use super::batch_read::{Read, requests};
+use super::batch_read::{Read, given_owner, requests};
 use super::batch_request::{Done, Kind};
 use crate::cli::output;
 use crate::cli::{AllocateArgs, GlobalArgs, ReleaseArgs};
@@ -171,12 +169,7 @@ fn each(
 /// its line and `owner` as given, for the printer.
 fn job(read: Read, (kind, defaults): Context<'_>) -> Job<Meta> {
     let (line, request) = read;
-    let owner = request
-        .as_ref()
-        .ok()
-        .and_then(|r| r.get("owner"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let owner = given_owner(&request);
     Job {
         meta: (line, owner),
         request: request.and_then(|r| kind.request(r, defaults)),

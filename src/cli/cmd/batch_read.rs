@@ -14,6 +14,16 @@ use crate::yaml::{self, ListError};
 /// One request as read: the line it starts on, and its fields (or why it is not one).
 pub(crate) type Read = (Option<usize>, Result<Value>);
 
+/// The `owner` a line gives, as given (the printer's column), if it is a JSON object with one.
+pub(crate) fn given_owner(request: &Result<Value>) -> Option<String> {
+    request
+        .as_ref()
+        .ok()
+        .and_then(|r| r.get("owner"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
 /// A batch's requests, to be read in order by [`Requests::feed`].
 pub(crate) enum Requests {
     /// JSON lines, read as they are asked for.

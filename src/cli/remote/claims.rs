@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::documents::{self, ALLOCATE, ALLOCATE_MANY, RELEASE};
 use super::transport::Client;
 use crate::cli::cmd::batch_print::{Outcome, Printer};
-use crate::cli::cmd::batch_read::{Read, requests};
+use crate::cli::cmd::batch_read::{Read, given_owner, requests};
 use crate::cli::cmd::batch_request::Done;
 use crate::cli::{AllocateArgs, GlobalArgs, ReleaseArgs};
 use crate::engine::allocate::Allocated;
@@ -188,12 +188,7 @@ fn batch(
         let prepared: Vec<_> = chunk
             .into_iter()
             .map(|(line, request)| {
-                let owner = request
-                    .as_ref()
-                    .ok()
-                    .and_then(|r| r.get("owner"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
+                let owner = given_owner(&request);
                 (line, owner, request.and_then(prepare))
             })
             .collect();

@@ -231,6 +231,27 @@ fn ops() -> Vec<Op> {
             expect: [FB, NF, FB, "OK", "OK"],
         },
         Op {
+            name: "poolShown",
+            query: r#"{ poolShown(name: "lan", namespace: "acme/prod") { manifest } }"#,
+            // A pool outside the scope is null, as one that does not exist: checked below.
+            expect: ["OK", "OK", "OK", "OK", "OK"],
+        },
+        Op {
+            name: "subnetsShown",
+            query: r#"{ subnetsShown(namespace: "acme/prod") { manifest } }"#,
+            expect: ["OK", NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "releaseHeld",
+            query: r#"mutation { releaseHeld(input: {namespace: "acme/prod", pool: "lan", owner: "Node/held", ignoreNotFound: true}) { allocations } }"#,
+            expect: [FB, NF, "OK", "OK", "OK"],
+        },
+        Op {
+            name: "setMac",
+            query: r#"mutation { setMac(input: {namespace: "acme/prod", pool: "lan", address: "10.1.0.1", owner: "Node/held", mac: "02:00:00:00:00:01"}) { changed } }"#,
+            expect: [FB, NF, "OK", "OK", "OK"],
+        },
+        Op {
             name: "createPublicPool",
             query: r#"mutation { createPublicPool(input: {name: "pub-new", cidr: "192.0.2.0/28", zone: "y"}) { name } }"#,
             // Outside a tenant's scope (the cluster's): not found, as any object there.
@@ -321,6 +342,14 @@ fn every_operation_answers_each_caller_the_contracts_code_and_refusals_change_no
                     Some(w) => assert_eq!(inner, w, "allocateMany by {caller}: {body}"),
                     None => assert!(inner.is_null(), "allocateMany by {caller}: {body}"),
                 }
+            }
+            if op.name == "poolShown" && i >= 3 {
+                let seen = !body["data"]["poolShown"].is_null();
+                assert_eq!(
+                    seen,
+                    caller != "claim-other",
+                    "poolShown by {caller}: {body}"
+                );
             }
             let refused = got != "OK"
                 || (op.name == "allocateMany"

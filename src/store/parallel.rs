@@ -11,10 +11,21 @@ const MAX_THREADS: usize = 8;
 /// the output is in input order, whatever order the threads finish in. A panic in `f` is
 /// propagated to the caller.
 pub fn parallel_map<I: Sync, O: Send>(items: &[I], f: impl Fn(&I) -> O + Sync) -> Vec<O> {
+    parallel_map_iter(items, f).collect()
+}
+
+/// [`parallel_map`]'s outputs as an iterator, in input order, over the threads' own
+/// vectors: a caller that consumes them one by one never holds a second copy of them all
+/// (issue 47: at 50,000 files, the collected copy was 4.4 MB of a new owner's claim's
+/// peak, beside the threads' vectors it was collected from).
+pub fn parallel_map_iter<I: Sync, O: Send>(
+    items: &[I],
+    f: impl Fn(&I) -> O + Sync,
+) -> std::iter::Flatten<std::vec::IntoIter<Vec<O>>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS));
     let chunk = items.len().div_ceil(threads).max(MIN_CHUNK);
     if items.len() <= chunk {
-        return items.iter().map(f).collect();
+        return vec![items.iter().map(f).collect()].into_iter().flatten();
     }
     let f = &f;
     std::thread::scope(|scope| {
@@ -24,12 +35,14 @@ pub fn parallel_map<I: Sync, O: Send>(items: &[I], f: impl Fn(&I) -> O + Sync) -
             .collect();
         workers
             .into_iter()
-            .flat_map(|w| {
+            .map(|w| {
                 w.join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             })
-            .collect()
+            .collect::<Vec<_>>()
     })
+    .into_iter()
+    .flatten()
 }
 
 #[cfg(test)]

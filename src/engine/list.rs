@@ -11,7 +11,7 @@ use crate::model::host_name::host_name;
 use crate::model::selector::LabelSelector;
 use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolName, PoolRef};
 use crate::store::read::{load_pool, pool_not_found};
-use crate::store::{ObjectKind, Store};
+use crate::store::{Found, ObjectKind, Store};
 
 /// Which allocations a command selects, validated. The owner filter goes to the store
 /// (whose owner index answers it without reading every file); the rest is checked on the
@@ -79,26 +79,38 @@ pub fn collect(
     warnings: &mut Warnings,
 ) -> Result<Vec<AllocationManifest>> {
     let (pool, filter) = (query.pool.as_ref(), &query.filter);
-    let listed = match scopes {
-        Some(scopes) => {
-            let mut listed = Vec::new();
-            for ns in scopes {
-                let found = store.find_allocations(ns.as_ref(), pool, filter)?;
-                listed.extend(found.into_iter().map(|f| (ns.clone(), f)));
-            }
-            listed
-        }
-        None => store.find_allocations_everywhere(pool, filter)?,
-    };
-    let mut found = Vec::with_capacity(listed.len());
     let mut broken = Vec::new();
-    for (ns, f) in listed {
-        match f.parsed {
-            Ok(m) if query.keeps(&m) => found.push(m),
-            Ok(_) => {}
-            Err(why) => broken.push((ns, f.name, why)),
+    // What the store answered, kept in the store's own vector: `filter_map` then `collect`
+    // reuses it in place (a manifest is no larger than an answer), where a vector of
+    // `(scope, answer)` and then one of manifests were two copies of every manifest, 35 MB
+    // and 8,000 page faults of `list -o json` at 50,000 allocations (issue 47).
+    let mut kept = |ns: Option<Namespace>, f: Found| match f.parsed {
+        Ok(m) => query.keeps(&m).then_some(m),
+        Err(why) => {
+            broken.push((ns, f.name, why));
+            None
         }
-    }
+    };
+    let mut found: Vec<AllocationManifest> = match scopes {
+        Some(scopes) => {
+            let mut found = Vec::new();
+            for ns in scopes {
+                let answers = store.find_allocations(ns.as_ref(), pool, filter)?;
+                let answers = answers.into_iter().filter_map(|f| kept(ns.clone(), f));
+                if found.is_empty() {
+                    found = answers.collect();
+                } else {
+                    found.extend(answers);
+                }
+            }
+            found
+        }
+        None => store
+            .find_allocations_everywhere(pool, filter)?
+            .into_iter()
+            .filter_map(|(ns, f)| kept(ns, f))
+            .collect(),
+    };
     broken.sort();
     for (ns, name, why) in broken {
         warnings.push(crate::engine::warning::unparsable(

@@ -1,7 +1,7 @@
 //! The command line as a client of `ipamctl serve` (`--server URL`): a front end, not a
 //! store. A command that scripts and CI jobs use is validated here as locally, sent to the
 //! server's `/graphql` as a typed request ([`documents`]: variables, never values written
-//! into a document), and its answer printed by the local command's own printer, with the
+//! into a document; `metrics` asks `GET /metrics`), and its answer printed by the local command's own printer, with the
 //! same exit codes ([`transport`] says which failures of the connection are which). A
 //! command that needs the state itself is exit 2, naming why.
 

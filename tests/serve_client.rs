@@ -1,7 +1,7 @@
 //! The command line as a client of `ipamctl serve` (`--server URL`, issue 43 §4): each
-//! command a script uses (`allocate`, `release`, `list`, `pool list|show`, `vpc get|list`,
-//! `subnet list`),
-//! run through a real server on loopback, prints what the same
+//! command a script uses (`allocate`, `release`, `list`, `pool list|show`, `vpc
+//! create|get|list|delete`, `subnet create|list|show|delete`, `mac set`, `metrics`, `quota
+//! list`), run through a real server on loopback, prints what the same
 //! command prints locally on an identical copy of the fixture, with the same exit code, and
 //! leaves the same state; the connection's failures (a port nobody listens on, a wrong
 //! token, a read-only token claiming, TLS with a CA made by openssl, an answer lost after
@@ -133,15 +133,22 @@ impl Pair {
         here.status.code().unwrap()
     }
 
-    /// Both states, as `list -o yaml` reads each locally, are the same.
+    /// Both states, as `list`, `pool list`, `subnet list` and `vpc list -o yaml` read each
+    /// locally, are the same.
     #[track_caller]
     fn states_agree(&self) {
-        let args = ["list", "-o", "yaml"];
-        let served = self.served.ipamctl(args).output().unwrap();
-        let here = local(&self.here.state(), &args);
-        assert!(served.status.success() && here.status.success());
-        assert_eq!(stamped(&served.stdout), stamped(&here.stdout));
-        assert!(!served.stdout.is_empty());
+        for command in ["list", "pool list", "subnet list", "vpc list"] {
+            let mut args: Vec<&str> = command.split(' ').collect();
+            args.extend(["-o", "yaml"]);
+            let served = self.served.ipamctl(&args).output().unwrap();
+            let here = local(&self.here.state(), &args);
+            assert!(
+                served.status.success() && here.status.success(),
+                "{command}"
+            );
+            assert_eq!(stamped(&served.stdout), stamped(&here.stdout), "{command}");
+            assert!(!served.stdout.is_empty(), "{command}");
+        }
     }
 }
 
@@ -359,6 +366,244 @@ fn batches_print_each_result_as_locally_with_the_same_exit_code() {
         ]);
     }
     pair.states_agree();
+}
+
+/// A command line's words, as split on spaces.
+fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
+/// The formats a command prints in: its default and every `-o`.
+const FORMATS: [&str; 5] = ["", " -o wide", " -o json", " -o yaml", " -o name"];
+
+#[test]
+fn vpc_create_and_delete_print_what_they_print_locally_and_leave_the_same_state() {
+    let pair = Pair::new("populated");
+    let same = |line: &str| pair.same(&words(line));
+    // A VPC's uid is random unless given: both sides are given the same.
+    let uid = "--uid 0b6f1d4e-2c3a-4b5d-8e9f-0a1b2c3d4e";
+    let blue = format!("vpc create blue -n acme/dev --cidr 10.60.0.0/16 {uid}01");
+    assert_eq!(same(&format!("{blue} -o wide")), 0);
+    for format in FORMATS {
+        assert_eq!(same(&format!("{blue}{format}")), 0, "the same VPC again");
+    }
+    let other = format!("vpc create blue -n acme/dev --cidr 10.61.0.0/16 {uid}01");
+    assert_eq!(same(&other), 4, "another range under its name");
+    let green = format!("vpc create green -n acme/dev --cidr 10.62.0.0/24 {uid}02");
+    assert_eq!(same(&format!("{green} --uplink-zone zone-a")), 0);
+    assert_eq!(same(&format!("{green} --uplink-zone zone-a -o json")), 0);
+    let red = format!("vpc create red -n acme/dev --cidr 10.63.0.0/24 {uid}03 --dry-run");
+    assert_eq!(same(&red), 0);
+    assert_eq!(same(&format!("{red} -o yaml")), 0);
+    for bad in [
+        "vpc create blue -n acme/dev -o yaml",
+        "vpc create bad_name -n acme/dev --cidr 10.64.0.0/24",
+        "vpc create a-v6 -n acme/dev --cidr 10.64.0.0/24",
+        "vpc create nons --cidr 10.64.0.0/24",
+        "vpc create x -n acme/dev --cidr not-a-cidr",
+        "vpc create x -n acme/dev --from-pool p --prefix-length 24 --prefix-length 25",
+        "vpc delete nons",
+    ] {
+        assert_eq!(same(bad), 2, "{bad}");
+    }
+    let delete = |more: &str| same(&format!("vpc delete green -n acme/dev{more}"));
+    assert_eq!(delete(" --dry-run"), 0);
+    assert_eq!(delete(" --dry-run -o json"), 0);
+    assert_eq!(delete(" -o yaml"), 0);
+    assert_eq!(delete(""), 3);
+    assert_eq!(delete(" --ignore-not-found"), 0);
+    assert_eq!(same("vpc delete blue -n acme/dev -o name"), 0);
+    // A VPC with allocations and the uplink the fixture gave it.
+    assert_eq!(same("vpc delete main -n acme/prod"), 0);
+    pair.states_agree();
+}
+
+#[test]
+fn subnet_create_show_and_delete_print_what_they_print_locally_and_leave_the_same_state() {
+    let pair = Pair::new("subnets");
+    let same = |line: &str| pair.same(&words(line));
+    let create = |name: &str, more: &str| {
+        same(&format!(
+            "subnet create {name} -n acme/prod --pool vpc-main{more}"
+        ))
+    };
+    assert_eq!(create("db", " --cidr 10.42.9.0/24"), 0);
+    assert_eq!(create("db", " --cidr 10.42.9.0/24 -o yaml"), 0);
+    assert_eq!(create("db", " --cidr 10.42.8.0/24"), 4, "another spec");
+    assert_eq!(create("half", " --cidr 10.42.9.128/25"), 4, "an overlap");
+    for (i, format) in FORMATS.iter().enumerate() {
+        assert_eq!(
+            create(
+                &format!("carved{i}"),
+                &format!(" --prefix-length 26{format}")
+            ),
+            0
+        );
+    }
+    let dry = " --cidr 10.42.10.0/24 --gateway 10.42.10.254 --reserved 10.42.10.5 --dry-run";
+    assert_eq!(create("dry", dry), 0);
+    assert_eq!(create("dry", " --cidr 10.42.10.0/24 --dry-run -o json"), 0);
+    assert_eq!(create("Bad_Name", " --cidr 10.42.11.0/24"), 2);
+    assert_eq!(
+        create("neither", ""),
+        2,
+        "neither --cidr nor --prefix-length"
+    );
+    let nowhere = "subnet create x -n acme/prod --pool nowhere --cidr 10.1.0.0/24";
+    assert_eq!(same(nowhere), 3);
+    // A cluster-scoped pool's subnet: no `-n`.
+    let edge = "subnet create edge --pool public-zone-a --cidr 203.0.113.128/25";
+    assert_eq!(same(edge), 0);
+    for format in FORMATS {
+        assert_eq!(same(&format!("subnet show web -n acme/prod{format}")), 0);
+        assert_eq!(same(&format!("subnet show edge{format}")), 0);
+    }
+    assert_eq!(same("subnet show nowhere -n acme/prod"), 3);
+    assert_eq!(same("subnet show web"), 3, "not cluster-scoped");
+    assert_eq!(same("subnet show Bad_Name -n acme/prod"), 2);
+    // A subnet an allocation holds an address of stays.
+    let claim = "allocate vpc-main -n acme/prod --subnet db --owner VirtualMachine/s1/0";
+    assert_eq!(same(claim), 0);
+    let delete = |name: &str, more: &str| same(&format!("subnet delete {name} -n acme/prod{more}"));
+    assert_eq!(delete("db", ""), 4);
+    assert_eq!(delete("web", " --dry-run"), 0);
+    assert_eq!(delete("web", " --dry-run -o yaml"), 0);
+    assert_eq!(delete("web", " -o json"), 0);
+    assert_eq!(delete("web", ""), 3);
+    assert_eq!(delete("web", " --ignore-not-found"), 0);
+    assert_eq!(delete("Bad_Name", ""), 2);
+    assert_eq!(same("subnet delete edge"), 0);
+    pair.states_agree();
+}
+
+#[test]
+fn metrics_and_quota_list_print_what_they_print_locally() {
+    let pair = Pair::new("quota");
+    let same = |line: &str| pair.same(&words(line));
+    for ok in [
+        "metrics",
+        "metrics -n acme/prod",
+        "metrics --check",
+        "metrics -o table",
+    ] {
+        assert_eq!(same(ok), 0, "{ok}");
+    }
+    assert_eq!(same("metrics -o json"), 2);
+    assert_eq!(same("metrics -n Bad_Name"), 2);
+    assert_eq!(same("metrics -n acme/nowhere"), 3);
+    // `--out`: the same file, nothing on stdout.
+    let dir = pair.here.root().to_path_buf();
+    let (there, here) = (dir.join("there.prom"), dir.join("here.prom"));
+    let out = remote(
+        &pair.server.url,
+        token(),
+        &["metrics", "--out", there.to_str().unwrap()],
+    );
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let out = local(
+        &pair.here.state(),
+        &["metrics", "--out", here.to_str().unwrap()],
+    );
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let text = std::fs::read_to_string(&there).unwrap();
+    assert!(text.contains("ipamctl_quota_limit"), "{text}");
+    assert!(
+        !text.contains("ipamctl_server_"),
+        "the server's own figures: {text}"
+    );
+    assert_eq!(text, std::fs::read_to_string(&here).unwrap());
+    // The lease files are this machine's: exit 2 before anything is sent.
+    let leases = dir.join("kea.csv");
+    std::fs::write(&leases, "").unwrap();
+    let flag = format!("--dhcp-leases=kea4={}", leases.display());
+    let nobody = format!("http://127.0.0.1:{}", closed_port());
+    let out = remote(&nobody, token(), &["metrics", &flag]);
+    fails(&out, 2, "the lease files are read here", token());
+    for format in FORMATS {
+        assert_eq!(same(&format!("quota list{format}")), 0);
+        assert_eq!(same(&format!("quota list -n acme/prod{format}")), 0);
+    }
+    assert_eq!(same("quota list -n acme/dev"), 0, "none");
+    assert_eq!(same("quota list -n acme/nowhere"), 3);
+    assert_eq!(same("quota list -n Bad_Name"), 2);
+    pair.states_agree();
+}
+
+/// `token create NAME --tokens FILE` with `flags`, in `store`'s root: its secret.
+fn token_in(store: &Store, file: &str, name: &str, flags: &str) -> String {
+    let made = ipamctl(&["token", "create", name, "--tokens"])
+        .arg(store.root().join(file))
+        .args(words(flags))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    String::from_utf8(made.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn a_token_without_the_verb_or_the_scope_is_denied_writes_metrics_and_quotas() {
+    let store = Store::fixture("quota");
+    let reader = token_in(
+        &store,
+        "t.yaml",
+        "reader",
+        "--namespace * --verbs read --cluster",
+    );
+    let tenant = token_in(
+        &store,
+        "t.yaml",
+        "tenant",
+        "--namespace acme/prod --verbs read,admin",
+    );
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0", "--tokens"]);
+    cmd.arg(store.root().join("t.yaml"));
+    let server = Server::spawn_as_is(cmd);
+    let before = listed(&store);
+    let run = |bearer: &str, line: &str| remote(&server.url, bearer, &words(line));
+    for line in [
+        "vpc create blue -n acme/dev --cidr 10.60.0.0/16",
+        "vpc delete main -n acme/prod",
+        "subnet create db -n acme/prod --pool vpc-main --cidr 10.42.9.0/24",
+        "subnet delete web -n acme/prod --ignore-not-found",
+    ] {
+        fails(&run(&reader, line), 8, "may not admin", &reader);
+    }
+    // Outside a tenant's namespace, as if nothing were there; /metrics needs the cluster.
+    fails(
+        &run(&tenant, "vpc delete dev -n acme/dev"),
+        3,
+        "not found",
+        &tenant,
+    );
+    fails(
+        &run(&tenant, "quota list -n acme/dev"),
+        3,
+        "not found",
+        &tenant,
+    );
+    for line in ["metrics", "metrics -n acme/prod"] {
+        fails(&run(&tenant, line), 8, "cluster scope", &tenant);
+    }
+    let wrong = "ipamctl_not-a-token-at-all";
+    for line in [
+        "metrics",
+        "quota list",
+        "subnet show web -n acme/prod",
+        "subnet create db -n acme/prod --pool vpc-main --prefix-length 26",
+        "vpc create blue -n acme/dev --cidr 10.60.0.0/16",
+    ] {
+        fails(&run(wrong, line), 8, "not valid", wrong);
+    }
+    // What they may do, they do.
+    for line in ["quota list", "metrics"] {
+        let out = run(&reader, line);
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert_eq!(listed(&store), before);
+    let log = server.log();
+    for secret in [&reader, &tenant] {
+        assert!(!log.contains(secret.as_str()), "the server logged a token");
+    }
 }
 
 /// A claim in the `populated` fixture.

@@ -55,6 +55,17 @@ pub struct Problems {
     pub warnings: usize,
 }
 
+impl Problems {
+    /// The counts of `report`'s findings.
+    pub fn of(report: &crate::engine::check::Report) -> Problems {
+        use crate::engine::check::Severity;
+        Problems {
+            errors: report.count(Severity::Error),
+            warnings: report.count(Severity::Warning),
+        }
+    }
+}
+
 /// The metrics of every pool and subnet of `scopes`, and (if given) of `check`'s findings.
 /// Pools that cannot be read are skipped with a warning in `warnings`, as `pool list` does.
 pub fn collect(

@@ -42,7 +42,7 @@ pub fn load(
 
 /// What a subnet that does not exist is called: also what a caller outside its scope is
 /// told.
-fn missing(ns: Option<&Namespace>, name: &SubnetName) -> String {
+pub fn missing(ns: Option<&Namespace>, name: &SubnetName) -> String {
     format!(
         "subnet `{name}` not found ({})",
         match ns {

@@ -15,8 +15,10 @@ use crate::engine::admin::{self, Deletion};
 use crate::engine::executor::{Done, Request};
 use crate::engine::floating::ReleaseFloatingInput;
 use crate::engine::floating::{ClaimFloatingInput as Floating, FloatingClaim, FloatingRelease};
+use crate::engine::vpc::Deleted;
 use crate::engine::warning::Warnings;
 use crate::error::Result;
+use crate::model::subnet::SubnetManifest;
 
 #[derive(InputObject)]
 pub struct CreatePublicPoolInput {
@@ -39,18 +41,65 @@ pub struct CreateVpcInput {
     namespace: String,
     cidrs: Option<Vec<String>>,
     from_pools: Option<Vec<FromPoolInput>>,
+    /// The VPC's uid (`vpc create --uid`; else a new UUID, or the uid of the pools that
+    /// exist).
+    uid: Option<String>,
+    /// A MAC prefix per pool, IPv4 first (`--mac-prefix`).
+    mac_prefixes: Option<Vec<String>>,
     uplink_zone: Option<String>,
+}
+
+impl CreateVpcInput {
+    /// The engine's request (its one constructor), a dry run if `dry_run`.
+    pub(super) fn request(self, dry_run: bool) -> Result<admin::VpcCreate> {
+        admin::VpcCreate::new(&admin::CreateVpcInput {
+            name: self.name,
+            namespace: self.namespace,
+            cidrs: self.cidrs.unwrap_or_default(),
+            from_pools: self
+                .from_pools
+                .unwrap_or_default()
+                .into_iter()
+                .map(|f| admin::FromPoolInput {
+                    pool: f.pool,
+                    prefix_length: f.prefix_length,
+                })
+                .collect(),
+            uid: self.uid,
+            mac_prefixes: self.mac_prefixes.unwrap_or_default(),
+            uplink_zone: self.uplink_zone,
+            dry_run,
+        })
+    }
 }
 
 #[derive(InputObject)]
 pub struct CreateSubnetInput {
     name: String,
-    namespace: String,
+    /// The pool's namespace; without it, a cluster-scoped pool's subnet (`admin` with the
+    /// cluster scope).
+    namespace: Option<String>,
     pool: String,
     cidr: Option<String>,
     prefix_length: Option<u8>,
     gateway: Option<String>,
     reserved: Option<Vec<String>>,
+}
+
+impl CreateSubnetInput {
+    /// The engine's request (its one constructor), a dry run if `dry_run`.
+    pub(super) fn request(self, dry_run: bool) -> Result<admin::SubnetCreate> {
+        admin::SubnetCreate::new(&admin::CreateSubnetInput {
+            name: self.name,
+            namespace: self.namespace,
+            pool: self.pool,
+            cidr: self.cidr,
+            prefix_length: self.prefix_length,
+            gateway: self.gateway,
+            reserved: self.reserved.unwrap_or_default(),
+            dry_run,
+        })
+    }
 }
 
 #[derive(InputObject)]
@@ -113,28 +162,14 @@ impl AdminMutation {
         ctx: &Context<'_>,
         input: CreateVpcInput,
     ) -> async_graphql::Result<Vpc> {
-        let from_pools = input.from_pools.unwrap_or_default();
-        let request = admin::VpcCreate::new(&admin::CreateVpcInput {
-            name: input.name.clone(),
-            namespace: input.namespace.clone(),
-            cidrs: input.cidrs.unwrap_or_default(),
-            from_pools: from_pools
-                .into_iter()
-                .map(|f| admin::FromPoolInput {
-                    pool: f.pool,
-                    prefix_length: f.prefix_length,
-                })
-                .collect(),
-            uplink_zone: input.uplink_zone,
-            ..admin::CreateVpcInput::default()
-        })
-        .gql()?;
+        let (namespace, name) = (input.namespace.clone(), input.name.clone());
+        let request = input.request(false).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
                 let mut warnings = Warnings::default();
                 admin::create_vpc(store, &scope, &request, &mut warnings)?;
-                super::schema::vpc_now(store, &scope, &input.namespace, &input.name)
+                super::schema::vpc_now(store, &scope, &namespace, &name)
             })
             .await
             .gql()
@@ -149,24 +184,9 @@ impl AdminMutation {
         namespace: String,
         ignore_not_found: Option<bool>,
     ) -> async_graphql::Result<bool> {
-        let request = admin::VpcDelete::new(&admin::DeleteVpcInput {
-            name,
-            namespace,
-            ignore_not_found: ignore_not_found.unwrap_or(false),
-            dry_run: false,
-        })
-        .gql()?;
-        let scope = scope(ctx);
-        work(ctx)
-            .read(move |store| {
-                // A request runs whole: the server's drain waits for it.
-                let stop = AtomicBool::new(false);
-                let mut warnings = Warnings::default();
-                let done = admin::delete_vpc(store, &scope, &request, &stop, &mut warnings)?;
-                Ok(matches!(done, Deletion::Deleted(_)))
-            })
-            .await
-            .gql()
+        let flags = (ignore_not_found.unwrap_or(false), false);
+        let done = vpc_deletion(ctx, name, namespace, flags).await?;
+        Ok(matches!(done, Deletion::Deleted(_)))
     }
 
     /// Creates a subnet of a pool, by its CIDR or carved by `prefixLength`.
@@ -175,17 +195,7 @@ impl AdminMutation {
         ctx: &Context<'_>,
         input: CreateSubnetInput,
     ) -> async_graphql::Result<Subnet> {
-        let request = admin::SubnetCreate::new(&admin::CreateSubnetInput {
-            name: input.name,
-            namespace: Some(input.namespace),
-            pool: input.pool,
-            cidr: input.cidr,
-            prefix_length: input.prefix_length,
-            gateway: input.gateway,
-            reserved: input.reserved.unwrap_or_default(),
-            dry_run: false,
-        })
-        .gql()?;
+        let request = input.request(false).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
@@ -205,21 +215,9 @@ impl AdminMutation {
         namespace: String,
         ignore_not_found: Option<bool>,
     ) -> async_graphql::Result<bool> {
-        let request = admin::SubnetDelete::new(&admin::DeleteSubnetInput {
-            name,
-            namespace: Some(namespace),
-            ignore_not_found: ignore_not_found.unwrap_or(false),
-            dry_run: false,
-        })
-        .gql()?;
-        let scope = scope(ctx);
-        work(ctx)
-            .read(move |store| {
-                let done = admin::delete_subnet(store, &scope, &request)?;
-                Ok(matches!(done, Deletion::Deleted(_)))
-            })
-            .await
-            .gql()
+        let flags = (ignore_not_found.unwrap_or(false), false);
+        let done = subnet_deletion(ctx, name, Some(namespace), flags).await?;
+        Ok(matches!(done, Deletion::Deleted(_)))
     }
 
     /// Claims a tenant's floating IP (owner `FloatingIP/<namespace>/<name>`) from a zone's
@@ -281,4 +279,51 @@ fn request_owner(request: &Result<Request>) -> String {
         Ok(Request::Allocate(r)) => r.owner().to_string(),
         _ => String::new(),
     }
+}
+
+/// Deletes VPC `name` of `namespace` for the caller, with `(ignore_not_found, dry_run)`.
+pub(super) async fn vpc_deletion(
+    ctx: &Context<'_>,
+    name: String,
+    namespace: String,
+    (ignore_not_found, dry_run): (bool, bool),
+) -> async_graphql::Result<Deletion<Deleted>> {
+    let request = admin::VpcDelete::new(&admin::DeleteVpcInput {
+        name,
+        namespace,
+        ignore_not_found,
+        dry_run,
+    })
+    .gql()?;
+    let scope = scope(ctx);
+    work(ctx)
+        .read(move |store| {
+            // A request runs whole: the server's drain waits for it.
+            let stop = AtomicBool::new(false);
+            let mut warnings = Warnings::default();
+            admin::delete_vpc(store, &scope, &request, &stop, &mut warnings)
+        })
+        .await
+        .gql()
+}
+
+/// Deletes subnet `name` of `namespace` for the caller, with `(ignore_not_found, dry_run)`.
+pub(super) async fn subnet_deletion(
+    ctx: &Context<'_>,
+    name: String,
+    namespace: Option<String>,
+    (ignore_not_found, dry_run): (bool, bool),
+) -> async_graphql::Result<Deletion<SubnetManifest>> {
+    let request = admin::SubnetDelete::new(&admin::DeleteSubnetInput {
+        name,
+        namespace,
+        ignore_not_found,
+        dry_run,
+    })
+    .gql()?;
+    let scope = scope(ctx);
+    work(ctx)
+        .read(move |store| admin::delete_subnet(store, &scope, &request))
+        .await
+        .gql()
 }

@@ -22,9 +22,15 @@ pub type IpamSchema = Schema<Queries, Mutation, EmptySubscription>;
 #[graphql(name = "Query")]
 pub struct Queries(Query, QuotaQuery);
 
-/// Every mutation: the claims' and the seed operations' ([`super::admin`]).
+/// Every mutation: the claims' and the seed operations' ([`super::admin`], and answering
+/// what they did: [`super::done`]).
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Mutation(ClaimMutation, super::held::HeldMutation, AdminMutation);
+pub struct Mutation(
+    ClaimMutation,
+    super::held::HeldMutation,
+    AdminMutation,
+    super::done::DoneMutation,
+);
 
 /// The schema, with its limits; `work` is absent only for printing the SDL.
 pub fn build(limits: &super::Limits, work: Option<Arc<Work>>) -> IpamSchema {

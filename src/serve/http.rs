@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::State as Extract;
+use axum::extract::{Query, State as Extract};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
@@ -67,74 +67,133 @@ pub async fn readyz(Extract(state): Extract<State>) -> Response {
     }
 }
 
-/// The pools' metrics (`ipamctl metrics`'s) and the server's own; needs a caller.
-pub async fn metrics(Extract(state): Extract<State>, headers: HeaderMap) -> Response {
+/// `GET /metrics`'s parameters, each standing for `ipamctl metrics`'s flag of the same
+/// name; a scrape without any gets every namespace's pools and the server's own figures.
+#[derive(serde::Deserialize, Default, Debug)]
+pub struct MetricsParams {
+    /// `-n NS`: the pools and subnets of one namespace (not found outside the caller's
+    /// scope, as one that holds nothing).
+    namespace: Option<String>,
+    /// `--check`: also `check`'s findings by severity (`ipamctl_check_problems`).
+    #[serde(default)]
+    check: bool,
+    /// `false`: without the server's own request figures, as `ipamctl --server URL
+    /// metrics` asks (the command line prints the store's figures alone).
+    server: Option<bool>,
+}
+
+/// The pools' metrics (`ipamctl metrics`'s, for [`MetricsParams`]) and the server's own;
+/// needs a caller with `read` on the cluster scope. A refusal or a failure is one
+/// `error:` line, its status saying which (400, 401, 403, 404, else 500).
+pub async fn metrics(
+    Extract(state): Extract<State>,
+    Query(params): Query<MetricsParams>,
+    headers: HeaderMap,
+) -> Response {
     let started = Instant::now();
-    // `read` on the cluster scope: the metrics count every namespace's addresses.
-    let allowed = caller(&state, &headers).and_then(|caller| {
-        let scope = &caller.scope;
-        if scope.cluster() && scope.holds(crate::engine::scope::Verb::Read) {
-            Ok(caller)
-        } else {
-            Err(Error::Forbidden {
-                message: "/metrics needs a token with `read` on the cluster scope (`ipamctl token create … --verbs read --cluster`)".into(),
-            })
-        }
-    });
-    let caller = match allowed {
-        Ok(caller) => caller,
-        Err(e) => {
-            let response = refused(&e);
-            let line = super::log::Line {
-                token: "-",
-                operation: "metrics",
-                namespace: "-",
-                outcome: super::errors::code(&e),
-                status: response.status().as_u16(),
-                duration: started.elapsed(),
-            };
-            super::log::request(state.log, &line);
-            return response;
+    let (token, answered) = match metrics_caller(&state, &headers) {
+        Err(e) => ("-".to_owned(), Err(e)),
+        Ok(caller) => {
+            let text = pools_exposition(&state, &caller, &params).await;
+            let own = params.server != Some(false);
+            let text = text.map(|t| {
+                if own {
+                    t + &state.stats.exposition()
+                } else {
+                    t
+                }
+            });
+            (caller.name, text)
         }
     };
-    let pools = state
-        .work
-        .read(|store| {
-            let scopes = store.scopes()?;
-            let mut warnings = crate::engine::warning::Warnings::default();
-            let collected = crate::engine::metrics::collect(store, &scopes, None, &mut warnings)?;
-            Ok(crate::engine::metrics::exposition(&collected))
-        })
-        .await;
-    let (status, body, outcome) = match pools {
-        Ok(text) => (
-            StatusCode::OK,
-            text + &state.stats.exposition(),
-            "OK".to_owned(),
-        ),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("error: {e}\n"),
-            super::errors::code(&e).to_owned(),
-        ),
+    let (status, body, outcome) = match answered {
+        Ok(text) => (StatusCode::OK, text, "OK"),
+        Err(e) => (status(&e), format!("error: {e}\n"), super::errors::code(&e)),
     };
     super::log::request(
         state.log,
         &super::log::Line {
-            token: &caller.name,
+            token: &token,
             operation: "metrics",
-            namespace: "-",
-            outcome: &outcome,
+            namespace: params.namespace.as_deref().unwrap_or("-"),
+            outcome,
             status: status.as_u16(),
             duration: started.elapsed(),
         },
     );
     let mut response = (status, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
+    let headers = response.headers_mut();
+    if status == StatusCode::OK {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+    } else if status == StatusCode::UNAUTHORIZED {
+        headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
     response
+}
+
+/// The caller of a `/metrics` request: `read` on the cluster scope, as the metrics count
+/// every namespace's addresses.
+fn metrics_caller(state: &Shared, headers: &HeaderMap) -> crate::error::Result<Caller> {
+    let caller = caller(state, headers)?;
+    let scope = &caller.scope;
+    if scope.cluster() && scope.holds(crate::engine::scope::Verb::Read) {
+        Ok(caller)
+    } else {
+        Err(Error::Forbidden {
+            message: "/metrics needs a token with `read` on the cluster scope (`ipamctl token create … --verbs read --cluster`)".into(),
+        })
+    }
+}
+
+/// The store's metrics in the text exposition format, as `ipamctl metrics` computes them.
+async fn pools_exposition(
+    state: &Shared,
+    caller: &Caller,
+    params: &MetricsParams,
+) -> crate::error::Result<String> {
+    use crate::engine::metrics::{Problems, collect, exposition};
+    let ns = crate::engine::request::field::namespace(params.namespace.as_deref())?;
+    let scope = caller.scope.clone();
+    let check = params.check;
+    state
+        .work
+        .read(move |store| {
+            let scopes = match ns {
+                Some(ns) => crate::engine::scopes::scopes(
+                    store,
+                    &scope,
+                    crate::engine::scope::Verb::Read,
+                    Some(ns),
+                )?,
+                None => store.scopes()?,
+            };
+            let problems = check
+                .then(|| crate::engine::check::check(store))
+                .transpose()?
+                .map(|report| Problems::of(&report));
+            let mut warnings = crate::engine::warning::Warnings::default();
+            Ok(exposition(&collect(
+                store,
+                &scopes,
+                problems,
+                &mut warnings,
+            )?))
+        })
+        .await
+}
+
+/// The HTTP status of a failure of an endpoint that is not GraphQL.
+fn status(e: &Error) -> StatusCode {
+    match super::errors::code(e) {
+        "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
+        "FORBIDDEN" => StatusCode::FORBIDDEN,
+        "NOT_FOUND" => StatusCode::NOT_FOUND,
+        "BAD_REQUEST" | "LIMIT" => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 /// The caller of a request with `headers`.
@@ -144,22 +203,6 @@ pub fn caller(state: &Shared, headers: &HeaderMap) -> crate::error::Result<Calle
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes),
     )
-}
-
-/// A plain-text refusal of a request that is not GraphQL (401 for no caller).
-fn refused(e: &Error) -> Response {
-    let status = match e {
-        Error::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
-        Error::Forbidden { .. } => StatusCode::FORBIDDEN,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    let mut response = (status, format!("error: {e}\n")).into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    }
-    response
 }
 
 /// A response of `status` with a JSON `body` of content type `content_type`.

@@ -10,6 +10,7 @@
 mod admin;
 mod api;
 pub mod auth;
+mod done;
 mod errors;
 mod graphql;
 mod held;

@@ -19,6 +19,17 @@ pub enum Action {
     WouldCreate,
 }
 
+impl From<&crate::engine::allocate::Allocated> for Action {
+    fn from(a: &crate::engine::allocate::Allocated) -> Action {
+        use crate::engine::allocate::Allocated;
+        match a {
+            Allocated::Created(_) => Action::Created,
+            Allocated::WouldCreate(_) => Action::WouldCreate,
+            Allocated::Existing(_) => Action::Existing,
+        }
+    }
+}
+
 /// One object a claim holds: how it came about and its manifest as stored (YAML).
 #[derive(SimpleObject, Debug)]
 pub struct Held {
@@ -377,4 +388,22 @@ pub fn subnets_shown(
             usage: Figures::new(&status.usage, status.free_ranges),
         })
         .collect())
+}
+
+/// `subnet show` of subnet `name` of scope `ns` for the caller of `scope` (outside it, not
+/// found, as a subnet that does not exist).
+pub fn subnet_shown(
+    store: &dyn crate::store::Store,
+    scope: &Scope,
+    ns: Option<&crate::model::Namespace>,
+    name: &crate::model::SubnetName,
+) -> Result<SubnetShown> {
+    scope.check(crate::engine::scope::Verb::Read, ns, || {
+        crate::engine::subnet::missing(ns, name)
+    })?;
+    let (m, status) = crate::engine::subnet_usage::show(store, ns, name)?;
+    Ok(SubnetShown {
+        manifest: crate::yaml::encode(&m),
+        usage: Figures::new(&status.usage, status.free_ranges),
+    })
 }

@@ -12,7 +12,6 @@ use serde::Serialize;
 use super::errors::Graphql;
 pub use super::objects::{Action, Allocation, Held, Pool, Selectors, Subnet, Vpc, vpc_now};
 use super::work::Work;
-use crate::engine::allocate::Allocated;
 use crate::engine::executor::{Done, Request};
 use crate::engine::request::field::{namespace, pool_ref};
 use crate::engine::request::{AllocateInput as Allocate, ReleaseInput as Release};
@@ -155,12 +154,7 @@ pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
     let mut held = Vec::new();
     let (addresses, prefix, action) = match claimed {
         Claimed::Addresses(allocated) => {
-            let of = |a: &Allocated| match a {
-                Allocated::Created(_) => Action::Created,
-                Allocated::WouldCreate(_) => Action::WouldCreate,
-                Allocated::Existing(_) => Action::Existing,
-            };
-            let actions: Vec<Action> = allocated.iter().map(of).collect();
+            let actions: Vec<Action> = allocated.iter().map(Action::from).collect();
             for (a, action) in allocated.iter().zip(&actions) {
                 held.push(Held::new(*action, a.manifest()));
             }
@@ -383,6 +377,28 @@ impl Query {
             })
             .await
             .gql()
+    }
+
+    /// One stored subnet as `subnet show` shows it (its manifest and usage), or null if it
+    /// does not exist; without `namespace`, a cluster-scoped pool's subnet.
+    async fn subnet_shown(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        namespace: Option<String>,
+    ) -> async_graphql::Result<Option<super::objects::SubnetShown>> {
+        let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
+        let name =
+            crate::engine::request::field::flag("NAME", crate::model::SubnetName::new(&name))
+                .gql()?;
+        let scope = scope(ctx);
+        let found = work(ctx)
+            .read(move |store| super::objects::subnet_shown(store, &scope, ns.as_ref(), &name))
+            .await;
+        match found {
+            Err(Error::NotFound { .. }) => Ok(None),
+            found => found.map(Some).gql(),
+        }
     }
 
     /// A VPC, or null if it does not exist.

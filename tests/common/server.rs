@@ -1,6 +1,7 @@
 //! `IPAMCTL_TEST_STORE=server`: every command the builder runs that `--server` supports
-//! (`allocate`, `release`, `list`, `pool list|show`, `vpc get|list`, `subnet list`,
-//! `mac set`) runs through a fresh
+//! (`allocate`, `release`, `list`, `pool list|show`, `vpc create|get|list|delete`,
+//! `subnet create|list|show|delete`, `mac set`, `metrics` without `--dhcp-leases`, `quota
+//! list`) runs through a fresh
 //! `ipamctl serve` on the test's state directory, as `ipamctl --server URL …` with the token
 //! in `IPAMCTL_TOKEN`; the others run locally, as always. The state is the directory's, so
 //! every check on files sees what the server wrote.
@@ -73,11 +74,13 @@ pub fn supported(args: &[OsString]) -> bool {
         }
     }
     match command.first().map(String::as_str) {
-        Some("allocate" | "release" | "list") => true,
+        Some("allocate" | "release" | "list" | "vpc" | "subnet" | "quota") => true,
         Some("pool") => matches!(command.get(1).map(String::as_str), Some("list" | "show")),
-        Some("vpc") => matches!(command.get(1).map(String::as_str), Some("get" | "list")),
-        Some("subnet") => command.get(1).map(String::as_str) == Some("list"),
         Some("mac") => command.get(1).map(String::as_str) == Some("set"),
+        // The lease files `--dhcp-leases` reads are the client's: exit 2 through a server.
+        Some("metrics") => !args
+            .iter()
+            .any(|a| a.to_str().is_some_and(|a| a.starts_with("--dhcp-leases"))),
         _ => false,
     }
 }

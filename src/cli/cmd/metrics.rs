@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::cli::output;
 use crate::cli::{DhcpFormat, GlobalArgs, MetricsArgs, OutputFormat};
-use crate::engine::check::{Report, Severity};
+use crate::engine::check::Report;
 use crate::engine::dhcp::Family;
 use crate::engine::leases;
 use crate::engine::metrics::{self, Metric, Problems};
@@ -19,13 +19,7 @@ use crate::store::Store;
 use clap::ValueEnum;
 
 pub fn run(g: &GlobalArgs, args: &MetricsArgs, out: &mut dyn Write) -> Result<()> {
-    // `-o table`, the default form, is the text itself; there is no other.
-    if g.output.is_some_and(|o| o != OutputFormat::Table) {
-        return Err(Error::Usage {
-            message: "`metrics` prints Prometheus' text format only; drop `-o`".into(),
-            hint: Some("the same figures as JSON: ipamctl pool list -o json".into()),
-        });
-    }
+    text_only(g)?;
     let sources = lease_sources(&args.dhcp_leases)?;
     let store = super::open(g)?;
     let problems = args
@@ -33,6 +27,27 @@ pub fn run(g: &GlobalArgs, args: &MetricsArgs, out: &mut dyn Write) -> Result<()
         .then(|| crate::engine::check::check(&*store))
         .transpose()?;
     emit(&*store, g, args, problems.as_ref(), &sources, out)
+}
+
+/// Exit 2 for an `-o` other than `table`: the default form is the text itself; there is no
+/// other.
+pub(crate) fn text_only(g: &GlobalArgs) -> Result<()> {
+    if g.output.is_some_and(|o| o != OutputFormat::Table) {
+        return Err(Error::Usage {
+            message: "`metrics` prints Prometheus' text format only; drop `-o`".into(),
+            hint: Some("the same figures as JSON: ipamctl pool list -o json".into()),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the exposition `text` where `--out` says (here, or answered by a server:
+/// [`crate::cli::remote`]): the file, replaced whole, or stdout.
+pub(crate) fn write_exposition(text: &str, args: &MetricsArgs, out: &mut dyn Write) -> Result<()> {
+    match &args.out {
+        Some(path) => replace_file(path, text),
+        None => output::write(out, text),
+    }
 }
 
 /// A `--dhcp-leases FORMAT=FILE`: the format's name and what its file holds, read and
@@ -88,10 +103,7 @@ fn emit(
     out: &mut dyn Write,
 ) -> Result<()> {
     let scopes = super::scopes(store, g)?;
-    let problems = report.map(|r| Problems {
-        errors: r.count(Severity::Error),
-        warnings: r.count(Severity::Warning),
-    });
+    let problems = report.map(Problems::of);
     let mut warnings = Warnings::default();
     let collected = metrics::collect(store, &scopes, problems, &mut warnings);
     let drift = lease_drift(store, &scopes, sources, &mut warnings);
@@ -100,11 +112,7 @@ fn emit(
     if let Some(drift) = drift? {
         collected.push(drift);
     }
-    let text = metrics::exposition(&collected);
-    match &args.out {
-        Some(path) => replace_file(path, &text),
-        None => output::write(out, &text),
-    }
+    write_exposition(&metrics::exposition(&collected), args, out)
 }
 
 /// `ipamctl_dhcp_lease_drift` of `sources` over `scopes`, now; `None` without any.

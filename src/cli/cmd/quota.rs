@@ -91,7 +91,12 @@ fn shown(rows: &[Usage]) -> Vec<Shown<'_>> {
 fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let ns = super::namespace(g)?;
     let rows = crate::engine::quota_list::list(store, &Scope::everything(), ns)?;
-    if output::write_list(out, g.output, &shown(&rows))? {
+    show_list(&rows, g, out)
+}
+
+/// Prints `quota list`'s rows (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_list(rows: &[Usage], g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    if output::write_list(out, g.output, &shown(rows))? {
         return Ok(());
     }
     if rows.is_empty() {

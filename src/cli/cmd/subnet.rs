@@ -13,6 +13,7 @@ use crate::engine::admin::{
     self, CreateSubnetInput, DeleteSubnetInput, Deletion, SubnetCreate, SubnetDelete,
 };
 use crate::engine::scope::Scope;
+use crate::engine::subnet::Put;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::Result;
 use crate::model::PoolRef;
@@ -36,7 +37,8 @@ pub fn run(
     }
 }
 
-fn name(s: &str) -> Result<SubnetName> {
+/// A subnet's name, validated (exit 2 naming `NAME`).
+pub(crate) fn name(s: &str) -> Result<SubnetName> {
     super::flag("NAME", SubnetName::new(s))
 }
 
@@ -46,7 +48,14 @@ fn create(
     args: &SubnetCreateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let request = SubnetCreate::new(&CreateSubnetInput {
+    let request = SubnetCreate::new(&create_input(g, args))?;
+    let (manifest, put) = admin::create_subnet(store, &Scope::everything(), &request)?;
+    show_created(&manifest, put, args, g, out)
+}
+
+/// `subnet create`'s arguments as the engine's input.
+pub(crate) fn create_input(g: &GlobalArgs, args: &SubnetCreateArgs) -> CreateSubnetInput {
+    CreateSubnetInput {
         name: args.name.clone(),
         namespace: g.namespace.clone(),
         pool: args.pool.clone(),
@@ -55,11 +64,20 @@ fn create(
         gateway: args.gateway.clone(),
         reserved: args.reserved.clone(),
         dry_run: args.dry_run,
-    })?;
-    let (manifest, put) = admin::create_subnet(store, &Scope::everything(), &request)?;
+    }
+}
+
+/// Prints what `subnet create` did (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_created(
+    manifest: &SubnetManifest,
+    put: Put,
+    args: &SubnetCreateArgs,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     let action = Action::from(put).planned(args.dry_run);
     if g.output.is_some() {
-        return output::write_changes(out, g.output, &[Change::new(&manifest, action)], true);
+        return output::write_changes(out, g.output, &[Change::new(manifest, action)], true);
     }
     output::diagnostic(&format!("{} {action}", manifest.resource()));
     // A carved subnet prints its prefix (it was chosen), a given one its gateway.
@@ -169,9 +187,19 @@ fn show(
 ) -> Result<()> {
     let ns = super::namespace(g)?;
     let (s, status) = crate::engine::subnet_usage::show(store, ns.as_ref(), &name(&args.name)?)?;
+    show_one(&s, &status, g, out)
+}
+
+/// Prints `subnet show`'s subnet (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_one(
+    s: &SubnetManifest,
+    status: &SubnetStatus,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     let shown = WithStatus {
-        manifest: &s,
-        status: &status,
+        manifest: s,
+        status,
     };
     match g.output {
         Some(OutputFormat::Json) => output::write(out, &output::json(&shown)),
@@ -186,7 +214,7 @@ fn show(
                 ("Pool", s.spec.pool.to_string()),
                 ("CIDR", s.spec.cidr.to_string()),
                 ("Gateway", s.gateway().to_string()),
-                ("Reserved", reserved(&s)),
+                ("Reserved", reserved(s)),
                 ("Candidates", readable_with_exact(u.candidates)),
                 ("Allocated", u.allocated.to_string()),
                 (
@@ -220,20 +248,36 @@ fn delete(
     args: &SubnetDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let request = SubnetDelete::new(&DeleteSubnetInput {
+    let request = SubnetDelete::new(&delete_input(g, args))?;
+    let deleted = admin::delete_subnet(store, &Scope::everything(), &request)?;
+    show_deleted(deleted, args.dry_run, g, out)
+}
+
+/// `subnet delete`'s arguments as the engine's input.
+pub(crate) fn delete_input(g: &GlobalArgs, args: &SubnetDeleteArgs) -> DeleteSubnetInput {
+    DeleteSubnetInput {
         name: args.name.clone(),
         namespace: g.namespace.clone(),
         ignore_not_found: args.ignore_not_found,
         dry_run: args.dry_run,
-    })?;
-    let deleted = match admin::delete_subnet(store, &Scope::everything(), &request)? {
+    }
+}
+
+/// Prints what `subnet delete` did (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_deleted(
+    deleted: Deletion<SubnetManifest>,
+    dry_run: bool,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let deleted = match deleted {
         Deletion::Deleted(deleted) => deleted,
         Deletion::Absent(message) => {
             output::diagnostic(&format!("note: {message}; nothing to delete"));
             return Ok(());
         }
     };
-    let action = Action::Deleted.planned(args.dry_run);
+    let action = Action::Deleted.planned(dry_run);
     output::write_changes(out, g.output, &[Change::new(&deleted, action)], true)
 }
 

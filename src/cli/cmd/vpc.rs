@@ -40,7 +40,7 @@ pub fn run(
 }
 
 /// The VPC's namespace (required) and pool.
-fn vpc_pool(g: &GlobalArgs, name: &str, v6: bool) -> Result<(Namespace, PoolRef)> {
+pub(crate) fn vpc_pool(g: &GlobalArgs, name: &str, v6: bool) -> Result<(Namespace, PoolRef)> {
     let ns = super::namespace(g)?.ok_or_else(|| Error::Usage {
         message: "a VPC lives in a tenant namespace: pass `-n NS`".into(),
         hint: None,
@@ -71,14 +71,26 @@ fn create(
         &mut warnings,
     );
     output::warn(&warnings);
-    let VpcCreated { created, uplink } = made?;
+    show_created(made?, args.dry_run, g, out)
+}
+
+/// Prints what `vpc create` did (here, or answered by a server: [`crate::cli::remote`]):
+/// with `-o`, the pools and what was done to each; else each object's line on stderr and
+/// the VPC's uid.
+pub(crate) fn show_created(
+    made: VpcCreated,
+    dry_run: bool,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let VpcCreated { created, uplink } = made;
     let done: Vec<_> = created
         .pools
         .iter()
         .map(|(m, made)| {
             let action = match made {
                 Made::Existing => Action::Existing,
-                Made::Created => Action::Created.planned(args.dry_run),
+                Made::Created => Action::Created.planned(dry_run),
             };
             (m, action)
         })
@@ -114,7 +126,7 @@ fn create(
 }
 
 /// `vpc create`'s flags as the engine's input: each `--from-pool` with its `--prefix-length`.
-fn create_input(args: &VpcCreateArgs, ns: &Namespace) -> Result<CreateVpcInput> {
+pub(crate) fn create_input(args: &VpcCreateArgs, ns: &Namespace) -> Result<CreateVpcInput> {
     if args.from_pool.len() != args.prefix_length.len() {
         return Err(Error::invalid(
             "--prefix-length",
@@ -247,20 +259,37 @@ fn delete(
     args: &VpcDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (ns, _) = vpc_pool(g, &args.name, false)?;
-    let request = VpcDelete::new(&DeleteVpcInput {
-        name: args.name.clone(),
-        namespace: ns.to_string(),
-        ignore_not_found: args.ignore_not_found,
-        dry_run: args.dry_run,
-    })?;
+    let request = VpcDelete::new(&delete_input(g, args)?)?;
     // The lines are printed once the unit of work is done, and an error found after
     // releasing (files that could not be released) comes after them, as the releases stand.
     let mut warnings = Warnings::default();
     let stop = super::stop_on_signal()?;
     let deleted = admin::delete_vpc(store, &Scope::everything(), &request, &stop, &mut warnings);
     output::warn(&warnings);
-    let deleted = match deleted? {
+    show_deleted(deleted?, args.dry_run, g, out)
+}
+
+/// `vpc delete`'s arguments as the engine's input (exit 2 without `-n` or for a name no
+/// pool could carry).
+pub(crate) fn delete_input(g: &GlobalArgs, args: &VpcDeleteArgs) -> Result<DeleteVpcInput> {
+    let (ns, _) = vpc_pool(g, &args.name, false)?;
+    Ok(DeleteVpcInput {
+        name: args.name.clone(),
+        namespace: ns.to_string(),
+        ignore_not_found: args.ignore_not_found,
+        dry_run: args.dry_run,
+    })
+}
+
+/// Prints what `vpc delete` did (here, or answered by a server: [`crate::cli::remote`]),
+/// then gives the error found after the releases, if any.
+pub(crate) fn show_deleted(
+    deleted: Deletion<crate::engine::vpc::Deleted>,
+    dry_run: bool,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let deleted = match deleted {
         Deletion::Deleted(deleted) => deleted,
         // Already deleted (a retry): nothing to do, and a retry loop sees success.
         Deletion::Absent(message) => {
@@ -279,7 +308,7 @@ fn delete(
                 Removal::Allocation(_) | Removal::Claim(_) => Action::Released,
                 Removal::Subnet(_) | Removal::Pool(_) => Action::Deleted,
             };
-            Change::new(r, action.planned(args.dry_run))
+            Change::new(r, action.planned(dry_run))
         })
         .collect();
     output::write_changes(out, g.output, &changes, false)?;

@@ -14,7 +14,6 @@ use crate::cli::cmd::batch_print::{Outcome, Printer};
 use crate::cli::cmd::batch_read::{Read, given_owner, requests};
 use crate::cli::cmd::batch_request::Done;
 use crate::cli::{AllocateArgs, GlobalArgs, ReleaseArgs};
-use crate::engine::allocate::Allocated;
 use crate::engine::executor;
 use crate::engine::request::{
     AllocateInput, AllocateRequest, Claimed, Freed, ReleaseInput, ReleaseRequest,
@@ -247,21 +246,13 @@ fn claimed(url: &str, claim: &Value) -> Result<Claimed> {
                 .map_err(|_| documents::bad_answer(url, "a prefix that is not one"))?;
             return Ok(Claimed::WouldPrefix(prefix));
         };
-        let m = yaml::decode_prefix_claim(manifest(url, h)?)
+        let m = yaml::decode_prefix_claim(documents::manifest(url, h)?)
             .map_err(|e| documents::bad_answer(url, &e))?;
         return Ok(Claimed::Prefix(Box::new(m), h["action"] == "CREATED"));
     }
     let allocated = held
         .iter()
-        .map(|h| {
-            let m = yaml::decode_allocation(manifest(url, h)?)
-                .map_err(|e| documents::bad_answer(url, &e))?;
-            Ok(match h["action"].as_str() {
-                Some("CREATED") => Allocated::Created(m),
-                Some("WOULD_CREATE") => Allocated::WouldCreate(m),
-                _ => Allocated::Existing(m),
-            })
-        })
+        .map(|h| documents::allocated(url, h))
         .collect::<Result<_>>()?;
     Ok(Claimed::Addresses(allocated))
 }
@@ -280,12 +271,6 @@ fn freed(url: &str, released: &Value) -> Result<Freed> {
             .collect::<Result<_>>()?,
         note: released["note"].as_str().map(str::to_owned),
     })
-}
-
-fn manifest<'a>(url: &str, held: &'a Value) -> Result<&'a str> {
-    held["manifest"]
-        .as_str()
-        .ok_or_else(|| documents::bad_answer(url, "an object without its manifest"))
 }
 
 /// `mac set`.
@@ -315,7 +300,7 @@ pub fn set_mac(
         .into_iter()
         .flatten()
         .map(|c| {
-            let m = yaml::decode_allocation(manifest(&url, c)?)
+            let m = yaml::decode_allocation(documents::manifest(&url, c)?)
                 .map_err(|e| documents::bad_answer(&url, &e))?;
             Ok((m, c["changed"].as_bool().unwrap_or(true)))
         })

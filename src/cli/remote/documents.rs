@@ -7,6 +7,8 @@
 use serde_json::{Map, Value, json};
 
 use super::transport::{Answer, Client};
+use crate::engine::admin::Deletion;
+use crate::engine::allocate::Allocated;
 use crate::engine::request::{AllocateInput, ReleaseInput};
 use crate::error::{Error, Result, exit};
 
@@ -191,4 +193,62 @@ pub(super) fn texts(v: &Value) -> Vec<String> {
         .filter_map(Value::as_str)
         .map(str::to_owned)
         .collect()
+}
+
+/// An object's `manifest` in an answer.
+pub(super) fn manifest<'a>(url: &str, held: &'a Value) -> Result<&'a str> {
+    held["manifest"]
+        .as_str()
+        .ok_or_else(|| bad_answer(url, "an object without its manifest"))
+}
+
+/// A `Held` allocation as the engine's [`Allocated`].
+pub(super) fn allocated(url: &str, held: &Value) -> Result<Allocated> {
+    let m =
+        crate::yaml::decode_allocation(manifest(url, held)?).map_err(|e| bad_answer(url, &e))?;
+    Ok(match held["action"].as_str() {
+        Some("CREATED") => Allocated::Created(m),
+        Some("WOULD_CREATE") => Allocated::WouldCreate(m),
+        _ => Allocated::Existing(m),
+    })
+}
+
+/// An answer's object list under `key` (none for anything else), each made a `T`.
+pub(super) fn each<T>(
+    answer: &Value,
+    key: &str,
+    one: impl FnMut(&Value) -> Result<T>,
+) -> Result<Vec<T>> {
+    answer[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(one)
+        .collect()
+}
+
+/// A delete's target and flags: its name, namespace, `ignoreNotFound` and `dryRun`.
+pub(super) type Target<'a> = (&'a str, Option<&'a str>, bool, bool);
+
+/// Sends the delete `document` (its variables `$name`, `$namespace`, `$ignoreNotFound`
+/// and `$dryRun`) and reads its answer under `key`: the not-found message of what did not
+/// exist (`absent`, with `ignoreNotFound`), else what `deleted` makes of the answer.
+pub(super) fn delete<T>(
+    client: &mut Client,
+    (document, key): (&str, &str),
+    (name, namespace, ignore_not_found, dry_run): Target<'_>,
+    deleted: impl FnOnce(&str, &Value) -> Result<T>,
+) -> Result<Deletion<T>> {
+    let variables = json!({
+        "name": name,
+        "namespace": namespace,
+        "ignoreNotFound": ignore_not_found,
+        "dryRun": dry_run,
+    });
+    let data = run(client, document, variables, !dry_run)?;
+    let answer = &data[key];
+    match answer["absent"].as_str() {
+        Some(message) => Ok(Deletion::Absent(message.to_owned())),
+        None => Ok(Deletion::Deleted(deleted(client.url(), answer)?)),
+    }
 }

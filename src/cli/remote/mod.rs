@@ -1,19 +1,24 @@
 //! The command line as a client of `ipamctl serve` (`--server URL`): a front end, not a
 //! store. A command that scripts and CI jobs use is validated here as locally, sent to the
 //! server's `/graphql` as a typed request ([`documents`]: variables, never values written
-//! into a document), and its answer printed by the local command's own printer, with the
+//! into a document; `metrics` asks `GET /metrics`), and its answer printed by the local command's own printer, with the
 //! same exit codes ([`transport`] says which failures of the connection are which). A
 //! command that needs the state itself is exit 2, naming why.
 
 mod claims;
 mod documents;
+mod metrics;
+mod quotas;
 mod reads;
+mod subnets;
 mod transport;
 mod vpcs;
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command, GlobalArgs, MacCommand, PoolCommand, SubnetCommand, VpcCommand};
+use crate::cli::{
+    Cli, Command, GlobalArgs, MacCommand, PoolCommand, QuotaCommand, SubnetCommand, VpcCommand,
+};
 use crate::error::{Error, Result, exit};
 
 /// Commands that never touch a store, run here whatever `--server` says.
@@ -43,15 +48,44 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32> {
         Command::List(args) => reads::list(&mut client, g, args, out)?,
         Command::Pool(PoolCommand::List) => reads::pool_list(&mut client, g, out)?,
         Command::Pool(PoolCommand::Show(args)) => reads::pool_show(&mut client, g, args, out)?,
-        Command::Vpc(VpcCommand::Get(args)) => vpcs::get(&mut client, g, &args.name, out)?,
-        Command::Vpc(VpcCommand::List) => vpcs::list(&mut client, g, out)?,
-        Command::Subnet(SubnetCommand::List(args)) => {
-            reads::subnet_list(&mut client, g, args.pool.as_deref(), out)?;
-        }
+        Command::Vpc(command) => vpc(&mut client, g, command, out)?,
+        Command::Subnet(command) => subnet(&mut client, g, command, out)?,
         Command::Mac(MacCommand::Set(args)) => claims::set_mac(&mut client, g, args, out)?,
+        Command::Metrics(args) => metrics::metrics(&mut client, g, args, out)?,
+        Command::Quota(QuotaCommand::List(_)) => quotas::list(&mut client, g, out)?,
         _ => unreachable!("refused above"),
     }
     Ok(exit::OK)
+}
+
+/// `vpc …` through a server.
+fn vpc(
+    client: &mut transport::Client,
+    g: &GlobalArgs,
+    command: &VpcCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match command {
+        VpcCommand::Create(args) => vpcs::create(client, g, args, out),
+        VpcCommand::Get(args) => vpcs::get(client, g, &args.name, out),
+        VpcCommand::List => vpcs::list(client, g, out),
+        VpcCommand::Delete(args) => vpcs::delete(client, g, args, out),
+    }
+}
+
+/// `subnet …` through a server.
+fn subnet(
+    client: &mut transport::Client,
+    g: &GlobalArgs,
+    command: &SubnetCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match command {
+        SubnetCommand::Create(args) => subnets::create(client, g, args, out),
+        SubnetCommand::List(args) => subnets::list(client, g, args.pool.as_deref(), out),
+        SubnetCommand::Show(args) => subnets::show(client, g, args, out),
+        SubnetCommand::Delete(args) => subnets::delete(client, g, args, out),
+    }
 }
 
 /// The client `--server`, `--token-file` (else `IPAMCTL_TOKEN`) and `--cacert` describe.
@@ -79,8 +113,9 @@ fn refuse_local_only(command: &Command) -> Result<()> {
     let (name, why) = match command {
         Command::Allocate(_) | Command::Release(_) | Command::List(_) => return Ok(()),
         Command::Pool(PoolCommand::List | PoolCommand::Show(_)) => return Ok(()),
-        Command::Vpc(VpcCommand::Get(_) | VpcCommand::List) => return Ok(()),
-        Command::Subnet(SubnetCommand::List(_)) => return Ok(()),
+        Command::Vpc(_) | Command::Subnet(_) | Command::Metrics(_) | Command::Quota(_) => {
+            return Ok(());
+        }
         Command::Diff(_) => ("diff", "it compares a state directory with its git history"),
         Command::History(_) => ("history", "it reads the store's own history"),
         Command::Check(_) => (
@@ -94,17 +129,7 @@ fn refuse_local_only(command: &Command) -> Result<()> {
         Command::Token(_) => ("token", "it keeps a server's tokens file"),
         Command::Apply(_) => ("apply", "the API has no manifests' input"),
         Command::Pool(_) => ("pool", "the API has no such operation yet"),
-        Command::Vpc(_) => (
-            "vpc",
-            "the API's VPC operations are not wired to the CLI yet",
-        ),
-        Command::Subnet(_) => (
-            "subnet",
-            "the API's subnet operations are not wired to the CLI yet",
-        ),
         Command::Mac(_) => return Ok(()),
-        Command::Metrics(_) => ("metrics", "it is not wired to the server's /metrics yet"),
-        Command::Quota(_) => ("quota", "the API's quota query is not wired to the CLI yet"),
         Command::Report => ("report", "it reads the store itself"),
         Command::Reconcile(_) => ("reconcile", "it reads the store itself"),
         Command::Renew(_) => ("renew", "the API has no renewal yet"),

@@ -1,4 +1,4 @@
-//! `list` and `pool list` through a server: the selectors validated by the local command's
+//! `list`, `pool list` and `pool show` through a server: the selectors validated by the local command's
 //! constructor, sent as variables; the answer's manifests decoded with the same codec and
 //! printed by the local command's printer.
 
@@ -213,42 +213,4 @@ pub fn not_here(what: &str) -> Error {
         message: format!("`{what}` is not available through a server (`--server`)"),
         hint: Some("run it where the state is, with --store URL or -d DIR".into()),
     }
-}
-
-/// `subnet list`.
-pub fn subnet_list(
-    client: &mut Client,
-    g: &GlobalArgs,
-    pool: Option<&str>,
-    out: &mut dyn Write,
-) -> Result<()> {
-    if let Some(p) = pool {
-        crate::engine::request::field::flag("--pool", crate::model::PoolName::new(p))?;
-    }
-    let document = "query Subnets($namespace: String, $pool: String) {
-  subnetsShown(namespace: $namespace, pool: $pool) {
-    manifest
-    usage { candidates allocated offCandidates free percentUsed freeRanges }
-  }
-}";
-    let variables = json!({"namespace": g.namespace, "pool": pool});
-    let data = documents::run(client, document, variables, false)?;
-    let url = client.url().to_owned();
-    let listed = data["subnetsShown"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            let text = s["manifest"]
-                .as_str()
-                .ok_or_else(|| bad_answer(&url, "no manifest"))?;
-            let m = yaml::decode_subnet(text).map_err(|e| bad_answer(&url, &e))?;
-            let status = SubnetStatus {
-                usage: usage_of(&url, &s["usage"])?,
-                free_ranges: texts(&s["usage"]["freeRanges"]),
-            };
-            Ok((m, status))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    crate::cli::cmd::subnet::show_list(&listed, g, out)
 }

@@ -137,20 +137,31 @@ impl Client {
         let request = self
             .request(Method::POST, "/graphql")
             .header(header::CONTENT_TYPE, "application/json")
+            .header(
+                header::ACCEPT,
+                "application/graphql-response+json, application/json",
+            )
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| Error::usage(format!("--server {}: {e}", self.at.url)))?;
         self.send(request, changes)
+    }
+
+    /// `GET path` (with its query), for an endpoint that is not GraphQL (`/metrics`); it
+    /// changes nothing, so a lost answer is [`Error::Unreachable`].
+    pub fn get(&mut self, path: &str) -> Result<Answer> {
+        let request = self
+            .request(Method::GET, path)
+            .header(header::ACCEPT, "text/plain")
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| Error::usage(format!("--server {}: {e}", self.at.url)))?;
+        self.send(request, false)
     }
 
     fn request(&self, method: Method, path: &str) -> hyper::http::request::Builder {
         let mut builder = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.at.base))
-            .header(header::HOST, &self.at.authority)
-            .header(
-                header::ACCEPT,
-                "application/graphql-response+json, application/json",
-            );
+            .header(header::HOST, &self.at.authority);
         if let Some(bearer) = &self.bearer {
             builder = builder.header(header::AUTHORIZATION, bearer.clone());
         }

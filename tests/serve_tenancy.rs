@@ -436,3 +436,47 @@ fn tenants_naming_a_floating_ip_alike_never_share_or_see_each_others() {
     assert_eq!(claim(acme, ACME)["action"], "EXISTING");
     store.assert_check_clean();
 }
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn a_tenants_scrape_of_metrics_counts_its_own_namespaces_and_the_clusters_only() {
+    let store = fresh();
+    let callers = Callers::make(&store);
+    let tenant = {
+        let out = store
+            .ipamctl(["token", "create", "acme-metrics", "--tokens"])
+            .arg(&callers.tokens)
+            .args(["--namespace", "acme/*", "--verbs", "read", "--cluster"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let scrape = |bearer: &str, query: &str| {
+        let auth = format!("Authorization: Bearer {bearer}");
+        curl(
+            &server.url,
+            &format!("/metrics{query}"),
+            &["-H", &auth],
+            b"",
+        )
+    };
+    // The tenant's scrape: its namespace's pool and the cluster's public one, never
+    // beta/prod's pool, even though both are called `lan`.
+    let (status, text) = scrape(&tenant, "");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("namespace=\"acme/prod\""), "{text}");
+    assert!(text.contains("pool=\"pub-z\""), "{text}");
+    assert!(!text.contains("beta"), "{text}");
+    // Asked by name, beta/prod is not found to it, as one that holds nothing.
+    let (status, text) = scrape(&tenant, "?namespace=beta/prod");
+    assert_eq!(status, 404, "{text}");
+    // A caller that sees every namespace still counts beta/prod's.
+    let everyone = callers.bearer("cluster-admin").unwrap();
+    let (status, text) = scrape(everyone, "");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("namespace=\"beta/prod\""), "{text}");
+}

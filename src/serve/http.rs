@@ -68,7 +68,8 @@ pub async fn readyz(Extract(state): Extract<State>) -> Response {
 }
 
 /// `GET /metrics`'s parameters, each standing for `ipamctl metrics`'s flag of the same
-/// name; a scrape without any gets every namespace's pools and the server's own figures.
+/// name; a scrape without any gets the pools of every namespace the caller may read, and the
+/// server's own figures.
 #[derive(serde::Deserialize, Default, Debug)]
 pub struct MetricsParams {
     /// `-n NS`: the pools and subnets of one namespace (not found outside the caller's
@@ -134,8 +135,8 @@ pub async fn metrics(
     response
 }
 
-/// The caller of a `/metrics` request: `read` on the cluster scope, as the metrics count
-/// every namespace's addresses.
+/// The caller of a `/metrics` request: `read` on the cluster scope (the metrics count the
+/// cluster's pools), and the namespaces it reads.
 fn metrics_caller(state: &Shared, headers: &HeaderMap) -> crate::error::Result<Caller> {
     let caller = caller(state, headers)?;
     let scope = &caller.scope;
@@ -161,15 +162,11 @@ async fn pools_exposition(
     state
         .work
         .read(move |store| {
-            let scopes = match ns {
-                Some(ns) => crate::engine::scopes::scopes(
-                    store,
-                    &scope,
-                    crate::engine::scope::Verb::Read,
-                    Some(ns),
-                )?,
-                None => store.scopes()?,
-            };
+            // The namespaces the caller may read, as a query's: a tenant's token with the
+            // cluster scope counts its own namespaces and the cluster's pools, never
+            // another tenant's.
+            let scopes =
+                crate::engine::scopes::scopes(store, &scope, crate::engine::scope::Verb::Read, ns)?;
             let problems = check
                 .then(|| crate::engine::check::check(store))
                 .transpose()?

@@ -479,4 +479,10 @@ fn a_tenants_scrape_of_metrics_counts_its_own_namespaces_and_the_clusters_only()
     let (status, text) = scrape(everyone, "");
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("namespace=\"beta/prod\""), "{text}");
+    // Neither bearer is in the server's log, whatever it answered.
+    let log = server.log();
+    assert!(log.contains("operation=metrics"), "{log}");
+    for secret in [tenant.as_str(), everyone] {
+        assert!(!log.contains(secret), "{log}");
+    }
 }

@@ -105,7 +105,10 @@ struct Pair {
 impl Pair {
     fn new(case: &str) -> Pair {
         let served = Store::fixture(case);
-        let server = Server::start(&served, &[]);
+        // On a database the server's executor runs a connection per worker, and a batch's
+        // workers hand addresses out apart (`src/store/pg/siblings.rs`); the local batch
+        // runs on one (`--jobs 1`). One worker each, so that both pick the same addresses.
+        let server = Server::start(&served, &["--workers", "1"]);
         Pair {
             served,
             server,

@@ -587,3 +587,52 @@ fn a_group_of_owners_asking_again_sends_no_commit_and_one_that_writes_commits() 
     );
     assert_eq!(answered(&results(&out)), held(&db));
 }
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn a_dry_run_beside_a_claim_on_several_connections_never_names_a_held_address() {
+    // A worker with siblings tries the lowest address none of them handed out without
+    // asking the database (the claim's insert checks it): a dry run inserts nothing, and
+    // on the code before this test it answered "would claim 10.71.0.2", held by `a`.
+    for jobs in ["2", "4"] {
+        let (db, tmp, _) = setup(0);
+        let out = db.run([
+            "allocate",
+            "v4",
+            "--owner",
+            "VirtualMachine/a/0",
+            "--address",
+            "10.71.0.2",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let file = tmp.path().join("dry.jsonl");
+        std::fs::write(
+            &file,
+            "{\"pool\":\"v4\",\"owner\":\"VirtualMachine/b/0\"}\n\
+             {\"pool\":\"v4\",\"owner\":\"VirtualMachine/c/0\",\"dryRun\":true}\n",
+        )
+        .unwrap();
+        let out = db.run([
+            "allocate",
+            "-f",
+            file.to_str().unwrap(),
+            "--jobs",
+            jobs,
+            "-o",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let got = results(&out);
+        assert_eq!(got[1]["action"], "would-create", "{got:?}");
+        let dry = got[1]["address"].as_str().unwrap().to_owned();
+        let held = held(&db);
+        assert!(
+            held.values().flatten().all(|a| *a != dry) || got[0]["address"] == dry.as_str(),
+            "--jobs {jobs}: the dry run would claim {dry}, held: {held:?}"
+        );
+        assert_ne!(dry, "10.71.0.2", "--jobs {jobs}: {got:?}");
+    }
+}

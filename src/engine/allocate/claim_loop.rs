@@ -66,6 +66,9 @@ pub(super) fn claim(
         // before it could not have named.
         manifest.metadata.creation_timestamp = Some(Timestamp::now());
         if req.dry_run {
+            if held_now(store, req, addr)? {
+                continue;
+            }
             return Ok(Some(Allocated::WouldCreate(manifest)));
         }
         failpoint!("allocate-before-claim");
@@ -176,6 +179,16 @@ fn free_for<'a>(
         }
     };
     Ok(Box::new(own.map(Ok).into_iter().chain(free)))
+}
+
+/// Whether `addr` of the request's pool is held now. A claim's insert checks its address;
+/// a dry run inserts nothing, so it asks: a store may hand out an address it has not looked
+/// at (a batch's worker on a database tries the lowest one its siblings left, unasked:
+/// `siblings.rs`), and "would claim" an address someone holds is no answer.
+fn held_now(store: &dyn Store, req: &Request, addr: IpAddr) -> Result<bool> {
+    let name = allocation_name(&req.pool.name, addr);
+    let ns = req.pool.namespace.as_ref();
+    Ok(store.get(ObjectKind::Allocation, ns, &name)?.is_some())
 }
 
 /// A random number below `n` (a power of two, at most 256).

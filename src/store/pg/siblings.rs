@@ -26,7 +26,8 @@
 //!   of `--jobs 4` filling two pools answered exit 5 while a pair was still free, in 5 of
 //!   48 runs of `tests/pg_batch_group.rs` on a loaded machine.
 //! - A worker's first try is the lowest address no worker has handed out, from the pool's
-//!   hint, without a gap query: the claim's own insert checks it. Only after a lost try
+//!   hint, without a gap query: the claim's own insert checks it (a dry run, which inserts
+//!   nothing, asks whether it is held: `engine/allocate/claim_loop.rs`). Only after a lost try
 //!   does the search read the pool again ([`super::free::Free`]).
 //! - In a pool with `pick: hashed` a worker searches from its owner's start up, then from the
 //!   bottom up to it (two ranges, neither the whole pool): its first try is the lowest

@@ -544,11 +544,6 @@ pub trait Units {
     fn grouped(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         work()
     }
-
-    /// Says the outcomes of the last group are delivered: the store may now finish what
-    /// that group left to do that no outcome waits for (on a database, the `ROLLBACK` of a
-    /// group that wrote nothing: `pg/group.rs`). Its next use does so at the latest.
-    fn settle(&self) {}
 }
 
 /// What a store without an audit log of its own answers for one: exit 2.

@@ -67,8 +67,6 @@ pub(super) fn work<J, M, O>(
                 return;
             }
         }
-        // The answers are out: what the group left that none of them waits for, now.
-        store.settle();
         let others = |n: usize| (n > 1).then(|| n - 1);
         if store.lost()
             && queue

@@ -22,11 +22,7 @@
 //! - A group whose every unit was answered by its first round trip (owners that hold an
 //!   address, asking again) wrote nothing: it ends with a `ROLLBACK`, which does not wait
 //!   for the WAL to be flushed, where a `COMMIT` of its row locks would (2.7 to 5 ms on a
-//!   durable cluster under load, all of a server's re-ask; `bench/serve`). That `ROLLBACK`
-//!   is sent after the group's answers ([`crate::store::Units::settle`], called by the
-//!   executor's worker once they are out), so a re-ask waits for one round trip; the
-//!   window it opens is the pool row's `FOR SHARE` held for as long as the answers take
-//!   to hand over (`tests/serve_ops.rs` checks it is gone at once). A unit that sent
+//!   durable cluster under load, all of a server's re-ask; `bench/serve`). A unit that sent
 //!   anything more (a renewal, a claim) marks the group as one that writes, whose end is a
 //!   `COMMIT`; a statement is sent only through [`super::Session`]'s `conn`, which clears
 //!   the unit's `only_prefetch`, as a single unit's own ending relies on.
@@ -125,10 +121,11 @@ impl PgStore {
                 // Nothing to make durable: its locks go without waiting for a flush.
                 // What the units read stands whether or not it arrives: a connection lost
                 // here rolls back all the same, and the next `BEGIN` ends a transaction
-                // left open. So it is sent after the answers: the worker that ran the
-                // group sends it once they are out ([`crate::store::Units::settle`]), and
-                // a re-ask waits for one round trip, not two.
-                session.end_pending = Some(format!("ROLLBACK; {}", deallocate(prepared)));
+                // left open.
+                let end = format!("ROLLBACK; {}", deallocate(prepared));
+                if session.client.batch_execute(&end).is_err() {
+                    session.open = true;
+                }
                 return Ok(());
             }
             (Ok(()), None) => {

@@ -169,9 +169,4 @@ impl Units for PgStore {
     fn grouped(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         self.group(work)
     }
-
-    fn settle(&self) {
-        // Taking the session sends what a group left pending.
-        drop(self.session());
-    }
 }

@@ -144,27 +144,11 @@ struct Session {
     open: bool,
     /// A batch's group of units under way in one transaction (`group.rs`).
     group: Option<group::Group>,
-    /// The end of a group that wrote nothing (its `ROLLBACK`, and its look-ups'
-    /// `DEALLOCATE`s), not sent yet: its answers go out first, then the executor's worker
-    /// sends it ([`crate::store::Units::settle`]); the next use of the session sends it
-    /// first at the latest ([`PgStore::session`]).
-    end_pending: Option<String>,
     /// How many units a group holds: 1 (no groups) unless a batch chose more.
     group_size: usize,
 }
 
 impl Session {
-    /// Sends the end of a group that wrote nothing, if one is pending ([`Session::end_pending`]).
-    /// A failure means the connection is gone (which rolls back) or the transaction is in
-    /// an unknown state: the next `BEGIN` then ends it first, as after any failed end.
-    fn end_group(&mut self) {
-        if let Some(end) = self.end_pending.take()
-            && self.client.batch_execute(&end).is_err()
-        {
-            self.open = true;
-        }
-    }
-
     /// Statements join a transaction begun (or to be begun) for them: a unit's or a group's.
     fn joined(&self) -> bool {
         self.in_txn || self.group.is_some()
@@ -519,7 +503,6 @@ impl PgStore {
                 prefix_ahead: None,
                 only_prefetch: false,
                 open: false,
-                end_pending: None,
                 group: None,
                 group_size: 1,
             }),
@@ -541,9 +524,7 @@ impl PgStore {
     fn session(&self) -> MutexGuard<'_, Session> {
         // A panic while holding it cannot leave the connection half-used in a way the next
         // statement would not report: take it anyway.
-        let mut session = self.session.lock().unwrap_or_else(|e| e.into_inner());
-        session.end_group();
-        session
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A client error as an [`Error::Database`] naming this store.

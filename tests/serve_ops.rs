@@ -369,3 +369,58 @@ fn sigkill_under_load_loses_nothing_acknowledged() {
     assert_eq!(addresses.len(), listed.len(), "an address held twice");
     store.assert_check_clean();
 }
+
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres)),
+    ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
+)]
+fn a_re_ask_leaves_no_lock_behind() {
+    // A group that wrote nothing (owners asking again) ends with a `ROLLBACK`, not a
+    // `COMMIT` (`src/store/pg/group.rs`). It must still end: the pool's row locked
+    // `FOR SHARE` by the re-ask is free again at once, not when the next request comes (a
+    // `createPublicPool` or `apply` waiting on it would wait for traffic). Sending that
+    // `ROLLBACK` after the answers was tried (d1515b9) and reverted: no faster in a closed
+    // loop, where the next request waits for it either way; this test failed whenever
+    // that worker did not send it before waiting for more work.
+    let store = Store::database("seed");
+    let server = Server::start(&store, &["--workers", "2"]);
+    let claim = |owner: &str| {
+        server.ok(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses action } }",
+            json!({"o": owner}),
+        )
+    };
+    let first = claim("FloatingIP/again");
+    assert_eq!(first["allocate"]["action"], "CREATED", "{first}");
+    let serve_common::Store::Db(_, db) = &store else {
+        unreachable!()
+    };
+    let held = || {
+        db.count(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+             WHERE c.relname = 'pools' AND l.mode = 'RowShareLock' AND l.pid <> pg_backend_pid()",
+        )
+    };
+    for round in 0..5 {
+        let again = claim("FloatingIP/again");
+        assert_eq!(again["allocate"]["action"], "EXISTING", "{again}");
+        assert_eq!(
+            again["allocate"]["addresses"],
+            first["allocate"]["addresses"]
+        );
+        let mut locks = held();
+        for _ in 0..40 {
+            if locks == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            locks = held();
+        }
+        assert_eq!(
+            locks, 0,
+            "round {round}: a re-ask's lock on the pool is still held 2 s after its answer"
+        );
+    }
+    store.assert_check_clean();
+}

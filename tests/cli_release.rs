@@ -427,6 +427,42 @@ fn release_by_kind_within_a_subnet() {
         .run();
 }
 
+/// A batch line's `within` is `--within`: the same selector, the same rules (not next to an
+/// ADDRESS, a prefix or exit 2), and a teardown run again finds nothing to release.
+#[test]
+fn release_batch_lines_select_by_kind_within_a_subnet() {
+    let t = Test::new("populated");
+    let lines = t.input(
+        "within.jsonl",
+        concat!(
+            r#"{"kind":"VirtualMachine","within":"10.42.0.8/29"}"#,
+            "\n",
+            r#"{"pool":"vpc-main","address":"10.42.0.2","within":"10.42.0.0/29"}"#,
+            "\n",
+            r#"{"kind":"VirtualMachine","within":"10.42.0.300/29"}"#,
+            "\n",
+            r#"{"kind":"VirtualMachine","within":"10.42.0.8/29"}"#,
+            "\n",
+        ),
+    );
+    let ran = t
+        .args(["release", "-f", &lines, "-n", "acme/prod"])
+        .status(code::FAILURE)
+        .stdout(
+            "LINE  OWNER  ADDRESS               RESULT\n\
+             \x20  1  -      10.42.0.9,10.42.0.10  released\n\
+             \x20  2  -      -                     error (exit 2): `--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it\n\
+             \x20  3  -      -                     error (exit 2): --within: `10.42.0.300/29` is not a prefix like `10.0.0.0/16` or `fd00:42::/48`\n\
+             \x20  4  -      -                     error (exit 3): no allocation matches the selectors; nothing released\n",
+        )
+        .stderr("error: 3 of 4 requests failed (exit 1)\n")
+        .run();
+    assert!(!ran.exists(&format!("{PROD}/vpc-main-10-42-0-9.yaml")));
+    assert!(!ran.exists(&format!("{PROD}/vpc-main-10-42-0-10.yaml")));
+    assert!(ran.exists(&format!("{PROD}/vpc-main-10-42-0-2.yaml")));
+    assert!(ran.exists(&format!("{PROD}/vpc-main-10-42-1-7.yaml")));
+}
+
 #[test]
 fn release_dry_run_prints_what_it_would_release_in_every_format_and_writes_nothing() {
     let dry = |format: &[&str]| {

@@ -532,6 +532,63 @@ fn metrics_and_quota_list_print_what_they_print_locally() {
     pair.states_agree();
 }
 
+/// `allocate --explain` and `release --within` through a server, in every format: the
+/// explanation on stderr (of a dry run, of a claim, of an exhausted `--within`), the release
+/// by selectors, and a batch's `within` lines, as locally.
+#[test]
+fn explanations_and_releases_within_print_what_they_print_locally() {
+    let pair = Pair::new("populated");
+    let same = |line: &str| pair.same(&words(line));
+    let claim = "allocate vpc-main -n acme/prod --owner";
+    for (i, format) in FORMATS.iter().enumerate() {
+        assert_eq!(
+            same(&format!("{claim} VirtualMachine/e{i}/0 --explain{format}")),
+            0
+        );
+        // The owner's own again: it gets its address back, and says so.
+        for dry in ["", " --dry-run"] {
+            let again = format!("{claim} VirtualMachine/e{i}/0 --explain{dry}{format}");
+            assert_eq!(same(&again), 0);
+        }
+    }
+    // A new owner's dry run, once: on PostgreSQL a server's dry run notes its address as
+    // handed out (`src/store/pg/siblings.rs`), so a second one answers the next address,
+    // where a local one answers the same again.
+    let dry = format!("{claim} VirtualMachine/d/0 --dry-run --explain -o yaml");
+    assert_eq!(same(&dry), 0);
+    // Both of 10.42.0.8/30's candidates are taken: explained, then exit 5.
+    let exhausted = format!("{claim} VirtualMachine/x/0 --within 10.42.0.8/30 --explain");
+    assert_eq!(same(&exhausted), 5);
+    assert_eq!(same(&format!("{exhausted} --dry-run -o json")), 5);
+    assert_eq!(
+        same("allocate vpc-main public-zone-a --owner VirtualMachine/x/0 --explain"),
+        2
+    );
+    let within = "release --kind VirtualMachine --within 10.42.0.8/29 -n acme/prod";
+    for format in FORMATS {
+        assert_eq!(same(&format!("{within} --dry-run{format}")), 0);
+    }
+    assert_eq!(same(&format!("{within} -o yaml")), 0);
+    assert_eq!(same(within), 3);
+    assert_eq!(same(&format!("{within} --ignore-not-found")), 0);
+    assert_eq!(
+        same("release vpc-main 10.42.0.2 -n acme/prod --within 10.42.0.0/29"),
+        2
+    );
+    let lines = "{\"kind\":\"VirtualMachine\",\"within\":\"10.42.0.0/29\"}\n\
+        {\"pool\":\"vpc-main\",\"address\":\"10.42.1.7\",\"within\":\"10.42.1.0/24\"}\n\
+        {\"kind\":\"VirtualMachine\",\"within\":\"10.42.0.300/29\"}\n\
+        {\"kind\":\"VirtualMachine\",\"within\":\"10.42.0.0/29\"}\n";
+    let file = pair.here.root().join("within.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    let file = file.display().to_string();
+    for format in ["table", "json"] {
+        let batch = format!("release -f {file} -n acme/prod -o {format}");
+        assert_eq!(same(&batch), 1, "failures of different codes are exit 1");
+    }
+    pair.states_agree();
+}
+
 /// `token create NAME --tokens FILE` with `flags`, in `store`'s root: its secret.
 fn token_in(store: &Store, file: &str, name: &str, flags: &str) -> String {
     let made = ipamctl(&["token", "create", name, "--tokens"])
@@ -543,24 +600,29 @@ fn token_in(store: &Store, file: &str, name: &str, flags: &str) -> String {
     String::from_utf8(made.stdout).unwrap().trim().to_owned()
 }
 
+/// A server on `store` that knows only the tokens made for it, each `(name, flags)`, and
+/// their secrets, in that order.
+fn serve_tokens<const N: usize>(
+    store: &Store,
+    tokens: &[(&str, &str); N],
+) -> (Server, [String; N]) {
+    let secrets = tokens.map(|(name, flags)| token_in(store, "t.yaml", name, flags));
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0", "--tokens"]);
+    cmd.arg(store.root().join("t.yaml"));
+    (Server::spawn_as_is(cmd), secrets)
+}
+
 #[test]
 fn a_token_without_the_verb_or_the_scope_is_denied_writes_metrics_and_quotas() {
     let store = Store::fixture("quota");
-    let reader = token_in(
+    let (server, secrets) = serve_tokens(
         &store,
-        "t.yaml",
-        "reader",
-        "--namespace * --verbs read --cluster",
+        &[
+            ("reader", "--namespace * --verbs read --cluster"),
+            ("tenant", "--namespace acme/prod --verbs read,admin"),
+        ],
     );
-    let tenant = token_in(
-        &store,
-        "t.yaml",
-        "tenant",
-        "--namespace acme/prod --verbs read,admin",
-    );
-    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0", "--tokens"]);
-    cmd.arg(store.root().join("t.yaml"));
-    let server = Server::spawn_as_is(cmd);
+    let [reader, tenant] = secrets;
     let before = listed(&store);
     let run = |bearer: &str, line: &str| remote(&server.url, bearer, &words(line));
     for line in [
@@ -605,6 +667,82 @@ fn a_token_without_the_verb_or_the_scope_is_denied_writes_metrics_and_quotas() {
     assert_eq!(listed(&store), before);
     let log = server.log();
     for secret in [&reader, &tenant] {
+        assert!(!log.contains(secret.as_str()), "the server logged a token");
+    }
+}
+
+/// An explanation and a release by `--within` are scoped as the claim and the release:
+/// another namespace's pool or allocations are not found (exit 3), with no explanation; an
+/// explanation names who holds the pool's addresses, so it needs `read` there too (a
+/// claim-only token, and a tenant's floating IP from a public pool without the cluster
+/// scope, are exit 8); nothing changes.
+#[test]
+fn an_explanation_or_a_release_within_outside_the_tokens_scope_is_refused() {
+    let store = Store::fixture("populated");
+    let (server, secrets) = serve_tokens(
+        &store,
+        &[
+            ("tenant", "--namespace acme/dev --verbs read,claim"),
+            ("claimer", "--namespace acme/prod --verbs claim"),
+        ],
+    );
+    let [tenant, claimer] = secrets;
+    let before = listed(&store);
+    let run = |bearer: &str, line: &str| remote(&server.url, bearer, &words(line));
+    let explained = |out: &Output| String::from_utf8_lossy(&out.stderr).contains("explain:");
+    for line in [
+        "allocate vpc-main -n acme/prod --owner VirtualMachine/x/0 --explain",
+        "allocate vpc-main -n acme/prod --owner VirtualMachine/x/0 --explain --dry-run",
+        "allocate vpc-main -n acme/prod --owner VirtualMachine/x/0 --within 10.42.0.8/30 --explain",
+        "allocate public-zone-a --owner FloatingIP/f1 --explain --dry-run",
+        "release --kind VirtualMachine --within 10.42.0.8/29 -n acme/prod",
+        "release --kind VirtualMachine --within 10.42.0.8/29 -n acme/prod --dry-run",
+        // Without `-n`: the namespaces the token may claim in, where nothing matches.
+        "release --kind VirtualMachine --within 10.42.0.0/16",
+        "release --owner FloatingIP/fip-1 --within 203.0.113.0/24",
+    ] {
+        let out = run(&tenant, line);
+        fails(&out, 3, "", &tenant);
+        assert!(!explained(&out), "{line}: {out:?}");
+    }
+    for (bearer, line) in [
+        (
+            &claimer,
+            "allocate vpc-main -n acme/prod --owner VirtualMachine/x/0 --explain",
+        ),
+        (
+            &tenant,
+            "allocate public-zone-a --tenant acme/dev --owner FloatingIP/f1 --explain",
+        ),
+    ] {
+        let out = run(bearer, line);
+        fails(&out, 8, "may not read", bearer);
+        assert!(!explained(&out), "{line}: {out:?}");
+    }
+    assert_eq!(listed(&store), before);
+    // What they may do, they do: without `--explain`, and in the token's own namespace.
+    let out = run(
+        &claimer,
+        "allocate vpc-main -n acme/prod --owner VirtualMachine/x/0 --dry-run",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = run(
+        &tenant,
+        "allocate vpc-dev -n acme/dev --owner VirtualMachine/y/0 --dry-run --explain",
+    );
+    assert!(out.status.success() && explained(&out), "{out:?}");
+    let out = run(
+        &tenant,
+        "release --kind VirtualMachine --within 10.50.0.0/24 -n acme/dev --dry-run -o name",
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ipallocation/vpc-dev-10-50-0-2\n"
+    );
+    assert_eq!(listed(&store), before);
+    let log = server.log();
+    for secret in [&tenant, &claimer] {
         assert!(!log.contains(secret.as_str()), "the server logged a token");
     }
 }

@@ -43,7 +43,8 @@ fn the_schema_holds_the_contracts_names() {
         "subnets(namespace: String, pool: String): [Subnet!]!",
         "vpc(name: String!, namespace: String!): Vpc",
         "vpcs(namespace: String, allNamespaces: Boolean): [Vpc!]!",
-        "allocate(input: AllocateInput!): Claim!",
+        // `--explain` through a server added an optional argument after `input`.
+        "allocate(input: AllocateInput!, explain: Boolean): Claim!",
         "allocateMany(inputs: [AllocateInput!]!): [ClaimOutcome!]!",
         "release(input: ReleaseInput!): Int!",
         "enum Action {",

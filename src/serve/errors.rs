@@ -38,6 +38,17 @@ pub fn graphql(e: &Error) -> async_graphql::Error {
     })
 }
 
+/// `e` as a GraphQL error, with `notes` (what the command line prints on stderr before
+/// the error: an exhausted pool's `--explain` lines) in its `extensions` when there are any.
+pub fn graphql_noted(e: &Error, notes: &[String]) -> async_graphql::Error {
+    let error = graphql(e);
+    if notes.is_empty() {
+        return error;
+    }
+    let notes = notes.to_vec();
+    error.extend_with(|_, ext| ext.set("notes", notes.clone()))
+}
+
 /// An engine result made a resolver's.
 pub trait Graphql<T> {
     fn gql(self) -> async_graphql::Result<T>;

@@ -115,6 +115,8 @@ pub struct ReleaseInput {
     kind: Option<String>,
     /// A tenant's floating IPs (`--tenant`).
     tenant: Option<String>,
+    /// Only the addresses inside this prefix (`--within`).
+    within: Option<String>,
     force: Option<bool>,
     ignore_not_found: Option<bool>,
     dry_run: Option<bool>,
@@ -131,9 +133,13 @@ fn line(input: &impl Serialize) -> serde_json::Value {
 }
 
 impl AllocateInput {
-    /// The typed request: the batch's reader, then the one constructor.
-    fn request(&self, scope: &Scope) -> Result<Request> {
-        let input = Allocate::read(line(self), &Defaults::default())?;
+    /// The typed request: the batch's reader, then the one constructor (`explain`:
+    /// `--explain`, which the constructor allows with one pool only).
+    fn request(&self, scope: &Scope, explain: bool) -> Result<Request> {
+        let input = Allocate {
+            explain,
+            ..Allocate::read(line(self), &Defaults::default())?
+        };
         Ok(Request::Allocate(Box::new(AllocateRequest::new(
             &input, scope,
         )?)))
@@ -189,15 +195,22 @@ pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
     }
 }
 
-/// The outcome of one claim through the executor.
-async fn run_claim(work: &Work, input: &AllocateInput, scope: &Scope) -> Result<Claim> {
-    let outcome = work.submit(input.request(scope)).wait().await;
-    match outcome.result? {
-        Done::Claimed(claimed) => Ok(Claim {
+/// The outcome of one claim through the executor; a failure carries the notes the command
+/// line prints before its error (an exhausted pool's `--explain` lines).
+async fn run_claim(
+    work: &Work,
+    input: &AllocateInput,
+    scope: &Scope,
+    explain: bool,
+) -> async_graphql::Result<Claim> {
+    let outcome = work.submit(input.request(scope, explain)).wait().await;
+    match outcome.result {
+        Ok(Done::Claimed(claimed)) => Ok(Claim {
             notes: outcome.notes,
             ..claim(&input.owner, claimed)
         }),
-        Done::Freed(..) => unreachable!("an allocate request claims"),
+        Ok(Done::Freed(..)) => unreachable!("an allocate request claims"),
+        Err(e) => Err(super::errors::graphql_noted(&e, &outcome.notes)),
     }
 }
 
@@ -447,13 +460,16 @@ pub struct ClaimMutation;
 #[Object]
 impl ClaimMutation {
     /// Claims an address (or a child prefix) for an owner; the same owner asking again gets
-    /// what it holds.
+    /// what it holds. With `explain` (`--explain`, one pool), `notes` says why the address
+    /// is the one, as the command line's stderr does (on failure, the error's
+    /// `extensions.notes`); it needs `read` where the pool lives.
     async fn allocate(
         &self,
         ctx: &Context<'_>,
         input: AllocateInput,
+        explain: Option<bool>,
     ) -> async_graphql::Result<Claim> {
-        run_claim(work(ctx), &input, &scope(ctx)).await.gql()
+        run_claim(work(ctx), &input, &scope(ctx), explain.unwrap_or(false)).await
     }
 
     /// One claim per input, each its own request: one outcome per input, in order, and a
@@ -469,7 +485,7 @@ impl ClaimMutation {
         // as a batch's lines do, in order, grouped where the store groups.
         let pending: Vec<_> = inputs
             .iter()
-            .map(|input| work.submit(input.request(&scope)))
+            .map(|input| work.submit(input.request(&scope, false)))
             .collect();
         let mut outcomes = Vec::with_capacity(pending.len());
         for (index, (input, pending)) in inputs.iter().zip(pending).enumerate() {

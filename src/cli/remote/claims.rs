@@ -34,13 +34,8 @@ pub fn allocate(
     out: &mut dyn Write,
 ) -> Result<()> {
     crate::cli::cmd::no_jobs_without_file(args.jobs)?;
-    if args.explain {
-        return Err(Error::usage(
-            "`allocate --explain` is not available through a server (`--server`): the server does not send its reasons",
-        ));
-    }
     let input = crate::cli::cmd::allocate::input(g, args);
-    let variables = json!({"input": allocate_variables(&input)?});
+    let variables = json!({"input": allocate_variables(&input)?, "explain": input.explain});
     let data = documents::run(client, ALLOCATE, variables, true)?;
     for note in notes(&data["allocate"]) {
         crate::cli::output::diagnostic(&note);

@@ -2,7 +2,7 @@
 //! (never written into the document), the variables made from the engine's own inputs
 //! (the ones the local command validates first), and a GraphQL answer made a result: its
 //! first error becomes [`Error::Answered`], carrying the server's `code`, `exit`, message
-//! and hint.
+//! and hint (its `notes`, the lines the command line prints before the error, are printed).
 
 use serde_json::{Map, Value, json};
 
@@ -12,9 +12,9 @@ use crate::engine::allocate::Allocated;
 use crate::engine::request::{AllocateInput, ReleaseInput};
 use crate::error::{Error, Result, exit};
 
-/// A claim, with what it holds as stored.
-pub const ALLOCATE: &str = "mutation Allocate($input: AllocateInput!) {
-  allocate(input: $input) { owner addresses prefix action held { action manifest } notes }
+/// A claim, with what it holds as stored (and with `$explain`, why that address).
+pub const ALLOCATE: &str = "mutation Allocate($input: AllocateInput!, $explain: Boolean) {
+  allocate(input: $input, explain: $explain) { owner addresses prefix action held { action manifest } notes }
 }";
 
 /// A batch's claims, one outcome each.
@@ -83,6 +83,11 @@ fn data(url: &str, answer: &Answer) -> Result<Value> {
         .and_then(Value::as_array)
         .and_then(|e| e.first())
     {
+        // What the command line prints on stderr before this error (an exhausted pool's
+        // `--explain` lines), printed here as it prints them.
+        for note in texts(&first["extensions"]["notes"]) {
+            crate::cli::output::diagnostic(&note);
+        }
         return Err(answered(first));
     }
     Ok(body.remove("data").unwrap_or(Value::Null))
@@ -139,15 +144,10 @@ pub fn allocate_input(input: &AllocateInput) -> Value {
 /// The `ReleaseInput` of a release; exit 2 for a selector the API's input has no field for.
 pub fn release_input(input: &ReleaseInput) -> Result<Value> {
     let select = &input.select;
-    for (flag, given) in [
-        ("--within", select.within.is_some()),
-        ("--selector", select.labels.is_some()),
-    ] {
-        if given {
-            return Err(Error::usage(format!(
-                "`release {flag}` is not available through a server (`--server`): name the pool and address, or the owner"
-            )));
-        }
+    if select.labels.is_some() {
+        return Err(Error::usage(
+            "`release --selector` is not available through a server (`--server`): name the pool and address, or the owner",
+        ));
     }
     let mut v = Map::new();
     put(&mut v, "namespace", input.namespace.as_ref());
@@ -157,6 +157,7 @@ pub fn release_input(input: &ReleaseInput) -> Result<Value> {
     put(&mut v, "uid", select.uid.as_ref());
     put(&mut v, "kind", select.kind.as_ref());
     put(&mut v, "tenant", select.tenant.as_ref());
+    put(&mut v, "within", select.within.as_ref());
     for (key, on) in [
         ("force", input.force),
         ("ignoreNotFound", input.ignore_not_found),

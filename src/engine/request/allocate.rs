@@ -41,7 +41,8 @@ pub struct AllocateInput {
     pub prefix_length: Option<u8>,
     pub prefix: Option<String>,
     pub dry_run: bool,
-    /// `--explain` (the command line only): why the address is the one.
+    /// `--explain`: why the address is the one (the command line, and the API's
+    /// `allocate(explain: true)`; never a batch line).
     pub explain: bool,
     /// `--ttl`: a lease that lapses unless renewed (`90s`, `15m`, `1h`, `7d`).
     pub ttl: Option<String>,
@@ -338,7 +339,8 @@ impl AllocateRequest {
         // A tenant's floating IP, from the cluster's public pools: `claim` in the tenant's
         // namespace is enough, without the cluster scope.
         if let Some(tenant) = self.owner.tenant() {
-            return crate::engine::floating::check_scope(scope, &tenant);
+            crate::engine::floating::check_scope(scope, &tenant)?;
+            return self.authorize_explain();
         }
         let pool = |pool: &PoolRef| {
             scope.check(Verb::Claim, pool.namespace.as_ref(), || {
@@ -351,7 +353,35 @@ impl AllocateRequest {
             }),
             Form::Pools { requests, .. } => requests.iter().try_for_each(|r| pool(&r.pool)),
             Form::Prefix { pool: p, .. } => pool(p),
-        }
+        }?;
+        self.authorize_explain()
+    }
+
+    /// `--explain` names who holds the pool's addresses below the one chosen, as `list`
+    /// would: it needs `read` where the pool lives, besides the claim's `claim`. A
+    /// tenant's floating IP is claimed from a public pool without the cluster scope; its
+    /// explanation, which names other tenants' floating IPs, is forbidden without it.
+    fn authorize_explain(&self) -> Result<()> {
+        let Form::Pools {
+            requests,
+            explain: true,
+        } = &self.form
+        else {
+            return Ok(());
+        };
+        requests.iter().try_for_each(|r| {
+            let ns = r.pool.namespace.as_ref();
+            if !self.scope.sees(ns) && self.owner.tenant().is_some() {
+                return Err(Error::Forbidden {
+                    message: format!(
+                        "the caller may not read in the cluster scope, which `--explain` needs: it names who holds the addresses of pool `{}`",
+                        r.pool
+                    ),
+                });
+            }
+            self.scope
+                .check(Verb::Read, ns, || crate::store::read::pool_missing(&r.pool))
+        })
     }
 
     fn claim(

@@ -21,8 +21,8 @@ use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef};
 use crate::store::Store;
 
 /// A `release` request as a user gives it: text, unchecked. A batch line's fields are
-/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `tenant`, `force`,
-/// `ignoreNotFound` and `dryRun` (`--within` and `-l` are the command line's only).
+/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `tenant`, `within`, `force`,
+/// `ignoreNotFound` and `dryRun` (`-l` is the command line's only).
 #[derive(Clone, Debug, Default)]
 pub struct ReleaseInput {
     pub pool: Option<String>,
@@ -45,6 +45,7 @@ const FIELDS: &[&str] = &[
     "uid",
     "kind",
     "tenant",
+    "within",
     "force",
     "ignoreNotFound",
     "dryRun",
@@ -77,7 +78,8 @@ impl ReleaseInput {
                     uid: f.text("uid", "--uid <UUID>")?,
                     kind: f.text("kind", "--kind <KIND>")?,
                     tenant: f.text("tenant", "--tenant <NS>")?,
-                    ..SelectInput::default()
+                    within: f.text("within", "--within <CIDR>")?,
+                    labels: None,
                 },
                 force: f.switch("force")?.unwrap_or(false),
                 ignore_not_found: f

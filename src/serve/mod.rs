@@ -23,6 +23,7 @@ mod quota;
 mod routes;
 mod schema;
 mod stats;
+mod supernets;
 mod work;
 
 use std::net::SocketAddr;

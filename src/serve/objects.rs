@@ -65,6 +65,12 @@ pub struct Pool {
     pub percent_used: f64,
     /// The `IPAMPool` document, as the store keeps it.
     pub manifest: String,
+    /// A supernet's prefixes (`pool list`'s figures of a supernet); null for an address
+    /// pool, or when they could not be read (then `supernetError`).
+    pub supernet: Option<super::supernets::Supernet>,
+    /// Why a supernet's prefixes could not be read (a claim's file that does not parse):
+    /// the error `pool list -o json` stops at, where its table shows the address figures.
+    pub supernet_error: Option<super::schema::RequestError>,
 }
 
 impl Pool {
@@ -82,6 +88,8 @@ impl Pool {
             off_candidates: usage.off_candidates.to_string(),
             percent_used: usage.percent_used,
             manifest: crate::yaml::encode(m),
+            supernet: None,
+            supernet_error: None,
         }
     }
 }
@@ -268,6 +276,11 @@ pub struct PoolShown {
     pub manifest: String,
     pub usage: Figures,
     pub subnets: Vec<SubnetFigures>,
+    /// A supernet's prefixes (`pool show` of a supernet); null for an address pool.
+    pub supernet: Option<super::supernets::Supernet>,
+    /// A supernet's claims with their holders, lowest prefix first (`pool show`'s lines
+    /// under its figures); none for an address pool.
+    pub claims: Vec<super::supernets::PrefixClaim>,
 }
 
 /// `pool show` of `pool` for the caller of `scope`, its usage within `within` if given.
@@ -278,6 +291,7 @@ pub fn pool_shown(
     within: Option<ipnet::IpNet>,
 ) -> Result<PoolShown> {
     let shown = crate::engine::pool::show(store, scope, pool)?;
+    let (supernet, claims) = super::supernets::shown(store, pool, &shown.manifest)?;
     let (usage, free) = shown.usage(within);
     let subnets = crate::engine::subnet_usage::list(
         store,
@@ -295,6 +309,8 @@ pub fn pool_shown(
         manifest: crate::yaml::encode(&shown.manifest),
         usage: Figures::new(&usage, free),
         subnets,
+        supernet,
+        claims,
     })
 }
 
@@ -339,6 +355,33 @@ impl Selectors {
             .transpose()?;
         Ok((query, subnet, self.expired.unwrap_or(false)))
     }
+}
+
+/// `list`'s query as the store is asked it for the caller of `scope`: the scopes `ns` names
+/// ([`crate::engine::scopes::named_scopes`]), and `query` with `expired`'s instant and the
+/// stored subnet's pool and prefix (read after the scope's check).
+pub(super) fn list_query(
+    store: &dyn crate::store::Store,
+    scope: &Scope,
+    ns: Option<crate::model::Namespace>,
+    mut query: crate::engine::list::Query,
+    subnet: Option<&crate::model::SubnetName>,
+    expired: bool,
+) -> Result<(
+    Option<Vec<Option<crate::model::Namespace>>>,
+    crate::engine::list::Query,
+)> {
+    let subnet_ns = ns.clone();
+    let scopes = crate::engine::scopes::named_scopes(store, scope, crate::engine::scope::Verb::Read, ns)?;
+    if expired {
+        query.lapsed_at = Some(store.clock()?);
+    }
+    if let Some(name) = subnet {
+        let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
+        query.pool = Some(s.pool().name);
+        query.within = Some(s.spec.cidr);
+    }
+    Ok((scopes, query))
 }
 
 /// `found` as the API shows it, a VPC router's address with its VPC (as `list` does).

@@ -236,7 +236,10 @@ impl Query {
             .read(move |store| {
                 let scopes = scopes(store, &scope, namespace.as_deref())?;
                 let listed = crate::engine::pool::list(store, &scopes, &mut Warnings::default())?;
-                Ok(listed.iter().map(|(m, u)| Pool::new(m, u)).collect())
+                Ok(listed
+                    .iter()
+                    .map(|(m, u)| Pool::listed(store, m, u))
+                    .collect())
             })
             .await
             .gql()
@@ -254,7 +257,7 @@ impl Query {
         let found = work(ctx)
             .read(move |store| {
                 let shown = crate::engine::pool::show(store, &scope, &pool)?;
-                Ok(Pool::new(&shown.manifest, &shown.usage(None).0))
+                Ok(Pool::listed(store, &shown.manifest, &shown.usage(None).0))
             })
             .await;
         match found {
@@ -302,23 +305,14 @@ impl Query {
     ) -> async_graphql::Result<Vec<Allocation>> {
         let _ = all_namespaces;
         let more = selectors.unwrap_or_default();
-        let (mut query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
+        let (query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
         let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
                 let named = ns.is_some();
-                let subnet_ns = ns.clone();
-                let scopes = crate::engine::scopes::named_scopes(store, &scope, Verb::Read, ns)?;
-                if expired {
-                    query.lapsed_at = Some(store.clock()?);
-                }
-                // A stored subnet is its pool and its prefix (after the scope's check).
-                if let Some(name) = &subnet {
-                    let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
-                    query.pool = Some(s.pool().name);
-                    query.within = Some(s.spec.cidr);
-                }
+                let (scopes, query) =
+                    super::objects::list_query(store, &scope, ns, query, subnet.as_ref(), expired)?;
                 let mut warnings = Warnings::default();
                 let mut found =
                     crate::engine::list::collect(store, scopes.as_deref(), &query, &mut warnings)?;

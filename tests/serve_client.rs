@@ -241,7 +241,11 @@ fn supernets_and_prefix_claims_print_what_they_print_locally() {
     let file = file.to_str().unwrap();
     let applied = pair.served.ipamctl(["apply", "-f", file]).output().unwrap();
     assert!(applied.status.success(), "{applied:?}");
-    assert!(local(&pair.here.state(), &["apply", "-f", file]).status.success());
+    assert!(
+        local(&pair.here.state(), &["apply", "-f", file])
+            .status
+            .success()
+    );
     // A VPC's range (shown as the VPC), its router's uplink, and a prefix of another owner.
     for args in [
         &[
@@ -257,9 +261,23 @@ fn supernets_and_prefix_claims_print_what_they_print_locally() {
             "--uid",
             BLUE,
         ][..],
-        &["allocate", "public-zone-a", "--owner", "VPC/router", "--uid", BLUE],
+        &[
+            "allocate",
+            "public-zone-a",
+            "--owner",
+            "VPC/router",
+            "--uid",
+            BLUE,
+        ],
         &["allocate", "provider-v6", "--owner", "FloatingIP/fip-9"],
-        &["allocate", "provider-v6", "--owner", "FloatingIP/fip-9", "--prefix-length", "64"],
+        &[
+            "allocate",
+            "provider-v6",
+            "--owner",
+            "FloatingIP/fip-9",
+            "--prefix-length",
+            "64",
+        ],
     ] {
         pair.same(args);
     }
@@ -275,7 +293,13 @@ fn supernets_and_prefix_claims_print_what_they_print_locally() {
             &["list", "--owner", "VPC/router"],
             &["list", "--kind", "FloatingIP"],
             &["list", "--within", "2001:db8::/32"],
-            &["list", "--pool", "provider-v6", "--owner", "FloatingIP/none"],
+            &[
+                "list",
+                "--pool",
+                "provider-v6",
+                "--owner",
+                "FloatingIP/none",
+            ],
         ] {
             let mut args = args.to_vec();
             if let Some(f) = format {
@@ -284,7 +308,10 @@ fn supernets_and_prefix_claims_print_what_they_print_locally() {
             assert_eq!(pair.same(&args), 0, "{args:?}");
         }
     }
-    assert_eq!(pair.same(&["pool", "show", "provider-v6", "-n", "acme/dev"]), 3);
+    assert_eq!(
+        pair.same(&["pool", "show", "provider-v6", "-n", "acme/dev"]),
+        3
+    );
     pair.states_agree();
 }
 

@@ -17,10 +17,10 @@ const DIRECTIVES: usize = 16;
 pub type IpamSchema = Schema<Queries, Mutation, EmptySubscription>;
 
 // Every query: the pools', allocations', subnets' and VPCs' ([`super::schema`]), the
-// quotas' ([`super::quota`]) and the prefix claims' ([`super::supernets`]); named `Query` in the schema, as before the quotas came.
+// quotas' ([`super::quota`]) and the prefix claims' ([`super::prefix_claims`]); named `Query` in the schema, as before the quotas came.
 #[derive(async_graphql::MergedObject, Default)]
 #[graphql(name = "Query")]
-pub struct Queries(Query, QuotaQuery, super::supernets::SupernetQuery);
+pub struct Queries(Query, QuotaQuery, super::prefix_claims::PrefixClaimQuery);
 
 /// Every mutation: the claims' and the seed operations' ([`super::admin`], and answering
 /// what they did: [`super::done`]).

@@ -70,7 +70,7 @@ pub struct Pool {
     pub supernet: Option<super::supernets::Supernet>,
     /// Why a supernet's prefixes could not be read (a claim's file that does not parse):
     /// the error `pool list -o json` stops at, where its table shows the address figures.
-    pub supernet_error: Option<super::schema::RequestError>,
+    pub supernet_error: Option<super::errors::RequestError>,
 }
 
 impl Pool {
@@ -91,6 +91,29 @@ impl Pool {
             supernet: None,
             supernet_error: None,
         }
+    }
+}
+
+impl Pool {
+    /// A pool the caller may read, as `pools` and `pool` answer it: a supernet with its
+    /// prefixes, read now (or the error that kept them from being read).
+    pub(super) fn listed(
+        store: &dyn crate::store::Store,
+        manifest: &PoolManifest,
+        usage: &Usage,
+    ) -> Pool {
+        let mut shown = Pool::new(manifest, usage);
+        if manifest.spec.kind == crate::model::PoolKind::Supernet {
+            let pool = crate::model::PoolRef {
+                namespace: manifest.metadata.namespace.clone(),
+                name: manifest.name(),
+            };
+            match crate::engine::supernet::usage(store, &pool, manifest) {
+                Ok(u) => shown.supernet = Some(super::supernets::Supernet::from(&u)),
+                Err(e) => shown.supernet_error = Some(super::errors::RequestError::from(&e)),
+            }
+        }
+        shown
     }
 }
 
@@ -291,7 +314,7 @@ pub fn pool_shown(
     within: Option<ipnet::IpNet>,
 ) -> Result<PoolShown> {
     let shown = crate::engine::pool::show(store, scope, pool)?;
-    let (supernet, claims) = super::supernets::shown(store, pool, &shown.manifest)?;
+    let (supernet, claims) = super::supernets::shown(store, scope, pool, &shown.manifest)?;
     let (usage, free) = shown.usage(within);
     let subnets = crate::engine::subnet_usage::list(
         store,
@@ -372,7 +395,8 @@ pub(super) fn list_query(
     crate::engine::list::Query,
 )> {
     let subnet_ns = ns.clone();
-    let scopes = crate::engine::scopes::named_scopes(store, scope, crate::engine::scope::Verb::Read, ns)?;
+    let scopes =
+        crate::engine::scopes::named_scopes(store, scope, crate::engine::scope::Verb::Read, ns)?;
     if expired {
         query.lapsed_at = Some(store.clock()?);
     }

@@ -10,6 +10,7 @@ use async_graphql::{Context, InputObject, Object, SimpleObject};
 use serde::Serialize;
 
 use super::errors::Graphql;
+pub use super::errors::RequestError;
 pub use super::objects::{Action, Allocation, Held, Pool, Selectors, Subnet, Vpc, vpc_now};
 use super::work::Work;
 use crate::engine::executor::{Done, Request};
@@ -53,26 +54,6 @@ pub struct ClaimOutcome {
     pub index: i32,
     pub claim: Option<Claim>,
     pub error: Option<RequestError>,
-}
-
-/// A failure, as a command line would report it.
-#[derive(SimpleObject, Debug)]
-pub struct RequestError {
-    pub code: String,
-    pub exit: i32,
-    pub message: String,
-    pub hint: Option<String>,
-}
-
-impl From<&Error> for RequestError {
-    fn from(e: &Error) -> RequestError {
-        RequestError {
-            code: super::errors::code(e).into(),
-            exit: e.exit_code(),
-            message: e.to_string(),
-            hint: e.hint().map(str::to_owned),
-        }
-    }
 }
 
 /// `allocate`'s input: a batch line's fields.

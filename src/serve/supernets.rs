@@ -1,18 +1,15 @@
 //! Supernets and prefix claims as the queries answer them: a supernet pool's prefixes
 //! (`pool list`'s and `pool show`'s figures of one, [`crate::engine::supernet`]) and the
 //! prefix claims `list` shows beside the allocations, each with its manifest as stored and,
-//! for a VPC's range, its VPC ([`crate::engine::range_holder`]). The caller's scope is
-//! applied as for the pools and allocations: a supernet is read only once its pool passed
-//! the caller's scope, and `prefixClaims` covers the scopes `allocations` covers.
+//! for a VPC's range, its VPC ([`crate::engine::range_holder`]). A supernet is read only
+//! once its pool passed the caller's scope ([`super::objects`]); `prefixClaims`
+//! ([`super::prefix_claims`]) covers the scopes `allocations` covers.
 
-use async_graphql::{Context, Object, SimpleObject};
+use async_graphql::SimpleObject;
 
-use super::errors::Graphql;
-use super::objects::{Pool, Selectors};
-use super::schema::{RequestError, scope, work};
-use crate::engine::range_holder::{Holder, Holders};
+use crate::engine::range_holder::Holder;
+use crate::engine::scope::Scope;
 use crate::error::Result;
-use crate::model::candidates::Usage;
 use crate::model::prefix_claim::PrefixClaimManifest;
 use crate::model::{PoolKind, PoolManifest, PoolRef};
 use crate::store::Store;
@@ -65,12 +62,16 @@ pub struct PrefixClaim {
     pub uid: Option<String>,
     /// The `IPPrefixClaim` document, as the store keeps it.
     pub manifest: String,
-    /// The VPC (`NAMESPACE/NAME`) whose range it is, as `list` and `pool show` show it.
+    /// The VPC (`NAMESPACE/NAME`) whose range it is, as `list` and `pool show` show it;
+    /// null for a VPC in a namespace the caller does not see.
     pub vpc: Option<String>,
 }
 
 impl PrefixClaim {
-    fn new(m: &PrefixClaimManifest, holder: &Holder) -> PrefixClaim {
+    /// `m` held by `holder`, for the caller of `scope`: a VPC outside its scope goes
+    /// unnamed (the claim's owner, as stored, is all it shows), so the holder's look-up
+    /// across every namespace is no oracle of another tenant's VPCs.
+    pub(super) fn new(m: &PrefixClaimManifest, holder: &Holder, scope: &Scope) -> PrefixClaim {
         PrefixClaim {
             name: m.metadata.name.clone(),
             namespace: m.metadata.namespace.as_ref().map(ToString::to_string),
@@ -82,38 +83,17 @@ impl PrefixClaim {
             vpc: holder
                 .vpc
                 .as_ref()
+                .filter(|v| scope.sees(Some(&v.namespace)))
                 .map(|v| format!("{}/{}", v.namespace, v.name)),
         }
     }
 }
 
-/// The pool `manifest` names, of its own scope.
-fn pool_ref(manifest: &PoolManifest) -> PoolRef {
-    PoolRef {
-        namespace: manifest.metadata.namespace.clone(),
-        name: manifest.name(),
-    }
-}
-
-impl Pool {
-    /// A pool the caller may read, as `pools` and `pool` answer it: a supernet with its
-    /// prefixes, read now (or the error that kept them from being read).
-    pub(super) fn listed(store: &dyn Store, manifest: &PoolManifest, usage: &Usage) -> Pool {
-        let mut pool = Pool::new(manifest, usage);
-        if manifest.spec.kind == PoolKind::Supernet {
-            match crate::engine::supernet::usage(store, &pool_ref(manifest), manifest) {
-                Ok(u) => pool.supernet = Some(Supernet::from(&u)),
-                Err(e) => pool.supernet_error = Some(RequestError::from(&e)),
-            }
-        }
-        pool
-    }
-}
-
-/// `pool show`'s figures and claims of the pool `pool`, which the caller's scope let it read
-/// (`manifest`): a supernet's, none for an address pool.
+/// `pool show`'s figures and claims of the pool `pool`, which the caller of `scope` was let
+/// read (`manifest`): a supernet's, none for an address pool.
 pub(super) fn shown(
     store: &dyn Store,
+    scope: &Scope,
     pool: &PoolRef,
     manifest: &PoolManifest,
 ) -> Result<(Option<Supernet>, Vec<PrefixClaim>)> {
@@ -121,52 +101,9 @@ pub(super) fn shown(
         return Ok((None, Vec::new()));
     }
     let (usage, held) = crate::engine::supernet::show(store, pool, manifest)?;
-    let claims = held.iter().map(|(c, h)| PrefixClaim::new(c, h)).collect();
+    let claims = held
+        .iter()
+        .map(|(c, h)| PrefixClaim::new(c, h, scope))
+        .collect();
     Ok((Some(Supernet::from(&usage)), claims))
-}
-
-/// The prefix claims' query.
-#[derive(Default)]
-pub struct SupernetQuery;
-
-#[Object]
-impl SupernetQuery {
-    /// The prefix claims `allocations`' selectors pick, of the scopes `allocations` covers:
-    /// only the pool and owner selectors pick a prefix claim, so with any other there are
-    /// none (`list` shows them after the allocations).
-    #[allow(clippy::too_many_arguments)]
-    async fn prefix_claims(
-        &self,
-        ctx: &Context<'_>,
-        namespace: Option<String>,
-        all_namespaces: Option<bool>,
-        pool: Option<String>,
-        owner: Option<String>,
-        uid: Option<String>,
-        mac: Option<String>,
-        selectors: Option<Selectors>,
-    ) -> async_graphql::Result<Vec<PrefixClaim>> {
-        let _ = all_namespaces;
-        let more = selectors.unwrap_or_default();
-        let (query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
-        let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
-        let scope = scope(ctx);
-        work(ctx)
-            .read(move |store| {
-                let (scopes, query) =
-                    super::objects::list_query(store, &scope, ns, query, subnet.as_ref(), expired)?;
-                let found = crate::engine::request::listed_prefix_claims(
-                    store,
-                    scopes.as_deref(),
-                    &query,
-                )?;
-                let mut holders = Holders::new(store);
-                found
-                    .iter()
-                    .map(|m| Ok(PrefixClaim::new(m, &holders.of(m)?)))
-                    .collect()
-            })
-            .await
-            .gql()
-    }
 }

@@ -78,7 +78,10 @@ pub fn show(
     out: &mut dyn Write,
 ) -> Result<()> {
     let (usage, claims) = crate::engine::supernet::show(store, pool, manifest)?;
-    let held: Vec<_> = claims.into_iter().map(|(c, h)| (c.spec.prefix, h)).collect();
+    let held: Vec<_> = claims
+        .into_iter()
+        .map(|(c, h)| (c.spec.prefix, h))
+        .collect();
     print(manifest, &usage, &held, g, out)
 }
 

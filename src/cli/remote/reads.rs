@@ -11,8 +11,8 @@ use super::documents::{self, ALLOCATIONS, POOL_SHOWN, POOLS, bad_answer, texts};
 use super::supernets::{self, vpc_holder};
 use super::transport::Client;
 use crate::cli::cmd::pool::{PoolShown, ShownSubnet};
-use crate::cli::{GlobalArgs, ListArgs, PoolShowArgs};
 use crate::cli::output::Held;
+use crate::cli::{GlobalArgs, ListArgs, PoolShowArgs};
 use crate::engine::range_holder::Holder;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::{Error, Result};
@@ -121,7 +121,10 @@ pub fn pool_list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Re
         .map(|(p, (m, _))| (key(&m.metadata), p))
         .collect();
     let supernet = |m: &PoolManifest| {
-        let p = answers.get(&key(&m.metadata)).copied().unwrap_or(&Value::Null);
+        let p = answers
+            .get(&key(&m.metadata))
+            .copied()
+            .unwrap_or(&Value::Null);
         if p["supernetError"].is_object() {
             Err(documents::answered(&p["supernetError"]))
         } else if p["supernet"].is_object() {

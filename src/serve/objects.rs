@@ -380,32 +380,76 @@ impl Selectors {
     }
 }
 
-/// `list`'s query as the store is asked it for the caller of `scope`: the scopes `ns` names
-/// ([`crate::engine::scopes::named_scopes`]), and `query` with `expired`'s instant and the
-/// stored subnet's pool and prefix (read after the scope's check).
-pub(super) fn list_query(
-    store: &dyn crate::store::Store,
-    scope: &Scope,
+/// `list`'s arguments, as `allocations` and `prefixClaims` take them, read by the command
+/// line's constructors before the store is asked.
+pub(super) struct Listing {
     ns: Option<crate::model::Namespace>,
-    mut query: crate::engine::list::Query,
-    subnet: Option<&crate::model::SubnetName>,
+    query: crate::engine::list::Query,
+    subnet: Option<crate::model::SubnetName>,
     expired: bool,
-) -> Result<(
-    Option<Vec<Option<crate::model::Namespace>>>,
-    crate::engine::list::Query,
-)> {
-    let subnet_ns = ns.clone();
-    let scopes =
-        crate::engine::scopes::named_scopes(store, scope, crate::engine::scope::Verb::Read, ns)?;
-    if expired {
-        query.lapsed_at = Some(store.clock()?);
+}
+
+impl Listing {
+    /// The arguments, validated (exit 2 naming the flag).
+    pub(super) fn read(
+        namespace: Option<String>,
+        pool: Option<String>,
+        owner: Option<String>,
+        uid: Option<String>,
+        mac: Option<String>,
+        selectors: Option<Selectors>,
+    ) -> Result<Listing> {
+        let more = selectors.unwrap_or_default();
+        let (query, subnet, expired) = more.query(pool, owner, uid, mac)?;
+        let ns = crate::engine::request::field::namespace(namespace.as_deref())?;
+        Ok(Listing {
+            ns,
+            query,
+            subnet,
+            expired,
+        })
     }
-    if let Some(name) = subnet {
-        let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
-        query.pool = Some(s.pool().name);
-        query.within = Some(s.spec.cidr);
+
+    /// Whether a namespace was named.
+    pub(super) fn named(&self) -> bool {
+        self.ns.is_some()
     }
-    Ok((scopes, query))
+
+    /// The query as the store is asked it for the caller of `scope`: the scopes the
+    /// namespace names ([`crate::engine::scopes::named_scopes`]), and the query with
+    /// `--expired`'s instant and the stored subnet's pool and prefix (read after the
+    /// scope's check).
+    pub(super) fn scoped(
+        self,
+        store: &dyn crate::store::Store,
+        scope: &Scope,
+    ) -> Result<(
+        Option<Vec<Option<crate::model::Namespace>>>,
+        crate::engine::list::Query,
+    )> {
+        let Listing {
+            ns,
+            mut query,
+            subnet,
+            expired,
+        } = self;
+        let subnet_ns = ns.clone();
+        let scopes = crate::engine::scopes::named_scopes(
+            store,
+            scope,
+            crate::engine::scope::Verb::Read,
+            ns,
+        )?;
+        if expired {
+            query.lapsed_at = Some(store.clock()?);
+        }
+        if let Some(name) = &subnet {
+            let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
+            query.pool = Some(s.pool().name);
+            query.within = Some(s.spec.cidr);
+        }
+        Ok((scopes, query))
+    }
 }
 
 /// `found` as the API shows it, a VPC router's address with its VPC (as `list` does).

@@ -1,6 +1,6 @@
 //! The prefix claims' query: the claims `list` shows after the allocations, picked by
 //! `allocations`' own arguments and in the scopes `allocations` covers
-//! ([`super::objects::list_query`]), each with its holder ([`super::supernets::PrefixClaim`]).
+//! ([`super::objects::Listing`]), each with its holder ([`super::supernets::PrefixClaim`]).
 
 use async_graphql::{Context, Object};
 
@@ -32,14 +32,12 @@ impl PrefixClaimQuery {
         selectors: Option<Selectors>,
     ) -> async_graphql::Result<Vec<PrefixClaim>> {
         let _ = all_namespaces;
-        let more = selectors.unwrap_or_default();
-        let (query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
-        let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
+        let listing =
+            super::objects::Listing::read(namespace, pool, owner, uid, mac, selectors).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
-                let (scopes, query) =
-                    super::objects::list_query(store, &scope, ns, query, subnet.as_ref(), expired)?;
+                let (scopes, query) = listing.scoped(store, &scope)?;
                 let found =
                     crate::engine::request::listed_prefix_claims(store, scopes.as_deref(), &query)?;
                 let mut holders = Holders::new(store);

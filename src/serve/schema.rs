@@ -285,15 +285,13 @@ impl Query {
         selectors: Option<Selectors>,
     ) -> async_graphql::Result<Vec<Allocation>> {
         let _ = all_namespaces;
-        let more = selectors.unwrap_or_default();
-        let (query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
-        let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
+        let listing =
+            super::objects::Listing::read(namespace, pool, owner, uid, mac, selectors).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
-                let named = ns.is_some();
-                let (scopes, query) =
-                    super::objects::list_query(store, &scope, ns, query, subnet.as_ref(), expired)?;
+                let named = listing.named();
+                let (scopes, query) = listing.scoped(store, &scope)?;
                 let mut warnings = Warnings::default();
                 let mut found =
                     crate::engine::list::collect(store, scopes.as_deref(), &query, &mut warnings)?;

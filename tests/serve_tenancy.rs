@@ -637,3 +637,47 @@ fn a_tenant_never_sees_another_namespaces_supernet_or_prefix_claims() {
         "{body}"
     );
 }
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn a_cluster_range_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_namespace() {
+    let store = fresh();
+    let file = store.root().join("supernets.yaml");
+    std::fs::write(&file, SUPERNETS).unwrap();
+    let out = store.ipamctl(["apply", "-f"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = store
+        .ipamctl(["vpc", "create", "blue", "-n", "acme/dev"])
+        .args(["--from-pool", "provider", "--prefix-length", "56"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let callers = Callers::make(&store);
+    // The cluster scope, and beta's namespaces only.
+    let out = store
+        .ipamctl(["token", "create", "beta-cluster", "--tokens"])
+        .arg(&callers.tokens)
+        .args(["--namespace", "beta/*", "--verbs", "read", "--cluster"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let beta = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let query =
+        r#"{ prefixClaims { prefix vpc } poolShown(name: "provider") { claims { prefix vpc } } }"#;
+    for (bearer, vpc) in [
+        (beta.as_str(), Value::Null),
+        (
+            callers.bearer("cluster-admin").unwrap(),
+            json!("acme/dev/blue"),
+        ),
+    ] {
+        let (status, body) = ask(&server, Some(bearer), query);
+        assert_eq!((status, code(&body)), (200, "OK".into()), "{body}");
+        let range = json!([{"prefix": "2001:db8:c::/56", "vpc": vpc}]);
+        assert_eq!(body["data"]["prefixClaims"], range, "{body}");
+        assert_eq!(body["data"]["poolShown"]["claims"], range, "{body}");
+    }
+}

@@ -219,6 +219,105 @@ fn reading_commands_print_what_they_print_locally() {
     }
 }
 
+/// A supernet the VPCs draw their ranges from (applied locally on both copies: `apply`
+/// does not run through a server).
+const PROVIDER_V6: &str = "apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: provider-v6
+spec:
+  cidr: 2001:db8::/48
+  kind: supernet
+  prefixLengths:
+    min: 56
+    max: 64
+";
+
+/// The uid of both copies' VPC `acme/dev/blue`.
+const BLUE: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+
+#[test]
+fn supernets_and_prefix_claims_print_what_they_print_locally() {
+    let pair = Pair::new("seed");
+    let file = pair.here.root().join("provider.yaml");
+    std::fs::write(&file, PROVIDER_V6).unwrap();
+    let file = file.to_str().unwrap();
+    let applied = pair.served.ipamctl(["apply", "-f", file]).output().unwrap();
+    assert!(applied.status.success(), "{applied:?}");
+    assert!(
+        local(&pair.here.state(), &["apply", "-f", file])
+            .status
+            .success()
+    );
+    // A VPC's range (shown as the VPC), its router's uplink, and a prefix of another owner.
+    for args in [
+        &[
+            "vpc",
+            "create",
+            "blue",
+            "-n",
+            "acme/dev",
+            "--from-pool",
+            "provider-v6",
+            "--prefix-length",
+            "56",
+            "--uid",
+            BLUE,
+        ][..],
+        &[
+            "allocate",
+            "public-zone-a",
+            "--owner",
+            "VPC/router",
+            "--uid",
+            BLUE,
+        ],
+        &["allocate", "provider-v6", "--owner", "FloatingIP/fip-9"],
+        &[
+            "allocate",
+            "provider-v6",
+            "--owner",
+            "FloatingIP/fip-9",
+            "--prefix-length",
+            "64",
+        ],
+    ] {
+        pair.same(args);
+    }
+    for format in [None, Some("wide"), Some("json"), Some("yaml"), Some("name")] {
+        for args in [
+            &["pool", "list"][..],
+            &["pool", "show", "provider-v6"],
+            &["pool", "show", "provider-v6", "--within", "2001:db8::/56"],
+            &["list"],
+            &["list", "-A"],
+            &["list", "-n", "acme/dev"],
+            &["list", "--pool", "provider-v6"],
+            &["list", "--owner", "VPC/router"],
+            &["list", "--kind", "FloatingIP"],
+            &["list", "--within", "2001:db8::/32"],
+            &[
+                "list",
+                "--pool",
+                "provider-v6",
+                "--owner",
+                "FloatingIP/none",
+            ],
+        ] {
+            let mut args = args.to_vec();
+            if let Some(f) = format {
+                args.extend(["-o", f]);
+            }
+            assert_eq!(pair.same(&args), 0, "{args:?}");
+        }
+    }
+    assert_eq!(
+        pair.same(&["pool", "show", "provider-v6", "-n", "acme/dev"]),
+        3
+    );
+    pair.states_agree();
+}
+
 #[test]
 fn claims_and_releases_print_what_they_print_locally_and_leave_the_same_state() {
     let pair = Pair::new("populated");

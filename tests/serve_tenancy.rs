@@ -175,6 +175,11 @@ fn ops() -> Vec<Op> {
             expect: ["OK", NF, "OK", "OK", "OK"],
         },
         Op {
+            name: "prefixClaims",
+            query: r#"{ prefixClaims(namespace: "acme/prod") { prefix } }"#,
+            expect: ["OK", NF, "OK", "OK", "OK"],
+        },
+        Op {
             name: "subnets",
             query: r#"{ subnets(namespace: "acme/prod") { name } }"#,
             expect: ["OK", NF, "OK", "OK", "OK"],
@@ -484,5 +489,195 @@ fn a_tenants_scrape_of_metrics_counts_its_own_namespaces_and_the_clusters_only()
     assert!(log.contains("operation=metrics"), "{log}");
     for secret in [tenant.as_str(), everyone] {
         assert!(!log.contains(secret), "{log}");
+    }
+}
+
+/// A supernet in each tenant's namespace and one in the cluster scope, each holding one
+/// prefix: `2001:db8:a::/64` in acme/prod's, `2001:db8:b::/64` in beta/prod's,
+/// `2001:db8:c::/64` in the cluster's.
+const SUPERNETS: &str = "\
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: sn
+  namespace: acme/prod
+spec:
+  cidr: 2001:db8:a::/48
+  kind: supernet
+  prefixLengths: {min: 56, max: 64}
+---
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: sn
+  namespace: beta/prod
+spec:
+  cidr: 2001:db8:b::/48
+  kind: supernet
+  prefixLengths: {min: 56, max: 64}
+---
+apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: provider
+spec:
+  cidr: 2001:db8:c::/48
+  kind: supernet
+  prefixLengths: {min: 56, max: 64}
+";
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn a_tenant_never_sees_another_namespaces_supernet_or_prefix_claims() {
+    let store = fresh();
+    let file = store.root().join("supernets.yaml");
+    std::fs::write(&file, SUPERNETS).unwrap();
+    let out = store.ipamctl(["apply", "-f"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for args in [
+        &["-n", ACME, "allocate", "sn", "--owner", "FloatingIP/a"][..],
+        &[
+            "-n",
+            "beta/prod",
+            "allocate",
+            "sn",
+            "--owner",
+            "FloatingIP/b",
+        ],
+        &["allocate", "provider", "--owner", "FloatingIP/c"],
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--prefix-length", "64"]);
+        let out = store.ipamctl(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let callers = Callers::make(&store);
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let supernet = "supernet { claimed largestFree freeBlocks { length count } }";
+    let lists = format!(
+        "{{ pools {{ namespace name {supernet} }} prefixClaims {{ namespace prefix owner manifest vpc }} }}"
+    );
+    // (caller, the prefix it sees, the ones it must not see)
+    for (caller, own, others) in [
+        (
+            "claim-other",
+            "2001:db8:b::",
+            ["2001:db8:a::", "2001:db8:c::"],
+        ),
+        ("admin", "2001:db8:a::", ["2001:db8:b::", "2001:db8:c::"]),
+    ] {
+        let bearer = callers.bearer(caller);
+        let (status, body) = ask(&server, bearer, &lists);
+        assert_eq!(
+            (status, code(&body)),
+            (200, "OK".into()),
+            "{caller}: {body}"
+        );
+        let text = body.to_string();
+        let claims = body["data"]["prefixClaims"].as_array().unwrap();
+        assert_eq!(claims.len(), 1, "{caller}: {body}");
+        assert_eq!(claims[0]["prefix"], format!("{own}/64"), "{caller}: {body}");
+        let supernets: Vec<&Value> = body["data"]["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["supernet"].is_object())
+            .collect();
+        assert_eq!(supernets.len(), 1, "{caller}: {body}");
+        assert_eq!(
+            supernets[0]["supernet"]["claimed"],
+            json!([format!("{own}/64")]),
+            "{caller}: {body}"
+        );
+        for other in others {
+            assert!(!text.contains(other), "{caller} sees {other}: {body}");
+        }
+        // Asked by name, another namespace's (or the cluster's) supernet is not there.
+        for (ns, name) in [
+            (
+                Some(if caller == "admin" { "beta/prod" } else { ACME }),
+                "sn",
+            ),
+            (None, "provider"),
+        ] {
+            let at = ns.map_or(String::new(), |ns| format!(", namespace: \"{ns}\""));
+            let query = format!(
+                "{{ pool(name: \"{name}\"{at}) {{ {supernet} }} poolShown(name: \"{name}\"{at}) {{ {supernet} claims {{ prefix manifest vpc }} }} }}"
+            );
+            let (status, body) = ask(&server, bearer, &query);
+            assert_eq!(status, 200, "{caller}: {body}");
+            assert!(body["data"]["pool"].is_null(), "{caller}: {body}");
+            assert!(body["data"]["poolShown"].is_null(), "{caller}: {body}");
+            if let Some(ns) = ns {
+                let query = format!("{{ prefixClaims(namespace: \"{ns}\") {{ prefix }} }}");
+                let (_, body) = ask(&server, bearer, &query);
+                assert_eq!(code(&body), "NOT_FOUND", "{caller}: {body}");
+                assert!(!body.to_string().contains("2001:db8"), "{caller}: {body}");
+            }
+        }
+        // Its own supernet, shown, holds its own claim.
+        let own_ns = if caller == "admin" { ACME } else { "beta/prod" };
+        let query = format!(
+            "{{ poolShown(name: \"sn\", namespace: \"{own_ns}\") {{ {supernet} claims {{ prefix }} }} }}"
+        );
+        let (_, body) = ask(&server, bearer, &query);
+        assert_eq!(
+            body["data"]["poolShown"]["claims"],
+            json!([{"prefix": format!("{own}/64")}]),
+            "{caller}: {body}"
+        );
+    }
+    // A caller that sees every namespace and the cluster sees all three.
+    let (_, body) = ask(&server, callers.bearer("cluster-admin"), &lists);
+    assert_eq!(
+        body["data"]["prefixClaims"].as_array().map(Vec::len),
+        Some(3),
+        "{body}"
+    );
+}
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn a_cluster_range_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_namespace() {
+    let store = fresh();
+    let file = store.root().join("supernets.yaml");
+    std::fs::write(&file, SUPERNETS).unwrap();
+    let out = store.ipamctl(["apply", "-f"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = store
+        .ipamctl(["vpc", "create", "blue", "-n", "acme/dev"])
+        .args(["--from-pool", "provider", "--prefix-length", "56"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let callers = Callers::make(&store);
+    // The cluster scope, and beta's namespaces only.
+    let out = store
+        .ipamctl(["token", "create", "beta-cluster", "--tokens"])
+        .arg(&callers.tokens)
+        .args(["--namespace", "beta/*", "--verbs", "read", "--cluster"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let beta = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let query =
+        r#"{ prefixClaims { prefix vpc } poolShown(name: "provider") { claims { prefix vpc } } }"#;
+    for (bearer, vpc) in [
+        (beta.as_str(), Value::Null),
+        (
+            callers.bearer("cluster-admin").unwrap(),
+            json!("acme/dev/blue"),
+        ),
+    ] {
+        let (status, body) = ask(&server, Some(bearer), query);
+        assert_eq!((status, code(&body)), (200, "OK".into()), "{body}");
+        let range = json!([{"prefix": "2001:db8:c::/56", "vpc": vpc}]);
+        assert_eq!(body["data"]["prefixClaims"], range, "{body}");
+        assert_eq!(body["data"]["poolShown"]["claims"], range, "{body}");
     }
 }

@@ -150,6 +150,7 @@ pub mod segments;
 pub mod subnet;
 pub mod subnet_ids;
 pub mod subnet_usage;
+pub mod supernet;
 pub mod token;
 pub mod transfer;
 pub mod vpc;

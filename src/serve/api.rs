@@ -16,11 +16,11 @@ const DIRECTIVES: usize = 16;
 /// The schema the server runs.
 pub type IpamSchema = Schema<Queries, Mutation, EmptySubscription>;
 
-// Every query: the pools', allocations', subnets' and VPCs' ([`super::schema`]) and the
-// quotas' ([`super::quota`]); named `Query` in the schema, as before the quotas came.
+// Every query: the pools', allocations', subnets' and VPCs' ([`super::schema`]), the
+// quotas' ([`super::quota`]) and the prefix claims' ([`super::prefix_claims`]); named `Query` in the schema, as before the quotas came.
 #[derive(async_graphql::MergedObject, Default)]
 #[graphql(name = "Query")]
-pub struct Queries(Query, QuotaQuery);
+pub struct Queries(Query, QuotaQuery, super::prefix_claims::PrefixClaimQuery);
 
 /// Every mutation: the claims' and the seed operations' ([`super::admin`], and answering
 /// what they did: [`super::done`]).

@@ -2,7 +2,7 @@
 //! `code` (the contract's name for the failure), `exit` (the command line's exit code for
 //! the same failure) and `hint` (the command line's hint), with the command line's message.
 
-use async_graphql::ErrorExtensions;
+use async_graphql::{ErrorExtensions, SimpleObject};
 
 use crate::error::Error;
 
@@ -57,5 +57,25 @@ pub trait Graphql<T> {
 impl<T> Graphql<T> for crate::error::Result<T> {
     fn gql(self) -> async_graphql::Result<T> {
         self.map_err(|e| graphql(&e))
+    }
+}
+
+/// A failure, as a command line would report it.
+#[derive(SimpleObject, Debug)]
+pub struct RequestError {
+    pub code: String,
+    pub exit: i32,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl From<&Error> for RequestError {
+    fn from(e: &Error) -> RequestError {
+        RequestError {
+            code: code(e).into(),
+            exit: e.exit_code(),
+            message: e.to_string(),
+            hint: e.hint().map(str::to_owned),
+        }
     }
 }

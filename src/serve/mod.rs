@@ -19,10 +19,12 @@ mod limits;
 mod listen;
 mod log;
 mod objects;
+mod prefix_claims;
 mod quota;
 mod routes;
 mod schema;
 mod stats;
+mod supernets;
 mod work;
 
 use std::net::SocketAddr;

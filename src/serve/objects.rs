@@ -65,6 +65,12 @@ pub struct Pool {
     pub percent_used: f64,
     /// The `IPAMPool` document, as the store keeps it.
     pub manifest: String,
+    /// A supernet's prefixes (`pool list`'s figures of a supernet); null for an address
+    /// pool, or when they could not be read (then `supernetError`).
+    pub supernet: Option<super::supernets::Supernet>,
+    /// Why a supernet's prefixes could not be read (a claim's file that does not parse):
+    /// the error `pool list -o json` stops at, where its table shows the address figures.
+    pub supernet_error: Option<super::errors::RequestError>,
 }
 
 impl Pool {
@@ -82,7 +88,32 @@ impl Pool {
             off_candidates: usage.off_candidates.to_string(),
             percent_used: usage.percent_used,
             manifest: crate::yaml::encode(m),
+            supernet: None,
+            supernet_error: None,
         }
+    }
+}
+
+impl Pool {
+    /// A pool the caller may read, as `pools` and `pool` answer it: a supernet with its
+    /// prefixes, read now (or the error that kept them from being read).
+    pub(super) fn listed(
+        store: &dyn crate::store::Store,
+        manifest: &PoolManifest,
+        usage: &Usage,
+    ) -> Pool {
+        let mut shown = Pool::new(manifest, usage);
+        if manifest.spec.kind == crate::model::PoolKind::Supernet {
+            let pool = crate::model::PoolRef {
+                namespace: manifest.metadata.namespace.clone(),
+                name: manifest.name(),
+            };
+            match crate::engine::supernet::usage(store, &pool, manifest) {
+                Ok(u) => shown.supernet = Some(super::supernets::Supernet::from(&u)),
+                Err(e) => shown.supernet_error = Some(super::errors::RequestError::from(&e)),
+            }
+        }
+        shown
     }
 }
 
@@ -268,6 +299,11 @@ pub struct PoolShown {
     pub manifest: String,
     pub usage: Figures,
     pub subnets: Vec<SubnetFigures>,
+    /// A supernet's prefixes (`pool show` of a supernet); null for an address pool.
+    pub supernet: Option<super::supernets::Supernet>,
+    /// A supernet's claims with their holders, lowest prefix first (`pool show`'s lines
+    /// under its figures); none for an address pool.
+    pub claims: Vec<super::supernets::PrefixClaim>,
 }
 
 /// `pool show` of `pool` for the caller of `scope`, its usage within `within` if given.
@@ -278,6 +314,7 @@ pub fn pool_shown(
     within: Option<ipnet::IpNet>,
 ) -> Result<PoolShown> {
     let shown = crate::engine::pool::show(store, scope, pool)?;
+    let (supernet, claims) = super::supernets::shown(store, scope, pool, &shown.manifest)?;
     let (usage, free) = shown.usage(within);
     let subnets = crate::engine::subnet_usage::list(
         store,
@@ -295,6 +332,8 @@ pub fn pool_shown(
         manifest: crate::yaml::encode(&shown.manifest),
         usage: Figures::new(&usage, free),
         subnets,
+        supernet,
+        claims,
     })
 }
 
@@ -338,6 +377,78 @@ impl Selectors {
             .map(|s| flag("NAME", crate::model::SubnetName::new(s)))
             .transpose()?;
         Ok((query, subnet, self.expired.unwrap_or(false)))
+    }
+}
+
+/// `list`'s arguments, as `allocations` and `prefixClaims` take them, read by the command
+/// line's constructors before the store is asked.
+pub(super) struct Listing {
+    ns: Option<crate::model::Namespace>,
+    query: crate::engine::list::Query,
+    subnet: Option<crate::model::SubnetName>,
+    expired: bool,
+}
+
+impl Listing {
+    /// The arguments, validated (exit 2 naming the flag).
+    pub(super) fn read(
+        namespace: Option<String>,
+        pool: Option<String>,
+        owner: Option<String>,
+        uid: Option<String>,
+        mac: Option<String>,
+        selectors: Option<Selectors>,
+    ) -> Result<Listing> {
+        let more = selectors.unwrap_or_default();
+        let (query, subnet, expired) = more.query(pool, owner, uid, mac)?;
+        let ns = crate::engine::request::field::namespace(namespace.as_deref())?;
+        Ok(Listing {
+            ns,
+            query,
+            subnet,
+            expired,
+        })
+    }
+
+    /// Whether a namespace was named.
+    pub(super) fn named(&self) -> bool {
+        self.ns.is_some()
+    }
+
+    /// The query as the store is asked it for the caller of `scope`: the scopes the
+    /// namespace names ([`crate::engine::scopes::named_scopes`]), and the query with
+    /// `--expired`'s instant and the stored subnet's pool and prefix (read after the
+    /// scope's check).
+    pub(super) fn scoped(
+        self,
+        store: &dyn crate::store::Store,
+        scope: &Scope,
+    ) -> Result<(
+        Option<Vec<Option<crate::model::Namespace>>>,
+        crate::engine::list::Query,
+    )> {
+        let Listing {
+            ns,
+            mut query,
+            subnet,
+            expired,
+        } = self;
+        let subnet_ns = ns.clone();
+        let scopes = crate::engine::scopes::named_scopes(
+            store,
+            scope,
+            crate::engine::scope::Verb::Read,
+            ns,
+        )?;
+        if expired {
+            query.lapsed_at = Some(store.clock()?);
+        }
+        if let Some(name) = &subnet {
+            let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
+            query.pool = Some(s.pool().name);
+            query.within = Some(s.spec.cidr);
+        }
+        Ok((scopes, query))
     }
 }
 

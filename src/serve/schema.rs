@@ -10,6 +10,7 @@ use async_graphql::{Context, InputObject, Object, SimpleObject};
 use serde::Serialize;
 
 use super::errors::Graphql;
+pub use super::errors::RequestError;
 pub use super::objects::{Action, Allocation, Held, Pool, Selectors, Subnet, Vpc, vpc_now};
 use super::work::Work;
 use crate::engine::executor::{Done, Request};
@@ -53,26 +54,6 @@ pub struct ClaimOutcome {
     pub index: i32,
     pub claim: Option<Claim>,
     pub error: Option<RequestError>,
-}
-
-/// A failure, as a command line would report it.
-#[derive(SimpleObject, Debug)]
-pub struct RequestError {
-    pub code: String,
-    pub exit: i32,
-    pub message: String,
-    pub hint: Option<String>,
-}
-
-impl From<&Error> for RequestError {
-    fn from(e: &Error) -> RequestError {
-        RequestError {
-            code: super::errors::code(e).into(),
-            exit: e.exit_code(),
-            message: e.to_string(),
-            hint: e.hint().map(str::to_owned),
-        }
-    }
 }
 
 /// `allocate`'s input: a batch line's fields.
@@ -249,7 +230,10 @@ impl Query {
             .read(move |store| {
                 let scopes = scopes(store, &scope, namespace.as_deref())?;
                 let listed = crate::engine::pool::list(store, &scopes, &mut Warnings::default())?;
-                Ok(listed.iter().map(|(m, u)| Pool::new(m, u)).collect())
+                Ok(listed
+                    .iter()
+                    .map(|(m, u)| Pool::listed(store, m, u))
+                    .collect())
             })
             .await
             .gql()
@@ -267,7 +251,7 @@ impl Query {
         let found = work(ctx)
             .read(move |store| {
                 let shown = crate::engine::pool::show(store, &scope, &pool)?;
-                Ok(Pool::new(&shown.manifest, &shown.usage(None).0))
+                Ok(Pool::listed(store, &shown.manifest, &shown.usage(None).0))
             })
             .await;
         match found {
@@ -314,24 +298,13 @@ impl Query {
         selectors: Option<Selectors>,
     ) -> async_graphql::Result<Vec<Allocation>> {
         let _ = all_namespaces;
-        let more = selectors.unwrap_or_default();
-        let (mut query, subnet, expired) = more.query(pool, owner, uid, mac).gql()?;
-        let ns = crate::engine::request::field::namespace(namespace.as_deref()).gql()?;
+        let listing =
+            super::objects::Listing::read(namespace, pool, owner, uid, mac, selectors).gql()?;
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
-                let named = ns.is_some();
-                let subnet_ns = ns.clone();
-                let scopes = crate::engine::scopes::named_scopes(store, &scope, Verb::Read, ns)?;
-                if expired {
-                    query.lapsed_at = Some(store.clock()?);
-                }
-                // A stored subnet is its pool and its prefix (after the scope's check).
-                if let Some(name) = &subnet {
-                    let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
-                    query.pool = Some(s.pool().name);
-                    query.within = Some(s.spec.cidr);
-                }
+                let named = listing.named();
+                let (scopes, query) = listing.scoped(store, &scope)?;
                 let mut warnings = Warnings::default();
                 let mut found =
                     crate::engine::list::collect(store, scopes.as_deref(), &query, &mut warnings)?;

@@ -74,25 +74,23 @@ pub fn run(
         query.within = Some(cidr);
     }
     let found = collect(store, g, &query)?;
-    // Prefix claims have no address or labels: only the pool and owner selectors pick them.
-    let prefixes = if query.address.is_none()
-        && query.within.is_none()
-        && query.labels.is_none()
-        && query.mac.is_none()
-        && query.host_name.is_none()
-        && query.lapsed_at.is_none()
-    {
-        crate::engine::request::prefix_claims(
-            store,
-            super::named_scopes(store, g)?.as_deref(),
-            query.pool.as_ref(),
-            &query.filter,
-        )?
-    } else {
-        Vec::new()
-    };
+    let prefixes = crate::engine::request::listed_prefix_claims(
+        store,
+        super::named_scopes(store, g)?.as_deref(),
+        &query,
+    )?;
     if !prefixes.is_empty() {
-        return render_with_prefixes(store, &found, &prefixes, g, out);
+        let mut resolver = Holders::new(store);
+        return show_with_prefixes(
+            &found,
+            &prefixes,
+            &mut |held| match held {
+                Held::Address(m) => vpc_of(&mut resolver, &m.spec.owner, None),
+                Held::Prefix(c) => vpc_of(&mut resolver, &c.spec.owner, Some(c)),
+            },
+            g,
+            out,
+        );
     }
     let rendered = render(store, &found, g, out);
     // The process ends right after this command: freeing tens of thousands of manifests one
@@ -104,18 +102,20 @@ pub fn run(
 
 /// Allocations and then prefix claims (a table of their own, with a `PREFIX` column); in
 /// JSON and YAML one List of both kinds, the manifests as stored (a range's annotation names
-/// its VPC, its owner's uid is the VPC's). In the table a VPC's range is shown as the VPC.
-fn render_with_prefixes(
-    store: &dyn Store,
+/// its VPC, its owner's uid is the VPC's). In the table a VPC's range is shown as the VPC:
+/// `vpc` names the VPC an object's owner stands for (here, or answered by a server:
+/// [`crate::cli::remote`]), asked of every prefix claim and, only when the table needs it,
+/// of the allocations.
+pub(crate) fn show_with_prefixes(
     found: &[AllocationManifest],
     prefixes: &[PrefixClaimManifest],
+    vpc: &mut dyn FnMut(Held<'_>) -> Result<Option<VpcHolder>>,
     g: &GlobalArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let mut resolver = Holders::new(store);
     let vpcs = prefixes
         .iter()
-        .map(|m| vpc_of(&mut resolver, &m.spec.owner, Some(m)))
+        .map(|m| vpc(Held::Prefix(m)))
         .collect::<Result<Vec<_>>>()?;
     let items: Vec<Held> = found
         .iter()
@@ -126,7 +126,7 @@ fn render_with_prefixes(
         return Ok(());
     }
     if !found.is_empty() {
-        render(store, found, g, out)?;
+        show(found, &mut |m| vpc(Held::Address(m)), g, out)?;
         output::write(out, "\n")?;
     }
     let rows = prefixes

@@ -31,7 +31,7 @@ mod report;
 mod schema;
 mod serve;
 pub(crate) mod subnet;
-mod supernet;
+pub(crate) mod supernet;
 mod token;
 pub(crate) mod vpc;
 

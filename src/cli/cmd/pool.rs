@@ -120,7 +120,7 @@ fn list(store: &dyn Store, g: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
             namespace: m.metadata.namespace.clone(),
             name: super::flag("pool", crate::model::PoolName::new(&m.metadata.name))?,
         };
-        super::supernet::usage(store, &pool, m)
+        crate::engine::supernet::usage(store, &pool, m)
     };
     show_list(&pools, &supernet, g, out)
 }
@@ -485,9 +485,9 @@ fn draw_supernet(
     manifest: &PoolManifest,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let claims: Vec<(ipnet::IpNet, String)> = super::supernet::holders(store, pool)?
+    let claims: Vec<(ipnet::IpNet, String)> = crate::engine::supernet::holders(store, pool)?
         .into_iter()
-        .map(|(prefix, h)| (prefix, h.display()))
+        .map(|(c, h)| (c.spec.prefix, h.display()))
         .collect();
     let excluded: Vec<ipnet::IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
     let (title, cidr) = (pool.to_string(), manifest.spec.cidr);

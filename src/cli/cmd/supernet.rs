@@ -9,7 +9,7 @@ use crate::cli::output;
 use crate::cli::report::{FreeBlocks, free_blocks};
 use crate::cli::{GlobalArgs, OutputFormat};
 use crate::engine::prefix::Usage;
-use crate::engine::range_holder::{Holder, Holders, VpcHolder};
+use crate::engine::range_holder::{Holder, VpcHolder};
 use crate::error::Result;
 use crate::model::candidates::readable_count;
 use crate::model::{PoolManifest, PoolRef};
@@ -49,23 +49,6 @@ pub struct ClaimHolder {
     vpc: Option<VpcHolder>,
 }
 
-/// Each claim of supernet `pool` with its holder by name, lowest prefix first.
-pub fn holders(store: &dyn Store, pool: &PoolRef) -> Result<Vec<(ipnet::IpNet, Holder)>> {
-    let mut resolver = Holders::new(store);
-    let mut claims = Vec::new();
-    for c in crate::engine::prefix::pool_claims(store, pool)? {
-        claims.push((c.spec.prefix, resolver.of(&c)?));
-    }
-    claims.sort_by_key(|(p, _)| (p.network(), p.prefix_len()));
-    Ok(claims)
-}
-
-/// The free space of the supernet `pool`, read now.
-pub fn usage(store: &dyn Store, pool: &PoolRef, manifest: &PoolManifest) -> Result<Usage> {
-    let claims = crate::engine::prefix::pool_claims(store, pool)?;
-    Ok(crate::engine::prefix::usage(manifest, &claims))
-}
-
 /// `Free /56: 255, /64: 65280` as one cell.
 pub fn free_cell(usage: &Usage) -> String {
     let counts: Vec<String> = usage
@@ -94,9 +77,24 @@ pub fn show(
     manifest: &PoolManifest,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let usage = usage(store, pool, manifest)?;
-    let held = holders(store, pool)?;
-    let mut status = status(&usage);
+    let (usage, claims) = crate::engine::supernet::show(store, pool, manifest)?;
+    let held: Vec<_> = claims
+        .into_iter()
+        .map(|(c, h)| (c.spec.prefix, h))
+        .collect();
+    print(manifest, &usage, &held, g, out)
+}
+
+/// Prints a supernet as `pool show` does (here, or answered by a server:
+/// [`crate::cli::remote`]): its free space `usage` and its claims `held`, lowest first.
+pub(crate) fn print(
+    manifest: &PoolManifest,
+    usage: &Usage,
+    held: &[(ipnet::IpNet, Holder)],
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let mut status = status(usage);
     status.claims = Some(
         held.iter()
             .map(|(prefix, h)| ClaimHolder {
@@ -141,7 +139,7 @@ pub fn show(
                         .largest
                         .map_or_else(|| "none".into(), |b| b.to_string()),
                 ),
-                ("Free blocks", free_cell(&usage)),
+                ("Free blocks", free_cell(usage)),
             ];
             for (key, value) in fields {
                 output::line(out, &format!("{:<13} {value}", format!("{key}:")))?;
@@ -152,7 +150,7 @@ pub fn show(
                 .map(|(p, _)| p.to_string().len())
                 .max()
                 .unwrap_or(0);
-            for (prefix, h) in &held {
+            for (prefix, h) in held {
                 let prefix = prefix.to_string();
                 output::line(out, &format!("  {prefix:<width$}  {}", h.display()))?;
             }

@@ -31,23 +31,30 @@ pub const RELEASE: &str = "mutation Release($input: ReleaseInput!) {
   releaseHeld(input: $input) { allocations prefixClaims note notes }
 }";
 
-/// `list`'s allocations.
+/// `list`'s allocations and prefix claims, which the same selectors pick.
 pub const ALLOCATIONS: &str = "query Allocations($namespace: String, $pool: String, $owner: String, $uid: String, $mac: String, $selectors: Selectors) {
   allocations(namespace: $namespace, pool: $pool, owner: $owner, uid: $uid, mac: $mac, selectors: $selectors) { manifest vpc }
+  prefixClaims(namespace: $namespace, pool: $pool, owner: $owner, uid: $uid, mac: $mac, selectors: $selectors) { manifest vpc }
 }";
 
-/// `pool list`'s pools.
+/// `pool list`'s pools, a supernet's with its prefixes.
 pub const POOLS: &str = "query Pools($namespace: String) {
-  pools(namespace: $namespace) { manifest candidates allocated offCandidates free percentUsed }
+  pools(namespace: $namespace) {
+    manifest candidates allocated offCandidates free percentUsed
+    supernet { claimed largestFree freeBlocks { length count } }
+    supernetError { code exit message hint }
+  }
 }";
 
-/// `pool show`'s pool.
+/// `pool show`'s pool, a supernet's with its prefixes and claims.
 pub const POOL_SHOWN: &str =
     "query PoolShown($name: String!, $namespace: String, $within: String) {
   poolShown(name: $name, namespace: $namespace, within: $within) {
     manifest
     usage { candidates allocated offCandidates free percentUsed freeRanges }
     subnets { name cidr usage { candidates allocated offCandidates free percentUsed freeRanges } }
+    supernet { claimed largestFree freeBlocks { length count } }
+    claims { manifest vpc }
   }
 }";
 

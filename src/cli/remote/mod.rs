@@ -11,6 +11,7 @@ mod metrics;
 mod quotas;
 mod reads;
 mod subnets;
+mod supernets;
 mod transport;
 mod vpcs;
 

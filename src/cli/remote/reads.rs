@@ -8,14 +8,16 @@ use std::io::Write;
 use serde_json::{Value, json};
 
 use super::documents::{self, ALLOCATIONS, POOL_SHOWN, POOLS, bad_answer, texts};
+use super::supernets::{self, vpc_holder};
 use super::transport::Client;
 use crate::cli::cmd::pool::{PoolShown, ShownSubnet};
+use crate::cli::output::Held;
 use crate::cli::{GlobalArgs, ListArgs, PoolShowArgs};
-use crate::engine::range_holder::VpcHolder;
+use crate::engine::range_holder::Holder;
 use crate::engine::subnet_usage::SubnetStatus;
 use crate::error::{Error, Result};
 use crate::model::candidates::Usage;
-use crate::model::{AllocationManifest, Namespace, PoolKind, PoolManifest};
+use crate::model::{Metadata, PoolKind, PoolManifest};
 use crate::yaml;
 
 /// `list`.
@@ -61,35 +63,43 @@ pub fn list(
             .ok_or_else(|| bad_answer(&url, "no manifest"))?;
         let m = yaml::decode_allocation(text).map_err(|e| bad_answer(&url, &e))?;
         if let Some(vpc) = a["vpc"].as_str() {
-            vpcs.insert(key(&m), vpc_holder(&url, &m, vpc)?);
+            vpcs.insert(key(&m.metadata), vpc_holder(&url, &m.spec.owner, vpc)?);
         }
         found.push(m);
     }
-    crate::cli::cmd::list::show(&found, &mut |m| Ok(vpcs.get(&key(m)).cloned()), g, out)
-}
-
-fn key(m: &AllocationManifest) -> (Option<String>, String) {
-    (
-        m.metadata.namespace.as_ref().map(ToString::to_string),
-        m.metadata.name.clone(),
+    let claims = supernets::claims(&url, &data["prefixClaims"])?;
+    if claims.is_empty() {
+        return crate::cli::cmd::list::show(
+            &found,
+            &mut |m| Ok(vpcs.get(&key(&m.metadata)).cloned()),
+            g,
+            out,
+        );
+    }
+    let ranges: BTreeMap<_, _> = claims
+        .iter()
+        .filter_map(|(m, vpc)| Some((key(&m.metadata), vpc.clone()?)))
+        .collect();
+    let prefixes: Vec<_> = claims.into_iter().map(|(m, _)| m).collect();
+    crate::cli::cmd::list::show_with_prefixes(
+        &found,
+        &prefixes,
+        &mut |held| {
+            Ok(match held {
+                Held::Address(m) => vpcs.get(&key(&m.metadata)).cloned(),
+                Held::Prefix(m) => ranges.get(&key(&m.metadata)).cloned(),
+            })
+        },
+        g,
+        out,
     )
 }
 
-/// The VPC `NAMESPACE/NAME` whose router holds `m`: its uid is the router's.
-fn vpc_holder(url: &str, m: &AllocationManifest, vpc: &str) -> Result<VpcHolder> {
-    let (ns, name) = vpc
-        .split_once('/')
-        .ok_or_else(|| bad_answer(url, "a VPC that is not NAMESPACE/NAME"))?;
-    Ok(VpcHolder {
-        namespace: Namespace::new(ns).map_err(|e| bad_answer(url, &e))?,
-        name: name.to_owned(),
-        uid: m
-            .spec
-            .owner
-            .uid()
-            .cloned()
-            .ok_or_else(|| bad_answer(url, "a VPC router without its uid"))?,
-    })
+fn key(m: &Metadata) -> (Option<String>, String) {
+    (
+        m.namespace.as_ref().map(ToString::to_string),
+        m.name.clone(),
+    )
 }
 
 /// `pool list`.
@@ -102,10 +112,27 @@ pub fn pool_list(client: &mut Client, g: &GlobalArgs, out: &mut dyn Write) -> Re
         .flatten()
         .map(|p| pool_of(&url, p))
         .collect::<Result<Vec<_>>>()?;
-    if pools.iter().any(|(m, _)| m.spec.kind == PoolKind::Supernet) {
-        return Err(supernets("pool list"));
-    }
-    let supernet = |_: &PoolManifest| Err(not_here("a supernet's usage"));
+    // Each supernet's prefixes, or the error that kept the server from reading them.
+    let answers: BTreeMap<_, &Value> = data["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .zip(&pools)
+        .map(|(p, (m, _))| (key(&m.metadata), p))
+        .collect();
+    let supernet = |m: &PoolManifest| {
+        let p = answers
+            .get(&key(&m.metadata))
+            .copied()
+            .unwrap_or(&Value::Null);
+        if p["supernetError"].is_object() {
+            Err(documents::answered(&p["supernetError"]))
+        } else if p["supernet"].is_object() {
+            supernets::usage(&url, &p["supernet"])
+        } else {
+            Err(bad_answer(&url, "a supernet without its prefixes"))
+        }
+    };
     crate::cli::cmd::pool::show_list(&pools, &supernet, g, out)
 }
 
@@ -132,7 +159,18 @@ pub fn pool_show(
     }
     let (manifest, usage) = pool_of(&url, shown)?;
     if manifest.spec.kind == PoolKind::Supernet {
-        return Err(supernets("pool show"));
+        let prefixes = supernets::usage(&url, &shown["supernet"])?;
+        let held: Vec<_> = supernets::claims(&url, &shown["claims"])?
+            .into_iter()
+            .map(|(c, vpc)| {
+                let holder = Holder {
+                    owner: c.spec.owner,
+                    vpc,
+                };
+                (c.spec.prefix, holder)
+            })
+            .collect();
+        return crate::cli::cmd::supernet::print(&manifest, &prefixes, &held, g, out);
     }
     let within = crate::cli::cmd::pool::within(args, &pool, &manifest)?;
     let subnets = shown["subnets"]
@@ -195,16 +233,6 @@ pub(super) fn usage_of(url: &str, p: &Value) -> Result<Usage> {
         percent_used: p["percentUsed"].as_f64().unwrap_or(0.0),
     };
     Ok(usage)
-}
-
-/// A supernet's prefixes, which the API does not give yet: exit 2.
-fn supernets(command: &str) -> Error {
-    Error::Usage {
-        message: format!(
-            "`{command}` through a server (`--server`) does not show a supernet's prefixes yet"
-        ),
-        hint: Some("run it where the state is, with --store URL or -d DIR".into()),
-    }
 }
 
 /// What this ipamctl does not do through a server yet: exit 2.

@@ -28,7 +28,7 @@ mod tests;
 pub use allocate::{AllocateInput, AllocateRequest, Claimed};
 pub use input::Defaults;
 pub use release::{Freed, ReleaseInput, ReleaseRequest};
-pub use select::{SelectInput, prefix_claims, query};
+pub use select::{SelectInput, listed_prefix_claims, prefix_claims, query};
 
 use crate::engine::warning::Warnings;
 use crate::error::Result;

@@ -128,3 +128,23 @@ pub fn prefix_claims(
     }
     Ok(out)
 }
+
+/// `list`'s prefix claims: those of `scopes` (as [`prefix_claims`] takes them) that `query`
+/// picks. A prefix claim has no address, labels, MAC, host name or lease: only the pool and
+/// owner selectors pick one, and a query with any other picks none.
+pub fn listed_prefix_claims(
+    store: &dyn crate::store::Store,
+    scopes: Option<&[Option<crate::model::Namespace>]>,
+    query: &Query,
+) -> Result<Vec<crate::model::prefix_claim::PrefixClaimManifest>> {
+    if query.address.is_some()
+        || query.within.is_some()
+        || query.labels.is_some()
+        || query.mac.is_some()
+        || query.host_name.is_some()
+        || query.lapsed_at.is_some()
+    {
+        return Ok(Vec::new());
+    }
+    prefix_claims(store, scopes, query.pool.as_ref(), &query.filter)
+}

@@ -640,14 +640,22 @@ fn a_tenant_never_sees_another_namespaces_supernet_or_prefix_claims() {
 
 #[test]
 #[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
-fn a_cluster_range_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_namespace() {
+fn a_cluster_range_or_uplink_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_namespace() {
     let store = fresh();
     let file = store.root().join("supernets.yaml");
     std::fs::write(&file, SUPERNETS).unwrap();
     let out = store.ipamctl(["apply", "-f"]).arg(&file).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let out = store
-        .ipamctl(["vpc", "create", "blue", "-n", "acme/dev"])
+        .ipamctl([
+            "vpc",
+            "create",
+            "blue",
+            "-n",
+            "acme/dev",
+            "--uplink-zone",
+            "z",
+        ])
         .args(["--from-pool", "provider", "--prefix-length", "56"])
         .output()
         .unwrap();
@@ -665,8 +673,9 @@ fn a_cluster_range_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_namespace()
     let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
     cmd.arg("--tokens").arg(&callers.tokens);
     let server = Server::spawn_as_is(cmd);
-    let query =
-        r#"{ prefixClaims { prefix vpc } poolShown(name: "provider") { claims { prefix vpc } } }"#;
+    // The router's uplink in the cluster's public pool is named by its VPC the same way.
+    let query = r#"{ prefixClaims { prefix vpc } poolShown(name: "provider") { claims { prefix vpc } }
+        allocations(pool: "pub-z") { owner vpc } }"#;
     for (bearer, vpc) in [
         (beta.as_str(), Value::Null),
         (
@@ -679,5 +688,16 @@ fn a_cluster_range_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_namespace()
         let range = json!([{"prefix": "2001:db8:c::/56", "vpc": vpc}]);
         assert_eq!(body["data"]["prefixClaims"], range, "{body}");
         assert_eq!(body["data"]["poolShown"]["claims"], range, "{body}");
+        let uplinks: Vec<&Value> = body["data"]["allocations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["owner"] == "VPC/router")
+            .collect();
+        assert_eq!(
+            uplinks,
+            [&json!({"owner": "VPC/router", "vpc": vpc})],
+            "{body}"
+        );
     }
 }

@@ -129,7 +129,8 @@ pub struct Allocation {
     pub mac: Option<String>,
     /// The `IPAllocation` document, as the store keeps it.
     pub manifest: String,
-    /// The VPC (`NAMESPACE/NAME`) whose router holds the address, as `list` shows it.
+    /// The VPC (`NAMESPACE/NAME`) whose router holds the address, as `list` shows it; null
+    /// for a VPC of a namespace the token does not read.
     pub vpc: Option<String>,
 }
 
@@ -452,10 +453,14 @@ impl Listing {
     }
 }
 
-/// `found` as the API shows it, a VPC router's address with its VPC (as `list` does).
+/// `found` as the API shows it, a VPC router's address with its VPC (as `list` does) when
+/// the caller of `scope` sees the VPC's namespace: a router's uplink lives in the cluster's
+/// public pools, and its VPC's name is another tenant's to tell (as a supernet's claims:
+/// [`super::supernets::PrefixClaim`]).
 pub(super) fn allocations(
     store: &dyn crate::store::Store,
     found: &[AllocationManifest],
+    scope: &Scope,
 ) -> Result<Vec<Allocation>> {
     let mut holders = crate::engine::range_holder::Holders::new(store);
     found
@@ -466,6 +471,7 @@ pub(super) fn allocations(
                 shown.vpc = holders
                     .of_owner(&m.spec.owner, None)?
                     .vpc
+                    .filter(|v| scope.sees(Some(&v.namespace)))
                     .map(|v| format!("{}/{}", v.namespace, v.name));
             }
             Ok(shown)

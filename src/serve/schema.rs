@@ -318,7 +318,7 @@ impl Query {
                             .filter(|m| crate::engine::floating::visible(&scope, m)),
                     );
                 }
-                super::objects::allocations(store, &found)
+                super::objects::allocations(store, &found, &scope)
             })
             .await
             .gql()

@@ -53,7 +53,12 @@ pub struct ServeArgs {
     pub cors_origin: Vec<String>,
 
     /// Connections to the database the claims run on (a state directory runs one at a time).
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    /// Requests waiting together share one transaction a connection, so fewer connections
+    /// make larger groups and spend less of the database's CPU a claim: on 2 cores with the
+    /// database beside the server, 2 answered 32 clients 1.2x faster than 4
+    /// (`bench/serve-workers`, docs/src/performance.md). Raise it where the database has
+    /// cores to spare.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: u16,
 
     /// The largest request body, in bytes (413 above it).

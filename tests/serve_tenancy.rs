@@ -636,6 +636,7 @@ fn a_tenant_never_sees_another_namespaces_supernet_or_prefix_claims() {
         Some(3),
         "{body}"
     );
+    assert_no_secret_logged(&server, &callers);
 }
 
 #[test]
@@ -699,5 +700,23 @@ fn a_cluster_range_or_uplink_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_n
             [&json!({"owner": "VPC/router", "vpc": vpc})],
             "{body}"
         );
+    }
+    assert!(
+        !server.log().contains(beta.as_str()),
+        "beta's secret is in the log"
+    );
+    assert_no_secret_logged(&server, &callers);
+}
+
+/// No secret of `callers` reaches the server's log, whatever it answered.
+fn assert_no_secret_logged(server: &Server, callers: &Callers) {
+    let log = server.log();
+    for (caller, bearer) in &callers.bearers {
+        if let Some(secret) = bearer {
+            assert!(
+                !log.contains(secret.as_str()),
+                "{caller}'s secret is in the log"
+            );
+        }
     }
 }

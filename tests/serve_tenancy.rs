@@ -677,6 +677,18 @@ fn a_cluster_range_or_uplink_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_n
     // The router's uplink in the cluster's public pool is named by its VPC the same way.
     let query = r#"{ prefixClaims { prefix vpc } poolShown(name: "provider") { claims { prefix vpc } }
         allocations(pool: "pub-z") { owner vpc } }"#;
+    // Nor does a manifest name it, to a caller that does not see the VPC's namespace.
+    let manifests = r#"{ prefixClaims { manifest } poolShown(name: "provider") { claims { manifest } }
+        allocations(pool: "pub-z") { manifest } }"#;
+    let (status, body) = ask(&server, Some(&beta), manifests);
+    assert_eq!((status, code(&body)), (200, "OK".into()), "{body}");
+    let text = body.to_string();
+    assert!(
+        !text.contains("acme/dev") && !text.contains("ipamctl.pivirt.hu/vpc"),
+        "{body}"
+    );
+    let (_, body) = ask(&server, callers.bearer("cluster-admin"), manifests);
+    assert!(body.to_string().contains("acme/dev/blue"), "{body}");
     for (bearer, vpc) in [
         (beta.as_str(), Value::Null),
         (

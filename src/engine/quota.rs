@@ -45,7 +45,7 @@ use crate::engine::subnet::Put;
 use crate::engine::warning::{Warning, Warnings};
 use crate::error::{Error, Result};
 use crate::model::quota::{QuotaManifest, Resource};
-use crate::model::vpc::RANGE_ANNOTATION;
+use crate::model::vpc::{RANGE_ANNOTATION, range_annotation_vpc};
 use crate::model::{Namespace, Owner, OwnerFilter, OwnerKind, PoolRef};
 use crate::store::{ObjectKind, QuotaLock, Store};
 use crate::yaml;
@@ -78,7 +78,7 @@ impl Charge {
     pub fn of_prefix(pool: &PoolRef, annotations: &BTreeMap<String, String>) -> Option<Charge> {
         let namespace = match &pool.namespace {
             Some(ns) => ns.clone(),
-            None => range_namespace(annotations.get(RANGE_ANNOTATION)?)?,
+            None => range_annotation_vpc(annotations.get(RANGE_ANNOTATION)?)?.0,
         };
         Some(Charge {
             namespace,
@@ -132,13 +132,6 @@ fn vpc_uids(store: &dyn Store, ns: &Namespace) -> Result<std::collections::BTree
         );
     }
     Ok(uids)
-}
-
-/// The namespace of a VPC range's annotation (`<namespace>/<vpc>`; a VPC's name has no
-/// `/`, so the last one separates them).
-fn range_namespace(annotation: &str) -> Option<Namespace> {
-    let (ns, _) = annotation.rsplit_once('/')?;
-    Namespace::new(ns).ok()
 }
 
 /// The quotas of `ns`, in name order. A quota that does not parse fails closed (exit 1,
@@ -229,7 +222,11 @@ fn vpc_ranges_in_cluster(store: &dyn Store, ns: &Namespace) -> Result<u64> {
         };
         let range = claim.metadata.annotations.get(RANGE_ANNOTATION);
         if routers.matches(&claim.spec.owner)
-            && range.and_then(|a| range_namespace(a)).as_ref() == Some(ns)
+            && range
+                .and_then(|a| range_annotation_vpc(a))
+                .map(|(n, _)| n)
+                .as_ref()
+                == Some(ns)
         {
             count += 1;
         }

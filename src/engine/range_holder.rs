@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::model::prefix_claim::PrefixClaimManifest;
-use crate::model::vpc::{RANGE_ANNOTATION, owning_vpc, vpc_uid};
+use crate::model::vpc::{RANGE_ANNOTATION, owning_vpc, range_annotation_vpc, vpc_uid};
 use crate::model::{Namespace, Owner, OwnerKind, PoolName, Uid};
 use crate::store::read::load_pool;
 use crate::store::{ObjectKind, Store};
@@ -91,8 +91,8 @@ impl<'a> Holders<'a> {
             (OwnerKind::Vpc, Some(uid)) => {
                 let hint = claim
                     .and_then(|c| c.metadata.annotations.get(RANGE_ANNOTATION))
-                    .and_then(|a| a.rsplit_once('/'))
-                    .and_then(|(ns, name)| Some((Namespace::new(ns).ok()?, name.to_owned())));
+                    .and_then(|a| range_annotation_vpc(a))
+                    .map(|(ns, name)| (ns, name.to_owned()));
                 self.vpc(uid, hint)?
             }
             _ => None,

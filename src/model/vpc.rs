@@ -125,6 +125,13 @@ pub fn range_annotation(ns: &crate::model::names::Namespace, name: &str) -> Stri
     format!("{ns}/{name}")
 }
 
+/// The VPC a [`RANGE_ANNOTATION`] names: its namespace and name, if it reads as one (a
+/// VPC's name has no `/`, so the last one separates them).
+pub fn range_annotation_vpc(annotation: &str) -> Option<(crate::model::names::Namespace, &str)> {
+    let (ns, name) = annotation.rsplit_once('/')?;
+    Some((crate::model::names::Namespace::new(ns).ok()?, name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,12 +5,15 @@
 //! once its pool passed the caller's scope ([`super::objects`]); `prefixClaims`
 //! ([`super::prefix_claims`]) covers the scopes `allocations` covers.
 
+use std::borrow::Cow;
+
 use async_graphql::SimpleObject;
 
 use crate::engine::range_holder::Holder;
 use crate::engine::scope::Scope;
 use crate::error::Result;
 use crate::model::prefix_claim::PrefixClaimManifest;
+use crate::model::vpc::{RANGE_ANNOTATION, range_annotation_vpc};
 use crate::model::{PoolKind, PoolManifest, PoolRef};
 use crate::store::Store;
 
@@ -79,12 +82,30 @@ impl PrefixClaim {
             prefix: m.spec.prefix.to_string(),
             owner: m.spec.owner.to_string(),
             uid: m.spec.owner.uid().map(ToString::to_string),
-            manifest: crate::yaml::encode(m),
+            manifest: crate::yaml::encode(&seen_by(m, scope)),
             vpc: holder
                 .vpc
                 .as_ref()
                 .filter(|v| scope.sees(Some(&v.namespace)))
                 .map(|v| format!("{}/{}", v.namespace, v.name)),
+        }
+    }
+}
+
+/// `m` as the caller of `scope` reads it: the annotation that names the VPC whose range it
+/// is ([`RANGE_ANNOTATION`]) left out unless the caller sees that VPC's namespace, as
+/// [`PrefixClaim::vpc`] is (an annotation that names no VPC is left out too: it could
+/// only name another's).
+fn seen_by<'a>(m: &'a PrefixClaimManifest, scope: &Scope) -> Cow<'a, PrefixClaimManifest> {
+    let Some(annotation) = m.metadata.annotations.get(RANGE_ANNOTATION) else {
+        return Cow::Borrowed(m);
+    };
+    match range_annotation_vpc(annotation) {
+        Some((ns, _)) if scope.sees(Some(&ns)) => Cow::Borrowed(m),
+        _ => {
+            let mut shown = m.clone();
+            shown.metadata.annotations.remove(RANGE_ANNOTATION);
+            Cow::Owned(shown)
         }
     }
 }

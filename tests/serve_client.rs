@@ -1,5 +1,6 @@
 //! The command line as a client of `ipamctl serve` (`--server URL`, issue 43 §4): each
-//! command a script uses (`allocate`, `release`, `list`, `pool list|show`, `vpc
+//! command a script uses (`allocate`, `release` (with `-l`), `list`, `pool
+//! list|show|create|delete`, `vpc
 //! create|get|list|delete`, `subnet create|list|show|delete`, `mac set`, `metrics`, `quota
 //! list`), run through a real server on loopback, prints what the same
 //! command prints locally on an identical copy of the fixture, with the same exit code, and
@@ -517,6 +518,132 @@ fn vpc_create_and_delete_print_what_they_print_locally_and_leave_the_same_state(
     assert_eq!(same("vpc delete blue -n acme/dev -o name"), 0);
     // A VPC with allocations and the uplink the fixture gave it.
     assert_eq!(same("vpc delete main -n acme/prod"), 0);
+    pair.states_agree();
+}
+
+#[test]
+fn pool_create_and_delete_print_what_they_print_locally_and_leave_the_same_state() {
+    let pair = Pair::new("populated");
+    let same = |line: &str| pair.same(&words(line));
+    let edge = "pool create edge --cidr 198.51.100.0/24 --gateway 198.51.100.1 --exclude 198.51.100.2 --exclude 198.51.100.8/30 --zone zone-b";
+    assert_eq!(same(edge), 0, "created");
+    for format in FORMATS {
+        assert_eq!(same(&format!("{edge}{format}")), 0, "unchanged");
+    }
+    assert_eq!(
+        same("pool create edge --cidr 198.51.101.0/24"),
+        4,
+        "another spec"
+    );
+    assert_eq!(
+        same("pool create half --cidr 203.0.113.128/25"),
+        4,
+        "an overlap with public-zone-a"
+    );
+    let dry = "pool create dry --cidr 192.0.2.0/24 --zone zone-c --dry-run";
+    for format in FORMATS {
+        assert_eq!(same(&format!("{dry}{format}")), 0);
+    }
+    assert_eq!(
+        same(&format!("{edge} --dry-run -o json")),
+        0,
+        "dry, unchanged"
+    );
+    for bad in [
+        "pool create Bad_Name --cidr 192.0.2.0/24",
+        "pool create x --cidr not-a-cidr",
+        "pool create x --cidr 192.0.2.1/24",
+        "pool create x --cidr 192.0.2.0/24 --gateway 10.0.0.1",
+        "pool create x -n acme/prod --cidr 192.0.2.0/24",
+        "pool delete Bad_Name",
+        "pool delete x -n Bad/Name/x",
+    ] {
+        assert_eq!(same(bad), 2, "{bad}");
+    }
+    // A pool that holds allocations stays, whatever its scope.
+    assert_eq!(same("pool delete public-zone-a"), 4);
+    assert_eq!(same("pool delete public-zone-a --dry-run"), 4);
+    assert_eq!(same("pool delete vpc-main -n acme/prod -o json"), 4);
+    for format in FORMATS {
+        assert_eq!(same(&format!("pool delete edge --dry-run{format}")), 0);
+    }
+    assert_eq!(same("pool delete edge -o json"), 0);
+    assert_eq!(same("pool delete edge"), 3, "not found");
+    assert_eq!(same("pool delete nowhere -n acme/prod"), 3);
+    assert_eq!(same("pool delete vpc-main"), 3, "not cluster-scoped");
+    // A namespace's pool, once emptied (by label: every allocation carries the director's).
+    assert_eq!(
+        same("release -n acme/dev -l pivirt.hu/managed-by=director -o name"),
+        0
+    );
+    assert_eq!(same("pool delete vpc-dev -n acme/dev -o yaml"), 0);
+    pair.states_agree();
+}
+
+#[test]
+fn list_by_subnet_host_name_and_expired_prints_what_it_prints_locally() {
+    let pair = Pair::new("subnets");
+    let same = |line: &str| pair.same(&words(line));
+    for format in FORMATS {
+        assert_eq!(same(&format!("list -n acme/prod --subnet web{format}")), 0);
+        assert_eq!(same(&format!("list --expired{format}")), 0);
+        assert_eq!(same(&format!("list --host-name web-01{format}")), 0);
+    }
+    assert_eq!(same("list -n acme/prod --subnet nowhere"), 3);
+    assert_eq!(same("list --host-name Bad_Host!"), 2);
+}
+
+#[test]
+fn release_by_label_selector_prints_what_it_prints_locally_and_leaves_the_same_state() {
+    let pair = Pair::new("populated");
+    let same = |line: &str| pair.same(&words(line));
+    let director = "-l pivirt.hu/managed-by=director";
+    let prod = format!("release -n acme/prod {director}");
+    for format in FORMATS {
+        assert_eq!(same(&format!("{prod} --dry-run{format}")), 0, "several");
+    }
+    assert_eq!(
+        same(&format!(
+            "{prod} --kind VirtualMachine --within 10.42.0.0/24 --dry-run"
+        )),
+        0
+    );
+    let nobody = "release -n acme/prod --selector pivirt.hu/managed-by=nobody";
+    assert_eq!(same(nobody), 3, "matching none");
+    assert_eq!(same(&format!("{nobody} --ignore-not-found")), 0);
+    assert_eq!(same(&format!("{nobody} --ignore-not-found -o json")), 0);
+    assert_eq!(same("release -n acme/prod -l tier=web,!gone"), 3);
+    assert_eq!(
+        same("release -n acme/prod -l bad_key!!=x"),
+        2,
+        "not a selector"
+    );
+    // With a pool, an owner, a kind and a prefix beside it.
+    assert_eq!(
+        same(&format!(
+            "release vpc-main -n acme/prod {director} --owner VirtualMachine/web-01/0 -o json"
+        )),
+        0
+    );
+    assert_eq!(
+        same(&format!(
+            "{prod} --kind VirtualMachine --within 10.42.0.0/24 -o yaml"
+        )),
+        0
+    );
+    assert_eq!(same(&format!("{prod} --kind VirtualMachine")), 3, "gone");
+    // Without `-n`: every scope the selectors reach.
+    assert_eq!(
+        same(&format!("release {director} --owner FloatingIP/fip-1")),
+        0
+    );
+    assert_eq!(same(&format!("release {director} -o wide")), 0);
+    assert_eq!(same(&format!("release {director}")), 3);
+    // A batch line takes no label selector, locally or through a server.
+    let file = pair.here.root().join("by-label.jsonl");
+    std::fs::write(&file, "{\"labels\": \"tier=web\"}\n").unwrap();
+    let batch = format!("release -f {}", file.display());
+    assert_eq!(same(&batch), 2);
     pair.states_agree();
 }
 

@@ -4,7 +4,8 @@
 //! `admin` with the cluster scope), answers the contract's code; a refused operation
 //! changes nothing (the state as `ipamctl` lists it is the same before and after); and
 //! tenant B never sees, lists, releases or is answered tenant A's floating IP, even under
-//! the same name. Runs on the file store, and on PostgreSQL with
+//! the same name; a tenant neither creates nor deletes a public pool, and its `release -l`
+//! reaches its own namespaces only. Runs on the file store, and on PostgreSQL with
 //! `IPAMCTL_TEST_STORE=postgres`.
 
 mod common;
@@ -261,6 +262,24 @@ fn ops() -> Vec<Op> {
             query: r#"mutation { createPublicPool(input: {name: "pub-new", cidr: "192.0.2.0/28", zone: "y"}) { name } }"#,
             // Outside a tenant's scope (the cluster's): not found, as any object there.
             expect: [NF, NF, NF, NF, "OK"],
+        },
+        Op {
+            name: "createPublicPoolDone",
+            query: r#"mutation { createPublicPoolDone(input: {name: "pub-new", cidr: "192.0.2.0/28", zone: "y"}, dryRun: true) { action } }"#,
+            expect: [NF, NF, NF, NF, "OK"],
+        },
+        Op {
+            name: "deletePool (public)",
+            // `pub-z` holds `fip-held`: only the cluster's admin reaches that rule; to the
+            // tenants the pool is not found, as if it did not exist.
+            query: r#"mutation { deletePool(name: "pub-z") { manifest } }"#,
+            expect: [NF, NF, NF, NF, "CONFLICT"],
+        },
+        Op {
+            name: "deletePool (namespaced)",
+            // `lan` holds `Node/held`: refused to an admin of the namespace, exit 4.
+            query: r#"mutation { deletePool(name: "lan", namespace: "acme/prod") { manifest } }"#,
+            expect: [FB, NF, FB, "CONFLICT", "CONFLICT"],
         },
     ]
 }
@@ -721,6 +740,112 @@ fn a_cluster_range_or_uplink_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_n
 }
 
 /// No secret of `callers` reaches the server's log, whatever it answered.
+/// `ipamctl --server` with `bearer`, nothing from the environment.
+fn remote(server: &Server, bearer: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ipamctl"));
+    for var in [
+        "IPAMCTL_STATE_DIR",
+        "IPAMCTL_STORE",
+        "IPAMCTL_SERVER",
+        "IPAMCTL_TOKEN",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.args(["--server", &server.url])
+        .args(args)
+        .env("IPAMCTL_TOKEN", bearer)
+        .output()
+        .unwrap()
+}
+
+/// The owners of every allocation, as `list -A -o json` names them.
+fn owners(store: &Store) -> Vec<String> {
+    let out = store
+        .ipamctl(["list", "-A", "-o", "json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut owners: Vec<String> = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let o = &a["spec"]["owner"];
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    owners.sort();
+    owners
+}
+
+#[test]
+fn a_tenant_creates_and_deletes_no_public_pool_and_releases_by_label_only_its_own() {
+    let store = fresh();
+    let out = store
+        .ipamctl(["-n", "beta/prod", "allocate", "lan", "--owner", "Node/b1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let callers = Callers::make(&store);
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let run = |caller: &str, args: &str| {
+        let args: Vec<&str> = args.split(' ').collect();
+        remote(&server, callers.bearer(caller).unwrap(), &args)
+    };
+    let create = "pool create pub-empty --cidr 192.0.2.0/28 --zone y";
+    // A tenant's admin: the cluster scope is not its own, so the pool is not found, as any
+    // object there, and nothing changes.
+    for caller in ["read", "claim-own", "admin"] {
+        let before = snapshot(&store);
+        for args in [create, "pool delete pub-z", "pool delete pub-z --dry-run"] {
+            let out = run(caller, args);
+            assert_eq!(out.status.code(), Some(3), "{caller}: {args}: {out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("not found (cluster-scoped)"), "{err}");
+        }
+        assert_eq!(snapshot(&store), before, "{caller} changed the state");
+    }
+    let out = run("claim-other", "pool delete lan -n acme/prod");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    // The cluster's admin creates it, and deletes it while it holds nothing.
+    let out = run("cluster-admin", create);
+    assert!(out.status.success(), "{out:?}");
+    let out = run("admin", "pool delete pub-empty");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let out = run("cluster-admin", "pool delete pub-empty");
+    assert!(out.status.success(), "{out:?}");
+    // A label selector without `-n` reaches the caller's namespaces only: `Node/held` of
+    // acme/prod goes; beta's `Node/b1` and the cluster pool's floating IP stay.
+    let all = owners(&store);
+    assert_eq!(
+        all,
+        ["FloatingIP/acme/prod/fip-held", "Node/b1", "Node/held"],
+        "{all:?}"
+    );
+    let selector = "release -l pivirt.hu/managed-by=director";
+    let out = run("claim-other", &format!("-n acme/prod {selector}"));
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let out = run("claim-own", &format!("-n beta/prod {selector}"));
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(owners(&store), all);
+    let out = run("claim-own", &format!("{selector} -o name"));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(owners(&store), ["FloatingIP/acme/prod/fip-held", "Node/b1"]);
+    let out = run("claim-own", selector);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "nothing of its own left: {out:?}"
+    );
+    assert_no_secret_logged(&server, &callers);
+}
+
 fn assert_no_secret_logged(server: &Server, callers: &Callers) {
     let log = server.log();
     for (caller, bearer) in &callers.bearers {

@@ -99,9 +99,10 @@ pub struct GlobalArgs {
 
     /// Run the command on an `ipamctl serve` at URL (`https://HOST:PORT`, or `http://` on a
     /// trusted network) instead of a local store: `allocate`, `release` (with or without
-    /// `-f`), `list`, `pool list`, `pool show`, `vpc create|get|list|delete`, `subnet
-    /// create|list|show|delete`, `mac set`, `metrics` and `quota list` print what they print
-    /// locally, with the same exit codes; a command that needs a local state is exit 2.
+    /// `-f`, and with `-l`), `list`, `pool list|show|create|delete`, `vpc
+    /// create|get|list|delete`, `subnet create|list|show|delete`, `mac set`, `metrics` and
+    /// `quota list` print what they print locally, with the same exit codes; a command that
+    /// needs a local state is exit 2.
     /// The token comes from `--token-file` or `IPAMCTL_TOKEN`. Not with `--store` or
     /// `--state-dir`.
     #[arg(long, global = true, env = "IPAMCTL_SERVER", value_name = "URL")]

@@ -1,13 +1,15 @@
 //! The seed operations answering what they did, as the command line reports it:
-//! `createVpcDone`, `deleteVpcDone`, `createSubnetDone` and `deleteSubnetDone` take
-//! `createVpc`'s … inputs ([`super::admin`]), and a dry run, through the same constructors
+//! `createPublicPoolDone`, `deletePool`, `createVpcDone`, `deleteVpcDone`,
+//! `createSubnetDone` and `deleteSubnetDone` take `createPublicPool`'s … inputs ([`super::admin`]), and a dry run, through the same constructors
 //! and engine calls, and answer with each object's manifest as stored and what was done to
 //! it, so that `ipamctl --server` prints them with the local command's own printer
 //! ([`crate::cli::remote`]).
 
 use async_graphql::{Context, Enum, Object, SimpleObject};
 
-use super::admin::{CreateSubnetInput, CreateVpcInput, subnet_deletion, vpc_deletion};
+use super::admin::{
+    CreatePublicPoolInput, CreateSubnetInput, CreateVpcInput, subnet_deletion, vpc_deletion,
+};
 use super::errors::Graphql;
 use super::objects::{Action, Held};
 use super::schema::{RequestError, scope, work};
@@ -84,12 +86,75 @@ pub struct SubnetDeletion {
     pub manifest: Option<String>,
 }
 
+/// What `createPublicPoolDone` did (in a dry run, would do).
+#[derive(SimpleObject, Debug)]
+pub struct PoolCreation {
+    /// `CREATED`, or `UNCHANGED` for a pool that exists as asked (a create never changes
+    /// a pool: another spec is a conflict).
+    pub action: SubnetPut,
+    /// The `IPAMPool` document, as stored (or would be).
+    pub manifest: String,
+}
+
+/// What `deletePool` did.
+#[derive(SimpleObject, Debug)]
+pub struct PoolDeletion {
+    /// The `IPAMPool` document deleted (or, in a dry run, that would be), as it was stored.
+    pub manifest: String,
+}
+
 /// The mutations that answer what they did.
 #[derive(Default)]
 pub struct DoneMutation;
 
 #[Object]
 impl DoneMutation {
+    /// `createPublicPool` answering how the pool came to be (`pool create`'s report); with
+    /// `dryRun`, how it would.
+    async fn create_public_pool_done(
+        &self,
+        ctx: &Context<'_>,
+        input: CreatePublicPoolInput,
+        dry_run: Option<bool>,
+    ) -> async_graphql::Result<PoolCreation> {
+        let request = input.request(dry_run.unwrap_or(false)).gql()?;
+        let scope = scope(ctx);
+        let (manifest, put) = work(ctx)
+            .read(move |store| admin::create_public_pool(store, &scope, &request))
+            .await
+            .gql()?;
+        Ok(PoolCreation {
+            action: subnet_put(put),
+            manifest: yaml::encode(&manifest),
+        })
+    }
+
+    /// Deletes a pool with its subnets and cooldown records (`pool delete`): `admin` in its
+    /// namespace, the cluster scope without `namespace`; exit 4 while it holds allocations
+    /// or claimed prefixes. With `dryRun`, only checks.
+    async fn delete_pool(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        namespace: Option<String>,
+        dry_run: Option<bool>,
+    ) -> async_graphql::Result<PoolDeletion> {
+        let request = admin::PoolDelete::new(&admin::DeletePoolInput {
+            name,
+            namespace,
+            dry_run: dry_run.unwrap_or(false),
+        })
+        .gql()?;
+        let scope = scope(ctx);
+        let manifest = work(ctx)
+            .read(move |store| admin::delete_pool(store, &scope, &request))
+            .await
+            .gql()?;
+        Ok(PoolDeletion {
+            manifest: yaml::encode(&manifest),
+        })
+    }
+
     /// `createVpc` answering what it did to each object (`vpc create`'s report); with
     /// `dryRun`, what it would do, writing nothing.
     async fn create_vpc_done(
@@ -155,13 +220,8 @@ impl DoneMutation {
             .read(move |store| admin::create_subnet(store, &scope, &request))
             .await
             .gql()?;
-        use crate::engine::subnet::Put;
         Ok(SubnetCreation {
-            action: match put {
-                Put::Created => SubnetPut::Created,
-                Put::Configured => SubnetPut::Configured,
-                Put::Unchanged => SubnetPut::Unchanged,
-            },
+            action: subnet_put(put),
             manifest: yaml::encode(&manifest),
         })
     }
@@ -187,6 +247,16 @@ impl DoneMutation {
                 manifest: Some(yaml::encode(&m)),
             },
         })
+    }
+}
+
+/// What a put did, as the API says it.
+fn subnet_put(put: crate::engine::subnet::Put) -> SubnetPut {
+    use crate::engine::subnet::Put;
+    match put {
+        Put::Created => SubnetPut::Created,
+        Put::Configured => SubnetPut::Configured,
+        Put::Unchanged => SubnetPut::Unchanged,
     }
 }
 

@@ -98,6 +98,10 @@ pub struct ReleaseInput {
     tenant: Option<String>,
     /// Only the addresses inside this prefix (`--within`).
     within: Option<String>,
+    /// A label selector (`release -l`), read as `list -l` reads it. Not a batch line's
+    /// field (a batch line takes none): set on the request the line makes.
+    #[serde(skip)]
+    labels: Option<String>,
     force: Option<bool>,
     ignore_not_found: Option<bool>,
     dry_run: Option<bool>,
@@ -129,7 +133,8 @@ impl AllocateInput {
 
 impl ReleaseInput {
     pub(super) fn request(&self, scope: &Scope) -> Result<Request> {
-        let input = Release::read(line(self), &Defaults::default())?;
+        let mut input = Release::read(line(self), &Defaults::default())?;
+        input.select.labels = self.labels.clone();
         Ok(Request::Release(Box::new(ReleaseRequest::new(
             &input, scope,
         )?)))

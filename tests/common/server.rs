@@ -1,5 +1,5 @@
 //! `IPAMCTL_TEST_STORE=server`: every command the builder runs that `--server` supports
-//! (`allocate`, `release`, `list`, `pool list|show`, `vpc create|get|list|delete`,
+//! (`allocate`, `release`, `list`, `pool list|show|create|delete`, `vpc create|get|list|delete`,
 //! `subnet create|list|show|delete`, `mac set`, `metrics` without `--dhcp-leases`, `quota
 //! list`) runs through a fresh
 //! `ipamctl serve` on the test's state directory, as `ipamctl --server URL …` with the token
@@ -75,7 +75,10 @@ pub fn supported(args: &[OsString]) -> bool {
     }
     match command.first().map(String::as_str) {
         Some("allocate" | "release" | "list" | "vpc" | "subnet" | "quota") => true,
-        Some("pool") => matches!(command.get(1).map(String::as_str), Some("list" | "show")),
+        Some("pool") => matches!(
+            command.get(1).map(String::as_str),
+            Some("list" | "show" | "create" | "delete")
+        ),
         Some("mac") => command.get(1).map(String::as_str) == Some("set"),
         // The lease files `--dhcp-leases` reads are the client's: exit 2 through a server.
         Some("metrics") => !args

@@ -11,7 +11,7 @@ use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{
     FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolCreateArgs, PoolDeleteArgs, PoolShowArgs,
 };
-use crate::engine::admin::{self, CreatePublicPoolInput, PublicPool};
+use crate::engine::admin::{self, CreatePublicPoolInput, DeletePoolInput, PoolDelete, PublicPool};
 use crate::engine::scope::Scope;
 use crate::engine::warning::Warnings;
 use crate::error::{Error, Result};
@@ -42,22 +42,38 @@ fn create(
     args: &PoolCreateArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let pool = PublicPool::new(&create_input(g, args)?)?;
+    let (manifest, put) = admin::create_public_pool(store, &Scope::everything(), &pool)?;
+    show_created(&manifest, put, args.dry_run, g, out)
+}
+
+/// The input `pool create` stands for: exit 2 with `-n` (a public pool is cluster-scoped).
+pub(crate) fn create_input(g: &GlobalArgs, args: &PoolCreateArgs) -> Result<CreatePublicPoolInput> {
     if g.namespace.is_some() {
         return Err(Error::usage(
             "a public pool is cluster-scoped: leave out `-n` (`apply` makes a namespace's pools)",
         ));
     }
-    let pool = PublicPool::new(&CreatePublicPoolInput {
+    Ok(CreatePublicPoolInput {
         name: args.name.clone(),
         cidr: args.cidr.clone(),
         gateway: args.gateway.clone(),
         exclude: args.exclude.clone(),
         zone: args.zone.clone(),
         dry_run: args.dry_run,
-    })?;
-    let (manifest, put) = admin::create_public_pool(store, &Scope::everything(), &pool)?;
-    let action = Action::from(put).planned(args.dry_run);
-    output::write_changes(out, g.output, &[Change::new(&manifest, action)], true)
+    })
+}
+
+/// Prints what `pool create` did (here, or answered by a server: [`crate::cli::remote`]).
+pub(crate) fn show_created(
+    manifest: &PoolManifest,
+    put: crate::engine::subnet::Put,
+    dry_run: bool,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let action = Action::from(put).planned(dry_run);
+    output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
 }
 
 /// The `status` of `pool show`: the usage figures (in table order), then the free ranges.
@@ -505,8 +521,28 @@ fn delete(
     args: &PoolDeleteArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let pool = super::pool_ref(g, &args.pool)?;
-    let manifest = crate::engine::pool::delete(store, &pool, args.dry_run)?;
-    let action = Action::Deleted.planned(args.dry_run);
+    let request = PoolDelete::new(&delete_input(g, args))?;
+    let manifest = admin::delete_pool(store, &Scope::everything(), &request)?;
+    show_deleted(&manifest, args.dry_run, g, out)
+}
+
+/// The input `pool delete` stands for.
+pub(crate) fn delete_input(g: &GlobalArgs, args: &PoolDeleteArgs) -> DeletePoolInput {
+    DeletePoolInput {
+        name: args.pool.clone(),
+        namespace: g.namespace.clone(),
+        dry_run: args.dry_run,
+    }
+}
+
+/// Prints what `pool delete` deleted (here, or answered by a server:
+/// [`crate::cli::remote`]).
+pub(crate) fn show_deleted(
+    manifest: &PoolManifest,
+    dry_run: bool,
+    g: &GlobalArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let action = Action::Deleted.planned(dry_run);
     output::write_changes(out, g.output, &[Change::new(manifest, action)], true)
 }

@@ -148,14 +148,9 @@ pub fn allocate_input(input: &AllocateInput) -> Value {
     Value::Object(v)
 }
 
-/// The `ReleaseInput` of a release; exit 2 for a selector the API's input has no field for.
+/// The `ReleaseInput` of a release.
 pub fn release_input(input: &ReleaseInput) -> Result<Value> {
     let select = &input.select;
-    if select.labels.is_some() {
-        return Err(Error::usage(
-            "`release --selector` is not available through a server (`--server`): name the pool and address, or the owner",
-        ));
-    }
     let mut v = Map::new();
     put(&mut v, "namespace", input.namespace.as_ref());
     put(&mut v, "pool", input.pool.as_ref());
@@ -165,6 +160,7 @@ pub fn release_input(input: &ReleaseInput) -> Result<Value> {
     put(&mut v, "kind", select.kind.as_ref());
     put(&mut v, "tenant", select.tenant.as_ref());
     put(&mut v, "within", select.within.as_ref());
+    put(&mut v, "labels", select.labels.as_ref());
     for (key, on) in [
         ("force", input.force),
         ("ignoreNotFound", input.ignore_not_found),

@@ -8,6 +8,7 @@
 mod claims;
 mod documents;
 mod metrics;
+mod pools;
 mod quotas;
 mod reads;
 mod subnets;
@@ -49,6 +50,8 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32> {
         Command::List(args) => reads::list(&mut client, g, args, out)?,
         Command::Pool(PoolCommand::List) => reads::pool_list(&mut client, g, out)?,
         Command::Pool(PoolCommand::Show(args)) => reads::pool_show(&mut client, g, args, out)?,
+        Command::Pool(PoolCommand::Create(args)) => pools::create(&mut client, g, args, out)?,
+        Command::Pool(PoolCommand::Delete(args)) => pools::delete(&mut client, g, args, out)?,
         Command::Vpc(command) => vpc(&mut client, g, command, out)?,
         Command::Subnet(command) => subnet(&mut client, g, command, out)?,
         Command::Mac(MacCommand::Set(args)) => claims::set_mac(&mut client, g, args, out)?,
@@ -113,7 +116,7 @@ fn client(g: &GlobalArgs) -> Result<transport::Client> {
 fn refuse_local_only(command: &Command) -> Result<()> {
     let (name, why) = match command {
         Command::Allocate(_) | Command::Release(_) | Command::List(_) => return Ok(()),
-        Command::Pool(PoolCommand::List | PoolCommand::Show(_)) => return Ok(()),
+        Command::Pool(_) => return Ok(()),
         Command::Vpc(_) | Command::Subnet(_) | Command::Metrics(_) | Command::Quota(_) => {
             return Ok(());
         }
@@ -129,7 +132,6 @@ fn refuse_local_only(command: &Command) -> Result<()> {
         Command::Serve(_) => ("serve", "it is the server"),
         Command::Token(_) => ("token", "it keeps a server's tokens file"),
         Command::Apply(_) => ("apply", "the API has no manifests' input"),
-        Command::Pool(_) => ("pool", "the API has no such operation yet"),
         Command::Mac(_) => return Ok(()),
         Command::Report => ("report", "it reads the store itself"),
         Command::Reconcile(_) => ("reconcile", "it reads the store itself"),

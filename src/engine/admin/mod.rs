@@ -1,15 +1,17 @@
 //! The administrative operations as engine calls, one typed input and one function each,
 //! that the command line and the API's resolvers both call (`createPublicPool`,
-//! `createVpc`, `deleteVpc`, `createSubnet`, `deleteSubnet`): each input is text as a user
+//! `deletePool`, `createVpc`, `deleteVpc`, `createSubnet`, `deleteSubnet`): each input is text as a user
 //! gives it, made typed by one constructor that holds every rule needing no store, and each
 //! operation checks the caller's scope first, before any lock: `admin` in the object's
 //! namespace (the cluster scope for a public pool); outside the scope, "not found". Results
 //! come back as values; nothing here prints.
 
+mod pool_delete;
 mod public_pool;
 mod subnet;
 mod vpc;
 
+pub use pool_delete::{DeletePoolInput, PoolDelete, delete_pool};
 pub use public_pool::{CreatePublicPoolInput, PublicPool, create_public_pool};
 pub use subnet::{
     CreateSubnetInput, DeleteSubnetInput, SubnetCreate, SubnetDelete, create_subnet, delete_subnet,

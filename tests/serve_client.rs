@@ -1,6 +1,6 @@
 //! The command line as a client of `ipamctl serve` (`--server URL`, issue 43 §4): each
 //! command a script uses (`allocate`, `release` (with `-l`), `list`, `pool
-//! list|show|create|delete`, `vpc
+//! list|show|create|delete` (`show --map` too), `vpc
 //! create|get|list|delete`, `subnet create|list|show|delete`, `mac set`, `metrics`, `quota
 //! list`), run through a real server on loopback, prints what the same
 //! command prints locally on an identical copy of the fixture, with the same exit code, and
@@ -316,6 +316,201 @@ fn supernets_and_prefix_claims_print_what_they_print_locally() {
         pair.same(&["pool", "show", "provider-v6", "-n", "acme/dev"]),
         3
     );
+    // Maps: the supernet by its claims, the public pool with the uplink named by its VPC.
+    assert_eq!(same_map(&pair, &["pool", "show", "provider-v6"]), 0);
+    assert_eq!(same_map(&pair, &["pool", "show", "public-zone-a"]), 0);
+    assert_eq!(
+        pair.same(&["pool", "show", "provider-v6", "--map", "-o", "json"]),
+        2
+    );
+    pair.states_agree();
+}
+
+/// A cluster pool too large to draw whole (a /10): its map needs `--within` a /12 at most,
+/// drawn one cell per /24.
+const CGNAT: &str = "apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: cgnat
+spec:
+  cidr: 100.64.0.0/10
+  kind: public
+  exclude:
+  - 100.64.9.0/24
+";
+
+/// Runs `args` through `pair` as text, as text in colour, and as `-o svg`: each the same
+/// output and exit code as locally; the exit code.
+#[track_caller]
+fn same_map(pair: &Pair, args: &[&str]) -> i32 {
+    let mut code = None;
+    for more in [&[][..], &["--color", "always"], &["-o", "svg"]] {
+        let mut v = args.to_vec();
+        v.push("--map");
+        v.extend(more);
+        let got = pair.same(&v);
+        assert_eq!(*code.get_or_insert(got), got, "{v:?}");
+    }
+    code.unwrap()
+}
+
+#[test]
+fn pool_maps_draw_what_they_draw_locally() {
+    // IPv4: a small pool address by address, a /16 with a stored subnet one cell per /24 (or
+    // address by address within a /24), a /10 within a /12 one cell per /24.
+    let pair = Pair::new("subnets");
+    let file = pair.here.root().join("cgnat.yaml");
+    std::fs::write(&file, CGNAT).unwrap();
+    let file = file.to_str().unwrap();
+    let applied = pair.served.ipamctl(["apply", "-f", file]).output().unwrap();
+    assert!(applied.status.success(), "{applied:?}");
+    assert!(
+        local(&pair.here.state(), &["apply", "-f", file])
+            .status
+            .success()
+    );
+    let prod = ["-n", "acme/prod"];
+    for (pool, ns, owner, address) in [
+        ("public-zone-a", None, "FloatingIP/f-1", None),
+        (
+            "public-zone-a",
+            None,
+            "FloatingIP/f-2",
+            Some("203.0.113.77"),
+        ),
+        ("vpc-main", Some(prod), "VirtualMachine/a/0", None),
+        (
+            "vpc-main",
+            Some(prod),
+            "VirtualMachine/b/0",
+            Some("10.42.1.20"),
+        ),
+        (
+            "vpc-main",
+            Some(prod),
+            "VirtualMachine/c/0",
+            Some("10.42.7.9"),
+        ),
+        ("cgnat", None, "FloatingIP/g-1", None),
+        ("cgnat", None, "FloatingIP/g-2", Some("100.64.3.7")),
+        ("cgnat", None, "FloatingIP/g-3", Some("100.79.255.254")),
+    ] {
+        let mut args = vec!["allocate", pool, "--owner", owner];
+        args.extend(ns.into_iter().flatten());
+        if let Some(a) = address {
+            args.extend(["--address", a]);
+        }
+        assert_eq!(pair.same(&args), 0, "{args:?}");
+    }
+    let vpc_main = ["pool", "show", "vpc-main", "-n", "acme/prod"];
+    let within = |w: &'static str| {
+        let mut v = vpc_main.to_vec();
+        v.extend(["--within", w]);
+        v
+    };
+    for args in [
+        &["pool", "show", "public-zone-a"][..],
+        &vpc_main,
+        &within("10.42.1.0/24"),
+        &within("10.42.0.0/20"),
+        &within("10.42.1.0/28"),
+        &["pool", "show", "cgnat", "--within", "100.64.0.0/12"],
+        &["pool", "show", "cgnat", "--within", "100.64.0.0/22"],
+    ] {
+        assert_eq!(same_map(&pair, args), 0, "{args:?}");
+    }
+    // Refused alike: a format the map does not draw, a range outside the pool or too large
+    // to draw, one that does not parse, a pool that is not there (even with a bad format).
+    for (args, code) in [
+        (&["pool", "show", "public-zone-a", "-o", "json"][..], 2),
+        (&["pool", "show", "public-zone-a", "-o", "yaml"], 2),
+        (&["pool", "show", "public-zone-a", "-o", "name"], 2),
+        (&["pool", "show", "public-zone-a", "-o", "wide"], 0),
+        (&within("192.0.2.0/24"), 2),
+        (&within("not-a-prefix"), 2),
+        (&["pool", "show", "cgnat"], 2),
+        (&["pool", "show", "cgnat", "--within", "100.64.0.0/11"], 2),
+        (&["pool", "show", "nowhere"], 3),
+        (&["pool", "show", "nowhere", "-o", "json"], 3),
+        (&["pool", "show", "vpc-main", "-n", "acme/nowhere"], 3),
+    ] {
+        let mut v = args.to_vec();
+        v.push("--map");
+        assert_eq!(pair.same(&v), code, "{v:?}");
+    }
+    pair.states_agree();
+
+    // IPv6: a /120 address by address, a /64 as its few /120s in use (zoomed) and then as
+    // more /120s than that, a /48 one cell per region.
+    let pair = Pair::new("dual-stack");
+    let mut claims = vec![
+        vec!["allocate", "v6-120", "--owner", "FloatingIP/f-1"],
+        vec!["allocate", "public-v6", "--owner", "FloatingIP/f-1"],
+        vec![
+            "allocate",
+            "vpc-main-v6",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/p/0",
+        ],
+        vec![
+            "allocate",
+            "vpc-main-v6",
+            "-n",
+            "acme/prod",
+            "--owner",
+            "VirtualMachine/q/0",
+            "--address",
+            "fd00:42:0:7::9",
+        ],
+    ];
+    claims.push(vec![
+        "allocate",
+        "public-v6",
+        "--owner",
+        "FloatingIP/f-2",
+        "--address",
+        "2001:db8:0:1:ffff::9",
+    ]);
+    for args in &claims {
+        assert_eq!(pair.same(args), 0, "{args:?}");
+    }
+    let v6_shows: [&[&str]; 5] = [
+        &["pool", "show", "v6-120"],
+        &["pool", "show", "public-v6"],
+        &[
+            "pool",
+            "show",
+            "public-v6",
+            "--within",
+            "2001:db8:0:1::/120",
+        ],
+        &["pool", "show", "vpc-main-v6", "-n", "acme/prod"],
+        &["pool", "show", "vpc-main", "-n", "acme/prod"],
+    ];
+    for args in v6_shows {
+        assert_eq!(same_map(&pair, args), 0, "{args:?}");
+    }
+    for (i, at) in ["2:0:0:9", "3:0:0:9", "4:0:0:9", "5:0:0:9"]
+        .iter()
+        .enumerate()
+    {
+        let owner = format!("FloatingIP/m-{i}");
+        let address = format!("2001:db8:0:1:{at}");
+        let args = [
+            "allocate",
+            "public-v6",
+            "--owner",
+            &owner,
+            "--address",
+            &address,
+        ];
+        assert_eq!(pair.same(&args), 0, "{args:?}");
+    }
+    for args in v6_shows {
+        assert_eq!(same_map(&pair, args), 0, "{args:?}");
+    }
     pair.states_agree();
 }
 

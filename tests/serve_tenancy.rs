@@ -243,6 +243,12 @@ fn ops() -> Vec<Op> {
             expect: ["OK", "OK", "OK", "OK", "OK"],
         },
         Op {
+            name: "poolMap",
+            query: r#"{ poolMap(name: "lan", namespace: "acme/prod", owners: true) { manifest held owners { holder } } }"#,
+            // As `poolShown`: a pool outside the scope is null. Checked below.
+            expect: ["OK", "OK", "OK", "OK", "OK"],
+        },
+        Op {
             name: "subnetsShown",
             query: r#"{ subnetsShown(namespace: "acme/prod") { manifest } }"#,
             expect: ["OK", NF, "OK", "OK", "OK"],
@@ -367,12 +373,21 @@ fn every_operation_answers_each_caller_the_contracts_code_and_refusals_change_no
                     None => assert!(inner.is_null(), "allocateMany by {caller}: {body}"),
                 }
             }
-            if op.name == "poolShown" && i >= 3 {
-                let seen = !body["data"]["poolShown"].is_null();
+            if (op.name == "poolShown" || op.name == "poolMap") && i >= 3 {
+                let seen = !body["data"][op.name].is_null();
                 assert_eq!(
                     seen,
                     caller != "claim-other",
-                    "poolShown by {caller}: {body}"
+                    "{} by {caller}: {body}",
+                    op.name
+                );
+                // Nothing of what the pool holds reaches a caller that does not see it.
+                let text = body.to_string();
+                assert_eq!(
+                    text.contains("10.1.0."),
+                    seen,
+                    "{} by {caller}: {body}",
+                    op.name
                 );
             }
             let refused = got != "OK"
@@ -547,6 +562,66 @@ spec:
 
 #[test]
 #[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn a_tenant_cannot_draw_another_namespaces_pool_map() {
+    let store = fresh();
+    let callers = Callers::make(&store);
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let run = |caller: &str, args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipamctl"))
+            .env_remove("IPAMCTL_STATE_DIR")
+            .env_remove("IPAMCTL_STORE")
+            .env_remove("IPAMCTL_SERVER")
+            .env("IPAMCTL_TOKEN", callers.bearer(caller).unwrap())
+            .args(["--server", &server.url, "-n", ACME, "pool", "show", "lan"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    // Another namespace's pool is not found, drawn or not, in every format: as `pool show`
+    // of a pool that is not there, and nothing it holds is told.
+    let (exit, told) = run("claim-other", &[]);
+    assert_eq!(exit, Some(3), "{told}");
+    for more in [
+        &[][..],
+        &["-o", "svg"],
+        &["--within", "10.1.0.0/28"],
+        &["-o", "json"],
+    ] {
+        let mut args = vec!["--map"];
+        args.extend(more);
+        let (exit, text) = run("claim-other", &args);
+        assert_eq!(exit, Some(3), "{args:?}: {text}");
+        assert_eq!(text, told, "{args:?}");
+        assert!(!text.contains("10.1.0."), "{args:?}: {text}");
+    }
+    // The tenant's own token draws it, its holder named.
+    let (exit, text) = run("read", &["--map"]);
+    assert_eq!(exit, Some(0), "{text}");
+    assert!(
+        text.starts_with("acme/prod/lan 10.1.0.0/24: one cell per address\n"),
+        "{text}"
+    );
+    let (exit, text) = run("read", &["--map", "-o", "svg"]);
+    assert_eq!(exit, Some(0), "{text}");
+    assert!(text.contains("Node/held"), "{text}");
+    // Asked directly, the map of another namespace's pool is null.
+    let query = r#"{ poolMap(name: "lan", namespace: "acme/prod", owners: true) { held owners { holder } } }"#;
+    let (status, body) = ask(&server, callers.bearer("claim-other"), query);
+    assert_eq!((status, code(&body)), (200, "OK".into()), "{body}");
+    assert!(body["data"]["poolMap"].is_null(), "{body}");
+    assert_no_secret_logged(&server, &callers);
+}
+
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
 fn a_tenant_never_sees_another_namespaces_supernet_or_prefix_claims() {
     let store = fresh();
     let file = store.root().join("supernets.yaml");
@@ -695,7 +770,8 @@ fn a_cluster_range_or_uplink_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_n
     let server = Server::spawn_as_is(cmd);
     // The router's uplink in the cluster's public pool is named by its VPC the same way.
     let query = r#"{ prefixClaims { prefix vpc } poolShown(name: "provider") { claims { prefix vpc } }
-        allocations(pool: "pub-z") { owner vpc } }"#;
+        allocations(pool: "pub-z") { owner vpc }
+        poolMap(name: "pub-z", owners: true) { owners { holder } } }"#;
     // Nor does a manifest name it, to a caller that does not see the VPC's namespace.
     let manifests = r#"{ prefixClaims { manifest } poolShown(name: "provider") { claims { manifest } }
         allocations(pool: "pub-z") { manifest } }"#;
@@ -731,6 +807,17 @@ fn a_cluster_range_or_uplink_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_n
             [&json!({"owner": "VPC/router", "vpc": vpc})],
             "{body}"
         );
+        // The map's tooltip names the uplink's holder the same way.
+        let holders: Vec<&str> = body["data"]["poolMap"]["owners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|o| o["holder"].as_str())
+            .filter(|h| h.starts_with("VPC"))
+            .collect();
+        assert_eq!(holders.len(), 1, "{body}");
+        let named = holders[0].starts_with("VPC acme/dev/blue (uid ");
+        assert_eq!(named, !vpc.is_null(), "{body}");
     }
     assert!(
         !server.log().contains(beta.as_str()),

@@ -108,8 +108,8 @@
 //! it first, before any lock ([`scope::Scope::check`]): the typed requests carry it
 //! ([`request::AllocateRequest::new`], [`request::ReleaseRequest::new`]), a listing's
 //! namespaces come from [`scopes::scopes`] (only those in scope), and `vpc::create`,
-//! `vpc::get`, `vpc::delete`, `subnet::put`, `subnet::carve`, `subnet::delete` and
-//! `pool::show` take it as their second argument. The command line and the batch pass
+//! `vpc::get`, `vpc::delete`, `subnet::put`, `subnet::carve`, `subnet::delete`,
+//! `pool::show`, `pool::map` and `pool::owners` take it as their second argument. The command line and the batch pass
 //! [`scope::Scope::everything`]; a server passes the scope of the token that
 //! [`token::TokenBook::authenticate`] found.
 

@@ -120,6 +120,64 @@ impl Shown {
     }
 }
 
+/// The largest IPv4 view `pool show --map` draws: a /12 is 4096 cells of one /24 each.
+pub const LARGEST_VIEW: u8 = 12;
+
+/// Can `view` be drawn? An IPv4 view up to a /12; any IPv6 view.
+pub fn drawable(view: ipnet::IpNet) -> bool {
+    view.addr().is_ipv6() || view.prefix_len() >= LARGEST_VIEW
+}
+
+/// What `pool show --map` draws of an address pool, here or through a server: only what
+/// the map reads, so a large pool's answer is the addresses of its view, not of the pool.
+#[derive(Clone, Debug)]
+pub struct Drawn {
+    /// The pool's manifest.
+    pub manifest: PoolManifest,
+    /// Its subnets, in name order.
+    pub subnets: Vec<SubnetManifest>,
+    /// The usage of the whole pool (the map's first usage line).
+    pub usage: Usage,
+    /// The addresses its allocations hold inside the view (`within`, else the pool),
+    /// ascending; none when the view is too large to draw ([`drawable`]).
+    pub held: Vec<IpAddr>,
+}
+
+impl Shown {
+    /// What the map of this pool over `within` (else the whole pool) draws.
+    pub fn drawn(self, within: Option<ipnet::IpNet>) -> Drawn {
+        let view = within.unwrap_or(self.manifest.spec.cidr);
+        let all = pool_candidates(&self.manifest, &self.subnets);
+        let usage = Usage::of_candidates(&all, &self.taken);
+        let mut held: Vec<IpAddr> = if drawable(view) {
+            self.taken
+                .into_iter()
+                .filter(|a| view.contains(a))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        held.sort_unstable();
+        Drawn {
+            manifest: self.manifest,
+            subnets: self.subnets,
+            usage,
+            held,
+        }
+    }
+}
+
+/// `pool show --map`: what the map of `pool` over `within` draws, for the caller of
+/// `scope` (exit 3 if it does not exist or lies outside the scope).
+pub fn map(
+    store: &dyn Store,
+    scope: &Scope,
+    pool: &PoolRef,
+    within: Option<ipnet::IpNet>,
+) -> Result<Drawn> {
+    Ok(show(store, scope, pool)?.drawn(within))
+}
+
 /// `pool show`: the pool (exit 3 if it does not exist) and the addresses it holds.
 pub fn show(store: &dyn Store, scope: &Scope, pool: &PoolRef) -> Result<Shown> {
     scope.check(Verb::Read, pool.namespace.as_ref(), || {
@@ -139,11 +197,14 @@ fn show_in(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
     })
 }
 
-/// Who holds each address of `pool`, as `KIND/NAME (uid U)` (a VPC router's uplink as
-/// `VPC NAMESPACE/NAME (uid U)`): the tooltips of the SVG map.
+/// Who holds each address of `pool` inside `view`, as `KIND/NAME (uid U)` (a VPC router's
+/// uplink as `VPC NAMESPACE/NAME (uid U)`, only to a caller of `scope` that sees the VPC's
+/// namespace, as `allocations` names it): the tooltips of the SVG map.
 pub fn owners(
     store: &dyn Store,
+    scope: &Scope,
     pool: &PoolRef,
+    view: ipnet::IpNet,
     warnings: &mut Warnings,
 ) -> Result<Vec<(IpAddr, String)>> {
     let held = crate::engine::allocate::allocations_of(
@@ -156,8 +217,10 @@ pub fn owners(
     // A VPC router's uplink is named as its VPC (crate::engine::range_holder).
     let mut holders = crate::engine::range_holder::Holders::new(store);
     held.into_iter()
+        .filter(|m| view.contains(&m.spec.address))
         .map(|m| {
-            let holder = holders.of_owner(&m.spec.owner, None)?;
+            let mut holder = holders.of_owner(&m.spec.owner, None)?;
+            holder.vpc = holder.vpc.filter(|v| scope.sees(Some(&v.namespace)));
             Ok((m.spec.address, holder.display_with_uid()))
         })
         .collect()

@@ -19,6 +19,7 @@ mod limits;
 mod listen;
 mod log;
 mod objects;
+mod pool_map;
 mod prefix_claims;
 mod quota;
 mod routes;

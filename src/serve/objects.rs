@@ -272,7 +272,7 @@ pub struct Figures {
 }
 
 impl Figures {
-    fn new(usage: &Usage, free_ranges: Vec<String>) -> Figures {
+    pub(super) fn new(usage: &Usage, free_ranges: Vec<String>) -> Figures {
         Figures {
             candidates: usage.candidates.to_string(),
             allocated: usage.allocated.to_string(),

@@ -289,6 +289,32 @@ impl Query {
         }
     }
 
+    /// What `pool show --map` draws of an address pool over `within` (a range inside it,
+    /// else the whole pool), with the holders of its addresses if `owners`; null if it does
+    /// not exist.
+    async fn pool_map(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        namespace: Option<String>,
+        within: Option<String>,
+        owners: Option<bool>,
+    ) -> async_graphql::Result<Option<super::pool_map::PoolMap>> {
+        let pool = pool_ref(namespace.as_deref(), &name).gql()?;
+        let within = within
+            .map(|w| crate::engine::request::field::prefix("--within", &w))
+            .transpose()
+            .gql()?;
+        let (scope, owners) = (scope(ctx), owners.unwrap_or(false));
+        let found = work(ctx)
+            .read(move |store| super::pool_map::pool_map(store, &scope, &pool, within, owners))
+            .await;
+        match found {
+            Err(Error::NotFound { .. }) => Ok(None),
+            found => found.map(Some).gql(),
+        }
+    }
+
     /// The allocations the selectors pick, sorted by namespace, pool and address.
     #[allow(clippy::too_many_arguments)]
     async fn allocations(

@@ -22,6 +22,7 @@ pub(crate) mod list;
 pub(crate) mod mac;
 pub(crate) mod metrics;
 pub(crate) mod pool;
+pub(crate) mod pool_map;
 mod pool_status;
 pub(crate) mod quota;
 mod reconcile;

@@ -1,15 +1,13 @@
 //! `ipamctl pool create|list|show|delete`.
 
-use std::io::{IsTerminal, Write};
-use std::net::IpAddr;
+use std::io::Write;
 
 use serde::Serialize;
 
-use super::pool_status::{excludes, with_status};
-use crate::cli::map::{self, Map};
+use super::pool_status::{excludes, vpc_of, with_status};
 use crate::cli::output::{self, Action, Change, Named};
 use crate::cli::{
-    FormatArg, GlobalArgs, OutputFormat, PoolCommand, PoolCreateArgs, PoolDeleteArgs, PoolShowArgs,
+    GlobalArgs, OutputFormat, PoolCommand, PoolCreateArgs, PoolDeleteArgs, PoolShowArgs,
 };
 use crate::engine::admin::{self, CreatePublicPoolInput, DeletePoolInput, PoolDelete, PublicPool};
 use crate::engine::scope::Scope;
@@ -225,9 +223,9 @@ fn show(store: &dyn Store, g: &GlobalArgs, args: &PoolShowArgs, out: &mut dyn Wr
         return super::supernet::show(store, g, &pool, manifest, out);
     }
     if args.map {
-        return draw(store, g, args, &pool, manifest, &shown.taken, out);
+        return super::pool_map::draw(store, g, args, &pool, shown, out);
     }
-    let within = within(args, &pool, manifest)?;
+    let within = super::pool_map::within(args, &pool, manifest)?;
     let (usage, free) = shown.usage(within);
     let subnets: Vec<ShownSubnet> = crate::engine::subnet_usage::list(
         store,
@@ -384,135 +382,6 @@ fn fields(
         }
     }
     fields
-}
-
-/// `--within` of `pool show`, checked to lie inside the pool (exit 2 if not).
-pub(crate) fn within(
-    args: &PoolShowArgs,
-    pool: &PoolRef,
-    manifest: &PoolManifest,
-) -> Result<Option<ipnet::IpNet>> {
-    let cidr = manifest.spec.cidr;
-    let within = args
-        .within
-        .as_deref()
-        .map(|w| super::prefix("--within", w))
-        .transpose()?;
-    if let Some(w) = within
-        && !cidr.contains(&w)
-    {
-        return Err(Error::invalid(
-            "--within",
-            format!("`{w}` does not lie inside pool `{pool}` ({cidr})"),
-        ));
-    }
-    Ok(within)
-}
-
-/// `pool show --map`: the address map, as text or (`-o svg`) an SVG document.
-fn draw(
-    store: &dyn Store,
-    g: &GlobalArgs,
-    args: &PoolShowArgs,
-    pool: &PoolRef,
-    manifest: &PoolManifest,
-    taken: &[IpAddr],
-    out: &mut dyn Write,
-) -> Result<()> {
-    if let Some(format @ (FormatArg::Json | FormatArg::Yaml | FormatArg::Name)) = g.format {
-        let name = match format {
-            FormatArg::Json => "json",
-            FormatArg::Yaml => "yaml",
-            _ => "name",
-        };
-        return Err(Error::Usage {
-            message: format!("`--map` draws text or `-o svg`, not `-o {name}`"),
-            hint: Some(format!(
-                "drop `--map` for the pool's data: ipamctl pool show {}{}",
-                pool.name,
-                crate::engine::hint::namespace_flag(pool.namespace.as_ref())
-            )),
-        });
-    }
-    if manifest.spec.kind == crate::model::PoolKind::Supernet {
-        return draw_supernet(store, g, pool, manifest, out);
-    }
-    let cidr = manifest.spec.cidr;
-    let within = within(args, pool, manifest)?;
-    let view = within.unwrap_or(cidr);
-    if !map::drawable(view) {
-        return Err(Error::Usage {
-            message: format!(
-                "{view} is too large to draw (the map goes up to a /{})",
-                map::LARGEST_VIEW
-            ),
-            hint: Some(format!(
-                "narrow it: ipamctl pool show {}{} --map --within {}",
-                pool.name,
-                crate::engine::hint::namespace_flag(pool.namespace.as_ref()),
-                ipnet::IpNet::new(view.network(), 16)
-                    .expect("16 is a valid prefix length")
-                    .trunc()
-            )),
-        });
-    }
-    let subnets = crate::engine::subnet::of_pool(store, pool)?;
-    let title = match vpc_of(pool, manifest) {
-        Some(vpc) => format!("{pool} (VPC {vpc})"),
-        None => pool.to_string(),
-    };
-    let map = Map::new(&title, manifest, &subnets, within, taken);
-    if g.format == Some(FormatArg::Svg) {
-        let map = if map.per_address() {
-            let mut warnings = Warnings::default();
-            let owners = crate::engine::pool::owners(store, pool, &mut warnings);
-            output::warn(&warnings);
-            map.with_owners(owners?)
-        } else {
-            map
-        };
-        return output::write(out, &map.svg());
-    }
-    let no_color = std::env::var_os("NO_COLOR");
-    let colour = output::use_colour(
-        args.color,
-        std::io::stdout().is_terminal(),
-        no_color.as_deref(),
-    );
-    output::write(out, &map.text(colour))
-}
-
-/// The VPC that owns `pool` by its `ownerRefs`, as `NAMESPACE/NAME`; `None` for a pool no
-/// VPC owns.
-fn vpc_of(pool: &PoolRef, manifest: &PoolManifest) -> Option<String> {
-    let name = crate::model::vpc::owning_vpc(&pool.name, manifest)?;
-    Some(match &pool.namespace {
-        Some(ns) => format!("{ns}/{name}"),
-        None => name.to_owned(),
-    })
-}
-
-/// `pool show --map` of a supernet: drawn by its claimed prefixes ([`map::supernet`]), each
-/// with its holder by name, as text or (`-o svg`) an SVG document.
-fn draw_supernet(
-    store: &dyn Store,
-    g: &GlobalArgs,
-    pool: &PoolRef,
-    manifest: &PoolManifest,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let claims: Vec<(ipnet::IpNet, String)> = crate::engine::supernet::holders(store, pool)?
-        .into_iter()
-        .map(|(c, h)| (c.spec.prefix, h.display()))
-        .collect();
-    let excluded: Vec<ipnet::IpNet> = manifest.spec.exclude.iter().map(|e| e.net()).collect();
-    let (title, cidr) = (pool.to_string(), manifest.spec.cidr);
-    let drawn = if g.format == Some(FormatArg::Svg) {
-        map::supernet::svg(&title, cidr, &claims, &excluded)
-    } else {
-        map::supernet::text(&title, cidr, &claims, &excluded)
-    };
-    output::write(out, &drawn)
 }
 
 fn delete(

@@ -1,5 +1,6 @@
 //! What `pool list` and `pool show` add to a pool's manifest, for address and supernet
-//! pools alike: `status` after `spec`, and the excludes as a table cell.
+//! pools alike: `status` after `spec`, the excludes as a table cell, and the VPC that owns
+//! it (`pool show`'s `VPC:` line and its map's title).
 
 use serde::Serialize;
 
@@ -32,4 +33,14 @@ pub struct WithStatus<'a, S> {
 /// The manifest with `status` added.
 pub fn with_status<S: Serialize>(manifest: &PoolManifest, status: S) -> WithStatus<'_, S> {
     WithStatus { manifest, status }
+}
+
+/// The VPC that owns `pool` by its `ownerRefs`, as `NAMESPACE/NAME`; `None` for a pool no
+/// VPC owns.
+pub(crate) fn vpc_of(pool: &crate::model::PoolRef, manifest: &PoolManifest) -> Option<String> {
+    let name = crate::model::vpc::owning_vpc(&pool.name, manifest)?;
+    Some(match &pool.namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    })
 }

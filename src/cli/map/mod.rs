@@ -45,13 +45,7 @@ const BLOCK_CELLS_FROM_V6: u8 = 64;
 /// those blocks alone: where its allocations sit, zoomed in.
 const ZOOM_BLOCKS: usize = 4;
 
-/// The largest IPv4 view drawn at all: a /12 is 4096 cells of one /24 each.
-pub const LARGEST_VIEW: u8 = 12;
-
-/// Can `view` be drawn? An IPv4 view up to a /12; any IPv6 view.
-pub fn drawable(view: IpNet) -> bool {
-    view.addr().is_ipv6() || view.prefix_len() >= LARGEST_VIEW
-}
+pub use crate::engine::pool::{LARGEST_VIEW, drawable};
 
 /// Cells that start a new section (a blank line, a gap): a /24 of addresses, a /16 of /24s.
 const SECTION: usize = 256;
@@ -106,6 +100,20 @@ impl Map {
         within: Option<IpNet>,
         taken: &[IpAddr],
     ) -> Map {
+        let usage = Usage::of_candidates(&pool_candidates(pool, subnets), taken);
+        Map::with_usage(name, pool, subnets, within, taken, usage)
+    }
+
+    /// [`Map::new`] from what the engine gathers ([`crate::engine::pool::Drawn`]): `taken`
+    /// need only be the addresses held inside the view, `usage` is the whole pool's.
+    pub fn with_usage(
+        name: &str,
+        pool: &PoolManifest,
+        subnets: &[SubnetManifest],
+        within: Option<IpNet>,
+        taken: &[IpAddr],
+        usage: Usage,
+    ) -> Map {
         let spec = &pool.spec;
         let view = within.unwrap_or(spec.cidr);
         let v6 = view.addr().is_ipv6();
@@ -119,8 +127,8 @@ impl Map {
         };
         let all = pool_candidates(pool, subnets);
         let candidates = match within {
-            Some(w) => all.clone().within(w),
-            None => all.clone(),
+            Some(w) => all.within(w),
+            None => all,
         };
         let in_use = cells::blocks_in_use(view, &sorted);
         let zoomed = layout == Layout::Blocks && v6 && in_use.len() <= ZOOM_BLOCKS;
@@ -151,10 +159,7 @@ impl Map {
             let block_len = (layout == Layout::Blocks).then_some(if v6 { 120 } else { 24 });
             cells::subnet_lines(&candidates, subnets, view, &sorted, block_len)
         };
-        let mut usage = vec![(
-            format!("pool {}", spec.cidr),
-            Usage::of_candidates(&all, taken),
-        )];
+        let mut usage = vec![(format!("pool {}", spec.cidr), usage)];
         let mut title = format!("{name} {}", spec.cidr);
         if let Some(w) = within {
             let inside: Vec<IpAddr> = taken.iter().copied().filter(|a| w.contains(a)).collect();

@@ -2,6 +2,8 @@
 //! constructor, sent as variables; the answer's manifests decoded with the same codec and
 //! printed by the local command's printer.
 
+mod map;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -144,7 +146,7 @@ pub fn pool_show(
     out: &mut dyn Write,
 ) -> Result<()> {
     if args.map {
-        return Err(not_here("pool show --map"));
+        return map::pool_map(client, g, args, out);
     }
     let pool = crate::engine::request::field::pool_ref(g.namespace.as_deref(), &args.pool)?;
     let variables = json!({"name": args.pool, "namespace": g.namespace, "within": args.within});
@@ -172,7 +174,7 @@ pub fn pool_show(
             .collect();
         return crate::cli::cmd::supernet::print(&manifest, &prefixes, &held, g, out);
     }
-    let within = crate::cli::cmd::pool::within(args, &pool, &manifest)?;
+    let within = crate::cli::cmd::pool_map::within(args, &pool, &manifest)?;
     let subnets = shown["subnets"]
         .as_array()
         .into_iter()
@@ -233,12 +235,4 @@ pub(super) fn usage_of(url: &str, p: &Value) -> Result<Usage> {
         percent_used: p["percentUsed"].as_f64().unwrap_or(0.0),
     };
     Ok(usage)
-}
-
-/// What this ipamctl does not do through a server yet: exit 2.
-pub fn not_here(what: &str) -> Error {
-    Error::Usage {
-        message: format!("`{what}` is not available through a server (`--server`)"),
-        hint: Some("run it where the state is, with --store URL or -d DIR".into()),
-    }
 }

@@ -77,6 +77,7 @@ impl Lab {
             &Config {
                 workers: 1,
                 warn: &|_| {},
+                long_lived: false,
             },
         )
         .unwrap();

@@ -424,3 +424,90 @@ fn a_re_ask_leaves_no_lock_behind() {
     }
     store.assert_check_clean();
 }
+
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres, has_pgbouncer)),
+    ignore = "needs curl, PostgreSQL and PgBouncer: apt-get install curl postgresql pgbouncer"
+)]
+fn a_server_behind_transaction_pooling_answers_every_claim_when_its_kept_look_ups_go_missing() {
+    // A server's connections prepare a claim's look-ups once and keep them
+    // (`src/store/pg/group.rs`, `Kept`). Behind PgBouncer's transaction pooling the next
+    // transaction may run on another server connection, which does not hold them: the
+    // `EXECUTE` fails (SQLSTATE 26000), and the request must run again spelled out, its
+    // client never told. Four clients claim and ask again at once, beside `list`
+    // processes that take the pooler's connections in turn, so the server's transactions
+    // move between server connections.
+    let store = Store::database("seed");
+    let serve_common::Store::Db(_, db) = &store else {
+        unreachable!()
+    };
+    let bouncer = common::pg::Bouncer::start();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ipamctl"));
+    cmd.env_remove("IPAMCTL_STATE_DIR")
+        .env_remove("IPAMCTL_STORE")
+        .args(["--store", &bouncer.url(db)])
+        .args(["serve", "--listen", "127.0.0.1:0", "--workers", "2"]);
+    let server = Server::spawn(cmd);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let others: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            let mut list = bouncer.cmd(db, &["list", "-o", "name"]);
+            list.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = list.status();
+                }
+            })
+        })
+        .collect();
+    let claim = |owner: &str| {
+        server.post(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses action } }",
+            json!({"o": owner}),
+        )
+    };
+    let answers: Vec<Vec<(String, serde_json::Value)>> = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..4)
+            .map(|c| {
+                let claim = &claim;
+                s.spawn(move || {
+                    let mut got = Vec::new();
+                    for i in 0..12 {
+                        let owner = format!("FloatingIP/kept-{c}-{i}");
+                        for _ in 0..2 {
+                            let (status, body) = claim(&owner);
+                            assert_eq!(status, 200, "{owner}: {body}");
+                            assert!(body.get("errors").is_none(), "{owner}: {body}");
+                            got.push((owner.clone(), body["data"]["allocate"].clone()));
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for other in others {
+        other.join().unwrap();
+    }
+    let mut held = std::collections::BTreeMap::new();
+    for (owner, answer) in answers.into_iter().flatten() {
+        let address = answer["addresses"][0].as_str().unwrap().to_owned();
+        match held.insert(owner.clone(), address.clone()) {
+            None => assert_eq!(answer["action"], "CREATED", "{owner}: {answer}"),
+            Some(before) => {
+                assert_eq!(answer["action"], "EXISTING", "{owner}: {answer}");
+                assert_eq!(before, address, "{owner} was answered two addresses");
+            }
+        }
+    }
+    assert_eq!(held.len(), 48);
+    let distinct: std::collections::BTreeSet<_> = held.values().collect();
+    assert_eq!(distinct.len(), 48, "an address told to two owners");
+    assert!(!server.log().contains("error"), "{}", server.log());
+    store.assert_check_clean();
+}

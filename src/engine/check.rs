@@ -425,6 +425,7 @@ mod tests {
         let config = crate::store::registry::Config {
             workers: 1,
             warn: &|_| {},
+            long_lived: false,
         };
         let store =
             crate::store::registry::open(&Location::Dir(Some(root.to_owned())), &config).unwrap();

@@ -22,6 +22,7 @@ fn populated() -> (tempfile::TempDir, Box<dyn Store + Sync>) {
     let config = Config {
         workers: 1,
         warn: &|_| {},
+        long_lived: false,
     };
     let store =
         crate::store::registry::open(&Location::Dir(Some(dir.path().to_owned())), &config).unwrap();

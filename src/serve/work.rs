@@ -179,6 +179,7 @@ fn config(workers: usize) -> Config<'static> {
     Config {
         workers,
         warn: &|w| super::log::warning(w),
+        long_lived: true,
     }
 }
 

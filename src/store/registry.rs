@@ -83,13 +83,24 @@ pub struct Config<'a> {
     /// read), before anything connects: a connection refused for want of that password
     /// follows it.
     pub warn: &'a dyn Fn(&str),
+    /// The stores answer request after request for as long as the process lives (a
+    /// server): a database's connections then prepare a claim's look-ups once and keep
+    /// them (`store/pg/group.rs`), where a command's are spelled out or prepared for one
+    /// group at a time.
+    pub long_lived: bool,
 }
 
 /// Opens the store at `at`.
 pub fn open(at: &Location, config: &Config<'_>) -> Result<Box<dyn Store + Sync>> {
     Ok(match at {
         Location::Dir(dir) => Box::new(FsStore::discover(dir.as_deref())?),
-        Location::Database(url) => Box::new(PgStore::open(&target(url, config)?)?),
+        Location::Database(url) => {
+            let store = PgStore::open(&target(url, config)?)?;
+            if config.long_lived {
+                store.keep_lookups();
+            }
+            Box::new(store)
+        }
     })
 }
 
@@ -100,7 +111,12 @@ pub fn open_workers(at: &Location, config: &Config<'_>) -> Result<Vec<Box<dyn St
         Location::Dir(dir) => vec![Box::new(FsStore::discover(dir.as_deref())?)],
         Location::Database(url) => PgStore::open_batch(&target(url, config)?, config.workers)?
             .into_iter()
-            .map(|s| Box::new(s) as Box<dyn Store + Sync>)
+            .map(|s| {
+                if config.long_lived {
+                    s.keep_lookups();
+                }
+                Box::new(s) as Box<dyn Store + Sync>
+            })
             .collect(),
     })
 }

@@ -192,6 +192,7 @@ fn config(workers: usize) -> Config<'static> {
             warnings.push(Warning::new(w));
             crate::cli::output::warn(&warnings);
         },
+        long_lived: false,
     }
 }
 

@@ -26,6 +26,14 @@
 //!   anything more (a renewal, a claim) marks the group as one that writes, whose end is a
 //!   `COMMIT`; a statement is sent only through [`super::Session`]'s `conn`, which clears
 //!   the unit's `only_prefetch`, as a single unit's own ending relies on.
+//! - A claim's look-ups (`prefetch.rs`) are spelled out, or prepared for the group from
+//!   its second unit on and deallocated in its `COMMIT`'s round trip, so that nothing of a
+//!   command outlives its transaction. A server's session ([`PgStore::keep_lookups`])
+//!   instead prepares them once, in its first unit's first round trip, and keeps them: a
+//!   `PREPARE` is not undone by a rollback, so once sent they stand; the one window is a
+//!   transaction pooler that runs a later transaction on another server connection, where
+//!   the `EXECUTE` fails ([`MISSING_STATEMENT`]), the unit (or group) runs again spelled
+//!   out, and the session keeps nothing from then on.
 //! - What a group costs others: its rows and row locks (the pools' rows `FOR SHARE`, the
 //!   hint row its claims moved) last until its `COMMIT`, a group's length of time instead of
 //!   a unit's. A claim of another transaction that picks an address the group holds
@@ -90,11 +98,52 @@ impl Default for Lookups {
     }
 }
 
+/// Where a long-lived session's look-ups stand ([`PgStore::keep_lookups`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kept {
+    /// Not kept: a command's session (spelled out, or prepared for one group at a time),
+    /// or one whose kept look-ups went missing.
+    Off,
+    /// To be prepared by the next unit's first round trip.
+    Untried,
+    /// Prepared under this id, or sent to be: a `PREPARE` is not undone with its
+    /// transaction, so once sent it stands unless the round trip failed before it ran, and
+    /// then the first `EXECUTE` finds it missing ([`MISSING_STATEMENT`]).
+    Prepared(u32),
+}
+
+/// SQLSTATE `invalid_sql_statement_name`: an `EXECUTE` of a statement the server
+/// connection does not hold. A kept look-up goes missing behind a transaction pooler
+/// (PgBouncer's `pool_mode = transaction`), whose next transaction may run on another
+/// server connection: the unit fails, the session stops keeping its look-ups, and the unit
+/// runs again ([`super::retryable`]) spelled out.
+pub(super) const MISSING_STATEMENT: &str = "26000";
+
 /// How many times a statement is run in a group before it is prepared: preparing is a round
 /// trip of its own, and saves the parse and most of the planning of each run after.
 const PREPARE_AT: usize = 2;
 
 impl PgStore {
+    /// Prepares a claim's look-ups once for the connection's life, for a session that
+    /// answers request after request (a server's: [`crate::store::registry::Config`]).
+    ///
+    /// A re-ask's first round trip is its `BEGIN` and the look-ups; spelled with literals,
+    /// each is parsed and planned again, most of that round trip's time in the database
+    /// (`bench/serve`). Kept, they are `EXECUTE`d, and from their sixth run on the
+    /// database may plan them once. A command's session keeps nothing: it ends before the
+    /// statements would pay for their `PREPARE`, and behind a transaction pooler
+    /// (PgBouncer before 1.21 knows no `PREPARE` in SQL) each of its runs would leave five
+    /// statements on a server connection others share. A server's session leaves them at
+    /// most once, on the server connection its first unit ran on: the first unit that
+    /// finds them missing turns keeping off ([`MISSING_STATEMENT`]). Their names carry a
+    /// random id, so they never meet another client's.
+    pub fn keep_lookups(&self) {
+        let mut session = self.session();
+        if session.kept == Kept::Off {
+            session.kept = Kept::Untried;
+        }
+    }
+
     /// [`crate::store::Units::grouped`]: `work`'s units in one transaction.
     pub(super) fn group(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         {
@@ -157,6 +206,15 @@ impl PgStore {
     pub(super) fn lookup_spelling(&self) -> (Spelling, Option<u32>) {
         let mut session = self.session();
         let session = &mut *session;
+        match (session.kept, session.begin_pending.as_mut()) {
+            (Kept::Prepared(id), _) => return (Spelling::Execute(id), None),
+            (Kept::Untried, Some(begin)) => {
+                let id = prepare_lookups(begin);
+                session.kept = Kept::Prepared(id);
+                return (Spelling::Execute(id), None);
+            }
+            _ => {}
+        }
         let (Some(group), Some(begin)) = (session.group.as_mut(), session.begin_pending.as_mut())
         else {
             return (Spelling::Literal, None);
@@ -164,14 +222,7 @@ impl PgStore {
         match group.lookups {
             Lookups::Prepared(id) => (Spelling::Execute(id), None),
             Lookups::Literal(n) if n + 1 >= PREPARE_AT => {
-                let id = u32::from_be_bytes(
-                    uuid::Uuid::new_v4().as_bytes()[..4]
-                        .try_into()
-                        .unwrap_or_default(),
-                );
-                for (name, sql) in LOOKUPS {
-                    begin.push_str(&format!("; PREPARE ipamctl_{id:08x}_{name} AS {sql}"));
-                }
+                let id = prepare_lookups(begin);
                 group.lookups = Lookups::Preparing;
                 (Spelling::Execute(id), Some(id))
             }
@@ -190,6 +241,14 @@ impl PgStore {
         preparing: Option<u32>,
         sent: Result<Option<Answered<'a>>>,
     ) -> Result<Option<Answered<'a>>> {
+        if let Err(Error::Database {
+            sqlstate: Some(code),
+            ..
+        }) = &sent
+            && code == MISSING_STATEMENT
+        {
+            self.session().kept = Kept::Off;
+        }
         let Some(id) = preparing else {
             return sent;
         };
@@ -317,6 +376,19 @@ impl PgStore {
             .map(Some)
             .map_err(|e| self.error(&e))
     }
+}
+
+/// Appends to `begin` the `PREPARE`s of the look-ups under a new random id, and returns it.
+fn prepare_lookups(begin: &mut String) -> u32 {
+    let id = u32::from_be_bytes(
+        uuid::Uuid::new_v4().as_bytes()[..4]
+            .try_into()
+            .unwrap_or_default(),
+    );
+    for (name, sql) in LOOKUPS {
+        begin.push_str(&format!("; PREPARE ipamctl_{id:08x}_{name} AS {sql}"));
+    }
+    id
 }
 
 /// Sets where the group's look-ups stand, if a group is under way.

@@ -144,6 +144,8 @@ struct Session {
     open: bool,
     /// A batch's group of units under way in one transaction (`group.rs`).
     group: Option<group::Group>,
+    /// Whether a claim's look-ups are kept for the connection's life ([`PgStore::keep_lookups`]).
+    kept: group::Kept,
     /// How many units a group holds: 1 (no groups) unless a batch chose more.
     group_size: usize,
 }
@@ -281,9 +283,10 @@ fn one_line(e: &postgres::Error) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Is this SQLSTATE one that running the transaction again can cure?
+/// Is this SQLSTATE one that running the transaction again can cure? A serialization
+/// failure, a deadlock, or a kept look-up gone missing ([`group::MISSING_STATEMENT`]).
 fn retryable(code: &str) -> bool {
-    code == "40001" || code == "40P01"
+    code == "40001" || code == "40P01" || code == group::MISSING_STATEMENT
 }
 
 /// The namespace column's value: `''` for the cluster scope.
@@ -504,6 +507,7 @@ impl PgStore {
                 only_prefetch: false,
                 open: false,
                 group: None,
+                kept: group::Kept::Off,
                 group_size: 1,
             }),
             init_hint,

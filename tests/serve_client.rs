@@ -200,6 +200,11 @@ fn reading_commands_print_what_they_print_locally() {
             pair.same(&["pool", "show", "nowhere", "-n", "acme/prod"]),
             3
         );
+        // A pool that does not exist is that, before a `--within` that does not parse.
+        for pool in ["nowhere", "vpc-main"] {
+            let code = pair.same(&["pool", "show", pool, "-n", "acme/prod", "--within", "x"]);
+            assert_eq!(code, if pool == "nowhere" { 3 } else { 2 }, "{pool}");
+        }
         assert_eq!(pair.same(&["list", "--owner", "no-slash"]), 2);
         assert_eq!(pair.same(&["vpc", "get", "nowhere", "-n", "acme/prod"]), 3);
         assert_eq!(pair.same(&["vpc", "get", "main"]), 2);

@@ -149,7 +149,13 @@ pub fn pool_show(
         return map::pool_map(client, g, args, out);
     }
     let pool = crate::engine::request::field::pool_ref(g.namespace.as_deref(), &args.pool)?;
-    let variables = json!({"name": args.pool, "namespace": g.namespace, "within": args.within});
+    // A `--within` that does not parse is not sent: the local check refuses it (exit 2)
+    // once the pool is found, as the local command does, after a pool not found (exit 3).
+    let within = args
+        .within
+        .as_deref()
+        .filter(|w| crate::engine::request::field::prefix("--within", w).is_ok());
+    let variables = json!({"name": args.pool, "namespace": g.namespace, "within": within});
     let data = documents::run(client, POOL_SHOWN, variables, false)?;
     let url = client.url().to_owned();
     let shown = &data["poolShown"];

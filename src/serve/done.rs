@@ -69,6 +69,14 @@ pub enum SubnetPut {
     Unchanged,
 }
 
+/// How a public pool came to be as asked: a create never changes a pool (another spec is a
+/// conflict), so it is made or found as it is.
+#[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
+pub enum PoolPut {
+    Created,
+    Unchanged,
+}
+
 /// What `createSubnetDone` did (in a dry run, would do).
 #[derive(SimpleObject, Debug)]
 pub struct SubnetCreation {
@@ -89,9 +97,8 @@ pub struct SubnetDeletion {
 /// What `createPublicPoolDone` did (in a dry run, would do).
 #[derive(SimpleObject, Debug)]
 pub struct PoolCreation {
-    /// `CREATED`, or `UNCHANGED` for a pool that exists as asked (a create never changes
-    /// a pool: another spec is a conflict).
-    pub action: SubnetPut,
+    /// `CREATED`, or `UNCHANGED` for a pool that exists as asked.
+    pub action: PoolPut,
     /// The `IPAMPool` document, as stored (or would be).
     pub manifest: String,
 }
@@ -123,8 +130,13 @@ impl DoneMutation {
             .read(move |store| admin::create_public_pool(store, &scope, &request))
             .await
             .gql()?;
+        // `engine::admin::create_public_pool` answers no other (it shares the subnets' `Put`).
+        let action = match put {
+            crate::engine::subnet::Put::Created => PoolPut::Created,
+            _ => PoolPut::Unchanged,
+        };
         Ok(PoolCreation {
-            action: subnet_put(put),
+            action,
             manifest: yaml::encode(&manifest),
         })
     }

@@ -49,7 +49,6 @@ pub fn create(
     let done = &data["createPublicPoolDone"];
     let put = match done["action"].as_str() {
         Some("CREATED") => Put::Created,
-        Some("CONFIGURED") => Put::Configured,
         Some("UNCHANGED") => Put::Unchanged,
         _ => return Err(bad_answer(client.url(), "a pool put no way it knows")),
     };

@@ -61,11 +61,14 @@ impl Claims for PgStore {
             &epoch,
             &low_water,
         ];
-        let row = match self.prepared_one(CLAIM, &params)? {
-            Some(row) => row,
-            None => self.run(|c| c.one(CLAIM, &params))?,
+        let count: i64 = match self.kept_count(CLAIM, &params)? {
+            Some(count) => count,
+            None => match self.prepared_one(CLAIM, &params)? {
+                Some(row) => row.get(0),
+                None => self.run(|c| c.one(CLAIM, &params))?.get(0),
+            },
         };
-        let claimed = row.get::<_, i64>(0) > 0;
+        let claimed = count > 0;
         if claimed {
             if let Some(siblings) = &self.siblings {
                 siblings.claimed(nsk, pool);

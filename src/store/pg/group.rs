@@ -29,7 +29,8 @@
 //! - A claim's look-ups (`prefetch.rs`) are spelled out, or prepared for the group from
 //!   its second unit on and deallocated in its `COMMIT`'s round trip, so that nothing of a
 //!   command outlives its transaction. A server's session ([`PgStore::keep_lookups`])
-//!   instead prepares them once, in its first unit's first round trip, and keeps them: a
+//!   instead prepares them once, in its first unit's first round trip, and its claim
+//!   statement with its first claim ([`PgStore::kept_count`]), and keeps them: a
 //!   `PREPARE` is not undone by a rollback, so once sent they stand; the one window is a
 //!   transaction pooler that runs a later transaction on another server connection, where
 //!   the `EXECUTE` fails ([`MISSING_STATEMENT`]), the unit (or group) runs again spelled
@@ -108,8 +109,9 @@ pub(super) enum Kept {
     Untried,
     /// Prepared under this id, or sent to be: a `PREPARE` is not undone with its
     /// transaction, so once sent it stands unless the round trip failed before it ran, and
-    /// then the first `EXECUTE` finds it missing ([`MISSING_STATEMENT`]).
-    Prepared(u32),
+    /// then the first `EXECUTE` finds it missing ([`MISSING_STATEMENT`]). `claim`: the
+    /// claim's own statement too ([`PgStore::kept_count`]).
+    Prepared { id: u32, claim: bool },
 }
 
 /// SQLSTATE `invalid_sql_statement_name`: an `EXECUTE` of a statement the server
@@ -207,10 +209,10 @@ impl PgStore {
         let mut session = self.session();
         let session = &mut *session;
         match (session.kept, session.begin_pending.as_mut()) {
-            (Kept::Prepared(id), _) => return (Spelling::Execute(id), None),
+            (Kept::Prepared { id, .. }, _) => return (Spelling::Execute(id), None),
             (Kept::Untried, Some(begin)) => {
                 let id = prepare_lookups(begin);
-                session.kept = Kept::Prepared(id);
+                session.kept = Kept::Prepared { id, claim: false };
                 return (Spelling::Execute(id), None);
             }
             _ => {}
@@ -330,6 +332,65 @@ impl PgStore {
             }
         }
         Err(e)
+    }
+
+    /// In a session that keeps its statements ([`Kept::Prepared`]): `sql`, which returns
+    /// one row of one count, as an `EXECUTE` of a statement prepared once for the
+    /// connection (`PREPARE` sent with its first run), its values spelled as literals in a
+    /// simple query: an `EXECUTE` takes no bound parameters, and a statement the driver
+    /// prepares is named `s0`, `s1`, …, which behind a transaction pooler could meet
+    /// another client's on a shared server connection, where `ipamctl_<id>_claim` never
+    /// does. `None` in a session that keeps nothing (the caller runs it as usual).
+    pub(super) fn kept_count(
+        &self,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Option<i64>> {
+        let Kept::Prepared { id, claim } = self.session().kept else {
+            return Ok(None);
+        };
+        let Some(values) = params
+            .iter()
+            .map(|p| p.literal())
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        let mut session = self.conn()?;
+        let mut text = String::new();
+        if !claim {
+            let types: Vec<_> = params
+                .iter()
+                .map(|p| p.sql_type().name().to_owned())
+                .collect();
+            text = format!(
+                "PREPARE ipamctl_{id:08x}_claim({}) AS {sql};\n",
+                types.join(", ")
+            );
+            session.kept = Kept::Prepared { id, claim: true };
+        }
+        text.push_str(&format!(
+            "EXECUTE ipamctl_{id:08x}_claim({})",
+            values.join(", ")
+        ));
+        let answer = match session.client.simple_query(&text) {
+            Ok(answer) => answer,
+            Err(e) => {
+                if e.code().map(postgres::error::SqlState::code) == Some(MISSING_STATEMENT) {
+                    session.kept = Kept::Off;
+                }
+                return Err(self.error(&e));
+            }
+        };
+        let count = super::prefetch::by_statement(answer)
+            .last()
+            .and_then(|rows| rows.first())
+            .and_then(|row| row.get(0))
+            .and_then(|n| n.parse().ok());
+        match count {
+            Some(n) => Ok(Some(n)),
+            None => Err(self.short_answer()),
+        }
     }
 
     /// Runs `sql`, which returns one row, as a statement prepared for the group from its

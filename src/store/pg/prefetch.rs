@@ -57,10 +57,7 @@ pub(super) struct Prefetched {
     pub(super) quotas: HashMap<String, Vec<String>>,
 }
 
-/// `s` as an SQL string literal (standard-conforming strings: only `'` is special).
-pub(super) fn lit(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
+pub(super) use super::typed::lit;
 
 /// The rows of each statement of a simple query's answer, in order.
 pub(super) fn by_statement(

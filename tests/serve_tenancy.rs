@@ -57,16 +57,7 @@ struct Callers {
 impl Callers {
     fn make(store: &Store) -> Callers {
         let tokens = store.root().join("tenancy-tokens.yaml");
-        let make = |name: &str, args: &[&str]| -> String {
-            let out = store
-                .ipamctl(["token", "create", name, "--tokens"])
-                .arg(&tokens)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
+        let make = |name: &str, args: &[&str]| token(store, &tokens, name, args);
         let mut bearers = vec![
             ("none", None),
             ("wrong", Some(format!("ipamctl_{}", "0".repeat(64)))),
@@ -109,12 +100,29 @@ impl Callers {
         Callers { tokens, bearers }
     }
 
+    /// A further token, `name`'s, made with `args`: its secret.
+    fn add(&self, store: &Store, name: &str, args: &[&str]) -> String {
+        token(store, &self.tokens, name, args)
+    }
+
     fn bearer(&self, name: &str) -> Option<&str> {
         self.bearers
             .iter()
             .find(|(n, _)| *n == name)
             .and_then(|(_, b)| b.as_deref())
     }
+}
+
+/// Makes `name`'s token in `tokens` with `args`: its secret.
+fn token(store: &Store, tokens: &std::path::Path, name: &str, args: &[&str]) -> String {
+    let out = store
+        .ipamctl(["token", "create", name, "--tokens"])
+        .arg(tokens)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// POSTs `query` with `bearer`: the HTTP status and the body.
@@ -421,15 +429,11 @@ fn every_operation_answers_each_caller_the_contracts_code_and_refusals_change_no
 fn tenants_naming_a_floating_ip_alike_never_share_or_see_each_others() {
     let store = fresh();
     let callers = Callers::make(&store);
-    let beta = {
-        let out = store
-            .ipamctl(["token", "create", "beta", "--tokens"])
-            .arg(&callers.tokens)
-            .args(["--namespace", "beta/prod", "--verbs", "read,claim"])
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let beta = callers.add(
+        &store,
+        "beta",
+        &["--namespace", "beta/prod", "--verbs", "read,claim"],
+    );
     let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
     cmd.arg("--tokens").arg(&callers.tokens);
     let server = Server::spawn_as_is(cmd);
@@ -481,16 +485,11 @@ fn tenants_naming_a_floating_ip_alike_never_share_or_see_each_others() {
 fn a_tenants_scrape_of_metrics_counts_its_own_namespaces_and_the_clusters_only() {
     let store = fresh();
     let callers = Callers::make(&store);
-    let tenant = {
-        let out = store
-            .ipamctl(["token", "create", "acme-metrics", "--tokens"])
-            .arg(&callers.tokens)
-            .args(["--namespace", "acme/*", "--verbs", "read", "--cluster"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let tenant = callers.add(
+        &store,
+        "acme-metrics",
+        &["--namespace", "acme/*", "--verbs", "read", "--cluster"],
+    );
     let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
     cmd.arg("--tokens").arg(&callers.tokens);
     let server = Server::spawn_as_is(cmd);
@@ -524,6 +523,126 @@ fn a_tenants_scrape_of_metrics_counts_its_own_namespaces_and_the_clusters_only()
     for secret in [tenant.as_str(), everyone] {
         assert!(!log.contains(secret), "{log}");
     }
+}
+
+/// A token given the cluster scope beside one tenant's namespaces (for its metrics, or to
+/// run that tenant's uplinks) lists, maps, is explained, is refused and releases in the
+/// public pools as if another tenant's floating IP were not there: never its name, never
+/// its tenant, never released, by address (guarded or forced) or by selectors. A token of
+/// every namespace still sees it.
+#[test]
+#[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
+fn a_cluster_token_of_one_tenant_never_sees_or_touches_another_tenants_floating_ip() {
+    let store = fresh();
+    let callers = Callers::make(&store);
+    let beta = callers.add(
+        &store,
+        "beta-ops",
+        &[
+            "--namespace",
+            "beta/*",
+            "--verbs",
+            "read,claim",
+            "--cluster",
+        ],
+    );
+    let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.arg("--tokens").arg(&callers.tokens);
+    let server = Server::spawn_as_is(cmd);
+    let ops = callers.bearer("cluster-admin");
+    let beta = Some(beta.as_str());
+    let ok = |bearer: Option<&str>, q: &str| {
+        let (_, body) = ask(&server, bearer, q);
+        assert_eq!(code(&body), "OK", "{q}: {body}");
+        body
+    };
+    let (_, acme) = ask(
+        &server,
+        ops,
+        r#"{ allocations(owner: "FloatingIP/acme/prod/fip-held") { address } }"#,
+    );
+    let acme = acme["data"]["allocations"][0]["address"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{acme}"))
+        .to_owned();
+    // Beta's own floating IP and an uplink it runs, both in the public pool.
+    ok(
+        beta,
+        r#"mutation { claimFloatingIp(input: {namespace: "beta/prod", name: "fip-b", zone: "z"}) { addresses } }"#,
+    );
+    let explained = ok(
+        beta,
+        r#"mutation { allocate(input: {pool: "pub-z", owner: "Node/uplink"}, explain: true) { addresses notes } }"#,
+    );
+    let mut told = vec![explained.to_string()];
+    for q in [
+        "{ allocations { address owner manifest } }".to_owned(),
+        r#"{ allocations(pool: "pub-z") { address owner manifest } }"#.to_owned(),
+        r#"{ poolMap(name: "pub-z", owners: true) { held owners { address holder } } }"#.to_owned(),
+    ] {
+        told.push(ok(beta, &q).to_string());
+    }
+    for q in [
+        r#"{ allocations(owner: "FloatingIP/acme/prod/fip-held") { address } }"#.to_owned(),
+        format!(
+            r#"mutation {{ allocate(input: {{pool: "pub-z", owner: "Node/x", address: "{acme}"}}) {{ addresses }} }}"#
+        ),
+        format!(
+            r#"mutation {{ release(input: {{pool: "pub-z", address: "{acme}", owner: "Node/uplink"}}) }}"#
+        ),
+    ] {
+        told.push(ask(&server, beta, &q).1.to_string());
+    }
+    // The acme floating IP's address is shown held on the map, its holder unnamed.
+    assert!(told[3].contains("FloatingIP/…"), "{}", told[3]);
+    for text in &told {
+        assert!(
+            !text.contains("acme") && !text.contains("fip-held"),
+            "{text}"
+        );
+    }
+    assert!(
+        told[1].contains("fip-b") && told[1].contains("Node/uplink"),
+        "{}",
+        told[1]
+    );
+    // Released by address (unguarded, forced, guarded by kind) or by selectors: never.
+    for q in [
+        format!(r#"mutation {{ release(input: {{pool: "pub-z", address: "{acme}"}}) }}"#),
+        format!(
+            r#"mutation {{ release(input: {{pool: "pub-z", address: "{acme}", force: true}}) }}"#
+        ),
+        format!(
+            r#"mutation {{ release(input: {{pool: "pub-z", address: "{acme}", kind: "FloatingIP"}}) }}"#
+        ),
+    ] {
+        assert_eq!(ok(beta, &q)["data"]["release"], 0, "{q}");
+    }
+    let (_, by_owner) = ask(
+        &server,
+        beta,
+        r#"mutation { release(input: {owner: "FloatingIP/acme/prod/fip-held"}) }"#,
+    );
+    assert_eq!(code(&by_owner), "NOT_FOUND", "{by_owner}");
+    assert!(!by_owner.to_string().contains("acme"), "{by_owner}");
+    let (_, gone) = ask(
+        &server,
+        beta,
+        r#"mutation { release(input: {kind: "FloatingIP"}) }"#,
+    );
+    assert_eq!(gone["data"]["release"], 1, "only beta's own: {gone}");
+    assert!(owners(&store).contains(&"FloatingIP/acme/prod/fip-held".to_owned()));
+    assert!(!owners(&store).contains(&"FloatingIP/beta/prod/fip-b".to_owned()));
+    // A token of every namespace sees it, and is told who holds it.
+    let seen = ok(
+        ops,
+        r#"{ poolMap(name: "pub-z", owners: true) { owners { holder } } }"#,
+    );
+    assert!(
+        seen.to_string().contains("FloatingIP/acme/prod/fip-held"),
+        "{seen}"
+    );
+    store.assert_check_clean();
 }
 
 /// A supernet in each tenant's namespace and one in the cluster scope, each holding one
@@ -757,14 +876,11 @@ fn a_cluster_range_or_uplink_names_its_vpc_only_to_a_caller_that_sees_the_vpcs_n
     assert!(out.status.success(), "{out:?}");
     let callers = Callers::make(&store);
     // The cluster scope, and beta's namespaces only.
-    let out = store
-        .ipamctl(["token", "create", "beta-cluster", "--tokens"])
-        .arg(&callers.tokens)
-        .args(["--namespace", "beta/*", "--verbs", "read", "--cluster"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let beta = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let beta = callers.add(
+        &store,
+        "beta-cluster",
+        &["--namespace", "beta/*", "--verbs", "read", "--cluster"],
+    );
     let mut cmd = store.ipamctl(["serve", "--listen", "127.0.0.1:0"]);
     cmd.arg("--tokens").arg(&callers.tokens);
     let server = Server::spawn_as_is(cmd);

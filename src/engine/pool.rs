@@ -199,7 +199,8 @@ fn show_in(store: &dyn Store, pool: &PoolRef) -> Result<Shown> {
 
 /// Who holds each address of `pool` inside `view`, as `KIND/NAME (uid U)` (a VPC router's
 /// uplink as `VPC NAMESPACE/NAME (uid U)`, only to a caller of `scope` that sees the VPC's
-/// namespace, as `allocations` names it): the tooltips of the SVG map.
+/// namespace, as `allocations` names it; a tenant's floating IP as `FloatingIP/…` to a
+/// caller that does not see its tenant): the tooltips of the SVG map.
 pub fn owners(
     store: &dyn Store,
     scope: &Scope,
@@ -219,6 +220,9 @@ pub fn owners(
     held.into_iter()
         .filter(|m| view.contains(&m.spec.address))
         .map(|m| {
+            if !scope.sees_owner(&m.spec.owner) {
+                return Ok((m.spec.address, crate::engine::scope::UNSEEN.to_owned()));
+            }
             let mut holder = holders.of_owner(&m.spec.owner, None)?;
             holder.vpc = holder.vpc.filter(|v| scope.sees(Some(&v.namespace)));
             Ok((m.spec.address, holder.display_with_uid()))

@@ -279,15 +279,20 @@ fn guarded(
     let manifest = parsed.map_err(|why| Error::invalid(located(), why))?;
     let owner = &manifest.spec.owner;
     if !guard.matches(owner) {
-        return Err(Error::conflict(format!(
-            "{addr} in pool `{pool}` is held by `{owner}`{}, not by the given owner; nothing released",
-            owner
-                .uid()
-                .map(|u| format!(" (uid {u})"))
-                .unwrap_or_default()
-        )));
+        return Err(not_held_by(pool, addr, owner));
     }
     Ok(manifest)
+}
+
+/// Exit 4: `addr` in `pool` is held by `owner`, not by the owner a release was given.
+pub fn not_held_by(pool: &PoolRef, addr: IpAddr, owner: &Owner) -> Error {
+    Error::conflict(format!(
+        "{addr} in pool `{pool}` is held by `{owner}`{}, not by the given owner; nothing released",
+        owner
+            .uid()
+            .map(|u| format!(" (uid {u})"))
+            .unwrap_or_default()
+    ))
 }
 
 /// How long a file that is not exactly ipamctl's output must stay byte for byte the same

@@ -13,11 +13,23 @@
 //! The cluster scope (`None` as a namespace) holds the cluster-scoped pools (public pools,
 //! supernets). A tenant's `claim` reaches into it only to claim a floating IP for its own
 //! namespace ([`Scope::may_claim_floating`]), never to read or change it.
+//!
+//! What the public pools hold is every tenant's floating IPs. A tenant's floating IP
+//! (`FloatingIP/<tenant>/<name>`) is seen, and touched, only by a caller that sees its
+//! tenant's namespace, whatever it holds of the cluster scope ([`Scope::sees_owner`]): a
+//! token given the cluster scope for its metrics, or to run one tenant's uplinks, lists,
+//! maps, is explained and releases the public pools without another tenant's. Each path
+//! that names or touches a holder asks it: the listings, the pool's map, a release by
+//! address or by selectors; and what a caller is told in words (an error, a note) names no
+//! floating IP of a tenant it does not see ([`Scope::redact`]).
 
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::model::Namespace;
+use crate::model::{Namespace, Owner};
+
+/// How a tenant's floating IP is named to a caller that does not see its tenant.
+pub const UNSEEN: &str = "FloatingIP/…";
 
 /// What a caller may do where it may see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -222,14 +234,73 @@ impl Scope {
     /// its hint (which may name pools or namespaces of other tenants: "a pool `web`
     /// exists in namespace `other`"), so a missing object and one outside the scope read
     /// alike.
+    /// Its words are [`Scope::redact`]ed: a conflict or a refusal may name who holds an
+    /// address ("held by `FloatingIP/acme/prod/fip-web`").
     pub fn scrub<T>(&self, result: Result<T>) -> Result<T> {
+        let redact = |hint: Option<String>| hint.map(|h| self.redact(&h));
         match result {
             Err(Error::NotFound { message, .. }) if !self.is_everything() => Err(Error::NotFound {
-                message,
+                message: self.redact(&message),
                 hint: None,
+            }),
+            Err(Error::Conflict { message, hint }) => Err(Error::Conflict {
+                message: self.redact(&message),
+                hint: redact(hint),
+            }),
+            Err(Error::Usage { message, hint }) => Err(Error::Usage {
+                message: self.redact(&message),
+                hint: redact(hint),
             }),
             other => other,
         }
+    }
+
+    /// Whether the caller sees the holder `owner` (wherever it sees the pool): any owner but
+    /// a tenant's floating IP, and that one only where the caller sees its tenant.
+    pub fn sees_owner(&self, owner: &Owner) -> bool {
+        owner.tenant().is_none_or(|tenant| self.sees(Some(&tenant)))
+    }
+
+    /// Whether the caller sees every owner ([`Scope::sees_owner`]): the whole scope, or a
+    /// token's of every namespace.
+    pub fn sees_every_owner(&self) -> bool {
+        match &self.grant {
+            Grant::Everything => true,
+            Grant::Token { patterns, .. } => patterns.contains(&Pattern::Any),
+        }
+    }
+
+    /// `text` as this caller may be told it: each tenant's floating IP it names
+    /// (`FloatingIP/<tenant>/<name>`) whose tenant the caller does not see becomes
+    /// `FloatingIP/…`. Messages and notes name owners as they display, so a scan of the
+    /// words finds them all; the rule that chooses what to name (`sees_owner`) is the same.
+    pub fn redact(&self, text: &str) -> String {
+        const KIND: &str = "FloatingIP/";
+        if self.sees_every_owner() || !text.contains(KIND) {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(KIND) {
+            let (before, from) = rest.split_at(at);
+            out.push_str(before);
+            let name = &from[KIND.len()..];
+            let end = name
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '/' | '_')))
+                .unwrap_or(name.len());
+            // The tenant is what comes before the name's last `/` (as `Owner::tenant` reads
+            // it), whatever follows: a sentence's full stop may have been taken in.
+            let tenant = name[..end]
+                .rsplit_once('/')
+                .and_then(|(tenant, _)| Namespace::new(tenant).ok());
+            match tenant {
+                Some(tenant) if !self.sees(Some(&tenant)) => out.push_str(UNSEEN),
+                _ => out.push_str(&from[..KIND.len() + end]),
+            }
+            rest = &name[end..];
+        }
+        out.push_str(rest);
+        out
     }
 
     /// Whether the scope holds the cluster scope.
@@ -247,6 +318,38 @@ mod tests {
 
     fn ns(name: &str) -> Namespace {
         Namespace::new(name).unwrap()
+    }
+
+    #[test]
+    fn a_cluster_token_sees_and_is_told_of_its_own_tenants_floating_ips_only() {
+        let beta = Scope::token(
+            vec![Pattern::parse("beta/*").unwrap()],
+            vec![Verb::Read],
+            true,
+        );
+        let owner = |s: &str| Owner::parse(s, None).unwrap();
+        assert!(beta.sees(None));
+        assert!(beta.sees_owner(&owner("FloatingIP/beta/prod/fip-web")));
+        assert!(!beta.sees_owner(&owner("FloatingIP/acme/prod/fip-web")));
+        assert!(beta.sees_owner(&owner("Node/uplink")));
+        assert!(!beta.sees_every_owner());
+        let text = "198.51.100.1 in pool `pub-z` is held by `FloatingIP/acme/prod/fip-web.x` (uid u), \
+                    FloatingIP/beta/prod/fip-2, FloatingIP/acme/prod/x";
+        assert_eq!(
+            beta.redact(text),
+            "198.51.100.1 in pool `pub-z` is held by `FloatingIP/…` (uid u), \
+             FloatingIP/beta/prod/fip-2, FloatingIP/…"
+        );
+        // Not an owner (no tenant in it): left as written.
+        assert_eq!(beta.redact("a FloatingIP/ b"), "a FloatingIP/ b");
+        let all = Scope::token(vec![Pattern::Any], vec![Verb::Read], true);
+        assert!(all.sees_every_owner() && Scope::everything().sees_every_owner());
+        assert_eq!(all.redact(text), text);
+        let scrubbed = beta.scrub::<()>(Err(Error::conflict(text)));
+        assert!(
+            matches!(&scrubbed, Err(Error::Conflict { message, .. }) if !message.contains("acme")),
+            "{scrubbed:?}"
+        );
     }
 
     #[test]

@@ -43,6 +43,7 @@ impl PrefixClaimQuery {
                 let mut holders = Holders::new(store);
                 found
                     .iter()
+                    .filter(|m| scope.sees_owner(&m.spec.owner))
                     .map(|m| Ok(PrefixClaim::new(m, &holders.of(m)?, &scope)))
                     .collect()
             })

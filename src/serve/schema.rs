@@ -339,6 +339,8 @@ impl Query {
                 let mut warnings = Warnings::default();
                 let mut found =
                     crate::engine::list::collect(store, scopes.as_deref(), &query, &mut warnings)?;
+                // The public pools' floating IPs of tenants the caller does not see, gone.
+                found.retain(|m| scope.sees_owner(&m.spec.owner));
                 // A tenant's own floating IPs, in the cluster's public pools, are its too.
                 if !named && !scope.cluster() {
                     let cluster =

@@ -323,6 +323,9 @@ impl AllocateRequest {
             .authorize()
             .and_then(|()| self.claim(store, &mut warnings, &mut notes));
         let result = self.scope.scrub(result);
+        // `--explain` names who holds the pool's addresses: a tenant's floating IP only to
+        // a caller that sees its tenant.
+        let notes = notes.iter().map(|n| self.scope.redact(n)).collect();
         Outcome {
             result,
             warnings,

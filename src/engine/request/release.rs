@@ -3,6 +3,7 @@
 //! ADDRESS`, `POOL PREFIX`, selectors), and [`ReleaseRequest::run`] releases it, with its
 //! warnings as values.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Deserializer};
@@ -272,9 +273,9 @@ impl ReleaseRequest {
                 force,
             } => {
                 if *unguarded && !force {
-                    refuse_unguarded(store, pool, *address)?;
+                    refuse_unguarded(store, &self.caller, pool, *address)?;
                 }
-                let addresses = release_one(store, pool, address, guard, dry_run)?;
+                let addresses = release_one(store, &self.caller, pool, address, guard, dry_run)?;
                 let note = addresses.is_empty().then(|| {
                     format!("note: {address} in pool `{pool}` is not allocated; nothing to release")
                 });
@@ -304,6 +305,7 @@ impl ReleaseRequest {
                     )?,
                 };
                 let asked = Asked {
+                    caller: &self.caller,
                     scopes: scopes.as_deref(),
                     query,
                     ignore_not_found: *ignore_not_found,
@@ -318,6 +320,7 @@ impl ReleaseRequest {
 /// What a release by selectors asks: the scopes it covers (`None`: every scope), the
 /// selectors, and how.
 struct Asked<'a> {
+    caller: &'a Scope,
     scopes: Option<&'a [Option<Namespace>]>,
     query: &'a Query,
     ignore_not_found: bool,
@@ -333,12 +336,16 @@ fn release_selected(
     warnings: &mut Warnings,
 ) -> Result<Freed> {
     let Asked {
+        caller,
         scopes,
         query,
         ignore_not_found,
         dry_run,
     } = *asked;
-    let held = crate::engine::list::collect(store, scopes, query, warnings)?;
+    let mut held = crate::engine::list::collect(store, scopes, query, warnings)?;
+    // Only what the caller sees: a public pool's floating IPs of a tenant it does not see
+    // are not picked (each is released guarded by its exact owner, below).
+    held.retain(|m| caller.sees_owner(&m.spec.owner));
     // Prefix claims have no address or labels to select by: only owner selectors pick them.
     let prefixes = if query.within.is_none() && query.labels.is_none() {
         super::select::prefix_claims(store, scopes, query.pool.as_ref(), &query.filter)?
@@ -377,10 +384,13 @@ fn release_selected(
 /// `POOL ADDRESS` without `--owner`, `--uid` or `--kind`: exit 2 naming the holder, whose
 /// owner the user then types (a mistyped address then frees nobody's). An address nobody
 /// holds goes on to the release, which says so.
-fn refuse_unguarded(store: &dyn Store, pool: &PoolRef, addr: IpAddr) -> Result<()> {
+fn refuse_unguarded(store: &dyn Store, caller: &Scope, pool: &PoolRef, addr: IpAddr) -> Result<()> {
     let Some(owner) = crate::engine::release::holder(store, pool, addr)? else {
         return Ok(());
     };
+    if !caller.sees_owner(&owner) {
+        return Ok(()); // held by nobody the caller sees: the release says so
+    }
     Err(Error::Usage {
         message: format!(
             "release of {addr} in pool `{pool}` names no owner; it is held by `{owner}`{}",
@@ -408,6 +418,7 @@ fn pool_spec(store: &dyn Store, pool: &PoolRef) -> Result<Option<crate::model::P
 /// `release POOL ADDRESS`: the allocation released (none when nobody holds it).
 fn release_one(
     store: &dyn Store,
+    caller: &Scope,
     pool: &PoolRef,
     addr: &IpAddr,
     guard: &OwnerFilter,
@@ -422,6 +433,13 @@ fn release_one(
             format!("{addr} is outside pool `{pool}` ({})", spec.spec.cidr),
         ));
     }
+    let Some(guard) = caller_guard(store, caller, pool, *addr, guard)? else {
+        return match spec {
+            None => Err(crate::store::read::pool_not_found(store, pool)),
+            Some(_) => Ok(Vec::new()),
+        };
+    };
+    let guard = guard.as_ref();
     let released = if dry_run {
         crate::engine::release::would_release(store, pool, *addr, guard)?
     } else {
@@ -432,6 +450,34 @@ fn release_one(
         Released::NotHeld if spec.is_none() => Err(crate::store::read::pool_not_found(store, pool)),
         // Nobody holds it: the caller says so.
         Released::NotHeld => Ok(Vec::new()),
+    }
+}
+
+/// The guard a release of `addr` runs with for `caller`: as given, for a caller that sees
+/// every owner. For another (a token whose cluster scope reaches public pools that hold
+/// tenants' floating IPs it does not see, [`Scope::sees_owner`]): `None` when no owner it
+/// sees holds the address (nothing is released, and the caller is told nobody holds it);
+/// else the holder exactly, so that an address that changed hands since, perhaps to an
+/// owner the caller does not see, is left and not released; or exit 4 naming the holder
+/// when it fails `guard`.
+fn caller_guard<'g>(
+    store: &dyn Store,
+    caller: &Scope,
+    pool: &PoolRef,
+    addr: IpAddr,
+    guard: &'g OwnerFilter,
+) -> Result<Option<Cow<'g, OwnerFilter>>> {
+    if caller.sees_every_owner() {
+        return Ok(Some(Cow::Borrowed(guard)));
+    }
+    match crate::engine::release::holder(store, pool, addr)? {
+        Some(holder) if caller.sees_owner(&holder) => {
+            if !guard.matches(&holder) {
+                return Err(crate::engine::release::not_held_by(pool, addr, &holder));
+            }
+            Ok(Some(Cow::Owned(OwnerFilter::exactly(&holder))))
+        }
+        _ => Ok(None),
     }
 }
 

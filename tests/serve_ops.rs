@@ -276,6 +276,121 @@ fn a_server_whose_database_connections_are_all_killed_opens_them_again() {
     store.assert_check_clean();
 }
 
+/// The database's side of the adversary: a server's connections, which keep their
+/// statements prepared for their life, terminated every 150 ms while 8 clients claim and
+/// ask again (so at every instant of a group: its `PREPARE`s, its `EXECUTE`s, around its
+/// `COMMIT`). Every claim answered is held by its owner afterwards, every answer to a
+/// re-ask is the address first answered, no owner holds two and no address is held twice;
+/// a claim whose answer was lost is `OUTCOME_UNKNOWN` (or `INTERNAL` while no connection
+/// is open), never a wrong address.
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres)),
+    ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
+)]
+fn connections_killed_under_load_lose_no_acknowledged_claim() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    let store = Store::database("seed");
+    let server = Server::start(&store, &["--workers", "2"]);
+    let serve_common::Store::Db(_, db) = &store else {
+        unreachable!()
+    };
+    let claim = |owner: &str| {
+        server.post(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }",
+            json!({"o": owner}),
+        ).1
+    };
+    let (stop, kills) = (AtomicBool::new(false), AtomicUsize::new(0));
+    let answered = std::thread::scope(|s| {
+        let killer = s.spawn(|| {
+            let mut sql = db.sql();
+            while !stop.load(Relaxed) {
+                let killed = sql
+                    .query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                        &[&db.name()],
+                    )
+                    .unwrap();
+                kills.fetch_add(killed.len(), Relaxed);
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        });
+        let clients: Vec<_> = (0..8)
+            .map(|c| {
+                let claim = &claim;
+                s.spawn(move || {
+                    let mut got: Vec<(String, String)> = Vec::new();
+                    for i in 0..20 {
+                        let owner = format!("FloatingIP/t-{c}-{i}");
+                        // The claim, then the previous owner's re-ask.
+                        let asked = [Some(owner.clone()), got.last().map(|(o, _)| o.clone())];
+                        for owner in asked.into_iter().flatten() {
+                            let body = claim(&owner);
+                            match body["data"]["allocate"]["addresses"][0].as_str() {
+                                Some(a) => match got.iter().find(|(o, _)| *o == owner) {
+                                    Some((_, first)) => assert_eq!(first, a, "{owner}"),
+                                    None => got.push((owner, a.to_owned())),
+                                },
+                                None => {
+                                    let code = &body["errors"][0]["extensions"]["code"];
+                                    assert!(
+                                        code == "OUTCOME_UNKNOWN" || code == "INTERNAL",
+                                        "{owner}: {body}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        // Every client joined before the killer is stopped, then a client's failure
+        // reported: a panic that skipped the stop would leave the killer running for ever.
+        let joined: Vec<_> = clients.into_iter().map(|c| c.join()).collect();
+        stop.store(true, Relaxed);
+        killer.join().unwrap();
+        let mut answered = Vec::new();
+        for client in joined {
+            answered.extend(client.unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        answered
+    });
+    eprintln!(
+        "{} claims answered, {} connections terminated",
+        answered.len(),
+        kills.load(Relaxed)
+    );
+    assert!(kills.load(Relaxed) > 0, "no connection was terminated");
+    assert!(answered.len() >= 20, "too few answered: {}", answered.len());
+    // Every answered owner is answered its address again, as held.
+    for (owner, address) in &answered {
+        let mut again = None;
+        for _ in 0..50 {
+            let body = claim(owner);
+            if let Some(a) = body["data"]["allocate"]["addresses"][0].as_str() {
+                again = Some(a.to_owned());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(again.as_deref(), Some(address.as_str()), "{owner}");
+    }
+    let distinct = |column: &str| {
+        db.count(&format!(
+            "SELECT count(*) - count(DISTINCT {column}) FROM ipamctl.allocations"
+        ))
+    };
+    assert_eq!(
+        distinct("(owner_kind, owner_name)"),
+        0,
+        "an owner holds two"
+    );
+    assert_eq!(distinct("address"), 0, "an address is held twice");
+    store.assert_check_clean();
+}
+
 #[test]
 #[cfg_attr(not(has_curl), ignore = "needs curl: apt-get install curl")]
 fn sigkill_under_load_loses_nothing_acknowledged() {

@@ -78,6 +78,13 @@ impl Allocated {
             Allocated::Existing(m) | Allocated::Created(m) | Allocated::WouldCreate(m) => m,
         }
     }
+
+    /// The allocation, owned.
+    pub fn into_manifest(self) -> AllocationManifest {
+        match self {
+            Allocated::Existing(m) | Allocated::Created(m) | Allocated::WouldCreate(m) => m,
+        }
+    }
 }
 
 /// The warning about an allocation that does not parse. Its name stays taken.

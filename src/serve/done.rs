@@ -189,7 +189,7 @@ impl DoneMutation {
             uplink: made
                 .uplink
                 .as_ref()
-                .map(|a| Held::new(Action::from(a), a.manifest())),
+                .map(|a| Held::new(Action::from(a), a.manifest().clone())),
         })
     }
 
@@ -273,12 +273,12 @@ fn subnet_put(put: crate::engine::subnet::Put) -> SubnetPut {
 }
 
 /// A pool or a range's claim `vpc create` made, or found made.
-fn held(m: &impl serde::Serialize, made: &Made) -> Held {
+fn held<M: serde::Serialize + Clone + Send + Sync + 'static>(m: &M, made: &Made) -> Held {
     let action = match made {
         Made::Created => Action::Created,
         Made::Existing => Action::Existing,
     };
-    Held::new(action, m)
+    Held::new(action, m.clone())
 }
 
 /// A removal as the API shows it.

@@ -31,19 +31,41 @@ impl From<&crate::engine::allocate::Allocated> for Action {
 }
 
 /// One object a claim holds: how it came about and its manifest as stored (YAML).
-#[derive(SimpleObject, Debug)]
+#[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct Held {
     pub action: Action,
-    /// The `IPAllocation` or `IPPrefixClaim` document, as the store keeps it.
-    pub manifest: String,
+    /// The document, encoded only when a client selects `manifest`: an `allocate` that asks
+    /// for its addresses alone spent a YAML encoding per claim on nothing.
+    #[graphql(skip)]
+    encode: Box<dyn Fn() -> String + Send + Sync>,
 }
 
 impl Held {
-    pub(super) fn new(action: Action, manifest: &impl serde::Serialize) -> Held {
+    pub(super) fn new(
+        action: Action,
+        manifest: impl serde::Serialize + Send + Sync + 'static,
+    ) -> Held {
         Held {
             action,
-            manifest: crate::yaml::encode(manifest),
+            encode: Box::new(move || crate::yaml::encode(&manifest)),
         }
+    }
+}
+
+#[async_graphql::ComplexObject]
+impl Held {
+    /// The `IPAllocation` or `IPPrefixClaim` document, as the store keeps it.
+    async fn manifest(&self) -> String {
+        (self.encode)()
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held")
+            .field("action", &self.action)
+            .finish_non_exhaustive()
     }
 }
 

@@ -147,17 +147,17 @@ pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
     let (addresses, prefix, action) = match claimed {
         Claimed::Addresses(allocated) => {
             let actions: Vec<Action> = allocated.iter().map(Action::from).collect();
-            for (a, action) in allocated.iter().zip(&actions) {
-                held.push(Held::new(*action, a.manifest()));
+            let addresses = allocated
+                .iter()
+                .map(|a| a.manifest().spec.address.to_string())
+                .collect();
+            for (a, action) in allocated.into_iter().zip(&actions) {
+                held.push(Held::new(*action, a.into_manifest()));
             }
             let action = [Action::Created, Action::WouldCreate]
                 .into_iter()
                 .find(|a| actions.contains(a))
                 .unwrap_or(Action::Existing);
-            let addresses = allocated
-                .iter()
-                .map(|a| a.manifest().spec.address.to_string())
-                .collect();
             (addresses, None, action)
         }
         Claimed::Prefix(m, created) => {
@@ -166,8 +166,9 @@ pub(super) fn claim(owner: &str, claimed: Claimed) -> Claim {
             } else {
                 Action::Existing
             };
-            held.push(Held::new(action, &*m));
-            (Vec::new(), Some(m.spec.prefix.to_string()), action)
+            let prefix = m.spec.prefix.to_string();
+            held.push(Held::new(action, m));
+            (Vec::new(), Some(prefix), action)
         }
         Claimed::WouldPrefix(p) => (Vec::new(), Some(p.to_string()), Action::WouldCreate),
     };

@@ -590,9 +590,14 @@ fn a_cluster_token_of_one_tenant_never_sees_or_touches_another_tenants_floating_
         format!(
             r#"mutation {{ release(input: {{pool: "pub-z", address: "{acme}", owner: "Node/uplink"}}) }}"#
         ),
+        format!(
+            r#"mutation {{ setMac(input: {{pool: "pub-z", address: "{acme}", owner: "Node/uplink", mac: "02:00:00:00:00:01"}}) {{ manifest }} }}"#
+        ),
     ] {
         told.push(ask(&server, beta, &q).1.to_string());
     }
+    // `setMac` is refused (the address is not the uplink's), naming no holder.
+    assert!(told[7].contains("\"CONFLICT\""), "{}", told[7]);
     // The acme floating IP's address is shown held on the map, its holder unnamed.
     assert!(told[3].contains("FloatingIP/…"), "{}", told[3]);
     for text in &told {

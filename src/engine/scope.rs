@@ -234,14 +234,28 @@ impl Scope {
     /// its hint (which may name pools or namespaces of other tenants: "a pool `web`
     /// exists in namespace `other`"), so a missing object and one outside the scope read
     /// alike.
-    /// Its words are [`Scope::redact`]ed: a conflict or a refusal may name who holds an
-    /// address ("held by `FloatingIP/acme/prod/fip-web`").
+    /// Its words are [`Scope::redact`]ed too ([`Scope::told`]).
     pub fn scrub<T>(&self, result: Result<T>) -> Result<T> {
-        let redact = |hint: Option<String>| hint.map(|h| self.redact(&h));
         match result {
             Err(Error::NotFound { message, .. }) if !self.is_everything() => Err(Error::NotFound {
                 message: self.redact(&message),
                 hint: None,
+            }),
+            other => self.told(other),
+        }
+    }
+
+    /// `result` with the words of its error [`Scope::redact`]ed: a conflict or a refusal may
+    /// name who holds an address ("held by `FloatingIP/acme/prod/fip-web`").
+    pub fn told<T>(&self, result: Result<T>) -> Result<T> {
+        if self.sees_every_owner() {
+            return result;
+        }
+        let redact = |hint: Option<String>| hint.map(|h| self.redact(&h));
+        match result {
+            Err(Error::NotFound { message, hint }) => Err(Error::NotFound {
+                message: self.redact(&message),
+                hint: redact(hint),
             }),
             Err(Error::Conflict { message, hint }) => Err(Error::Conflict {
                 message: self.redact(&message),

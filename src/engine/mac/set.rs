@@ -93,6 +93,13 @@ pub fn set(store: &dyn Store, scope: &Scope, req: &SetRequest) -> Result<MacSet>
     scope.check(Verb::Claim, ns, || {
         crate::store::read::pool_missing(&req.pool)
     })?;
+    // A refusal names the holder: to a token's caller, as it may be told it.
+    scope.told(set_in(store, req))
+}
+
+/// [`set`], the caller's scope checked.
+fn set_in(store: &dyn Store, req: &SetRequest) -> Result<MacSet> {
+    let ns = req.pool.namespace.as_ref();
     let name = Owner::new(req.owner.kind(), req.owner.name(), None)
         .expect("the name of a valid owner is valid");
     for _ in 0..ATTEMPTS {

@@ -1000,6 +1000,77 @@ fn insert_row(
     .unwrap();
 }
 
+/// `check --store` compares each allocation row with its manifest a few thousand rows a
+/// statement (`src/store/pg/inspect.rs`: 136,000 in one statement ran past the 30 s
+/// `statement_timeout`): a row that disagrees is found once wherever it lies, first, last,
+/// or on either side of the boundary between two statements.
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn check_finds_a_disagreeing_row_wherever_the_comparison_splits() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    assert_code(
+        &apply_cmd(&db.url, &pool_yaml("p", "10.20.0.0/16"), &dir)
+            .output()
+            .unwrap(),
+        code::OK,
+    );
+    let lines: String = (0..10_001)
+        .map(|i| format!("{{\"pool\":\"p\",\"owner\":\"FloatingIP/o-{i}\"}}\n"))
+        .collect();
+    let file = dir.path().join("claims.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    let out = cmd(
+        &db.url,
+        &["allocate", "-f", file.to_str().unwrap(), "--jobs", "2"],
+    )
+    .output()
+    .unwrap();
+    assert_code(&out, code::OK);
+    // The first row, the 5,000th and 5,001st (the first statement's last and the second's
+    // first) and the last, in the primary key's order.
+    let picked: Vec<String> = db
+        .sql()
+        .query(
+            "SELECT host(address) FROM (SELECT address, row_number() OVER (ORDER BY address) AS n
+                                        FROM ipamctl.allocations) r
+             WHERE n IN (1, 5000, 5001, 10001) ORDER BY n",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(picked.len(), 4, "{picked:?}");
+    for address in &picked {
+        psql(
+            &db,
+            true,
+            &format!(
+                "UPDATE ipamctl.allocations SET owner_name = 'moved-' || owner_name
+                 WHERE host(address) = '{address}'"
+            ),
+        )
+        .unwrap();
+    }
+    let out = cmd(&db.url, &["check", "-o", "json"]).output().unwrap();
+    assert_code(&out, code::FAILURE);
+    let found: Vec<_> = findings(&out)
+        .into_iter()
+        .filter(|(_, _, m)| m.contains("disagree with its manifest"))
+        .map(|(_, path, _)| path)
+        .collect();
+    let at = |a: &str| format!("cluster/ipallocations/p-{}.yaml", a.replace('.', "-"));
+    let mut want: Vec<String> = picked.iter().map(|a| at(a)).collect();
+    want.sort();
+    let mut found = found;
+    found.sort();
+    assert_eq!(found, want);
+}
+
 /// Finding 6: `ipamctl check` works on a database, with the same rules, output and exit
 /// codes as on a state directory (the same broken state gives the same findings, path for
 /// path), and the database's own: a row that is no host address, owner columns that

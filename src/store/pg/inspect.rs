@@ -62,27 +62,7 @@ impl PgStore {
                 .iter()
                 .map(key)
                 .collect();
-            let disagreeing = c
-                .all(
-                    "SELECT a.namespace, a.pool, host(a.address),
-                            format('%s/%s uid %s', a.owner_kind, a.owner_name,
-                                   nullif(a.owner_uid, '')),
-                            format('namespace %s, pool %s, address %s, owner %s/%s uid %s',
-                                   nullif(m.namespace, ''), m.pool, m.address, m.owner_kind,
-                                   m.owner_name, nullif(m.owner_uid, ''))
-                     FROM ipamctl.allocations a, ipamctl.manifest_columns(a.manifest) m
-                     WHERE m.namespace IS DISTINCT FROM a.namespace
-                        OR m.pool IS DISTINCT FROM a.pool
-                        OR m.address IS DISTINCT FROM host(a.address)
-                        OR m.owner_kind IS DISTINCT FROM a.owner_kind
-                        OR m.owner_name IS DISTINCT FROM a.owner_name
-                        OR m.owner_uid IS DISTINCT FROM a.owner_uid
-                     ORDER BY 1, 2, 3",
-                    &[],
-                )?
-                .iter()
-                .map(|r| (key(r), r.get(3), r.get(4)))
-                .collect();
+            let disagreeing = disagreeing(c)?;
             let claims_disagreeing = claims_disagreeing(c)?;
             let ledger_drift = c
                 .all(
@@ -161,6 +141,83 @@ impl PgStore {
 
 /// Prefix claim rows whose columns disagree with their manifest; see
 /// [`Inspected::claims_disagreeing`].
+/// How many allocation rows one statement of [`disagreeing`] compares with their manifest.
+/// Each row's manifest is read by six regular expressions (`ipamctl.manifest_columns`),
+/// about 200 µs a row here: 136,000 rows in one statement ran past the 30 s
+/// `statement_timeout` on a loaded 2-core machine (`bench/serve`'s `check --store`, whose
+/// 100,000 took 22 s unloaded in one statement and 26 s in chunks of 20,000), where 5,000
+/// take about a second.
+const ROWS_A_STATEMENT: i64 = 5_000;
+
+/// Allocation rows whose key or owner columns are not what their manifest says, compared
+/// [`ROWS_A_STATEMENT`] rows at a time: the key of every such row's last is found first
+/// (one pass over the primary key), then each range between two is compared on its own.
+fn disagreeing(c: &mut postgres::Client) -> Result<Vec<(RowKey, String, String)>, postgres::Error> {
+    let key = |r: &postgres::Row| RowKey {
+        namespace: r.get(0),
+        pool: r.get(1),
+        address: r.get(2),
+    };
+    let bounds: Vec<RowKey> = c
+        .all(
+            "SELECT namespace, pool, address::text FROM (
+                 SELECT namespace, pool, address,
+                        row_number() OVER (ORDER BY namespace, pool, address) AS n
+                 FROM ipamctl.allocations) r
+             WHERE n % $1 = 0 ORDER BY n",
+            &[&ROWS_A_STATEMENT],
+        )?
+        .iter()
+        .map(key)
+        .collect();
+    let mut found = Vec::new();
+    let mut after: Option<RowKey> = None;
+    for upto in bounds.into_iter().map(Some).chain([None]) {
+        // The range's bounds, each only when it has one: a condition `$1 IS NULL OR …`
+        // kept the planner from the primary key, and every chunk compared every row.
+        let mut bounds = Vec::new();
+        let mut params: Vec<&dyn super::typed::Param> = Vec::new();
+        for (bound, op) in [(&after, ">"), (&upto, "<=")] {
+            if let Some(k) = bound {
+                let n = params.len();
+                bounds.push(format!(
+                    "AND (a.namespace, a.pool, a.address) {op} (${}, ${}, ${}::text::inet)",
+                    n + 1,
+                    n + 2,
+                    n + 3
+                ));
+                params.extend([
+                    &k.namespace as &dyn super::typed::Param,
+                    &k.pool,
+                    &k.address,
+                ]);
+            }
+        }
+        let rows = c.all(
+            &format!(
+                "SELECT a.namespace, a.pool, host(a.address),
+                        format('%s/%s uid %s', a.owner_kind, a.owner_name, nullif(a.owner_uid, '')),
+                        format('namespace %s, pool %s, address %s, owner %s/%s uid %s',
+                               nullif(m.namespace, ''), m.pool, m.address, m.owner_kind,
+                               m.owner_name, nullif(m.owner_uid, ''))
+                 FROM ipamctl.allocations a, ipamctl.manifest_columns(a.manifest) m
+                 WHERE (m.namespace IS DISTINCT FROM a.namespace
+                        OR m.pool IS DISTINCT FROM a.pool
+                        OR m.address IS DISTINCT FROM host(a.address)
+                        OR m.owner_kind IS DISTINCT FROM a.owner_kind
+                        OR m.owner_name IS DISTINCT FROM a.owner_name
+                        OR m.owner_uid IS DISTINCT FROM a.owner_uid) {}
+                 ORDER BY 1, 2, 3",
+                bounds.join(" ")
+            ),
+            &params,
+        )?;
+        found.extend(rows.iter().map(|r| (key(r), r.get(3), r.get(4))));
+        after = upto;
+    }
+    Ok(found)
+}
+
 fn claims_disagreeing(
     c: &mut postgres::Client,
 ) -> Result<Vec<(String, String, String, String)>, postgres::Error> {

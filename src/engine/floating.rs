@@ -177,10 +177,7 @@ pub fn release(
 /// Whether `scope` sees the allocation `m` as a tenant's floating IP: one whose tenant is
 /// in the scope. (The cluster's public pools are otherwise the cluster scope's.)
 pub fn visible(scope: &Scope, m: &AllocationManifest) -> bool {
-    m.spec
-        .owner
-        .tenant()
-        .is_some_and(|tenant| scope.sees(Some(&tenant)))
+    m.spec.owner.tenant().is_some() && scope.sees_owner(&m.spec.owner)
 }
 
 /// The floating IPs of `tenant` (every tenant's in `scope` without one), sorted as `list`

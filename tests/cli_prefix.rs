@@ -881,3 +881,68 @@ fn an_outside_rm_or_cp_between_prefix_claims_never_fools_the_owner_look_up() {
     let test = claim(test, "FloatingIP/c", "2001:db8:100:2::/64");
     test.args(["check"]).run();
 }
+
+/// A prefix claim owned by a tenant's floating IP is only ever a hand edit (every claim
+/// refuses a tenant a prefix): `check` names it, on the file store and on a database alike.
+#[test]
+fn check_reports_a_prefix_claim_handed_to_a_tenants_floating_ip() {
+    tenant_prefix_reported(Target::files());
+}
+
+#[test]
+#[cfg_attr(
+    not(has_postgres),
+    ignore = "needs PostgreSQL: apt-get install postgresql (the tests start a throwaway server), or IPAMCTL_TEST_PG=URL"
+)]
+fn check_on_postgres_reports_a_prefix_claim_handed_to_a_tenants_floating_ip() {
+    tenant_prefix_reported(Target::database());
+}
+
+/// Claims a /64 for `FloatingIP/solo`, edits its owner into tenant `acme/prod`'s, and
+/// expects `check` to name it.
+fn tenant_prefix_reported(target: Target) {
+    {
+        let out = target
+            .command(["allocate", "provider-v6", "--prefix-length", "64"])
+            .args(["--owner", "FloatingIP/solo"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let checked = target.command(["check"]).output().unwrap();
+        assert!(checked.status.success(), "{checked:?}");
+        let file = claim_file("2001:db8:100::/64");
+        match &target {
+            Target::Files(test) => {
+                let text = test.read(&file);
+                assert!(text.contains("name: solo\n"), "{text}");
+                test.write(
+                    &file,
+                    &text.replace("name: solo\n", "name: acme/prod/solo\n"),
+                );
+            }
+            Target::Database(db) => {
+                let edited = db
+                    .sql()
+                    .execute(
+                        "UPDATE ipamctl.objects SET manifest = convert_to(replace(
+                             convert_from(manifest, 'UTF8'), 'name: solo\n',
+                             'name: acme/prod/solo\n'), 'UTF8')
+                         WHERE kind = 'IPPrefixClaim'",
+                        &[],
+                    )
+                    .unwrap();
+                assert_eq!(edited, 1);
+            }
+        }
+        let checked = target.command(["check"]).output().unwrap();
+        assert_eq!(checked.status.code(), Some(code::FAILURE), "{checked:?}");
+        let stdout = String::from_utf8_lossy(&checked.stdout);
+        assert!(
+            stdout.lines().any(|l| l.starts_with("error ")
+                && l.ends_with(
+                    "owner `FloatingIP/acme/prod/solo` is tenant `acme/prod`'s floating IP, which holds one address from the cluster's public pools, never a prefix: was the file edited by hand? release 2001:db8:100::/64 and claim it for its real owner"
+                )),
+            "{stdout}"
+        );
+    }
+}

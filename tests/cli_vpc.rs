@@ -157,24 +157,10 @@ fn vpc_get_prints_the_uid_and_in_json_the_pool_and_uplinks() {
         .run();
 }
 
-/// A cluster-scoped supernet `provider-v6` (2001:db8::/48, handing out /56 to /64), the
-/// provider's IPv6 space that tenants' VPCs draw their ranges from.
-const PROVIDER_V6: &str = "apiVersion: pivirt.hu/v1
-kind: IPAMPool
-metadata:
-  name: provider-v6
-spec:
-  cidr: 2001:db8::/48
-  kind: supernet
-  prefixLengths:
-    min: 56
-    max: 64
-";
-
-/// The seed fixture with [`PROVIDER_V6`] applied.
+/// The seed fixture with [`common::PROVIDER_V6`] applied.
 fn with_provider() -> Test {
     let t = Test::new("seed");
-    let file = t.input("provider.yaml", PROVIDER_V6);
+    let file = t.input("provider.yaml", common::PROVIDER_V6);
     t.args(["apply", "-f", &file]).run().then()
 }
 

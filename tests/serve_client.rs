@@ -225,20 +225,6 @@ fn reading_commands_print_what_they_print_locally() {
     }
 }
 
-/// A supernet the VPCs draw their ranges from (applied locally on both copies: `apply`
-/// does not run through a server).
-const PROVIDER_V6: &str = "apiVersion: pivirt.hu/v1
-kind: IPAMPool
-metadata:
-  name: provider-v6
-spec:
-  cidr: 2001:db8::/48
-  kind: supernet
-  prefixLengths:
-    min: 56
-    max: 64
-";
-
 /// The uid of both copies' VPC `acme/dev/blue`.
 const BLUE: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
 
@@ -246,7 +232,7 @@ const BLUE: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
 fn supernets_and_prefix_claims_print_what_they_print_locally() {
     let pair = Pair::new("seed");
     let file = pair.here.root().join("provider.yaml");
-    std::fs::write(&file, PROVIDER_V6).unwrap();
+    std::fs::write(&file, common::PROVIDER_V6).unwrap();
     let file = file.to_str().unwrap();
     let applied = pair.served.ipamctl(["apply", "-f", file]).output().unwrap();
     assert!(applied.status.success(), "{applied:?}");

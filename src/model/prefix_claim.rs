@@ -104,6 +104,21 @@ impl PrefixClaimManifest {
         }
     }
 
+    /// What `check` says of a claim owned by a tenant's floating IP, which only a hand edit
+    /// (or an `import` of one) writes: a tenant's floating IP holds one address from the
+    /// cluster's public pools, and every claim refuses it a prefix
+    /// (`engine::request::allocate`). Another tenant's token would list it as `FloatingIP/…`
+    /// and could not release it, so it is reported rather than left to be found that way.
+    pub fn tenant_problem(&self) -> Option<String> {
+        let owner = &self.spec.owner;
+        owner.tenant().map(|tenant| {
+            format!(
+                "owner `{owner}` is tenant `{tenant}`'s floating IP, which holds one address from the cluster's public pools, never a prefix: was the file edited by hand? release {} and claim it for its real owner",
+                self.spec.prefix
+            )
+        })
+    }
+
     /// Cross-field checks of a claim read from the state directory.
     pub fn validate(&self) -> Result<(), String> {
         if self.api_version != API_VERSION {

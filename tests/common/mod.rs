@@ -62,6 +62,20 @@ use std::process::{Command, Stdio};
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_ipamctl");
 
+/// A cluster-scoped supernet `provider-v6` (2001:db8::/48, handing out /56 to /64), the
+/// provider's IPv6 space that tenants' VPCs draw their ranges from.
+pub const PROVIDER_V6: &str = "apiVersion: pivirt.hu/v1
+kind: IPAMPool
+metadata:
+  name: provider-v6
+spec:
+  cidr: 2001:db8::/48
+  kind: supernet
+  prefixLengths:
+    min: 56
+    max: 64
+";
+
 /// `PATH` with the binary under test's directory first, so that scripts and hooks that
 /// call `ipamctl` run it.
 pub fn path_with_bin() -> String {

@@ -1,7 +1,8 @@
-//! The rules of `ipamctl check` for prefix claims: each against its path and its pool (a
-//! supernet that exists, the prefix inside it and on no exclude), and the claims of one
-//! pool against each other (no two overlap: the lock keeps ipamctl's own claims apart, an
-//! outside writer such as a `git pull` of another clone's claim can still make one).
+//! The rules of `ipamctl check` for prefix claims: each against its path, its owner (never a
+//! tenant's floating IP) and its pool (a supernet that exists, the prefix inside it and on
+//! no exclude), and the claims of one pool against each other (no two overlap: the lock
+//! keeps ipamctl's own claims apart, an outside writer such as a `git pull` of another
+//! clone's claim can still make one).
 
 use std::collections::HashMap;
 
@@ -31,6 +32,9 @@ pub(super) fn check_prefix_claims(
             &file.rel,
             file.scope.as_ref(),
         ));
+        if let Some(message) = c.tenant_problem() {
+            findings.push(error(&file.rel, message));
+        }
         let key = (&file.scope, c.spec.pool.as_str());
         let prefix = c.spec.prefix;
         match pools.get(&key).map(|k| k.manifest()) {

@@ -326,6 +326,67 @@ fn the_batch_takes_the_tenant_field() {
     );
 }
 
+/// A `release -f` line's `labels` is `release -l`: a tenant's floating IPs selected by
+/// their tenant label, the same rules (not next to an ADDRESS, a selector that does not
+/// parse is exit 2), and a teardown run again finds nothing to release. Beta's is left.
+#[test]
+fn release_batch_lines_select_by_label() {
+    let test = pools()
+        .args(fip_web("acme"))
+        .stdout("192.0.2.1\n")
+        .run()
+        .then()
+        .args(fip_web("beta"))
+        .stdout("192.0.2.2\n")
+        .run()
+        .then();
+    let lines = test.input(
+        "labels.jsonl",
+        concat!(
+            r#"{"labels":"pivirt.hu/tenant=acme"}"#,
+            "\n",
+            r#"{"pool":"pub-a","address":"192.0.2.2","labels":"pivirt.hu/tenant=beta"}"#,
+            "\n",
+            r#"{"labels":"a b=c"}"#,
+            "\n",
+            r#"{"labels":"pivirt.hu/tenant=acme"}"#,
+            "\n",
+        ),
+    );
+    let ran = test
+        .args(["release", "-f", &lines])
+        .status(code::FAILURE)
+        .run();
+    let rows: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(rows.len(), 5, "{}", ran.stdout);
+    assert!(
+        rows[1].contains(" 192.0.2.1 ") && rows[1].ends_with(" released"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        rows[2].ends_with("error (exit 2): `--within` and `-l` select allocations; next to an ADDRESS only `--owner`, `--uid` and `--kind` guard it"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        rows[3].ends_with("error (exit 2): --selector: `a b=c`: `a b` is not a label key (e.g. `tier` or `pivirt.hu/managed-by`)"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        rows[4].ends_with("error (exit 3): no allocation matches the selectors; nothing released"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(ran.stderr, "error: 3 of 4 requests failed (exit 1)\n");
+    let ran = ran.then().args(["list", "-o", "json"]).run();
+    assert_eq!(
+        held(&ran.stdout),
+        [("beta/fip-web".into(), "192.0.2.2".into(), "beta".into())]
+    );
+}
+
 #[test]
 fn check_reports_a_floating_ip_whose_label_and_tenant_disagree() {
     let test = pools()

@@ -739,7 +739,8 @@ pub struct ReleaseArgs {
     /// Release every request of FILE (`-` reads stdin), one by one, each as its own
     /// `release`: JSON lines or a YAML list, each request with the fields `pool`, `address`
     /// (or a prefix in CIDR form), `namespace`, `owner`, `uid`, `kind`, `tenant`, `within`,
-    /// `force`, `ignoreNotFound` and `dryRun`, guarded as a single release is; `-n` and
+    /// `labels` (`-l`), `force`, `ignoreNotFound` and `dryRun`, guarded as a single release
+    /// is; `-n` and
     /// `--ignore-not-found` apply to the requests that do not set them, `--dry-run` to every
     /// request (whatever it says: a preview never releases).
     /// Results and exit codes as `allocate -f`.

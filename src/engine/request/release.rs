@@ -22,8 +22,9 @@ use crate::model::{AllocationManifest, Namespace, OwnerFilter, PoolRef};
 use crate::store::Store;
 
 /// A `release` request as a user gives it: text, unchecked. A batch line's fields are
-/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `tenant`, `within`, `force`,
-/// `ignoreNotFound` and `dryRun` (`-l` is the command line's only).
+/// `pool`, `address`, `namespace`, `owner`, `uid`, `kind`, `tenant`, `within`, `labels`
+/// (`-l`, a label selector read as `list -l` reads it), `force`, `ignoreNotFound` and
+/// `dryRun`: the API's `ReleaseInput`, field for field.
 #[derive(Clone, Debug, Default)]
 pub struct ReleaseInput {
     pub pool: Option<String>,
@@ -47,6 +48,7 @@ const FIELDS: &[&str] = &[
     "kind",
     "tenant",
     "within",
+    "labels",
     "force",
     "ignoreNotFound",
     "dryRun",
@@ -80,7 +82,7 @@ impl ReleaseInput {
                     kind: f.text("kind", "--kind <KIND>")?,
                     tenant: f.text("tenant", "--tenant <NS>")?,
                     within: f.text("within", "--within <CIDR>")?,
-                    labels: None,
+                    labels: f.text("labels", "--selector <SELECTOR>")?,
                 },
                 force: f.switch("force")?.unwrap_or(false),
                 ignore_not_found: f

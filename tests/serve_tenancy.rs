@@ -298,8 +298,11 @@ fn ops() -> Vec<Op> {
     ]
 }
 
+/// The uid of tenant `acme/prod`'s floating IP `fip-held`.
+const FIP_HELD_UID: &str = "5f0c6a8e-3b1d-4c2e-9a7f-1d2e3f4a5b6c";
+
 /// A fresh store with the pools, `Node/held` holding an address in `acme/prod`'s `lan`,
-/// and tenant `acme/prod`'s floating IP `fip-held`.
+/// and tenant `acme/prod`'s floating IP `fip-held` (uid [`FIP_HELD_UID`]).
 fn fresh() -> Store {
     let store = Store::fixture("empty");
     let mut apply = store
@@ -326,6 +329,8 @@ fn fresh() -> Store {
             ACME,
             "--owner",
             "FloatingIP/fip-held",
+            "--uid",
+            FIP_HELD_UID,
         ],
     ] {
         let out = store.ipamctl(args).output().unwrap();
@@ -602,7 +607,7 @@ fn a_cluster_token_of_one_tenant_never_sees_or_touches_another_tenants_floating_
     assert!(told[3].contains("FloatingIP/…"), "{}", told[3]);
     for text in &told {
         assert!(
-            !text.contains("acme") && !text.contains("fip-held"),
+            !text.contains("acme") && !text.contains("fip-held") && !text.contains(FIP_HELD_UID),
             "{text}"
         );
     }

@@ -288,6 +288,8 @@ impl Scope {
     /// (`FloatingIP/<tenant>/<name>`) whose tenant the caller does not see becomes
     /// `FloatingIP/…`. Messages and notes name owners as they display, so a scan of the
     /// words finds them all; the rule that chooses what to name (`sees_owner`) is the same.
+    /// The owner's uid, which messages print after its name (`` `FloatingIP/…` (uid U)``),
+    /// goes with it: it names no tenant, but it is the unseen owner's all the same.
     pub fn redact(&self, text: &str) -> String {
         const KIND: &str = "FloatingIP/";
         if self.sees_every_owner() || !text.contains(KIND) {
@@ -307,11 +309,14 @@ impl Scope {
             let tenant = name[..end]
                 .rsplit_once('/')
                 .and_then(|(tenant, _)| Namespace::new(tenant).ok());
+            rest = &name[end..];
             match tenant {
-                Some(tenant) if !self.sees(Some(&tenant)) => out.push_str(UNSEEN),
+                Some(tenant) if !self.sees(Some(&tenant)) => {
+                    out.push_str(UNSEEN);
+                    rest = without_uid(rest, &mut out);
+                }
                 _ => out.push_str(&from[..KIND.len() + end]),
             }
-            rest = &name[end..];
         }
         out.push_str(rest);
         out
@@ -323,6 +328,23 @@ impl Scope {
             Grant::Everything => true,
             Grant::Token { cluster, .. } => *cluster,
         }
+    }
+}
+
+/// `rest`, the text after a redacted owner's name, without the ` (uid U)` that follows it
+/// (after the name's closing backquote, which goes to `out`).
+fn without_uid<'a>(rest: &'a str, out: &mut String) -> &'a str {
+    let (tick, after) = match rest.strip_prefix('`') {
+        Some(after) => ("`", after),
+        None => ("", rest),
+    };
+    out.push_str(tick);
+    match after
+        .strip_prefix(" (uid ")
+        .and_then(|uid| uid.split_once(')'))
+    {
+        Some((_, tail)) => tail,
+        None => after,
     }
 }
 
@@ -351,8 +373,19 @@ mod tests {
                     FloatingIP/beta/prod/fip-2, FloatingIP/acme/prod/x";
         assert_eq!(
             beta.redact(text),
-            "198.51.100.1 in pool `pub-z` is held by `FloatingIP/…` (uid u), \
+            "198.51.100.1 in pool `pub-z` is held by `FloatingIP/…`, \
              FloatingIP/beta/prod/fip-2, FloatingIP/…"
+        );
+        // A seen owner's uid stays; an unseen one's goes with its name, quoted or not.
+        assert_eq!(
+            beta.redact(
+                "`FloatingIP/beta/prod/a` (uid u1); FloatingIP/acme/x (uid u2) and (uid u3"
+            ),
+            "`FloatingIP/beta/prod/a` (uid u1); FloatingIP/… and (uid u3"
+        );
+        assert_eq!(
+            beta.redact("FloatingIP/acme/x (uid unclosed"),
+            "FloatingIP/… (uid unclosed"
         );
         // Not an owner (no tenant in it): left as written.
         assert_eq!(beta.redact("a FloatingIP/ b"), "a FloatingIP/ b");

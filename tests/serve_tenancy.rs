@@ -635,6 +635,14 @@ fn a_cluster_token_of_one_tenant_never_sees_or_touches_another_tenants_floating_
     );
     assert_eq!(code(&by_owner), "NOT_FOUND", "{by_owner}");
     assert!(!by_owner.to_string().contains("acme"), "{by_owner}");
+    // Its tenant label selects nothing either (a `release -f` line's `labels` is this).
+    let (_, by_label) = ask(
+        &server,
+        beta,
+        r#"mutation { release(input: {labels: "pivirt.hu/tenant=acme.prod"}) }"#,
+    );
+    assert_eq!(code(&by_label), "NOT_FOUND", "{by_label}");
+    assert!(!by_label.to_string().contains("fip-held"), "{by_label}");
     let (_, gone) = ask(
         &server,
         beta,

@@ -818,18 +818,24 @@ fn release_by_label_selector_prints_what_it_prints_locally_and_leaves_the_same_s
         0
     );
     assert_eq!(same(&format!("{prod} --kind VirtualMachine")), 3, "gone");
-    // Without `-n`: every scope the selectors reach.
+    // Without `-n`: every scope the selectors reach. A batch line's `labels` is `-l`,
+    // locally and through a server: one line releases, one selects nothing (its exit 3).
+    let file = pair.here.root().join("by-label.jsonl");
+    std::fs::write(
+        &file,
+        "{\"labels\": \"pivirt.hu/managed-by=director\", \"owner\": \"FloatingIP/fip-1\"}\n\
+         {\"labels\": \"tier=web\"}\n",
+    )
+    .unwrap();
+    let batch = format!("release -f {}", file.display());
+    assert_eq!(same(&batch), 3);
     assert_eq!(
         same(&format!("release {director} --owner FloatingIP/fip-1")),
-        0
+        3,
+        "released by the batch"
     );
     assert_eq!(same(&format!("release {director} -o wide")), 0);
     assert_eq!(same(&format!("release {director}")), 3);
-    // A batch line takes no label selector, locally or through a server.
-    let file = pair.here.root().join("by-label.jsonl");
-    std::fs::write(&file, "{\"labels\": \"tier=web\"}\n").unwrap();
-    let batch = format!("release -f {}", file.display());
-    assert_eq!(same(&batch), 2);
     pair.states_agree();
 }
 

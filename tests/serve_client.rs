@@ -54,16 +54,23 @@ fn local(dir: &Path, args: &[&str]) -> Output {
         .expect("run ipamctl -d")
 }
 
-/// Text with each `creationTimestamp` value blanked (two processes claiming a second apart
-/// stamp different seconds), and a not-found failure's hint left out of a batch's JSON and
-/// YAML results (see [`told`]); nothing else may differ.
+/// Text with each `creationTimestamp` and `deletionTimestamp` value blanked (two processes
+/// claiming, or deleting a VPC's pool, a second apart stamp different seconds), and a
+/// not-found failure's hint left out of a batch's JSON and YAML results (see [`told`]);
+/// nothing else may differ.
 fn stamped(text: &[u8]) -> String {
     String::from_utf8_lossy(text)
         .lines()
         .filter(|l| !l.trim_start().starts_with("hint:"))
-        .map(|l| match l.find("creationTimestamp") {
-            Some(at) => format!("{}creationTimestamp …", &l[..at]),
-            None => without_hint(l),
+        .map(|l| {
+            let stamp = ["creationTimestamp", "deletionTimestamp"]
+                .into_iter()
+                .filter_map(|key| l.find(key).map(|at| (at, key)))
+                .min();
+            match stamp {
+                Some((at, key)) => format!("{}{key} …", &l[..at]),
+                None => without_hint(l),
+            }
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -63,6 +63,22 @@ fn fip_web(tenant: &str) -> [&str; 7] {
     ]
 }
 
+/// [`pools`] after tenants `acme` and `beta` each claimed `FloatingIP/fip-web`: 192.0.2.1
+/// and 192.0.2.2.
+fn two_fip_webs() -> Test {
+    pools()
+        .args(fip_web("acme"))
+        .stdout("192.0.2.1\n")
+        .run()
+        .then()
+        // Tenant B's `fip-web`: its own address, neither waiting on nor refused because of
+        // A's (an owner's name is one identity per pool: A's name is `acme/fip-web`).
+        .args(fip_web("beta"))
+        .stdout("192.0.2.2\n")
+        .run()
+        .then()
+}
+
 fn pools() -> Test {
     Test::new("empty")
         .args(["apply", "-f", "-"])
@@ -90,17 +106,7 @@ fn held(json: &str) -> Vec<(String, String, String)> {
 
 #[test]
 fn two_tenants_who_name_a_floating_ip_alike_never_share_it_and_a_re_ask_answers_the_same() {
-    let ran = pools()
-        .args(fip_web("acme"))
-        .stdout("192.0.2.1\n")
-        .run()
-        .then()
-        // Tenant B's `fip-web`: its own address, neither waiting on nor refused because of
-        // A's (an owner's name is one identity per pool: A's name is `acme/fip-web`).
-        .args(fip_web("beta"))
-        .stdout("192.0.2.2\n")
-        .run()
-        .then()
+    let ran = two_fip_webs()
         .args(fip_web("acme"))
         .stdout("192.0.2.1\n")
         .run()
@@ -331,15 +337,7 @@ fn the_batch_takes_the_tenant_field() {
 /// parse is exit 2), and a teardown run again finds nothing to release. Beta's is left.
 #[test]
 fn release_batch_lines_select_by_label() {
-    let test = pools()
-        .args(fip_web("acme"))
-        .stdout("192.0.2.1\n")
-        .run()
-        .then()
-        .args(fip_web("beta"))
-        .stdout("192.0.2.2\n")
-        .run()
-        .then();
+    let test = two_fip_webs();
     let lines = test.input(
         "labels.jsonl",
         concat!(

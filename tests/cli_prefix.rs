@@ -901,48 +901,46 @@ fn check_on_postgres_reports_a_prefix_claim_handed_to_a_tenants_floating_ip() {
 /// Claims a /64 for `FloatingIP/solo`, edits its owner into tenant `acme/prod`'s, and
 /// expects `check` to name it.
 fn tenant_prefix_reported(target: Target) {
-    {
-        let out = target
-            .command(["allocate", "provider-v6", "--prefix-length", "64"])
-            .args(["--owner", "FloatingIP/solo"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let checked = target.command(["check"]).output().unwrap();
-        assert!(checked.status.success(), "{checked:?}");
-        let file = claim_file("2001:db8:100::/64");
-        match &target {
-            Target::Files(test) => {
-                let text = test.read(&file);
-                assert!(text.contains("name: solo\n"), "{text}");
-                test.write(
-                    &file,
-                    &text.replace("name: solo\n", "name: acme/prod/solo\n"),
-                );
-            }
-            Target::Database(db) => {
-                let edited = db
-                    .sql()
-                    .execute(
-                        "UPDATE ipamctl.objects SET manifest = convert_to(replace(
-                             convert_from(manifest, 'UTF8'), 'name: solo\n',
-                             'name: acme/prod/solo\n'), 'UTF8')
-                         WHERE kind = 'IPPrefixClaim'",
-                        &[],
-                    )
-                    .unwrap();
-                assert_eq!(edited, 1);
-            }
+    let out = target
+        .command(["allocate", "provider-v6", "--prefix-length", "64"])
+        .args(["--owner", "FloatingIP/solo"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let checked = target.command(["check"]).output().unwrap();
+    assert!(checked.status.success(), "{checked:?}");
+    let file = claim_file("2001:db8:100::/64");
+    match &target {
+        Target::Files(test) => {
+            let text = test.read(&file);
+            assert!(text.contains("name: solo\n"), "{text}");
+            test.write(
+                &file,
+                &text.replace("name: solo\n", "name: acme/prod/solo\n"),
+            );
         }
-        let checked = target.command(["check"]).output().unwrap();
-        assert_eq!(checked.status.code(), Some(code::FAILURE), "{checked:?}");
-        let stdout = String::from_utf8_lossy(&checked.stdout);
-        assert!(
-            stdout.lines().any(|l| l.starts_with("error ")
-                && l.ends_with(
-                    "owner `FloatingIP/acme/prod/solo` is tenant `acme/prod`'s floating IP, which holds one address from the cluster's public pools, never a prefix: was the file edited by hand? release 2001:db8:100::/64 and claim it for its real owner"
-                )),
-            "{stdout}"
-        );
+        Target::Database(db) => {
+            let edited = db
+                .sql()
+                .execute(
+                    "UPDATE ipamctl.objects SET manifest = convert_to(replace(
+                         convert_from(manifest, 'UTF8'), 'name: solo\n',
+                         'name: acme/prod/solo\n'), 'UTF8')
+                     WHERE kind = 'IPPrefixClaim'",
+                    &[],
+                )
+                .unwrap();
+            assert_eq!(edited, 1);
+        }
     }
+    let checked = target.command(["check"]).output().unwrap();
+    assert_eq!(checked.status.code(), Some(code::FAILURE), "{checked:?}");
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.lines().any(|l| l.starts_with("error ")
+            && l.ends_with(
+                "owner `FloatingIP/acme/prod/solo` is tenant `acme/prod`'s floating IP, which holds one address from the cluster's public pools, never a prefix: was the file edited by hand? release 2001:db8:100::/64 and claim it for its real owner"
+            )),
+        "{stdout}"
+    );
 }

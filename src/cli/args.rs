@@ -740,9 +740,8 @@ pub struct ReleaseArgs {
     /// `release`: JSON lines or a YAML list, each request with the fields `pool`, `address`
     /// (or a prefix in CIDR form), `namespace`, `owner`, `uid`, `kind`, `tenant`, `within`,
     /// `labels` (`-l`), `force`, `ignoreNotFound` and `dryRun`, guarded as a single release
-    /// is; `-n` and
-    /// `--ignore-not-found` apply to the requests that do not set them, `--dry-run` to every
-    /// request (whatever it says: a preview never releases).
+    /// is; `-n` and `--ignore-not-found` apply to the requests that do not set them,
+    /// `--dry-run` to every request (whatever it says: a preview never releases).
     /// Results and exit codes as `allocate -f`.
     #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["pool", "address", "force", "kind", "owner", "uid", "within", "labels", "tenant"])]
     pub file: Option<String>,

@@ -105,9 +105,9 @@ impl PrefixClaimManifest {
     }
 
     /// What `check` says of a claim owned by a tenant's floating IP, which only a hand edit
-    /// (or an `import` of one) writes: a tenant's floating IP holds one address from the
-    /// cluster's public pools, and every claim refuses it a prefix
-    /// (`engine::request::allocate`). Another tenant's token would list it as `FloatingIP/…`
+    /// or another clone's file writes (`import` refuses a state directory `check` finds it
+    /// in): a tenant's floating IP holds one address from the cluster's public pools, and
+    /// every claim refuses it a prefix (`engine::request::allocate`). Another tenant's token would list it as `FloatingIP/…`
     /// and could not release it, so it is reported rather than left to be found that way.
     pub fn tenant_problem(&self) -> Option<String> {
         let owner = &self.spec.owner;

@@ -16,7 +16,7 @@ use crate::store::{Found, ObjectKind, Store};
 /// Which allocations a command selects, validated. The owner filter goes to the store
 /// (whose owner index answers it without reading every file); the rest is checked on the
 /// manifests it returns.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Query {
     /// `--pool` (or `release`'s POOL).
     pub pool: Option<PoolName>,

@@ -165,8 +165,12 @@ async fn pools_exposition(
             // The namespaces the caller may read, as a query's: a tenant's token with the
             // cluster scope counts its own namespaces and the cluster's pools, never
             // another tenant's.
-            let scopes =
-                crate::engine::scopes::scopes(store, &scope, crate::engine::scope::Verb::Read, ns)?;
+            let scopes = crate::engine::scopes::scopes(
+                store,
+                &scope,
+                crate::engine::scope::Verb::Read,
+                ns.clone(),
+            )?;
             let problems = check
                 .then(|| crate::engine::check::check(store))
                 .transpose()?

@@ -443,7 +443,7 @@ impl Listing {
     /// `--expired`'s instant and the stored subnet's pool and prefix (read after the
     /// scope's check).
     pub(super) fn scoped(
-        self,
+        &self,
         store: &dyn crate::store::Store,
         scope: &Scope,
     ) -> Result<(
@@ -452,22 +452,22 @@ impl Listing {
     )> {
         let Listing {
             ns,
-            mut query,
+            query,
             subnet,
             expired,
         } = self;
-        let subnet_ns = ns.clone();
+        let mut query = query.clone();
         let scopes = crate::engine::scopes::named_scopes(
             store,
             scope,
             crate::engine::scope::Verb::Read,
-            ns,
+            ns.clone(),
         )?;
-        if expired {
+        if *expired {
             query.lapsed_at = Some(store.clock()?);
         }
         if let Some(name) = &subnet {
-            let s = crate::engine::subnet::load(store, subnet_ns.as_ref(), name)?;
+            let s = crate::engine::subnet::load(store, ns.as_ref(), name)?;
             query.pool = Some(s.pool().name);
             query.within = Some(s.spec.cidr);
         }

@@ -39,7 +39,7 @@ impl QuotaQuery {
         let scope = scope(ctx);
         work(ctx)
             .read(move |store| {
-                let rows = crate::engine::quota_list::list(store, &scope, ns)?;
+                let rows = crate::engine::quota_list::list(store, &scope, ns.clone())?;
                 Ok(rows
                     .into_iter()
                     .map(|u| QuotaUsage {

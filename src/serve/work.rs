@@ -28,8 +28,17 @@ const READERS: usize = 2;
 /// How long a server that failed to start waits for the threads it did start.
 const STOP_AFTER_FAILED_START: Duration = Duration::from_secs(5);
 
-/// A query as a reader runs it.
-type Read = Box<dyn FnOnce(&(dyn Store + Sync)) + Send>;
+/// A query as a reader runs it: given whether this is its last try, it answers its
+/// client and says so, or (on a connection it found lost) answers nothing and asks to run
+/// again on a store opened anew.
+type Read = Box<dyn FnMut(&(dyn Store + Sync), bool) -> Answered + Send>;
+
+/// Whether a [`Read`] answered its client.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answered {
+    Yes,
+    RunAgain,
+}
 
 /// A claim or a release on its way to the executor, and where its outcome goes.
 type Claim = (Result<Request>, oneshot::Sender<Outcome<Done>>);
@@ -118,14 +127,28 @@ impl Work {
         Pending(sent.then_some(rx))
     }
 
-    /// Runs `read` on a reader's store.
+    /// Runs `read` on a reader's store. A run that failed on a connection the database
+    /// dropped (a restart, `pg_terminate_backend`: the reader learns of it only by using
+    /// it) runs once more on a connection opened anew, unless its outcome is unknown: it
+    /// ran in one transaction, which the database rolled back as the connection went, so
+    /// the second run is what the client's own retry would be, without the error between.
     pub async fn read<T: Send + 'static>(
         &self,
-        read: impl FnOnce(&(dyn Store + Sync)) -> Result<T> + Send + 'static,
+        mut read: impl FnMut(&(dyn Store + Sync)) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
-        let job: Read = Box::new(move |store| {
-            let _ = tx.send(read(store));
+        let mut tx = Some(tx);
+        let job: Read = Box::new(move |store, last| {
+            let result = read(store);
+            let lost = matches!(&result, Err(e) if !matches!(e, Error::OutcomeUnknown { .. }))
+                && crate::engine::executor::lost(store);
+            if lost && !last {
+                return Answered::RunAgain;
+            }
+            if let Some(tx) = tx.take() {
+                let _ = tx.send(result);
+            }
+            Answered::Yes
         });
         let sent = lock(&self.reads)
             .as_ref()
@@ -257,16 +280,23 @@ fn reader(at: &Location, reads: &Mutex<Receiver<Read>>, ready: &SyncSender<Resul
         }
     };
     let _ = ready.send(Ok(()));
-    loop {
-        let next = lock(reads).recv();
-        match next {
-            Ok(read) => read(&*store),
-            Err(_) => return,
-        }
-        if crate::engine::executor::all_lost(std::slice::from_ref(&store))
+    let reopen = |store: &mut Box<dyn Store + Sync>| {
+        if crate::engine::executor::all_lost(std::slice::from_ref(store))
             && let Ok(again) = crate::store::registry::open(at, &config(1))
         {
-            store = again;
+            *store = again;
         }
+    };
+    loop {
+        let mut read = match lock(reads).recv() {
+            Ok(read) => read,
+            Err(_) => return,
+        };
+        if read(&*store, false) == Answered::RunAgain {
+            reopen(&mut store);
+            // Not opened again: the last try fails on the lost store, and says why.
+            read(&*store, true);
+        }
+        reopen(&mut store);
     }
 }

@@ -138,7 +138,13 @@ struct Queue<'a, J> {
 /// each connection closed, a database restarted): a long-running front end (the server)
 /// then opens them again, and [`Executor::run`] given this as `closed` stops for it.
 pub fn all_lost(stores: &[Box<dyn Store + Sync>]) -> bool {
-    !stores.is_empty() && stores.iter().all(|s| s.lost())
+    !stores.is_empty() && stores.iter().all(|s| lost(&**s))
+}
+
+/// Whether `store` can run nothing more, as [`all_lost`] asks of each: a request that
+/// failed on it may run again on a store opened anew (the server's readers).
+pub fn lost(store: &(dyn Store + Sync)) -> bool {
+    store.lost()
 }
 
 impl Executor<'_> {

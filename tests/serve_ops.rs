@@ -633,3 +633,98 @@ fn a_server_behind_transaction_pooling_answers_every_claim_when_its_kept_look_up
     assert!(!server.log().contains("error"), "{}", server.log());
     store.assert_check_clean();
 }
+
+/// A database that goes away and comes back (its server shut down, cutting the sessions,
+/// then started again on the same port: a cluster of this test's own, `.ci/pg-cluster down`
+/// and `restart`): while it is down a query
+/// is answered at once with the reason (the connection refused, not "connection closed")
+/// and `/readyz` is 503; once it is back the next query is answered with no error, each
+/// reader opening its connection again as it finds it lost, and a claim is answered within
+/// a bounded number of tries.
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres)),
+    ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
+)]
+fn a_server_whose_database_goes_away_says_why_and_answers_once_it_is_back() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster");
+    let cluster = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("bash")
+            .arg(script)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run .ci/pg-cluster");
+        assert!(
+            out.status.success(),
+            "{script} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("ipamctl-down-")
+        .tempdir()
+        .expect("a temporary directory");
+    let url = cluster(&["start".as_ref(), dir.path().as_os_str()]);
+    // Stops the cluster however the test ends.
+    struct Stop<'a>(&'a dyn Fn());
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let stop_cluster = || {
+        let _ = Command::new("bash")
+            .arg(script)
+            .arg("stop")
+            .arg(dir.path())
+            .output();
+    };
+    let _stop = Stop(&stop_cluster);
+    let init = Command::new(common::BIN)
+        .args(["--store", &url, "init"])
+        .output()
+        .expect("ipamctl init");
+    assert!(init.status.success(), "{init:?}");
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(["--store", &url, "serve", "--listen", "127.0.0.1:0"]);
+    let server = Server::spawn(cmd);
+    let pools = "{ pools { name } }";
+    server.ok(pools, json!({}));
+    cluster(&["down".as_ref(), dir.path().as_os_str()]);
+    // Each reader's turn: both find their connection gone and cannot open another.
+    for _ in 0..2 {
+        let (_, body) = server.post(pools, json!({}));
+        let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("cannot connect to PostgreSQL"),
+            "a query while the database is down: {body}"
+        );
+    }
+    assert_eq!(curl(&server.url, "/readyz", &[], b"").0, 503);
+    cluster(&["restart".as_ref(), dir.path().as_os_str()]);
+    for _ in 0..2 {
+        let data = server.ok(pools, json!({}));
+        assert_eq!(data["pools"], json!([]));
+    }
+    assert_eq!(curl(&server.url, "/readyz", &[], b"").0, 200);
+    let pool = "mutation { createPublicPoolDone(input: {name: \"up\", cidr: \"198.51.100.0/28\"}) { action } }";
+    server.ok(pool, json!({}));
+    let claim =
+        "mutation { allocate(input: {pool: \"up\", owner: \"FloatingIP/back\"}) { addresses } }";
+    let mut answered = None;
+    for _ in 0..50 {
+        let (_, body) = server.post(claim, json!({}));
+        if body.get("errors").is_none() {
+            answered = Some(body);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answered = answered.unwrap_or_else(|| panic!("no claim answered: {}", server.log()));
+    let address = answered["data"]["allocate"]["addresses"][0]
+        .as_str()
+        .unwrap_or_default();
+    assert!(address.starts_with("198.51.100."), "{answered}");
+}

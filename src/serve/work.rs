@@ -28,10 +28,17 @@ const READERS: usize = 2;
 /// How long a server that failed to start waits for the threads it did start.
 const STOP_AFTER_FAILED_START: Duration = Duration::from_secs(5);
 
-/// A query as a reader runs it: given whether this is its last try, it answers its
-/// client and says so, or (on a connection it found lost) answers nothing and asks to run
-/// again on a store opened anew.
-type Read = Box<dyn FnMut(&(dyn Store + Sync), bool) -> Answered + Send>;
+/// A query as a reader runs it: given where to run and whether this is its last try, it
+/// answers its client and says so, or (on a connection it found lost) answers nothing and
+/// asks to run again on a store opened anew.
+type Read = Box<dyn FnMut(On<'_>, bool) -> Answered + Send>;
+
+/// Where a [`Read`] runs: on the reader's store, or nowhere, the store lost and opening it
+/// again refused (the client is told why: the database is down, say).
+enum On<'a> {
+    Store(&'a (dyn Store + Sync)),
+    Unopened(Error),
+}
 
 /// Whether a [`Read`] answered its client.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -138,13 +145,19 @@ impl Work {
     ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
         let mut tx = Some(tx);
-        let job: Read = Box::new(move |store, last| {
-            let result = read(store);
-            let lost = matches!(&result, Err(e) if !matches!(e, Error::OutcomeUnknown { .. }))
-                && crate::engine::executor::lost(store);
-            if lost && !last {
-                return Answered::RunAgain;
-            }
+        let job: Read = Box::new(move |on, last| {
+            let result = match on {
+                On::Store(store) => {
+                    let result = read(store);
+                    let lost = matches!(&result, Err(e) if !matches!(e, Error::OutcomeUnknown { .. }))
+                        && crate::engine::executor::lost(store);
+                    if lost && !last {
+                        return Answered::RunAgain;
+                    }
+                    result
+                }
+                On::Unopened(e) => Err(e),
+            };
             if let Some(tx) = tx.take() {
                 let _ = tx.send(result);
             }
@@ -280,23 +293,27 @@ fn reader(at: &Location, reads: &Mutex<Receiver<Read>>, ready: &SyncSender<Resul
         }
     };
     let _ = ready.send(Ok(()));
-    let reopen = |store: &mut Box<dyn Store + Sync>| {
-        if crate::engine::executor::all_lost(std::slice::from_ref(store))
-            && let Ok(again) = crate::store::registry::open(at, &config(1))
-        {
-            *store = again;
+    // Ok once the store answers again or was never lost; the refusal of opening it again.
+    let reopen = |store: &mut Box<dyn Store + Sync>| -> Result<()> {
+        if crate::engine::executor::all_lost(std::slice::from_ref(store)) {
+            *store = crate::store::registry::open(at, &config(1))?;
         }
+        Ok(())
     };
     loop {
         let mut read = match lock(reads).recv() {
             Ok(read) => read,
             Err(_) => return,
         };
-        if read(&*store, false) == Answered::RunAgain {
-            reopen(&mut store);
-            // Not opened again: the last try fails on the lost store, and says why.
-            read(&*store, true);
+        if read(On::Store(&*store), false) == Answered::RunAgain {
+            match reopen(&mut store) {
+                Ok(()) => read(On::Store(&*store), true),
+                Err(e) => read(On::Unopened(e), true),
+            };
+            // Opened again or just tried (a database that stays down is not waited for
+            // twice, `connect_timeout` each, in one request): the next request finds out.
+            continue;
         }
-        reopen(&mut store);
+        let _ = reopen(&mut store);
     }
 }

@@ -136,9 +136,11 @@ impl Work {
 
     /// Runs `read` on a reader's store. A run that failed on a connection the database
     /// dropped (a restart, `pg_terminate_backend`: the reader learns of it only by using
-    /// it) runs once more on a connection opened anew, unless its outcome is unknown: it
-    /// ran in one transaction, which the database rolled back as the connection went, so
-    /// the second run is what the client's own retry would be, without the error between.
+    /// it) runs once more on a connection opened anew, unless its outcome is unknown: the
+    /// transaction it failed in was rolled back as the connection went, and what an
+    /// operation of several units (`createVpc`) committed before stands, so the second run
+    /// is what the client's own retry would be (a create answers `UNCHANGED` for what
+    /// stands, a delete finishes what is left), without the error between.
     pub async fn read<T: Send + 'static>(
         &self,
         mut read: impl FnMut(&(dyn Store + Sync)) -> Result<T> + Send + 'static,

@@ -222,13 +222,8 @@ fn the_log_has_one_line_per_request_without_secrets_and_metrics_count_them() {
 fn a_server_whose_database_connections_are_all_killed_opens_them_again() {
     let store = Store::database("seed");
     let server = Server::start(&store, &["--workers", "2"]);
-    let claim = |owner: &str| {
-        server.post(
-            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }",
-            json!({"o": owner}),
-        )
-    };
-    let (_, first) = claim("FloatingIP/before");
+    let claim = |owner: &str| claim_public(&server, owner);
+    let first = claim("FloatingIP/before");
     let address = first["data"]["allocate"]["addresses"][0].clone();
     assert!(address.is_string(), "{first}");
     let serve_common::Store::Db(_, db) = &store else {
@@ -257,7 +252,7 @@ fn a_server_whose_database_connections_are_all_killed_opens_them_again() {
     // owner that claimed before gets its address back.
     let mut answered = None;
     for _ in 0..50 {
-        let (_, body) = claim("FloatingIP/before");
+        let body = claim("FloatingIP/before");
         if body.get("errors").is_none() {
             answered = Some(body);
             break;
@@ -283,6 +278,72 @@ fn a_server_whose_database_connections_are_all_killed_opens_them_again() {
     store.assert_check_clean();
 }
 
+/// One of the server's two claim connections terminated while idle: the worker finds it
+/// lost only by using it, with a group of concurrent claims in hand. That group was undone
+/// with the connection: the worker opens a new one and runs it again there, and every claim
+/// is answered (before, the group failed, `INTERNAL`), on as many connections as before.
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres)),
+    ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
+)]
+fn a_claim_connection_lost_is_opened_anew_and_every_claim_is_answered() {
+    let store = Store::database("seed");
+    let server = Server::start(&store, &["--workers", "2"]);
+    let claim = |owner: &str| claim_public(&server, owner);
+    let first = claim("FloatingIP/before");
+    assert!(
+        first["data"]["allocate"]["addresses"][0].is_string(),
+        "{first}"
+    );
+    let serve_common::Store::Db(_, db) = &store else {
+        unreachable!()
+    };
+    let mut sql = db.sql();
+    let open = |sql: &mut postgres::Client| -> i64 {
+        sql.query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db.name()],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let before = open(&mut sql);
+    // The connection that ran the claim (its last statement ends in its `COMMIT`): a
+    // worker's, not a reader's.
+    let killed = sql
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid() AND query LIKE '%COMMIT%'",
+            &[&db.name()],
+        )
+        .unwrap();
+    assert_eq!(killed.len(), 1, "the worker's connection");
+    for round in 0..2 {
+        let answers: Vec<serde_json::Value> = std::thread::scope(|s| {
+            let clients: Vec<_> = (0..24)
+                .map(|c| {
+                    let claim = &claim;
+                    s.spawn(move || claim(&format!("FloatingIP/r{round}-{c}")))
+                })
+                .collect();
+            clients.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        for body in &answers {
+            assert!(
+                body["data"]["allocate"]["addresses"][0].is_string(),
+                "round {round}: {body}\n{}",
+                server.log()
+            );
+        }
+    }
+    assert_eq!(claim("FloatingIP/before"), first);
+    // The worker opened its connection anew: the server runs on as many as it started with
+    // (before, the lost worker stopped, and the server ran on one until both were lost).
+    assert_eq!(open(&mut sql), before, "{}", server.log());
+    store.assert_check_clean();
+}
+
 /// The database's side of the adversary: a server's connections, which keep their
 /// statements prepared for their life, terminated every 150 ms while 8 clients claim and
 /// ask again (so at every instant of a group: its `PREPARE`s, its `EXECUTE`s, around its
@@ -302,12 +363,7 @@ fn connections_killed_under_load_lose_no_acknowledged_claim() {
     let serve_common::Store::Db(_, db) = &store else {
         unreachable!()
     };
-    let claim = |owner: &str| {
-        server.post(
-            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }",
-            json!({"o": owner}),
-        ).1
-    };
+    let claim = |owner: &str| claim_public(&server, owner);
     let (stop, kills) = (AtomicBool::new(false), AtomicUsize::new(0));
     let answered = std::thread::scope(|s| {
         let killer = s.spawn(|| {
@@ -727,4 +783,14 @@ fn a_server_whose_database_goes_away_says_why_and_answers_once_it_is_back() {
         .as_str()
         .unwrap_or_default();
     assert!(address.starts_with("198.51.100."), "{answered}");
+}
+
+/// The answer to claiming an address of the seed's public pool for `owner`.
+fn claim_public(server: &Server, owner: &str) -> serde_json::Value {
+    server
+        .post(
+            "mutation($o: String!) { allocate(input: {pool: \"public-zone-a\", owner: $o}) { addresses } }",
+            json!({"o": owner}),
+        )
+        .1
 }

@@ -523,9 +523,13 @@ pub trait Units {
     fn batch_done(&self) {}
 
     /// This store can run nothing more (a database connection that closed: every unit on it
-    /// would fail at once). A batch's worker on it then stops taking requests while another
-    /// worker can run them (`engine/executor/`).
+    /// would fail at once): a batch's worker on it hands its requests on (`engine/executor/`).
     fn lost(&self) -> bool {
+        false
+    }
+
+    /// Opens a lost store's connection anew where it may (a server's, `pg/revive.rs`): did it.
+    fn revive(&self) -> bool {
         false
     }
 

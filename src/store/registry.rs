@@ -109,15 +109,19 @@ pub fn open(at: &Location, config: &Config<'_>) -> Result<Box<dyn Store + Sync>>
 pub fn open_workers(at: &Location, config: &Config<'_>) -> Result<Vec<Box<dyn Store + Sync>>> {
     Ok(match at {
         Location::Dir(dir) => vec![Box::new(FsStore::discover(dir.as_deref())?)],
-        Location::Database(url) => PgStore::open_batch(&target(url, config)?, config.workers)?
-            .into_iter()
-            .map(|s| {
-                if config.long_lived {
-                    s.keep_lookups();
-                }
-                Box::new(s) as Box<dyn Store + Sync>
-            })
-            .collect(),
+        Location::Database(url) => {
+            let target = target(url, config)?;
+            PgStore::open_batch(&target, config.workers)?
+                .into_iter()
+                .map(|mut s| {
+                    if config.long_lived {
+                        s.keep_lookups();
+                        s.revive_from(target.clone());
+                    }
+                    Box::new(s) as Box<dyn Store + Sync>
+                })
+                .collect()
+        }
     })
 }
 

@@ -17,7 +17,11 @@
 //!   runs each of its requests again on its own, and only what that run noticed is told; a
 //!   group whose commit's outcome is unknown makes each success in it unknown.
 //! - **The hand-off** ([`crate::store::Units::lost`]): a worker whose connection is lost
-//!   stops taking requests unless it is the last one working; the others run the rest.
+//!   stops taking requests unless it is the last one working; the others run the rest,
+//!   and the requests its group held (undone with the connection: nothing of them stands)
+//!   go back into the queue for them. The last one runs what it holds on its own, each
+//!   failing as the connection did (nothing done, exit 1), and a server then opens its
+//!   connections again.
 //! - **The stop flag** (set by SIGINT or SIGTERM in the front end), and a front end's
 //!   reader gone (`closed`): no request starts after either; the ones in flight finish, each
 //!   whole.
@@ -30,7 +34,7 @@ mod worker;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver as Input, select};
@@ -126,10 +130,24 @@ pub struct Executor<'a> {
     pub ordered: bool,
 }
 
+/// What the queue holds: a request as the input brought it, or one a worker whose
+/// connection was lost handed back, made a [`Job`] already (`worker::hand_off`).
+enum Taken<J, M> {
+    Fresh(J),
+    Again(Job<M>),
+}
+
+/// The queue's channel, each request with its place in the input.
+type Queued<J, M> = (usize, Taken<J, M>);
+
 /// How a worker takes its requests: the queue, the workers still taking, and whether the
 /// requests waiting may still start.
-struct Queue<'a, J> {
-    rx: Mutex<Receiver<(usize, J)>>,
+struct Queue<'a, J, M> {
+    rx: Mutex<Receiver<Queued<J, M>>>,
+    /// The way back into the queue for a lost worker's requests, while any is in flight:
+    /// the dispatcher takes it before it closes the queue (a sender left here would keep
+    /// the workers waiting for more).
+    again: Mutex<Option<Sender<Queued<J, M>>>>,
     working: AtomicUsize,
     more: &'a (dyn Fn() -> bool + Sync),
 }
@@ -191,11 +209,12 @@ impl Executor<'_> {
     ) -> Option<Halt> {
         // A worker's group is made of the requests already handed out when it is ready.
         let most: usize = self.stores.iter().map(|s| s.group_size().max(1)).sum();
-        let (work_tx, work_rx) = std::sync::mpsc::channel::<(usize, J)>();
+        let (work_tx, work_rx) = std::sync::mpsc::channel::<Queued<J, M>>();
         // A group takes no more after a signal, or once the reader is gone.
         let more = || !self.stop.load(Ordering::Relaxed) && !(self.closed)();
         let queue = Queue {
             rx: Mutex::new(work_rx),
+            again: Mutex::new(Some(work_tx.clone())),
             working: AtomicUsize::new(self.stores.len()),
             more: &more,
         };
@@ -237,7 +256,7 @@ impl Executor<'_> {
                             reading = false;
                         }
                         Ok(job) => {
-                            if work_tx.send((sent, job)).is_ok() {
+                            if work_tx.send((sent, Taken::Fresh(job))).is_ok() {
                                 sent += 1;
                             }
                         }
@@ -251,6 +270,12 @@ impl Executor<'_> {
                     default(TICK) => {}
                 }
             }
+            // Nothing is in flight: no worker hands anything back from here on.
+            drop(
+                (queue.again.lock())
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take(),
+            );
             drop(work_tx);
         });
         order.halt

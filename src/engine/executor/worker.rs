@@ -4,7 +4,7 @@
 use crossbeam_channel::Sender;
 use std::sync::atomic::Ordering;
 
-use super::{Done, Finished, Front, Job, Queue};
+use super::{Done, Finished, Front, Job, Queue, Taken};
 use crate::engine::request::Outcome;
 use crate::engine::warning::Warnings;
 use crate::error::Error;
@@ -16,11 +16,13 @@ use crate::store::Store;
 /// committed. A worker whose store is lost ([`crate::store::Units::lost`]: its connection
 /// closed, say by `pg_terminate_backend`) stops taking requests, unless it is the last one
 /// `working` counts: the others run the rest, instead of this one failing each at once (one
-/// connection of four lost used to fail 1,390 of 3,000 requests). The last one goes on, so
-/// that every request still gets its outcome.
+/// connection of four lost used to fail 1,390 of 3,000 requests), and the group it found the
+/// connection lost with goes back into the queue for them ([`hand_off`]). The last one goes
+/// on, so that every request still gets its outcome. A store that opens its connection anew
+/// ([`crate::store::Units::revive`]: a server's) goes on instead, running that group again.
 pub(super) fn work<J, M, O>(
     store: &(dyn Store + Sync),
-    queue: &Queue<'_, J>,
+    queue: &Queue<'_, J, M>,
     front: &Front<'_, J, M, O>,
     done: &Sender<Finished<M, O>>,
 ) {
@@ -44,6 +46,17 @@ pub(super) fn work<J, M, O>(
             }
             Ok(())
         });
+        // Undone with its connection: nothing of the group stands. A store opened anew runs
+        // it again here, one request at a time as below; else another worker runs it.
+        if matches!(&grouped, Err(e) if !matches!(e, Error::OutcomeUnknown { .. }))
+            && store.lost()
+            && !store.revive()
+        {
+            match hand_off(queue, jobs) {
+                Ok(()) => return,
+                Err(back) => jobs = back,
+            }
+        }
         let results = match grouped {
             Ok(()) => results,
             // Each request that succeeded in the group may or may not stand now.
@@ -69,6 +82,7 @@ pub(super) fn work<J, M, O>(
         }
         let others = |n: usize| (n > 1).then(|| n - 1);
         if store.lost()
+            && !store.revive()
             && queue
                 .working
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, others)
@@ -77,6 +91,36 @@ pub(super) fn work<J, M, O>(
             return;
         }
     }
+}
+
+/// Hands `jobs` back into the queue for the other workers, and stops this one taking more,
+/// unless it is the last one working (or the queue is closing): then `jobs` come back.
+/// Only a group that failed whole on a lost connection is handed back, so running it again
+/// elsewhere is what the client's own retry would be: its transaction was undone.
+fn hand_off<J, M>(
+    queue: &Queue<'_, J, M>,
+    jobs: Vec<(usize, Job<M>)>,
+) -> Result<(), Vec<(usize, Job<M>)>> {
+    let again = queue
+        .again
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(tx) = again.as_ref() else {
+        return Err(jobs);
+    };
+    let others = |n: usize| (n > 1).then(|| n - 1);
+    if queue
+        .working
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, others)
+        .is_err()
+    {
+        return Err(jobs);
+    }
+    for (index, job) in jobs {
+        // The receiver is the queue's own, which outlives every worker.
+        let _ = tx.send((index, Taken::Again(job)));
+    }
+    Ok(())
 }
 
 /// The outcomes of a group whose commit's outcome is unknown: each success made unknown.
@@ -104,7 +148,7 @@ fn failed(e: Error) -> Outcome<Done> {
 /// The next request of `queue`, made a [`Job`] by `prepare`: waiting for it, or only if one
 /// is there.
 fn take<J, M>(
-    queue: &Queue<'_, J>,
+    queue: &Queue<'_, J, M>,
     wait: bool,
     prepare: &(dyn Fn(J) -> Job<M> + Sync),
 ) -> Option<(usize, Job<M>)> {
@@ -126,5 +170,9 @@ fn take<J, M>(
         };
         rx.try_recv().ok()?
     };
-    Some((index, prepare(input)))
+    let job = match input {
+        Taken::Fresh(input) => prepare(input),
+        Taken::Again(job) => job,
+    };
+    Some((index, job))
 }

@@ -162,6 +162,10 @@ impl Units for PgStore {
         }
     }
 
+    fn revive(&self) -> bool {
+        self.revived()
+    }
+
     fn group_size(&self) -> usize {
         self.session().group_size
     }

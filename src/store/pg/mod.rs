@@ -50,6 +50,7 @@ mod objects;
 mod prefetch;
 mod prefix_free;
 mod queries;
+mod revive;
 mod rows;
 pub mod schema;
 mod siblings;
@@ -196,6 +197,8 @@ pub struct PgStore {
     /// class 08 or 57P): nothing more can run on it ([`crate::store::Units::lost`]). A flag
     /// of its own, since the synchronous client notices a closed connection only in a call.
     lost: std::sync::atomic::AtomicBool,
+    /// Where a long-lived store opens its connection anew once it is lost (`revive.rs`).
+    revival: Option<Target>,
 }
 
 /// A connection string made ready to connect: parsed, completed from the environment and
@@ -203,6 +206,7 @@ pub struct PgStore {
 /// that others may read, ignored as libpq ignores it) is in [`Target::warnings`], for the
 /// caller to show before it connects: a connection refused for want of that password
 /// follows it.
+#[derive(Clone)]
 pub struct Target {
     /// The `--store` value as given, for hints (masked before it is shown).
     store: String,
@@ -494,22 +498,7 @@ impl PgStore {
         client_id: String,
     ) -> PgStore {
         PgStore {
-            session: Mutex::new(Session {
-                client,
-                in_txn: false,
-                hints_read: HashMap::new(),
-                locked_pools: HashMap::new(),
-                version_pending: true,
-                begin_pending: None,
-                prefetched: prefetch::Prefetched::default(),
-                kept_pools: HashSet::new(),
-                prefix_ahead: None,
-                only_prefetch: false,
-                open: false,
-                group: None,
-                kept: group::Kept::Off,
-                group_size: 1,
-            }),
+            session: Mutex::new(Session::fresh(client)),
             init_hint,
             shown,
             client_id,
@@ -517,6 +506,7 @@ impl PgStore {
             timeouts,
             siblings: None,
             lost: Default::default(),
+            revival: None,
         }
     }
 

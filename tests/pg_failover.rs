@@ -8,97 +8,13 @@
 
 mod pg;
 
+use pg::cluster::Cluster;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-/// A throwaway cluster of `.ci/pg-cluster`, stopped and removed when dropped.
-struct Cluster {
-    dir: PathBuf,
-    /// Its unix socket directory and port.
-    sock: String,
-    port: u16,
-}
-
-/// Runs `.ci/pg-cluster ARGS…` with durable settings; its stdout.
-fn pg_cluster(args: &[&std::ffi::OsStr]) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster");
-    let out = Command::new("bash")
-        .arg(script)
-        .args(args)
-        .env("PG_CLUSTER_DURABLE", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{script}: {e}"));
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed (it needs PostgreSQL's server binaries, initdb and pg_basebackup: apt-get install postgresql): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-impl Cluster {
-    fn from_url(dir: PathBuf, url: &str) -> Cluster {
-        let param = |key: &str| {
-            url.split(['?', '&'])
-                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                .unwrap_or_else(|| panic!("no `{key}` in {url}"))
-                .to_owned()
-        };
-        Cluster {
-            dir,
-            sock: param("host"),
-            port: param("port").parse().expect("a port"),
-        }
-    }
-
-    fn fresh_dir() -> PathBuf {
-        tempfile::Builder::new()
-            .prefix("ipamctl-failover-")
-            .tempdir()
-            .expect("a temporary directory")
-            .keep()
-    }
-
-    fn primary() -> Cluster {
-        let dir = Cluster::fresh_dir();
-        let url = pg_cluster(&["start".as_ref(), dir.as_os_str()]);
-        Cluster::from_url(dir, &url)
-    }
-
-    fn standby_of(primary: &Cluster) -> Cluster {
-        let dir = Cluster::fresh_dir();
-        let url = pg_cluster(&["standby".as_ref(), primary.dir.as_os_str(), dir.as_os_str()]);
-        Cluster::from_url(dir, &url)
-    }
-
-    fn client(&self, db: &str) -> postgres::Client {
-        let mut config = postgres::Config::new();
-        config
-            .host(&self.sock)
-            .port(self.port)
-            .user("postgres")
-            .dbname(db)
-            .connect_timeout(Duration::from_secs(10));
-        config
-            .connect(postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connecting to {}: {e}", self.sock))
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster"))
-            .arg("stop")
-            .arg(&self.dir)
-            .output();
-    }
-}
 
 /// What one claim or release printed and how it exited.
 #[derive(Clone, Debug)]
@@ -192,7 +108,7 @@ fn failover(sync: bool) -> Found {
         run(&direct, &["apply", "-f", pool.path().to_str().unwrap()]).0,
         Some(0)
     );
-    let standby = Cluster::standby_of(&primary);
+    let standby = primary.standby();
     let mut admin = primary.client("postgres");
     if sync {
         // One at a time: ALTER SYSTEM runs outside a transaction block.
@@ -259,9 +175,9 @@ fn failover(sync: bool) -> Found {
         }
         let _stop = StopOnDrop(&stop);
         std::thread::sleep(Duration::from_secs(4));
-        pg_cluster(&["kill".as_ref(), primary.dir.as_os_str()]);
+        primary.act("kill");
         std::thread::sleep(Duration::from_millis(500));
-        pg_cluster(&["promote".as_ref(), standby.dir.as_os_str()]);
+        standby.act("promote");
         std::thread::sleep(Duration::from_secs(4));
     });
 

@@ -703,52 +703,19 @@ fn a_server_behind_transaction_pooling_answers_every_claim_when_its_kept_look_up
     ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
 )]
 fn a_server_whose_database_goes_away_says_why_and_answers_once_it_is_back() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pg-cluster");
-    let cluster = |args: &[&std::ffi::OsStr]| {
-        let out = Command::new("bash")
-            .arg(script)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run .ci/pg-cluster");
-        assert!(
-            out.status.success(),
-            "{script} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    let dir = tempfile::Builder::new()
-        .prefix("ipamctl-down-")
-        .tempdir()
-        .expect("a temporary directory");
-    let url = cluster(&["start".as_ref(), dir.path().as_os_str()]);
-    // Stops the cluster however the test ends.
-    struct Stop<'a>(&'a dyn Fn());
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            (self.0)();
-        }
-    }
-    let stop_cluster = || {
-        let _ = Command::new("bash")
-            .arg(script)
-            .arg("stop")
-            .arg(dir.path())
-            .output();
-    };
-    let _stop = Stop(&stop_cluster);
+    let cluster = common::pg::cluster::Cluster::primary();
+    let url = &cluster.url;
     let init = Command::new(common::BIN)
-        .args(["--store", &url, "init"])
+        .args(["--store", url, "init"])
         .output()
         .expect("ipamctl init");
     assert!(init.status.success(), "{init:?}");
     let mut cmd = Command::new(common::BIN);
-    cmd.args(["--store", &url, "serve", "--listen", "127.0.0.1:0"]);
+    cmd.args(["--store", url, "serve", "--listen", "127.0.0.1:0"]);
     let server = Server::spawn(cmd);
     let pools = "{ pools { name } }";
     server.ok(pools, json!({}));
-    cluster(&["down".as_ref(), dir.path().as_os_str()]);
+    cluster.act("down");
     // Each reader's turn: both find their connection gone and cannot open another.
     for _ in 0..2 {
         let (_, body) = server.post(pools, json!({}));
@@ -759,7 +726,7 @@ fn a_server_whose_database_goes_away_says_why_and_answers_once_it_is_back() {
         );
     }
     assert_eq!(curl(&server.url, "/readyz", &[], b"").0, 503);
-    cluster(&["restart".as_ref(), dir.path().as_os_str()]);
+    cluster.act("restart");
     for _ in 0..2 {
         let data = server.ok(pools, json!({}));
         assert_eq!(data["pools"], json!([]));

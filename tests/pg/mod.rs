@@ -11,6 +11,8 @@
 
 #[path = "../budget/mod.rs"]
 pub mod budget;
+#[path = "cluster.rs"]
+pub mod cluster;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;

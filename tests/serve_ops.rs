@@ -320,28 +320,100 @@ fn a_claim_connection_lost_is_opened_anew_and_every_claim_is_answered() {
         .unwrap();
     assert_eq!(killed.len(), 1, "the worker's connection");
     for round in 0..2 {
-        let answers: Vec<serde_json::Value> = std::thread::scope(|s| {
-            let clients: Vec<_> = (0..24)
-                .map(|c| {
-                    let claim = &claim;
-                    s.spawn(move || claim(&format!("FloatingIP/r{round}-{c}")))
-                })
-                .collect();
-            clients.into_iter().map(|c| c.join().unwrap()).collect()
-        });
-        for body in &answers {
-            assert!(
-                body["data"]["allocate"]["addresses"][0].is_string(),
-                "round {round}: {body}\n{}",
-                server.log()
-            );
-        }
+        claim_round(&server, &format!("r{round}"), 24);
     }
     assert_eq!(claim("FloatingIP/before"), first);
     // The worker opened its connection anew: the server runs on as many as it started with
     // (before, the lost worker stopped, and the server ran on one until both were lost).
     assert_eq!(open(&mut sql), before, "{}", server.log());
     store.assert_check_clean();
+}
+
+/// A claim connection lost while the database refuses new ones (`ALLOW_CONNECTIONS false`,
+/// as a restart or `max_connections` would): its worker hands its group to the other, which
+/// answers every claim meanwhile, and opens its connection anew once the database lets it,
+/// with no request to prompt it (before, it stopped for good: the server ran on one worker
+/// connection of two until both were lost).
+#[test]
+#[cfg_attr(
+    not(all(has_curl, has_postgres)),
+    ignore = "needs curl and PostgreSQL: apt-get install curl postgresql"
+)]
+fn a_claim_connection_refused_for_a_while_comes_back_once_the_database_lets_it() {
+    let store = Store::database("seed");
+    let server = Server::start(&store, &["--workers", "2"]);
+    let serve_common::Store::Db(_, db) = &store else {
+        unreachable!()
+    };
+    let mut sql = db.sql();
+    let count = |sql: &mut postgres::Client, also: &str| -> i64 {
+        let query = format!(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid() {also}"
+        );
+        sql.query_one(&query, &[&db.name()]).unwrap().get(0)
+    };
+    let committed = "AND query LIKE '%COMMIT%'";
+    // Claims until both workers ran one (their last statement ends in its `COMMIT`).
+    let mut round = 0;
+    while count(&mut sql, committed) < 2 {
+        assert!(round < 20, "both workers never claimed: {}", server.log());
+        claim_round(&server, &format!("w{round}"), 16);
+        round += 1;
+    }
+    let before = count(&mut sql, "");
+    let allow = |yes: bool| {
+        common::pg::maintenance()
+            .batch_execute(&format!(
+                "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS {yes}",
+                db.name()
+            ))
+            .unwrap()
+    };
+    allow(false);
+    let killed = sql
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid() AND query LIKE '%COMMIT%'
+             ORDER BY pid LIMIT 1",
+            &[&db.name()],
+        )
+        .unwrap();
+    assert_eq!(killed.len(), 1, "a worker's connection");
+    for round in 0..2 {
+        claim_round(&server, &format!("refused{round}"), 16);
+    }
+    assert_eq!(count(&mut sql, ""), before - 1, "{}", server.log());
+    allow(true);
+    // Within its next tries (one a second), with no request to prompt it.
+    let mut now = 0;
+    for _ in 0..50 {
+        now = count(&mut sql, "");
+        if now == before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(now, before, "{}", server.log());
+    claim_round(&server, "back", 16);
+    store.assert_check_clean();
+}
+
+/// `n` concurrent claims of new owners (`FloatingIP/{tag}-0` …), each answered an address.
+fn claim_round(server: &Server, tag: &str, n: usize) {
+    let answers: Vec<serde_json::Value> = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..n)
+            .map(|c| s.spawn(move || claim_public(server, &format!("FloatingIP/{tag}-{c}"))))
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    for body in &answers {
+        assert!(
+            body["data"]["allocate"]["addresses"][0].is_string(),
+            "{tag}: {body}\n{}",
+            server.log()
+        );
+    }
 }
 
 /// The database's side of the adversary: a server's connections, which keep their

@@ -513,9 +513,7 @@ pub trait Units {
     /// from one for the next, as long as what it keeps stays as true as what it would read
     /// again (the file store's watch: `fs/owner/watch.rs`), and may group them
     /// ([`Units::grouped`]). Each request is still its own unit of work.
-    fn batch(&self, workers: usize) {
-        let _ = workers;
-    }
+    fn batch(&self, _workers: usize) {}
 
     /// Says a batch's requests are all done (every worker's last group committed): the
     /// store may bring up to date what its workers left behind for the next command (the
@@ -528,9 +526,10 @@ pub trait Units {
         false
     }
 
-    /// Opens a lost store's connection anew where it may (a server's, `pg/revive.rs`): did it.
-    fn revive(&self) -> bool {
-        false
+    /// Opens a lost store's connection anew (a server's, `pg/revive.rs`): whether it did, or
+    /// `None` for a store that never does.
+    fn revive(&self) -> Option<bool> {
+        None
     }
 
     /// How many of a batch's requests this store runs in one group ([`Units::grouped`]): 1

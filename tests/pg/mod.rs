@@ -75,6 +75,12 @@ pub fn with_dbname(url: &str, db: &str) -> String {
     }
 }
 
+/// A client of the server's maintenance database: for what cannot be done from inside a
+/// test's own database (`ALTER DATABASE … ALLOW_CONNECTIONS`).
+pub fn maintenance() -> Client {
+    client(None)
+}
+
 /// A client of the server's maintenance database (or of `db`).
 fn client(db: Option<&str>) -> Client {
     client_as(db, None)

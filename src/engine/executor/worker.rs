@@ -3,12 +3,16 @@
 
 use crossbeam_channel::Sender;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-use super::{Done, Finished, Front, Job, Queue, Taken};
+use super::{Done, Finished, Front, Job, Queue, TICK, Taken};
 use crate::engine::request::Outcome;
 use crate::engine::warning::Warnings;
 use crate::error::Error;
 use crate::store::Store;
+
+/// How often a worker whose store is lost tries to open it anew ([`wait_to_revive`]).
+const REVIVE_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs the requests of `queue` on `store` until the queue closes, a group of them at a
 /// time where the store groups ([`crate::store::Units::grouped`]): the requests already
@@ -19,7 +23,8 @@ use crate::store::Store;
 /// connection of four lost used to fail 1,390 of 3,000 requests), and the group it found the
 /// connection lost with goes back into the queue for them ([`hand_off`]). The last one goes
 /// on, so that every request still gets its outcome. A store that opens its connection anew
-/// ([`crate::store::Units::revive`]: a server's) goes on instead, running that group again.
+/// ([`crate::store::Units::revive`]: a server's) goes on instead, running that group again;
+/// one refused for now comes back once it opens ([`wait_to_revive`]).
 pub(super) fn work<J, M, O>(
     store: &(dyn Store + Sync),
     queue: &Queue<'_, J, M>,
@@ -50,9 +55,10 @@ pub(super) fn work<J, M, O>(
         // it again here, one request at a time as below; else another worker runs it.
         if matches!(&grouped, Err(e) if !matches!(e, Error::OutcomeUnknown { .. }))
             && store.lost()
-            && !store.revive()
+            && store.revive() != Some(true)
         {
             match hand_off(queue, jobs) {
+                Ok(()) if wait_to_revive(store, queue) => continue,
                 Ok(()) => return,
                 Err(back) => jobs = back,
             }
@@ -80,13 +86,10 @@ pub(super) fn work<J, M, O>(
                 return;
             }
         }
-        let others = |n: usize| (n > 1).then(|| n - 1);
         if store.lost()
-            && !store.revive()
-            && queue
-                .working
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, others)
-                .is_ok()
+            && store.revive() != Some(true)
+            && leave(queue)
+            && !wait_to_revive(store, queue)
         {
             return;
         }
@@ -108,12 +111,7 @@ fn hand_off<J, M>(
     let Some(tx) = again.as_ref() else {
         return Err(jobs);
     };
-    let others = |n: usize| (n > 1).then(|| n - 1);
-    if queue
-        .working
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, others)
-        .is_err()
-    {
+    if !leave(queue) {
         return Err(jobs);
     }
     for (index, job) in jobs {
@@ -121,6 +119,44 @@ fn hand_off<J, M>(
         let _ = tx.send((index, Taken::Again(job)));
     }
     Ok(())
+}
+
+/// Stops this worker counting among those `working`, unless it is the last one: whether
+/// it did.
+fn leave<J, M>(queue: &Queue<'_, J, M>) -> bool {
+    let others = |n: usize| (n > 1).then(|| n - 1);
+    (queue.working)
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, others)
+        .is_ok()
+}
+
+/// A worker that left the others its share, its store lost and not opened anew: tries
+/// again every [`REVIVE_EVERY`] until the store opens (the worker then counts among those
+/// working again: true) or the queue closes (false, as for a store that never opens anew:
+/// the worker stops). A server's worker whose database refused it for a moment (a restart,
+/// `max_connections`) so comes back, where it stopped and left the server on fewer
+/// connections until every one was lost.
+fn wait_to_revive<J, M>(store: &(dyn Store + Sync), queue: &Queue<'_, J, M>) -> bool {
+    if store.revive().is_none() {
+        return false;
+    }
+    let closing = || {
+        (queue.again.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_none()
+    };
+    loop {
+        for _ in 0..REVIVE_EVERY.div_duration_f64(TICK) as u32 {
+            if closing() {
+                return false;
+            }
+            std::thread::sleep(TICK);
+        }
+        if store.revive() == Some(true) {
+            queue.working.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
+    }
 }
 
 /// The outcomes of a group whose commit's outcome is unknown: each success made unknown.

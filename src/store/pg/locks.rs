@@ -162,7 +162,7 @@ impl Units for PgStore {
         }
     }
 
-    fn revive(&self) -> bool {
+    fn revive(&self) -> Option<bool> {
         self.revived()
     }
 

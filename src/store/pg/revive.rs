@@ -18,7 +18,9 @@
 //!   transaction pooler does not start again).
 //! - The connection is opened as the first one was, with its timeouts (`connect_timeout`
 //!   bounds the wait) and the schema version checked by its first statement. A refusal
-//!   leaves the store lost: the worker hands its requests on, as before.
+//!   leaves the store lost: the worker hands its requests on to the others and tries again
+//!   every second, taking requests once it is open, until the executor stops (every worker
+//!   lost: the server then opens them all again).
 
 use std::sync::atomic::Ordering;
 
@@ -35,15 +37,13 @@ impl PgStore {
     }
 
     /// [`crate::store::Units::revive`].
-    pub(super) fn revived(&self) -> bool {
-        let Some(target) = &self.revival else {
-            return false;
-        };
+    pub(super) fn revived(&self) -> Option<bool> {
+        let target = self.revival.as_ref()?;
         if !self.lost() {
-            return false;
+            return Some(true);
         }
         let Ok((client, _, _)) = connect(target) else {
-            return false;
+            return Some(false);
         };
         let mut session = self.session();
         let kept = match session.kept {
@@ -55,7 +55,7 @@ impl PgStore {
         session.kept = kept;
         session.group_size = group_size;
         self.lost.store(false, Ordering::Relaxed);
-        true
+        Some(true)
     }
 }
 

@@ -66,7 +66,7 @@ pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
     let location = store.locate(ObjectKind::Pool, ns, pool.name.as_str());
     let text =
         std::str::from_utf8(&bytes).map_err(|_| Error::invalid(&location, "is not UTF-8 text"))?;
-    let manifest = yaml::decode_pool(text).map_err(|e| Error::invalid(&location, e))?;
+    let manifest = decoded_pool(text).map_err(|e| Error::invalid(&location, e))?;
     // The file's name is the pool's identity (its allocations, locks and index go by it): a
     // manifest that says another name (a copy under a new name) is not used (issue 31).
     if manifest.metadata.name != pool.name.as_str() {
@@ -78,6 +78,32 @@ pub fn load_pool(store: &dyn Store, pool: &PoolRef) -> Result<PoolManifest> {
             ),
         ));
     }
+    Ok(manifest)
+}
+
+/// How many decoded pool manifests [`decoded_pool`] keeps.
+const DECODED_POOLS: usize = 64;
+
+/// `text` decoded as [`yaml::decode_pool`] decodes it, kept by its bytes for the next read.
+/// A server decodes the same pool's manifest for each claim (the YAML parse was 12 % of its
+/// CPU under load, `perf`); the same bytes decode to the same manifest whoever reads them,
+/// so a manifest kept under its bytes cannot be stale. Only a manifest that decoded is kept,
+/// at most [`DECODED_POOLS`] (all dropped once full: a process reads few pools).
+fn decoded_pool(text: &str) -> std::result::Result<PoolManifest, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+    static KEPT: Mutex<Option<HashMap<Box<str>, PoolManifest>>> = Mutex::new(None);
+    let lock = || KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(kept) = lock().as_ref().and_then(|k| k.get(text)) {
+        return Ok(kept.clone());
+    }
+    let manifest = yaml::decode_pool(text)?;
+    let mut kept = lock();
+    let kept = kept.get_or_insert_with(HashMap::new);
+    if kept.len() >= DECODED_POOLS {
+        kept.clear();
+    }
+    kept.insert(text.into(), manifest.clone());
     Ok(manifest)
 }
 
@@ -140,4 +166,36 @@ pub fn pool_missing(pool: &PoolRef) -> String {
         None => "cluster-scoped".to_owned(),
     };
     format!("pool `{}` not found ({scope})", pool.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decoded_pool;
+
+    const POOL: &str = "apiVersion: pivirt.hu/v1\nkind: IPAMPool\nmetadata:\n  name: p\nspec:\n  cidr: 10.0.0.0/24\n  kind: public\n";
+
+    #[test]
+    fn a_kept_pool_is_the_one_its_bytes_decode_to_and_never_another() {
+        let first = decoded_pool(POOL).unwrap();
+        assert_eq!(
+            decoded_pool(POOL).unwrap(),
+            first,
+            "asked again: the kept one"
+        );
+        // Other bytes are decoded, not answered from what was kept.
+        let wider = POOL.replace("/24", "/23");
+        let changed = decoded_pool(&wider).unwrap();
+        assert_ne!(changed, first);
+        assert_eq!(changed, crate::yaml::decode_pool(&wider).unwrap());
+        // A manifest that does not decode fails each time, and keeps nothing.
+        let broken = POOL.replace("10.0.0.0/24", "not-a-cidr");
+        assert!(decoded_pool(&broken).is_err());
+        assert!(decoded_pool(&broken).is_err());
+        // More pools than are kept: each is still its own.
+        for i in 0..200 {
+            let text = POOL.replace("name: p", &format!("name: p{i}"));
+            assert_eq!(decoded_pool(&text).unwrap().metadata.name, format!("p{i}"));
+        }
+        assert_eq!(decoded_pool(POOL).unwrap(), first);
+    }
 }
